@@ -1,0 +1,3 @@
+from slurm_gavel.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""`slurm-gavel` command line: one module per subcommand under slurm_gavel.commands.
+
+Each command module exposes ``register(subparsers)``, which adds its parser and
+sets ``func`` to a function taking the parsed arguments and returning an exit
+code. Errors the user can fix (:class:`InputError`) and solver failures
+(:class:`SolveError`) become one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from slurm_gavel.errors import InputError, SolveError
+
+# Subcommands in the order `--help` lists them.
+COMMANDS = ["allocate"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slurm-gavel",
+        description="Heterogeneity-aware GPU scheduling (Gavel's policies) for Slurm clusters.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"slurm_gavel.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except InputError as e:
+        print(f"slurm-gavel {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except SolveError as e:
+        print(f"slurm-gavel {args.command}: solver: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"slurm-gavel {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
