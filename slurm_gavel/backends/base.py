@@ -1,0 +1,196 @@
+"""The backend interface: how the round loop observes a cluster and acts on it.
+
+The scheduler (slurm_gavel.scheduler) runs the same round against every backend:
+
+    snapshot = backend.observe()          # what is there now
+    ... policy + mechanism compute a RoundPlacement (pure functions) ...
+    result = backend.act(placement)       # make the cluster match it
+
+A backend only reports what it can see and carries out placements. It never
+keeps fairness accounting: Slurm cannot tell how many rounds a job received, so
+the time each job received per GPU type lives in the scheduler's
+``SchedulerState`` (serialisable, persisted by the daemon), not here.
+
+Everything here is a frozen dataclass of plain values, so snapshots and
+placements can be logged, compared and written to JSON without adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from slurm_gavel.model import GpuType, Job, JobId
+
+
+class NodeState(StrEnum):
+    UP = "up"  # schedulable
+    DRAINED = "drained"  # running work may finish, nothing new may start (Slurm DRAIN)
+    DOWN = "down"  # gone: jobs on it are lost
+
+
+class JobState(StrEnum):
+    PENDING = "pending"  # waiting for the scheduler to place it (never ran, or requeued)
+    RUNNING = "running"  # holds GPUs now
+    HELD = "held"  # preempted and requeued-held, waiting for the next placement
+    DONE = "done"  # finished (completed, failed or cancelled by its user); reported once
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine: GPUs of a single type (Gavel's server)."""
+
+    name: str
+    gpu_type: GpuType
+    gpus: int
+    partition: str = ""
+    state: NodeState = NodeState.UP
+    # GPUs held by jobs the scheduler does not manage (Slurm's own business).
+    gpus_held_unmanaged: int = 0
+
+    @property
+    def usable_gpus(self) -> int:
+        """GPUs managed jobs may use on this node in the coming round."""
+        if self.state is not NodeState.UP:
+            return 0
+        return max(0, self.gpus - self.gpus_held_unmanaged)
+
+
+@dataclass(frozen=True)
+class NodeSlice:
+    """`gpus` GPUs on node `node` (a job spread over nodes has one slice per node)."""
+
+    node: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class ObservedJob:
+    """A managed job as the backend sees it now."""
+
+    job: Job
+    state: JobState
+    # Where it runs now (RUNNING only): its GPU type and its GPUs per node.
+    gpu_type: GpuType | None = None
+    nodes: tuple[NodeSlice, ...] = ()
+    partner: JobId | None = None  # the job it shares its GPUs with, if space-sharing
+    restarts: int = 0  # times it was (re)started after a preemption or failure
+    # Steps done so far as the job last reported them; None when the backend cannot
+    # know (the scheduler then keeps its own estimate).
+    steps_done: float | None = None
+    # Measured steps/s on its current placement, when the job reports it.
+    measured_throughput: float | None = None
+    # DONE only: when it finished (backend clock) and whether it succeeded.
+    finish_time: float | None = None
+    succeeded: bool = True
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything the round needs to know about the cluster at one instant."""
+
+    time: float  # backend clock (virtual seconds in the simulator, epoch seconds on Slurm)
+    nodes: tuple[Node, ...]
+    jobs: tuple[ObservedJob, ...]
+
+    def capacity(self) -> dict[GpuType, int]:
+        """Usable GPUs per type, in first-seen node order (stable)."""
+        cap: dict[GpuType, int] = {}
+        for n in self.nodes:
+            cap[n.gpu_type] = cap.get(n.gpu_type, 0) + n.usable_gpus
+        return cap
+
+    def active_jobs(self) -> list[ObservedJob]:
+        """Jobs the scheduler must place: pending, running or held (not done)."""
+        return [j for j in self.jobs if j.state is not JobState.DONE]
+
+
+@dataclass(frozen=True)
+class JobPlacement:
+    """Where one job runs during the coming round."""
+
+    job_id: JobId
+    gpu_type: GpuType
+    nodes: tuple[NodeSlice, ...]  # sums to the job's scale factor
+    partner: JobId | None = None  # space-sharing partner on the same GPUs
+    # True when the job's GPUs sit on the fewest nodes possible for its size; False
+    # means the table's unconsolidated throughput applies.
+    consolidated: bool = True
+
+    @property
+    def gpus(self) -> int:
+        return sum(s.gpus for s in self.nodes)
+
+    def same_place(self, other: JobPlacement | None) -> bool:
+        """Lease extension test: same type, same GPUs per node, same partner."""
+        return (
+            other is not None
+            and other.gpu_type == self.gpu_type
+            and sorted((s.node, s.gpus) for s in other.nodes)
+            == sorted((s.node, s.gpus) for s in self.nodes)
+            and other.partner == self.partner
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "gpu_type": self.gpu_type,
+            "nodes": [[s.node, s.gpus] for s in self.nodes],
+            "partner": self.partner,
+            "consolidated": self.consolidated,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> JobPlacement:
+        return JobPlacement(
+            job_id=str(d["job_id"]),
+            gpu_type=str(d["gpu_type"]),
+            nodes=tuple(NodeSlice(str(n), int(g)) for n, g in d["nodes"]),
+            partner=None if d.get("partner") is None else str(d["partner"]),
+            consolidated=bool(d.get("consolidated", True)),
+        )
+
+
+@dataclass(frozen=True)
+class RoundPlacement:
+    """The round's plan: which jobs run where from `start` for `duration` seconds.
+
+    Jobs not in `jobs` must not run during the round (preempt them if they do).
+    A space-sharing pair appears as two JobPlacements with the same nodes, each
+    naming the other as partner.
+    """
+
+    round_index: int
+    start: float
+    duration: float
+    jobs: Mapping[JobId, JobPlacement] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ActResult:
+    """What the backend did to carry out a placement."""
+
+    started: tuple[JobId, ...] = ()  # were not running, now run (first start or restart)
+    kept: tuple[JobId, ...] = ()  # ran already at the same place: lease extended
+    preempted: tuple[JobId, ...] = ()  # ran, told to stop (checkpoint, requeue-hold)
+    moved: tuple[JobId, ...] = ()  # ran elsewhere: preempted and started again
+    failed: tuple[tuple[JobId, str], ...] = ()  # could not be carried out, with the reason
+
+
+@runtime_checkable
+class ClusterBackend(Protocol):
+    """What the round loop needs from a cluster. Implemented by SimulatedCluster and
+    SlurmCluster; the scheduler talks to nothing else."""
+
+    def observe(self) -> ClusterSnapshot:
+        """The cluster now. DONE jobs are reported at least once after they finish."""
+        ...
+
+    def act(self, placement: RoundPlacement) -> ActResult:
+        """Make the cluster match the placement: keep jobs whose JobPlacement is
+        unchanged (no restart), preempt running jobs that are absent or placed
+        elsewhere, start the rest. Must not raise for a single job's failure: report
+        it in ActResult.failed and carry on with the others."""
+        ...

@@ -1,0 +1,401 @@
+"""The scheduling round, shared by the simulator and the live daemon.
+
+    state, report = run_round(state, backend, config)
+
+One call observes the backend, accounts the time each job received since the
+previous round, recomputes the allocation when the job set (or the usable
+capacity) changed or the configured period passed, turns it into a placement
+with the mechanism, and asks the backend to carry it out. The caller decides
+when the next round happens: the simulator advances its virtual clock, the
+daemon sleeps.
+
+All fairness accounting (time received per job and GPU type, rounds, the last
+placement, steps done) lives in :class:`SchedulerState`, a plain dataclass that
+round-trips through JSON (the daemon writes it atomically after every round);
+backends keep none of it, because Slurm cannot tell how many rounds a job got.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from slurm_gavel.backends.base import (
+    ActResult,
+    ClusterBackend,
+    ClusterSnapshot,
+    JobPlacement,
+    JobState,
+    ObservedJob,
+    RoundPlacement,
+)
+from slurm_gavel.errors import InputError
+from slurm_gavel.mechanism import MechanismJob, assign, pair_key
+from slurm_gavel.model import Allocation, GpuType, JobId, PairShare, Problem
+from slurm_gavel.policies import PACKING_POLICIES, PolicyOptions, allocate
+from slurm_gavel.throughputs import ThroughputTable
+
+STATE_FORMAT = "slurm-gavel-scheduler-state/1"
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    table: ThroughputTable
+    policy: str = "max_min_fairness"
+    round_seconds: float = 360.0
+    policy_options: PolicyOptions = field(default_factory=PolicyOptions)
+    # Recompute the allocation at least this often even when the job set is the
+    # same (policies that read progress, e.g. finish_time_fairness); None = only on
+    # change.
+    reallocate_every_s: float | None = None
+    accounts: Mapping[str, float] = field(default_factory=dict)
+    prices: Mapping[GpuType, float] = field(default_factory=dict)
+
+
+@dataclass
+class JobAccount:
+    """The scheduler's memory of one managed job."""
+
+    received_s: dict[GpuType, float] = field(default_factory=dict)  # cumulative, per type
+    rounds: int = 0  # rounds in which it was placed
+    steps_done: float = 0.0
+    restarts: int = 0
+    first_start: float | None = None
+
+
+@dataclass
+class SchedulerState:
+    round_index: int = 0
+    last_round_time: float | None = None  # backend clock when the last round acted
+    # allocation in force and the job set / capacity it was computed for
+    allocation: Allocation | None = None
+    allocation_key: str = ""
+    allocation_time: float | None = None
+    # time received per entry (job id or pair key) and type since the allocation
+    # was computed, and the wall time since then: the mechanism's priorities.
+    epoch_received: dict[str, dict[GpuType, float]] = field(default_factory=dict)
+    epoch_elapsed: float = 0.0
+    jobs: dict[JobId, JobAccount] = field(default_factory=dict)
+    placement: dict[JobId, JobPlacement] = field(default_factory=dict)  # last round's
+
+    # ---- JSON --------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        alloc = self.allocation
+        return {
+            "format": STATE_FORMAT,
+            "round_index": self.round_index,
+            "last_round_time": self.last_round_time,
+            "allocation": None
+            if alloc is None
+            else {
+                "policy": alloc.policy,
+                "fractions": alloc.fractions,
+                "pairs": [
+                    {"jobs": list(p.jobs), "fractions": dict(p.fractions)} for p in alloc.pairs
+                ],
+                "objective": alloc.objective,
+            },
+            "allocation_key": self.allocation_key,
+            "allocation_time": self.allocation_time,
+            "epoch_received": self.epoch_received,
+            "epoch_elapsed": self.epoch_elapsed,
+            "jobs": {
+                j: {
+                    "received_s": a.received_s,
+                    "rounds": a.rounds,
+                    "steps_done": a.steps_done,
+                    "restarts": a.restarts,
+                    "first_start": a.first_start,
+                }
+                for j, a in self.jobs.items()
+            },
+            "placement": {j: p.to_json() for j, p in self.placement.items()},
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any], origin: str = "state") -> SchedulerState:
+        if not isinstance(d, Mapping) or d.get("format") != STATE_FORMAT:
+            raise InputError(
+                f'{origin}: not a scheduler state (expected "format": "{STATE_FORMAT}"); '
+                "delete it to start with fresh fairness accounting"
+            )
+        try:
+            a = d.get("allocation")
+            alloc = None
+            if a is not None:
+                alloc = Allocation(
+                    policy=str(a["policy"]),
+                    fractions={
+                        str(j): {str(t): float(x) for t, x in row.items()}
+                        for j, row in a["fractions"].items()
+                    },
+                    pairs=[
+                        PairShare(
+                            (str(p["jobs"][0]), str(p["jobs"][1])),
+                            {str(t): float(x) for t, x in p["fractions"].items()},
+                        )
+                        for p in a["pairs"]
+                    ],
+                    objective=a.get("objective"),
+                )
+            return SchedulerState(
+                round_index=int(d["round_index"]),
+                last_round_time=d.get("last_round_time"),
+                allocation=alloc,
+                allocation_key=str(d.get("allocation_key", "")),
+                allocation_time=d.get("allocation_time"),
+                epoch_received={
+                    str(k): {str(t): float(v) for t, v in row.items()}
+                    for k, row in d["epoch_received"].items()
+                },
+                epoch_elapsed=float(d["epoch_elapsed"]),
+                jobs={
+                    str(j): JobAccount(
+                        received_s={str(t): float(v) for t, v in a["received_s"].items()},
+                        rounds=int(a["rounds"]),
+                        steps_done=float(a["steps_done"]),
+                        restarts=int(a["restarts"]),
+                        first_start=a.get("first_start"),
+                    )
+                    for j, a in d["jobs"].items()
+                },
+                placement={str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise InputError(
+                f"{origin}: malformed scheduler state ({type(e).__name__}: {e}); "
+                "delete it to start with fresh fairness accounting"
+            ) from e
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    round_index: int
+    time: float
+    reallocated: bool
+    solve_seconds: float
+    placement: RoundPlacement
+    result: ActResult
+    active_jobs: int
+    completed: tuple[ObservedJob, ...] = ()
+    # jobs the round could not consider, with the reason (unknown type, no GPU type
+    # it can run on); the daemon logs these once per job
+    skipped: tuple[tuple[JobId, str], ...] = ()
+    mechanism_seconds: float = 0.0
+
+
+# A pseudo-policy that produces the placement itself (e.g. the Slurm FIFO baseline),
+# bypassing allocation and mechanism. Registered by name in BASELINES.
+BaselineFn = Callable[[ClusterSnapshot, "SchedulerConfig"], dict[JobId, JobPlacement]]
+
+
+def baselines() -> dict[str, BaselineFn]:
+    # imported lazily: the baseline lives with the simulator code
+    from slurm_gavel.simulate.slurm_baseline import slurm_fifo
+
+    return {"slurm_fifo": slurm_fifo}
+
+
+BASELINE_NAMES = ("slurm_fifo",)
+
+
+def _account_last_round(state: SchedulerState, now: float) -> float:
+    """Credit last round's placement with the wall time since it was acted on."""
+    if state.last_round_time is None:
+        return 0.0
+    dt = max(0.0, now - state.last_round_time)
+    seen_pairs: set[str] = set()
+    for job_id, p in state.placement.items():
+        acct = state.jobs.get(job_id)
+        if acct is None:
+            continue
+        acct.received_s[p.gpu_type] = acct.received_s.get(p.gpu_type, 0.0) + dt
+        key = job_id if p.partner is None else pair_key(job_id, p.partner)
+        if key in seen_pairs:
+            continue
+        seen_pairs.add(key)
+        row = state.epoch_received.setdefault(key, {})
+        row[p.gpu_type] = row.get(p.gpu_type, 0.0) + dt
+    state.epoch_elapsed += dt
+    return dt
+
+
+def _job_set_key(jobs: list[ObservedJob], capacity: Mapping[GpuType, int]) -> str:
+    parts = [f"{t}={n}" for t, n in capacity.items()]
+    parts += [
+        f"{o.job.id}:{o.job.job_type}:{o.job.scale_factor}:{o.job.priority_weight}"
+        for o in sorted(jobs, key=lambda o: o.job.id)
+    ]
+    return "|".join(parts)
+
+
+def build_problem(
+    jobs: list[ObservedJob],
+    state: SchedulerState,
+    config: SchedulerConfig,
+    capacity: Mapping[GpuType, int],
+    now: float,
+) -> tuple[Problem, list[tuple[JobId, str]]]:
+    """The policy input for the active jobs; jobs that cannot be considered are returned
+    with the reason instead of failing the round."""
+    types = [t for t, n in capacity.items() if n > 0]
+    pjobs = []
+    skipped: list[tuple[JobId, str]] = []
+    for o in jobs:
+        try:
+            acct = state.jobs.get(o.job.id)
+            done = acct.steps_done if acct else 0.0
+            pj = config.table.problem_job(
+                o.job,
+                types,
+                steps_remaining=max(0.0, o.job.total_steps - done),
+                time_since_start=max(0.0, now - o.job.arrival_time),
+                slo=None if o.job.slo is None else o.job.slo - (now - o.job.arrival_time),
+            )
+        except InputError as e:
+            skipped.append((o.job.id, str(e)))
+            continue
+        if pj.best_throughput() <= 0.0:
+            skipped.append((o.job.id, "no usable GPU type has a throughput for it"))
+            continue
+        if o.job.scale_factor > max((capacity[t] for t in types), default=0):
+            skipped.append((o.job.id, f"needs {o.job.scale_factor} GPUs of one type"))
+            continue
+        pjobs.append(pj)
+    pairs = ()
+    if config.policy in PACKING_POLICIES:
+        kinds = [(j.job_type, j.scale_factor) for j in pjobs]
+        pairs = tuple(config.table.pair_throughputs(kinds, types))
+    problem = Problem(
+        {t: capacity[t] for t in types},
+        tuple(pjobs),
+        pairs,
+        dict(config.accounts),
+        dict(config.prices),
+    )
+    return problem, skipped
+
+
+def _mechanism_jobs(
+    problem: Problem, observed: Mapping[JobId, ObservedJob], state: SchedulerState
+) -> dict[JobId, MechanismJob]:
+    out: dict[JobId, MechanismJob] = {}
+    for pj in problem.jobs:
+        o = observed[pj.id]
+        current = None
+        if o.state is JobState.RUNNING and o.gpu_type is not None:
+            prev = state.placement.get(pj.id)
+            consolidated = prev.consolidated if prev is not None else True
+            current = JobPlacement(pj.id, o.gpu_type, o.nodes, o.partner, consolidated)
+        out[pj.id] = MechanismJob(pj.id, pj.scale_factor, pj.throughput, current)
+    return out
+
+
+def run_round(
+    state: SchedulerState,
+    backend: ClusterBackend,
+    config: SchedulerConfig,
+    now: float | None = None,
+) -> tuple[SchedulerState, RoundReport]:
+    """One round: observe, account, (re)allocate, assign, act. Mutates and returns state."""
+    snap = backend.observe()
+    now = snap.time if now is None else now
+    _account_last_round(state, now)
+
+    completed = tuple(o for o in snap.jobs if o.state is JobState.DONE)
+    for o in completed:
+        state.jobs.pop(o.job.id, None)
+    active = snap.active_jobs()
+    observed = {o.job.id: o for o in active}
+    for o in active:
+        acct = state.jobs.setdefault(o.job.id, JobAccount())
+        if o.steps_done is not None:
+            acct.steps_done = o.steps_done
+        acct.restarts = max(acct.restarts, o.restarts)
+    # forget jobs the backend no longer reports (cancelled while we were down, ...)
+    for gone in [j for j in state.jobs if j not in observed]:
+        del state.jobs[gone]
+
+    capacity = snap.capacity()
+    reallocated = False
+    solve_s = 0.0
+    t0 = time.perf_counter()
+    if config.policy in BASELINE_NAMES:
+        skipped: list[tuple[JobId, str]] = []
+        placed = baselines()[config.policy](snap, config)
+    else:
+        problem, skipped = build_problem(active, state, config, capacity, now)
+        key = _job_set_key([observed[j.id] for j in problem.jobs], problem.cluster)
+        due = (
+            config.reallocate_every_s is not None
+            and state.allocation_time is not None
+            and now - state.allocation_time >= config.reallocate_every_s
+        )
+        if problem.jobs and (state.allocation is None or key != state.allocation_key or due):
+            alloc = allocate(problem, config.policy, config.policy_options)
+            solve_s = alloc.solve_seconds
+            state.allocation, state.allocation_key, state.allocation_time = alloc, key, now
+            # Gavel resets the received-time accounting whenever the allocation
+            # changes: priorities then measure progress towards the new fractions.
+            state.epoch_received, state.epoch_elapsed = {}, 0.0
+            reallocated = True
+        elif not problem.jobs:
+            state.allocation, state.allocation_key = None, ""
+        placed = {}
+        if state.allocation is not None and problem.jobs:
+            placed = assign(
+                state.allocation,
+                _mechanism_jobs(problem, observed, state),
+                snap.nodes,
+                state.epoch_received,
+                state.epoch_elapsed,
+            )
+    mech_s = time.perf_counter() - t0 - solve_s
+
+    placement = RoundPlacement(state.round_index, now, config.round_seconds, placed)
+    result = backend.act(placement)
+    failed = {j for j, _ in result.failed}
+    state.placement = {j: p for j, p in placed.items() if j not in failed}
+    for j in state.placement:
+        acct = state.jobs[j]
+        acct.rounds += 1
+        if acct.first_start is None:
+            acct.first_start = now
+    state.last_round_time = now
+    report = RoundReport(
+        round_index=state.round_index,
+        time=now,
+        reallocated=reallocated,
+        solve_seconds=solve_s,
+        placement=placement,
+        result=result,
+        active_jobs=len(active),
+        completed=completed,
+        skipped=tuple(skipped),
+        mechanism_seconds=max(0.0, mech_s),
+    )
+    state.round_index += 1
+    return state, report
+
+
+def fresh_state() -> SchedulerState:
+    return SchedulerState()
+
+
+def copy_state(state: SchedulerState) -> SchedulerState:
+    """A deep copy through JSON (what the daemon persists is exactly what it reloads)."""
+    return SchedulerState.from_json(state.to_json())
+
+
+__all__ = [
+    "JobAccount",
+    "RoundReport",
+    "SchedulerConfig",
+    "SchedulerState",
+    "copy_state",
+    "fresh_state",
+    "run_round",
+]
