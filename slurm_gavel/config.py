@@ -1,0 +1,412 @@
+"""The daemon's YAML configuration: dataclasses and their validation.
+
+Every problem is found before the daemon touches Slurm and reported as one
+line naming the file, the key, what is wrong and how to fix it (ConfigError is
+an InputError: exit code 2). Unknown keys are errors, not warnings: a typo in
+``round_secnds`` silently running with the default is the kind of surprise an
+admin finds weeks later.
+
+Relative paths in the file are resolved against the file's own directory, so
+a config and the table it names can be moved together.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slurm_gavel.errors import InputError
+from slurm_gavel.policies import policy_names
+
+BACKENDS = ("cli", "rest")
+LOG_FORMATS = ("json", "kv")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(InputError):
+    """The daemon configuration is wrong; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    # Signal sent to the batch shell to ask a job to checkpoint and exit (name without SIG).
+    signal: str = "USR1"
+    # Seconds a job gets to exit after the signal before the daemon requeue-holds it.
+    grace_seconds: float = 30.0
+    # Exit code meaning "checkpointed, requeue me held"; must equal RequeueExitHold.
+    requeue_exit_code: int = 99
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    # Seconds before one sinfo/squeue/scontrol call is abandoned.
+    command_timeout_seconds: float = 30.0
+    # While slurmctld does not answer the daemon waits and retries, doubling the
+    # wait from retry_initial_seconds up to retry_max_seconds; it never gives up.
+    retry_initial_seconds: float = 1.0
+    retry_max_seconds: float = 60.0
+    # backend: rest only.
+    rest_url: str = "http://localhost:6820"
+    rest_token_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    partitions: tuple[str, ...]
+    policy: str = "max_min_fairness"
+    round_seconds: float = 360.0
+    # Slurm GRES type -> throughput-table GPU type, for sites whose names differ.
+    gpu_types: Mapping[str, str] = field(default_factory=dict)
+    throughput_table: Path | None = None  # None = the table shipped with the package
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    # Seconds a restart costs a job (checkpoint + restore); charged in the accounting.
+    preemption_overhead_seconds: float = 0.0
+    solver_time_limit_seconds: float | None = None
+    state_dir: Path = Path("/var/lib/slurm-gavel")
+    progress_dir: Path | None = None  # the job-side progress spool (GAVEL_PROGRESS_DIR)
+    metrics_port: int = 0  # 0 = no metrics endpoint
+    metrics_address: str = "127.0.0.1"
+    backend: str = "cli"
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    log_format: str = "kv"
+    log_level: str = "info"
+    source: Path | None = None  # the file this was read from (for messages)
+
+
+# ---- field checkers ------------------------------------------------------------------
+# Each takes (value, where) and returns the cleaned value or raises ConfigError.
+
+
+def _number(value: Any, where: str, *, minimum: float, strict: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: expected a number, got {_show(value)}")
+    f = float(value)
+    if not math.isfinite(f):
+        raise ConfigError(f"{where}: {value!r} is not a finite number; give a real value")
+    if f < minimum or (strict and f == minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise ConfigError(f"{where}: {value!r} is out of range; it must be {bound}")
+    return f
+
+
+def _integer(value: Any, where: str, *, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: expected a whole number, got {_show(value)}")
+    if not lo <= value <= hi:
+        raise ConfigError(f"{where}: {value} is out of range; it must be in {lo}..{hi}")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected a non-empty string, got {_show(value)}")
+    return value.strip()
+
+
+def _choice(value: Any, where: str, choices: tuple[str, ...] | list[str]) -> str:
+    s = _string(value, where)
+    if s not in choices:
+        hint = difflib.get_close_matches(s, choices, n=1)
+        did = f" (did you mean '{hint[0]}'?)" if hint else ""
+        raise ConfigError(f"{where}: unknown value '{s}'{did}; choose one of: {', '.join(choices)}")
+    return s
+
+
+def _path(value: Any, where: str, base: Path) -> Path:
+    p = Path(_string(value, where)).expanduser()
+    return p if p.is_absolute() else (base / p)
+
+
+def _signal_name(value: Any, where: str) -> str:
+    s = _string(value, where).upper()
+    s = s.removeprefix("SIG")
+    try:
+        signal.Signals[f"SIG{s}"]
+    except KeyError:
+        raise ConfigError(
+            f"{where}: '{value}' is not a signal name; use e.g. USR1, USR2, TERM"
+        ) from None
+    if s in ("KILL", "STOP"):
+        raise ConfigError(
+            f"{where}: SIG{s} cannot be trapped, so no job could checkpoint; use USR1 or TERM"
+        )
+    return s
+
+
+def _show(value: Any) -> str:
+    kind = {dict: "a mapping", list: "a list", type(None): "nothing (null)"}.get(type(value))
+    return kind or f"{type(value).__name__} {value!r}"
+
+
+def _check_keys(doc: Mapping[str, Any], allowed: list[str], where: str) -> None:
+    for key in doc:
+        if not isinstance(key, str):
+            raise ConfigError(f"{where}: key {key!r} is not a string")
+        if key not in allowed:
+            hint = difflib.get_close_matches(key, allowed, n=1)
+            did = f"did you mean '{hint[0]}'?" if hint else f"known keys: {', '.join(allowed)}"
+            raise ConfigError(f"{where}: unknown key '{key}'; {did}")
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of keys, got {_show(value)}")
+    return value
+
+
+# ---- sections ------------------------------------------------------------------------
+
+_TOP_KEYS = [
+    "policy",
+    "round_seconds",
+    "partitions",
+    "gpu_types",
+    "throughput_table",
+    "checkpoint",
+    "preemption_overhead_seconds",
+    "solver_time_limit_seconds",
+    "state_dir",
+    "progress_dir",
+    "metrics_port",
+    "metrics_address",
+    "backend",
+    "slurm",
+    "log_format",
+    "log_level",
+]
+_CHECKPOINT_KEYS = ["signal", "grace_seconds", "requeue_exit_code"]
+_SLURM_KEYS = [
+    "command_timeout_seconds",
+    "retry_initial_seconds",
+    "retry_max_seconds",
+    "rest_url",
+    "rest_token_file",
+]
+
+
+def _checkpoint(doc: Any, where: str) -> CheckpointConfig:
+    d = _mapping(doc, where)
+    _check_keys(d, _CHECKPOINT_KEYS, where)
+    base = CheckpointConfig()
+    return CheckpointConfig(
+        signal=_signal_name(d["signal"], f"{where}.signal") if "signal" in d else base.signal,
+        grace_seconds=_number(
+            d.get("grace_seconds", base.grace_seconds), f"{where}.grace_seconds", minimum=0
+        ),
+        requeue_exit_code=_integer(
+            d.get("requeue_exit_code", base.requeue_exit_code),
+            f"{where}.requeue_exit_code",
+            lo=1,
+            hi=255,
+        ),
+    )
+
+
+def _slurm(doc: Any, where: str, base_dir: Path) -> SlurmConfig:
+    d = _mapping(doc, where)
+    _check_keys(d, _SLURM_KEYS, where)
+    base = SlurmConfig()
+    cfg = SlurmConfig(
+        command_timeout_seconds=_number(
+            d.get("command_timeout_seconds", base.command_timeout_seconds),
+            f"{where}.command_timeout_seconds",
+            minimum=0,
+            strict=True,
+        ),
+        retry_initial_seconds=_number(
+            d.get("retry_initial_seconds", base.retry_initial_seconds),
+            f"{where}.retry_initial_seconds",
+            minimum=0,
+            strict=True,
+        ),
+        retry_max_seconds=_number(
+            d.get("retry_max_seconds", base.retry_max_seconds),
+            f"{where}.retry_max_seconds",
+            minimum=0,
+            strict=True,
+        ),
+        rest_url=_string(d.get("rest_url", base.rest_url), f"{where}.rest_url"),
+        rest_token_file=(
+            _path(d["rest_token_file"], f"{where}.rest_token_file", base_dir)
+            if d.get("rest_token_file") is not None
+            else None
+        ),
+    )
+    if cfg.retry_max_seconds < cfg.retry_initial_seconds:
+        raise ConfigError(
+            f"{where}.retry_max_seconds: {cfg.retry_max_seconds:g} is below "
+            f"retry_initial_seconds ({cfg.retry_initial_seconds:g}); raise it or lower the other"
+        )
+    if not cfg.rest_url.startswith(("http://", "https://", "unix:")):
+        raise ConfigError(
+            f"{where}.rest_url: '{cfg.rest_url}' is not an http(s):// or unix: address"
+        )
+    return cfg
+
+
+def _partitions(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise ConfigError(
+            f"{where}: expected a non-empty list of Slurm partition names, e.g. [gpu]"
+        )
+    names = tuple(_string(v, f"{where}[{i}]") for i, v in enumerate(value))
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ConfigError(f"{where}: partition '{sorted(dup)[0]}' is listed twice; list it once")
+    return names
+
+
+def _gpu_types(value: Any, where: str) -> dict[str, str]:
+    d = _mapping(value, where)
+    return {_string(k, where): _string(v, f"{where}.{k}") for k, v in d.items()}
+
+
+def parse_config(doc: Any, source: Path | None = None) -> Config:
+    """Validate a decoded YAML document; `source` anchors relative paths and messages."""
+    origin = str(source) if source else "config"
+    base_dir = source.parent.resolve() if source else Path.cwd()
+    if doc is None:
+        raise ConfigError(f"{origin}: the file is empty; it needs at least 'partitions'")
+    d = _mapping(doc, origin)
+    _check_keys(d, _TOP_KEYS, origin)
+    if "partitions" not in d:
+        raise ConfigError(
+            f"{origin}: missing key 'partitions'; list the Slurm partitions the daemon manages"
+        )
+    w = f"{origin}: "
+    base = Config(partitions=())
+    cfg = Config(
+        partitions=_partitions(d["partitions"], w + "partitions"),
+        policy=_choice(d.get("policy", base.policy), w + "policy", policy_names()),
+        round_seconds=_number(
+            d.get("round_seconds", base.round_seconds), w + "round_seconds", minimum=0, strict=True
+        ),
+        gpu_types=_gpu_types(d.get("gpu_types") or {}, w + "gpu_types"),
+        throughput_table=(
+            _path(d["throughput_table"], w + "throughput_table", base_dir)
+            if d.get("throughput_table") is not None
+            else None
+        ),
+        checkpoint=_checkpoint(d.get("checkpoint") or {}, w + "checkpoint"),
+        preemption_overhead_seconds=_number(
+            d.get("preemption_overhead_seconds", base.preemption_overhead_seconds),
+            w + "preemption_overhead_seconds",
+            minimum=0,
+        ),
+        solver_time_limit_seconds=(
+            _number(
+                d["solver_time_limit_seconds"],
+                w + "solver_time_limit_seconds",
+                minimum=0,
+                strict=True,
+            )
+            if d.get("solver_time_limit_seconds") is not None
+            else None
+        ),
+        state_dir=_path(d.get("state_dir", str(base.state_dir)), w + "state_dir", base_dir),
+        progress_dir=(
+            _path(d["progress_dir"], w + "progress_dir", base_dir)
+            if d.get("progress_dir") is not None
+            else None
+        ),
+        metrics_port=_integer(
+            d.get("metrics_port", base.metrics_port), w + "metrics_port", lo=0, hi=65535
+        ),
+        metrics_address=_string(
+            d.get("metrics_address", base.metrics_address), w + "metrics_address"
+        ),
+        backend=_choice(d.get("backend", base.backend), w + "backend", BACKENDS),
+        slurm=_slurm(d.get("slurm") or {}, w + "slurm", base_dir),
+        log_format=_choice(d.get("log_format", base.log_format), w + "log_format", LOG_FORMATS),
+        log_level=_choice(d.get("log_level", base.log_level), w + "log_level", LOG_LEVELS),
+        source=source,
+    )
+    _cross_checks(cfg, w)
+    return cfg
+
+
+def _cross_checks(cfg: Config, w: str) -> None:
+    """Values that are each fine alone but impossible together."""
+    if cfg.checkpoint.grace_seconds >= cfg.round_seconds:
+        raise ConfigError(
+            f"{w}checkpoint.grace_seconds ({cfg.checkpoint.grace_seconds:g}) must be shorter "
+            f"than round_seconds ({cfg.round_seconds:g}), or preempted jobs would hold their "
+            "GPUs for the whole next round; shorten the grace or lengthen the round"
+        )
+    if cfg.preemption_overhead_seconds >= cfg.round_seconds:
+        raise ConfigError(
+            f"{w}preemption_overhead_seconds ({cfg.preemption_overhead_seconds:g}) is not "
+            f"shorter than round_seconds ({cfg.round_seconds:g}): every restart would cost a "
+            "whole round; lengthen the round (Gavel uses 360 s)"
+        )
+    if cfg.throughput_table is not None and not cfg.throughput_table.is_file():
+        raise ConfigError(
+            f"{w}throughput_table: {cfg.throughput_table} does not exist; fix the path or "
+            "remove the key to use the table shipped with slurm-gavel"
+        )
+    if (
+        cfg.backend == "rest"
+        and cfg.slurm.rest_token_file is not None
+        and not (cfg.slurm.rest_token_file.is_file())
+    ):
+        raise ConfigError(
+            f"{w}slurm.rest_token_file: {cfg.slurm.rest_token_file} does not exist; create it "
+            "(scontrol token) or remove the key"
+        )
+    for slurm_type in cfg.gpu_types:
+        if not slurm_type.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(
+                f"{w}gpu_types: '{slurm_type}' is not a Slurm GRES type name "
+                "(letters, digits, '_' and '-' only)"
+            )
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that rejects a key given twice (PyYAML silently keeps the last)."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise ConfigError(
+                f"line {key_node.start_mark.line + 1}: key '{key}' is given twice; keep one"
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
+)
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read the config ({e.strerror}); check the path") from e
+    try:
+        doc = yaml.load(
+            text, Loader=_UniqueKeyLoader
+        )  # a SafeLoader subclass: no arbitrary objects
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{p}: not valid YAML{line}: {problem}") from e
+    return parse_config(doc, p)

@@ -1,0 +1,113 @@
+"""Prometheus metrics of the daemon.
+
+Everything lives in a private CollectorRegistry (not prometheus-client's global
+one), so tests and several daemons in one process never collide, and the
+endpoint shows only slurm-gavel's series. Names follow Prometheus conventions:
+``_seconds`` for durations, ``_total`` for counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+
+# Rounds are seconds to minutes long; the solver a few ms to tens of seconds.
+_ROUND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+_SOLVER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+_COMMAND_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)
+
+
+class DaemonMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.rounds = Counter("gavel_rounds_total", "Scheduling rounds completed", registry=r)
+        self.round_errors = Counter(
+            "gavel_round_errors_total",
+            "Rounds that failed, by cause (slurm_unavailable, solver, internal)",
+            ["cause"],
+            registry=r,
+        )
+        self.round_duration = Histogram(
+            "gavel_round_duration_seconds",
+            "Wall time of one round: observe + allocate + assign + act + persist",
+            buckets=_ROUND_BUCKETS,
+            registry=r,
+        )
+        self.solver_seconds = Histogram(
+            "gavel_solver_seconds",
+            "Time the allocation policy took (model build + solve)",
+            buckets=_SOLVER_BUCKETS,
+            registry=r,
+        )
+        self.jobs = Gauge(
+            "gavel_jobs", "Managed jobs by state (pending, running, held)", ["state"], registry=r
+        )
+        self.gpus_in_use = Gauge(
+            "gavel_gpus_in_use", "GPUs placed managed jobs this round", ["gpu_type"], registry=r
+        )
+        self.gpus_usable = Gauge(
+            "gavel_gpus_usable",
+            "GPUs managed jobs may use (up nodes, minus GPUs of unmanaged jobs)",
+            ["gpu_type"],
+            registry=r,
+        )
+        self.preemptions = Counter(
+            "gavel_preemptions_total", "Jobs preempted (checkpoint signal sent)", registry=r
+        )
+        self.starts = Counter("gavel_job_starts_total", "Jobs started or restarted", registry=r)
+        self.act_failures = Counter(
+            "gavel_action_failures_total", "Per-job actions the backend could not do", registry=r
+        )
+        self.slurm_command_failures = Counter(
+            "gavel_slurm_command_failures_total",
+            "Slurm commands that failed (non-zero exit, timeout)",
+            ["command"],
+            registry=r,
+        )
+        self.slurm_commands_per_round = Histogram(
+            "gavel_slurm_commands_per_round",
+            "Slurm commands (sinfo, squeue, scontrol, scancel) issued in one round",
+            buckets=_COMMAND_BUCKETS,
+            registry=r,
+        )
+        self.last_round_timestamp = Gauge(
+            "gavel_last_round_timestamp_seconds",
+            "Unix time the last successful round ended (alert when it stops moving)",
+            registry=r,
+        )
+        self._seen_states: set[str] = set()
+        self._seen_types: set[str] = set()
+
+    def set_jobs(self, by_state: Mapping[str, int]) -> None:
+        """Set the job gauges; states seen before and absent now drop to 0, not vanish."""
+        self._seen_states |= set(by_state)
+        for s in self._seen_states:
+            self.jobs.labels(state=s).set(by_state.get(s, 0))
+
+    def set_gpus(self, in_use: Mapping[str, float], usable: Mapping[str, float]) -> None:
+        self._seen_types |= set(in_use) | set(usable)
+        for t in self._seen_types:
+            self.gpus_in_use.labels(gpu_type=t).set(in_use.get(t, 0))
+            self.gpus_usable.labels(gpu_type=t).set(usable.get(t, 0))
+
+    def count_command_failures(self, failures: Mapping[str, int]) -> None:
+        for command, n in failures.items():
+            if n:
+                self.slurm_command_failures.labels(command=command).inc(n)
+
+    def serve(self, port: int, address: str = "127.0.0.1") -> None:
+        """Expose /metrics over HTTP in a background thread (prometheus-client's server)."""
+        start_http_server(port, addr=address, registry=self.registry)
+
+    def exposition(self) -> str:
+        """The text a scrape would return (for tests and `--once` debugging)."""
+        return generate_latest(self.registry).decode()

@@ -1,0 +1,192 @@
+"""The daemon's state directory: one JSON state file written atomically, and a lock.
+
+Crash safety: :meth:`StateStore.save` writes a temporary file in the same
+directory, fsyncs it, renames it over ``state.json`` and fsyncs the directory.
+A rename within one file system is atomic, so a daemon killed at any instant
+leaves either the previous state or the new one, never half of either; the
+directory fsync makes the rename itself survive a power cut. The previous state
+is kept as ``state.json.prev`` so an admin can step back one round by hand.
+
+Single writer: :meth:`StateStore.acquire` takes an exclusive ``fcntl.flock`` on
+``daemon.lock`` and writes the holder's pid into it. The kernel drops the lock
+when the holder dies (even by SIGKILL), so a stale lock file never blocks a
+restart, while a second live daemon on the same directory is refused with the
+pid of the first. Readers (`slurm-gavel status`) never take the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from slurm_gavel.errors import InputError
+
+STATE_FORMAT = "slurm-gavel-state/1"
+STATE_FILE = "state.json"
+LOCK_FILE = "daemon.lock"
+
+
+class StateError(InputError):
+    """The state directory cannot be used; the message names it and the fix."""
+
+
+class StateLockedError(StateError):
+    """Another daemon holds the state directory's lock."""
+
+    def __init__(self, state_dir: Path, pid: int | None) -> None:
+        who = f"pid {pid}" if pid is not None else "a process whose pid is not recorded"
+        super().__init__(
+            f"state directory {state_dir} is locked by another slurm-gavel daemon ({who}); "
+            "stop that daemon first, or give this one a different state_dir"
+        )
+        self.pid = pid
+
+
+class StateStore:
+    """State file and lock of one daemon. Use as a context manager to hold the lock."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.dir = Path(state_dir)
+        self.path = self.dir / STATE_FILE
+        self.prev_path = self.dir / (STATE_FILE + ".prev")
+        self.lock_path = self.dir / LOCK_FILE
+        self._lock_fd: int | None = None
+
+    # ---- lock ------------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Take the directory's lock or raise StateLockedError naming the holder's pid."""
+        if self._lock_fd is not None:
+            return
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StateError(
+                f"state directory {self.dir}: cannot create the lock file ({e.strerror}); "
+                "create the directory writable by the daemon's user or change state_dir"
+            ) from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StateLockedError(self.dir, self.holder_pid()) from None
+            raise
+        # The pid is informational (for the message above and for `status`); the
+        # flock, not the file's content, is what excludes a second daemon.
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.fsync(fd)
+        self._lock_fd = fd
+
+    def release(self) -> None:
+        if self._lock_fd is None:
+            return
+        # Truncate before unlocking so a reader never sees our pid after we let go.
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._lock_fd, 0)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        os.close(self._lock_fd)
+        self._lock_fd = None
+
+    @property
+    def locked(self) -> bool:
+        return self._lock_fd is not None
+
+    def holder_pid(self) -> int | None:
+        """Pid written by the current lock holder, if any (does not test the lock)."""
+        try:
+            text = self.lock_path.read_text().strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def daemon_alive(self) -> int | None:
+        """Pid of a live daemon holding this directory, else None. Takes no lock."""
+        pid = self.holder_pid()
+        if pid is None:
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid  # exists, owned by another user
+        return pid
+
+    def __enter__(self) -> StateStore:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    # ---- state file ------------------------------------------------------------------
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Persist `state` atomically (write, fsync, rename, fsync the directory)."""
+        if self._lock_fd is None:
+            # Only the lock holder writes; two writers would interleave rounds.
+            raise RuntimeError("StateStore.save() called without holding the lock")
+        doc = {"format": STATE_FORMAT, **state}
+        data = json.dumps(doc, indent=1, sort_keys=True).encode()
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{STATE_FILE}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if self.path.exists():
+                # A hard link keeps the previous round without a second full write.
+                with contextlib.suppress(FileNotFoundError):
+                    self.prev_path.unlink()
+                os.link(self.path, self.prev_path)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def load(self) -> dict[str, Any] | None:
+        """The saved state, or None when no daemon has saved one yet."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise StateError(f"{self.path}: cannot read the state file ({e.strerror})") from e
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            # Cannot happen through save(); means someone edited or truncated the file.
+            raise StateError(
+                f"{self.path}: not valid JSON (line {e.lineno}: {e.msg}); restore "
+                f"{self.prev_path.name} over it, or move it away to start accounting afresh"
+            ) from e
+        if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+            raise StateError(
+                f'{self.path}: not a slurm-gavel state file (expected "format": '
+                f'"{STATE_FORMAT}"); point state_dir at the daemon\'s own directory'
+            )
+        return doc
+
+    def cleanup_temporaries(self) -> int:
+        """Remove temp files a killed writer left behind; returns how many."""
+        n = 0
+        for p in self.dir.glob(f".{STATE_FILE}.*.tmp"):
+            with contextlib.suppress(OSError):
+                p.unlink()
+                n += 1
+        return n

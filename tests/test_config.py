@@ -1,0 +1,119 @@
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.config import ConfigError, load_config, parse_config
+from slurm_gavel.errors import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "gavel.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_shipped_example_config_is_valid():
+    cfg = load_config(REPO / "conf" / "gavel.yaml")
+    assert cfg.partitions
+    assert cfg.policy == "max_min_fairness"
+    assert cfg.checkpoint.signal == "USR1"
+    assert cfg.round_seconds == 360
+
+
+def test_minimal_config_takes_documented_defaults(tmp_path):
+    cfg = load_config(write(tmp_path, "partitions: [gpu]\n"))
+    assert cfg.partitions == ("gpu",)
+    assert cfg.round_seconds == 360.0
+    assert cfg.metrics_port == 0
+    assert cfg.backend == "cli"
+    assert cfg.throughput_table is None
+    assert cfg.checkpoint.requeue_exit_code == 99
+
+
+def test_relative_paths_resolve_against_the_config_directory(tmp_path):
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "tables" / "t.json").write_text("{}")
+    cfg = load_config(
+        write(tmp_path, "partitions: [gpu]\nstate_dir: state\nthroughput_table: tables/t.json\n")
+    )
+    assert cfg.state_dir == tmp_path.resolve() / "state"
+    assert cfg.throughput_table == tmp_path.resolve() / "tables" / "t.json"
+
+
+def test_signal_names_are_normalised():
+    cfg = parse_config({"partitions": ["gpu"], "checkpoint": {"signal": "sigusr2"}})
+    assert cfg.checkpoint.signal == "USR2"
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ({"partitions": ["gpu"], "round_secnds": 60}, "unknown key 'round_secnds'; did you mean"),
+        ({"partitions": ["gpu"], "checkpoint": {"grace": 5}}, "checkpoint: unknown key 'grace'"),
+        ({"round_seconds": 60}, "missing key 'partitions'"),
+        ({"partitions": []}, "partitions: expected a non-empty list"),
+        ({"partitions": ["gpu", "gpu"]}, "listed twice"),
+        ({"partitions": ["gpu"], "round_seconds": "60"}, "round_seconds: expected a number"),
+        ({"partitions": ["gpu"], "round_seconds": 0}, "round_seconds: 0 is out of range"),
+        ({"partitions": ["gpu"], "round_seconds": float("nan")}, "not a finite number"),
+        ({"partitions": ["gpu"], "metrics_port": 70000}, "metrics_port: 70000 is out of range"),
+        ({"partitions": ["gpu"], "metrics_port": True}, "metrics_port: expected a whole number"),
+        ({"partitions": ["gpu"], "policy": "max_min_fairnes"}, "did you mean 'max_min_fairness'"),
+        ({"partitions": ["gpu"], "backend": "ssh"}, "choose one of: cli, rest"),
+        ({"partitions": ["gpu"], "log_format": "xml"}, "choose one of: json, kv"),
+        ({"partitions": ["gpu"], "checkpoint": {"signal": "KILL"}}, "cannot be trapped"),
+        ({"partitions": ["gpu"], "checkpoint": {"signal": "NOPE"}}, "not a signal name"),
+        ({"partitions": ["gpu"], "checkpoint": {"requeue_exit_code": 0}}, "in 1..255"),
+        (
+            {"partitions": ["gpu"], "round_seconds": 10, "checkpoint": {"grace_seconds": 10}},
+            "must be shorter than round_seconds",
+        ),
+        (
+            {
+                "partitions": ["gpu"],
+                "round_seconds": 10,
+                "checkpoint": {"grace_seconds": 1},
+                "preemption_overhead_seconds": 12,
+            },
+            "every restart would cost a whole round",
+        ),
+        ({"partitions": ["gpu"], "throughput_table": "/nonexistent.json"}, "does not exist"),
+        ({"partitions": ["gpu"], "gpu_types": ["v100"]}, "gpu_types: expected a mapping"),
+        ({"partitions": ["gpu"], "gpu_types": {"tesla v100": "v100"}}, "not a Slurm GRES type"),
+        (
+            {"partitions": ["gpu"], "slurm": {"retry_initial_seconds": 5, "retry_max_seconds": 1}},
+            "retry_max_seconds: 1 is below",
+        ),
+        ({"partitions": ["gpu"], "slurm": {"rest_url": "localhost"}}, "not an http(s)://"),
+        (["gpu"], "expected a mapping of keys"),
+    ],
+)
+def test_bad_values_are_named_with_the_fix(doc, needle):
+    with pytest.raises(ConfigError) as e:
+        parse_config(doc)
+    msg = str(e.value)
+    assert needle in msg
+    assert "\n" not in msg  # one line for the CLI
+    assert isinstance(e.value, InputError) and e.value.exit_code == 2
+
+
+def test_file_errors_name_the_file_and_line(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read the config"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match=r"not valid YAML at line 2"):
+        load_config(write(tmp_path, "partitions: [gpu]\nround_seconds: 1: 2\n"))
+    with pytest.raises(ConfigError, match="the file is empty"):
+        load_config(write(tmp_path, "# nothing\n"))
+    with pytest.raises(ConfigError, match=r"line 2: key 'policy' is given twice"):
+        load_config(write(tmp_path, "policy: fifo\npolicy: gandiva\npartitions: [gpu]\n"))
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, "partitions: [gpu]\nround_seconds: -1\n"))
+    assert str(e.value).startswith(str(tmp_path / "gavel.yaml"))
+
+
+def test_yaml_cannot_build_python_objects(tmp_path):
+    # The config is read with a SafeLoader subclass: no tags that construct objects.
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(write(tmp_path, "partitions: !!python/object/apply:os.getcwd []\n"))

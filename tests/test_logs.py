@@ -1,0 +1,37 @@
+import io
+import json
+import logging
+import shlex
+
+from slurm_gavel.logs import configure, event
+
+
+def emit(fmt: str) -> str:
+    buf = io.StringIO()
+    configure(fmt, "info", buf)
+    log = logging.getLogger("slurm_gavel.test")
+    event(log, "round_done", round=3, duration_s=0.41234567, note='has "quotes" and = sign')
+    event(log, "hidden", logging.DEBUG, x=1)
+    logging.getLogger("slurm_gavel.other").warning("plain message %d", 7)
+    configure("kv", "info")  # restore stderr for the other tests
+    return buf.getvalue()
+
+
+def test_json_lines_carry_event_and_fields():
+    lines = [json.loads(x) for x in emit("json").splitlines()]
+    assert len(lines) == 2  # the debug event is filtered
+    assert lines[0]["event"] == "round_done" and lines[0]["round"] == 3
+    assert lines[0]["note"] == 'has "quotes" and = sign'
+    assert lines[0]["level"] == "info" and lines[0]["ts"].endswith("Z")
+    assert lines[1]["msg"] == "plain message 7" and lines[1]["level"] == "warning"
+
+
+def test_key_value_lines_split_back_into_the_same_fields():
+    first, second = emit("kv").splitlines()
+    pairs = dict(tok.split("=", 1) for tok in shlex.split(first))
+    assert pairs["event"] == "round_done"
+    assert pairs["round"] == "3"
+    assert pairs["duration_s"] == "0.412346"
+    assert pairs["note"] == 'has "quotes" and = sign'
+    assert "msg=" not in first  # the event name is not repeated as a message
+    assert 'msg="plain message 7"' in second

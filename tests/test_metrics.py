@@ -1,0 +1,54 @@
+import socket
+import urllib.request
+
+from slurm_gavel.metrics import DaemonMetrics
+
+
+def sample(m: DaemonMetrics, line_start: str) -> float:
+    for line in m.exposition().splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{line_start} not exposed")
+
+
+def test_gauges_drop_to_zero_instead_of_keeping_stale_values():
+    m = DaemonMetrics()
+    m.set_jobs({"running": 3, "pending": 2})
+    m.set_jobs({"pending": 1})
+    assert sample(m, 'gavel_jobs{state="running"}') == 0
+    assert sample(m, 'gavel_jobs{state="pending"}') == 1
+    m.set_gpus({"v100": 4}, {"v100": 8, "k80": 2})
+    m.set_gpus({}, {"v100": 4})
+    assert sample(m, 'gavel_gpus_in_use{gpu_type="v100"}') == 0
+    assert sample(m, 'gavel_gpus_usable{gpu_type="k80"}') == 0
+
+
+def test_counters_and_histograms():
+    m = DaemonMetrics()
+    m.preemptions.inc(2)
+    m.count_command_failures({"scontrol": 2, "squeue": 0})
+    m.round_duration.observe(0.3)
+    m.slurm_commands_per_round.observe(4)
+    assert sample(m, "gavel_preemptions_total") == 2
+    assert sample(m, 'gavel_slurm_command_failures_total{command="scontrol"}') == 2
+    assert 'command="squeue"' not in m.exposition()
+    assert sample(m, "gavel_round_duration_seconds_count") == 1
+    assert sample(m, 'gavel_slurm_commands_per_round_bucket{le="4.0"}') == 1
+
+
+def test_two_instances_do_not_share_a_registry():
+    a, b = DaemonMetrics(), DaemonMetrics()  # the global registry would raise here
+    a.rounds.inc()
+    assert sample(b, "gavel_rounds_total") == 0
+
+
+def test_http_endpoint_serves_the_registry():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    m = DaemonMetrics()
+    m.rounds.inc(5)
+    m.serve(port)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert "gavel_rounds_total 5.0" in body
+    assert "python_gc" not in body  # only our registry, not the process collectors
