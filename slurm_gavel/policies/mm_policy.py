@@ -1,0 +1,83 @@
+"""The max-min fairness family, shared by its three policy modules.
+
+Objective (DESIGN.md): maximise min_j s_j * rate_j / (w_j * P_j), where rate_j is
+the job's average steps/s (alone and, with space sharing, its side of each pair)
+and P_j = sum_t T_jt cap_t / sum_t cap_t. Jobs that cannot run anywhere (zero
+throughput on every type that has room for them) are left out of the minimum,
+with a note, instead of pinning it at 0 for everyone.
+
+Fast path: classes (classes.py) -> class LP (mm_lp.py) -> jobs and job pairs
+(mm_disaggregate.py). Reference path (options.reference): job-level cvxpy LP
+(mm_reference.py). Both run the same two stages (max the min, then the total
+normalised throughput with the min held).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slurm_gavel.model import Allocation, Problem
+from slurm_gavel.policies import PolicyOptions
+from slurm_gavel.policies.classes import JobClasses, fairness_coefficients, group_jobs
+from slurm_gavel.policies.mm_disaggregate import job_fractions, pair_shares
+from slurm_gavel.policies.mm_lp import PairVars, solve_max_min_classes
+from slurm_gavel.policies.mm_pairs import class_pair_vars
+from slurm_gavel.policies.mm_reference import job_level, solve_reference
+
+
+def agnostic_throughput(throughput: np.ndarray) -> np.ndarray:
+    """Every type the job can run on counts as 1 step/s: a type-blind view."""
+    return (throughput > 0).astype(np.float64)
+
+
+def allocate_max_min(
+    problem: Problem, options: PolicyOptions, policy: str, *, agnostic: bool, packed: bool
+) -> Allocation:
+    if options.reference:
+        return _reference(problem, policy, agnostic=agnostic, packed=packed)
+    classes = group_jobs(problem, by_job_type=packed)
+    tput = agnostic_throughput(classes.throughput) if agnostic else classes.throughput
+    coef = fairness_coefficients(classes, tput)
+    pairs = class_pair_vars(problem, classes, tput) if packed else PairVars.empty()
+    sol = solve_max_min_classes(
+        coef,
+        classes.allowed(),
+        classes.scale,
+        classes.count,
+        classes.capacity,
+        pairs,
+        time_limit=options.time_limit,
+    )
+    alloc = Allocation(
+        policy,
+        job_fractions(problem, classes, sol.x),
+        pair_shares(problem, classes, pairs, sol.y) if packed else [],
+        objective=sol.objective,
+    )
+    alloc.notes.extend(_unrunnable_notes(problem, classes, sol.runnable))
+    return alloc
+
+
+def _unrunnable_notes(problem: Problem, classes: JobClasses, runnable: np.ndarray) -> list[str]:
+    stuck = [problem.jobs[i].id for c in np.nonzero(~runnable)[0] for i in classes.members[c]]
+    if not stuck:
+        return []
+    shown = ", ".join(stuck[:10]) + (" ..." if len(stuck) > 10 else "")
+    return [
+        f"{len(stuck)} job(s) cannot run on any GPU type with room for them and are "
+        f"left out of the max-min objective: {shown}"
+    ]
+
+
+def _reference(problem: Problem, policy: str, *, agnostic: bool, packed: bool) -> Allocation:
+    lp = job_level(problem, with_pairs=packed)
+    tput = agnostic_throughput(lp.throughput) if agnostic else lp.throughput
+    cap = lp.capacity
+    p = tput @ cap / cap.sum()  # P_j, per job
+    norm = np.where(p > 0, lp.scale / (lp.weight * np.where(p > 0, p, 1.0)), 0.0)
+    single = np.where(lp.allowed, norm[:, None] * tput, 0.0)
+    pair_gain = np.zeros_like(lp.pair_rate)
+    for q, (i, j) in enumerate(lp.pair_jobs):
+        pair_gain[q, :, 0] = norm[i] * lp.pair_rate[q, :, 0]
+        pair_gain[q, :, 1] = norm[j] * lp.pair_rate[q, :, 1]
+    return solve_reference(problem, policy, lp, single, pair_gain)
