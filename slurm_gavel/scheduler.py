@@ -194,12 +194,12 @@ BaselineFn = Callable[[ClusterSnapshot, "SchedulerConfig"], dict[JobId, JobPlace
 
 def baselines() -> dict[str, BaselineFn]:
     # imported lazily: the baseline lives with the simulator code
-    from slurm_gavel.simulate.slurm_baseline import slurm_fifo
+    from slurm_gavel.simulate.slurm_baseline import slurm_fifo, slurm_fifo_pinned
 
-    return {"slurm_fifo": slurm_fifo}
+    return {"slurm_fifo": slurm_fifo, "slurm_fifo_pinned": slurm_fifo_pinned}
 
 
-BASELINE_NAMES = ("slurm_fifo",)
+BASELINE_NAMES = ("slurm_fifo", "slurm_fifo_pinned")
 
 
 def _account_last_round(state: SchedulerState, now: float) -> float:

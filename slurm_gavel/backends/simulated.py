@@ -1,0 +1,362 @@
+"""A simulated cluster behind the backend interface: nodes, a virtual clock, a trace.
+
+Jobs arrive at their trace time, progress at the throughput table's rate for
+their placement (alone on a consolidated set of nodes, spread over more nodes
+than necessary = the table's unconsolidated figure, or sharing GPUs with a
+partner = the pair figure), and complete at the exact instant their last step
+is done, even inside a round. A job that is restarted (resumed after a
+preemption, or moved to other GPUs) first pays the checkpoint+restore overhead:
+it holds its GPUs but makes no progress for that many seconds. A first start
+pays nothing (there is no checkpoint to load), a kept job pays nothing (lease
+extension).
+
+Everything is deterministic: no randomness, iteration in sorted order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from slurm_gavel.backends.base import (
+    ActResult,
+    ClusterSnapshot,
+    JobPlacement,
+    JobState,
+    Node,
+    ObservedJob,
+    RoundPlacement,
+)
+from slurm_gavel.errors import InputError
+from slurm_gavel.model import GpuType, Job, JobId
+from slurm_gavel.throughputs import ThroughputTable
+
+_SPEC = re.compile(r"^([A-Za-z0-9_.\-]+):(\d+)x(\d+)$")
+
+
+class ClusterSpecError(InputError):
+    pass
+
+
+def parse_cluster_spec(spec: str, table: ThroughputTable | None = None) -> list[Node]:
+    """`v100:3x4,p100:3x4` -> 3 nodes of 4 V100s and 3 nodes of 4 P100s."""
+    nodes: list[Node] = []
+    known = set(table.gpu_types) if table is not None else None
+    seen: set[str] = set()
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        m = _SPEC.match(part)
+        if m is None:
+            raise ClusterSpecError(
+                f"cluster spec '{part}': expected TYPE:NODESxGPUS, e.g. v100:3x4 "
+                "(3 nodes of 4 GPUs)"
+            )
+        gpu, n_nodes, per_node = m.group(1), int(m.group(2)), int(m.group(3))
+        if known is not None and gpu not in known:
+            raise ClusterSpecError(
+                f"cluster spec '{part}': the throughput table has no GPU type '{gpu}'; "
+                f"it knows {', '.join(sorted(known))}"
+            )
+        if gpu in seen:
+            raise ClusterSpecError(f"cluster spec: GPU type '{gpu}' is given twice")
+        if n_nodes < 1 or per_node < 1:
+            raise ClusterSpecError(f"cluster spec '{part}': nodes and GPUs must be >= 1")
+        seen.add(gpu)
+        nodes.extend(Node(f"{gpu}-{i:03d}", gpu, per_node) for i in range(n_nodes))
+    if not nodes:
+        raise ClusterSpecError("cluster spec is empty; give e.g. v100:3x4,p100:3x4,k80:3x4")
+    return nodes
+
+
+@dataclass
+class _SimJob:
+    job: Job
+    steps_done: float = 0.0
+    settled_at: float = 0.0  # steps_done is exact at this instant
+    placement: JobPlacement | None = None
+    rate: float = 0.0  # steps/s while placed, after the overhead
+    progress_from: float = 0.0  # restore overhead ends here
+    restarts: int = 0
+    ran_before: bool = False
+    finish_at: float = math.inf
+    admitted_at: float = 0.0
+    active_integral_at_admission: float = 0.0
+
+
+@dataclass(frozen=True)
+class Completion:
+    job: Job
+    finish_time: float
+    restarts: int
+    # average number of active jobs (itself included) over its lifetime: the n of
+    # its 1/n fair share, for finish-time fairness
+    mean_active_jobs: float
+
+
+class SimulatedCluster:
+    """Implements slurm_gavel.backends.base.ClusterBackend over a virtual clock."""
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        jobs: Iterable[Job],
+        table: ThroughputTable,
+        *,
+        preemption_overhead: float = 30.0,
+        overhead_by_job_type: Mapping[str, float] | None = None,
+        start_time: float = 0.0,
+    ) -> None:
+        self.nodes = tuple(nodes)
+        self.table = table
+        self.clock = start_time
+        self.overhead = preemption_overhead
+        self.overhead_by_type = dict(overhead_by_job_type or {})
+        self._arrivals = sorted(jobs, key=lambda j: (j.arrival_time, j.id))
+        self._next_arrival = 0
+        self._active: dict[JobId, _SimJob] = {}
+        self._running: dict[JobId, _SimJob] = {}
+        self._finish_heap: list[tuple[float, JobId]] = []
+        self._unreported: list[Completion] = []
+        self.completions: list[Completion] = []  # drained by the caller (metrics)
+        self.busy_gpu_seconds: dict[GpuType, float] = {}
+        self._node_type = {n.name: n.gpu_type for n in self.nodes}
+        # integral of the number of active jobs over time, for mean contention
+        self._active_integral = 0.0
+        self._integral_t = start_time
+
+    # ---- the backend interface ---------------------------------------------------------
+
+    def observe(self) -> ClusterSnapshot:
+        self._admit_arrivals()
+        jobs: list[ObservedJob] = []
+        for c in self._unreported:
+            jobs.append(
+                ObservedJob(
+                    c.job,
+                    JobState.DONE,
+                    restarts=c.restarts,
+                    steps_done=c.job.total_steps,
+                    finish_time=c.finish_time,
+                )
+            )
+        self._unreported = []
+        for job_id in sorted(self._active):
+            sj = self._active[job_id]
+            self._settle(sj, self.clock)
+            p = sj.placement
+            if p is not None:
+                state = JobState.RUNNING
+            else:
+                state = JobState.HELD if sj.ran_before else JobState.PENDING
+            jobs.append(
+                ObservedJob(
+                    sj.job,
+                    state,
+                    gpu_type=p.gpu_type if p else None,
+                    nodes=p.nodes if p else (),
+                    partner=p.partner if p else None,
+                    restarts=sj.restarts,
+                    steps_done=sj.steps_done,
+                )
+            )
+        return ClusterSnapshot(self.clock, self.nodes, tuple(jobs))
+
+    def act(self, placement: RoundPlacement) -> ActResult:
+        now = self.clock
+        started: list[JobId] = []
+        kept: list[JobId] = []
+        moved: list[JobId] = []
+        preempted: list[JobId] = []
+        failed: list[tuple[JobId, str]] = []
+        valid = self._validate(placement.jobs, failed)
+        for job_id in sorted(self._running):
+            sj = self._running[job_id]
+            new = valid.get(job_id)
+            self._settle(sj, now)
+            if new is not None and new.same_place(sj.placement):
+                kept.append(job_id)
+                continue
+            if new is None:
+                preempted.append(job_id)
+            else:
+                moved.append(job_id)
+            sj.placement = None
+        for job_id in sorted(valid):
+            sj = self._active[job_id]
+            if job_id in kept:
+                continue
+            if job_id not in moved:
+                started.append(job_id)
+            self._settle(sj, now)
+            overhead = 0.0
+            if sj.ran_before:
+                sj.restarts += 1
+                overhead = self.overhead_by_type.get(sj.job.job_type, self.overhead)
+            sj.placement = valid[job_id]
+            sj.ran_before = True
+            sj.progress_from = now + overhead
+        self._running = {j: self._active[j] for j in sorted(valid)}
+        for sj in self._running.values():
+            self._set_rate(sj, now)
+        return ActResult(tuple(started), tuple(kept), tuple(preempted), tuple(moved), tuple(failed))
+
+    # ---- the virtual clock -------------------------------------------------------------
+
+    def advance(self, until: float) -> None:
+        """Run the current placement until `until`, completing jobs at their exact time."""
+        while self._finish_heap and self._finish_heap[0][0] <= until:
+            t, job_id = heapq.heappop(self._finish_heap)
+            sj = self._running.get(job_id)
+            if sj is None or sj.finish_at != t:
+                continue  # stale heap entry
+            self._settle(sj, t)
+            sj.steps_done = sj.job.total_steps
+            partner = sj.placement.partner if sj.placement else None
+            self._integrate(t)  # before removal: the job counts until it finishes
+            del self._running[job_id]
+            del self._active[job_id]
+            sj.placement = None
+            lifetime = t - sj.admitted_at
+            mean_active = (
+                (self._active_integral - sj.active_integral_at_admission) / lifetime
+                if lifetime > 0
+                else 1.0
+            )
+            c = Completion(sj.job, t, sj.restarts, max(1.0, mean_active))
+            self._unreported.append(c)
+            self.completions.append(c)
+            if partner is not None and partner in self._running:
+                # the partner has the GPUs to itself from now on
+                other = self._running[partner]
+                self._settle(other, t)
+                assert other.placement is not None
+                other.placement = JobPlacement(
+                    partner,
+                    other.placement.gpu_type,
+                    other.placement.nodes,
+                    None,
+                    other.placement.consolidated,
+                )
+                self._set_rate(other, t)
+        for sj in self._running.values():
+            self._settle(sj, until)
+        self.clock = max(self.clock, until)
+
+    def next_arrival_time(self) -> float | None:
+        if self._next_arrival < len(self._arrivals):
+            return self._arrivals[self._next_arrival].arrival_time
+        return None
+
+    def next_completion_time(self) -> float | None:
+        while self._finish_heap:
+            t, job_id = self._finish_heap[0]
+            sj = self._running.get(job_id)
+            if sj is not None and sj.finish_at == t:
+                return t
+            heapq.heappop(self._finish_heap)
+        return None
+
+    def last_completion_of_running(self) -> float:
+        """When the last running job would finish with the current placement."""
+        return max((sj.finish_at for sj in self._running.values()), default=self.clock)
+
+    def done(self) -> bool:
+        return not self._active and self._next_arrival >= len(self._arrivals)
+
+    def active_count(self) -> int:
+        return len(self._active)
+
+    def running(self) -> Mapping[JobId, JobPlacement]:
+        return {j: sj.placement for j, sj in self._running.items() if sj.placement is not None}
+
+    # ---- internals -------------------------------------------------------------------
+
+    def _admit_arrivals(self) -> None:
+        while (
+            self._next_arrival < len(self._arrivals)
+            and self._arrivals[self._next_arrival].arrival_time <= self.clock
+        ):
+            job = self._arrivals[self._next_arrival]
+            self._integrate(self.clock)
+            self._active[job.id] = _SimJob(
+                job,
+                settled_at=self.clock,
+                admitted_at=self.clock,
+                active_integral_at_admission=self._active_integral,
+            )
+            self._next_arrival += 1
+
+    def _validate(
+        self, jobs: Mapping[JobId, JobPlacement], failed: list[tuple[JobId, str]]
+    ) -> dict[JobId, JobPlacement]:
+        free = {n.name: n.usable_gpus for n in self.nodes}
+        counted: set[JobId] = set()
+        ok: dict[JobId, JobPlacement] = {}
+        for job_id in sorted(jobs):
+            p = jobs[job_id]
+            sj = self._active.get(job_id)
+            if sj is None:
+                failed.append((job_id, "not an active job"))
+                continue
+            if p.gpus != sj.job.scale_factor:
+                failed.append((job_id, f"placed on {p.gpus} GPUs, needs {sj.job.scale_factor}"))
+                continue
+            if any(self._node_type.get(s.node) != p.gpu_type for s in p.nodes):
+                failed.append((job_id, f"nodes are not all {p.gpu_type}"))
+                continue
+            if p.partner is not None and p.partner in counted:
+                ok[job_id] = p  # its partner already holds these GPUs
+                continue
+            if any(free.get(s.node, 0) < s.gpus for s in p.nodes):
+                failed.append((job_id, "not enough free GPUs on its nodes"))
+                continue
+            for s in p.nodes:
+                free[s.node] -= s.gpus
+            counted.add(job_id)
+            ok[job_id] = p
+        # a pair whose partner failed runs alone
+        for job_id, p in list(ok.items()):
+            if p.partner is not None and p.partner not in ok:
+                ok[job_id] = JobPlacement(job_id, p.gpu_type, p.nodes, None, p.consolidated)
+        return ok
+
+    def _integrate(self, t: float) -> None:
+        if t > self._integral_t:
+            self._active_integral += len(self._active) * (t - self._integral_t)
+            self._integral_t = t
+
+    def _set_rate(self, sj: _SimJob, now: float) -> None:
+        p = sj.placement
+        assert p is not None
+        job = sj.job
+        if p.partner is not None and p.partner in self._running:
+            other = self._running[p.partner].job
+            pair = self.table.pair(job.job_type, other.job_type, job.scale_factor, p.gpu_type)
+            rate = pair[0] if pair is not None else 0.0
+        else:
+            rate = self.table.throughput(
+                job.job_type, job.scale_factor, p.gpu_type, consolidated=p.consolidated
+            )
+        sj.rate = rate
+        start = max(now, sj.progress_from)
+        left = max(0.0, job.total_steps - sj.steps_done)
+        sj.finish_at = start + left / rate if rate > 0 else math.inf
+        if sj.finish_at < math.inf:
+            heapq.heappush(self._finish_heap, (sj.finish_at, job.id))
+
+    def _settle(self, sj: _SimJob, t: float) -> None:
+        """Bring steps_done and the busy-GPU accounting up to time t."""
+        if t <= sj.settled_at:
+            return
+        p = sj.placement
+        if p is not None:
+            from_t = max(sj.settled_at, sj.progress_from)
+            if t > from_t and sj.rate > 0:
+                sj.steps_done = min(sj.job.total_steps, sj.steps_done + sj.rate * (t - from_t))
+            share = 0.5 if p.partner is not None else 1.0  # a pair holds one set of GPUs
+            self.busy_gpu_seconds[p.gpu_type] = self.busy_gpu_seconds.get(
+                p.gpu_type, 0.0
+            ) + share * p.gpus * (t - sj.settled_at)
+        sj.settled_at = t

@@ -1,0 +1,94 @@
+"""Synthetic traces like Gavel's generator (scripts/utils/generate_trace.py).
+
+* arrivals: Poisson process, exponential inter-arrival gaps with the given mean
+  (the first job arrives at 0);
+* job type: uniform over the table's job types;
+* duration: 10^U(1.5, 3) minutes with probability 0.8, else 10^U(3, 4) minutes,
+  turned into steps with the job's throughput on V100 (or on the fastest type
+  the table has for it when there is no V100 column);
+* scale factor: 1, or with multi_gpu the Philly mix 70/10/15/5 % for 1/2/4/8 GPUs
+  (a type without figures at the drawn size is redrawn, as Gavel does);
+* optional: priority weight 5 for 20 % of jobs, an SLO of 1.2x/2x/10x the
+  duration, an account drawn uniformly from `accounts`.
+
+Pure function of its arguments: the same seed gives the same trace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slurm_gavel.errors import InputError
+from slurm_gavel.model import Job
+from slurm_gavel.synthetic import PHILLY_MIX
+from slurm_gavel.throughputs import ThroughputTable
+
+REFERENCE_GPU = "v100"
+
+
+def job_duration_minutes(rng: np.random.Generator) -> float:
+    if rng.random() < 0.8:
+        return float(10 ** rng.uniform(1.5, 3))
+    return float(10 ** rng.uniform(3, 4))
+
+
+def reference_throughput(table: ThroughputTable, job_type: str, scale_factor: int) -> float:
+    row = table.row(job_type, scale_factor)
+    if row.get(REFERENCE_GPU, 0.0) > 0:
+        return row[REFERENCE_GPU]
+    return max(row.values(), default=0.0)
+
+
+def generate_trace(
+    n_jobs: int,
+    interarrival_s: float,
+    table: ThroughputTable,
+    *,
+    seed: int = 0,
+    multi_gpu: bool = False,
+    priorities: bool = False,
+    slos: bool = False,
+    accounts: tuple[str, ...] = (),
+    max_scale_factor: int | None = None,
+) -> list[Job]:
+    if n_jobs < 1:
+        raise InputError(f"--generate {n_jobs}: give at least 1 job")
+    if not interarrival_s > 0:
+        raise InputError(f"--interarrival {interarrival_s}: must be > 0 seconds")
+    rng = np.random.default_rng(seed)
+    sizes = [sf for sf, _ in PHILLY_MIX if max_scale_factor is None or sf <= max_scale_factor]
+    probs = np.array([p for sf, p in PHILLY_MIX if sf in sizes])
+    probs = probs / probs.sum()
+    job_types = table.job_types
+    jobs: list[Job] = []
+    t = 0.0
+    for i in range(n_jobs):
+        if i > 0:
+            t += float(rng.exponential(interarrival_s))
+        while True:
+            job_type = job_types[int(rng.integers(len(job_types)))]
+            sf = int(rng.choice(sizes, p=probs)) if multi_gpu else 1
+            if table.has(job_type, sf) and reference_throughput(table, job_type, sf) > 0:
+                break
+        minutes = job_duration_minutes(rng)
+        steps = max(1, round(minutes * 60 * reference_throughput(table, job_type, sf)))
+        weight = 1.0
+        if priorities and rng.random() < 0.2:
+            weight = 5.0
+        slo = None
+        if slos:
+            slo = float(rng.choice([1.2, 2.0, 10.0])) * minutes * 60
+        account = accounts[int(rng.integers(len(accounts)))] if accounts else None
+        jobs.append(
+            Job(
+                id=str(i),
+                job_type=job_type,
+                scale_factor=sf,
+                priority_weight=weight,
+                total_steps=float(steps),
+                arrival_time=round(t, 3),
+                account=account,
+                slo=slo,
+            )
+        )
+    return jobs

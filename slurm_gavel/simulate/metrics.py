@@ -1,0 +1,134 @@
+"""Simulation metrics: JCTs, makespan, utilisation, restarts, finish-time fairness.
+
+Memory stays flat in the number of completed jobs apart from one float per job
+(its JCT, which the summary reports) and one per job for its rho: no job
+objects are kept after completion. The utilisation timeline has one point per
+round.
+
+Finish-time fairness (Themis / Gavel): rho_j = JCT_j / T_iso_j, where T_iso_j is
+the time the job would need on an equal 1/n share of the cluster, n being the
+mean number of active jobs over its lifetime. Its share gives it
+x = min(1, G / (n * s_j)) of its scale factor s_j, at the capacity-weighted
+throughput P_j = sum_t T_jt cap_t / sum_t cap_t (the same P_j as
+max_min_fairness). rho <= 1 means the job did at least as well as under its
+fair share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from slurm_gavel.backends.simulated import Completion
+from slurm_gavel.model import GpuType
+from slurm_gavel.throughputs import ThroughputTable
+
+
+@dataclass
+class UtilisationTimeline:
+    """Fraction of each type's GPUs allocated at the start of every round."""
+
+    times: list[float] = field(default_factory=list)
+    by_type: dict[GpuType, list[float]] = field(default_factory=dict)
+
+
+@dataclass
+class MetricsCollector:
+    table: ThroughputTable
+    capacity: Mapping[GpuType, int]
+    jct: dict[str, float] = field(default_factory=dict)
+    rho: list[float] = field(default_factory=list)
+    restarts: int = 0
+    first_arrival: float | None = None
+    last_finish: float = 0.0
+    rounds: int = 0
+    reallocations: int = 0
+    solve_seconds: float = 0.0
+    mechanism_seconds: float = 0.0
+    timeline: UtilisationTimeline = field(default_factory=UtilisationTimeline)
+
+    def on_round(self, time: float, allocated: Mapping[GpuType, float]) -> None:
+        self.rounds += 1
+        self.timeline.times.append(time)
+        for t, cap in self.capacity.items():
+            frac = allocated.get(t, 0.0) / cap if cap else 0.0
+            self.timeline.by_type.setdefault(t, []).append(frac)
+
+    def on_completion(self, c: Completion) -> None:
+        job = c.job
+        jct = c.finish_time - job.arrival_time
+        self.jct[job.id] = jct
+        self.restarts += c.restarts
+        if self.first_arrival is None or job.arrival_time < self.first_arrival:
+            self.first_arrival = job.arrival_time
+        self.last_finish = max(self.last_finish, c.finish_time)
+        iso = self.isolated_time(
+            job.job_type, job.scale_factor, job.total_steps, c.mean_active_jobs
+        )
+        if iso > 0:
+            self.rho.append(jct / iso)
+
+    def isolated_time(self, job_type: str, sf: int, steps: float, n: float) -> float:
+        gpus = sum(self.capacity.values())
+        if gpus == 0:
+            return 0.0
+        row = self.table.row(job_type, sf)
+        p = sum(row.get(t, 0.0) * cap for t, cap in self.capacity.items()) / gpus
+        share = min(1.0, gpus / (max(1.0, n) * sf))
+        rate = p * share
+        return steps / rate if rate > 0 else 0.0
+
+    def summary(
+        self,
+        policy: str,
+        busy_gpu_seconds: Mapping[GpuType, float],
+        wall_seconds: float | None,
+        unfinished: int = 0,
+    ) -> dict[str, Any]:
+        jcts = np.array(list(self.jct.values()), dtype=float)
+        start = self.first_arrival or 0.0
+        makespan = max(0.0, self.last_finish - start)
+        total_gpus = sum(self.capacity.values())
+        busy = sum(busy_gpu_seconds.values())
+        util = busy / (total_gpus * makespan) if total_gpus and makespan > 0 else 0.0
+        util_by_type = {
+            t: _r(busy_gpu_seconds.get(t, 0.0) / (cap * makespan)) if cap and makespan else 0.0
+            for t, cap in self.capacity.items()
+        }
+        rho = np.array(self.rho, dtype=float)
+
+        def pct(a: np.ndarray, q: float) -> float | None:
+            return _r(float(np.percentile(a, q))) if a.size else None
+
+        return {
+            "policy": policy,
+            "jobs": len(self.jct),
+            "avg_jct_s": _r(float(jcts.mean())) if jcts.size else None,
+            "p50_jct_s": pct(jcts, 50),
+            "p99_jct_s": pct(jcts, 99),
+            "makespan_s": _r(makespan),
+            "utilization": _r(util),
+            "preemptions": self.restarts,
+            "wall_seconds": None if wall_seconds is None else round(wall_seconds, 3),
+            "unfinished_jobs": unfinished,
+            "rounds": self.rounds,
+            "reallocations": self.reallocations,
+            "solve_seconds": None if wall_seconds is None else round(self.solve_seconds, 3),
+            "utilization_by_type": util_by_type,
+            "finish_time_fairness": {
+                "mean_rho": _r(float(rho.mean())) if rho.size else None,
+                "p50_rho": pct(rho, 50),
+                "p99_rho": pct(rho, 99),
+                "max_rho": _r(float(rho.max())) if rho.size else None,
+                "fraction_rho_above_1": _r(float((rho > 1).mean())) if rho.size else None,
+            },
+            "jct_s": {j: _r(v) for j, v in self.jct.items()},
+        }
+
+
+def _r(x: float) -> float:
+    """Round for the summary: stable text, no float noise in the last digits."""
+    return round(x, 4)

@@ -1,0 +1,216 @@
+"""Job traces: the CSV of DESIGN.md and Gavel's own tab-separated .trace files.
+
+CSV header: job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account
+(slo and account may be empty; priority_weight defaults to 1).
+
+Gavel's .trace rows are tab-separated, in two generations:
+  10 fields: job_type, command, working_dir, num_steps_arg, needs_data_dir,
+             total_steps, scale_factor, priority_weight, SLO, arrival_time
+   7 fields: job_type, command, num_steps_arg, needs_data_dir, total_steps,
+             arrival_time, scale_factor
+Job ids of .trace files are the 0-based row numbers (Gavel's own numbering).
+
+Every problem raises :class:`TraceError` naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+from slurm_gavel.errors import InputError
+from slurm_gavel.model import Job
+from slurm_gavel.throughputs import ThroughputTable
+
+CSV_FIELDS = (
+    "job_id",
+    "arrival_time",
+    "job_type",
+    "scale_factor",
+    "total_steps",
+    "priority_weight",
+    "slo",
+    "account",
+)
+REQUIRED = ("job_id", "arrival_time", "job_type", "scale_factor", "total_steps")
+
+
+class TraceError(InputError):
+    pass
+
+
+def _num(text: str, where: str, field: str, *, integer: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(f"{where}: field '{field}': {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise TraceError(f"{where}: field '{field}': {text!r} is not a finite number")
+    if integer and value != int(value):
+        raise TraceError(f"{where}: field '{field}': {text!r} is not a whole number")
+    return value
+
+
+def _check_job(job: Job, where: str, table: ThroughputTable | None, last_arrival: float) -> None:
+    if job.arrival_time < 0:
+        raise TraceError(f"{where}: field 'arrival_time': {job.arrival_time:g} is negative")
+    if job.arrival_time < last_arrival:
+        raise TraceError(
+            f"{where}: field 'arrival_time': {job.arrival_time:g} is earlier than the previous "
+            f"row's {last_arrival:g}; sort the trace by arrival time"
+        )
+    if job.scale_factor < 1:
+        raise TraceError(f"{where}: field 'scale_factor': {job.scale_factor} must be >= 1")
+    if job.total_steps <= 0:
+        raise TraceError(f"{where}: field 'total_steps': {job.total_steps:g} must be > 0")
+    if job.priority_weight <= 0:
+        raise TraceError(f"{where}: field 'priority_weight': {job.priority_weight:g} must be > 0")
+    if job.slo is not None and job.slo <= 0:
+        raise TraceError(f"{where}: field 'slo': {job.slo:g} must be > 0 seconds")
+    if table is not None:
+        if job.job_type not in table.job_types:
+            raise TraceError(
+                f"{where}: field 'job_type': unknown job type '{job.job_type}'; the throughput "
+                f"table knows: {', '.join(table.job_types)}"
+            )
+        if not table.has(job.job_type, job.scale_factor):
+            raise TraceError(
+                f"{where}: field 'scale_factor': the table has no figures for "
+                f"'{job.job_type}' on {job.scale_factor} GPUs; it has "
+                f"{table.scale_factors(job.job_type)}"
+            )
+
+
+def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> list[Job]:
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise TraceError(
+            f"{origin}: empty file; expected the header {','.join(CSV_FIELDS)}"
+        ) from None
+    missing = [f for f in REQUIRED if f not in header]
+    if missing:
+        raise TraceError(
+            f"{origin}:1: header lacks {', '.join(missing)}; expected {','.join(CSV_FIELDS)}"
+        )
+    col = {name: i for i, name in enumerate(header)}
+    jobs: list[Job] = []
+    seen: set[str] = set()
+    last = 0.0
+    for row in reader:
+        line = reader.line_num
+        if not row or all(not c.strip() for c in row):
+            continue
+        where = f"{origin}:{line}"
+        if len(row) != len(header):
+            raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
+
+        def get(name: str, row: list[str] = row) -> str:
+            i = col.get(name)
+            return row[i].strip() if i is not None else ""
+
+        job_id = get("job_id")
+        if not job_id:
+            raise TraceError(f"{where}: field 'job_id' is empty")
+        if job_id in seen:
+            raise TraceError(f"{where}: field 'job_id': '{job_id}' appears twice")
+        seen.add(job_id)
+        weight = get("priority_weight")
+        slo = get("slo")
+        job = Job(
+            id=job_id,
+            job_type=get("job_type"),
+            scale_factor=int(_num(get("scale_factor"), where, "scale_factor", integer=True)),
+            priority_weight=_num(weight, where, "priority_weight") if weight else 1.0,
+            total_steps=_num(get("total_steps"), where, "total_steps"),
+            arrival_time=_num(get("arrival_time"), where, "arrival_time"),
+            account=get("account") or None,
+            slo=_num(slo, where, "slo") if slo else None,
+        )
+        _check_job(job, where, table, last)
+        last = job.arrival_time
+        jobs.append(job)
+    if not jobs:
+        raise TraceError(f"{origin}: no jobs after the header")
+    return jobs
+
+
+def parse_gavel_trace(text: str, origin: str, table: ThroughputTable | None = None) -> list[Job]:
+    jobs: list[Job] = []
+    last = 0.0
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{origin}:{line_no}"
+        f = line.split("\t")
+        if len(f) == 10:
+            jt, steps, sf, weight, slo, arrival = f[0], f[5], f[6], f[7], f[8], f[9]
+        elif len(f) == 7:
+            jt, steps, arrival, sf, weight, slo = f[0], f[4], f[5], f[6], "1", "-1"
+        else:
+            raise TraceError(
+                f"{where}: {len(f)} tab-separated fields; a Gavel .trace row has 10 (or 7 in "
+                "older traces)"
+            )
+        slo_v = _num(slo, where, "SLO")
+        job = Job(
+            id=str(len(jobs)),
+            job_type=jt.strip(),
+            scale_factor=int(_num(sf, where, "scale_factor", integer=True)),
+            priority_weight=_num(weight, where, "priority_weight"),
+            total_steps=_num(steps, where, "total_steps"),
+            arrival_time=_num(arrival, where, "arrival_time"),
+            slo=slo_v if slo_v > 0 else None,  # Gavel writes -1 for "no SLO"
+        )
+        _check_job(job, where, table, last)
+        last = job.arrival_time
+        jobs.append(job)
+    if not jobs:
+        raise TraceError(f"{origin}: no jobs in the trace")
+    return jobs
+
+
+def load_trace(path: str | Path, table: ThroughputTable | None = None) -> list[Job]:
+    """Read a trace (CSV, or Gavel's .trace when the name ends in .trace)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise TraceError(f"{p}: cannot read the trace ({e.strerror})") from e
+    except UnicodeDecodeError:
+        raise TraceError(f"{p}: not a text file; expected a CSV trace") from None
+    if p.suffix == ".trace":
+        return parse_gavel_trace(text, str(p), table)
+    return parse_csv(text, str(p), table)
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if x == int(x) else repr(x)
+
+
+def trace_csv(jobs: Iterable[Job]) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for j in jobs:
+        w.writerow(
+            [
+                j.id,
+                _fmt(j.arrival_time),
+                j.job_type,
+                j.scale_factor,
+                _fmt(j.total_steps),
+                _fmt(j.priority_weight),
+                "" if j.slo is None else _fmt(j.slo),
+                j.account or "",
+            ]
+        )
+    return out.getvalue()
+
+
+def save_trace(jobs: Iterable[Job], path: str | Path) -> None:
+    Path(path).write_text(trace_csv(jobs))
