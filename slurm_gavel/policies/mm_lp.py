@@ -23,7 +23,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from slurm_gavel.policies.lp import SolverError
+from slurm_gavel.policies.lp import SolverError, solve_lp
 
 STAGE2_SLACK = 1e-9
 
@@ -203,3 +203,37 @@ def _run(h: highspy.Highs, what: str) -> None:
     status = h.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
         raise SolverError(f"{what}: HiGHS stopped with status '{h.modelStatusToString(status)}'")
+
+
+def solve_sum_classes(
+    gain: np.ndarray,
+    allowed: np.ndarray,
+    scale: np.ndarray,
+    count: np.ndarray,
+    capacity: np.ndarray,
+    *,
+    time_limit: float | None = None,
+) -> np.ndarray:
+    """Maximise sum_c n_c sum_t gain_ct x_ct over the class polytope; return x (C, K)."""
+    n_cls, n_types = gain.shape
+    xc, xt = np.nonzero(allowed)
+    nx = len(xc)
+    if nx == 0:
+        return np.zeros((n_cls, n_types))
+    rows = np.concatenate([xc, n_cls + xt])
+    cols = np.concatenate([np.arange(nx), np.arange(nx)])
+    vals = np.concatenate([np.ones(nx), count[xc] * scale[xc]])
+    a = sp.csc_matrix((vals, (rows, cols)), shape=(n_cls + n_types, nx))
+    sol = solve_lp(
+        count[xc] * gain[xc, xt],
+        a,
+        np.full(n_cls + n_types, -highspy.kHighsInf),
+        np.concatenate([np.ones(n_cls), capacity.astype(np.float64)]),
+        np.zeros(nx),
+        np.full(nx, highspy.kHighsInf),
+        maximize=True,
+        time_limit=time_limit,
+    )
+    x = np.zeros((n_cls, n_types))
+    x[xc, xt] = np.clip(sol.x, 0.0, 1.0)
+    return x
