@@ -69,34 +69,38 @@ def random_pairs(
     rng = random.Random(seed)
     types = problem.gpu_types
     cap = np.array([float(problem.cluster[t]) for t in types])
-    unassigned = list(problem.jobs)
+    jobs = problem.jobs
+    unassigned = list(range(len(jobs)))  # job indices; order is only the RNG's business
     pairs: list[tuple[ProblemJob, ProblemJob]] = []
-    for _ in range(len(unassigned)):
+    for _ in range(len(jobs)):
         if len(unassigned) < 2:
             break
-        a, b = rng.sample(unassigned, 2)
+        i, j = rng.sample(range(len(unassigned)), 2)
+        a, b = jobs[unassigned[i]], jobs[unassigned[j]]
         if a.scale_factor != b.scale_factor:
             continue
         if pair_rates(table, a.job_type, b.job_type, a.scale_factor) is None:
             continue
-        unassigned.remove(a)
-        unassigned.remove(b)
+        for k in sorted((i, j), reverse=True):  # O(1) swap-remove, larger position first
+            unassigned[k] = unassigned[-1]
+            unassigned.pop()
         pairs.append((a, b))
     kept = []
+    split: list[ProblemJob] = []
     for a, b in pairs:
         if _normalised_packed_throughput(table, a, b, types, cap) >= 1.0:
             kept.append((a, b))
         else:
-            unassigned.extend((a, b))
-    order = {j.id: i for i, j in enumerate(problem.jobs)}
-    unassigned.sort(key=lambda j: order[j.id])
-    return kept, unassigned
+            split.extend((a, b))
+    order = {j.id: i for i, j in enumerate(jobs)}
+    singles = [jobs[i] for i in unassigned] + split
+    singles.sort(key=lambda j: order[j.id])
+    return kept, singles
 
 
 def _usable(job: ProblemJob, types: list[str], cap: np.ndarray) -> np.ndarray:
-    return np.array(
-        [job.throughput.get(t, 0.0) > 0 and job.scale_factor <= c for t, c in zip(types, cap)]
-    )
+    tput = np.array([job.throughput.get(t, 0.0) for t in types])
+    return (tput > 0) & (job.scale_factor <= cap)
 
 
 def _pair_usable(
