@@ -381,6 +381,30 @@ def run_round(
     return state, report
 
 
+def placement_is_stable(state: SchedulerState, report: RoundReport) -> bool:
+    """True when later rounds provably repeat this round's placement until the job
+    set changes: every active job runs, on the only type its allocation gives it
+    time on, and nothing space-shares. Then every job's single positive-priority
+    entry outranks all zero-priority ones, the same entries fit the same GPUs, and
+    lease extension keeps the same nodes; only the accounting advances. The
+    simulator uses this to jump over such rounds (the daemon never needs to).
+    """
+    alloc = state.allocation
+    placed = report.placement.jobs
+    if alloc is None or report.skipped or report.result.failed:
+        return False
+    if len(placed) != report.active_jobs or len(state.placement) != len(placed):
+        return False
+    if any(sum(p.fractions.values()) > 0 for p in alloc.pairs):
+        return False
+    for job_id, p in placed.items():
+        row = alloc.fractions.get(job_id, {})
+        positive = [t for t, x in row.items() if x > 1e-12]
+        if positive != [p.gpu_type] or p.partner is not None:
+            return False
+    return True
+
+
 def fresh_state() -> SchedulerState:
     return SchedulerState()
 
@@ -397,5 +421,6 @@ __all__ = [
     "SchedulerState",
     "copy_state",
     "fresh_state",
+    "placement_is_stable",
     "run_round",
 ]

@@ -9,6 +9,7 @@ so it is not penalised by rounds it would not have.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -19,7 +20,13 @@ from slurm_gavel.backends.base import Node
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.model import GpuType, Job
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.scheduler import BASELINE_NAMES, SchedulerConfig, SchedulerState, run_round
+from slurm_gavel.scheduler import (
+    BASELINE_NAMES,
+    SchedulerConfig,
+    SchedulerState,
+    placement_is_stable,
+    run_round,
+)
 from slurm_gavel.simulate.metrics import MetricsCollector
 from slurm_gavel.throughputs import ThroughputTable
 
@@ -33,6 +40,8 @@ class SimulationOptions:
     reallocate_every_s: float | None = None
     record_wall_time: bool = True  # False: wall-clock fields are null (byte-identical output)
     progress: bool | None = None  # None: a bar on stderr when it is a terminal
+    # Jump over rounds that provably repeat the placement (same results, faster).
+    skip_stable_rounds: bool = True
 
 
 @dataclass
@@ -103,6 +112,8 @@ def simulate(
                 candidates.append(nxt_arrival)
             end = min(candidates)
         else:
+            if opts.skip_stable_rounds and placement_is_stable(state, report):
+                end = _skip_to(backend, opts, state, nxt_arrival)
             end = min(end, backend.last_completion_of_running())
         backend.advance(end)
         if backend.completions:
@@ -116,6 +127,25 @@ def simulate(
     wall = time.perf_counter() - wall0 if opts.record_wall_time else None
     summary = metrics.summary(policy, backend.busy_gpu_seconds, wall, unfinished)
     return SimulationResult(summary, metrics)
+
+
+def _skip_to(
+    backend: SimulatedCluster,
+    opts: SimulationOptions,
+    state: SchedulerState,
+    next_arrival: float | None,
+) -> float:
+    """The round boundary at or after the next event (arrival, completion or a due
+    reallocation): the first round whose decision could differ."""
+    events = [e for e in (next_arrival, backend.next_completion_time()) if e is not None]
+    if opts.reallocate_every_s is not None and state.allocation_time is not None:
+        events.append(state.allocation_time + opts.reallocate_every_s)
+    if not events:
+        return backend.clock + opts.round_seconds
+    first = min(events)
+    r = opts.round_seconds
+    k = max(1, math.ceil((first - backend.clock) / r - 1e-9))
+    return backend.clock + k * r
 
 
 def _progress_bar(total: int, policy: str, enabled: bool | None) -> Any:
