@@ -1,0 +1,178 @@
+"""Configuration files of the local Slurm cluster (tools/local-cluster).
+
+Pure text generation from a topology such as ``v100:2x4,p100:2x4,k80:2x4`` (two
+nodes of four GPUs per type): slurm.conf, gres.conf (empty files stand in for
+GPU devices, which slurmd accepts), plugstack.conf. Standard library only.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_TOPOLOGY = "v100:2x4,p100:2x4,k80:2x4"
+DEFAULT_PORT_BASE = 6817
+SHARED_PARTITION = "gpu"
+REQUEUE_HOLD_EXIT = 99  # the exit code that means "checkpointed, hold me in the queue"
+
+
+class ClusterError(RuntimeError):
+    """A one-line, actionable failure of the local cluster tool."""
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    gpu_type: str
+    nodes: int
+    gpus_per_node: int
+
+
+def parse_topology(text: str) -> list[NodeGroup]:
+    """``v100:2x4,k80:1x8`` -> groups; a clear error for anything else."""
+    groups: list[NodeGroup] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            gpu_type, shape = part.split(":")
+            nodes, gpus = (int(x) for x in shape.lower().split("x"))
+        except ValueError:
+            raise ClusterError(
+                f"--topology: cannot read {part!r}; write TYPE:NODESxGPUS, e.g. v100:2x4"
+            ) from None
+        if not gpu_type.isidentifier() or nodes < 1 or gpus < 1:
+            raise ClusterError(
+                f"--topology: {part!r} needs a plain type name and positive counts"
+            )
+        if any(g.gpu_type == gpu_type for g in groups):
+            raise ClusterError(f"--topology: type {gpu_type} appears twice")
+        groups.append(NodeGroup(gpu_type, nodes, gpus))
+    return groups
+
+
+@dataclass
+class ClusterSpec:
+    """Everything `up` was asked for; stored in cluster.json to make `up` idempotent."""
+
+    topology: str = DEFAULT_TOPOLOGY
+    partitions: str = "both"  # per-type | shared | both
+    port_base: int = DEFAULT_PORT_BASE
+    spank: list[str] = field(default_factory=list)  # "optional PATH" / "required PATH"
+    hold_on_arrival: bool = True  # JobSubmitPlugins=lua with conf/slurm/job_submit.lua
+
+    def node_names(self) -> list[tuple[str, NodeGroup]]:
+        return [
+            (f"{g.gpu_type}-{i}", g)
+            for g in parse_topology(self.topology)
+            for i in range(1, g.nodes + 1)
+        ]
+
+    def ports(self) -> list[int]:
+        """slurmctld, then one slurmd port per node."""
+        return [self.port_base + i for i in range(len(self.node_names()) + 1)]
+
+
+def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
+    """The slurm.conf for the spec; run-dir paths so several clusters can coexist."""
+    host = socket.gethostname().split(".")[0]
+    lines = [
+        "# Written by tools/local-cluster; edits are overwritten on the next `up`.",
+        f"ClusterName=gavel{spec.port_base}",
+        f"SlurmctldHost={host}(127.0.0.1)",
+        f"SlurmctldPort={spec.port_base}",
+        "SlurmUser=root",
+        "AuthType=auth/munge",
+        f"StateSaveLocation={run}/state",
+        f"SlurmdSpoolDir={run}/spool/%n",
+        f"SlurmctldPidFile={run}/slurmctld.pid",
+        f"SlurmdPidFile={run}/slurmd-%n.pid",
+        f"SlurmctldLogFile={run}/log/slurmctld.log",
+        f"SlurmdLogFile={run}/log/slurmd-%n.log",
+        f"PlugStackConfig={run}/plugstack.conf",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        # The host has a couple of cores; let each emulated node claim more.
+        "SlurmdParameters=config_overrides",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "MpiDefault=none",
+        "AccountingStorageType=accounting_storage/none",
+        "JobCompType=jobcomp/none",
+        "SchedulerType=sched/backfill",
+        "SchedulerParameters=bf_interval=5,sched_min_interval=100000",
+        "PriorityType=priority/basic",
+        "GresTypes=gpu",
+        # The managed-job protocol: exit 99 = checkpointed, requeue and hold.
+        "JobRequeue=1",
+        f"RequeueExitHold={REQUEUE_HOLD_EXIT}",
+        # Fast timers so tests are quick.
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=60",
+        "MessageTimeout=10",
+        "KillWait=5",
+        "MinJobAge=300",
+        "InactiveLimit=0",
+        "ReturnToService=2",
+        "MaxJobCount=20000",
+    ]
+    if spec.hold_on_arrival:
+        lines.append("JobSubmitPlugins=lua")
+    names = spec.node_names()
+    for i, (name, g) in enumerate(names):
+        lines.append(
+            f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 "
+            f"Port={spec.port_base + 1 + i} CPUs=16 RealMemory=64000 "
+            f"Gres=gpu:{g.gpu_type}:{g.gpus_per_node} State=UNKNOWN"
+        )
+    groups = parse_topology(spec.topology)
+    if spec.partitions not in ("per-type", "shared", "both"):
+        raise ClusterError("--partitions must be per-type, shared or both")
+    default_set = False
+    if spec.partitions in ("shared", "both"):
+        lines.append(
+            f"PartitionName={SHARED_PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+        )
+        default_set = True
+    if spec.partitions in ("per-type", "both"):
+        for g in groups:
+            default = "NO" if default_set else "YES"
+            default_set = True
+            lines.append(
+                f"PartitionName={g.gpu_type} Nodes={g.gpu_type}-[1-{g.nodes}] "
+                f"Default={default} MaxTime=INFINITE State=UP"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def gres_conf_text(spec: ClusterSpec, run: Path) -> str:
+    lines = ["# Written by tools/local-cluster: empty files stand in for GPU devices."]
+    for name, g in spec.node_names():
+        lines.append(
+            f"NodeName={name} Name=gpu Type={g.gpu_type} "
+            f"File={run}/dev/{name}/gpu[0-{g.gpus_per_node - 1}]"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_config(spec: ClusterSpec, run: Path) -> None:
+    for sub in ("state", "log", "spool", "dev"):
+        (run / sub).mkdir(parents=True, exist_ok=True)
+    for name, g in spec.node_names():
+        (run / "spool" / name).mkdir(parents=True, exist_ok=True)
+        dev = run / "dev" / name
+        dev.mkdir(parents=True, exist_ok=True)
+        for k in range(g.gpus_per_node):
+            (dev / f"gpu{k}").touch()
+    (run / "slurm.conf").write_text(slurm_conf_text(spec, run))
+    (run / "gres.conf").write_text(gres_conf_text(spec, run))
+    (run / "plugstack.conf").write_text(
+        "# Written by tools/local-cluster (--spank adds lines here).\n"
+        + "".join(f"{line}\n" for line in spec.spank)
+    )
+    if spec.hold_on_arrival:
+        # slurmctld reads job_submit.lua from slurm.conf's directory.
+        shutil.copyfile(REPO / "conf" / "slurm" / "job_submit.lua", run / "job_submit.lua")
