@@ -1,0 +1,470 @@
+"""The scheduler daemon: config -> backend -> round -> persist -> sleep, forever.
+
+Crash safety, in two saves per round:
+
+1. just before the backend acts, the *pre-round* state is saved with an
+   ``inflight`` record (round index, time, placement about to be carried out);
+2. after the round, the post-round state is saved with no inflight record.
+
+A daemon killed between the two (mid-act) restarts from (1): it credits the
+previous placement with the time up to the killed round's act, counts that
+round as done, and then credits whatever it *observes* running on its first
+observe with the time since. A daemon killed anywhere else restarts from a
+consistent end-of-round state. Either way no fairness accounting is lost, and
+the first round after the restart re-places every held job. The same
+reconciliation runs after a round that failed half-way (slurmctld went away
+mid-act): the in-memory state is rolled back to the last save and reconciled
+against what the next observe sees.
+
+A round that fails (Slurm unreachable, solver error) is retried after a
+backoff that doubles from ``slurm.retry_initial_seconds`` to
+``slurm.retry_max_seconds``; the daemon never gives up on its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from slurm_gavel.backends.base import (
+    ActResult,
+    ClusterBackend,
+    ClusterSnapshot,
+    JobPlacement,
+    JobState,
+    RoundPlacement,
+)
+from slurm_gavel.config import Config
+from slurm_gavel.errors import InputError, SolveError
+from slurm_gavel.logs import event
+from slurm_gavel.metrics import DaemonMetrics
+from slurm_gavel.policies import PolicyOptions
+from slurm_gavel.scheduler import (
+    RoundReport,
+    SchedulerConfig,
+    SchedulerState,
+    _account_last_round,  # the scheduler's own crediting rule, reused on resume
+    run_round,
+)
+from slurm_gavel.state_store import StateStore
+from slurm_gavel.throughputs import ThroughputTable, load_table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inflight:
+    """A round that was about to act when the state was saved."""
+
+    round_index: int
+    time: float
+    placement: dict[str, JobPlacement]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round_index": self.round_index,
+            "time": self.time,
+            "placement": {j: p.to_json() for j, p in self.placement.items()},
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Inflight:
+        return Inflight(
+            int(d["round_index"]),
+            float(d["time"]),
+            {str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
+        )
+
+
+def planned_actions(snap: ClusterSnapshot, placement: RoundPlacement) -> ActResult:
+    """What act() would do to make `snap` match `placement` (for --dry-run)."""
+    running = {
+        o.job.id: JobPlacement(o.job.id, o.gpu_type, o.nodes, o.partner)
+        for o in snap.jobs
+        if o.state is JobState.RUNNING and o.gpu_type is not None
+    }
+    started, kept, moved = [], [], []
+    for job_id, p in sorted(placement.jobs.items()):
+        if job_id not in running:
+            started.append(job_id)
+        elif p.same_place(running[job_id]):
+            kept.append(job_id)
+        else:
+            moved.append(job_id)
+    preempted = sorted(j for j in running if j not in placement.jobs)
+    return ActResult(tuple(started), tuple(kept), tuple(preempted), tuple(moved))
+
+
+class _Tap:
+    """The backend as the daemon hands it to run_round: the real one plus hooks.
+
+    observe(): reconciles a resumed state with reality (see module doc) and keeps
+    the snapshot for metrics and the status view. act(): saves the inflight
+    record first; in dry-run mode it only reports the plan and touches nothing.
+    """
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.last_snapshot: ClusterSnapshot | None = None
+
+    def observe(self) -> ClusterSnapshot:
+        snap = self.daemon.backend.observe()
+        self.last_snapshot = snap
+        self.daemon._reconcile(snap)
+        return snap
+
+    def act(self, placement: RoundPlacement) -> ActResult:
+        self.daemon._before_act(placement)
+        if self.daemon.dry_run:
+            assert self.last_snapshot is not None
+            return planned_actions(self.last_snapshot, placement)
+        return self.daemon.backend.act(placement)
+
+
+def _is_slurm_unavailable(e: BaseException) -> bool:
+    if isinstance(e, OSError | subprocess.SubprocessError | TimeoutError):
+        return True
+    # The Slurm backends' own "controller unreachable" errors, by name so that the
+    # daemon does not import a backend it is not using.
+    return any("Unavailable" in c.__name__ or "Slurm" in c.__name__ for c in type(e).__mro__)
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: Config,
+        backend: ClusterBackend,
+        *,
+        store: StateStore | None = None,
+        metrics: DaemonMetrics | None = None,
+        table: ThroughputTable | None = None,
+        dry_run: bool = False,
+        out: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.store = store or StateStore(config.state_dir)
+        self.metrics = metrics or DaemonMetrics()
+        self.table = table if table is not None else load_table(config.throughput_table)
+        self.dry_run = dry_run
+        self.out = out or sys.stdout
+        self.clock = clock
+        self.sched_config = SchedulerConfig(
+            table=self.table,
+            policy=config.policy,
+            round_seconds=config.round_seconds,
+            policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
+        )
+        self.state = SchedulerState()
+        self.tap = _Tap(self)
+        self.stop_event = threading.Event()
+        self.started_at = time.time()
+        self._inflight: Inflight | None = None
+        self._needs_reconcile = False
+        self._skipped_logged: set[tuple[str, str]] = set()
+        self.consecutive_failures = 0
+        self.last_report: RoundReport | None = None
+
+    # ---- start / resume ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take the state lock (not in dry-run) and load the saved state, if any."""
+        if not self.dry_run:
+            self.store.acquire()
+            self.store.cleanup_temporaries()
+        doc = self.store.load()
+        if doc is None:
+            event(log, "state_new", state_dir=str(self.config.state_dir))
+            return
+        self.state = SchedulerState.from_json(doc["scheduler"], str(self.store.path))
+        raw = doc.get("inflight")
+        self._inflight = Inflight.from_json(raw) if raw else None
+        self._needs_reconcile = True
+        event(
+            log,
+            "state_loaded",
+            round=self.state.round_index,
+            jobs=len(self.state.jobs),
+            inflight=self._inflight.round_index if self._inflight else None,
+        )
+
+    def _reconcile(self, snap: ClusterSnapshot) -> None:
+        """After a restart or a failed round: account the lost time, trust reality."""
+        if not self._needs_reconcile:
+            return
+        st = self.state
+        infl = self._inflight
+        if infl is not None and infl.round_index == st.round_index:
+            # The killed round acted (at least partly) at infl.time: until then the
+            # previous placement ran; count the round as done.
+            _account_last_round(st, infl.time)
+            st.last_round_time = infl.time
+            st.round_index += 1
+        # From then until now, what runs is what Slurm says runs.
+        prev = st.placement
+        st.placement = {}
+        for o in snap.jobs:
+            if o.state is JobState.RUNNING and o.gpu_type is not None and o.job.id in st.jobs:
+                p = JobPlacement(o.job.id, o.gpu_type, o.nodes, o.partner)
+                old = prev.get(o.job.id)
+                st.placement[o.job.id] = old if p.same_place(old) else p
+        event(log, "state_reconciled", round=st.round_index, running=len(st.placement))
+        self._inflight = None
+        self._needs_reconcile = False
+
+    # ---- one round -------------------------------------------------------------------------
+
+    def _before_act(self, placement: RoundPlacement) -> None:
+        self._inflight = Inflight(placement.round_index, placement.start, dict(placement.jobs))
+        if not self.dry_run:
+            self._save(self._pre_round_state, inflight=self._inflight)
+
+    def round(self) -> RoundReport:
+        """One round; raises on failure after rolling the in-memory state back."""
+        # Deep: to_json() shares the live dicts, which the round is about to mutate.
+        self._pre_round_state = copy.deepcopy(self.state.to_json())
+        if self.dry_run:
+            # Nothing a dry run plans happens, so each round starts from what Slurm
+            # reports, not from the previous (imagined) round.
+            self._needs_reconcile = True
+        t0 = self.clock()
+        try:
+            self.state, report = run_round(self.state, self.tap, self.sched_config)
+        except BaseException:
+            self.state = SchedulerState.from_json(self._pre_round_state)
+            self._needs_reconcile = True  # uses self._inflight if act had begun
+            raise
+        self._inflight = None
+        if not self.dry_run:
+            self._save(self.state.to_json(), inflight=None)
+        self._record(report, self.clock() - t0)
+        self.last_report = report
+        return report
+
+    def round_safely(self) -> bool:
+        """One round with every failure logged and counted; True when it succeeded."""
+        try:
+            self.round()
+        except InputError as e:
+            # bad throughput table entry, malformed state: needs a human, but keep going
+            self.metrics.round_errors.labels(cause="input").inc()
+            event(log, "round_failed", logging.ERROR, cause="input", error=str(e))
+            return False
+        except SolveError as e:
+            self.metrics.round_errors.labels(cause="solver").inc()
+            event(log, "round_failed", logging.ERROR, cause="solver", error=str(e))
+            return False
+        except Exception as e:
+            if _is_slurm_unavailable(e):
+                self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
+                event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
+            else:
+                self.metrics.round_errors.labels(cause="internal").inc()
+                log.error("round failed", exc_info=True, extra={"event": "round_failed"})
+            return False
+        return True
+
+    def _save(self, scheduler_json: dict[str, Any], inflight: Inflight | None) -> None:
+        snap = self.tap.last_snapshot
+        self.store.save(
+            {
+                "saved_at": time.time(),
+                "daemon": {
+                    "pid": os.getpid(),
+                    "started_at": self.started_at,
+                    "config": str(self.config.source) if self.config.source else None,
+                    "policy": self.config.policy,
+                    "round_seconds": self.config.round_seconds,
+                    "partitions": list(self.config.partitions),
+                },
+                "scheduler": scheduler_json,
+                "inflight": inflight.to_json() if inflight else None,
+                "jobs": _jobs_view(snap, None if inflight else self.state.placement),
+                "cluster": _cluster_view(snap),
+            }
+        )
+
+    def _record(self, report: RoundReport, duration: float) -> None:
+        """Metrics and one log line per round."""
+        m, r = self.metrics, report.result
+        m.rounds.inc()
+        m.round_duration.observe(duration)
+        if report.reallocated:
+            m.solver_seconds.observe(report.solve_seconds)
+        m.preemptions.inc(len(r.preempted) + len(r.moved))
+        m.starts.inc(len(r.started) + len(r.moved))
+        m.act_failures.inc(len(r.failed))
+        snap = self.tap.last_snapshot
+        if snap is not None:
+            states = Counter(o.state.value for o in snap.jobs if o.state is not JobState.DONE)
+            m.set_jobs(states)
+            in_use: dict[str, float] = {}
+            for p in report.placement.jobs.values():
+                in_use[p.gpu_type] = in_use.get(p.gpu_type, 0) + p.gpus
+            m.set_gpus(in_use, snap.capacity())
+        m.last_round_timestamp.set(time.time())
+        stats = _command_stats(self.backend)
+        if stats is not None:
+            m.slurm_commands_per_round.observe(stats[0])
+            m.count_command_failures(stats[1])
+        for job_id, reason in report.skipped:
+            if (job_id, reason) not in self._skipped_logged:
+                self._skipped_logged.add((job_id, reason))
+                event(log, "job_skipped", logging.WARNING, job=job_id, reason=reason)
+        for o in report.completed:
+            event(log, "job_done", job=o.job.id, succeeded=o.succeeded, restarts=o.restarts)
+        event(
+            log,
+            "round",
+            round=report.round_index,
+            duration_s=round(duration, 4),
+            solve_s=round(report.solve_seconds, 4),
+            reallocated=report.reallocated,
+            active=report.active_jobs,
+            started=len(r.started),
+            kept=len(r.kept),
+            preempted=len(r.preempted),
+            moved=len(r.moved),
+            failed=len(r.failed),
+            slurm_commands=stats[0] if stats else None,
+            dry_run=self.dry_run,
+        )
+        for job_id, why in r.failed:
+            event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
+        if self.dry_run:
+            self.out.write(format_plan(report, self.config))
+            self.out.flush()
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def backoff_seconds(self) -> float:
+        s = self.config.slurm
+        return min(
+            s.retry_max_seconds, s.retry_initial_seconds * 2 ** (self.consecutive_failures - 1)
+        )
+
+    def run(self, once: bool = False) -> int:
+        """Rounds until stop() (or one round with once=True). Returns an exit code."""
+        self.start()
+        try:
+            while True:
+                t0 = self.clock()
+                ok = self.round_safely()
+                self.consecutive_failures = 0 if ok else self.consecutive_failures + 1
+                if once:
+                    return 0 if ok else 1
+                if ok:
+                    wait = self.config.round_seconds - (self.clock() - t0)
+                else:
+                    wait = self.backoff_seconds()
+                    event(
+                        log,
+                        "retrying",
+                        logging.WARNING,
+                        in_s=round(wait, 3),
+                        failures=self.consecutive_failures,
+                    )
+                if self.stop_event.wait(max(0.0, wait)):
+                    event(log, "stopping", round=self.state.round_index)
+                    return 0
+        finally:
+            self.store.release()
+
+    def stop(self) -> None:
+        """Ask the loop to end after the current round (signal handlers call this)."""
+        self.stop_event.set()
+
+
+def _command_stats(backend: object) -> tuple[int, dict[str, int]] | None:
+    """(commands issued, failures by command) since the last call, if the backend counts."""
+    take = getattr(backend, "take_command_stats", None)
+    if take is None:
+        return None
+    issued, failures = take()
+    return int(issued), dict(failures)
+
+
+def _jobs_view(
+    snap: ClusterSnapshot | None, placed: dict[str, JobPlacement] | None
+) -> dict[str, dict[str, Any]]:
+    """What `slurm-gavel status` shows that the scheduler state does not hold.
+
+    `placed` is the round's placement once it has acted: placed jobs run there now,
+    running jobs left out are being checkpointed ("preempted") and will be held.
+    """
+    if snap is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for o in snap.jobs:
+        if o.state is JobState.DONE:
+            continue
+        state, gpu_type, nodes = o.state.value, o.gpu_type, o.nodes
+        if placed is not None:
+            p = placed.get(o.job.id)
+            if p is not None:
+                state, gpu_type, nodes = JobState.RUNNING.value, p.gpu_type, p.nodes
+            elif o.state is JobState.RUNNING:
+                state, gpu_type, nodes = "preempted", None, ()
+        out[o.job.id] = {
+            "job_type": o.job.job_type,
+            "scale_factor": o.job.scale_factor,
+            "state": state,
+            "restarts": o.restarts,
+            "steps_done": o.steps_done,
+            "total_steps": o.job.total_steps,
+            "account": o.job.account,
+            "gpu_type": gpu_type,
+            "nodes": [[s.node, s.gpus] for s in nodes],
+        }
+    return out
+
+
+def _cluster_view(snap: ClusterSnapshot | None) -> dict[str, Any]:
+    if snap is None:
+        return {}
+    return {
+        "time": snap.time,
+        "capacity": snap.capacity(),
+        "nodes": [
+            {
+                "name": n.name,
+                "gpu_type": n.gpu_type,
+                "gpus": n.gpus,
+                "state": n.state.value,
+                "usable": n.usable_gpus,
+            }
+            for n in snap.nodes
+        ],
+    }
+
+
+def format_plan(report: RoundReport, config: Config) -> str:
+    """The dry-run output: one line per action the round would take."""
+    r, jobs = report.result, report.placement.jobs
+    lines = [f"round {report.round_index} (dry run, nothing sent to Slurm):"]
+
+    def where(j: str) -> str:
+        p = jobs[j]
+        return f"{p.gpu_type} on " + ",".join(f"{s.node}:{s.gpus}" for s in p.nodes)
+
+    lines += [f"  start    {j}  {where(j)}" for j in r.started]
+    lines += [f"  move     {j}  to {where(j)}" for j in r.moved]
+    lines += [
+        f"  preempt  {j}  (SIG{config.checkpoint.signal}, "
+        f"{config.checkpoint.grace_seconds:g} s grace, then requeue-hold)"
+        for j in r.preempted
+    ]
+    lines += [f"  keep     {j}  {where(j)}" for j in r.kept]
+    if len(lines) == 1:
+        lines.append("  nothing to do")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,246 @@
+"""The daemon loop against the simulated backend: persistence, crash recovery, retries."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+
+import pytest
+
+from slurm_gavel.backends.base import ActResult, RoundPlacement
+from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.config import parse_config
+from slurm_gavel.daemon import Daemon
+from slurm_gavel.metrics import DaemonMetrics
+from slurm_gavel.model import Job
+from slurm_gavel.state_store import StateLockedError, StateStore
+from slurm_gavel.throughputs import load_table
+
+ROUND = 60.0
+TYPES = ["ResNet-50 (batch size 64)", "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL: nothing after the raise point runs."""
+
+
+@pytest.fixture(scope="module")
+def table():
+    return load_table()
+
+
+def cluster(table) -> SimulatedCluster:
+    jobs = [Job(str(i), TYPES[i % len(TYPES)], 1, total_steps=1e7) for i in range(8)]
+    return SimulatedCluster(parse_cluster_spec("v100:1x2,p100:1x2,k80:1x2"), jobs, table,
+                            preemption_overhead=5.0)  # fmt: skip
+
+
+def config(tmp_path, **over):
+    doc = {
+        "partitions": ["gpu"],
+        "round_seconds": ROUND,
+        "checkpoint": {"grace_seconds": 5},
+        "state_dir": str(tmp_path / "state"),
+        "slurm": {"retry_initial_seconds": 1, "retry_max_seconds": 4},
+        **over,
+    }
+    return parse_config(doc)
+
+
+def daemon(tmp_path, backend, table, **kw) -> Daemon:
+    return Daemon(config(tmp_path), backend, table=table, metrics=DaemonMetrics(), **kw)
+
+
+def rounds(d: Daemon, sim: SimulatedCluster, n: int) -> None:
+    for _ in range(n):
+        d.round()
+        sim.advance(sim.clock + ROUND)
+
+
+def received(d: Daemon) -> dict[str, dict[str, float]]:
+    return {j: dict(a.received_s) for j, a in sorted(d.state.jobs.items())}
+
+
+class KillingBackend:
+    """Delegates to a backend; raises Killed before or after the n-th act call."""
+
+    def __init__(self, inner, kill_at: int, after_act: bool) -> None:
+        self.inner, self.kill_at, self.after_act, self.calls = inner, kill_at, after_act, 0
+
+    def observe(self):
+        return self.inner.observe()
+
+    def act(self, placement: RoundPlacement) -> ActResult:
+        self.calls += 1
+        if self.calls == self.kill_at and not self.after_act:
+            raise Killed
+        result = self.inner.act(placement)
+        if self.calls == self.kill_at:
+            raise Killed
+        return result
+
+
+def test_state_is_saved_every_round_and_reloaded(tmp_path, table):
+    sim = cluster(table)
+    d = daemon(tmp_path, sim, table)
+    d.start()
+    rounds(d, sim, 3)
+    d.store.release()
+    doc = StateStore(tmp_path / "state").load()
+    assert doc["scheduler"]["round_index"] == 3 and doc["inflight"] is None
+    assert len(doc["jobs"]) == 8
+    running = [j for j, v in doc["jobs"].items() if v["state"] == "running"]
+    assert len(running) == 6  # 6 GPUs, 8 one-GPU jobs
+    d2 = daemon(tmp_path, sim, table)
+    d2.start()
+    assert received(d2) == received(d) and d2.state.round_index == 3
+    # 3 rounds x 6 GPUs of service, minus the first round (nothing ran before it)
+    total = sum(sum(r.values()) for r in received(d2).values())
+    assert total == pytest.approx(2 * ROUND * 6)
+
+
+@pytest.mark.parametrize("after_act", [True, False])
+def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, after_act):
+    # Reference: an uninterrupted daemon on an identical cluster.
+    ref_sim = cluster(table)
+    ref = daemon(tmp_path / "ref", ref_sim, table)
+    ref.start()
+    rounds(ref, ref_sim, 6)
+
+    sim = cluster(table)
+    d = daemon(tmp_path, KillingBackend(sim, kill_at=3, after_act=after_act), table)
+    d.start()
+    rounds(d, sim, 2)
+    with pytest.raises(Killed):
+        d.round()
+    d.store.release()  # the kernel does this when the process dies
+    doc = StateStore(tmp_path / "state").load()
+    assert doc["inflight"]["round_index"] == 2  # saved just before the act
+    sim.advance(sim.clock + ROUND)
+
+    d2 = daemon(tmp_path, sim, table)
+    d2.start()
+    rounds(d2, sim, 3)
+    assert d2.state.round_index == ref.state.round_index == 6
+    total = sum(sum(r.values()) for r in received(d2).values())
+    assert total == pytest.approx(5 * ROUND * 6)  # every GPU-second credited once
+    if after_act:
+        # The killed round did act: the restart sees exactly what the reference saw.
+        for j, row in received(ref).items():
+            assert received(d2)[j] == pytest.approx(row), j
+
+
+class FlakyBackend:
+    """Observe fails `failures` times (slurmctld down), then works."""
+
+    def __init__(self, inner, failures: int) -> None:
+        self.inner, self.failures = inner, failures
+
+    def observe(self):
+        if self.failures > 0:
+            self.failures -= 1
+            raise OSError("slurm_load_jobs error: Unable to contact slurm controller")
+        return self.inner.observe()
+
+    def act(self, placement):
+        return self.inner.act(placement)
+
+
+def test_unreachable_slurm_backs_off_and_leaves_state_untouched(tmp_path, table):
+    sim = cluster(table)
+    flaky = FlakyBackend(sim, failures=0)
+    d = daemon(tmp_path, flaky, table)
+    d.start()
+    rounds(d, sim, 2)
+    before = json.dumps(d.state.to_json(), sort_keys=True)
+    flaky.failures = 4
+    waits = []
+    for _ in range(4):
+        assert not d.round_safely()
+        d.consecutive_failures += 1
+        waits.append(d.backoff_seconds())
+    assert waits == [1, 2, 4, 4]  # doubling, capped at retry_max_seconds
+    assert json.dumps(d.state.to_json(), sort_keys=True) == before
+    assert 'cause="slurm_unavailable"} 4.0' in d.metrics.exposition()
+    sim.advance(sim.clock + ROUND)
+    assert d.round_safely()
+    assert sum(sum(r.values()) for r in received(d).values()) == pytest.approx(3 * ROUND * 6)
+
+
+class FailingActBackend(FlakyBackend):
+    """Acts, then loses the controller before the act returns (slurmctld restart)."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner, 0)
+        self.fail_next_act = False
+
+    def act(self, placement):
+        result = self.inner.act(placement)
+        if self.fail_next_act:
+            self.fail_next_act = False
+            raise OSError("scontrol: Unable to contact slurm controller")
+        return result
+
+
+def test_failure_during_act_is_reconciled_on_the_next_round(tmp_path, table):
+    ref_sim = cluster(table)
+    ref = daemon(tmp_path / "ref", ref_sim, table)
+    ref.start()
+    rounds(ref, ref_sim, 5)
+    sim = cluster(table)
+    b = FailingActBackend(sim)
+    d = daemon(tmp_path, b, table)
+    d.start()
+    rounds(d, sim, 2)
+    b.fail_next_act = True
+    assert not d.round_safely()
+    sim.advance(sim.clock + ROUND)
+    rounds(d, sim, 2)
+    assert d.state.round_index == 5
+    for j, row in received(ref).items():
+        assert received(d)[j] == pytest.approx(row), j
+
+
+def test_dry_run_prints_the_plan_and_touches_nothing(tmp_path, table):
+    sim = cluster(table)
+
+    class NoAct(FlakyBackend):
+        def act(self, placement):
+            raise AssertionError("dry run must not act")
+
+    out = io.StringIO()
+    d = daemon(tmp_path, NoAct(sim, 0), table, dry_run=True, out=out)
+    assert d.run(once=True) == 0
+    text = out.getvalue()
+    assert "dry run, nothing sent to Slurm" in text
+    assert text.count("  start    ") == 6
+    assert not (tmp_path / "state" / "state.json").exists()
+    assert sim.active_count() == 8 and not sim.running()
+
+
+def test_once_saves_and_second_daemon_is_refused(tmp_path, table):
+    sim = cluster(table)
+    d = daemon(tmp_path, sim, table)
+    d.store.acquire()
+    other = daemon(tmp_path, sim, table)
+    with pytest.raises(StateLockedError, match="pid"):
+        other.run(once=True)
+    d.store.release()
+    assert other.run(once=True) == 0
+    assert StateStore(tmp_path / "state").load()["scheduler"]["round_index"] == 1
+    assert not StateStore(tmp_path / "state").daemon_alive()  # released on return
+
+
+def test_stop_ends_the_loop_after_the_round(tmp_path, table):
+    sim = cluster(table)
+    d = Daemon(config(tmp_path, round_seconds=30), sim, table=table, metrics=DaemonMetrics())
+    codes = []
+    t = threading.Thread(target=lambda: codes.append(d.run()))
+    t.start()
+    while d.last_report is None and t.is_alive():
+        t.join(0.01)
+    d.stop()
+    t.join(10)
+    assert codes == [0] and not t.is_alive()
+    assert "gavel_rounds_total 1.0" in d.metrics.exposition()
