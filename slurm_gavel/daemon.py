@@ -174,15 +174,23 @@ class Daemon:
         self._skipped_logged: set[tuple[str, str]] = set()
         self.consecutive_failures = 0
         self.last_report: RoundReport | None = None
+        self._started = False
 
     # ---- start / resume ------------------------------------------------------------------
 
     def start(self) -> None:
         """Take the state lock (not in dry-run) and load the saved state, if any."""
+        if self._started:
+            return
         if not self.dry_run:
             self.store.acquire()
             self.store.cleanup_temporaries()
-        doc = self.store.load()
+        try:
+            doc = self.store.load()
+        except BaseException:
+            self.store.release()
+            raise
+        self._started = True
         if doc is None:
             event(log, "state_new", state_dir=str(self.config.state_dir))
             return
@@ -379,6 +387,7 @@ class Daemon:
                     return 0
         finally:
             self.store.release()
+            self._started = False
 
     def stop(self) -> None:
         """Ask the loop to end after the current round (signal handlers call this)."""

@@ -1,0 +1,80 @@
+"""`slurm-gavel run`: the scheduler daemon (admin-run; systemd unit in conf/systemd/)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from types import FrameType
+from typing import Any
+
+from slurm_gavel.backends.base import ClusterBackend
+from slurm_gavel.config import Config, load_config
+from slurm_gavel.logs import configure, event
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "run",
+        help="run the scheduler daemon against Slurm (rounds until stopped)",
+        description=(
+            "Every round: observe the managed jobs and GPU nodes in Slurm, compute the "
+            "policy's allocation, pick this round's placement and carry it out (release, "
+            "checkpoint-signal, requeue-hold), then save the state. SIGTERM/SIGINT end the "
+            "loop after the current round."
+        ),
+    )
+    p.add_argument("--config", required=True, metavar="FILE", help="daemon YAML config")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="compute and print each round's actions without sending anything to Slurm "
+        "(reads Slurm, writes no state)",
+    )
+    p.add_argument("--once", action="store_true", help="run one round and exit (cron-style)")
+    p.set_defaults(func=run)
+
+
+def build_backend(config: Config) -> ClusterBackend:
+    """The configured Slurm backend (imported here: `status` never needs it)."""
+    if config.backend == "rest":
+        from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+
+        return SlurmRestCluster.from_config(config)  # type: ignore[no-any-return]
+    from slurm_gavel.backends.slurm_cli import SlurmCluster
+
+    return SlurmCluster.from_config(config)  # type: ignore[no-any-return]
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)  # InputError -> one line, exit 2
+    configure(config.log_format, config.log_level)
+    from slurm_gavel.daemon import Daemon  # after validation: errors before heavy imports
+
+    daemon = Daemon(config, build_backend(config), dry_run=args.dry_run)
+    daemon_log = logging.getLogger("slurm_gavel.daemon")
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        event(daemon_log, "signal", signal=signal.Signals(signum).name)
+        daemon.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # Lock the state first: a second daemon must fail on the lock, naming the pid of
+    # the first, not on the metrics port the first one already holds.
+    daemon.start()
+    if config.metrics_port and not args.once and not args.dry_run:
+        daemon.metrics.serve(config.metrics_port, config.metrics_address)
+        event(daemon_log, "metrics", address=config.metrics_address, port=config.metrics_port)
+    event(
+        daemon_log,
+        "starting",
+        config=str(args.config),
+        policy=config.policy,
+        round_s=config.round_seconds,
+        partitions=",".join(config.partitions),
+        backend=config.backend,
+        dry_run=args.dry_run,
+        once=args.once,
+    )
+    return daemon.run(once=args.once)
