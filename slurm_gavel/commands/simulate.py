@@ -1,0 +1,245 @@
+"""`slurm-gavel simulate`: run policies on a trace over a simulated cluster, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from slurm_gavel.backends.simulated import parse_cluster_spec
+from slurm_gavel.errors import InputError
+from slurm_gavel.policies import policy_names
+from slurm_gavel.scheduler import BASELINE_NAMES
+from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
+from slurm_gavel.simulate.generate import generate_trace
+from slurm_gavel.simulate.traces import load_trace, save_trace
+from slurm_gavel.throughputs import load_table
+
+DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "conf" / "examples" / "trace.csv"
+DEFAULT_CLUSTER = "v100:3x4,p100:3x4,k80:3x4"
+DEFAULT_POLICIES = ["max_min_fairness", "slurm_fifo"]
+HOUR = 3600.0
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "simulate",
+        help="simulate scheduling policies on a job trace",
+        description=(
+            "Replay a job trace (CSV of DESIGN.md, or Gavel's .trace) or a generated one on a "
+            "simulated heterogeneous cluster, once per policy, and compare JCT, makespan, "
+            "utilisation, restarts and finish-time fairness. Without --trace/--generate it "
+            f"replays the shipped example trace on {DEFAULT_CLUSTER}."
+        ),
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--trace", metavar="FILE", help="trace CSV (or Gavel .trace)")
+    src.add_argument("--generate", type=int, metavar="N", help="generate a trace of N jobs")
+    p.add_argument(
+        "--interarrival",
+        type=float,
+        default=2400.0,
+        metavar="S",
+        help="mean seconds between arrivals of generated jobs (default 2400)",
+    )
+    p.add_argument("--multi-gpu", action="store_true", help="generated jobs use 1/2/4/8 GPUs")
+    p.add_argument("--save-trace", metavar="FILE", help="write the generated trace as CSV")
+    p.add_argument(
+        "--cluster",
+        default=DEFAULT_CLUSTER,
+        metavar="SPEC",
+        help=f"TYPE:NODESxGPUS,... (default {DEFAULT_CLUSTER})",
+    )
+    p.add_argument(
+        "--policy",
+        action="append",
+        metavar="P",
+        help=(
+            "policy to simulate; repeat to compare (the first is the reference). Default: "
+            f"{' and '.join(DEFAULT_POLICIES)}. One of: "
+            f"{', '.join([*policy_names(), *BASELINE_NAMES])}"
+        ),
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed for generation and gandiva")
+    p.add_argument("--round-seconds", type=float, default=360.0, metavar="R")
+    p.add_argument(
+        "--preemption-overhead",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="checkpoint+restore seconds a restarted or moved job loses (default 30; 0 = Gavel)",
+    )
+    p.add_argument(
+        "--overhead-for",
+        action="append",
+        default=[],
+        metavar="JOBTYPE=S",
+        help="per-job-type override of --preemption-overhead (repeatable)",
+    )
+    p.add_argument(
+        "--reallocate-every", type=float, metavar="S", help="also recompute every S seconds"
+    )
+    p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
+    p.add_argument("--json", metavar="OUT", help="write the summary JSON (a list for >1 policy)")
+    p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
+    p.add_argument(
+        "--sweep-rates",
+        metavar="R1,R2,...",
+        help="sweep input rates (jobs/hour) with --generate N jobs each; plots JCT vs rate",
+    )
+    p.add_argument(
+        "--no-wall-time",
+        action="store_true",
+        help="leave wall-clock fields null so the JSON is byte-identical between runs",
+    )
+    bar = p.add_mutually_exclusive_group()
+    bar.add_argument("--progress", dest="progress", action="store_true", default=None)
+    bar.add_argument("--no-progress", dest="progress", action="store_false")
+    p.set_defaults(func=run)
+
+
+def _overrides(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not sep or not name or seconds < 0:
+            raise InputError(f"--overhead-for '{item}': expected JOBTYPE=SECONDS (>= 0)")
+        out[name] = seconds
+    return out
+
+
+def _check_policies(names: list[str]) -> None:
+    known = [*policy_names(), *BASELINE_NAMES]
+    for n in names:
+        if n not in known:
+            raise InputError(f"--policy '{n}': unknown; choose one of: {', '.join(known)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    table = load_table(args.table)
+    nodes = parse_cluster_spec(args.cluster, table)
+    policies = args.policy or list(DEFAULT_POLICIES)
+    _check_policies(policies)
+    for name, value in (("--round-seconds", args.round_seconds),):
+        if not value > 0:
+            raise InputError(f"{name} {value}: must be > 0 seconds")
+    if args.preemption_overhead < 0:
+        raise InputError(f"--preemption-overhead {args.preemption_overhead}: must be >= 0")
+    opts = SimulationOptions(
+        round_seconds=args.round_seconds,
+        preemption_overhead=args.preemption_overhead,
+        overhead_by_job_type=_overrides(args.overhead_for),
+        seed=args.seed,
+        reallocate_every_s=args.reallocate_every,
+        record_wall_time=not args.no_wall_time,
+        progress=args.progress,
+    )
+    if args.sweep_rates:
+        return _run_sweep(args, policies, nodes, table, opts)
+
+    if args.generate is not None:
+        jobs = generate_trace(
+            args.generate, args.interarrival, table, seed=args.seed, multi_gpu=args.multi_gpu
+        )
+        source = f"generated: {args.generate} jobs, mean inter-arrival {args.interarrival:g} s"
+        if args.save_trace:
+            save_trace(jobs, args.save_trace)
+    else:
+        path = Path(args.trace) if args.trace else DEFAULT_TRACE
+        if not path.exists() and not args.trace:
+            raise InputError(f"the default trace {path} is missing; give --trace FILE")
+        jobs = load_trace(path, table)
+        source = str(path)
+
+    results: list[SimulationResult] = []
+    for policy in policies:
+        results.append(simulate(jobs, nodes, table, policy, opts))
+    summaries = [r.summary for r in results]
+    sys.stdout.write(f"trace: {source}; cluster: {args.cluster}\n")
+    sys.stdout.write(format_comparison(summaries))
+    if args.json:
+        _write_json(args.json, summaries[0] if len(summaries) == 1 else summaries)
+    if args.plot:
+        from slurm_gavel.simulate import plots
+
+        out = Path(args.plot)
+        plots.jct_cdf(
+            {s["policy"]: list(s["jct_s"].values()) for s in summaries}, out / "jct_cdf.png"
+        )
+        for r in results:
+            plots.utilisation(
+                r.metrics.timeline,
+                r.summary["policy"],
+                out / f"utilisation_{r.summary['policy']}.png",
+            )
+        sys.stdout.write(f"plots written to {out}/\n")
+    return 0
+
+
+def _run_sweep(
+    args: argparse.Namespace, policies: list[str], nodes: Any, table: Any, opts: SimulationOptions
+) -> int:
+    from slurm_gavel.simulate.sweep import parse_rates, sweep
+
+    if args.generate is None:
+        raise InputError("--sweep-rates needs --generate N (jobs per rate)")
+    rates = parse_rates(args.sweep_rates)
+    points = sweep(rates, policies, args.generate, nodes, table, opts, multi_gpu=args.multi_gpu)
+    lines = [f"{'rate/h':>7}  {'policy':<28}  {'avg JCT h':>9}  {'util':>5}  {'restarts':>8}"]
+    for p in points:
+        s = p.summary
+        lines.append(
+            f"{p.rate_jobs_per_hour:>7g}  {p.policy:<28}  {(s['avg_jct_s'] or 0) / HOUR:>9.2f}  "
+            f"{s['utilization']:>5.2f}  {s['preemptions']:>8}"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
+    if args.json:
+        _write_json(args.json, [p.summary for p in points])
+    if args.plot:
+        from slurm_gavel.simulate import plots
+
+        plots.jct_vs_rate(points, Path(args.plot) / "jct_vs_rate.png")
+        sys.stdout.write(f"plot written to {args.plot}/jct_vs_rate.png\n")
+    return 0
+
+
+def _write_json(path: str, data: Any) -> None:
+    p = Path(path)
+    if p.parent != Path(""):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def format_comparison(summaries: list[dict[str, Any]]) -> str:
+    """One row per policy; the last column is the average JCT relative to the first row."""
+    head = (
+        f"{'policy':<28}  {'jobs':>5}  {'avg JCT h':>9}  {'p50 h':>7}  {'p99 h':>7}  "
+        f"{'makespan h':>10}  {'util':>5}  {'restarts':>8}  {'mean rho':>8}  {'wall s':>7}  "
+        f"{'JCT ratio':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    base = summaries[0]["avg_jct_s"] if summaries else None
+
+    def h(x: float | None) -> str:
+        return "-" if x is None else f"{x / HOUR:.2f}"
+
+    for s in summaries:
+        ratio = "-" if not base or s["avg_jct_s"] is None else f"{s['avg_jct_s'] / base:.3f}"
+        rho = s["finish_time_fairness"]["mean_rho"]
+        wall = "-" if s["wall_seconds"] is None else f"{s['wall_seconds']:.1f}"
+        name = s["policy"] + (
+            f" ({s['unfinished_jobs']} unfinished)" if s["unfinished_jobs"] else ""
+        )
+        lines.append(
+            f"{name:<28}  {s['jobs']:>5}  {h(s['avg_jct_s']):>9}  {h(s['p50_jct_s']):>7}  "
+            f"{h(s['p99_jct_s']):>7}  {h(s['makespan_s']):>10}  {s['utilization']:>5.2f}  "
+            f"{s['preemptions']:>8}  {'-' if rho is None else f'{rho:.2f}':>8}  {wall:>7}  "
+            f"{ratio:>9}"
+        )
+    return "\n".join(lines) + "\n"
