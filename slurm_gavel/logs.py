@@ -71,9 +71,21 @@ class KeyValueFormatter(logging.Formatter):
         return " ".join(f"{k}={_kv_value(v)}" for k, v in _fields(record).items())
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is at the time of the record (tests swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass
+
+
 def configure(fmt: str = "kv", level: str = "info", stream: TextIO | None = None) -> None:
     """Send every slurm_gavel.* logger to `stream` (stderr) in the chosen format."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else KeyValueFormatter())
     root = logging.getLogger(ROOT)
     for h in list(root.handlers):

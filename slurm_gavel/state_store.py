@@ -136,7 +136,7 @@ class StateStore:
             # Only the lock holder writes; two writers would interleave rounds.
             raise RuntimeError("StateStore.save() called without holding the lock")
         doc = {"format": STATE_FORMAT, **state}
-        data = json.dumps(doc, indent=1, sort_keys=True).encode()
+        data = json.dumps(doc, indent=1).encode()
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{STATE_FILE}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:

@@ -1,0 +1,65 @@
+import json
+
+import pytest
+
+from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.cli import main
+from slurm_gavel.commands import run as run_cmd
+from slurm_gavel.model import Job
+from slurm_gavel.state_store import StateStore
+from slurm_gavel.throughputs import load_table
+
+
+@pytest.fixture
+def sim(monkeypatch):
+    """Stand the simulated cluster in for Slurm behind the command's backend factory."""
+    table = load_table()
+    jobs = [Job(str(i), "A3C", 1, total_steps=1e6) for i in range(3)]
+    cluster = SimulatedCluster(parse_cluster_spec("v100:1x2"), jobs, table)
+    monkeypatch.setattr(run_cmd, "build_backend", lambda config: cluster)
+    return cluster
+
+
+def write_config(tmp_path, extra: str = "") -> str:
+    p = tmp_path / "gavel.yaml"
+    p.write_text(
+        "partitions: [gpu]\nround_seconds: 30\ncheckpoint: {grace_seconds: 5}\n"
+        f"state_dir: {tmp_path / 'state'}\nlog_format: json\n{extra}"
+    )
+    return str(p)
+
+
+def test_once_runs_one_round_and_saves(tmp_path, sim, capsys):
+    assert main(["run", "--config", write_config(tmp_path), "--once"]) == 0
+    doc = StateStore(tmp_path / "state").load()
+    assert doc["scheduler"]["round_index"] == 1
+    assert len(sim.running()) == 2
+    logs = [json.loads(x) for x in capsys.readouterr().err.splitlines()]
+    rounds = [x for x in logs if x.get("event") == "round"]
+    assert len(rounds) == 1 and rounds[0]["started"] == 2
+
+
+def test_dry_run_prints_actions_and_changes_nothing(tmp_path, sim, capsys):
+    assert main(["run", "--config", write_config(tmp_path), "--once", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  start    ") == 2
+    assert not sim.running()
+    assert not (tmp_path / "state" / "state.json").exists()
+
+
+def test_bad_config_is_exit_2_with_one_line(tmp_path, sim, capsys):
+    code = main(["run", "--config", write_config(tmp_path, "round_secs: 5\n"), "--once"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown key 'round_secs'; did you mean 'round_seconds'" in err
+
+
+def test_second_daemon_on_the_same_state_is_refused(tmp_path, sim, capsys):
+    holder = StateStore(tmp_path / "state")
+    holder.acquire()
+    try:
+        assert main(["run", "--config", write_config(tmp_path), "--once"]) == 2
+    finally:
+        holder.release()
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "is locked by another slurm-gavel daemon (pid" in err
