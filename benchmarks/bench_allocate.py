@@ -1,0 +1,196 @@
+"""Time one allocation policy on a seeded synthetic problem.
+
+    python benchmarks/bench_allocate.py --policy max_min_fairness_packed --jobs 1024 \
+        --gpus-per-type 256 --pairs --repeats 5 --reference-check
+
+The problem comes from slurm_gavel.synthetic.random_problem (Philly scale-factor
+mix, jobs drawn uniformly from the shipped throughput table, fixed seed). Each
+measurement runs in a fresh child process, so peak RSS is that of one process
+that built the problem and ran the policy (ru_maxrss), not of this driver.
+
+solve_seconds is the policy's own Allocation.solve_seconds: model build + solve,
+as slurm_gavel.policies.allocate records it (no process start, no import, no
+problem generation). The figure quoted is the median of --repeats calls in one
+process. --reference-check also runs the policy's reference path
+(PolicyOptions(reference=True), one call, its own process and time limit) and
+reports the relative objective gap |fast - ref| / |ref|.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def jittered(problem: Any, spread: float, seed: int) -> Any:
+    """Scale each job's throughputs by its own factor in [1 - spread, 1 + spread].
+
+    A stress case: no two jobs are alike any more, so no classes form and the fast
+    path solves a job-level LP (with pairs: one variable per job pair and type).
+    """
+    import dataclasses
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed + 1)
+    factors = rng.uniform(1 - spread, 1 + spread, len(problem.jobs))
+    jobs = tuple(
+        dataclasses.replace(j, throughput={t: v * f for t, v in j.throughput.items()})
+        for j, f in zip(problem.jobs, factors, strict=True)
+    )
+    return dataclasses.replace(problem, jobs=jobs)
+
+
+def worker(args: argparse.Namespace) -> dict[str, Any]:
+    """Runs in the child: build the problem, call the policy, report figures as JSON."""
+    sys.path.insert(0, ROOT)
+    from slurm_gavel.policies import PolicyOptions, allocate, get_policy
+    from slurm_gavel.synthetic import random_problem
+
+    started = time.perf_counter()
+    problem = random_problem(
+        args.jobs, args.gpus_per_type, seed=args.seed, with_pairs=args.pairs
+    )
+    if args.jitter > 0:
+        problem = jittered(problem, args.jitter, args.seed)
+    build = time.perf_counter() - started
+    get_policy(args.policy)  # import the module (and cvxpy, if it does) outside the timing
+    rss_before = _peak_rss_mib()
+    options = PolicyOptions(seed=args.seed, reference=args.worker == "reference")
+    times: list[float] = []
+    alloc = None
+    for _ in range(args.repeats):
+        alloc = allocate(problem, args.policy, options)
+        times.append(alloc.solve_seconds)
+    assert alloc is not None
+    violations = alloc.violations(problem)
+    return {
+        "path": args.worker,
+        "policy": args.policy,
+        "jobs": args.jobs,
+        "gpus_per_type": args.gpus_per_type,
+        "gpu_types": len(problem.cluster),
+        "pairs": args.pairs,
+        "pair_entries": len(problem.pair_throughputs),
+        "seed": args.seed,
+        "jitter": args.jitter,
+        "solve_seconds": times,
+        "solve_seconds_median": statistics.median(times),
+        "objective": alloc.objective,
+        "job_pairs_in_allocation": len(alloc.pairs),
+        "violations": len(violations),
+        "problem_build_seconds": build,
+        "peak_rss_mib_before_solve": rss_before,
+        "peak_rss_mib": _peak_rss_mib(),
+    }
+
+
+def run_child(args: argparse.Namespace, path: str, repeats: int, timeout: float) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker", path,
+        "--policy", args.policy,
+        "--jobs", str(args.jobs),
+        "--gpus-per-type", str(args.gpus_per_type),
+        "--repeats", str(repeats),
+        "--seed", str(args.seed),
+        "--jitter", str(args.jitter),
+    ] + (["--pairs"] if args.pairs else [])  # fmt: skip
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"path": path, "error": f"timed out after {timeout:.0f} s"}
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"path": path, "error": f"exit {done.returncode}: {tail}"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--policy", required=True)
+    p.add_argument("--jobs", type=int, required=True)
+    p.add_argument("--gpus-per-type", type=int, required=True)
+    p.add_argument("--pairs", action="store_true", help="include pair throughputs (packing)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--jitter",
+        type=float,
+        default=0.0,
+        help="scale each job's throughputs by its own factor in [1-J, 1+J] (no two jobs alike)",
+    )
+    p.add_argument("--reference-check", action="store_true")
+    p.add_argument(
+        "--reference-timeout", type=float, default=900.0, help="seconds for the reference run"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--worker", choices=["fast", "reference"], help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args)))
+        return 0
+
+    fast = run_child(args, "fast", args.repeats, timeout=3600)
+    out: dict[str, Any] = {"fast": fast}
+    if args.reference_check:
+        ref = run_child(args, "reference", 1, timeout=args.reference_timeout)
+        out["reference"] = ref
+        if "error" not in fast and "error" not in ref and ref["objective"] is not None:
+            denom = abs(ref["objective"]) or 1.0
+            out["relative_gap"] = abs(fast["objective"] - ref["objective"]) / denom
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(format_result(args, out))
+    return 1 if "error" in fast else 0
+
+
+def format_result(args: argparse.Namespace, out: dict[str, Any]) -> str:
+    fast = out["fast"]
+    head = (
+        f"{args.policy}: {args.jobs} jobs, {args.gpus_per_type} GPUs per type"
+        f"{', pairs' if args.pairs else ''}, seed {args.seed}"
+        f"{f', jitter {args.jitter}' if args.jitter else ''}"
+    )
+    if "error" in fast:
+        return f"{head}\n  fast path failed: {fast['error']}"
+    lines = [
+        head,
+        f"  solve_seconds median {fast['solve_seconds_median']:.4f} over {args.repeats} "
+        f"(all: {', '.join(f'{t:.4f}' for t in fast['solve_seconds'])})",
+        f"  objective {fast['objective']!r}, job pairs {fast['job_pairs_in_allocation']}, "
+        f"violations {fast['violations']}",
+        f"  peak RSS {fast['peak_rss_mib']:.0f} MiB "
+        f"({fast['peak_rss_mib_before_solve']:.0f} MiB before the first solve)",
+    ]
+    ref = out.get("reference")
+    if ref is not None:
+        if "error" in ref:
+            lines.append(f"  reference: {ref['error']}")
+        else:
+            lines.append(
+                f"  reference objective {ref['objective']!r} in "
+                f"{ref['solve_seconds_median']:.2f} s, peak RSS {ref['peak_rss_mib']:.0f} MiB; "
+                f"relative gap {out.get('relative_gap', float('nan')):.2e}"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
