@@ -31,8 +31,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from slurm_gavel.backends.base import (
@@ -118,6 +118,8 @@ class _Tap:
 
     def observe(self) -> ClusterSnapshot:
         snap = self.daemon.backend.observe()
+        if self.daemon.config.gpu_types:
+            snap = rename_gpu_types(snap, self.daemon.config.gpu_types)
         self.last_snapshot = snap
         self.daemon._reconcile(snap)
         return snap
@@ -127,15 +129,42 @@ class _Tap:
         if self.daemon.dry_run:
             assert self.last_snapshot is not None
             return planned_actions(self.last_snapshot, placement)
+        if self.daemon.config.gpu_types:
+            back = {v: k for k, v in self.daemon.config.gpu_types.items()}
+            placement = replace(
+                placement,
+                jobs={
+                    j: replace(p, gpu_type=back.get(p.gpu_type, p.gpu_type))
+                    for j, p in placement.jobs.items()
+                },
+            )
         return self.daemon.backend.act(placement)
 
 
+def rename_gpu_types(snap: ClusterSnapshot, names: Mapping[str, str]) -> ClusterSnapshot:
+    """Slurm's GRES type names -> the throughput table's (config key gpu_types)."""
+
+    def name(t: str | None) -> str | None:
+        return None if t is None else names.get(t, t)
+
+    return replace(
+        snap,
+        nodes=tuple(replace(n, gpu_type=name(n.gpu_type)) for n in snap.nodes),
+        jobs=tuple(replace(o, gpu_type=name(o.gpu_type)) for o in snap.jobs),
+    )
+
+
 def _is_slurm_unavailable(e: BaseException) -> bool:
-    if isinstance(e, OSError | subprocess.SubprocessError | TimeoutError):
-        return True
-    # The Slurm backends' own "controller unreachable" errors, by name so that the
-    # daemon does not import a backend it is not using.
-    return any("Unavailable" in c.__name__ or "Slurm" in c.__name__ for c in type(e).__mro__)
+    from slurm_gavel.backends.slurm_commands import SlurmUnreachable
+
+    return isinstance(e, SlurmUnreachable | OSError | subprocess.SubprocessError | TimeoutError)
+
+
+def _failed_command(e: BaseException) -> str:
+    """The Slurm command an error names first ("sinfo --json: ..." -> "sinfo")."""
+    words = str(e).split()
+    name = words[0].rstrip(":") if words else ""
+    return name if name in ("sinfo", "squeue", "scontrol", "scancel") else "other"
 
 
 class Daemon:
@@ -175,6 +204,7 @@ class Daemon:
         self.consecutive_failures = 0
         self.last_report: RoundReport | None = None
         self._started = False
+        self._commands_before: int | None = None
 
     # ---- start / resume ------------------------------------------------------------------
 
@@ -246,6 +276,7 @@ class Daemon:
             # reports, not from the previous (imagined) round.
             self._needs_reconcile = True
         t0 = self.clock()
+        self._commands_before = _commands_issued(self.backend)
         try:
             self.state, report = run_round(self.state, self.tap, self.sched_config)
         except BaseException:
@@ -275,6 +306,7 @@ class Daemon:
         except Exception as e:
             if _is_slurm_unavailable(e):
                 self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
+                self.metrics.count_command_failures({_failed_command(e): 1})
                 event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
             else:
                 self.metrics.round_errors.labels(cause="internal").inc()
@@ -321,10 +353,11 @@ class Daemon:
                 in_use[p.gpu_type] = in_use.get(p.gpu_type, 0) + p.gpus
             m.set_gpus(in_use, snap.capacity())
         m.last_round_timestamp.set(time.time())
-        stats = _command_stats(self.backend)
-        if stats is not None:
-            m.slurm_commands_per_round.observe(stats[0])
-            m.count_command_failures(stats[1])
+        issued = _commands_issued(self.backend)
+        commands = None
+        if issued is not None and self._commands_before is not None:
+            commands = issued - self._commands_before
+            m.slurm_commands_per_round.observe(commands)
         for job_id, reason in report.skipped:
             if (job_id, reason) not in self._skipped_logged:
                 self._skipped_logged.add((job_id, reason))
@@ -344,7 +377,7 @@ class Daemon:
             preempted=len(r.preempted),
             moved=len(r.moved),
             failed=len(r.failed),
-            slurm_commands=stats[0] if stats else None,
+            slurm_commands=commands,
             dry_run=self.dry_run,
         )
         for job_id, why in r.failed:
@@ -394,13 +427,10 @@ class Daemon:
         self.stop_event.set()
 
 
-def _command_stats(backend: object) -> tuple[int, dict[str, int]] | None:
-    """(commands issued, failures by command) since the last call, if the backend counts."""
-    take = getattr(backend, "take_command_stats", None)
-    if take is None:
-        return None
-    issued, failures = take()
-    return int(issued), dict(failures)
+def _commands_issued(backend: object) -> int | None:
+    """Slurm commands the backend has run so far, if it counts them (retries included)."""
+    n = getattr(backend, "commands_issued", None)
+    return n if isinstance(n, int) else None
 
 
 def _jobs_view(
@@ -421,7 +451,12 @@ def _jobs_view(
         if placed is not None:
             p = placed.get(o.job.id)
             if p is not None:
-                state, gpu_type, nodes = JobState.RUNNING.value, p.gpu_type, p.nodes
+                # "starting" until an observe shows it running there (Slurm may lag).
+                running_there = o.state is JobState.RUNNING and p.same_place(
+                    JobPlacement(o.job.id, o.gpu_type or "", o.nodes, o.partner)
+                )
+                state = "running" if running_there else "starting"
+                gpu_type, nodes = p.gpu_type, p.nodes
             elif o.state is JobState.RUNNING:
                 state, gpu_type, nodes = "preempted", None, ()
         out[o.job.id] = {

@@ -11,7 +11,7 @@ import pytest
 from slurm_gavel.backends.base import ActResult, RoundPlacement
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.config import parse_config
-from slurm_gavel.daemon import Daemon
+from slurm_gavel.daemon import Daemon, rename_gpu_types
 from slurm_gavel.metrics import DaemonMetrics
 from slurm_gavel.model import Job
 from slurm_gavel.state_store import StateLockedError, StateStore
@@ -90,7 +90,7 @@ def test_state_is_saved_every_round_and_reloaded(tmp_path, table):
     doc = StateStore(tmp_path / "state").load()
     assert doc["scheduler"]["round_index"] == 3 and doc["inflight"] is None
     assert len(doc["jobs"]) == 8
-    running = [j for j, v in doc["jobs"].items() if v["state"] == "running"]
+    running = [j for j, v in doc["jobs"].items() if v["state"] in ("running", "starting")]
     assert len(running) == 6  # 6 GPUs, 8 one-GPU jobs
     d2 = daemon(tmp_path, sim, table)
     d2.start()
@@ -244,3 +244,39 @@ def test_stop_ends_the_loop_after_the_round(tmp_path, table):
     t.join(10)
     assert codes == [0] and not t.is_alive()
     assert "gavel_rounds_total 1.0" in d.metrics.exposition()
+
+
+class SiteNames(FlakyBackend):
+    """The simulated cluster as a site that calls its V100s "tesla_v100" in Slurm."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner, 0)
+        self.acted_types: set[str] = set()
+
+    def observe(self):
+        return rename_gpu_types(self.inner.observe(), {"v100": "tesla_v100"})
+
+    def act(self, placement):
+        self.acted_types |= {p.gpu_type for p in placement.jobs.values()}
+        return self.inner.act(rename_placement(placement, {"tesla_v100": "v100"}))
+
+
+def rename_placement(placement, names):
+    from dataclasses import replace
+
+    jobs = {j: replace(p, gpu_type=names.get(p.gpu_type, p.gpu_type))
+            for j, p in placement.jobs.items()}  # fmt: skip
+    return replace(placement, jobs=jobs)
+
+
+def test_gpu_type_names_are_mapped_both_ways(tmp_path, table):
+    sim = cluster(table)
+    site = SiteNames(sim)
+    cfg = config(tmp_path, gpu_types={"tesla_v100": "v100"})
+    d = Daemon(cfg, site, table=table, metrics=DaemonMetrics())
+    d.start()
+    report = d.round()
+    assert not report.skipped and not report.result.failed
+    assert "tesla_v100" in site.acted_types and "v100" not in site.acted_types
+    assert {p.gpu_type for p in sim.running().values()} >= {"v100"}
+    assert "v100" in d.tap.last_snapshot.capacity()

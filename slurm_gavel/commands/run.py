@@ -37,13 +37,28 @@ def register(sub: Any) -> None:
 
 def build_backend(config: Config) -> ClusterBackend:
     """The configured Slurm backend (imported here: `status` never needs it)."""
-    if config.backend == "rest":
-        from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+    from slurm_gavel.backends.slurm_commands import SlurmCommands
 
-        return SlurmRestCluster.from_config(config)  # type: ignore[no-any-return]
+    # Short in-command retries ride out a blip mid-act; a longer outage fails the
+    # round and the daemon's own backoff (slurm.retry_*) takes over.
+    commands = SlurmCommands(
+        timeout=config.slurm.command_timeout_seconds,
+        retries=3,
+        backoff=config.slurm.retry_initial_seconds / 2,
+    )
+    options: dict[str, Any] = {
+        "managed_partitions": config.partitions,
+        "commands": commands,
+        "grace_s": config.checkpoint.grace_seconds,
+        "checkpoint_signal": config.checkpoint.signal,
+    }
+    if config.backend == "rest":
+        from slurm_gavel.backends import slurmrestd
+
+        return slurmrestd.SlurmRestCluster(**options, url=config.slurm.rest_url)  # type: ignore[no-any-return]
     from slurm_gavel.backends.slurm_cli import SlurmCluster
 
-    return SlurmCluster.from_config(config)  # type: ignore[no-any-return]
+    return SlurmCluster(**options)
 
 
 def run(args: argparse.Namespace) -> int:

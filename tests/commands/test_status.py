@@ -45,7 +45,8 @@ def test_table_lists_every_managed_job(state_dir, capsys):
     placed = daemon.state.placement
     for job_id, p in placed.items():
         assert f"{p.gpu_type}:{p.nodes[0].node}" in rows[job_id]
-        assert " running " in rows[job_id]
+        kept = daemon.last_report and job_id in daemon.last_report.result.kept
+        assert (" running " if kept else " starting ") in rows[job_id]
 
 
 def test_json_matches_the_daemons_accounting(state_dir, capsys):
