@@ -11,7 +11,8 @@ import pytest
 from slurm_gavel.backends.base import ActResult, RoundPlacement
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.config import parse_config
-from slurm_gavel.daemon import Daemon, rename_gpu_types
+from slurm_gavel.daemon import Daemon
+from slurm_gavel.daemon_views import rename_gpu_types
 from slurm_gavel.metrics import DaemonMetrics
 from slurm_gavel.model import Job
 from slurm_gavel.state_store import StateLockedError, StateStore
