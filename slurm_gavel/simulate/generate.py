@@ -7,7 +7,8 @@
   turned into steps with the job's throughput on V100 (or on the fastest type
   the table has for it when there is no V100 column);
 * scale factor: 1, or with multi_gpu the Philly mix 70/10/15/5 % for 1/2/4/8 GPUs
-  (a type without figures at the drawn size is redrawn, as Gavel does);
+  for job types the table has multi-GPU figures for (Gavel's "distributed" jobs;
+  the others stay at 1); a size the type lacks is redrawn;
 * optional: priority weight 5 for 20 % of jobs, an SLO of 1.2x/2x/10x the
   duration, an account drawn uniformly from `accounts`.
 
@@ -65,11 +66,15 @@ def generate_trace(
     for i in range(n_jobs):
         if i > 0:
             t += float(rng.exponential(interarrival_s))
-        while True:
-            job_type = job_types[int(rng.integers(len(job_types)))]
-            sf = int(rng.choice(sizes, p=probs)) if multi_gpu else 1
-            if table.has(job_type, sf) and reference_throughput(table, job_type, sf) > 0:
-                break
+        # As Gavel: the type is uniform; only types the table has multi-GPU figures
+        # for ("distributed" in Gavel's job table) draw a size from the mix.
+        job_type = job_types[int(rng.integers(len(job_types)))]
+        sf = 1
+        if multi_gpu and any(s > 1 for s in table.scale_factors(job_type)):
+            while True:
+                sf = int(rng.choice(sizes, p=probs))
+                if table.has(job_type, sf) and reference_throughput(table, job_type, sf) > 0:
+                    break
         minutes = job_duration_minutes(rng)
         steps = max(1, round(minutes * 60 * reference_throughput(table, job_type, sf)))
         weight = 1.0
