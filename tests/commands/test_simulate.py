@@ -1,0 +1,85 @@
+"""`slurm-gavel simulate` from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slurm_gavel.cli import main
+
+SMALL = ["--generate", "25", "--interarrival", "600", "--no-progress"]
+
+
+def test_default_runs_the_shipped_trace_with_two_policies(capsys):
+    assert main(["simulate", "--no-progress", "--no-wall-time"]) == 0
+    out = capsys.readouterr().out
+    assert "conf/examples/trace.csv" in out
+    rows = [line.split()[0] for line in out.splitlines()[3:5]]
+    assert rows == ["max_min_fairness", "slurm_fifo"]
+    assert out.splitlines()[3].split()[-1] == "1.000"  # ratio of the first to itself
+
+
+def test_json_is_a_list_for_several_policies_and_an_object_for_one(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    args = ["simulate", *SMALL, "--policy", "isolated", "--policy", "slurm_fifo"]
+    assert main([*args, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert [d["policy"] for d in data] == ["isolated", "slurm_fifo"]
+    assert all(d["jobs"] == 25 for d in data)
+    assert main(["simulate", *SMALL, "--policy", "isolated", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["policy"] == "isolated"
+
+
+def test_byte_identical_json_on_rerun(tmp_path):
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"{i}.json"
+        argv = ["simulate", *SMALL, "--multi-gpu", "--seed", "7", "--no-wall-time"]
+        assert main([*argv, "--json", str(out)]) == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+
+
+def test_plots_are_written(tmp_path, capsys):
+    d = tmp_path / "plots"
+    assert main(["simulate", *SMALL, "--policy", "max_min_fairness", "--plot", str(d)]) == 0
+    for name in ("jct_cdf.png", "utilisation_max_min_fairness.png"):
+        assert (d / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_writes_jct_vs_rate(tmp_path, capsys):
+    d, out = tmp_path / "plots", tmp_path / "sweep.json"
+    argv = ["simulate", "--generate", "15", "--sweep-rates", "2,6", "--policy", "isolated"]
+    assert main([*argv, "--plot", str(d), "--json", str(out), "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert [p["rate_jobs_per_hour"] for p in data] == [2.0, 6.0]
+    assert (d / "jct_vs_rate.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--policy", "nope"], "--policy 'nope': unknown"),
+        (["--cluster", "v100:4"], "TYPE:NODESxGPUS"),
+        (["--preemption-overhead", "-1"], "must be >= 0"),
+        (["--overhead-for", "LM"], "JOBTYPE=SECONDS"),
+        (["--sweep-rates", "1,x", "--generate", "3"], "'x' is not a number"),
+        (["--sweep-rates", "1"], "needs --generate"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_2(argv, needle, capsys):
+    assert main(["simulate", "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+
+
+def test_a_bad_trace_names_the_file_line_and_field(tmp_path, capsys):
+    p = tmp_path / "bad.csv"
+    p.write_text(
+        "job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account\n"
+        "1,0,Imaginary Net,1,100,1,,\n"
+    )
+    assert main(["simulate", "--trace", str(p), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{p}:2: field 'job_type'" in err and "\n" not in err
