@@ -49,9 +49,7 @@ class RequirementRows:
         """(R,) sum over the row's class of (w_j - lambda)^+."""
         gap = np.maximum(w[:, None] - self.job_lambdas, 0.0)
         ok = self.job_rows >= 0
-        return np.bincount(
-            self.job_rows[ok], weights=gap[ok], minlength=len(self.row_class)
-        )
+        return np.bincount(self.job_rows[ok], weights=gap[ok], minlength=len(self.row_class))
 
     def dpsi(self, w: np.ndarray, dw: np.ndarray) -> np.ndarray:
         """(R,) derivative of psi when w moves by dw per unit of the parameter."""
