@@ -20,9 +20,11 @@ Pure functions over plain data: no clock, no I/O, no randomness.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from slurm_gavel.backends.base import JobPlacement, Node, NodeSlice
 from slurm_gavel.model import Allocation, GpuType, JobId
@@ -46,8 +48,7 @@ class MechanismJob:
     current: JobPlacement | None = None  # where it runs now, if it runs
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One schedulable unit on one GPU type: a job, or a pair sharing GPUs."""
 
     key: str
@@ -69,47 +70,48 @@ def entries(
     """All (entry, type) candidates with their priority, highest first.
 
     `received[key][type]` is the time the entry ran on the type since the
-    allocation was computed and `elapsed` the wall time since then.
+    allocation was computed and `elapsed` the wall time since then. Among equal
+    priorities, deficits and fractions, the entry already running on the type
+    goes first (keeping it avoids a restart), then the order of keys.
     """
     types = list(gpu_types)
-    out: list[Entry] = []
+    keyed: list[tuple[tuple[float, float, float, int, str, str], Entry]] = []
+    empty: Mapping[GpuType, float] = {}
 
-    def make(key: str, members: tuple[JobId, ...], t: GpuType, x: float) -> Entry:
-        got = received.get(key, {}).get(t, 0.0)
+    def add(key: str, members: tuple[JobId, ...], t: GpuType, x: float, here: int) -> None:
+        got = received.get(key, empty).get(t, 0.0)
         if x <= 0.0:
             prio = 0.0
         elif got <= 0.0 or elapsed <= 0.0:
             prio = INF
         else:
             prio = x / (got / elapsed)
-        return Entry(key, members, t, x, prio, x * elapsed - got)
+        deficit = x * elapsed - got
+        keyed.append(
+            ((-prio, -deficit, -x, -here, key, t), Entry(key, members, t, x, prio, deficit))
+        )
 
-    for job_id in sorted(jobs):
-        row = allocation.fractions.get(job_id, {})
-        job = jobs[job_id]
+    fractions = allocation.fractions
+    for job_id, job in jobs.items():
+        row = fractions.get(job_id, empty)
+        cur = job.current.gpu_type if job.current is not None else None
+        members = (job_id,)
         for t in types:
             if job.throughput.get(t, 0.0) > 0.0:
-                out.append(make(job_id, (job_id,), t, float(row.get(t, 0.0))))
+                add(job_id, members, t, float(row.get(t, 0.0)), 1 if cur == t else 0)
     for pair in allocation.pairs:
         a, b = pair.jobs
         if a not in jobs or b not in jobs:
             continue
         key = pair_key(a, b)
         allowed = pair_ok.get(key) if pair_ok is not None else None
+        cur_a = jobs[a].current
         for t, x in pair.fractions.items():
             if x > 0.0 and t in types and (allowed is None or t in allowed):
-                out.append(make(key, (a, b), t, float(x)))
-
-    def still_here(e: Entry) -> int:
-        # Among equals, prefer the entry already running on this type: keeping it
-        # avoids a restart and its overhead.
-        cur = jobs[e.jobs[0]].current
-        return 1 if cur is not None and cur.gpu_type == e.gpu_type else 0
-
-    out.sort(
-        key=lambda e: (-e.priority, -e.deficit, -e.fraction, -still_here(e), e.key, e.gpu_type)
-    )
-    return out
+                here = 1 if cur_a is not None and cur_a.gpu_type == t and cur_a.partner == b else 0
+                add(key, (a, b), t, float(x), here)
+    keyed.sort(key=lambda ke: ke[0])
+    return [e for _, e in keyed]
 
 
 def select(
@@ -117,39 +119,90 @@ def select(
 ) -> list[Entry]:
     """Greedy pick in priority order: each job at most once, within GPUs per type."""
     left = dict(capacity)
+    gpus_left = sum(left.values())
     placed: set[JobId] = set()
     chosen: list[Entry] = []
     for e in ranked:
-        if any(j in placed for j in e.jobs):
-            continue
-        sfs = {jobs[j].scale_factor for j in e.jobs}
-        if len(sfs) != 1:
-            continue  # Gavel only packs jobs of the same size
-        sf = sfs.pop()
+        if gpus_left <= 0:
+            break  # nothing else can fit anywhere
+        members = e.jobs
+        if len(members) == 1:
+            if members[0] in placed:
+                continue
+            sf = jobs[members[0]].scale_factor
+        else:
+            if members[0] in placed or members[1] in placed:
+                continue
+            sf = jobs[members[0]].scale_factor
+            if jobs[members[1]].scale_factor != sf:
+                continue  # Gavel only packs jobs of the same size
         if sf > left.get(e.gpu_type, 0):
             continue
         left[e.gpu_type] -= sf
-        placed.update(e.jobs)
+        gpus_left -= sf
+        placed.update(members)
         chosen.append(e)
     return chosen
+
+
+class _FreePool:
+    """Free GPUs on the nodes of one type, bucketed by free count, so best fit and
+    most-free are O(GPUs per node) rather than O(nodes) on big clusters. Within a
+    bucket, nodes keep their snapshot order (deterministic, first node first)."""
+
+    def __init__(self) -> None:
+        self.free: dict[str, int] = {}
+        self.order: dict[str, int] = {}
+        self.buckets: list[list[tuple[int, str]]] = [[]]
+        self.biggest = 0
+
+    def add(self, name: str, gpus: int, index: int) -> None:
+        self.free[name] = gpus
+        self.order[name] = index
+        while len(self.buckets) <= gpus:
+            self.buckets.append([])
+        bisect.insort(self.buckets[gpus], (index, name))
+        self.biggest = max(self.biggest, gpus)
+
+    def take(self, name: str, gpus: int) -> None:
+        f = self.free[name]
+        item = (self.order[name], name)
+        bucket = self.buckets[f]
+        del bucket[bisect.bisect_left(bucket, item)]
+        self.free[name] = f - gpus
+        bisect.insort(self.buckets[f - gpus], item)
+
+    def has(self, name: str, gpus: int) -> bool:
+        return self.free.get(name, 0) >= gpus
+
+    def best_fit(self, gpus: int) -> str | None:
+        for f in range(gpus, len(self.buckets)):
+            if self.buckets[f]:
+                return self.buckets[f][0][1]
+        return None
+
+    def spread(self, gpus: int) -> list[NodeSlice] | None:
+        """Fewest nodes: the nodes with the most free GPUs first."""
+        parts: list[NodeSlice] = []
+        need = gpus
+        for f in range(len(self.buckets) - 1, 0, -1):
+            for _, name in self.buckets[f]:
+                take = min(need, f)
+                parts.append(NodeSlice(name, take))
+                need -= take
+                if need == 0:
+                    return parts
+        return None
 
 
 def place_on_nodes(
     chosen: list[Entry], jobs: Mapping[JobId, MechanismJob], nodes: Iterable[Node]
 ) -> dict[JobId, JobPlacement]:
     """Pick nodes for the chosen entries, type by type (see the module docstring)."""
-    free: dict[str, int] = {}
-    node_type: dict[str, GpuType] = {}
-    node_order: list[str] = []
-    for n in nodes:
+    pools: dict[GpuType, _FreePool] = {}
+    for i, n in enumerate(nodes):
         if n.usable_gpus > 0:
-            free[n.name] = n.usable_gpus
-            node_type[n.name] = n.gpu_type
-            node_order.append(n.name)
-    biggest: dict[GpuType, int] = {}
-    for name in node_order:
-        t = node_type[name]
-        biggest[t] = max(biggest.get(t, 0), free[name])
+            pools.setdefault(n.gpu_type, _FreePool()).add(n.name, n.usable_gpus, i)
 
     out: dict[JobId, JobPlacement] = {}
     rest: list[Entry] = []
@@ -157,49 +210,39 @@ def place_on_nodes(
     #    nodes still free, stays exactly where it is.
     for e in chosen:
         cur = jobs[e.jobs[0]].current
-        same = (
+        pool = pools.get(e.gpu_type)
+        if (
             cur is not None
+            and pool is not None
             and cur.gpu_type == e.gpu_type
             and cur.partner == _other(e, e.jobs[0])
-            and all(
-                free.get(s.node, 0) >= s.gpus and node_type.get(s.node) == e.gpu_type
-                for s in cur.nodes
-            )
-        )
-        if same and cur is not None:
+            and all(pool.has(s.node, s.gpus) for s in cur.nodes)
+        ):
             for s in cur.nodes:
-                free[s.node] -= s.gpus
+                pool.take(s.node, s.gpus)
             for j in e.jobs:
                 out[j] = JobPlacement(j, e.gpu_type, cur.nodes, _other(e, j), cur.consolidated)
         else:
             rest.append(e)
     # 2. the rest, largest first (Gavel assigns in decreasing scale factor to limit
-    #    fragmentation); ties keep priority order.
+    #    fragmentation); ties keep priority order (the sort is stable).
     rest.sort(key=lambda e: -jobs[e.jobs[0]].scale_factor)
     for e in rest:
         sf = jobs[e.jobs[0]].scale_factor
-        candidates = [n for n in node_order if node_type[n] == e.gpu_type and free[n] > 0]
-        fits = [n for n in candidates if free[n] >= sf]
-        if fits:
-            best = min(fits, key=lambda n: free[n])  # best fit keeps big holes for big jobs
+        pool = pools[e.gpu_type]
+        best = pool.best_fit(sf)  # best fit keeps big holes for big jobs
+        if best is not None:
             slices: tuple[NodeSlice, ...] = (NodeSlice(best, sf),)
         else:
-            need = sf
-            parts: list[NodeSlice] = []
-            for n in sorted(candidates, key=lambda n: -free[n]):  # fewest nodes
-                take = min(need, free[n])
-                parts.append(NodeSlice(n, take))
-                need -= take
-                if need == 0:
-                    break
-            if need > 0:  # select() checked totals, so only a caller bug lands here
+            spread = pool.spread(sf)
+            if spread is None:  # select() checked totals, so only a caller bug lands here
                 raise RuntimeError(f"no room for {e.key} on {e.gpu_type}: select() out of sync")
-            slices = tuple(parts)
+            slices = tuple(spread)
         for s in slices:
-            free[s.node] -= s.gpus
-        fewest = math.ceil(sf / max(1, biggest.get(e.gpu_type, sf)))
+            pool.take(s.node, s.gpus)
+        consolidated = len(slices) <= math.ceil(sf / max(1, pool.biggest))
         for j in e.jobs:
-            out[j] = JobPlacement(j, e.gpu_type, slices, _other(e, j), len(slices) <= fewest)
+            out[j] = JobPlacement(j, e.gpu_type, slices, _other(e, j), consolidated)
     return out
 
 

@@ -33,7 +33,7 @@ from slurm_gavel.backends.base import (
 )
 from slurm_gavel.errors import InputError
 from slurm_gavel.mechanism import MechanismJob, assign, pair_key
-from slurm_gavel.model import Allocation, GpuType, JobId, PairShare, Problem
+from slurm_gavel.model import Allocation, GpuType, JobId, PairShare, PairThroughput, Problem
 from slurm_gavel.policies import PACKING_POLICIES, PolicyOptions, allocate
 from slurm_gavel.throughputs import ThroughputTable
 
@@ -225,11 +225,35 @@ def _account_last_round(state: SchedulerState, now: float) -> float:
 
 def _job_set_key(jobs: list[ObservedJob], capacity: Mapping[GpuType, int]) -> str:
     parts = [f"{t}={n}" for t, n in capacity.items()]
-    parts += [
-        f"{o.job.id}:{o.job.job_type}:{o.job.scale_factor}:{o.job.priority_weight}"
-        for o in sorted(jobs, key=lambda o: o.job.id)
-    ]
+    parts += sorted(
+        f"{o.job.id}:{o.job.job_type}:{o.job.scale_factor}:{o.job.priority_weight}" for o in jobs
+    )
     return "|".join(parts)
+
+
+def considered_jobs(
+    active: list[ObservedJob], config: SchedulerConfig, capacity: Mapping[GpuType, int]
+) -> tuple[list[tuple[ObservedJob, Mapping[GpuType, float]]], list[tuple[JobId, str]]]:
+    """The jobs the round can place, each with its throughput row; the others with the
+    reason (unknown type, no usable GPU type, too big), so one bad job never fails
+    the round."""
+    types = [t for t, n in capacity.items() if n > 0]
+    biggest = max((capacity[t] for t in types), default=0)
+    out: list[tuple[ObservedJob, Mapping[GpuType, float]]] = []
+    skipped: list[tuple[JobId, str]] = []
+    for o in active:
+        try:
+            row = config.table.row(o.job.job_type, o.job.scale_factor)
+        except InputError as e:
+            skipped.append((o.job.id, str(e)))
+            continue
+        if not any(row.get(t, 0.0) > 0.0 for t in types):
+            skipped.append((o.job.id, "no usable GPU type has a throughput for it"))
+        elif o.job.scale_factor > biggest:
+            skipped.append((o.job.id, f"needs {o.job.scale_factor} GPUs of one type"))
+        else:
+            out.append((o, row))
+    return out, skipped
 
 
 def build_problem(
@@ -238,59 +262,54 @@ def build_problem(
     config: SchedulerConfig,
     capacity: Mapping[GpuType, int],
     now: float,
-) -> tuple[Problem, list[tuple[JobId, str]]]:
-    """The policy input for the active jobs; jobs that cannot be considered are returned
-    with the reason instead of failing the round."""
+) -> Problem:
+    """The policy input for jobs that considered_jobs() accepted."""
     types = [t for t, n in capacity.items() if n > 0]
     pjobs = []
-    skipped: list[tuple[JobId, str]] = []
     for o in jobs:
-        try:
-            acct = state.jobs.get(o.job.id)
-            done = acct.steps_done if acct else 0.0
-            pj = config.table.problem_job(
+        acct = state.jobs.get(o.job.id)
+        done = acct.steps_done if acct else 0.0
+        pjobs.append(
+            config.table.problem_job(
                 o.job,
                 types,
                 steps_remaining=max(0.0, o.job.total_steps - done),
                 time_since_start=max(0.0, now - o.job.arrival_time),
                 slo=None if o.job.slo is None else o.job.slo - (now - o.job.arrival_time),
             )
-        except InputError as e:
-            skipped.append((o.job.id, str(e)))
-            continue
-        if pj.best_throughput() <= 0.0:
-            skipped.append((o.job.id, "no usable GPU type has a throughput for it"))
-            continue
-        if o.job.scale_factor > max((capacity[t] for t in types), default=0):
-            skipped.append((o.job.id, f"needs {o.job.scale_factor} GPUs of one type"))
-            continue
-        pjobs.append(pj)
-    pairs = ()
+        )
+    pairs: tuple[PairThroughput, ...] = ()
     if config.policy in PACKING_POLICIES:
         kinds = [(j.job_type, j.scale_factor) for j in pjobs]
         pairs = tuple(config.table.pair_throughputs(kinds, types))
-    problem = Problem(
+    return Problem(
         {t: capacity[t] for t in types},
         tuple(pjobs),
         pairs,
         dict(config.accounts),
         dict(config.prices),
     )
-    return problem, skipped
 
 
 def _mechanism_jobs(
-    problem: Problem, observed: Mapping[JobId, ObservedJob], state: SchedulerState
+    jobs: list[tuple[ObservedJob, Mapping[GpuType, float]]], state: SchedulerState
 ) -> dict[JobId, MechanismJob]:
     out: dict[JobId, MechanismJob] = {}
-    for pj in problem.jobs:
-        o = observed[pj.id]
+    for o, row in jobs:
+        job_id = o.job.id
         current = None
         if o.state is JobState.RUNNING and o.gpu_type is not None:
-            prev = state.placement.get(pj.id)
-            consolidated = prev.consolidated if prev is not None else True
-            current = JobPlacement(pj.id, o.gpu_type, o.nodes, o.partner, consolidated)
-        out[pj.id] = MechanismJob(pj.id, pj.scale_factor, pj.throughput, current)
+            prev = state.placement.get(job_id)
+            if (
+                prev is not None
+                and prev.gpu_type == o.gpu_type
+                and prev.nodes == o.nodes
+                and prev.partner == o.partner
+            ):
+                current = prev  # reuse: same place, and it knows if it is consolidated
+            else:
+                current = JobPlacement(job_id, o.gpu_type, o.nodes, o.partner, True)
+        out[job_id] = MechanismJob(job_id, o.job.scale_factor, row, current)
     return out
 
 
@@ -327,14 +346,16 @@ def run_round(
         skipped: list[tuple[JobId, str]] = []
         placed = baselines()[config.policy](snap, config)
     else:
-        problem, skipped = build_problem(active, state, config, capacity, now)
-        key = _job_set_key([observed[j.id] for j in problem.jobs], problem.cluster)
+        considered, skipped = considered_jobs(active, config, capacity)
+        usable = {t: n for t, n in capacity.items() if n > 0}
+        key = _job_set_key([o for o, _ in considered], usable)
         due = (
             config.reallocate_every_s is not None
             and state.allocation_time is not None
             and now - state.allocation_time >= config.reallocate_every_s
         )
-        if problem.jobs and (state.allocation is None or key != state.allocation_key or due):
+        if considered and (state.allocation is None or key != state.allocation_key or due):
+            problem = build_problem([o for o, _ in considered], state, config, capacity, now)
             alloc = allocate(problem, config.policy, config.policy_options)
             solve_s = alloc.solve_seconds
             state.allocation, state.allocation_key, state.allocation_time = alloc, key, now
@@ -342,13 +363,13 @@ def run_round(
             # changes: priorities then measure progress towards the new fractions.
             state.epoch_received, state.epoch_elapsed = {}, 0.0
             reallocated = True
-        elif not problem.jobs:
+        elif not considered:
             state.allocation, state.allocation_key = None, ""
         placed = {}
-        if state.allocation is not None and problem.jobs:
+        if state.allocation is not None and considered:
             placed = assign(
                 state.allocation,
-                _mechanism_jobs(problem, observed, state),
+                _mechanism_jobs(considered, state),
                 snap.nodes,
                 state.epoch_received,
                 state.epoch_elapsed,
