@@ -140,7 +140,7 @@ def _which_sbin(name: str) -> str | None:
 # --- lifecycle -----------------------------------------------------------------------
 
 
-def _state(run: Path) -> dict | None:
+def read_state(run: Path) -> dict | None:
     path = run / STATE_FILE
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -161,16 +161,17 @@ def _ours(pid: int, run: Path) -> bool:
 
 
 def running_daemons(run: Path) -> dict[str, int]:
-    state = _state(run) or {}
+    state = read_state(run) or {}
     return {name: pid for name, pid in state.get("pids", {}).items() if _ours(pid, run)}
 
 
 def is_up(run: Path) -> bool:
-    state = _state(run)
+    state = read_state(run)
     if not state:
         return False
     alive = running_daemons(run)
-    return all(name in alive for name in state.get("pids", {})) and "slurmctld" in alive
+    needed = [n for n in state.get("pids", {}) if n == "slurmctld" or n.startswith("slurmd:")]
+    return all(name in alive for name in needed) and "slurmctld" in alive
 
 
 def _start(run: Path, state: dict, name: str, argv: list[str]) -> int:
@@ -206,7 +207,8 @@ def wait_idle(run: Path, nodes: list[str], timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     states: dict[str, str] = {}
     while time.monotonic() < deadline:
-        dead = [n for n, pid in (_state(run) or {}).get("pids", {}).items() if not _ours(pid, run)]
+        pids = (read_state(run) or {}).get("pids", {})
+        dead = [n for n, pid in pids.items() if not _ours(pid, run)]
         if dead:
             name = dead[0].replace("slurmd:", "slurmd-")
             raise ClusterError(f"{dead[0]} exited during start-up: {_log_tail(run, name)}")
@@ -221,7 +223,7 @@ def up(spec: ClusterSpec, run: Path, *, port_base_auto: bool = False) -> dict:
     """Start the cluster (or confirm it is up with this spec); returns its state."""
     run = run.resolve()
     ensure_installed()
-    old = _state(run)
+    old = read_state(run)
     if old and is_up(run):
         if port_base_auto:
             spec.port_base = old["spec"]["port_base"]
@@ -291,7 +293,7 @@ def _cancel_all_jobs(run: Path) -> None:
 def down(run: Path, *, stop_munge: bool = False) -> None:
     """Stop every daemon this cluster started, by pid. Fine when already down."""
     run = run.resolve()
-    state = _state(run)
+    state = read_state(run)
     if not state:
         return
     pids = state.get("pids", {})
@@ -311,13 +313,14 @@ def down(run: Path, *, stop_munge: bool = False) -> None:
 def rest_up(run: Path) -> Path:
     """Start slurmrestd on DIR/slurmrestd.sock (rest_auth/local); returns the socket."""
     run = run.resolve()
-    state = _state(run)
+    state = read_state(run)
     if not state or not is_up(run):
         raise ClusterError(f"no cluster is up in {run}; run `tools/local-cluster up` first")
     sock = run / "slurmrestd.sock"
     if "slurmrestd" in running_daemons(run) and sock.exists():
         return sock
     sock.unlink(missing_ok=True)
+    state["pids"].pop("slurmrestd", None)
     exe = _which_sbin("slurmrestd")
     if not exe:
         raise ClusterError("slurmrestd is not installed; run tools/setup (as root)")
@@ -325,8 +328,11 @@ def rest_up(run: Path) -> Path:
     # the socket is only reachable by root here (mode 0700 run dir).
     env_note = "SLURMRESTD_SECURITY=disable_user_check"
     os.environ.setdefault(*env_note.split("="))
+    # Only the slurmctld plugins: the accounting ones (openapi/dbv*) are fatal without
+    # slurmdbd, which the local cluster does not run.
+    plugins = _rest_plugins(exe, run)
     _start(run, state, "slurmrestd", [exe, "-f", str(run / "slurm.conf"), "-a",
-                                      "rest_auth/local", f"unix:{sock}"])
+                                      "rest_auth/local", "-s", plugins, f"unix:{sock}"])
     for _ in range(100):
         if sock.exists():
             return sock
@@ -336,9 +342,19 @@ def rest_up(run: Path) -> Path:
     raise ClusterError(f"slurmrestd did not open {sock}: {_log_tail(run, 'slurmrestd')}")
 
 
+def _rest_plugins(exe: str, run: Path) -> str:
+    res = subprocess.run([exe, "-s", "list"], capture_output=True, text=True,
+                         env=slurm_env(run), timeout=20)
+    names = [w for w in (res.stdout + res.stderr).split()
+             if w.startswith("openapi/") and "/db" not in w]
+    if not names:
+        raise ClusterError(f"slurmrestd -s list named no openapi plugin: {res.stderr.strip()}")
+    return ",".join(names)
+
+
 def status(run: Path) -> str:
     run = run.resolve()
-    state = _state(run)
+    state = read_state(run)
     if not state:
         return f"down (no cluster in {run})"
     alive = running_daemons(run)

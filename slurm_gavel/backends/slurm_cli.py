@@ -1,0 +1,224 @@
+"""SlurmCluster: the round loop's backend for a real Slurm, through its commands.
+
+observe: ``sinfo --json`` + ``squeue --json`` (two commands per round).
+act, one command per action kind, whatever the number of jobs:
+
+    signal       scancel --signal=USR1 --batch ID ID ...   (preempt and move)
+    place        scontrol, reading one `update JobId=...` line per job on stdin
+    release      scontrol release ID,ID,...
+    hold         scontrol hold ID,ID,...   (released earlier, not placed this round)
+    wait         squeue -h -j ID,... -o "%i %T"  (polled during the grace period)
+    requeuehold  scontrol requeuehold ID,...  (did not exit 99 within the grace)
+
+Managed jobs are never cancelled; jobs not managed are never named in a command.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Collection, Mapping
+
+from slurm_gavel.backends.base import ActResult, ClusterSnapshot, RoundPlacement
+from slurm_gavel.backends.slurm_commands import CommandResult, SlurmCommands, errors_by_job
+from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_snapshot import (
+    RUNNING_STATES,
+    ActPlan,
+    SlurmView,
+    StartOrder,
+    build_view,
+    job_list,
+    plan_act,
+    render_update,
+)
+from slurm_gavel.model import JobId
+
+
+class SlurmCluster:
+    """A real Slurm cluster driven through sinfo/squeue/scontrol/scancel."""
+
+    def __init__(
+        self,
+        *,
+        managed_partitions: Collection[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        commands: SlurmCommands | None = None,
+        grace_s: float = 60.0,
+        checkpoint_signal: str = "USR1",
+        poll_s: float = 0.5,
+        wait_for_preempted: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """managed_partitions: None manages every partition. env: e.g. SLURM_CONF.
+        wait_for_preempted: act() blocks up to grace_s for preempted jobs to exit 99
+        (False: signal and return; overdue jobs are requeue-held by a later act())."""
+        self.managed_partitions = None if managed_partitions is None else set(managed_partitions)
+        self.commands = commands or SlurmCommands(env)
+        self.grace_s = grace_s
+        self.checkpoint_signal = checkpoint_signal
+        self.poll_s = poll_s
+        self.wait_for_preempted = wait_for_preempted
+        self.clock = clock
+        self.view: SlurmView | None = None
+        self.warnings: list[str] = []
+        self._signalled: dict[JobId, float] = {}  # job -> grace deadline (clock)
+
+    # --- observe ---------------------------------------------------------------------
+
+    def observe(self) -> ClusterSnapshot:
+        nodes_doc = self._json("observe", ["sinfo", "--json"])
+        jobs_doc = self._json("observe", ["squeue", "--json"])
+        _, nodes = parse_nodes(nodes_doc)
+        _, jobs = parse_jobs(jobs_doc)
+        self.view = build_view(nodes, jobs, self.managed_partitions, self.clock())
+        self.warnings = self.view.warnings
+        return self.view.snapshot
+
+    def _json(self, kind: str, argv: list[str]) -> dict:
+        res = self.commands.run(kind, argv)
+        if not res.ok:
+            raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
+        try:
+            return json.loads(res.stdout)
+        except json.JSONDecodeError as e:
+            raise SlurmJsonError(f"{' '.join(argv)} printed no JSON ({e}); Slurm >= 22.05 "
+                                 "is needed for --json") from None
+
+    # --- act -------------------------------------------------------------------------
+
+    def act(self, placement: RoundPlacement) -> ActResult:
+        if self.view is None:
+            self.observe()
+        assert self.view is not None
+        plan = plan_act(placement, self.view, self.managed_partitions)
+        failed: dict[JobId, str] = dict(plan.failed)
+        self._requeuehold_overdue(failed)
+        signalled = self._signal(plan.to_signal, failed)
+        if plan.hold:
+            res = self.commands.run("hold", ["scontrol", "hold", job_list(plan.hold)])
+            _note_errors(res, plan.hold, failed)
+        started = self._start(plan.starts, failed)
+        moved: list[JobId] = []
+        if signalled and self.wait_for_preempted:
+            self._wait_and_requeuehold(signalled, failed)
+            moving = [o for o in plan.moves if o.job_id in signalled and o.job_id not in failed]
+            moved = self._start(moving, failed)
+        elif plan.moves:
+            for o in plan.moves:  # started by a later act(), once the job has exited
+                failed.setdefault(o.job_id, "preempted; restarts in a later round after exit")
+        return ActResult(
+            started=tuple(started),
+            kept=tuple(plan.keep),
+            preempted=tuple(j for j in plan.preempt if j in signalled),
+            moved=tuple(moved),
+            failed=tuple(failed.items()),
+        )
+
+    def _signal(self, ids: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
+        if not ids:
+            return []
+        res = self.commands.run(
+            "signal", ["scancel", f"--signal={self.checkpoint_signal}", "--batch", *ids])
+        bad = _note_errors(res, ids, failed)
+        deadline = self.clock() + self.grace_s
+        ok = [j for j in ids if j not in bad]
+        for j in ok:
+            self._signalled[j] = deadline
+        return ok
+
+    def _start(self, orders: list[StartOrder], failed: dict[JobId, str]) -> list[JobId]:
+        """Place, then release only the jobs whose update fully succeeded (a failed
+        update may be half applied, and a released job would start anywhere)."""
+        if not orders:
+            return []
+        lines = "".join(render_update(o) + "\n" for o in orders)
+        res = self.commands.run("place", ["scontrol"], stdin=lines)
+        ids = [o.job_id for o in orders]
+        _note_errors(res, ids, failed, check_rc=False)
+        placed = [j for j in ids if j not in failed]
+        if not placed:
+            return []
+        res = self.commands.run("release", ["scontrol", "release", job_list(placed)])
+        _note_errors(res, placed, failed, ignore=("not held", "already"))
+        return [j for j in placed if j not in failed]
+
+    def _states(self, ids: list[JobId]) -> dict[JobId, str]:
+        res = self.commands.run("wait", ["squeue", "-h", "-j", job_list(ids), "-o", "%i %T"])
+        out = {}
+        for line in res.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                out[parts[0]] = parts[1]
+        return out
+
+    def _wait_and_requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        deadline = self.clock() + self.grace_s
+        running = list(ids)
+        while running:
+            states = self._states(running)
+            running = [j for j in running if states.get(j) in RUNNING_STATES]
+            if not running or self.clock() >= deadline:
+                break
+            time.sleep(self.poll_s)
+        stuck = [j for j in running if self._states([j]).get(j) == "RUNNING"] if running else []
+        if stuck:
+            res = self.commands.run("requeuehold", ["scontrol", "requeuehold", job_list(stuck)])
+            _note_errors(res, stuck, failed)
+        # Wait (briefly) until requeued jobs have left COMPLETING, so a move can place them.
+        settle = self.clock() + 15
+        while running and self.clock() < settle:
+            states = self._states(running)
+            running = [j for j in running if states.get(j) in RUNNING_STATES]
+            if running:
+                time.sleep(self.poll_s)
+        for j in ids:
+            self._signalled.pop(j, None)
+
+    def _requeuehold_overdue(self, failed: dict[JobId, str]) -> None:
+        """Non-blocking mode: requeue-hold jobs signalled earlier that still run."""
+        if not self._signalled or self.view is None:
+            return
+        now = self.clock()
+        running = {j.job.id for j in self.view.snapshot.jobs if j.state.value == "running"}
+        overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
+        for j in [j for j in self._signalled if j not in running]:
+            del self._signalled[j]
+        if overdue:
+            res = self.commands.run("requeuehold", ["scontrol", "requeuehold",
+                                                    job_list(overdue)])
+            _note_errors(res, overdue, failed)
+            for j in overdue:
+                self._signalled.pop(j, None)
+
+    @property
+    def commands_issued(self) -> int:
+        return self.commands.total
+
+
+def _note_errors(
+    res: CommandResult,
+    ids: list[JobId],
+    failed: dict[JobId, str],
+    *,
+    check_rc: bool = True,
+    ignore: tuple[str, ...] = (),
+) -> set[JobId]:
+    """Record per-job errors of a batched command; an unattributable error fails all."""
+    per_job, other = errors_by_job(res.stderr)
+    bad: set[JobId] = set()
+    for j in ids:
+        msg = per_job.get(j)
+        if msg and not any(s in msg.lower() for s in ignore):
+            failed[j] = msg
+            bad.add(j)
+    other = [o for o in other if not any(s in o.lower() for s in ignore)]
+    if (other or (check_rc and not res.ok and not per_job)) and not bad:
+        reason = "; ".join(other) or f"{res.argv[0]} exited {res.returncode}"
+        for j in ids:
+            failed.setdefault(j, reason)
+            bad.add(j)
+    return bad
+
+
+__all__ = ["ActPlan", "SlurmCluster"]

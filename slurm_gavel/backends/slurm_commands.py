@@ -1,0 +1,116 @@
+"""Running Slurm's commands: argument lists only, timeouts, retries, and a count.
+
+Every Slurm command the backends issue goes through :class:`SlurmCommands.run`:
+no shell is ever involved (job comments and names are user text), each call has
+a timeout, calls that fail because slurmctld is unreachable are retried with
+exponential backoff, and every attempt is counted per action kind so the
+daemon can report Slurm commands per round.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+# stderr of a command that never reached slurmctld (safe to retry: nothing happened).
+_UNREACHABLE = re.compile(
+    r"Unable to contact slurm controller|Socket timed out|Connection refused|"
+    r"Zero Bytes were transmitted|Communication connection failure|"
+    r"Slurm backup controller in standby mode|Transport endpoint is not connected",
+    re.IGNORECASE,
+)
+
+
+class SlurmUnreachable(RuntimeError):
+    """slurmctld did not answer after every retry."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class SlurmCommands:
+    """Runs sinfo/squeue/scontrol/scancel for one cluster (SLURM_CONF via `env`)."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.env = {**os.environ, **(env or {})}
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.sleep = sleep
+        self.counts: Counter[str] = Counter()  # kind -> commands run (attempts)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def run(self, kind: str, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult:
+        """Run `argv` (counted under `kind`); retry while slurmctld is unreachable."""
+        delay = self.backoff
+        last = ""
+        for attempt in range(self.retries + 1):
+            self.counts[kind] += 1
+            try:
+                proc = subprocess.run(
+                    list(argv), input=stdin, capture_output=True, text=True,
+                    env=self.env, timeout=self.timeout, check=False,
+                )
+            except subprocess.TimeoutExpired:
+                last = f"timed out after {self.timeout:.0f}s"
+            except FileNotFoundError:
+                raise SlurmUnreachable(
+                    f"{argv[0]} is not installed or not on PATH; install the Slurm client "
+                    "(tools/setup)"
+                ) from None
+            else:
+                result = CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+                if result.ok or not _UNREACHABLE.search(proc.stderr):
+                    return result
+                last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+            if attempt < self.retries:
+                self.sleep(delay)
+                delay *= 2
+        raise SlurmUnreachable(
+            f"{' '.join(argv[:2])}: slurmctld unreachable after {self.retries + 1} tries "
+            f"({last}); is slurmctld running and SLURM_CONF right?"
+        )
+
+
+_JOB_IN_ERROR = re.compile(r"(?:job(?:\s*id)?|JobId=)\s*[= ]?\s*(\d+)", re.IGNORECASE)
+
+
+def errors_by_job(stderr: str) -> tuple[dict[str, str], list[str]]:
+    """Split a batched command's stderr into per-job errors and the rest."""
+    per_job: dict[str, str] = {}
+    other: list[str] = []
+    for line in stderr.splitlines():
+        line = line.strip()
+        if not line or (line.startswith("scontrol:") and "error" not in line.lower()):
+            continue
+        m = _JOB_IN_ERROR.search(line)
+        if m:
+            per_job.setdefault(m.group(1), line)
+        else:
+            other.append(line)
+    return per_job, other

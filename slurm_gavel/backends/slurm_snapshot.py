@@ -1,0 +1,236 @@
+"""Pure halves of the Slurm backends: parsed Slurm state -> snapshot, placement -> plan.
+
+Shared by SlurmCluster (CLI) and SlurmRestCluster (slurmrestd); no I/O here, so
+both are tested on captured JSON without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from slurm_gavel.backends.base import (
+    ClusterSnapshot,
+    JobPlacement,
+    JobState,
+    Node,
+    NodeSlice,
+    NodeState,
+    ObservedJob,
+    RoundPlacement,
+)
+from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
+from slurm_gavel.managed import ManagedCommentError, parse_comment
+from slurm_gavel.model import Job, JobId
+
+RUNNING_STATES = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING",
+                  "STAGE_OUT", "RESIZING"}
+WAITING_STATES = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT",
+                  "RESV_DEL_HOLD"}
+# Anything else (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY,
+# BOOT_FAIL, DEADLINE, PREEMPTED, REVOKED) is finished.
+
+
+@dataclass
+class SlurmView:
+    """One observation: the snapshot plus the raw Slurm records act() needs."""
+
+    snapshot: ClusterSnapshot
+    managed: dict[JobId, SlurmJob]  # managed jobs by id (all states)
+    nodes: dict[str, SlurmNode]  # every node Slurm reported, by name
+    warnings: list[str] = field(default_factory=list)
+
+
+def is_managed_partition(parts: Iterable[str], managed: Collection[str] | None) -> bool:
+    return managed is None or any(p in managed for p in parts)
+
+
+def build_view(
+    nodes: list[SlurmNode],
+    jobs: list[SlurmJob],
+    managed_partitions: Collection[str] | None,
+    now: float,
+) -> SlurmView:
+    """The snapshot the round loop sees; malformed managed comments become warnings."""
+    warnings: list[str] = []
+    managed: dict[JobId, SlurmJob] = {}
+    observed: list[ObservedJob] = []
+    for sj in jobs:
+        if not is_managed_partition(sj.partitions, managed_partitions):
+            continue
+        try:
+            spec = parse_comment(sj.comment, job_id=sj.job_id)
+        except ManagedCommentError as e:
+            warnings.append(f"{e} (left to Slurm, not managed)")
+            continue
+        if spec is None:
+            continue
+        managed[sj.job_id] = sj
+        observed.append(_observed(sj, spec))
+    managed_gpus: dict[str, int] = {}
+    for sj in managed.values():
+        if sj.state in RUNNING_STATES:
+            for s in sj.gpu_slices:
+                managed_gpus[s.node] = managed_gpus.get(s.node, 0) + s.gpus
+    out_nodes: list[Node] = []
+    for sn in nodes:
+        if not is_managed_partition(sn.partitions, managed_partitions) or sn.gpus == 0:
+            continue
+        if sn.gpu_type is None:
+            warnings.append(f"node {sn.name}: its GPUs have no type; add Type= to gres.conf "
+                            "and gpu:TYPE:N to slurm.conf (node ignored)")
+            continue
+        state = NodeState.DOWN if sn.down else NodeState.DRAINED if sn.drained else NodeState.UP
+        part = next((p for p in sn.partitions
+                     if managed_partitions is None or p in managed_partitions), "")
+        out_nodes.append(Node(
+            name=sn.name, gpu_type=sn.gpu_type, gpus=sn.gpus, partition=part, state=state,
+            gpus_held_unmanaged=max(0, sn.gpus_used - managed_gpus.get(sn.name, 0)),
+        ))
+    snapshot = ClusterSnapshot(time=now, nodes=tuple(out_nodes), jobs=tuple(observed))
+    return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings)
+
+
+def _observed(sj: SlurmJob, spec) -> ObservedJob:
+    scale = spec.scale_factor
+    if scale is None and sj.gpu_request is not None:
+        scale = sj.gpu_request[1] * max(1, sj.node_count)
+    job = Job(
+        id=sj.job_id, job_type=spec.job_type, scale_factor=scale or 1,
+        priority_weight=spec.priority_weight, total_steps=spec.total_steps or 0.0,
+        arrival_time=float(sj.submit_time), account=sj.account or None, slo=spec.slo,
+    )
+    if sj.state in RUNNING_STATES:
+        slices = tuple(NodeSlice(s.node, s.gpus) for s in sj.gpu_slices)
+        gpu_type = next((s.gpu_type for s in sj.gpu_slices if s.gpu_type), None)
+        if gpu_type is None and sj.gpu_request is not None:
+            gpu_type = sj.gpu_request[0]
+        return ObservedJob(job=job, state=JobState.RUNNING, gpu_type=gpu_type, nodes=slices,
+                           restarts=sj.restarts)
+    if sj.state in WAITING_STATES:
+        held = sj.held and (sj.restarts > 0 or sj.state == "SPECIAL_EXIT")
+        return ObservedJob(job=job, state=JobState.HELD if held else JobState.PENDING,
+                           restarts=sj.restarts)
+    return ObservedJob(job=job, state=JobState.DONE, restarts=sj.restarts,
+                       finish_time=float(sj.end_time) if sj.end_time else None,
+                       succeeded=sj.state == "COMPLETED")
+
+
+# --- act planning --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartOrder:
+    """Make a waiting job run on these nodes: scontrol update ... + release."""
+
+    job_id: JobId
+    partition: str
+    gpu_type: str
+    gpus_per_node: int
+    nodes: tuple[str, ...]
+
+    def gres(self) -> str:
+        # Untyped on purpose: the node list fixes the type, and Slurm 22.05 makes a
+        # job "never runnable" (BadConstraints) once its GRES type is changed by an
+        # update (gpu:v100:2 -> gpu:k80:1), while gpu:2 -> gpu:1 on other nodes works.
+        return f"gpu:{self.gpus_per_node}"
+
+
+@dataclass
+class ActPlan:
+    starts: list[StartOrder] = field(default_factory=list)  # waiting -> running
+    moves: list[StartOrder] = field(default_factory=list)  # running elsewhere: stop, start
+    keep: list[JobId] = field(default_factory=list)
+    preempt: list[JobId] = field(default_factory=list)  # running, not placed
+    hold: list[JobId] = field(default_factory=list)  # released earlier, not placed now
+    failed: list[tuple[JobId, str]] = field(default_factory=list)
+
+    @property
+    def to_signal(self) -> list[JobId]:
+        return self.preempt + [o.job_id for o in self.moves]
+
+
+def plan_act(
+    placement: RoundPlacement, view: SlurmView, managed_partitions: Collection[str] | None
+) -> ActPlan:
+    plan = ActPlan()
+    by_id = {j.job.id: j for j in view.snapshot.jobs}
+    shared_with: set[JobId] = set()
+    for job_id, jp in placement.jobs.items():
+        obs = by_id.get(job_id)
+        if obs is None:
+            plan.failed.append((job_id, "not a managed job in the last observation"))
+            continue
+        if obs.state is JobState.DONE:
+            plan.failed.append((job_id, "job has finished"))
+            continue
+        if jp.partner is not None and jp.partner in shared_with:
+            plan.failed.append((job_id, f"GPU sharing with {jp.partner} is not supported on "
+                                        "Slurm (needs shards); job left waiting"))
+            continue
+        if jp.partner is not None:
+            shared_with.add(job_id)
+        current = None
+        if obs.state is JobState.RUNNING and obs.gpu_type is not None:
+            current = JobPlacement(job_id, obs.gpu_type, obs.nodes, jp.partner)
+        if current is not None and jp.same_place(current):
+            plan.keep.append(job_id)
+            continue
+        order = _start_order(jp, view, managed_partitions)
+        if isinstance(order, str):
+            plan.failed.append((job_id, order))
+            continue
+        (plan.moves if obs.state is JobState.RUNNING else plan.starts).append(order)
+    for obs in view.snapshot.jobs:
+        job_id = obs.job.id
+        if job_id in placement.jobs:
+            continue
+        if obs.state is JobState.RUNNING:
+            plan.preempt.append(job_id)
+        elif obs.state is JobState.PENDING and not view.managed[job_id].held:
+            plan.hold.append(job_id)  # released in an earlier round, must not start now
+    return plan
+
+
+def _start_order(
+    jp: JobPlacement, view: SlurmView, managed_partitions: Collection[str] | None
+) -> StartOrder | str:
+    """The order for a placement, or why it cannot be carried out on Slurm."""
+    if not jp.nodes:
+        return "placement names no nodes"
+    counts = {s.gpus for s in jp.nodes}
+    if len(counts) != 1:
+        return (f"uneven GPUs per node {[(s.node, s.gpus) for s in jp.nodes]}: Slurm's "
+                "per-node GRES request needs the same count on every node")
+    names = tuple(s.node for s in jp.nodes)
+    if len(set(names)) != len(names):
+        return f"node listed twice in {names}"
+    for name in names:
+        node = view.nodes.get(name)
+        if node is None:
+            return f"unknown node {name}"
+        if node.gpu_type != jp.gpu_type:
+            return f"node {name} has {node.gpu_type} GPUs, not {jp.gpu_type}"
+    shared = set.intersection(*(set(view.nodes[n].partitions) for n in names))
+    candidates = [p for p in view.nodes[names[0]].partitions
+                  if p in shared and (managed_partitions is None or p in managed_partitions)]
+    if not candidates:
+        return f"no managed partition holds all of {','.join(names)}"
+    current = view.managed[jp.job_id].partitions
+    # Keep the job's own partition when it fits (its limits and accounting stay);
+    # otherwise prefer a partition named after the GPU type, then the first.
+    partition = next((p for p in current if p in candidates), None)
+    partition = partition or (jp.gpu_type if jp.gpu_type in candidates else candidates[0])
+    return StartOrder(jp.job_id, partition, jp.gpu_type, counts.pop(), names)
+
+
+def render_update(order: StartOrder) -> str:
+    """One scontrol line (read from stdin, never a shell) placing a waiting job."""
+    return (f"update JobId={order.job_id} Partition={order.partition} "
+            f"NumNodes={len(order.nodes)}-{len(order.nodes)} NodeList={','.join(order.nodes)} "
+            f"Gres={order.gres()} StartTime=now")
+
+
+def job_list(ids: Iterable[JobId]) -> str:
+    return ",".join(ids)
+
