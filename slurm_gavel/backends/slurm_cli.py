@@ -63,6 +63,8 @@ class SlurmCluster:
         self.view: SlurmView | None = None
         self.warnings: list[str] = []
         self._signalled: dict[JobId, float] = {}  # job -> grace deadline (clock)
+        # Slurm resets a job's submit time when it is requeued; keep the first seen.
+        self._first_submit: dict[JobId, float] = {}
 
     # --- observe ---------------------------------------------------------------------
 
@@ -71,7 +73,8 @@ class SlurmCluster:
         jobs_doc = self._json("observe", ["squeue", "--json"])
         _, nodes = parse_nodes(nodes_doc)
         _, jobs = parse_jobs(jobs_doc)
-        self.view = build_view(nodes, jobs, self.managed_partitions, self.clock())
+        self.view = build_view(nodes, jobs, self.managed_partitions, self.clock(),
+                               first_submit=self._first_submit)
         self.warnings = self.view.warnings
         return self.view.snapshot
 

@@ -20,7 +20,7 @@ from slurm_gavel.backends.base import (
     RoundPlacement,
 )
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
-from slurm_gavel.managed import ManagedCommentError, parse_comment
+from slurm_gavel.managed import ManagedCommentError, ManagedSpec, parse_comment
 from slurm_gavel.model import Job, JobId
 
 RUNNING_STATES = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING",
@@ -50,8 +50,15 @@ def build_view(
     jobs: list[SlurmJob],
     managed_partitions: Collection[str] | None,
     now: float,
+    first_submit: dict[JobId, float] | None = None,
 ) -> SlurmView:
-    """The snapshot the round loop sees; malformed managed comments become warnings."""
+    """The snapshot the round loop sees; malformed managed comments become warnings.
+
+    first_submit (updated in place) remembers each job's earliest submit time:
+    Slurm 22.05 resets submit_time on every requeue, which would make a preempted
+    job look younger than it is.
+    """
+    first_submit = {} if first_submit is None else first_submit
     warnings: list[str] = []
     managed: dict[JobId, SlurmJob] = {}
     observed: list[ObservedJob] = []
@@ -66,7 +73,11 @@ def build_view(
         if spec is None:
             continue
         managed[sj.job_id] = sj
-        observed.append(_observed(sj, spec))
+        arrival = min(float(sj.submit_time), first_submit.get(sj.job_id, float("inf")))
+        first_submit[sj.job_id] = arrival
+        observed.append(_observed(sj, spec, arrival))
+    for gone in [j for j in first_submit if j not in managed]:
+        del first_submit[gone]
     managed_gpus: dict[str, int] = {}
     for sj in managed.values():
         if sj.state in RUNNING_STATES:
@@ -91,14 +102,14 @@ def build_view(
     return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings)
 
 
-def _observed(sj: SlurmJob, spec) -> ObservedJob:
+def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
     scale = spec.scale_factor
     if scale is None and sj.gpu_request is not None:
         scale = sj.gpu_request[1] * max(1, sj.node_count)
     job = Job(
         id=sj.job_id, job_type=spec.job_type, scale_factor=scale or 1,
         priority_weight=spec.priority_weight, total_steps=spec.total_steps or 0.0,
-        arrival_time=float(sj.submit_time), account=sj.account or None, slo=spec.slo,
+        arrival_time=arrival, account=sj.account or None, slo=spec.slo,
     )
     if sj.state in RUNNING_STATES:
         slices = tuple(NodeSlice(s.node, s.gpus) for s in sj.gpu_slices)

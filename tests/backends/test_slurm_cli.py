@@ -1,0 +1,240 @@
+"""SlurmCluster against the real local cluster (tools/local-cluster, started by the
+session fixture in tests/conftest.py): observe the topology, start held managed
+jobs where the placement says, preempt with USR1 -> exit 99 -> held, fall back to
+requeuehold, never touch a job that is not managed, batch commands per action."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.backends.base import (
+    JobPlacement,
+    JobState,
+    NodeSlice,
+    NodeState,
+    RoundPlacement,
+)
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm_commands import CommandResult, SlurmCommands
+
+pytestmark = pytest.mark.slurm
+
+JOB = str(Path(__file__).parent / "jobs" / "checkpoint_job.sh")
+
+
+class RecordingCommands(SlurmCommands):
+    """The real runner, remembering every argv and stdin it was given."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.log: list[tuple[str, tuple[str, ...], str | None]] = []
+
+    def run(self, kind, argv, *, stdin=None) -> CommandResult:
+        self.log.append((kind, tuple(argv), stdin))
+        return super().run(kind, argv, stdin=stdin)
+
+    def mentions(self, job_id: str) -> list[str]:
+        words = {job_id}
+        hits = []
+        for kind, argv, stdin in self.log:
+            text = " ".join(argv) + " " + (stdin or "")
+            tokens = set(text.replace(",", " ").replace("=", " ").split())
+            if words & tokens:
+                hits.append(kind)
+        return hits
+
+
+def backend(slurm, grace_s: float = 10.0) -> SlurmCluster:
+    return SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=grace_s, poll_s=0.2)
+
+
+def place_ids(round_index: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]):
+    """{job: (gpu type, [(node, gpus), ...])} -> the round's placement."""
+    return RoundPlacement(round_index, 0.0, 60.0, {
+        job_id: JobPlacement(job_id, t, tuple(NodeSlice(n, g) for n, g in slices))
+        for job_id, (t, slices) in jobs.items()
+    })
+
+
+def managed(slurm, tmp_path: Path, name: str, job_type: str = "A3C", scale: int = 1) -> str:
+    return slurm.sbatch(f"--comment=gavel:type={job_type},scale={scale}", "-p", "gpu",
+                        "-o", str(tmp_path / f"{name}.out"), JOB, str(tmp_path / name))
+
+
+def test_observe_sees_topology_and_gpu_types(slurm):
+    snap = backend(slurm).observe()
+    assert snap.capacity() == {"v100": 8, "p100": 8, "k80": 8}
+    names = sorted(n.name for n in snap.nodes)
+    assert names == ["k80-1", "k80-2", "p100-1", "p100-2", "v100-1", "v100-2"]
+    assert all(n.gpus == 4 and n.state is NodeState.UP for n in snap.nodes)
+    assert {n.name: n.gpu_type for n in snap.nodes}["p100-2"] == "p100"
+
+
+def test_held_managed_job_is_started_on_the_chosen_type_and_node(slurm, tmp_path):
+    job = managed(slurm, tmp_path, "a", "ResNet-50 (batch size 64)", scale=2)
+    assert slurm.show(job)["JobState"] == "PENDING"  # held on arrival by job_submit.lua
+    time.sleep(1.5)
+    assert slurm.state(job) == "PENDING"  # Slurm did not start it on its own
+    b = backend(slurm)
+    obs = {j.job.id: j for j in b.observe().jobs}[job]
+    assert obs.state is JobState.PENDING
+    assert (obs.job.job_type, obs.job.scale_factor) == ("ResNet-50 (batch size 64)", 2)
+    res = b.act(place_ids(0, {job: ("p100", [("p100-2", 2)])}))
+    assert res.started == (job,) and not res.failed
+    slurm.wait_state(job, "RUNNING")
+    assert slurm.show(job)["NodeList"] == "p100-2"
+    obs = {j.job.id: j for j in b.observe().jobs}[job]
+    assert obs.state is JobState.RUNNING and obs.gpu_type == "p100"
+    assert obs.nodes == (NodeSlice("p100-2", 2),)
+    # The same placement next round is a lease extension: nothing issued.
+    before = b.commands.total
+    res = b.act(place_ids(1, {job: ("p100", [("p100-2", 2)])}))
+    assert res.kept == (job,) and b.commands.total == before
+
+
+def test_preempt_checkpoints_exits_99_is_held_and_resumes_elsewhere(slurm, tmp_path):
+    job = managed(slurm, tmp_path, "ck", scale=2)
+    b = backend(slurm)
+    b.observe()
+    b.act(place_ids(0, {job: ("v100", [("v100-1", 2)])}))
+    slurm.wait_state(job, "RUNNING")
+    time.sleep(1.0)  # let it take a few steps
+    b.observe()
+    res = b.act(place_ids(1, {}))
+    assert res.preempted == (job,) and not res.failed
+    assert b.commands.counts["requeuehold"] == 0  # it exited 99 by itself
+    info = slurm.show(job)
+    assert info["JobState"] == "SPECIAL_EXIT" and info["Restarts"] == "1"
+    step = int((tmp_path / "ck").read_text().split()[0])
+    assert step > 0
+    obs = {j.job.id: j for j in b.observe().jobs}[job]
+    assert obs.state is JobState.HELD and obs.restarts == 1
+    # Resume on another type, spread over two nodes.
+    res = b.act(place_ids(2, {job: ("k80", [("k80-1", 1), ("k80-2", 1)])}))
+    assert res.started == (job,), res
+    slurm.wait_state(job, "RUNNING")
+    log = (tmp_path / "ck.log").read_text()
+    for _ in range(50):
+        if "restart=1" in log:
+            break
+        time.sleep(0.1)
+        log = (tmp_path / "ck.log").read_text()
+    assert f"start restart=1 step={step}" in log
+
+
+def test_move_preempts_and_restarts_on_the_new_place(slurm, tmp_path):
+    job = managed(slurm, tmp_path, "mv")
+    b = backend(slurm)
+    b.observe()
+    b.act(place_ids(0, {job: ("v100", [("v100-2", 1)])}))
+    slurm.wait_state(job, "RUNNING")
+    b.observe()
+    res = b.act(place_ids(1, {job: ("p100", [("p100-1", 1)])}))
+    assert res.moved == (job,) and not res.failed, res
+    slurm.wait_state(job, "RUNNING")
+    assert slurm.show(job)["NodeList"] == "p100-1"
+
+
+def test_job_ignoring_the_signal_is_requeue_held_after_the_grace(slurm, tmp_path):
+    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
+                       "--wrap", "trap '' USR1; sleep 300")
+    b = backend(slurm, grace_s=1.0)
+    b.observe()
+    b.act(place_ids(0, {job: ("k80", [("k80-2", 1)])}))
+    slurm.wait_state(job, "RUNNING")
+    b.observe()
+    res = b.act(place_ids(1, {}))
+    assert res.preempted == (job,)
+    assert b.commands.counts["requeuehold"] == 1
+    slurm.wait_state(job, "PENDING")
+    obs = {j.job.id: j for j in b.observe().jobs}[job]
+    assert obs.state is JobState.HELD and obs.restarts == 1
+
+
+def test_unmanaged_jobs_are_never_touched_and_their_gpus_excluded(slurm, tmp_path):
+    other = slurm.sbatch("-p", "v100", "--gres=gpu:v100:3", "-o", "/dev/null",
+                         "--wrap", "sleep 300")
+    stray = slurm.sbatch("--comment=gavel:type=A3C", "-p", "v100", "--gres=gpu:v100:1",
+                         "-o", "/dev/null", "--wrap", "sleep 300")  # managed (held)
+    slurm.wait_state(other, "RUNNING")
+    b = backend(slurm)
+    snap = b.observe()
+    v1 = next(n for n in snap.nodes if n.name == "v100-1")
+    assert v1.gpus_held_unmanaged == 3 and v1.usable_gpus == 1
+    assert other not in {j.job.id for j in snap.jobs}
+    # A placement naming the unmanaged job is refused; preempt-all leaves it alone.
+    res = b.act(place_ids(0, {other: ("v100", [("v100-1", 1)]),
+                              stray: ("v100", [("v100-1", 1)])}))
+    assert dict(res.failed)[other].startswith("not a managed job")
+    assert res.started == (stray,)
+    slurm.wait_state(stray, "RUNNING")
+    b.observe()
+    b.act(place_ids(1, {}))
+    assert slurm.state(other) == "RUNNING"
+    assert b.commands.mentions(other) == []
+
+
+def test_commands_are_batched_one_per_action_kind(slurm, tmp_path):
+    jobs = [managed(slurm, tmp_path, f"b{i}") for i in range(6)]
+    b = backend(slurm)
+    b.observe()
+    nodes = ["v100-1", "v100-2", "p100-1", "p100-2", "k80-1", "k80-2"]
+    plan = {j: (n.split("-")[0], [(n, 1)]) for j, n in zip(jobs, nodes, strict=True)}
+    res = b.act(place_ids(0, plan))
+    assert sorted(res.started) == sorted(jobs)
+    assert dict(b.commands.counts) == {"observe": 2, "place": 1, "release": 1}
+    for j in jobs:
+        slurm.wait_state(j, "RUNNING")
+    b.observe()
+    before = dict(b.commands.counts)
+    res = b.act(place_ids(1, {}))
+    assert sorted(res.preempted) == sorted(jobs)
+    assert b.commands.counts["signal"] - before.get("signal", 0) == 1
+
+
+def test_released_job_that_could_not_start_is_held_again_when_not_placed(slurm, tmp_path):
+    blocker = slurm.sbatch("-p", "k80", "-w", "k80-1", "--gres=gpu:k80:4", "-o", "/dev/null",
+                           "--wrap", "sleep 300")
+    slurm.wait_state(blocker, "RUNNING")
+    job = managed(slurm, tmp_path, "wait")
+    b = backend(slurm)
+    b.observe()
+    b.act(place_ids(0, {job: ("k80", [("k80-1", 1)])}))  # released, waits for GPUs
+    time.sleep(1.0)
+    assert slurm.state(job) == "PENDING"
+    b.observe()
+    b.act(place_ids(1, {}))
+    assert b.commands.counts["hold"] == 1
+    assert slurm.show(job)["Priority"] == "0"
+
+
+def test_bad_placements_fail_without_touching_others(slurm, tmp_path):
+    job = managed(slurm, tmp_path, "bad", scale=3)
+    ok = managed(slurm, tmp_path, "ok")
+    b = backend(slurm)
+    b.observe()
+    res = b.act(place_ids(0, {job: ("v100", [("v100-1", 2), ("v100-2", 1)]),
+                              ok: ("v100", [("v100-1", 1)])}))
+    assert "uneven" in dict(res.failed)[job]
+    assert res.started == (ok,)
+    assert slurm.show(job)["Priority"] == "0"
+
+
+def test_malformed_comment_is_a_warning_and_not_managed(slurm):
+    job = slurm.sbatch("--comment=gavel:type=A3C,scale=zero", "-p", "gpu", "-o", "/dev/null",
+                       "--wrap", "sleep 300")
+    b = backend(slurm)
+    snap = b.observe()
+    assert job not in {j.job.id for j in snap.jobs}
+    assert any(f"job {job}" in w and "scale" in w for w in b.warnings)
+
+
+def test_drained_node_is_reported_drained(slurm):
+    slurm.cmd("scontrol", "update", "NodeName=p100-1", "State=DRAIN", "Reason=test")
+    snap = backend(slurm).observe()
+    p1 = next(n for n in snap.nodes if n.name == "p100-1")
+    assert p1.state is NodeState.DRAINED and p1.usable_gpus == 0
+    assert snap.capacity()["p100"] == 4
