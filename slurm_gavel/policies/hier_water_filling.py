@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.lp import SolverError, solve_lp
+from slurm_gavel.policies.lp import LpSolution, SolverError, solve_lp
 
 MARGIN = 1e-4  # relative lift that counts as "not bottlenecked"
 MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)
@@ -109,9 +109,12 @@ def effective_weights(cls: HierClasses, frozen: np.ndarray) -> np.ndarray:
     return w
 
 
-def _base_blocks(cls: HierClasses, first_row: int) -> tuple[list[np.ndarray], ...]:
-    """COO pieces of value rows (first_row + c), time rows and capacity rows over x."""
-    n_cls, n_types = cls.coef.shape
+Blocks = tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _base_blocks(cls: HierClasses, first_row: int) -> Blocks:
+    """COO pieces (rows, cols, values) of the value, time and capacity rows over x."""
+    n_cls = cls.coef.shape[0]
     xc, xt = np.nonzero(cls.coef > 0)
     nx = len(xc)
     b_time = first_row + n_cls
@@ -119,14 +122,14 @@ def _base_blocks(cls: HierClasses, first_row: int) -> tuple[list[np.ndarray], ..
     rows = [first_row + xc, b_time + xc, b_cap + xt]
     cols = [np.arange(nx)] * 3
     vals = [cls.coef[xc, xt], np.ones(nx), cls.count[xc] * cls.scale[xc]]
-    return rows, cols, vals, (xc, xt)  # type: ignore[return-value]
+    return rows, cols, vals, (xc, xt)
 
 
 def level_lp(
     cls: HierClasses, level: np.ndarray, rise: np.ndarray, time_limit: float | None
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """max c s.t. value_k - rise_k c >= level_k, base constraints. (c*, x, value-row duals)."""
-    n_cls, n_types = cls.coef.shape
+    n_cls = cls.coef.shape[0]
     rows, cols, vals, (xc, xt) = _base_blocks(cls, 0)
     nx = len(xc)
     live = np.nonzero(rise > 0)[0]
@@ -187,7 +190,7 @@ def _solve(
     *,
     cost: np.ndarray | None = None,
     col_upper: np.ndarray | None = None,
-):  # -> tuple[LpSolution, np.ndarray]
+) -> tuple[LpSolution, np.ndarray]:
     n_cls, n_types = cls.coef.shape
     n_row = 2 * n_cls + n_types
     a = sp.csc_matrix(
