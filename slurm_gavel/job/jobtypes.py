@@ -1,0 +1,42 @@
+"""Write the site's list of known job types (one per line) for the SPANK plugin.
+
+``python -m slurm_gavel.job.jobtypes [--table FILE] --out FILE`` (``make -C spank
+job-types`` runs it). The plugin refuses ``--gavel-job-type`` values not in this list,
+so the list must come from the same throughput table the daemon uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from slurm_gavel.throughputs import ThroughputTable, load_table
+
+
+def job_types_text(table: ThroughputTable) -> str:
+    """The file's text: a header comment, then the table's job types in table order."""
+    bad = [t for t in table.job_types if any(c in t for c in ",=\n")]
+    if bad:
+        # The daemon's comment form gavel:type=T[,scale=N] cannot carry these.
+        raise ValueError(f"job types must not contain ',' or '=': {bad}")
+    lines = [f"# slurm-gavel job types from: {table.source or 'throughput table'}"]
+    lines += table.job_types
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m slurm_gavel.job.jobtypes", description=__doc__)
+    p.add_argument("--table", help="throughput table (default: the one shipped)")
+    p.add_argument("--out", required=True, help="file to write ('-' for stdout)")
+    args = p.parse_args(argv)
+    text = job_types_text(load_table(args.table))
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

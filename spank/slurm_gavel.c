@@ -1,0 +1,338 @@
+/*
+ * slurm-gavel.so - SPANK plugin: `sbatch/srun/salloc --gavel-job-type=TYPE` and friends.
+ *
+ * What it does, by context:
+ *   allocator (sbatch, salloc) and local (srun outside an allocation), at submit time:
+ *     - validates --gavel-job-type against the site's list of known job types
+ *       (plugstack argument types=FILE, one type per line, '#' comments) and refuses
+ *       an unknown type, printing the known ones;
+ *     - makes the type visible to the slurm-gavel daemon by setting the job's comment
+ *       to "gavel:type=<TYPE>[,scale=N]" (the same form a site without this plugin
+ *       writes with --comment=..., parsed by slurm_gavel/managed.py);
+ *     - optionally holds the job (plugstack argument hold=yes) so Slurm never starts
+ *       it before the daemon has placed it;
+ *     - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_CHECKPOINT_DIR into
+ *       the submitting environment (propagated with the default --export=ALL) and
+ *       into the job control environment (SPANK_GAVEL_* in the prolog/epilog,
+ *       SLURM_SPANK_GAVEL_* in the job).
+ *   The job therefore sees GAVEL_* (default --export=ALL) and always SLURM_SPANK_GAVEL_*
+ *   (also with --export=NONE). Setting GAVEL_* from slurmstepd (user_init/task_init with
+ *   spank_setenv) was tried on 22.05 and does not reach the batch step's environment.
+ *
+ * WHY the comment is set through slurm_option_set(): SPANK 22.05 has no call that
+ * changes a job descriptor field, and the job control environment is not visible in
+ * squeue/scontrol output, which is all the daemon reads. sbatch, salloc and srun
+ * export their option struct as the dynamic symbol `opt`, and libslurmfull exports
+ * slurm_option_set()/slurm_option_get(); slurm_spank_init_post_opt runs after option
+ * parsing and before the job descriptor is filled, so a value set there is submitted.
+ * Only the two symbol names are relied on, never the struct layout. If either symbol
+ * is missing (another Slurm build) the plugin says so and submission fails, rather
+ * than silently submitting a job the daemon would not recognise.
+ *
+ * plugstack.conf line:
+ *   optional /usr/lib/slurm-gavel/slurm-gavel.so types=/etc/slurm/gavel-job-types.txt hold=no
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(slurm_gavel, 1);
+
+#define MAX_VALUE 256
+#define MAX_TYPES 1024
+#define COMMENT_PREFIX "gavel:type="
+
+enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR };
+
+static char job_type[MAX_VALUE];
+static char scale[32];
+static char priority[32];
+static char ckpt_dir[4096];
+
+static char types_file[4096];
+static bool hold_on_submit;
+static char *known_types[MAX_TYPES];
+static int n_known_types = -1; /* -1: no types= argument, accept any type */
+
+static int opt_cb(int val, const char *optarg, int remote);
+
+static struct spank_option gavel_options[] = {
+	{"gavel-job-type", "TYPE",
+	 "slurm-gavel job type (a row of the site's throughput table, e.g. "
+	 "'ResNet-50 (batch size 64)'); makes the job managed by slurm-gavel",
+	 1, OPT_TYPE, opt_cb},
+	{"gavel-scale", "N", "GPUs the job uses (slurm-gavel scale factor; default 1)", 1,
+	 OPT_SCALE, opt_cb},
+	{"gavel-priority", "W", "slurm-gavel priority weight (default 1.0)", 1, OPT_PRIORITY,
+	 opt_cb},
+	{"gavel-checkpoint-dir", "DIR",
+	 "where slurm_gavel.job saves and finds checkpoints (exported as GAVEL_CHECKPOINT_DIR)",
+	 1, OPT_CKPT_DIR, opt_cb},
+	SPANK_OPTIONS_TABLE_END};
+
+static void trim(char *s)
+{
+	size_t n = strlen(s);
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	size_t lead = strspn(s, " \t");
+	if (lead)
+		memmove(s, s + lead, strlen(s + lead) + 1);
+}
+
+static int load_known_types(void)
+{
+	FILE *f = fopen(types_file, "r");
+	char line[MAX_VALUE * 2];
+
+	if (!f) {
+		slurm_error("slurm-gavel: cannot read the job type list %s (%s); the admin "
+			    "generates it with `make -C spank job-types` and installs it",
+			    types_file, strerror(errno));
+		return -1;
+	}
+	n_known_types = 0;
+	while (fgets(line, sizeof(line), f) && n_known_types < MAX_TYPES) {
+		trim(line);
+		if (line[0] == '\0' || line[0] == '#')
+			continue;
+		known_types[n_known_types++] = strdup(line);
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Exact match first; then a unique case-insensitive match, which is canonicalised. */
+static const char *find_type(const char *t)
+{
+	const char *found = NULL;
+	int i, hits = 0;
+
+	for (i = 0; i < n_known_types; i++)
+		if (strcmp(known_types[i], t) == 0)
+			return known_types[i];
+	for (i = 0; i < n_known_types; i++)
+		if (strcasecmp(known_types[i], t) == 0) {
+			found = known_types[i];
+			hits++;
+		}
+	return hits == 1 ? found : NULL;
+}
+
+static int refuse_type(const char *t)
+{
+	int i;
+	slurm_error("slurm-gavel: unknown job type '%s' (--gavel-job-type). Known types:", t);
+	for (i = 0; i < n_known_types; i++)
+		slurm_error("slurm-gavel:   %s", known_types[i]);
+	slurm_error("slurm-gavel: pick one of those (quote it: --gavel-job-type='...'), or "
+		    "ask the admin to profile your model and add it (%s)", types_file);
+	return -1;
+}
+
+static int copy_value(char *dst, size_t size, const char *src, const char *name)
+{
+	if (!src || !*src) {
+		slurm_error("slurm-gavel: --%s needs a value", name);
+		return -1;
+	}
+	if (strlen(src) >= size) {
+		slurm_error("slurm-gavel: --%s value is longer than %zu characters", name,
+			    size - 1);
+		return -1;
+	}
+	strcpy(dst, src);
+	return 0;
+}
+
+static int check_number(const char *s, bool integer, const char *name)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end != '\0' || !(v > 0) || (integer && v != (long)v)) {
+		slurm_error("slurm-gavel: --%s=%s: expected a %s > 0", name, s,
+			    integer ? "whole number" : "number");
+		return -1;
+	}
+	return 0;
+}
+
+static int opt_cb(int val, const char *optarg, int remote)
+{
+	switch (val) {
+	case OPT_TYPE:
+		if (copy_value(job_type, sizeof(job_type), optarg, "gavel-job-type"))
+			return -1;
+		trim(job_type);
+		/* ',' and '=' would break the comment form the daemon parses. */
+		if (strpbrk(job_type, ",=\n")) {
+			slurm_error("slurm-gavel: job type '%s' must not contain ',', '=' or a "
+				    "newline", job_type);
+			return -1;
+		}
+		if (!remote && n_known_types >= 0) {
+			const char *canon = find_type(job_type);
+			if (!canon)
+				return refuse_type(job_type);
+			strcpy(job_type, canon);
+		}
+		return 0;
+	case OPT_SCALE:
+		if (copy_value(scale, sizeof(scale), optarg, "gavel-scale"))
+			return -1;
+		return check_number(scale, true, "gavel-scale");
+	case OPT_PRIORITY:
+		if (copy_value(priority, sizeof(priority), optarg, "gavel-priority"))
+			return -1;
+		return check_number(priority, false, "gavel-priority");
+	case OPT_CKPT_DIR:
+		return copy_value(ckpt_dir, sizeof(ckpt_dir), optarg, "gavel-checkpoint-dir");
+	}
+	return -1;
+}
+
+static int parse_args(int ac, char **av)
+{
+	int i;
+	for (i = 0; i < ac; i++) {
+		if (strncmp(av[i], "types=", 6) == 0) {
+			snprintf(types_file, sizeof(types_file), "%s", av[i] + 6);
+		} else if (strncmp(av[i], "hold=", 5) == 0) {
+			const char *v = av[i] + 5;
+			hold_on_submit = !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "true");
+		} else {
+			slurm_error("slurm-gavel: unknown plugstack argument '%s' (known: "
+				    "types=FILE, hold=yes|no)", av[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	struct spank_option *o;
+	spank_context_t ctx = spank_context();
+
+	if (parse_args(ac, av))
+		return -1;
+	/* Only the submitting side validates: compute nodes need not have the list. */
+	if (types_file[0] && (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL) &&
+	    load_known_types())
+		return -1;
+	/* 22.05: sbatch only sees options registered here, not the static table. */
+	for (o = gavel_options; o->name; o++)
+		if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
+			slurm_error("slurm-gavel: cannot register --%s", o->name);
+			return -1;
+		}
+	return 0;
+}
+
+typedef char *(*option_get_f)(void *opt, const char *name);
+typedef int (*option_set_f)(void *opt, const char *name, const char *value, bool early);
+
+/* Set the job's comment (and hold) in sbatch/salloc/srun's own option struct. */
+static int set_submit_options(void)
+{
+	void *opt = dlsym(RTLD_DEFAULT, "opt");
+	option_get_f get = (option_get_f)dlsym(RTLD_DEFAULT, "slurm_option_get");
+	option_set_f set = (option_set_f)dlsym(RTLD_DEFAULT, "slurm_option_set");
+	char comment[MAX_VALUE + 64];
+	char *old;
+
+	if (!opt || !get || !set) {
+		slurm_error("slurm-gavel: this Slurm build does not export opt/slurm_option_set; "
+			    "cannot mark the job as managed. Submit with "
+			    "--comment='gavel:type=%s' instead", job_type);
+		return -1;
+	}
+	snprintf(comment, sizeof(comment), COMMENT_PREFIX "%s%s%s", job_type,
+		 scale[0] ? ",scale=" : "", scale);
+	old = get(opt, "comment");
+	/* A user's own comment would be lost: refuse rather than overwrite it silently.
+	 * A gavel: comment (e.g. from a wrapper) is replaced by the option's value. */
+	if (old && *old && strncmp(old, "gavel:", 6) != 0) {
+		slurm_error("slurm-gavel: --comment='%s' is taken: slurm-gavel stores the job type "
+			    "in the job's comment. Drop --comment or use "
+			    "--comment='%s' without --gavel-job-type", old, comment);
+		return -1;
+	}
+	if (set(opt, "comment", comment, false)) {
+		slurm_error("slurm-gavel: could not set the job comment to '%s'", comment);
+		return -1;
+	}
+	if (hold_on_submit && set(opt, "hold", NULL, false)) {
+		slurm_error("slurm-gavel: could not hold the job on submission");
+		return -1;
+	}
+	return 0;
+}
+
+static int export_local(spank_t sp)
+{
+	if (setenv("GAVEL_JOB_TYPE", job_type, 1) ||
+	    (scale[0] && setenv("GAVEL_SCALE", scale, 1)) ||
+	    (priority[0] && setenv("GAVEL_PRIORITY", priority, 1)) ||
+	    (ckpt_dir[0] && setenv("GAVEL_CHECKPOINT_DIR", ckpt_dir, 1))) {
+		slurm_error("slurm-gavel: setenv failed: %s", strerror(errno));
+		return -1;
+	}
+	/* The job control environment reaches the job as SLURM_SPANK_GAVEL_* even with
+	 * --export=NONE (and the prolog/epilog as SPANK_GAVEL_*); slurm_gavel.job reads
+	 * GAVEL_* first, then SLURM_SPANK_GAVEL_*. */
+	if (spank_job_control_setenv(sp, "GAVEL_JOB_TYPE", job_type, 1) ||
+	    (scale[0] && spank_job_control_setenv(sp, "GAVEL_SCALE", scale, 1)) ||
+	    (priority[0] && spank_job_control_setenv(sp, "GAVEL_PRIORITY", priority, 1)) ||
+	    (ckpt_dir[0] && spank_job_control_setenv(sp, "GAVEL_CHECKPOINT_DIR", ckpt_dir, 1)))
+		slurm_error("slurm-gavel: could not set the job control environment");
+	return 0;
+}
+
+/*
+ * SPANK ignores a failing init_post_opt of a plugin loaded as "optional" (only
+ * "required" plugins abort), which would submit a job the daemon does not recognise.
+ * sbatch/salloc/srun have not contacted slurmctld yet at this point, so exiting here
+ * refuses the submission whatever keyword the plugstack line uses.
+ */
+static int refuse_submit(void)
+{
+	slurm_error("slurm-gavel: job not submitted");
+	exit(1);
+	return -1;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	spank_context_t ctx = spank_context();
+	(void)ac;
+	(void)av;
+
+	if (!job_type[0]) {
+		if (scale[0] || priority[0] || ckpt_dir[0]) {
+			if (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL) {
+				slurm_error("slurm-gavel: --gavel-scale/--gavel-priority/"
+					    "--gavel-checkpoint-dir need --gavel-job-type=TYPE");
+				return refuse_submit();
+			}
+		}
+		return 0;
+	}
+	if (ctx == S_CTX_ALLOCATOR)
+		return export_local(sp) || set_submit_options() ? refuse_submit() : 0;
+	if (ctx == S_CTX_LOCAL) {
+		if (export_local(sp))
+			return refuse_submit();
+		/* srun inside an existing allocation starts a step, not a job. */
+		return getenv("SLURM_JOB_ID") ? 0 : (set_submit_options() ? refuse_submit() : 0);
+	}
+	return 0;
+}
