@@ -7,16 +7,20 @@
  *       (plugstack argument types=FILE, one type per line, '#' comments) and refuses
  *       an unknown type, printing the known ones;
  *     - makes the type visible to the slurm-gavel daemon by setting the job's comment
- *       to "gavel:type=<TYPE>[,scale=N]" (the same form a site without this plugin
+ *       to "gavel:type=<TYPE>[,scale=N][,weight=W][,steps=S]" (the same form a site without this plugin
  *       writes with --comment=..., parsed by slurm_gavel/managed.py);
  *     - optionally holds the job (plugstack argument hold=yes) so Slurm never starts
  *       it before the daemon has placed it;
- *     - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_CHECKPOINT_DIR into
+ *     - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_TOTAL_STEPS and
+ *       GAVEL_CHECKPOINT_DIR into
  *       the submitting environment (propagated with the default --export=ALL) and
  *       into the job control environment (SPANK_GAVEL_* in the prolog/epilog,
  *       SLURM_SPANK_GAVEL_* in the job).
  *   The job therefore sees GAVEL_* (default --export=ALL) and always SLURM_SPANK_GAVEL_*
- *   (also with --export=NONE). Setting GAVEL_* from slurmstepd (user_init/task_init with
+ *   (also with --export=NONE).
+ *
+ * Plugstack arguments: types=FILE (default: job-types.txt beside the plugin, if present;
+ * with neither, any type is accepted) and hold=yes|no (default no). Setting GAVEL_* from slurmstepd (user_init/task_init with
  *   spank_setenv) was tried on 22.05 and does not reach the batch step's environment.
  *
  * WHY the comment is set through slurm_option_set(): SPANK 22.05 has no call that
@@ -40,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
@@ -49,11 +54,12 @@ SPANK_PLUGIN(slurm_gavel, 1);
 #define MAX_TYPES 1024
 #define COMMENT_PREFIX "gavel:type="
 
-enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR };
+enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR, OPT_STEPS };
 
 static char job_type[MAX_VALUE];
 static char scale[32];
 static char priority[32];
+static char steps[32];
 static char ckpt_dir[4096];
 
 static char types_file[4096];
@@ -72,6 +78,9 @@ static struct spank_option gavel_options[] = {
 	 OPT_SCALE, opt_cb},
 	{"gavel-priority", "W", "slurm-gavel priority weight (default 1.0)", 1, OPT_PRIORITY,
 	 opt_cb},
+	{"gavel-steps", "S",
+	 "total training steps (read by finish-time policies; exported as GAVEL_TOTAL_STEPS)",
+	 1, OPT_STEPS, opt_cb},
 	{"gavel-checkpoint-dir", "DIR",
 	 "where slurm_gavel.job saves and finds checkpoints (exported as GAVEL_CHECKPOINT_DIR)",
 	 1, OPT_CKPT_DIR, opt_cb},
@@ -193,6 +202,10 @@ static int opt_cb(int val, const char *optarg, int remote)
 		if (copy_value(priority, sizeof(priority), optarg, "gavel-priority"))
 			return -1;
 		return check_number(priority, false, "gavel-priority");
+	case OPT_STEPS:
+		if (copy_value(steps, sizeof(steps), optarg, "gavel-steps"))
+			return -1;
+		return check_number(steps, true, "gavel-steps");
 	case OPT_CKPT_DIR:
 		return copy_value(ckpt_dir, sizeof(ckpt_dir), optarg, "gavel-checkpoint-dir");
 	}
@@ -217,6 +230,26 @@ static int parse_args(int ac, char **av)
 	return 0;
 }
 
+/* Without types=: job-types.txt next to the plugin, if there (`make -C spank` puts
+ * both in spank/build/, so a development cluster validates without extra config). */
+static void default_types_file(void)
+{
+	Dl_info info;
+	char *slash;
+
+	if (!dladdr((void *)default_types_file, &info) || !info.dli_fname)
+		return;
+	snprintf(types_file, sizeof(types_file), "%s", info.dli_fname);
+	slash = strrchr(types_file, '/');
+	if (!slash || (size_t)(slash - types_file) + sizeof("/job-types.txt") > sizeof(types_file)) {
+		types_file[0] = '\0';
+		return;
+	}
+	strcpy(slash, "/job-types.txt");
+	if (access(types_file, R_OK) != 0)
+		types_file[0] = '\0';
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
 	struct spank_option *o;
@@ -224,6 +257,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 	if (parse_args(ac, av))
 		return -1;
+	if (!types_file[0])
+		default_types_file();
 	/* Only the submitting side validates: compute nodes need not have the list. */
 	if (types_file[0] && (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL) &&
 	    load_known_types())
@@ -246,7 +281,7 @@ static int set_submit_options(void)
 	void *opt = dlsym(RTLD_DEFAULT, "opt");
 	option_get_f get = (option_get_f)dlsym(RTLD_DEFAULT, "slurm_option_get");
 	option_set_f set = (option_set_f)dlsym(RTLD_DEFAULT, "slurm_option_set");
-	char comment[MAX_VALUE + 64];
+	char comment[MAX_VALUE + 160];
 	char *old;
 
 	if (!opt || !get || !set) {
@@ -255,8 +290,10 @@ static int set_submit_options(void)
 			    "--comment='gavel:type=%s' instead", job_type);
 		return -1;
 	}
-	snprintf(comment, sizeof(comment), COMMENT_PREFIX "%s%s%s", job_type,
-		 scale[0] ? ",scale=" : "", scale);
+	/* Keys as slurm_gavel/managed.py reads them: type, scale, weight, steps. */
+	snprintf(comment, sizeof(comment), COMMENT_PREFIX "%s%s%s%s%s%s%s", job_type,
+		 scale[0] ? ",scale=" : "", scale, priority[0] ? ",weight=" : "", priority,
+		 steps[0] ? ",steps=" : "", steps);
 	old = get(opt, "comment");
 	/* A user's own comment would be lost: refuse rather than overwrite it silently.
 	 * A gavel: comment (e.g. from a wrapper) is replaced by the option's value. */
@@ -282,6 +319,7 @@ static int export_local(spank_t sp)
 	if (setenv("GAVEL_JOB_TYPE", job_type, 1) ||
 	    (scale[0] && setenv("GAVEL_SCALE", scale, 1)) ||
 	    (priority[0] && setenv("GAVEL_PRIORITY", priority, 1)) ||
+	    (steps[0] && setenv("GAVEL_TOTAL_STEPS", steps, 1)) ||
 	    (ckpt_dir[0] && setenv("GAVEL_CHECKPOINT_DIR", ckpt_dir, 1))) {
 		slurm_error("slurm-gavel: setenv failed: %s", strerror(errno));
 		return -1;
@@ -292,6 +330,7 @@ static int export_local(spank_t sp)
 	if (spank_job_control_setenv(sp, "GAVEL_JOB_TYPE", job_type, 1) ||
 	    (scale[0] && spank_job_control_setenv(sp, "GAVEL_SCALE", scale, 1)) ||
 	    (priority[0] && spank_job_control_setenv(sp, "GAVEL_PRIORITY", priority, 1)) ||
+	    (steps[0] && spank_job_control_setenv(sp, "GAVEL_TOTAL_STEPS", steps, 1)) ||
 	    (ckpt_dir[0] && spank_job_control_setenv(sp, "GAVEL_CHECKPOINT_DIR", ckpt_dir, 1)))
 		slurm_error("slurm-gavel: could not set the job control environment");
 	return 0;
@@ -317,9 +356,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	(void)av;
 
 	if (!job_type[0]) {
-		if (scale[0] || priority[0] || ckpt_dir[0]) {
+		if (scale[0] || priority[0] || ckpt_dir[0] || steps[0]) {
 			if (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL) {
-				slurm_error("slurm-gavel: --gavel-scale/--gavel-priority/"
+				slurm_error("slurm-gavel: --gavel-scale/--gavel-priority/--gavel-steps/"
 					    "--gavel-checkpoint-dir need --gavel-job-type=TYPE");
 				return refuse_submit();
 			}
