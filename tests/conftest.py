@@ -51,7 +51,7 @@ class LocalSlurm:
         return out.split(";")[0]
 
     def state(self, job_id: str) -> str:
-        res = self.cmd("squeue", "-h", "-j", job_id, "-o", "%T", check=False)
+        res = self.cmd("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T", check=False)
         return res.stdout.strip() or "GONE"
 
     def show(self, job_id: str) -> dict[str, str]:
