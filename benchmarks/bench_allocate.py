@@ -36,21 +36,24 @@ def _peak_rss_mib() -> float:
 
 
 def jittered(problem: Any, spread: float, seed: int) -> Any:
-    """Scale each job's throughputs by its own factor in [1 - spread, 1 + spread].
+    """Scale every throughput by its own factor in [1 - spread, 1 + spread].
 
-    A stress case: no two jobs are alike any more, so no classes form and the fast
-    path solves a job-level LP (with pairs: one variable per job pair and type).
+    A stress case: no two jobs are alike any more (not even up to a constant factor),
+    so no classes form and the fast path solves a job-level LP (with pairs: one
+    variable per job pair and type).
     """
     import dataclasses
 
     import numpy as np
 
     rng = np.random.default_rng(seed + 1)
-    factors = rng.uniform(1 - spread, 1 + spread, len(problem.jobs))
     jobs = tuple(
-        dataclasses.replace(j, throughput={t: v * f for t, v in j.throughput.items()})
-        for j, f in zip(problem.jobs, factors, strict=True)
-    )
+        dataclasses.replace(
+            j, throughput={t: v * float(rng.uniform(1 - spread, 1 + spread))
+                           for t, v in j.throughput.items()}
+        )
+        for j in problem.jobs
+    )  # fmt: skip
     return dataclasses.replace(problem, jobs=jobs)
 
 
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "--jitter",
         type=float,
         default=0.0,
-        help="scale each job's throughputs by its own factor in [1-J, 1+J] (no two jobs alike)",
+        help="scale every throughput by its own random factor in [1-J, 1+J] (no two jobs alike)",
     )
     p.add_argument("--reference-check", action="store_true")
     p.add_argument(

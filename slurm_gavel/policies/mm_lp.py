@@ -26,6 +26,11 @@ import scipy.sparse as sp
 from slurm_gavel.policies.lp import SolverError, solve_lp
 
 STAGE2_SLACK = 1e-9
+# Above this many columns stage 1 runs HiGHS's interior point method (with crossover,
+# so the answer is still a vertex): the max-min LP is highly degenerate and dual
+# simplex slows down badly once classes stop compressing the jobs (10,000 distinct
+# jobs: ~21 s simplex vs ~4 s IPM on the 2-core dev machine; 2,000: 0.9 vs 0.4 s).
+IPM_MIN_COLUMNS = 6000
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,13 @@ def solve_max_min_classes(
     *,
     second_stage: bool = True,
     time_limit: float | None = None,
+    solver: str | None = None,
 ) -> ClassSolution:
-    """Solve the class max-min LP exactly (HiGHS); see the module docstring."""
+    """Solve the class max-min LP exactly (HiGHS); see the module docstring.
+
+    `solver` forces HiGHS's "simplex" or "ipm" for stage 1 (default: by size); stage 2
+    always re-solves with simplex from stage 1's basis.
+    """
     pairs = pairs if pairs is not None else PairVars.empty()
     n_cls, n_types = coef.shape
     xc, xt = np.nonzero(allowed)
@@ -161,6 +171,9 @@ def solve_max_min_classes(
     h.setOptionValue("output_flag", False)
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
+    if solver is None:
+        solver = "ipm" if zcol >= IPM_MIN_COLUMNS else "simplex"
+    h.setOptionValue("solver", solver)
     h.passModel(lp)
     _run(h, "max-min stage 1")
     sol = np.asarray(h.getSolution().col_value)
@@ -173,6 +186,7 @@ def solve_max_min_classes(
         np.add.at(stage2, nx + pcol, pgain * count[pcls])
         h.changeColBounds(zcol, max(z_star * (1 - STAGE2_SLACK), 0.0), highspy.kHighsInf)
         h.changeColsCost(zcol + 1, np.arange(zcol + 1, dtype=np.int32), stage2)
+        h.setOptionValue("solver", "simplex")
         try:
             _run(h, "max-min stage 2")
             sol = np.asarray(h.getSolution().col_value)

@@ -238,3 +238,21 @@ def test_more_gpus_with_the_normaliser_held_never_lowers_the_minimum() -> None:
             more = solve_max_min_classes(coef * allowed, allowed, classes.scale,
                                          classes.count, cap).objective  # fmt: skip
             assert more >= base * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_interior_point_and_simplex_agree(packed: bool) -> None:
+    # Large problems switch stage 1 to HiGHS's IPM (+ crossover); force both on small ones.
+    from slurm_gavel.policies.mm_pairs import class_pair_vars
+
+    for seed in range(6):
+        p = random_problem(60, 5, seed=seed, with_pairs=packed, weights=(1.0, 2.0))
+        classes = group_jobs(p, by_job_type=packed)
+        coef = fairness_coefficients(classes, classes.throughput)
+        pairs = class_pair_vars(p, classes) if packed else None
+        args = (coef, classes.allowed(), classes.scale, classes.count, classes.capacity, pairs)
+        ipm = solve_max_min_classes(*args, solver="ipm")
+        simplex = solve_max_min_classes(*args, solver="simplex")
+        assert ipm.objective == pytest.approx(simplex.objective, rel=1e-7)
+        total = (classes.count * simplex.value).sum()
+        assert (classes.count * ipm.value).sum() == pytest.approx(total, rel=1e-6)
