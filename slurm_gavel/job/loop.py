@@ -1,0 +1,228 @@
+"""The training-loop wrapper: checkpoint on the signal, exit for requeue, resume on restart.
+
+Like Gavel's GavelIterator, but for Slurm: the daemon preempts a job by sending it
+the checkpoint signal (SIGUSR1 by default); the wrapper lets the current step finish,
+saves model, optimizer, step count and RNG states, and exits with the requeue-hold
+code (99) so Slurm keeps the job held in the queue. When the daemon starts it again,
+``SLURM_RESTART_COUNT`` is > 0 and the wrapper loads the newest valid checkpoint.
+
+    from slurm_gavel.job import GavelJob
+
+    with GavelJob(model, optimizer) as job:
+        for step in job.steps(10_000):     # starts at the restored step after a restart
+            train_one_step(step)
+
+Outside Slurm (no SLURM_JOB_ID) ``steps`` is a plain ``range`` and nothing is saved,
+unless ``enabled=True`` is passed.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, NoReturn, TypeVar
+
+from slurm_gavel.job.checkpoint import load_latest, restore_rng, save_checkpoint, warn
+from slurm_gavel.job.env import JobEnv, read_env
+from slurm_gavel.job.progress import ProgressReporter
+
+T = TypeVar("T")
+
+
+def _state_of(obj: Any) -> Any:
+    return obj.state_dict() if hasattr(obj, "state_dict") else obj
+
+
+class GavelJob:
+    """Checkpoint/resume/progress for one training loop. Also a context manager.
+
+    ``model`` and ``optimizer`` (and any ``**stateful`` objects with
+    ``state_dict``/``load_state_dict``, e.g. an LR scheduler or a GradScaler) are
+    saved and restored; other ``**stateful`` values must be picklable and are
+    returned by :meth:`restored` after a resume.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        optimizer: Any = None,
+        *,
+        enabled: bool | None = None,
+        checkpoint_every: int | None = None,
+        env: Mapping[str, str] | None = None,
+        checkpoint_dir: str | Path | None = None,
+        **stateful: Any,
+    ) -> None:
+        self.env: JobEnv = read_env(env)
+        self.active = self.env.in_slurm if enabled is None else enabled
+        self.objects: dict[str, Any] = {
+            k: v
+            for k, v in {"model": model, "optimizer": optimizer, **stateful}.items()
+            if v is not None
+        }
+        self.checkpoint_dir = (
+            Path(checkpoint_dir) if checkpoint_dir is not None else self.env.checkpoint_dir
+        )
+        if self.active and self.checkpoint_dir is None:
+            self.checkpoint_dir = Path("gavel-checkpoints")
+        self.checkpoint_every = checkpoint_every
+        self.step = 0
+        self._restored_values: dict[str, Any] = {}
+        self._requested = False
+        self._old_handler: Any = None
+        self._resumed = False
+        self.progress = ProgressReporter(
+            job_id=self.env.job_id,
+            job_type=self.env.job_type,
+            folder=self.env.progress_dir if self.active else None,
+            interval=self.env.progress_interval,
+            restart_count=self.env.restart_count,
+        )
+        if self.active:
+            self._install_handler()
+
+    # ---- signal --------------------------------------------------------------------
+
+    def _install_handler(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            warn("GavelJob created outside the main thread: no checkpoint signal handler")
+            return
+        self._old_handler = signal.signal(self.env.checkpoint_signal, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Only set a flag: the step in flight finishes, the loop checkpoints after it.
+        self._requested = True
+
+    @property
+    def checkpoint_requested(self) -> bool:
+        return self._requested
+
+    def request_checkpoint(self) -> None:
+        """Ask for checkpoint-and-exit after the current step (as the signal does)."""
+        self._requested = True
+
+    # ---- resume ------------------------------------------------------------------------
+
+    def resume(self) -> int:
+        """Load the newest valid checkpoint when the job was requeued; returns the step.
+
+        Called by :meth:`steps`/:meth:`iterate` on first use; call it yourself to know
+        the start step earlier (e.g. to skip data). Idempotent.
+        """
+        if self._resumed:
+            return self.step
+        self._resumed = True
+        if not (self.active and self.env.resuming and self.checkpoint_dir is not None):
+            return self.step
+        ckpt = load_latest(self.checkpoint_dir)
+        if ckpt is None:
+            warn(
+                f"restart {self.env.restart_count} but no valid checkpoint in "
+                f"{self.checkpoint_dir}: starting from step 0"
+            )
+            return self.step
+        for name, obj in self.objects.items():
+            if name not in ckpt.state:
+                warn(f"checkpoint {ckpt.path.name} has no '{name}': left as initialised")
+            elif hasattr(obj, "load_state_dict"):
+                obj.load_state_dict(ckpt.state[name])
+            else:
+                self._restored_values[name] = ckpt.state[name]
+        restore_rng(ckpt.rng)
+        self.step = ckpt.step
+        self.progress.start_step = self.progress.steps = ckpt.step
+        warn(f"resumed from {ckpt.path} at step {ckpt.step}")
+        return self.step
+
+    def restored(self, name: str, default: Any = None) -> Any:
+        """A plain (non-state_dict) value restored from the checkpoint, else ``default``."""
+        return self._restored_values.get(name, default)
+
+    # ---- checkpoint ----------------------------------------------------------------------
+
+    def checkpoint(self, **values: Any) -> Path | None:
+        """Save now (no exit). Plain ``values`` replace the stateful ones of that name."""
+        if not self.active or self.checkpoint_dir is None:
+            return None
+        state = {name: _state_of(obj) for name, obj in self.objects.items()}
+        state.update(values)
+        return save_checkpoint(self.checkpoint_dir, self.step, state)
+
+    def checkpoint_and_exit(self) -> NoReturn:
+        """Save, report, and exit with the requeue-hold code so Slurm holds the job."""
+        path = self.checkpoint()
+        self.progress.write("checkpointed")
+        warn(f"checkpoint {path} at step {self.step}; exiting {self.env.requeue_exit_code}")
+        sys.stdout.flush()
+        raise SystemExit(self.env.requeue_exit_code)
+
+    def _after_step(self) -> None:
+        self.step += 1
+        self.progress.step_done()
+        if self._requested:
+            self.checkpoint_and_exit()
+        if self.checkpoint_every and self.step % self.checkpoint_every == 0:
+            self.checkpoint()
+
+    # ---- loops -------------------------------------------------------------------------
+
+    def steps(self, total: int | None = None) -> Iterator[int]:
+        """Yield step numbers from the resumed step up to ``total`` (GAVEL_TOTAL_STEPS)."""
+        total = self.env.total_steps if total is None else total
+        if total is None:
+            raise ValueError("steps(): give total steps (or set GAVEL_TOTAL_STEPS)")
+        self.resume()
+        if self._requested:  # signalled during set-up: nothing new to save but the step
+            self.checkpoint_and_exit()
+        while self.step < total:
+            yield self.step
+            self._after_step()
+        self.progress.write("finished")
+
+    def iterate(self, batches: Iterable[T]) -> Iterator[T]:
+        """Yield items of ``batches``; each item is one step (wraps a data loader).
+
+        The data loader's position is not saved: after a resume it starts over, with
+        the RNG states restored (use :meth:`resume`'s step to skip ahead if it matters).
+        """
+        self.resume()
+        if self._requested:
+            self.checkpoint_and_exit()
+        for item in batches:
+            yield item
+            self._after_step()
+        self.progress.write("finished")
+
+    # ---- context manager ----------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._old_handler is not None:
+            signal.signal(self.env.checkpoint_signal, self._old_handler)
+            self._old_handler = None
+
+    def __enter__(self) -> GavelJob:
+        self.resume()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def managed_steps(
+    total: int, model: Any = None, optimizer: Any = None, **kwargs: Any
+) -> Iterator[int]:
+    """Function form: ``for step in managed_steps(n, model, opt): ...`` (see GavelJob)."""
+    job = GavelJob(model, optimizer, **kwargs)
+    try:
+        yield from job.steps(total)
+    finally:
+        job.close()
