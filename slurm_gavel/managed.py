@@ -48,12 +48,17 @@ class ManagedSpec:
         if self.scale_factor is not None:
             parts.append(f"scale={self.scale_factor}")
         if self.priority_weight != 1.0:
-            parts.append(f"weight={self.priority_weight:g}")
+            parts.append(f"weight={_num(self.priority_weight)}")
         if self.total_steps is not None:
-            parts.append(f"steps={self.total_steps:g}")
+            parts.append(f"steps={_num(self.total_steps)}")
         if self.slo is not None:
-            parts.append(f"slo={self.slo:g}")
+            parts.append(f"slo={_num(self.slo)}")
         return PREFIX + ",".join(parts)
+
+
+def _num(x: float) -> str:
+    """Exact and short: 120000 not 1.2e+05 (`:g` would round 1000001 to 1e+06)."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def is_managed_comment(comment: str | None) -> bool:
