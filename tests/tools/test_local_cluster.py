@@ -1,0 +1,144 @@
+"""tools/local-cluster: generated configuration, and the real lifecycle (up twice,
+status, down twice, port clash, SPANK plugin line, slurmrestd on a unix socket)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel import localcluster
+from slurm_gavel.localcluster_conf import (
+    ClusterError,
+    ClusterSpec,
+    gres_conf_text,
+    parse_topology,
+    slurm_conf_text,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+TOOL = str(REPO / "tools" / "local-cluster")
+
+
+def test_topology_parsing_and_errors():
+    groups = parse_topology("v100:2x4, k80:1x8")
+    assert [(g.gpu_type, g.nodes, g.gpus_per_node) for g in groups] == [
+        ("v100", 2, 4), ("k80", 1, 8)]
+    for bad, msg in [("v100", "TYPE:NODESxGPUS"), ("v100:2", "TYPE:NODESxGPUS"),
+                     ("v100:0x4", "positive"), ("v100:1x1,v100:1x2", "twice"),
+                     ("a b:1x1", "plain type")]:
+        with pytest.raises(ClusterError, match=msg):
+            parse_topology(bad)
+
+
+def test_slurm_conf_has_the_protocol_and_per_node_ports(tmp_path):
+    spec = ClusterSpec(topology="v100:2x4,k80:1x2", partitions="both", port_base=20000,
+                       spank=["optional /x/plugin.so"])
+    conf = slurm_conf_text(spec, tmp_path)
+    lines = conf.splitlines()
+    for needed in ("JobRequeue=1", "RequeueExitHold=99", "SlurmdParameters=config_overrides",
+                   "GresTypes=gpu", "SlurmctldPort=20000", "JobSubmitPlugins=lua",
+                   f"PlugStackConfig={tmp_path}/plugstack.conf"):
+        assert needed in lines
+    nodes = [ln for ln in lines if ln.startswith("NodeName=")]
+    assert len(nodes) == 3
+    assert "NodeName=k80-1 " in nodes[2] and "Port=20003" in nodes[2]
+    assert "Gres=gpu:k80:2" in nodes[2]
+    parts = [ln.split()[0] for ln in lines if ln.startswith("PartitionName=")]
+    assert parts == ["PartitionName=gpu", "PartitionName=v100", "PartitionName=k80"]
+    per_type = slurm_conf_text(ClusterSpec(topology="v100:1x1", partitions="per-type"),
+                               tmp_path)
+    assert "PartitionName=v100 Nodes=v100-[1-1] Default=YES" in per_type
+    assert "PartitionName=gpu" not in per_type
+    gres = gres_conf_text(spec, tmp_path)
+    assert f"NodeName=v100-2 Name=gpu Type=v100 File={tmp_path}/dev/v100-2/gpu[0-3]" in gres
+
+
+def test_spank_option_needs_an_existing_file(tmp_path):
+    res = subprocess.run([TOOL, "up", "--dir", str(tmp_path), "--spank", "/nope/x.so"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "--spank /nope/x.so: no such file" in res.stderr
+
+
+def _free_port_base(n: int) -> int:
+    return localcluster.pick_port_base(n, start=23000)
+
+
+@pytest.mark.slurm
+def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_path):
+    """A second, small cluster beside the session's: up twice, status, a SPANK plugin
+    built here and loaded through --spank, slurmrestd, down twice."""
+    if not shutil.which("gcc") or not Path("/usr/include/slurm/spank.h").exists():
+        pytest.skip("gcc or spank.h missing: run tools/setup as root")
+    plugin_c = tmp_path / "hello.c"
+    plugin_c.write_text(
+        '#include <slurm/spank.h>\nSPANK_PLUGIN(hello, 1);\n'
+        'int slurm_spank_init(spank_t sp, int ac, char **av) {\n'
+        '  if (spank_context() == S_CTX_REMOTE) slurm_info("hello-spank-loaded");\n'
+        '  return 0;\n}\n')
+    so = tmp_path / "hello.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(plugin_c)], check=True)
+    run = tmp_path / "cluster"
+    base = _free_port_base(3)
+    args = ["--dir", str(run), "--topology", "a100:2x2", "--partitions", "per-type",
+            "--port-base", str(base), "--spank", str(so)]
+    env = {**os.environ, "SLURM_CONF": str(run / "slurm.conf")}
+    try:
+        up = subprocess.run([TOOL, "up", *args], capture_output=True, text=True, timeout=120)
+        assert up.returncode == 0, up.stderr
+        pids = localcluster.read_state(run)["pids"]
+        assert set(pids) == {"slurmctld", "slurmd:a100-1", "slurmd:a100-2"}
+        again = subprocess.run([TOOL, "up", *args], capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0 and localcluster.read_state(run)["pids"] == pids
+        st = subprocess.run([TOOL, "status", "--dir", str(run)], capture_output=True, text=True)
+        assert st.returncode == 0 and "node a100-2" in st.stdout and "idle" in st.stdout
+        assert f"optional {so}" in (run / "plugstack.conf").read_text()
+        # The plugin runs in slurmstepd for a job (its log line lands in the node's log).
+        out = subprocess.run(["srun", "-p", "a100", "-w", "a100-1", "true"], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "hello-spank-loaded" in (run / "log" / "slurmd-a100-1.log").read_text()
+        # Another cluster on the same ports is refused with the fix in the message.
+        clash = subprocess.run([TOOL, "up", "--dir", str(tmp_path / "other"), "--topology",
+                                "k80:1x1", "--port-base", str(base)],
+                               capture_output=True, text=True, timeout=60)
+        assert clash.returncode == 2 and f"TCP port {base} is taken" in clash.stderr
+        # slurmrestd on a unix socket answers ping through rest_auth/local.
+        rest = subprocess.run([TOOL, "rest", "--dir", str(run)], capture_output=True,
+                              text=True, timeout=60)
+        assert rest.returncode == 0, rest.stderr
+        doc = _get_unix(run / "slurmrestd.sock", "/slurm/v0.0.38/ping")
+        assert doc["pings"][0]["ping"] == "UP"
+    finally:
+        down = subprocess.run([TOOL, "down", "--dir", str(run)], capture_output=True,
+                              text=True, timeout=60)
+    assert down.returncode == 0
+    for pid in pids.values():
+        assert not localcluster._alive(pid)
+    again = subprocess.run([TOOL, "down", "--dir", str(run)], capture_output=True, text=True)
+    assert again.returncode == 0
+    st = subprocess.run([TOOL, "status", "--dir", str(run)], capture_output=True, text=True)
+    assert st.returncode == 1 and st.stdout.startswith("down")
+
+
+class _UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path: Path):
+        super().__init__("localhost", timeout=10)
+        self.unix_path = str(path)
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.unix_path)
+
+
+def _get_unix(path: Path, url: str) -> dict:
+    conn = _UnixHTTP(path)
+    conn.request("GET", url)
+    return json.loads(conn.getresponse().read())
