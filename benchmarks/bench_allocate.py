@@ -65,7 +65,11 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
     started = time.perf_counter()
     problem = random_problem(
-        args.jobs, args.gpus_per_type, seed=args.seed, with_pairs=args.pairs
+        args.jobs,
+        args.gpus_per_type,
+        seed=args.seed,
+        with_pairs=args.pairs,
+        weights=tuple(float(w) for w in args.weights.split(",")),
     )
     if args.jitter > 0:
         problem = jittered(problem, args.jitter, args.seed)
@@ -90,6 +94,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         "pair_entries": len(problem.pair_throughputs),
         "seed": args.seed,
         "jitter": args.jitter,
+        "weights": args.weights,
         "solve_seconds": times,
         "solve_seconds_median": statistics.median(times),
         "objective": alloc.objective,
@@ -112,6 +117,7 @@ def run_child(args: argparse.Namespace, path: str, repeats: int, timeout: float)
         "--repeats", str(repeats),
         "--seed", str(args.seed),
         "--jitter", str(args.jitter),
+        "--weights", args.weights,
     ] + (["--pairs"] if args.pairs else [])  # fmt: skip
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -137,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         help="scale every throughput by its own random factor in [1-J, 1+J] (no two jobs alike)",
+    )
+    p.add_argument(
+        "--weights",
+        default="1",
+        help="comma-separated priority weights drawn uniformly per job (default 1)",
     )
     p.add_argument("--reference-check", action="store_true")
     p.add_argument(
@@ -170,6 +181,7 @@ def format_result(args: argparse.Namespace, out: dict[str, Any]) -> str:
         f"{args.policy}: {args.jobs} jobs, {args.gpus_per_type} GPUs per type"
         f"{', pairs' if args.pairs else ''}, seed {args.seed}"
         f"{f', jitter {args.jitter}' if args.jitter else ''}"
+        f"{f', weights {args.weights}' if args.weights != '1' else ''}"
     )
     if "error" in fast:
         return f"{head}\n  fast path failed: {fast['error']}"
