@@ -33,7 +33,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.lp import LpSolution, SolverError, solve_lp
 
 MARGIN = 1e-4  # relative lift that counts as "not bottlenecked"
 MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)
@@ -74,6 +73,10 @@ def water_fill(
     first_level = 0.0
     limit = max_iterations if max_iterations is not None else n_cls + 1
     iterations = 0
+    # Two LPs, built once and re-solved warm: only bounds and one column's (or the
+    # diagonal's) coefficients change between iterations.
+    level_lp = _ClassLp(cls, one_column=True, time_limit=time_limit)
+    lift_lp = _ClassLp(cls, one_column=False, time_limit=time_limit)
     while not frozen.all():
         if iterations >= limit:
             raise WaterFillingError(
@@ -83,12 +86,14 @@ def water_fill(
         iterations += 1
         share = effective_weights(cls, frozen)
         rise = np.where(frozen, 0.0, share / cls.scale)
-        c_star, x, duals = level_lp(cls, level, rise, time_limit)
+        sol, duals = level_lp.solve(level, rise, "level")
+        c_star = float(sol[-1])
+        x = level_lp.fractions(sol)
         if iterations == 1:
             first_level = c_star
         level = level + c_star * rise
         sure = ~frozen & (np.abs(duals) > DUAL_TOL)
-        stuck = sure | find_bottlenecked(cls, level, ~frozen & ~sure, time_limit)
+        stuck = sure | find_bottlenecked(lift_lp, level, ~frozen & ~sure)
         if not stuck.any():
             raise WaterFillingError(
                 "hierarchical water filling made no progress: no job is bottlenecked at "
@@ -109,60 +114,13 @@ def effective_weights(cls: HierClasses, frozen: np.ndarray) -> np.ndarray:
     return w
 
 
-Blocks = tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-def _base_blocks(cls: HierClasses, first_row: int) -> Blocks:
-    """COO pieces (rows, cols, values) of the value, time and capacity rows over x."""
-    n_cls = cls.coef.shape[0]
-    xc, xt = np.nonzero(cls.coef > 0)
-    nx = len(xc)
-    b_time = first_row + n_cls
-    b_cap = b_time + n_cls
-    rows = [first_row + xc, b_time + xc, b_cap + xt]
-    cols = [np.arange(nx)] * 3
-    vals = [cls.coef[xc, xt], np.ones(nx), cls.count[xc] * cls.scale[xc]]
-    return rows, cols, vals, (xc, xt)
-
-
-def level_lp(
-    cls: HierClasses, level: np.ndarray, rise: np.ndarray, time_limit: float | None
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """max c s.t. value_k - rise_k c >= level_k, base constraints. (c*, x, value-row duals)."""
-    n_cls = cls.coef.shape[0]
-    rows, cols, vals, (xc, xt) = _base_blocks(cls, 0)
-    nx = len(xc)
-    live = np.nonzero(rise > 0)[0]
-    rows.append(live)
-    cols.append(np.full(len(live), nx))
-    vals.append(-rise[live])
-    sol, x = _solve(cls, rows, cols, vals, nx + 1, level, (xc, xt), nx, time_limit, "level")
-    return float(sol.x[nx]), x, sol.row_duals[:n_cls]
-
-
-def find_bottlenecked(
-    cls: HierClasses, level: np.ndarray, candidates: np.ndarray, time_limit: float | None
-) -> np.ndarray:
+def find_bottlenecked(lift_lp: _ClassLp, level: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """(C,) candidates that no allocation can lift above their level (others held)."""
     cand = candidates.copy()
-    rows0, cols0, vals0, (xc, xt) = _base_blocks(cls, 0)
-    nx = len(xc)
     margin = np.maximum(MARGIN * level, MARGIN_FLOOR)
     while cand.any():
-        idx = np.nonzero(cand)[0]
-        rows = [*rows0, idx]
-        cols = [*cols0, nx + np.arange(len(idx))]
-        vals = [*vals0, -margin[idx]]
-        n_col = nx + len(idx)
-        cost = np.zeros(n_col)
-        cost[nx:] = 1.0
-        upper = np.full(n_col, highspy.kHighsInf)
-        upper[nx:] = 1.0
-        sol, _ = _solve(
-            cls, rows, cols, vals, n_col, level, (xc, xt), nx, time_limit, "bottleneck",
-            cost=cost, col_upper=upper,
-        )  # fmt: skip
-        e = sol.x[nx:]
+        sol, _ = lift_lp.solve(level, np.where(cand, margin, 0.0), "bottleneck")
+        e = np.where(cand, sol[lift_lp.nx :], 0.0)
         if e.sum() < 0.5:
             break  # no remaining candidate can rise by its margin: all are bottlenecked
         # e_k > 0.05 is a lift far above the solver's tolerance (margin >= 100x it).
@@ -172,48 +130,82 @@ def find_bottlenecked(
                 "hierarchical water filling: the bottleneck LP lifted jobs by amounts too "
                 "small to tell apart from solver noise; no allocation returned"
             )
-        cand[idx[lifted]] = False
+        cand &= ~lifted
     return cand
 
 
-def _solve(
-    cls: HierClasses,
-    rows: list[np.ndarray],
-    cols: list[np.ndarray],
-    vals: list[np.ndarray],
-    n_col: int,
-    level: np.ndarray,
-    xcoords: tuple[np.ndarray, np.ndarray],
-    nx: int,
-    time_limit: float | None,
-    what: str,
-    *,
-    cost: np.ndarray | None = None,
-    col_upper: np.ndarray | None = None,
-) -> tuple[LpSolution, np.ndarray]:
-    n_cls, n_types = cls.coef.shape
-    n_row = 2 * n_cls + n_types
-    a = sp.csc_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-        shape=(n_row, n_col),
-    )
-    inf = highspy.kHighsInf
-    lower = np.concatenate([level, np.full(n_cls + n_types, -inf)])
-    upper = np.concatenate([np.full(n_cls, inf), np.ones(n_cls), cls.capacity])
-    if cost is None:
-        cost = np.zeros(n_col)
-        cost[nx] = 1.0
-    if col_upper is None:
-        col_upper = np.full(n_col, inf)
-    try:
-        sol = solve_lp(
-            cost, a, lower, upper, np.zeros(n_col), col_upper, maximize=True, time_limit=time_limit
+class _ClassLp:
+    """Rows: value_k - g_k(extra) >= level_k, time_k <= 1, GPUs_t <= cap_t; maximise extras.
+
+    one_column: a single extra column c with coefficient -rise_k in row k (level LP).
+    Otherwise one extra column e_k per class in [0, 1] (0 when not a candidate) with
+    coefficient -margin_k in row k (bottleneck LP). Columns: x (nx), then the extras.
+    """
+
+    def __init__(self, cls: HierClasses, *, one_column: bool, time_limit: float | None) -> None:
+        n_cls, n_types = cls.coef.shape
+        xc, xt = np.nonzero(cls.coef > 0)
+        nx = len(xc)
+        self.xc, self.xt, self.nx, self.shape = xc, xt, nx, (n_cls, n_types)
+        self.one_column = one_column
+        n_extra = 1 if one_column else n_cls
+        n_col = nx + n_extra
+        self.extra_col = np.full(n_cls, nx) if one_column else nx + np.arange(n_cls)
+        rows = np.concatenate([xc, n_cls + xc, 2 * n_cls + xt, np.arange(n_cls)])
+        cols = np.concatenate([np.arange(nx)] * 3 + [self.extra_col])
+        vals = np.concatenate(
+            [cls.coef[xc, xt], np.ones(nx), cls.count[xc] * cls.scale[xc], -np.ones(n_cls)]
         )
-    except SolverError as e:
+        a = sp.csc_matrix((vals, (rows, cols)), shape=(2 * n_cls + n_types, n_col))
+        inf = highspy.kHighsInf
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n_col, 2 * n_cls + n_types
+        lp.col_cost_ = np.concatenate([np.zeros(nx), np.ones(n_extra)])
+        lp.col_lower_ = np.zeros(n_col)
+        lp.col_upper_ = np.full(n_col, inf if one_column else 1.0)
+        lp.row_lower_ = np.concatenate([np.zeros(n_cls), np.full(n_cls + n_types, -inf)])
+        lp.row_upper_ = np.concatenate([np.full(n_cls, inf), np.ones(n_cls), cls.capacity])
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = a.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = a.indices.astype(np.int32)
+        lp.a_matrix_.value_ = a.data.astype(np.float64)
+        lp.sense_ = highspy.ObjSense.kMaximize
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        if time_limit is not None:
+            self.h.setOptionValue("time_limit", float(time_limit))
+        self.h.passModel(lp)
+        self.rows = np.arange(n_cls, dtype=np.int32)
+        self.inf_rows = np.full(n_cls, inf)
+
+    def solve(
+        self, level: np.ndarray, gain: np.ndarray, what: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Solve with row lower bounds `level` and extra coefficients -gain: (columns, duals)."""
+        h = self.h
+        h.changeRowsBounds(len(self.rows), self.rows, level, self.inf_rows)
+        for k, (col, g) in enumerate(zip(self.extra_col.tolist(), gain.tolist(), strict=True)):
+            h.changeCoeff(k, col, -g)
+        if not self.one_column:
+            n = len(self.rows)
+            cols = self.extra_col.astype(np.int32)
+            h.changeColsBounds(n, cols, np.zeros(n), np.where(gain > 0, 1.0, 0.0))
+        _run(h, what)
+        sol = h.getSolution()
+        duals = np.asarray(sol.row_dual)[: len(self.rows)]
+        return np.asarray(sol.col_value), duals
+
+    def fractions(self, sol: np.ndarray) -> np.ndarray:
+        x = np.zeros(self.shape)
+        x[self.xc, self.xt] = np.clip(sol[: self.nx], 0.0, 1.0)
+        return x
+
+
+def _run(h: highspy.Highs, what: str) -> None:
+    h.run()
+    status = h.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
         raise WaterFillingError(
-            f"hierarchical water filling: {what} LP failed ({e}); no allocation returned"
-        ) from e
-    x = np.zeros((n_cls, n_types))
-    xc, xt = xcoords
-    x[xc, xt] = np.clip(sol.x[:nx], 0.0, 1.0)
-    return sol, x
+            f"hierarchical water filling: {what} LP failed (HiGHS status "
+            f"'{h.modelStatusToString(status)}'); no allocation returned"
+        )

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from slurm_gavel.errors import SolveError
 from slurm_gavel.model import Allocation, Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions, allocate, hier_water_filling
-from slurm_gavel.policies.lp import SolverError
 from slurm_gavel.synthetic import random_problem
 
 NAME = "hierarchical_max_min_fairness"
@@ -121,11 +120,14 @@ def test_fast_equals_reference(seed):
 def test_solver_failure_raises_instead_of_degrading(monkeypatch):
     p = Problem({"v": 2}, (job(0, {"v": 1.0}, "a"), job(1, {"v": 1.0}, "b")))
 
-    def broken(*args, **kwargs):
-        raise SolverError("HiGHS stopped with status 'Time limit reached'")
+    def time_limit_reached(h, what):
+        h.setOptionValue("time_limit", 0.0)  # HiGHS stops at once: status "Time limit reached"
+        h.run()
+        raise_if_not_optimal(h, what)
 
-    monkeypatch.setattr(hier_water_filling, "solve_lp", broken)
-    with pytest.raises(SolveError, match=r"level LP failed.*no allocation returned"):
+    raise_if_not_optimal = hier_water_filling._run
+    monkeypatch.setattr(hier_water_filling, "_run", time_limit_reached)
+    with pytest.raises(SolveError, match=r"level LP failed.*Time limit.*no allocation returned"):
         allocate(p, NAME)
 
 
@@ -135,7 +137,7 @@ def test_no_bottleneck_found_raises_instead_of_degrading(monkeypatch):
     p = Problem({"v": 1}, (job(0, {"v": 1.0}, "a"), job(1, {"v": 1.0}, "b")))
     monkeypatch.setattr(hier_water_filling, "DUAL_TOL", np.inf)
     monkeypatch.setattr(
-        hier_water_filling, "find_bottlenecked", lambda cls, level, cand, tl: np.zeros_like(cand)
+        hier_water_filling, "find_bottlenecked", lambda lp, level, cand: np.zeros_like(cand)
     )
     with pytest.raises(SolveError, match="made no progress"):
         allocate(p, NAME)
