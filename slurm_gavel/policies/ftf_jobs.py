@@ -40,27 +40,29 @@ class JobArrays:
 
 def job_arrays(problem: Problem) -> JobArrays:
     types = problem.gpu_types
+    jobs = problem.jobs
     capacity = np.array([float(problem.cluster[t]) for t in types])
-    n = len(problem.jobs)
-    tput = np.zeros((n, len(types)))
-    scale = np.empty(n)
-    weight = np.empty(n)
-    for i, job in enumerate(problem.jobs):
-        if job.scale_factor < 1:
-            raise PolicyJobError(f"job {job.id}: scale_factor {job.scale_factor} must be >= 1")
-        if not job.priority_weight > 0:
-            raise PolicyJobError(
-                f"job {job.id}: priority_weight {job.priority_weight!r} must be > 0"
-            )
-        for k, t in enumerate(types):
-            v = float(job.throughput.get(t, 0.0))
-            if not (np.isfinite(v) and v >= 0):
-                raise PolicyJobError(
-                    f"job {job.id}: throughput on {t} is {v!r}; give a number >= 0"
-                )
-            tput[i, k] = v
-        scale[i] = job.scale_factor
-        weight[i] = job.priority_weight
+    tput = np.array(
+        [[j.throughput.get(t, 0.0) for t in types] for j in jobs], dtype=np.float64
+    ).reshape(len(jobs), len(types))
+    scale = np.array([j.scale_factor for j in jobs], dtype=np.float64)
+    weight = np.array([j.priority_weight for j in jobs], dtype=np.float64)
+    # Validate in bulk; name the first offending job.
+    bad_rows = ~(np.isfinite(tput) & (tput >= 0)).all(axis=1)
+    if bad_rows.any():
+        i = int(np.argmax(bad_rows))
+        k = int(np.argmax(~(np.isfinite(tput[i]) & (tput[i] >= 0))))
+        raise PolicyJobError(
+            f"job {jobs[i].id}: throughput on {types[k]} is {tput[i, k]!r}; give a number >= 0"
+        )
+    if (scale < 1).any():
+        i = int(np.argmax(scale < 1))
+        raise PolicyJobError(f"job {jobs[i].id}: scale_factor {jobs[i].scale_factor} must be >= 1")
+    if not (weight > 0).all():
+        i = int(np.argmax(~(weight > 0)))
+        raise PolicyJobError(
+            f"job {jobs[i].id}: priority_weight {jobs[i].priority_weight!r} must be > 0"
+        )
     # No time where a job cannot run or does not fit (the contract's x_jt = 0 cells).
     tput[scale[:, None] > capacity[None, :]] = 0.0
     return JobArrays(types, capacity, tput, scale, weight)
@@ -68,18 +70,20 @@ def job_arrays(problem: Problem) -> JobArrays:
 
 def steps_remaining(problem: Problem, policy: str) -> np.ndarray:
     """(N,) steps left per job; the deadline policies cannot run without them."""
-    out = np.empty(len(problem.jobs))
-    for i, job in enumerate(problem.jobs):
-        if job.steps_remaining is None:
-            raise PolicyJobError(
-                f"job {job.id}: {policy} needs steps_remaining; add it to the job "
-                f"in the problem JSON (steps the job still has to run)"
-            )
-        if not (np.isfinite(job.steps_remaining) and job.steps_remaining >= 0):
-            raise PolicyJobError(
-                f"job {job.id}: steps_remaining {job.steps_remaining!r} must be a number >= 0"
-            )
-        out[i] = job.steps_remaining
+    raw = [j.steps_remaining for j in problem.jobs]
+    if None in raw:
+        job = problem.jobs[raw.index(None)]
+        raise PolicyJobError(
+            f"job {job.id}: {policy} needs steps_remaining; add it to the job "
+            f"in the problem JSON (steps the job still has to run)"
+        )
+    out = np.array(raw, dtype=np.float64)
+    bad = ~(np.isfinite(out) & (out >= 0))
+    if bad.any():
+        job = problem.jobs[int(np.argmax(bad))]
+        raise PolicyJobError(
+            f"job {job.id}: steps_remaining {job.steps_remaining!r} must be a number >= 0"
+        )
     return out
 
 
