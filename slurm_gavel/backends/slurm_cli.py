@@ -69,14 +69,18 @@ class SlurmCluster:
     # --- observe ---------------------------------------------------------------------
 
     def observe(self) -> ClusterSnapshot:
-        nodes_doc = self._json("observe", ["sinfo", "--json"])
-        jobs_doc = self._json("observe", ["squeue", "--json"])
+        nodes_doc, jobs_doc = self._fetch()
         _, nodes = parse_nodes(nodes_doc)
         _, jobs = parse_jobs(jobs_doc)
         self.view = build_view(nodes, jobs, self.managed_partitions, self.clock(),
                                first_submit=self._first_submit)
         self.warnings = self.view.warnings
         return self.view.snapshot
+
+    def _fetch(self) -> tuple[dict, dict]:
+        """The sinfo and squeue JSON documents."""
+        return (self._json("observe", ["sinfo", "--json"]),
+                self._json("observe", ["squeue", "--json"]))
 
     def _json(self, kind: str, argv: list[str]) -> dict:
         res = self.commands.run(kind, argv)
@@ -99,8 +103,7 @@ class SlurmCluster:
         self._requeuehold_overdue(failed)
         signalled = self._signal(plan.to_signal, failed)
         if plan.hold:
-            res = self.commands.run("hold", ["scontrol", "hold", job_list(plan.hold)])
-            _note_errors(res, plan.hold, failed)
+            self._hold(plan.hold, failed)
         started = self._start(plan.starts, failed)
         moved: list[JobId] = []
         if signalled and self.wait_for_preempted:
@@ -118,12 +121,26 @@ class SlurmCluster:
             failed=tuple(failed.items()),
         )
 
+    # --- primitives (SlurmRestCluster overrides these) ----------------------------------
+
+    def _hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        res = self.commands.run("hold", ["scontrol", "hold", job_list(ids)])
+        note_errors(res, ids, failed)
+
+    def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        res = self.commands.run("requeuehold", ["scontrol", "requeuehold", job_list(ids)])
+        note_errors(res, ids, failed)
+
+    def _send_signal(self, ids: list[JobId], failed: dict[JobId, str]) -> set[JobId]:
+        """Deliver the checkpoint signal; returns the jobs it could not reach."""
+        res = self.commands.run(
+            "signal", ["scancel", f"--signal={self.checkpoint_signal}", "--batch", *ids])
+        return note_errors(res, ids, failed)
+
     def _signal(self, ids: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
         if not ids:
             return []
-        res = self.commands.run(
-            "signal", ["scancel", f"--signal={self.checkpoint_signal}", "--batch", *ids])
-        bad = _note_errors(res, ids, failed)
+        bad = self._send_signal(ids, failed)
         deadline = self.clock() + self.grace_s
         ok = [j for j in ids if j not in bad]
         for j in ok:
@@ -135,18 +152,24 @@ class SlurmCluster:
         update may be half applied, and a released job would start anywhere)."""
         if not orders:
             return []
-        lines = "".join(render_update(o) + "\n" for o in orders)
-        res = self.commands.run("place", ["scontrol"], stdin=lines)
-        ids = [o.job_id for o in orders]
-        _note_errors(res, ids, failed, check_rc=False)
-        placed = [j for j in ids if j not in failed]
+        self._place(orders, failed)
+        placed = [o.job_id for o in orders if o.job_id not in failed]
         if not placed:
             return []
-        res = self.commands.run("release", ["scontrol", "release", job_list(placed)])
-        _note_errors(res, placed, failed, ignore=("not held", "already"))
+        self._release(placed, failed)
         return [j for j in placed if j not in failed]
 
+    def _place(self, orders: list[StartOrder], failed: dict[JobId, str]) -> None:
+        lines = "".join(render_update(o) + "\n" for o in orders)
+        res = self.commands.run("place", ["scontrol"], stdin=lines)
+        note_errors(res, [o.job_id for o in orders], failed, check_rc=False)
+
+    def _release(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        res = self.commands.run("release", ["scontrol", "release", job_list(ids)])
+        note_errors(res, ids, failed, ignore=("not held", "already"))
+
     def _states(self, ids: list[JobId]) -> dict[JobId, str]:
+        """State names of these jobs (finished jobs may be absent)."""
         res = self.commands.run("wait", ["squeue", "-h", "-j", job_list(ids), "-o", "%i %T"])
         out = {}
         for line in res.stdout.splitlines():
@@ -166,8 +189,7 @@ class SlurmCluster:
             time.sleep(self.poll_s)
         stuck = [j for j in running if self._states([j]).get(j) == "RUNNING"] if running else []
         if stuck:
-            res = self.commands.run("requeuehold", ["scontrol", "requeuehold", job_list(stuck)])
-            _note_errors(res, stuck, failed)
+            self._requeuehold(stuck, failed)
         # Wait (briefly) until requeued jobs have left COMPLETING, so a move can place them.
         settle = self.clock() + 15
         while running and self.clock() < settle:
@@ -188,9 +210,7 @@ class SlurmCluster:
         for j in [j for j in self._signalled if j not in running]:
             del self._signalled[j]
         if overdue:
-            res = self.commands.run("requeuehold", ["scontrol", "requeuehold",
-                                                    job_list(overdue)])
-            _note_errors(res, overdue, failed)
+            self._requeuehold(overdue, failed)
             for j in overdue:
                 self._signalled.pop(j, None)
 
@@ -199,7 +219,7 @@ class SlurmCluster:
         return self.commands.total
 
 
-def _note_errors(
+def note_errors(
     res: CommandResult,
     ids: list[JobId],
     failed: dict[JobId, str],

@@ -1,0 +1,113 @@
+"""SlurmRestCluster through slurmrestd (unix socket, rest_auth/local) on the real
+local cluster: the same behaviour as SlurmCluster where 22.05's API allows it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel import localcluster
+from slurm_gavel.backends.base import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+
+pytestmark = pytest.mark.slurm
+
+JOB = str(Path(__file__).parent / "jobs" / "checkpoint_job.sh")
+
+
+@pytest.fixture
+def rest(slurm):
+    sock = localcluster.rest_up(slurm.run_dir)
+    return lambda **kw: SlurmRestCluster(sock, env=slurm.env, poll_s=0.2,
+                                         **{"grace_s": 10.0, **kw})
+
+
+def placement(i: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]) -> RoundPlacement:
+    return RoundPlacement(i, 0.0, 60.0, {
+        j: JobPlacement(j, t, tuple(NodeSlice(n, g) for n, g in s)) for j, (t, s) in jobs.items()
+    })
+
+
+def managed(slurm, tmp_path: Path, name: str, scale: int = 1) -> str:
+    return slurm.sbatch(f"--comment=gavel:type=A3C,scale={scale}", "-p", "gpu",
+                        "-o", "/dev/null", JOB, str(tmp_path / name))
+
+
+def test_rest_observe_matches_cli(slurm, rest, tmp_path):
+    managed(slurm, tmp_path, "x")
+    other = slurm.sbatch("-p", "k80", "--gres=gpu:k80:2", "-o", "/dev/null", "--wrap", "sleep 60")
+    slurm.wait_state(other, "RUNNING")
+    a = rest().observe()
+    b = SlurmCluster(env=slurm.env).observe()
+    assert a.nodes == b.nodes
+    assert [(j.job, j.state) for j in a.jobs] == [(j.job, j.state) for j in b.jobs]
+    assert a.capacity() == {"v100": 8, "p100": 8, "k80": 6}
+
+
+def test_rest_start_preempt_resume(slurm, rest, tmp_path):
+    job = managed(slurm, tmp_path, "r", scale=2)
+    b = rest()
+    b.observe()
+    res = b.act(placement(0, {job: ("v100", [("v100-2", 2)])}))
+    assert res.started == (job,) and not res.failed, res
+    slurm.wait_state(job, "RUNNING")
+    assert slurm.show(job)["NodeList"] == "v100-2"
+    time.sleep(0.8)
+    b.observe()
+    res = b.act(placement(1, {}))
+    assert res.preempted == (job,) and not res.failed
+    assert b.commands.counts["requeuehold"] == 0
+    obs = {j.job.id: j for j in b.observe().jobs}[job]
+    assert obs.state is JobState.HELD and obs.restarts == 1
+    res = b.act(placement(2, {job: ("p100", [("p100-1", 1), ("p100-2", 1)])}))
+    assert res.started == (job,), res
+    slurm.wait_state(job, "RUNNING")
+    assert slurm.show(job)["NodeList"] == "p100-[1-2]"
+    assert "start restart=1" in (tmp_path / "r.log").read_text()
+    assert b.rest.counts["signal"] == 1 and b.rest.counts["release"] == 2
+
+
+def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
+    job = managed(slurm, tmp_path, "t")
+    b = rest(pin_nodes_with_cli=False)
+    b.observe()
+    res = b.act(placement(0, {job: ("k80", [("k80-2", 1)])}))
+    # Its partition "gpu" mixes types: refused, since the type could not be enforced.
+    assert "mixes GPU types" in dict(res.failed)[job]
+    assert slurm.show(job)["Priority"] == "0"
+    b = rest(pin_nodes_with_cli=False, managed_partitions={"v100", "p100", "k80"})
+    slurm.cmd("scontrol", "update", f"JobId={job}", "Partition=k80")
+    b.observe()
+    res = b.act(placement(1, {job: ("k80", [("k80-2", 1)])}))
+    assert res.started == (job,), res
+    slurm.wait_state(job, "RUNNING")
+    assert slurm.show(job)["NodeList"].startswith("k80-")  # Slurm picked the k80 node
+    assert b.commands.total == 0  # no command-line tool was used
+
+
+def test_rest_requeuehold_fallback_and_unmanaged_untouched(slurm, rest, tmp_path):
+    other = slurm.sbatch("-p", "v100", "--gres=gpu:v100:1", "-o", "/dev/null",
+                         "--wrap", "sleep 300")
+    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
+                       "--wrap", "trap '' USR1; sleep 300")
+    b = rest(grace_s=1.0)
+    b.observe()
+    b.act(placement(0, {job: ("v100", [("v100-2", 1)])}))
+    slurm.wait_state(job, "RUNNING")
+    b.observe()
+    res = b.act(placement(1, {}))
+    assert res.preempted == (job,)
+    assert b.commands.counts["requeuehold"] == 1
+    slurm.wait_state(job, "PENDING")
+    assert slurm.state(other) == "RUNNING"
+    b_off = rest(grace_s=0.5, cli_fallback=False)
+    b_off.observe()
+    b_off.act(placement(2, {job: ("v100", [("v100-2", 1)])}))
+    slurm.wait_state(job, "RUNNING")
+    b_off.observe()
+    res = b_off.act(placement(3, {}))
+    assert "cannot requeue" in dict(res.failed)[job]
+    assert slurm.state(job) == "RUNNING"  # left running, reported; never cancelled
