@@ -61,7 +61,30 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    return slurm.SUCCESS
 end
 
+-- Users may not release a managed job themselves (Slurm would then start it
+-- wherever it fits) nor change its gavel comment; the daemon (root, or a uid
+-- added to DAEMON_UIDS) may. Holding one's own job stays allowed.
+local DAEMON_UIDS = { [0] = true }
+
+local function set(value)
+   return value ~= nil and value ~= slurm.NO_VAL and value ~= slurm.NO_VAL64
+end
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+   if DAEMON_UIDS[modify_uid] or not managed(job_rec.comment) then
+      return slurm.SUCCESS
+   end
+   if set(job_desc.priority) and job_desc.priority ~= 0 then
+      slurm.log_user("slurm-gavel: job %u is managed by the gavel scheduler, which " ..
+                     "releases it when it places it; scancel it to withdraw it",
+                     job_rec.job_id)
+      return slurm.ERROR
+   end
+   if job_desc.comment ~= nil and job_desc.comment ~= job_rec.comment then
+      slurm.log_user("slurm-gavel: the comment of managed job %u cannot be changed; " ..
+                     "resubmit it instead", job_rec.job_id)
+      return slurm.ERROR
+   end
    return slurm.SUCCESS
 end
 
