@@ -1,0 +1,189 @@
+"""`slurm-gavel run` end to end on the real local Slurm cluster (3 GPU types, 24 GPUs).
+
+Short rounds (4 s) and short jobs (a few 1-s steps) keep each scenario near a minute.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import statistics
+import time
+
+import pytest
+
+from slurm_gavel import localcluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+BIG_V100_SPEEDUP = "ResNet-50 (batch size 64)"  # 7.1x over K80, 1.7x over P100
+SMALL_V100_SPEEDUP = "A3C"  # 2.1x over K80
+V100_SLOWER = "Recommendation (batch size 2048)"  # runs faster on K80/P100 than V100
+ROUND = 4.0
+
+
+def assert_checkpoint_protocol(sc, job_id: str) -> None:
+    """Every run ended by the signal (then exit 99 + resume) except the last, which
+    finished; the restarts Slurm counted are exactly the signalled runs."""
+    segs = sc.segments(job_id)
+    assert segs, f"job {job_id} never ran"
+    hows = [s.how for s in segs]
+    assert hows[-1] == "done", f"job {job_id} did not finish: {hows}"
+    assert all(h == "signal" for h in hows[:-1]), f"job {job_id} stopped without signal: {hows}"
+    assert [s.restart for s in segs] == list(range(len(segs))), f"job {job_id}: {segs}"
+    info = sc.slurm.show(job_id)
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info
+    assert int(info["Restarts"]) == len(segs) - 1
+
+
+def v100_share(sc, job_id: str) -> float:
+    segs = sc.segments(job_id)
+    total = sum(s.end - s.start for s in segs)
+    return sum(s.end - s.start for s in segs if s.gpu_type == "v100") / total
+
+
+def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
+    sc = scenario
+    # 36 one-GPU jobs on 24 GPUs: 1.5x oversubscribed, so rounds time-share and preempt.
+    for job_type in (BIG_V100_SPEEDUP, SMALL_V100_SPEEDUP, V100_SLOWER):
+        for _ in range(12):
+            sc.submit(job_type, steps=8)
+    bystander = sc.submit_unmanaged("gpu:k80:1", seconds=25)
+    sc.daemon.start()
+    sc.wait_finished([*sc.managed, bystander], timeout=240)
+    sc.daemon.stop()
+
+    for job_id in sc.managed:
+        assert_checkpoint_protocol(sc, job_id)
+    preemptions = sum(len(sc.segments(j)) - 1 for j in sc.managed)
+    assert preemptions > 0, "1.5x oversubscribed yet nothing was time-shared"
+
+    shares = {t: [v100_share(sc, j) for j, jt in sc.managed.items() if jt == t]
+              for t in (BIG_V100_SPEEDUP, SMALL_V100_SPEEDUP, V100_SLOWER)}  # fmt: skip
+    big = statistics.mean(shares[BIG_V100_SPEEDUP])
+    assert big > statistics.mean(shares[SMALL_V100_SPEEDUP]), shares
+    assert big > statistics.mean(shares[V100_SLOWER]), shares
+
+    # The job that did not opt in ran untouched on the GPU it asked for.
+    segs = sc.segments(bystander)
+    assert [s.how for s in segs] == ["done"] and segs[0].gpu_type == "k80"
+    info = sc.slurm.show(bystander)
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "0"
+    assert not sc.daemon.events("round_failed")
+    rounds = sc.daemon.events("round")
+    assert rounds and max(r["slurm_commands"] for r in rounds) <= 12
+
+
+def wait_for(predicate, timeout: float, what: str, poll: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def test_sigkilled_daemon_resumes_its_accounting(scenario):
+    sc = scenario
+    for job_type in (BIG_V100_SPEEDUP, SMALL_V100_SPEEDUP, V100_SLOWER):
+        for _ in range(10):
+            sc.submit(job_type, steps=10)
+    sc.daemon.start()
+
+    # SIGKILL while a round is acting (the state file carries the inflight record),
+    # from round 3 on so there is accounting to lose.
+    def acting():
+        doc = sc.state_doc()
+        return doc if doc and doc["inflight"] and doc["inflight"]["round_index"] >= 3 else None
+
+    doc = wait_for(acting, 90, "a round in its act phase")
+    sc.daemon.kill()
+    killed_at = time.time()
+    before = {j: sum(a["received_s"].values()) for j, a in doc["scheduler"]["jobs"].items()}
+    killed_round = doc["inflight"]["round_index"]
+    assert sum(before.values()) > 0
+
+    sc.daemon.start()
+    view = wait_for(lambda: (v := sc.status())["round"] > killed_round + 1 and v, 30,
+                    "two rounds after the restart", poll=0.5)  # fmt: skip
+    # Accounting continued from the saved state: no job lost received time.
+    for job in view["jobs"]:
+        if job["id"] in before:
+            assert sum(job["received_s"].values()) >= before[job["id"]] - 1e-6, job
+    states = sc.wait_finished(list(sc.managed), timeout=240)
+    assert set(states.values()) == {"COMPLETED"}
+    for job_id in sc.managed:
+        assert_checkpoint_protocol(sc, job_id)
+        # No job sat held (signalled, not restarted) for more than two rounds after
+        # the restart: every wait that spans the restart ends within 2 rounds of it.
+        segs = sc.segments(job_id)
+        for prev, nxt in itertools.pairwise(segs):
+            if prev.end is not None and prev.end <= killed_at < nxt.start:
+                assert nxt.start - killed_at < 2 * ROUND + 10, (job_id, segs)
+    loaded = sc.daemon.events("state_loaded")
+    assert loaded and loaded[-1]["round"] >= killed_round
+
+
+def restart_slurmctld(slurm, down_for: float) -> None:
+    """Stop slurmctld (by its pid) and start it again with the same command line."""
+    run = slurm.run_dir
+    state = localcluster._state(run)
+    pid = state["pids"]["slurmctld"]
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not localcluster._ours(pid, run), 30, "slurmctld to exit", poll=0.1)
+    time.sleep(down_for)
+    argv = [localcluster._which_sbin("slurmctld") or "slurmctld", "-D", "-f",
+            str(run / "slurm.conf")]  # fmt: skip
+    localcluster._start(run, state, "slurmctld", argv)
+
+
+def test_slurmctld_restart_is_waited_out(scenario):
+    sc = scenario
+    for job_type in (BIG_V100_SPEEDUP, V100_SLOWER):
+        for _ in range(14):
+            sc.submit(job_type, steps=8)
+    sc.daemon.start()
+    wait_for(lambda: len(sc.daemon.events("round")) >= 3, 60, "three rounds", poll=0.5)
+    restart_slurmctld(sc.slurm, down_for=8)
+    wait_for(lambda: sc.daemon.events("slurm_unavailable") or sc.daemon.events("retrying"),
+             30, "the daemon to notice", poll=0.5)  # fmt: skip
+    states = sc.wait_finished(list(sc.managed), timeout=240)
+    assert set(states.values()) == {"COMPLETED"}, states
+    for job_id in sc.managed:
+        assert_checkpoint_protocol(sc, job_id)
+    assert sc.daemon.proc.poll() is None, "the daemon must outlive slurmctld restarts"
+    failed = sc.daemon.events("slurm_unavailable")
+    last_failure = max(e["ts"] for e in failed)
+    assert any(r["ts"] > last_failure for r in sc.daemon.events("round")), "never resumed"
+
+
+def test_drained_node_leaves_the_allocation_and_its_jobs_move(scenario):
+    sc = scenario
+    for _ in range(10):
+        sc.submit(BIG_V100_SPEEDUP, steps=14, scale=2)
+    sc.daemon.start()
+
+    def on_v100_1():
+        ids = [j for j in sc.managed if (s := sc.segments(j)) and s[-1].how is None
+               and s[-1].node == "v100-1"]  # fmt: skip
+        return ids if len(ids) >= 1 else None
+
+    victims = wait_for(on_v100_1, 60, "a job running on v100-1", poll=0.3)
+    sc.slurm.cmd("scontrol", "update", "NodeName=v100-1", "State=DRAIN", "Reason=gavel-test")
+    drained_at = time.time()
+    states = sc.wait_finished(list(sc.managed), timeout=240)
+    assert set(states.values()) == {"COMPLETED"}, states
+    for job_id in sc.managed:
+        assert_checkpoint_protocol(sc, job_id)
+        late = [s for s in sc.segments(job_id) if s.start > drained_at + 1 and s.node == "v100-1"]
+        assert not late, f"job {job_id} started on the drained node: {late}"
+    for job_id in victims:
+        # Its run on v100-1 ended through the checkpoint path within about a round.
+        seg = next(s for s in sc.segments(job_id) if s.node == "v100-1" and s.start < drained_at)
+        assert seg.how == "signal" or seg.how == "done", seg
+        if seg.how == "signal":
+            assert seg.end - drained_at < 2 * ROUND + 5, seg
+    doc = sc.state_doc()
+    assert doc["cluster"]["capacity"]["v100"] == 4  # v100-2 only
