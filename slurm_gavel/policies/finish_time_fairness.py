@@ -87,6 +87,7 @@ def solve(
             time_limit=options.time_limit,
         )
         x, rho = res.x, res.theta
+        notes += res.notes
     return Allocation(NAME, fractions_dict(problem, arrays.types, x), objective=rho, notes=notes)
 
 

@@ -134,27 +134,35 @@ def _work_between(spd: list[float], seg: list[float], lo: float, hi: float) -> f
 
 
 def _window(spd: list[float], seg: list[float], need: float) -> float:
-    """Largest u in [0, L - 1] with work(u, u + 1) >= need (0 if none has enough)."""
-    length = sum(seg)
-    last = max(length - 1.0, 0.0)
-    g_last = _work_between(spd, seg, last, last + 1.0)
-    if g_last >= need:
-        return last
-    # G is non-increasing and linear between the points where u or u + 1 meets a
-    # segment boundary: find the last such point with G >= need, interpolate after it.
-    bounds, acc = [0.0], 0.0
+    """Largest u in [0, L - 1] with work(u, u + 1) >= need (0 if none has enough).
+
+    G(u) = work(u, u + 1) grows as the window slides left, at rate v(left edge) -
+    v(right edge), constant between segment boundaries: walk left from the last
+    unit over those boundaries and stop inside the piece where G reaches need.
+    """
+    bounds = [0.0]
     for ln in seg:
-        acc += ln
-        bounds.append(acc)
-    cands = sorted({min(max(b - d, 0.0), last) for b in bounds for d in (0.0, 1.0)})
-    prev_u, prev_g = last, g_last
-    for u in reversed(cands):
-        g = _work_between(spd, seg, u, u + 1.0)
-        if g >= need:
-            if prev_g == g or prev_u == u:
-                return u
-            return u + (g - need) / (g - prev_g) * (prev_u - u)
-        prev_u, prev_g = u, g
+        bounds.append(bounds[-1] + ln)
+    length = bounds[-1]
+    u = max(length - 1.0, 0.0)
+    r = u + 1.0
+    g = _work_between(spd, seg, u, r)
+    if g >= need:
+        return u
+    # i: segment just left of u; j: segment just left of r (where each edge moves next).
+    i = max(k for k in range(len(seg)) if bounds[k] < u) if u > 0 else 0
+    j = max(k for k in range(len(seg)) if bounds[k] < r)
+    while u > 0:
+        rate = spd[i] - spd[j]
+        dl, dr = u - bounds[i], r - bounds[j]
+        step = min(dl, dr)
+        if rate > 0 and g + rate * step >= need:
+            return u - (need - g) / rate
+        u, r, g = u - step, r - step, g + rate * step
+        if dl <= dr:
+            i = max(i - 1, 0)
+        if dr <= dl:
+            j = max(j - 1, 0)
     return 0.0
 
 

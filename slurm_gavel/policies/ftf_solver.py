@@ -33,9 +33,10 @@ import scipy.sparse as sp
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies.ftf_jobs import Classes
 from slurm_gavel.policies.ftf_requirements import RequirementRows, requirement_rows, split_class
-from slurm_gavel.policies.lp import SolverError
+from slurm_gavel.policies.lp import SolverError, solve_lp
 
 REL_GAP = 1e-10
+UNCONVERGED_GAP = 1e-7  # past MAX_STEPS, a bracket wider than this is an error
 MAX_STEPS = 200
 
 
@@ -45,6 +46,7 @@ class StretchResult:
     theta: float  # the stretch the allocation achieves (max over jobs with demand)
     lower_bound: float  # proven lower bound on the optimum
     lp_solves: int
+    notes: list[str]
 
 
 def minimise_stretch(
@@ -63,7 +65,7 @@ def minimise_stretch(
     n_jobs, n_types = tput.shape
     members = np.concatenate(classes.members) if len(classes) else np.zeros(0, dtype=np.int64)
     if len(members) == 0:
-        return StretchResult(np.zeros((n_jobs, n_types)), floor, floor, 0)
+        return StretchResult(np.zeros((n_jobs, n_types)), floor, floor, 0, [])
     class_tput = tput[classes.first]
     rows = requirement_rows(class_tput, classes.of_job)
     # Each job alone on its fastest type, all the time: theta can be no lower.
@@ -110,16 +112,68 @@ def minimise_stretch(
             f"stretch search found no feasible allocation in {solves} LP solves; "
             "this is a bug, please report it with the problem JSON"
         )
+    if hi - lo > UNCONVERGED_GAP * hi:
+        raise SolveError(
+            f"stretch search stopped after {solves} LP solves with the optimum only "
+            f"bracketed in [{lo:.9g}, {hi:.9g}]; no allocation returned"
+        )
     theta_f, beta_f, pool = hi_point
-    w, _ = requirements(theta_f)
+    need = requirements(theta_f)[0] / beta_f
+    notes: list[str] = []
+    try:
+        pool = _fill_idle(rows, rows.psi(need), class_tput, scale, capacity, classes, time_limit)
+    except SolverError as e:
+        pool = pool / beta_f  # optimal as it is; only the spare capacity stays unused
+        notes.append(f"spare GPUs were not handed out ({e}); the objective is unaffected")
     x = np.zeros((n_jobs, n_types))
-    speeds_all = class_tput
     for c, idx in enumerate(classes.members):
-        x[idx] = split_class(speeds_all[c], pool[c] / beta_f, w[idx] / beta_f)
+        x[idx] = split_class(class_tput[c], pool[c], need[idx])
     rate = (tput * x).sum(axis=1)
     with np.errstate(divide="ignore"):
         stretch = (a[members] + steps[members] / rate[members]) / d[members]
-    return StretchResult(x, max(floor, float(stretch.max())), lo, solves)
+    return StretchResult(x, max(floor, float(stretch.max())), lo, solves, notes)
+
+
+def _fill_idle(
+    rows: RequirementRows,
+    psi: np.ndarray,
+    class_tput: np.ndarray,
+    scale: np.ndarray,
+    capacity: np.ndarray,
+    classes: Classes,
+    time_limit: float | None,
+) -> np.ndarray:
+    """Class totals that still meet every requirement and hand spare GPUs out.
+
+    The stretch optimum leaves GPUs idle wherever the bottleneck is elsewhere;
+    here the requirements stay fixed and the classes take the spare time, as much
+    normalised work (T_ct / max_t T_ct per unit of time) as fits, within each
+    class's time budget (n_c) so that split_class can hand all of it out.
+    """
+    n_cls, n_types = class_tput.shape
+    xc, xt = np.nonzero(class_tput > 0)
+    nx = len(xc)
+    col_of = np.full((n_cls, n_types), -1, dtype=np.int64)
+    col_of[xc, xt] = np.arange(nx)
+    rr, rt = np.nonzero(rows.coef > 0)
+    rcol = col_of[rows.row_class[rr], rt]
+    keep = rcol >= 0
+    rr, rt, rcol = rr[keep], rt[keep], rcol[keep]
+    n_req = len(rows.row_class)
+    r = np.concatenate([rr, n_req + xc, n_req + n_cls + xt])
+    c = np.concatenate([rcol, np.arange(nx), np.arange(nx)])
+    v = np.concatenate([rows.coef[rr, rt], np.ones(nx), scale[classes.first][xc]])
+    a = sp.csc_matrix((v, (r, c)), shape=(n_req + n_cls + n_types, nx))
+    inf = highspy.kHighsInf
+    lower = np.concatenate([np.maximum(psi, 0.0), np.full(n_cls + n_types, -inf)])
+    upper = np.concatenate([np.full(n_req, inf), classes.count, capacity])
+    gain = class_tput[xc, xt] / class_tput.max(axis=1)[xc]
+    sol = solve_lp(
+        gain, a, lower, upper, np.zeros(nx), np.full(nx, inf), maximize=True, time_limit=time_limit
+    )
+    pool = np.zeros((n_cls, n_types))
+    pool[xc, xt] = np.maximum(sol.x, 0.0)
+    return pool
 
 
 class _BetaLp:

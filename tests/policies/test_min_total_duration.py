@@ -156,3 +156,15 @@ def test_property_feasible_and_optimal(p):
     ref = allocate(p, "min_total_duration", REF)
     assert fast.objective == pytest.approx(ref.objective, rel=1e-6, abs=1e-9)
     assert makespan_of(p, fast) == pytest.approx(fast.objective, rel=1e-9, abs=1e-9)
+
+
+def test_spare_gpus_are_handed_out_without_changing_the_makespan():
+    # A (only on v) sets the makespan at 100 s; B needs just 10% of k for that, but
+    # gets all of k: idle GPUs help nobody.
+    p = Problem(
+        {"v": 1, "k": 1},
+        (job(0, {"v": 1.0, "k": 0.0}, 100), job(1, {"v": 1.0, "k": 1.0}, 10)),
+    )
+    a = allocate(p, "min_total_duration")
+    assert a.objective == pytest.approx(100.0, rel=1e-9)
+    assert a.gpus_used(p) == pytest.approx({"v": 1.0, "k": 1.0})
