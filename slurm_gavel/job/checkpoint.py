@@ -62,11 +62,11 @@ def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
 def capture_rng() -> dict[str, Any]:
     """RNG states of python's random, numpy's global generator and torch (CPU + CUDA)."""
     rng: dict[str, Any] = {"python": random.getstate()}
-    if "numpy" in sys.modules:
+    if sys.modules.get("numpy") is not None:
         import numpy as np
 
         rng["numpy"] = np.random.get_state()
-    if "torch" in sys.modules:
+    if sys.modules.get("torch") is not None:
         import torch
 
         rng["torch"] = torch.get_rng_state()

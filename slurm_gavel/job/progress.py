@@ -40,7 +40,7 @@ FORMAT = "slurm-gavel-progress/1"
 
 def device_name() -> str:
     """Name of the first visible GPU (pynvml, then torch), or "cpu"."""
-    if "torch" in sys.modules:
+    if sys.modules.get("torch") is not None:
         import torch
 
         if torch.cuda.is_available():

@@ -1,0 +1,3 @@
+from workloads.runner import main
+
+raise SystemExit(main())

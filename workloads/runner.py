@@ -1,0 +1,185 @@
+"""Shared runner for the reference workloads: job type -> model, synthetic data, loop.
+
+Every workload is a :class:`Family` whose ``build(batch_size, tiny, device)`` returns a
+:class:`Trainer` (modules, optimizers, a ``step()`` that trains on one synthetic batch).
+The runner wraps the steps with :class:`slurm_gavel.job.GavelJob`, so each workload
+checkpoints on SIGUSR1, exits 99 and resumes after a requeue.
+
+Reproducibility: all random numbers (weights, synthetic batches, dropout) come from the
+global torch RNG seeded here, and deterministic algorithms are on, so a run resumed from
+a checkpoint reaches bit-identical parameters to an uninterrupted one (on CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from slurm_gavel.job import GavelJob
+
+
+@dataclass
+class Trainer:
+    """What one training step needs; ``state`` is what a checkpoint saves."""
+
+    step: Callable[[], float]  # trains on one batch, returns the loss
+    state: dict[str, Any]  # name -> module/optimizer (anything with state_dict)
+
+    def parameters_vector(self) -> torch.Tensor:
+        """All module parameters flattened (tests compare runs with it)."""
+        parts = [
+            p.detach().reshape(-1)
+            for obj in self.state.values()
+            if isinstance(obj, nn.Module)
+            for p in obj.parameters()
+        ]
+        return torch.cat(parts)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # "ResNet-50"
+    batch_sizes: tuple[int, ...]  # those of the throughput table
+    build: Callable[[int, bool, torch.device], Trainer]
+    fixed_type: str | None = None  # job type without a batch size (A3C, CycleGAN)
+    default_batch: int = 1
+    aliases: tuple[str, ...] = field(default=())
+
+    def job_types(self) -> list[str]:
+        if self.fixed_type:
+            return [self.fixed_type]
+        return [f"{self.name} (batch size {b})" for b in self.batch_sizes]
+
+
+def families() -> dict[str, Family]:
+    from workloads import a3c, cyclegan, lm, recommendation, resnet18, resnet50, transformer
+
+    fams = [m.FAMILY for m in (resnet18, resnet50, transformer, lm, recommendation, cyclegan, a3c)]
+    return {f.name: f for f in fams}
+
+
+_TYPE = re.compile(r"^(?P<name>.+?) \(batch size (?P<bs>\d+)\)$")
+
+
+def resolve(job_type: str) -> tuple[Family, int]:
+    """(family, batch size) for a job type of the throughput table."""
+    fams = families()
+    for fam in fams.values():
+        if fam.fixed_type == job_type:
+            return fam, fam.default_batch
+    m = _TYPE.match(job_type)
+    if m and m.group("name") in fams and int(m.group("bs")) in fams[m.group("name")].batch_sizes:
+        return fams[m.group("name")], int(m.group("bs"))
+    known = [t for f in fams.values() for t in f.job_types()]
+    raise SystemExit(f"unknown job type {job_type!r}; known: {', '.join(known)}")
+
+
+def setup_determinism(seed: int) -> None:
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def build(job_type: str, *, tiny: bool, device: torch.device, seed: int = 0) -> Trainer:
+    fam, bs = resolve(job_type)
+    setup_determinism(seed)
+    return fam.build(bs, tiny, device)
+
+
+def run(
+    job_type: str,
+    steps: int,
+    *,
+    tiny: bool = False,
+    device: str = "auto",
+    seed: int = 0,
+    checkpoint_every: int | None = None,
+    enabled: bool | None = None,
+) -> dict[str, Any]:
+    """Train ``steps`` steps under GavelJob; returns a summary (also printed as JSON)."""
+    trainer = build(job_type, tiny=tiny, device=pick_device(device), seed=seed)
+    loss = float("nan")
+    with GavelJob(enabled=enabled, checkpoint_every=checkpoint_every, **trainer.state) as job:
+        start = job.step
+        t0 = time.perf_counter()
+        for _ in job.steps(steps):
+            loss = trainer.step()
+        wall = time.perf_counter() - t0
+    return {
+        "job_type": job_type,
+        "start_step": start,
+        "steps": job.step,
+        "loss": loss,
+        "wall_s": round(wall, 3),
+        "steps_per_s": job.progress.steps_per_s(),
+        "param_checksum": float(trainer.parameters_vector().double().sum()),
+    }
+
+
+def measure(
+    job_type: str, seconds: float, *, tiny: bool = False, device: str = "auto",
+    warmup: int = 2, min_steps: int = 3,
+) -> tuple[float, int]:
+    """(steps/s, steps timed) over a window of about ``seconds`` after ``warmup`` steps."""
+    dev = pick_device(device)
+    trainer = build(job_type, tiny=tiny, device=dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        trainer.step()
+    sync()
+    t0 = time.perf_counter()
+    n = 0
+    while n < min_steps or time.perf_counter() - t0 < seconds:
+        trainer.step()
+        n += 1
+        if n % 4 == 0:
+            sync()
+    sync()
+    return n / (time.perf_counter() - t0), n
+
+
+def parser(prog: str, family: Family | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="slurm-gavel reference workload "
+                                "(synthetic data) with checkpoint/resume.")
+    if family is None:
+        p.add_argument("--job-type", required=True, help='e.g. "ResNet-50 (batch size 64)"')
+    elif not family.fixed_type:
+        p.add_argument("--batch-size", type=int, required=True, choices=family.batch_sizes)
+    p.add_argument("--steps", type=int, required=True, help="total training steps")
+    p.add_argument("--tiny", action="store_true", help="a small model that trains fast on CPU")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                   help="also checkpoint every N steps (default: only on the signal)")
+    return p
+
+
+def main(argv: list[str] | None = None, family: Family | None = None) -> int:
+    prog = "python -m workloads" + (f".{family.name}" if family else "")
+    args = parser(prog, family).parse_args(argv)
+    if family is None:
+        job_type = args.job_type
+    elif family.fixed_type:
+        job_type = family.fixed_type
+    else:
+        job_type = f"{family.name} (batch size {args.batch_size})"
+    summary = run(job_type, args.steps, tiny=args.tiny, device=args.device, seed=args.seed,
+                  checkpoint_every=args.checkpoint_every)
+    json.dump(summary, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
