@@ -128,18 +128,28 @@ class SlurmRestCluster(SlurmCluster):
 
     def __init__(
         self,
-        address: str | Path,
+        address: str | Path | None = None,
         *,
+        url: str | Path | None = None,
+        token: str | None = None,
+        user: str | None = None,
         managed_partitions: Collection[str] | None = None,
         env: Mapping[str, str] | None = None,
+        commands: SlurmCommands | None = None,
         rest: RestClient | None = None,
         pin_nodes_with_cli: bool = True,
         cli_fallback: bool = True,
         **kwargs: Any,
     ) -> None:
+        """address/url: a unix socket path (``unix:`` optional, rest_auth/local) or
+        http(s)://host:port (rest_auth/jwt: pass token and user). commands run the
+        scontrol fallbacks (node list, requeuehold)."""
         super().__init__(managed_partitions=managed_partitions,
-                         commands=SlurmCommands(env), **kwargs)
-        self.rest = rest or RestClient(address)
+                         commands=commands or SlurmCommands(env), **kwargs)
+        where = address if address is not None else url
+        if rest is None and where is None:
+            raise ValueError("SlurmRestCluster needs the slurmrestd address (socket or URL)")
+        self.rest = rest or RestClient(str(where), token=token, user=user)
         self.pin_nodes_with_cli = pin_nodes_with_cli
         self.cli_fallback = cli_fallback
 
