@@ -66,7 +66,11 @@ def test_rest_start_preempt_resume(slurm, rest, tmp_path):
     assert res.started == (job,), res
     slurm.wait_state(job, "RUNNING")
     assert slurm.show(job)["NodeList"] == "p100-[1-2]"
-    assert "start restart=1" in (tmp_path / "r.log").read_text()
+    log = tmp_path / "r.log"
+    deadline = time.monotonic() + 10
+    while "start restart=1" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)  # RUNNING comes before the script's first line
+    assert "start restart=1" in log.read_text()
     assert b.rest.counts["signal"] == 1 and b.rest.counts["release"] == 2
 
 
