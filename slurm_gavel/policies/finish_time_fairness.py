@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import cvxpy as cp
 import numpy as np
 
 from slurm_gavel.model import Allocation, JobId, Problem
@@ -143,6 +142,8 @@ def _reference(
     arrays: JobArrays, steps: np.ndarray, since: np.ndarray, d: np.ndarray, active: np.ndarray
 ) -> tuple[np.ndarray, float]:
     """Gavel's program: minimise max_j (A_j + R_j inv_pos(rate_j)) / D_j (Clarabel)."""
+    import cvxpy as cp  # only the reference path pays for importing cvxpy
+
     tput = arrays.throughput
     n, k = tput.shape
     idx = np.nonzero(active)[0]

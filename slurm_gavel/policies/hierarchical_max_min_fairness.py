@@ -20,7 +20,6 @@ ever falls back to plain max-min: failures raise WaterFillingError.
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
 
 from slurm_gavel.model import Allocation, Problem
@@ -92,6 +91,8 @@ def _reference(
     arrays,
 ) -> tuple[np.ndarray, float]:
     """Per-job water filling in cvxpy; bottlenecks by one 'can it rise?' LP per job."""
+    import cvxpy as cp  # only the reference path pays for importing cvxpy
+
     n, k = coef.shape
     if n == 0:
         return np.zeros((0, k)), 0.0

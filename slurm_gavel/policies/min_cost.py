@@ -23,7 +23,6 @@ per-job LP in cvxpy (HiGHS).
 
 from __future__ import annotations
 
-import cvxpy as cp
 import highspy
 import numpy as np
 import scipy.sparse as sp
@@ -165,6 +164,8 @@ def _fast(
 
 def _raise_infeasible(problem: Problem, arrays: JobArrays, need: np.ndarray) -> None:
     """Name the jobs left short when the total fraction of required throughput is maximised."""
+    import cvxpy as cp  # only the reference path pays for importing cvxpy
+
     idx = np.nonzero(need > 0)[0]
     tput = arrays.throughput[idx]
     m, k = tput.shape
@@ -195,6 +196,8 @@ def _raise_infeasible(problem: Problem, arrays: JobArrays, need: np.ndarray) -> 
 
 
 def _reference(arrays: JobArrays, value: np.ndarray, need: np.ndarray) -> np.ndarray:
+    import cvxpy as cp  # only the reference path pays for importing cvxpy
+
     tput = arrays.throughput
     n, k = tput.shape
     if n == 0:
