@@ -176,6 +176,7 @@ class Daemon:
         self._inflight: Inflight | None = None
         self._needs_reconcile = False
         self._skipped_logged: set[tuple[str, str]] = set()
+        self._done_logged: set[str] = set()
         self.consecutive_failures = 0
         self.last_report: RoundReport | None = None
         self._started = False
@@ -337,8 +338,12 @@ class Daemon:
             if (job_id, reason) not in self._skipped_logged:
                 self._skipped_logged.add((job_id, reason))
                 event(log, "job_skipped", logging.WARNING, job=job_id, reason=reason)
+        # Slurm lists a finished job for MinJobAge seconds: log it once, not every round.
+        done = {o.job.id for o in report.completed}
         for o in report.completed:
-            event(log, "job_done", job=o.job.id, succeeded=o.succeeded, restarts=o.restarts)
+            if o.job.id not in self._done_logged:
+                event(log, "job_done", job=o.job.id, succeeded=o.succeeded, restarts=o.restarts)
+        self._done_logged = done
         event(
             log,
             "round",

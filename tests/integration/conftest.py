@@ -219,7 +219,9 @@ def scenario(slurm, tmp_path: Path):
         "checkpoint: {signal: USR1, grace_seconds: 3}\n"
         f"state_dir: {tmp_path / 'state'}\n"
         "log_format: json\n"
-        "slurm: {command_timeout_seconds: 20, retry_initial_seconds: 0.5, "
+        # Short command timeouts so a stopped slurmctld fails rounds (and exercises the
+        # daemon's own backoff) instead of every command quietly waiting it out.
+        "slurm: {command_timeout_seconds: 4, retry_initial_seconds: 0.5, "
         "retry_max_seconds: 2}\n"
     )
     daemon = DaemonProcess(cfg, slurm.env, tmp_path / "daemon.log")

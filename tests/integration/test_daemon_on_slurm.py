@@ -127,9 +127,13 @@ def test_sigkilled_daemon_resumes_its_accounting(scenario):
 
 
 def restart_slurmctld(slurm, down_for: float) -> None:
-    """Stop slurmctld (by its pid) and start it again with the same command line."""
+    """Stop slurmctld (by its pid) and start it again with the same command line.
+
+    Uses the local-cluster tool's own helpers so the new pid is recorded in its state
+    and `down` stops it at the end of the session.
+    """
     run = slurm.run_dir
-    state = localcluster._state(run)
+    state = localcluster.read_state(run)
     pid = state["pids"]["slurmctld"]
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: not localcluster._ours(pid, run), 30, "slurmctld to exit", poll=0.1)
@@ -143,18 +147,19 @@ def test_slurmctld_restart_is_waited_out(scenario):
     sc = scenario
     for job_type in (BIG_V100_SPEEDUP, V100_SLOWER):
         for _ in range(14):
-            sc.submit(job_type, steps=8)
+            sc.submit(job_type, steps=12)
     sc.daemon.start()
     wait_for(lambda: len(sc.daemon.events("round")) >= 3, 60, "three rounds", poll=0.5)
-    restart_slurmctld(sc.slurm, down_for=8)
-    wait_for(lambda: sc.daemon.events("slurm_unavailable") or sc.daemon.events("retrying"),
-             30, "the daemon to notice", poll=0.5)  # fmt: skip
+    # Longer than a command's timeout and its in-command retries: rounds must fail.
+    restart_slurmctld(sc.slurm, down_for=20)
     states = sc.wait_finished(list(sc.managed), timeout=240)
     assert set(states.values()) == {"COMPLETED"}, states
     for job_id in sc.managed:
         assert_checkpoint_protocol(sc, job_id)
     assert sc.daemon.proc.poll() is None, "the daemon must outlive slurmctld restarts"
     failed = sc.daemon.events("slurm_unavailable")
+    assert failed, "slurmctld was down for 20 s, yet no round failed"
+    assert sc.daemon.events("retrying")
     last_failure = max(e["ts"] for e in failed)
     assert any(r["ts"] > last_failure for r in sc.daemon.events("round")), "never resumed"
 
