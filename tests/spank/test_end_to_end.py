@@ -1,0 +1,78 @@
+"""End to end on the local Slurm cluster with a real PyTorch workload (the LM, tiny):
+submit with the plugin -> held -> release -> running -> SIGUSR1 to the batch shell ->
+checkpoint -> exit 99 -> Slurm holds it (RequeueExitHold) -> release -> it resumes
+from the checkpoint (SLURM_RESTART_COUNT=1) and finishes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from spank_build import REPO, ensure_built
+
+from slurm_gavel.job import read_report
+
+pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
+TOTAL = 60
+
+
+def _wait(what: str, check, timeout: float = 90.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -> None:
+    assert ensure_built() is None
+    if not (REPO / ".venv" / "bin" / "python").exists():
+        pytest.skip("no .venv: run tools/setup")
+    progress, ckpt, out = tmp_path / "progress", tmp_path / "ck", tmp_path / "job.out"
+    progress.mkdir()
+    env = {**os.environ, **slurm.env, "GAVEL_PROGRESS_DIR": str(progress),
+           "GAVEL_PROGRESS_INTERVAL": "0"}
+    res = subprocess.run(
+        ["sbatch", "--parsable", f"--gavel-steps={TOTAL}", f"--gavel-checkpoint-dir={ckpt}",
+         "-o", str(out), str(REPO / "workloads" / "sbatch" / "lm.sbatch"), "--tiny",
+         "--device", "cpu"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip().split(";")[0]
+    comment = slurm.cmd("squeue", "-h", "-j", job, "-o", "%k").stdout.strip()
+    assert comment.startswith("gavel:type=LM (batch size 20),steps=60")
+    assert slurm.state(job) == "PENDING"  # held until the daemon (here: we) release it
+
+    slurm.cmd("scontrol", "release", job)
+    report = progress / f"{job}.json"
+    _wait("3 steps reported", lambda: (r := read_report(report)) and r["steps"] >= 3)
+    slurm.cmd("scancel", "--signal=USR1", "--batch", job)
+    first = _wait("the checkpointed report",
+                  lambda: (r := read_report(report)) and r["state"] == "checkpointed" and r)
+    assert first["steps"] < TOTAL and first["restart_count"] == 0
+
+    # exit 99 -> requeued and held with one more restart; nothing was lost
+    _wait("held after exit 99", lambda: slurm.cmd(
+        "squeue", "-h", "-j", job, "-o", "%T %r").stdout.split() == ["SPECIAL_EXIT",
+                                                                     "JobHeldUser"])
+    info = slurm.show(job)
+    assert info["Restarts"] == "1" and info["ExitCode"].startswith("99")
+    assert sorted(p.name for p in (ckpt / job).glob("ckpt-*.pt")) == [
+        f"ckpt-{first['steps']:012d}.pt"]
+
+    slurm.cmd("scontrol", "release", job)
+    slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now")
+    final = _wait("the finished report", lambda: (r := read_report(report))
+                  and r["state"] == "finished" and r, timeout=120)
+    assert final["steps"] == TOTAL and final["restart_count"] == 1
+    assert final["run_steps"] == TOTAL - first["steps"]
+    slurm.wait_state(job, "COMPLETED", "GONE", timeout=60)
+    log = out.read_text()
+    assert "restart 0" in log and "restart 1" in log
+    assert f"resumed from {ckpt / job}/ckpt-{first['steps']:012d}.pt" in log
+    assert "exiting 99" in log
