@@ -44,6 +44,7 @@ from slurm_gavel.backends.base import (
     RoundPlacement,
 )
 from slurm_gavel.config import Config
+from slurm_gavel.daemon_progress import ProgressTracker
 from slurm_gavel.daemon_views import (
     cluster_view,
     format_plan,
@@ -108,6 +109,9 @@ class _Tap:
         snap = self.daemon.backend.observe()
         if self.daemon.config.gpu_types:
             snap = rename_gpu_types(snap, self.daemon.config.gpu_types)
+        if self.daemon.progress is not None:
+            snap = self.daemon.progress.merge(snap)
+            self.daemon._refresh_table()
         self.last_snapshot = snap
         self.daemon._reconcile(snap)
         return snap
@@ -170,6 +174,7 @@ class Daemon:
             policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
         )
         self.state = SchedulerState()
+        self.progress = ProgressTracker(config.progress_dir) if config.progress_dir else None
         self.tap = _Tap(self)
         self.stop_event = threading.Event()
         self.started_at = time.time()
@@ -201,6 +206,8 @@ class Daemon:
             event(log, "state_new", state_dir=str(self.config.state_dir))
             return
         self.state = SchedulerState.from_json(doc["scheduler"], str(self.store.path))
+        if self.progress is not None:
+            self.progress.load(doc.get("progress"))
         raw = doc.get("inflight")
         self._inflight = Inflight.from_json(raw) if raw else None
         self._needs_reconcile = True
@@ -235,6 +242,23 @@ class Daemon:
         event(log, "state_reconciled", round=st.round_index, running=len(st.placement))
         self._inflight = None
         self._needs_reconcile = False
+
+    def _refresh_table(self) -> None:
+        """Fold the measured throughputs into the table the policy uses, when new ones
+        arrived. Always from the configured table with every observation so far: the
+        result does not depend on how many rounds ran (or on restarts in between), and
+        the next reallocation (job set change) uses it."""
+        if self.progress is None or not self.progress.changed:
+            return
+        self.progress.changed = False
+        from slurm_gavel import estimate
+
+        observations = [
+            estimate.Observation(o.job_type, o.scale_factor, o.gpu_type, o.steps_per_s, o.samples)
+            for o in self.progress.observations.values()
+        ]
+        table = estimate.update_table(self.table, observations)
+        self.sched_config = replace(self.sched_config, table=table)
 
     # ---- one round -------------------------------------------------------------------------
 
@@ -307,6 +331,7 @@ class Daemon:
                 "inflight": inflight.to_json() if inflight else None,
                 "jobs": jobs_view(snap, None if inflight else self.state.placement),
                 "cluster": cluster_view(snap),
+                "progress": self.progress.to_json() if self.progress else None,
             }
         )
 

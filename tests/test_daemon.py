@@ -281,3 +281,97 @@ def test_gpu_type_names_are_mapped_both_ways(tmp_path, table):
     assert "tesla_v100" in site.acted_types and "v100" not in site.acted_types
     assert {p.gpu_type for p in sim.running().values()} >= {"v100"}
     assert "v100" in d.tap.last_snapshot.capacity()
+
+
+class NoProgress(FlakyBackend):
+    """Like Slurm: the backend itself knows nothing of steps done."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner, 0)
+
+    def observe(self):
+        from dataclasses import replace
+
+        snap = self.inner.observe()
+        return replace(snap, jobs=tuple(replace(o, steps_done=None) for o in snap.jobs))
+
+
+def write_report(folder, job_id, **fields):
+    doc = {"format": "slurm-gavel-progress/1", "job_id": job_id, "state": "running", **fields}
+    (folder / f"{job_id}.json").write_text(json.dumps(doc))
+
+
+class Reporting(NoProgress):
+    """Every running job writes a report (steps = 1000 + id, 2.5 steps/s) each round."""
+
+    def __init__(self, inner, spool) -> None:
+        super().__init__(inner)
+        self.spool = spool
+
+    def observe(self):
+        snap = super().observe()
+        for o in snap.jobs:
+            if o.state.value == "running":
+                write_report(self.spool, o.job.id, steps=1000 + int(o.job.id), steps_per_s=2.5,
+                             restart_count=o.restarts, updated=snap.time)  # fmt: skip
+        return snap
+
+
+def test_progress_tracker_trusts_only_current_matching_reports(tmp_path):
+    from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+    from slurm_gavel.daemon_progress import ProgressTracker
+
+    def running(i, restarts):
+        return ObservedJob(Job(str(i), "A3C"), JobState.RUNNING, "v100",
+                           (NodeSlice("v100-000", 1),), restarts=restarts)  # fmt: skip
+
+    snap = ClusterSnapshot(
+        1000.0,
+        (),
+        (running(1, 2), running(2, 0), ObservedJob(Job("3", "A3C"), JobState.HELD),
+         running(4, 0)),
+    )  # fmt: skip
+    write_report(tmp_path, "1", steps=10, steps_per_s=3.0, restart_count=2, updated=990.0)
+    write_report(tmp_path, "2", steps=20, steps_per_s=9.0, restart_count=1, updated=990.0)
+    write_report(tmp_path, "3", steps=30, steps_per_s=1.0, restart_count=0, updated=990.0)
+    (tmp_path / "3.json").write_text((tmp_path / "3.json").read_text().replace('"3"', '"33"'))
+    write_report(tmp_path, "4", steps=40, steps_per_s=5.0, restart_count=0, updated=1.0)
+    t = ProgressTracker(tmp_path, max_age_s=600)
+    got = {o.job.id: o for o in t.merge(snap).jobs}
+    assert (got["1"].steps_done, got["1"].measured_throughput) == (10, 3.0)
+    assert (got["2"].steps_done, got["2"].measured_throughput) == (20, None)  # older run
+    assert got["3"].steps_done is None  # the file is about another job
+    assert (got["4"].steps_done, got["4"].measured_throughput) == (40, None)  # stale
+    assert [(o.key(), o.samples) for o in t.observations.values()] == [("A3C|1|v100", 1)]
+    t.merge(snap)  # the same reports again are not new samples
+    assert t.observations["A3C|1|v100"].samples == 1
+    write_report(tmp_path, "1", steps=12, steps_per_s=5.0, restart_count=2, updated=995.0)
+    t.merge(snap)
+    assert t.observations["A3C|1|v100"].samples == 2
+    assert t.observations["A3C|1|v100"].steps_per_s == pytest.approx(4.0)
+
+
+def test_progress_reaches_the_accounting_and_survives_a_restart(tmp_path, table):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    sim = cluster(table)
+    cfg = config(tmp_path, progress_dir=str(spool))
+    d = Daemon(cfg, Reporting(sim, spool), table=table, metrics=DaemonMetrics())
+    d.start()
+    rounds(d, sim, 3)
+    reported = [j for j in d.state.jobs if (spool / f"{j}.json").exists()]
+    assert reported
+    for j in reported:
+        assert d.state.jobs[j].steps_done == 1000 + int(j)
+    obs = {k: vars(o) for k, o in d.progress.observations.items()}
+    assert obs and all(o["steps_per_s"] == 2.5 for o in obs.values())
+    d.store.release()
+    d2 = Daemon(cfg, Reporting(sim, spool), table=table, metrics=DaemonMetrics())
+    d2.start()
+    assert {k: vars(o) for k, o in d2.progress.observations.items()} == obs
+    # The policy's table now carries the observed rate for the cells that were seen.
+    for o in d.progress.observations.values():
+        row = d.sched_config.table.row(o.job_type, o.scale_factor)
+        base = table.row(o.job_type, o.scale_factor)[o.gpu_type]
+        assert min(base, 2.5) <= row[o.gpu_type] <= max(base, 2.5)
+        assert row[o.gpu_type] != base
