@@ -66,7 +66,7 @@ class Config:
     gpu_types: Mapping[str, str] = field(default_factory=dict)
     throughput_table: Path | None = None  # None = the table shipped with the package
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    # Seconds a restart costs a job (checkpoint + restore); charged in the accounting.
+    # Seconds of no progress per restart, for the steps estimate of silent jobs.
     preemption_overhead_seconds: float = 0.0
     solver_time_limit_seconds: float | None = None
     state_dir: Path = Path("/var/lib/slurm-gavel")

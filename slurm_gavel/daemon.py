@@ -44,7 +44,7 @@ from slurm_gavel.backends.base import (
     RoundPlacement,
 )
 from slurm_gavel.config import Config
-from slurm_gavel.daemon_progress import ProgressTracker
+from slurm_gavel.daemon_progress import ProgressTracker, estimate_steps
 from slurm_gavel.daemon_views import (
     cluster_view,
     format_plan,
@@ -106,14 +106,22 @@ class _Tap:
         self.last_snapshot: ClusterSnapshot | None = None
 
     def observe(self) -> ClusterSnapshot:
-        snap = self.daemon.backend.observe()
-        if self.daemon.config.gpu_types:
-            snap = rename_gpu_types(snap, self.daemon.config.gpu_types)
-        if self.daemon.progress is not None:
-            snap = self.daemon.progress.merge(snap)
-            self.daemon._refresh_table()
+        d = self.daemon
+        snap = d.backend.observe()
+        if d.config.gpu_types:
+            snap = rename_gpu_types(snap, d.config.gpu_types)
+        if d.progress is not None:
+            snap = d.progress.merge(snap)
+            d._refresh_table()
+        snap = estimate_steps(
+            snap,
+            {j: a.received_s for j, a in d.state.jobs.items()},
+            {j: a.restarts for j, a in d.state.jobs.items()},
+            d.sched_config.table,
+            d.config.preemption_overhead_seconds,
+        )
         self.last_snapshot = snap
-        self.daemon._reconcile(snap)
+        d._reconcile(snap)
         return snap
 
     def act(self, placement: RoundPlacement) -> ActResult:

@@ -11,17 +11,22 @@ slurm_gavel/job/progress.py). Each round the daemon:
   observations persisted in the state file and handed to the estimator.
 
 A missing, stale or foreign report changes nothing: progress is an optional
-refinement, never a condition for scheduling.
+refinement, never a condition for scheduling. Jobs without reports get their steps
+estimated from the time they received (:func:`estimate_steps`).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from slurm_gavel.backends.base import ClusterSnapshot, JobState, ObservedJob
+from slurm_gavel.errors import InputError
 from slurm_gavel.job.progress import read_report
+from slurm_gavel.throughputs import ThroughputTable
 
 
 @dataclass
@@ -123,3 +128,35 @@ def _number(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or v != v:
         return None
     return float(v)
+
+
+def estimate_steps(
+    snap: ClusterSnapshot,
+    received_s: Mapping[str, Mapping[str, float]],
+    restarts: Mapping[str, int],
+    table: ThroughputTable,
+    overhead_s: float,
+) -> ClusterSnapshot:
+    """Steps done of jobs that report none, from the time they received on each type.
+
+    steps ~ sum over types of (seconds received x table steps/s), less one
+    `overhead_s` of the job's fastest rate per restart (checkpoint + restore make no
+    progress). Finish-time policies need some steps-remaining figure; this is the
+    table's best guess, replaced by the job's own count as soon as it reports one.
+    """
+    jobs: list[ObservedJob] = []
+    for o in snap.jobs:
+        got = received_s.get(o.job.id)
+        if o.state is JobState.DONE or o.steps_done is not None or not got:
+            jobs.append(o)
+            continue
+        try:
+            row = table.row(o.job.job_type, o.job.scale_factor)
+        except InputError:
+            jobs.append(o)  # the round reports the unknown type; nothing to estimate
+            continue
+        steps = sum(seconds * row.get(t, 0.0) for t, seconds in got.items())
+        steps -= overhead_s * restarts.get(o.job.id, o.restarts) * max(row.values(), default=0)
+        cap = o.job.total_steps if o.job.total_steps > 0 else math.inf
+        jobs.append(replace(o, steps_done=min(max(0.0, steps), cap)))
+    return replace(snap, jobs=tuple(jobs))

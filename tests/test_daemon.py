@@ -375,3 +375,27 @@ def test_progress_reaches_the_accounting_and_survives_a_restart(tmp_path, table)
         base = table.row(o.job_type, o.scale_factor)[o.gpu_type]
         assert min(base, 2.5) <= row[o.gpu_type] <= max(base, 2.5)
         assert row[o.gpu_type] != base
+
+
+def test_steps_of_silent_jobs_are_estimated_from_time_received(table):
+    from slurm_gavel.backends.base import ClusterSnapshot, JobState, ObservedJob
+    from slurm_gavel.daemon_progress import estimate_steps
+
+    jt = "ResNet-50 (batch size 64)"
+    row = table.row(jt, 1)
+    snap = ClusterSnapshot(0.0, (), (
+        ObservedJob(Job("1", jt, total_steps=1e9), JobState.HELD, restarts=2),
+        ObservedJob(Job("2", jt, total_steps=10.0), JobState.HELD),
+        ObservedJob(Job("3", jt), JobState.HELD, steps_done=7.0),
+        ObservedJob(Job("4", "no such type"), JobState.HELD),
+    ))  # fmt: skip
+    got = {o.job.id: o.steps_done for o in estimate_steps(
+        snap, {"1": {"v100": 100.0, "k80": 50.0}, "2": {"v100": 100.0}, "3": {"v100": 1.0},
+               "4": {"v100": 1.0}},
+        {"1": 2}, table, overhead_s=10.0,
+    ).jobs}  # fmt: skip
+    expected = 100 * row["v100"] + 50 * row["k80"] - 2 * 10 * max(row.values())
+    assert got["1"] == pytest.approx(expected)
+    assert got["2"] == 10.0  # never more than the job's total
+    assert got["3"] == 7.0  # a reported count wins
+    assert got["4"] is None
