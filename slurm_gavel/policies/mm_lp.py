@@ -17,6 +17,7 @@ warm-started re-solve (a few simplex iterations).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import highspy
@@ -24,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.policies.lp import SolverError, solve_lp
+from slurm_gavel.policies.mm_pricing import PricedLp
 
 STAGE2_SLACK = 1e-9
 # Above this many columns stage 1 runs HiGHS's interior point method (with crossover,
@@ -31,6 +33,9 @@ STAGE2_SLACK = 1e-9
 # simplex slows down badly once classes stop compressing the jobs (10,000 distinct
 # jobs: ~21 s simplex vs ~4 s IPM on the 2-core dev machine; 2,000: 0.9 vs 0.4 s).
 IPM_MIN_COLUMNS = 6000
+# Above this many pair columns they enter by pricing (column generation); below it
+# one LP with every column is as fast.
+PRICING_MIN_PAIRS = 500
 
 
 @dataclass(frozen=True)
@@ -100,11 +105,13 @@ def solve_max_min_classes(
     second_stage: bool = True,
     time_limit: float | None = None,
     solver: str | None = None,
+    priced: bool | None = None,
 ) -> ClassSolution:
     """Solve the class max-min LP exactly (HiGHS); see the module docstring.
 
     `solver` forces HiGHS's "simplex" or "ipm" for stage 1 (default: by size); stage 2
-    always re-solves with simplex from stage 1's basis.
+    always re-solves with simplex from stage 1's basis. `priced` forces pair columns
+    to enter by pricing (True) or all at once (False); default: by their number.
     """
     pairs = pairs if pairs is not None else PairVars.empty()
     n_cls, n_types = coef.shape
@@ -150,33 +157,19 @@ def solve_max_min_classes(
     a.sum_duplicates()
     row_lower = np.full(n_rows, -highspy.kHighsInf)
     row_upper = np.concatenate([np.zeros(n_fair), np.ones(n_cls), capacity.astype(np.float64)])
-
-    lp = highspy.HighsLp()
-    lp.num_col_ = zcol + 1
-    lp.num_row_ = n_rows
     cost = np.zeros(zcol + 1)
     cost[zcol] = 1.0
-    lp.col_cost_ = cost
-    lp.col_lower_ = np.zeros(zcol + 1)
-    lp.col_upper_ = np.full(zcol + 1, highspy.kHighsInf)
-    lp.row_lower_ = row_lower
-    lp.row_upper_ = row_upper
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = a.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = a.indices.astype(np.int32)
-    lp.a_matrix_.value_ = a.data.astype(np.float64)
-    lp.sense_ = highspy.ObjSense.kMaximize
-
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
+    # Many pair columns: let them in by pricing (mm_pricing.py); few: all at once.
+    active = np.ones(zcol + 1, dtype=bool)
+    if priced if priced is not None else npair > PRICING_MIN_PAIRS:
+        active[nx:zcol] = False
     if solver is None:
-        solver = "ipm" if zcol >= IPM_MIN_COLUMNS else "simplex"
-    h.setOptionValue("solver", solver)
-    h.passModel(lp)
-    _run(h, "max-min stage 1")
-    sol = np.asarray(h.getSolution().col_value)
+        solver = "ipm" if int(active.sum()) >= IPM_MIN_COLUMNS else "simplex"
+    lp = PricedLp(
+        a, row_lower, row_upper, np.full(zcol + 1, highspy.kHighsInf), cost, active,
+        solver=solver, time_limit=time_limit,
+    )  # fmt: skip
+    sol = lp.solve("max-min stage 1")
     z_star = float(sol[zcol])
 
     if second_stage:
@@ -184,14 +177,11 @@ def solve_max_min_classes(
         stage2 = np.zeros(zcol + 1)
         stage2[:nx] = count[xc] * coef[xc, xt]
         np.add.at(stage2, nx + pcol, pgain * count[pcls])
-        h.changeColBounds(zcol, max(z_star * (1 - STAGE2_SLACK), 0.0), highspy.kHighsInf)
-        h.changeColsCost(zcol + 1, np.arange(zcol + 1, dtype=np.int32), stage2)
-        h.setOptionValue("solver", "simplex")
-        try:
-            _run(h, "max-min stage 2")
-            sol = np.asarray(h.getSolution().col_value)
-        except SolverError:
-            pass  # keep stage 1's optimum: stage 2 is an improvement, never a requirement
+        lp.set_lower(zcol, max(z_star * (1 - STAGE2_SLACK), 0.0))
+        lp.set_cost(stage2)
+        # On failure keep stage 1's optimum: stage 2 is an improvement, never a requirement.
+        with contextlib.suppress(SolverError):
+            sol = lp.solve("max-min stage 2")
 
     x = np.zeros((n_cls, n_types))
     x[xc, xt] = np.clip(sol[:nx], 0.0, 1.0)
@@ -210,13 +200,6 @@ def class_values(
         pcls, pcol, _, pgain, _ = per_job_pair_terms(pairs, count)
         np.add.at(value, pcls, pgain * y[pcol])
     return value
-
-
-def _run(h: highspy.Highs, what: str) -> None:
-    h.run()
-    status = h.getModelStatus()
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise SolverError(f"{what}: HiGHS stopped with status '{h.modelStatusToString(status)}'")
 
 
 def solve_sum_classes(

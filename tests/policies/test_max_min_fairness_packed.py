@@ -181,3 +181,24 @@ def test_fast_path_matches_reference_at_100_jobs() -> None:
     p = random_problem(100, 25, seed=7, with_pairs=True)
     fast, ref = both(p)
     assert fast.objective == pytest.approx(ref.objective, rel=1e-6)
+
+
+@pytest.mark.parametrize("weights", [(1.0,), (1.0, 2.0, 4.0)])
+def test_pricing_pair_columns_in_reaches_the_full_lp_optimum(weights) -> None:
+    # Many pair columns enter the LP by pricing (column generation); it must land on
+    # the optimum of the LP that has them all, in both stages.
+    from slurm_gavel.policies.classes import fairness_coefficients
+    from slurm_gavel.policies.mm_lp import solve_max_min_classes
+    from slurm_gavel.policies.mm_pairs import class_pair_vars
+
+    for seed in range(4):
+        p = random_problem(150, 12, seed=seed, with_pairs=True, weights=weights)
+        classes = group_jobs(p, by_job_type=True)
+        coef = fairness_coefficients(classes, classes.throughput)
+        pairs = class_pair_vars(p, classes)
+        args = (coef, classes.allowed(), classes.scale, classes.count, classes.capacity, pairs)
+        priced = solve_max_min_classes(*args, priced=True)
+        full = solve_max_min_classes(*args, priced=False)
+        assert priced.objective == pytest.approx(full.objective, rel=1e-7)
+        total = (classes.count * full.value).sum()
+        assert (classes.count * priced.value).sum() == pytest.approx(total, rel=1e-6)

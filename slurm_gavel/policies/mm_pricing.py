@@ -1,0 +1,130 @@
+"""Column generation for LPs with many more columns than a vertex uses (pair variables).
+
+The packed max-min LP has one column per (class pair, GPU type); with many classes
+per job type (several priority weights, per-job throughputs) that is tens or
+hundreds of thousands of columns, of which an optimal vertex uses at most one per
+row. So HiGHS first sees only the columns that are always worth having (single
+time, z) and the pair columns are priced: with the row duals y of the restricted
+optimum, a missing column j can improve it only if its reduced cost
+c_j - a_j . y > 0 (maximisation). Those columns (the best `batch` of them) are
+added and the LP re-solved from the current basis, until none is left. The
+result is an optimum of the full LP (to HiGHS's dual feasibility tolerance),
+not an approximation. Pricing all columns is one sparse product.
+"""
+
+from __future__ import annotations
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from slurm_gavel.policies.lp import SolverError
+
+# Same as HiGHS's default dual feasibility tolerance: columns priced below it are
+# as optimal as HiGHS's own answer for the columns it holds.
+PRICE_TOL = 1e-7
+
+
+class PricedLp:
+    """max cost @ x s.t. row_lower <= A x <= row_upper, col_lower <= x <= col_upper."""
+
+    def __init__(
+        self,
+        a: sp.csc_matrix,
+        row_lower: np.ndarray,
+        row_upper: np.ndarray,
+        col_upper: np.ndarray,
+        cost: np.ndarray,
+        active: np.ndarray,
+        *,
+        solver: str = "simplex",
+        time_limit: float | None = None,
+        batch: int = 2000,
+    ) -> None:
+        self.a = a
+        self.a_t = a.T.tocsr()  # for pricing: A^T y
+        self.cost = cost.astype(np.float64).copy()
+        self.col_lower = np.zeros(a.shape[1])
+        self.col_upper = col_upper.astype(np.float64)
+        self.active = active.copy()
+        self.order = np.nonzero(active)[0]  # HiGHS column k is column order[k] of A
+        self.pos = np.full(a.shape[1], -1)
+        self.pos[self.order] = np.arange(len(self.order))
+        self.batch = batch
+        self.rounds = 0
+
+        sub = a[:, self.order]
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(self.order)
+        lp.num_row_ = a.shape[0]
+        lp.col_cost_ = self.cost[self.order]
+        lp.col_lower_ = self.col_lower[self.order]
+        lp.col_upper_ = self.col_upper[self.order]
+        lp.row_lower_ = row_lower.astype(np.float64)
+        lp.row_upper_ = row_upper.astype(np.float64)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = sub.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = sub.indices.astype(np.int32)
+        lp.a_matrix_.value_ = sub.data.astype(np.float64)
+        lp.sense_ = highspy.ObjSense.kMaximize
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        if time_limit is not None:
+            self.h.setOptionValue("time_limit", float(time_limit))
+        self.h.setOptionValue("solver", solver)
+        self.h.passModel(lp)
+
+    def set_cost(self, cost: np.ndarray) -> None:
+        self.cost = cost.astype(np.float64).copy()
+        n = len(self.order)
+        self.h.changeColsCost(n, np.arange(n, dtype=np.int32), self.cost[self.order])
+
+    def set_lower(self, col: int, lower: float) -> None:
+        """Change one column's lower bound (the column must be active)."""
+        self.col_lower[col] = lower
+        self.h.changeColBounds(int(self.pos[col]), lower, float(self.col_upper[col]))
+
+    def solve(self, what: str) -> np.ndarray:
+        """Optimise, pricing in missing columns until none improves; full-length x."""
+        while True:
+            self._run(what)
+            self.h.setOptionValue("solver", "simplex")  # re-solves start from the basis
+            if self.active.all():
+                break
+            y = np.asarray(self.h.getSolution().row_dual)
+            reduced = self.cost - self.a_t @ y
+            reduced[self.active] = -np.inf
+            cand = np.nonzero(reduced > PRICE_TOL)[0]
+            if len(cand) == 0:
+                break
+            if len(cand) > self.batch:
+                cand = cand[np.argpartition(-reduced[cand], self.batch)[: self.batch]]
+            self._add(np.sort(cand))
+        x = np.zeros(self.a.shape[1])
+        x[self.order] = np.asarray(self.h.getSolution().col_value)
+        return x
+
+    def _add(self, cols: np.ndarray) -> None:
+        sub = self.a[:, cols]
+        self.h.addCols(
+            len(cols),
+            self.cost[cols],
+            self.col_lower[cols],
+            self.col_upper[cols],
+            sub.nnz,
+            sub.indptr[:-1].astype(np.int32),
+            sub.indices.astype(np.int32),
+            sub.data.astype(np.float64),
+        )
+        self.pos[cols] = np.arange(len(self.order), len(self.order) + len(cols))
+        self.order = np.concatenate([self.order, cols])
+        self.active[cols] = True
+        self.rounds += 1
+
+    def _run(self, what: str) -> None:
+        self.h.run()
+        status = self.h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise SolverError(
+                f"{what}: HiGHS stopped with status '{self.h.modelStatusToString(status)}'"
+            )
