@@ -55,7 +55,7 @@ from slurm_gavel.daemon_views import (
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.logs import event
 from slurm_gavel.metrics import DaemonMetrics
-from slurm_gavel.policies import PolicyOptions
+from slurm_gavel.policies import PolicyOptions, get_policy
 from slurm_gavel.scheduler import (
     RoundReport,
     SchedulerConfig,
@@ -201,6 +201,9 @@ class Daemon:
         """Take the state lock (not in dry-run) and load the saved state, if any."""
         if self._started:
             return
+        # Import the policy now (cvxpy and friends take seconds): the first round's
+        # timing then measures the round, and a broken install fails before any lock.
+        get_policy(self.config.policy)
         if not self.dry_run:
             self.store.acquire()
             self.store.cleanup_temporaries()
