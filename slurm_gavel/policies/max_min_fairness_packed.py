@@ -13,7 +13,9 @@ ThroughputTable.pair).
 Fast path: class-pair variables Y_{c,d,t} (total pair time between two classes),
 exact by the same symmetry argument as the classes themselves, then disaggregated
 to at most n_c + n_d - 1 concrete job pairs per class pair (north-west corner) and
-n_c pairs within a class (cyclic); see mm_lp.py and mm_disaggregate.py.
+n_c pairs within a class (cyclic); see mm_lp.py and mm_disaggregate.py. With many
+class pairs (several priority weights per job type) the pair columns enter the LP
+by pricing (mm_pricing.py), still exactly.
 """
 
 from __future__ import annotations

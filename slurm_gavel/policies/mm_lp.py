@@ -12,7 +12,11 @@ normalised throughput sum_j value_j: any optimum of stage 1 may leave GPUs idle
 that no job's minimum needs (Gavel's LP stops at whichever optimal vertex the
 solver lands on); stage 2 hands that capacity out. It never lowers the max-min
 objective by more than the 1e-9 relative slack, and on the class LP it costs one
-warm-started re-solve (a few simplex iterations).
+warm-started re-solve.
+
+With more than PRICING_MIN_PAIRS pair columns, they enter the LP by pricing
+(mm_pricing.py: column generation, same optimum); large LPs start with HiGHS's
+interior point method (IPM_MIN_COLUMNS).
 """
 
 from __future__ import annotations
