@@ -54,7 +54,8 @@ class SlurmConfig:
     retry_max_seconds: float = 60.0
     # backend: rest only.
     rest_url: str = "http://localhost:6820"
-    rest_token_file: Path | None = None
+    rest_token_file: Path | None = None  # a JWT (scontrol token), for http(s) URLs
+    rest_user: str | None = None  # the user the JWT belongs to (X-SLURM-USER-NAME)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,7 @@ _SLURM_KEYS = [
     "retry_max_seconds",
     "rest_url",
     "rest_token_file",
+    "rest_user",
 ]
 
 
@@ -238,6 +240,7 @@ def _slurm(doc: Any, where: str, base_dir: Path) -> SlurmConfig:
             if d.get("rest_token_file") is not None
             else None
         ),
+        rest_user=_string(d["rest_user"], f"{where}.rest_user") if d.get("rest_user") else None,
     )
     if cfg.retry_max_seconds < cfg.retry_initial_seconds:
         raise ConfigError(

@@ -10,6 +10,7 @@ from typing import Any
 
 from slurm_gavel.backends.base import ClusterBackend
 from slurm_gavel.config import Config, load_config
+from slurm_gavel.errors import InputError
 from slurm_gavel.logs import configure, event
 
 
@@ -53,9 +54,20 @@ def build_backend(config: Config) -> ClusterBackend:
         "checkpoint_signal": config.checkpoint.signal,
     }
     if config.backend == "rest":
-        from slurm_gavel.backends import slurmrestd
+        from slurm_gavel.backends.slurmrestd import SlurmRestCluster
 
-        return slurmrestd.SlurmRestCluster(**options, url=config.slurm.rest_url)  # type: ignore[no-any-return]
+        token = None
+        if config.slurm.rest_token_file is not None:
+            try:
+                token = config.slurm.rest_token_file.read_text().strip()
+            except OSError as e:
+                raise InputError(
+                    f"slurm.rest_token_file: cannot read {config.slurm.rest_token_file} "
+                    f"({e.strerror}); make it readable by the daemon's user"
+                ) from e
+        return SlurmRestCluster(
+            url=config.slurm.rest_url, token=token, user=config.slurm.rest_user, **options
+        )
     from slurm_gavel.backends.slurm_cli import SlurmCluster
 
     return SlurmCluster(**options)

@@ -63,3 +63,22 @@ def test_second_daemon_on_the_same_state_is_refused(tmp_path, sim, capsys):
         holder.release()
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "is locked by another slurm-gavel daemon (pid" in err
+
+
+def test_backend_is_built_from_the_config(tmp_path):
+    from slurm_gavel.config import parse_config
+
+    cfg = parse_config({"partitions": ["gpu", "v100"], "checkpoint": {"signal": "USR2",
+                        "grace_seconds": 7}, "slurm": {"command_timeout_seconds": 9}})  # fmt: skip
+    b = run_cmd.build_backend(cfg)
+    assert type(b).__name__ == "SlurmCluster"
+    assert b.managed_partitions == {"gpu", "v100"}
+    assert (b.checkpoint_signal, b.grace_s, b.commands.timeout) == ("USR2", 7.0, 9.0)
+    token = tmp_path / "jwt"
+    token.write_text("abc.def\n")
+    cfg = parse_config({"partitions": ["gpu"], "backend": "rest", "slurm": {
+        "rest_url": "http://ctl:6820", "rest_token_file": str(token), "rest_user": "slurm"}})  # fmt: skip
+    b = run_cmd.build_backend(cfg)
+    assert type(b).__name__ == "SlurmRestCluster"
+    assert b.rest.headers["X-SLURM-USER-TOKEN"] == "abc.def"
+    assert b.rest.headers["X-SLURM-USER-NAME"] == "slurm"
