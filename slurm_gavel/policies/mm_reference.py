@@ -99,6 +99,8 @@ def solve_reference(
     (second_stage) the total value with the minimum held; "sum": maximise the total.
     """
     n, k = lp.throughput.shape
+    if n == 0:
+        return Allocation(policy, {}, [], objective=0.0)
     npair = len(lp.pair_jobs)
     x, cons = _masked((n, k), lp.allowed)
     value = cp.sum(cp.multiply(single_gain, x), axis=1)

@@ -103,3 +103,11 @@ def test_fast_path_reaches_the_reference_optimum(name: str, problem: Problem) ->
     fast = allocate(problem, name)
     ref = allocate(problem, name, PolicyOptions(reference=True))
     assert fast.objective == pytest.approx(ref.objective, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("reference", [False, True])
+@pytest.mark.parametrize("name", POLICIES)
+def test_no_jobs_gives_an_empty_allocation(name: str, reference: bool) -> None:
+    alloc = allocate(Problem({"v": 2}, ()), name, PolicyOptions(reference=reference))
+    assert alloc.fractions == {} and alloc.pairs == []
+    assert alloc.objective in (None, 0.0)
