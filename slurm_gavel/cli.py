@@ -15,7 +15,7 @@ import sys
 from slurm_gavel.errors import InputError, SolveError
 
 # Subcommands in the order `--help` lists them.
-COMMANDS = ["run", "status", "allocate", "simulate"]
+COMMANDS = ["run", "status", "allocate", "simulate", "profile"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -84,7 +84,8 @@ def estimate_missing(
     reg: float = 0.1,
     only_estimated: bool = False,
 ) -> tuple[ThroughputTable, list[tuple[str, int, GpuType]]]:
-    """A copy of the table with every missing (job type, scale factor, GPU) cell estimated.
+    """A copy of the table with missing (job type, scale factor, GPU) cells estimated
+    (those of ``gpu_types``, default every GPU type; the fit always uses all columns).
 
     A missing cell otherwise means "cannot run there" (conf/THROUGHPUTS.md), so this is
     an explicit step (``slurm-gavel profile --estimate``). Only measured cells (no
@@ -93,7 +94,8 @@ def estimate_missing(
     estimated cells).
     """
     out = copy.deepcopy(table)
-    gpus = list(gpu_types) if gpu_types is not None else out.gpu_types
+    gpus = out.gpu_types  # the fit uses every column; only ``gpu_types`` are filled
+    fill = set(gpus if gpu_types is None else gpu_types)
     estimated: list[tuple[str, int, GpuType]] = []
     for sf in sorted({sf for _, sf in out.alone}):
         rows = [jt for jt, s in out.alone if s == sf]
@@ -107,7 +109,8 @@ def estimate_missing(
             (i, k)
             for i, jt in enumerate(rows)
             for k, g in enumerate(gpus)
-            if (is_estimate(out, jt, sf, g)
+            if g in fill
+            and (is_estimate(out, jt, sf, g)
                 or (g not in out.alone[(jt, sf)] and not only_estimated))
             and not np.isnan(obs[i]).all()  # a row with no measurement has nothing to go on
             and not np.isnan(obs[:, k]).all()  # nor a GPU type nothing was measured on

@@ -1,0 +1,186 @@
+"""`slurm-gavel profile`: measure the reference workloads on this machine's device and
+merge the figures into a throughput table.
+
+Each measurement runs in fresh processes (slurm_gavel.profiler_worker): one for a job
+alone at scale factor 1; N data-parallel ones for scale factor N (one per GPU); two on
+the same device, measured over the same window, for a co-located pair. The device's
+name comes from NVML (nvidia-ml-py's ``pynvml``), "cpu" when there is no GPU; the table
+column is a short key of it ("NVIDIA H100 80GB HBM3" -> "h100") unless --gpu-type says
+otherwise. Every measured cell gets a note with the device name and the date.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_gavel.errors import InputError
+from slurm_gavel.throughputs import ThroughputTable
+
+REPO = Path(__file__).resolve().parent.parent  # where workloads/ lives in a checkout
+
+
+class ProfileError(InputError):
+    """The profiler cannot run as asked (no workloads, a worker failed, bad option)."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    job_type: str
+    scale_factor: int
+    steps_per_s: float
+    steps: int
+    partner: str | None = None  # co-located with this job type
+    partner_steps_per_s: float | None = None
+
+
+def gpus() -> list[str]:
+    """Names of the visible NVIDIA GPUs (NVML); empty without driver or GPUs."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    try:
+        names = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+        return names
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def gpu_type_key(device_name: str) -> str:
+    """Short table column for a device: "NVIDIA H100 80GB HBM3" -> "h100", "Tesla V100-SXM2-16GB"
+    -> "v100", "cpu" -> "cpu"."""
+    words = re.sub(r"\b(nvidia|tesla|geforce|quadro)\b", " ", device_name.lower()).split()
+    if not words:
+        return "cpu"
+    return re.split(r"[-_ ]", words[0])[0] or "cpu"
+
+
+def workloads_path() -> Path:
+    if (REPO / "workloads" / "runner.py").exists():
+        return REPO
+    raise ProfileError(
+        f"the reference workloads are not next to the package ({REPO}/workloads); run "
+        "`slurm-gavel profile` from a checkout of slurm-gavel"
+    )
+
+
+def _worker_cmd(job_type: str, seconds: float, device: str, tiny: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "slurm_gavel.profiler_worker", "--job-type", job_type,
+           "--seconds", str(seconds), "--device", device]
+    return [*cmd, "--tiny"] if tiny else cmd
+
+
+def _run_workers(cmds: list[list[str]], sync: Path | None, timeout: float) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(workloads_path()), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for c in cmds]
+    try:
+        if sync is not None:  # start the measured window of all workers together
+            deadline = time.monotonic() + timeout
+            while not all((sync / f"ready-{i}").exists() for i in range(len(cmds))):
+                if any(p.poll() not in (None, 0) for p in procs) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+            (sync / "go").touch()
+        results = []
+        for p, c in zip(procs, cmds, strict=True):
+            out, err = p.communicate(timeout=timeout)
+            if p.returncode != 0:
+                why = err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}"
+                raise ProfileError(f"worker `{' '.join(c[3:])}` failed: {why}")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        return results
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def measure_alone(job_type: str, scale_factor: int, *, seconds: float, device: str,
+                  tiny: bool = False, timeout: float = 900) -> Measurement:
+    base = _worker_cmd(job_type, seconds, device, tiny)
+    if scale_factor == 1:
+        res = _run_workers([base], None, timeout)[0]
+        return Measurement(job_type, 1, res["steps_per_s"], res["steps"])
+    with socket.socket() as s:  # a free port for the process group
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmds = [[*base, "--rank", str(r), "--world", str(scale_factor), "--master-port", str(port)]
+            for r in range(scale_factor)]
+    res = _run_workers(cmds, None, timeout)
+    # ranks step in lockstep (all-reduce); the slowest rank is the job's rate
+    rank0 = min(res, key=lambda r: r["steps_per_s"])
+    return Measurement(job_type, scale_factor, rank0["steps_per_s"], rank0["steps"])
+
+
+def measure_pair(a: str, b: str, *, seconds: float, device: str, tiny: bool = False,
+                 timeout: float = 900) -> Measurement:
+    with tempfile.TemporaryDirectory(prefix="gavel-profile-") as d:
+        sync = Path(d)
+        cmds = [[*_worker_cmd(jt, seconds, device, tiny), "--sync-dir", d, "--slot", str(i)]
+                for i, jt in enumerate((a, b))]
+        ra, rb = _run_workers(cmds, sync, timeout)
+    return Measurement(a, 1, ra["steps_per_s"], ra["steps"], b, rb["steps_per_s"])
+
+
+def profile(
+    job_types: Iterable[str], *, seconds: float, device: str, scale_factors: Iterable[int] = (1,),
+    pairs: bool = False, tiny: bool = False, log: Callable[[str], None] = lambda _: None,
+) -> list[Measurement]:
+    """Measure every job type at every scale factor, then every unordered pair at 1."""
+    types = list(job_types)
+    out: list[Measurement] = []
+    for jt, sf in itertools.product(types, scale_factors):
+        m = measure_alone(jt, sf, seconds=seconds, device=device, tiny=tiny)
+        log(f"{jt} x{sf}: {m.steps_per_s:.3f} steps/s ({m.steps} steps)")
+        out.append(m)
+    if pairs:
+        for a, b in itertools.combinations_with_replacement(types, 2):
+            m = measure_pair(a, b, seconds=seconds, device=device, tiny=tiny)
+            log(f"{a} + {b}: {m.steps_per_s:.3f} + {m.partner_steps_per_s:.3f} steps/s")
+            out.append(m)
+    return out
+
+
+def merge(table: ThroughputTable, results: Iterable[Measurement], *, gpu_type: str,
+          device_name: str, date: str | None = None, tiny: bool = False) -> ThroughputTable:
+    """Write the measurements into ``table`` (in place, and returned) with notes."""
+    date = date or time.strftime("%Y-%m-%d", time.gmtime())
+    what = "tiny config (tests only), " if tiny else ""
+    note = f"measured by slurm-gavel profile on {device_name}, {what}{date}"
+    measured_pairs = 0
+    for m in results:
+        if m.partner is None:
+            table.alone.setdefault((m.job_type, m.scale_factor), {})[gpu_type] = m.steps_per_s
+            table.set_note(m.job_type, m.scale_factor, gpu_type, note)
+            continue
+        assert m.partner_steps_per_s is not None
+        key, value = (m.job_type, m.partner, 1), (m.steps_per_s, m.partner_steps_per_s)
+        if (m.partner, m.job_type, 1) in table.pairs:  # keep the stored orientation
+            key, value = (m.partner, m.job_type, 1), (value[1], value[0])
+        table.pairs.setdefault(key, {})[gpu_type] = value
+        measured_pairs += 1
+    if measured_pairs:
+        table.notes[f"pairs|1|{gpu_type}"] = f"{measured_pairs} pair(s) {note}"
+    extra = f"{gpu_type}: slurm-gavel profile on {device_name}, {what}{date}"
+    if extra not in table.source:
+        table.source = f"{table.source}; {extra}" if table.source else extra
+    return table

@@ -1,0 +1,82 @@
+"""The profiler: device naming, merging into a table, and a real (tiny, CPU) run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.commands.profile import _scale_factors
+from slurm_gavel.estimate import is_estimate
+from slurm_gavel.profiler import Measurement, ProfileError, gpu_type_key, merge
+from slurm_gavel.throughputs import ThroughputTable, load_table
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name,key", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("Tesla V100-SXM2-16GB", "v100"),
+    ("NVIDIA A100-SXM4-80GB", "a100"), ("Tesla K80", "k80"), ("NVIDIA GeForce RTX 4090", "rtx"),
+    ("cpu", "cpu"), ("", "cpu"),
+])
+def test_gpu_type_key(name: str, key: str) -> None:
+    assert gpu_type_key(name) == key
+
+
+def test_scale_factors_follow_the_visible_gpus() -> None:
+    assert _scale_factors(None, 0) == [1]
+    assert _scale_factors(None, 4) == [1, 2, 4]
+    assert _scale_factors("2,1,2", 0) == [1, 2]
+    with pytest.raises(ProfileError):
+        _scale_factors("0", 1)
+
+
+def test_merge_adds_a_column_with_notes_and_keeps_pair_orientation() -> None:
+    table = ThroughputTable(alone={("A", 1): {"v100": 3.0}, ("B", 1): {"v100": 1.0}},
+                            pairs={("B", "A", 1): {"v100": (0.5, 2.0)}}, source="paper")
+    merge(table, [Measurement("A", 1, 1.5, 40), Measurement("A", 1, 0.9, 30, "B", 0.4)],
+          gpu_type="h100", device_name="NVIDIA H100 80GB HBM3", date="2026-11-22")
+    assert table.alone[("A", 1)] == {"v100": 3.0, "h100": 1.5}
+    assert table.pairs[("B", "A", 1)]["h100"] == (0.4, 0.9)
+    assert table.note("A", 1, "h100") == (
+        "measured by slurm-gavel profile on NVIDIA H100 80GB HBM3, 2026-11-22")
+    assert table.source.startswith("paper; h100: slurm-gavel profile on NVIDIA H100")
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_profile_command_measures_alone_and_pairs_on_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "table.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    res = subprocess.run(
+        [sys.executable, "-m", "slurm_gavel", "profile",
+         "--types", "Recommendation (batch size 512)", "--pairs", "--seconds", "0.5",
+         "--tiny", "--device", "cpu", "--estimate",
+         "--out", str(out)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    table = load_table(out)
+    rate = table.alone[("Recommendation (batch size 512)", 1)]["cpu"]
+    assert rate > 0
+    assert "tiny config" in table.note("Recommendation (batch size 512)", 1, "cpu")
+    pair = table.pair("Recommendation (batch size 512)", "Recommendation (batch size 512)", 1,
+                      "cpu")
+    assert pair is not None and min(pair) > 0
+    # the published figures are still there, and the other types were estimated
+    assert table.alone[("A3C", 1)]["v100"] == load_table().alone[("A3C", 1)]["v100"]
+    assert is_estimate(table, "A3C", 1, "cpu")
+    assert json.loads(out.read_text())["format"] == "slurm-gavel-throughputs/1"
+
+
+def test_unknown_type_fails_with_one_line(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "slurm_gavel", "profile", "--types", "VGG-16", "--seconds", "0.1",
+         "--tiny", "--device", "cpu", "--out", str(tmp_path / "t.json")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert res.returncode == 2
+    assert "unknown job type 'VGG-16'" in res.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "t.json").exists()
