@@ -86,7 +86,6 @@ def solve(
             time_limit=options.time_limit,
         )
         x, rho = res.x, res.theta
-        notes += res.notes
     return Allocation(NAME, fractions_dict(problem, arrays.types, x), objective=rho, notes=notes)
 
 

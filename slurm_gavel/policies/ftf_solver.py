@@ -33,9 +33,10 @@ import scipy.sparse as sp
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies.ftf_jobs import Classes
 from slurm_gavel.policies.ftf_requirements import RequirementRows, requirement_rows, split_class
-from slurm_gavel.policies.lp import SolverError, solve_lp
+from slurm_gavel.policies.lp import SolverError
 
 REL_GAP = 1e-10
+ROOT_TOL = 1e-12  # beta this close to 1 from below: theta is the root
 UNCONVERGED_GAP = 1e-7  # past MAX_STEPS, a bracket wider than this is an error
 MAX_STEPS = 200
 
@@ -46,7 +47,6 @@ class StretchResult:
     theta: float  # the stretch the allocation achieves (max over jobs with demand)
     lower_bound: float  # proven lower bound on the optimum
     lp_solves: int
-    notes: list[str]
 
 
 def minimise_stretch(
@@ -65,7 +65,7 @@ def minimise_stretch(
     n_jobs, n_types = tput.shape
     members = np.concatenate(classes.members) if len(classes) else np.zeros(0, dtype=np.int64)
     if len(members) == 0:
-        return StretchResult(np.zeros((n_jobs, n_types)), floor, floor, 0, [])
+        return StretchResult(np.zeros((n_jobs, n_types)), floor, floor, 0)
     class_tput = tput[classes.first]
     rows = requirement_rows(class_tput, classes.of_job)
     # Each job alone on its fastest type, all the time: theta can be no lower.
@@ -93,17 +93,18 @@ def minimise_stretch(
         beta, pool, slope = model.solve(rows.psi(w), rows.dpsi(w, dw))
         solves += 1
         if beta <= 1.0:
-            hi, hi_point = theta, (theta, 1.0, pool)
-            break
-        up = achieved(theta, beta)
-        if up < hi:
-            hi, hi_point = up, (theta, beta, pool)
-        lo = max(lo, theta)
+            hi, hi_point = theta, (theta, 1.0, pool)  # feasible as it is
+            if beta >= 1.0 - ROOT_TOL or theta == lo:
+                lo = theta  # at the root (or at the lower bound): optimal
+        else:
+            lo = max(lo, theta)
+            up = achieved(theta, beta)
+            if up < hi:
+                hi, hi_point = up, (theta, beta, pool)
         if hi - lo <= REL_GAP * hi:
             break
-        step = (1.0 - beta) / slope if slope < 0 else np.inf
-        nxt = theta + step
-        if not (lo < nxt < hi) or nxt - theta <= 0.01 * REL_GAP * hi:
+        nxt = theta + (1.0 - beta) / slope if slope < 0 else np.inf
+        if not (lo < nxt < hi) or abs(nxt - theta) <= 0.01 * REL_GAP * hi:
             # Newton stalled (degenerate duals) or left the bracket: bisect instead.
             nxt = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * theta
         theta = nxt
@@ -119,65 +120,50 @@ def minimise_stretch(
         )
     theta_f, beta_f, pool = hi_point
     need = requirements(theta_f)[0] / beta_f
-    notes: list[str] = []
-    try:
-        pool = _fill_idle(rows, rows.psi(need), class_tput, scale, capacity, classes, time_limit)
-    except SolverError as e:
-        pool = pool / beta_f  # optimal as it is; only the spare capacity stays unused
-        notes.append(f"spare GPUs were not handed out ({e}); the objective is unaffected")
     x = np.zeros((n_jobs, n_types))
     for c, idx in enumerate(classes.members):
-        x[idx] = split_class(class_tput[c], pool[c], need[idx])
+        x[idx] = split_class(class_tput[c], pool[c] / beta_f, need[idx])
+    x = hand_out_spare(x, tput, scale, capacity, eligible=members)
     rate = (tput * x).sum(axis=1)
     with np.errstate(divide="ignore"):
         stretch = (a[members] + steps[members] / rate[members]) / d[members]
-    return StretchResult(x, max(floor, float(stretch.max())), lo, solves, notes)
+    return StretchResult(x, max(floor, float(stretch.max())), lo, solves)
 
 
-def _fill_idle(
-    rows: RequirementRows,
-    psi: np.ndarray,
-    class_tput: np.ndarray,
-    scale: np.ndarray,
-    capacity: np.ndarray,
-    classes: Classes,
-    time_limit: float | None,
+def hand_out_spare(
+    x: np.ndarray, tput: np.ndarray, scale: np.ndarray, capacity: np.ndarray, eligible: np.ndarray
 ) -> np.ndarray:
-    """Class totals that still meet every requirement and hand spare GPUs out.
+    """Give idle GPUs to jobs with time to spare; no job's rate goes down.
 
-    The stretch optimum leaves GPUs idle wherever the bottleneck is elsewhere;
-    here the requirements stay fixed and the classes take the spare time, as much
-    normalised work (T_ct / max_t T_ct per unit of time) as fits, within each
-    class's time budget (n_c) so that split_class can hand all of it out.
+    The stretch optimum leaves GPUs idle wherever the bottleneck is elsewhere.
+    Type by type (in cluster order), `eligible` jobs (indices; those in the
+    objective) that run there and have time left take
+    the idle GPUs, those to which the type is relatively best first (T_jt / max
+    T_j), each up to its time budget. Afterwards no type has idle GPUs while a
+    job that runs there has time left (work conservation); O(N K log N), no LP.
     """
-    n_cls, n_types = class_tput.shape
-    xc, xt = np.nonzero(class_tput > 0)
-    nx = len(xc)
-    col_of = np.full((n_cls, n_types), -1, dtype=np.int64)
-    col_of[xc, xt] = np.arange(nx)
-    rr, rt = np.nonzero(rows.coef > 0)
-    rcol = col_of[rows.row_class[rr], rt]
-    keep = rcol >= 0
-    rr, rt, rcol = rr[keep], rt[keep], rcol[keep]
-    n_req = len(rows.row_class)
-    r = np.concatenate([rr, n_req + xc, n_req + n_cls + xt])
-    c = np.concatenate([rcol, np.arange(nx), np.arange(nx)])
-    v = np.concatenate([rows.coef[rr, rt], np.ones(nx), scale[classes.first][xc]])
-    a = sp.csc_matrix((v, (r, c)), shape=(n_req + n_cls + n_types, nx))
-    inf = highspy.kHighsInf
-    lower = np.concatenate([np.maximum(psi, 0.0), np.full(n_cls + n_types, -inf)])
-    upper = np.concatenate([np.full(n_req, inf), classes.count, capacity])
-    gain = class_tput[xc, xt] / class_tput.max(axis=1)[xc]
-    sol = solve_lp(
-        gain, a, lower, upper, np.zeros(nx), np.full(nx, inf), maximize=True, time_limit=time_limit
-    )
-    pool = np.zeros((n_cls, n_types))
-    pool[xc, xt] = np.maximum(sol.x, 0.0)
-    return pool
+    x = x.copy()
+    best = tput.max(axis=1)
+    mask = np.zeros(len(scale), dtype=bool)
+    mask[eligible] = True
+    for t in range(tput.shape[1]):
+        spare = capacity[t] - float(scale @ x[:, t])
+        if spare <= 1e-9:
+            continue
+        slack = np.maximum(1.0 - x.sum(axis=1), 0.0)
+        ok = np.nonzero(mask & (tput[:, t] > 0) & (slack > 1e-12) & (scale <= capacity[t]))[0]
+        if len(ok) == 0:
+            continue
+        ok = ok[np.argsort(-tput[ok, t] / best[ok], kind="stable")]
+        gpus = slack[ok] * scale[ok]  # GPUs each would take with all its spare time
+        before = np.concatenate([[0.0], np.cumsum(gpus)[:-1]])
+        take = np.clip(spare - before, 0.0, gpus)  # GPUs granted, in order, until none left
+        x[ok, t] += take / scale[ok]
+    return x
 
 
 class _BetaLp:
-    """min beta s.t. coef X >= psi (per class), sum_c n_c s_c X_ct <= beta cap_t."""
+    """min beta s.t. coef X >= psi (per class), sum_c s_c X_ct <= beta cap_t."""
 
     def __init__(
         self,
@@ -204,7 +190,8 @@ class _BetaLp:
         c = np.concatenate([rr_cols, np.arange(nx), np.full(n_types, beta)])
         v = np.concatenate([rows.coef[rr, rt], gpus_per_unit[xc], -capacity])
         a = sp.csc_matrix((v, (r, c)), shape=(n_req + n_types, nx + 1))
-        self.n_req = n_req
+        self.n_req, self.nx = n_req, nx
+        inf = highspy.kHighsInf
         lp = highspy.HighsLp()
         lp.num_col_ = nx + 1
         lp.num_row_ = n_req + n_types
@@ -212,9 +199,9 @@ class _BetaLp:
         cost[beta] = 1.0
         lp.col_cost_ = cost
         lp.col_lower_ = np.zeros(nx + 1)
-        lp.col_upper_ = np.full(nx + 1, highspy.kHighsInf)
-        lp.row_lower_ = np.concatenate([np.zeros(n_req), np.full(n_types, -highspy.kHighsInf)])
-        lp.row_upper_ = np.concatenate([np.full(n_req, highspy.kHighsInf), np.zeros(n_types)])
+        lp.col_upper_ = np.full(nx + 1, inf)
+        lp.row_lower_ = np.concatenate([np.zeros(n_req), np.full(n_types, -inf)])
+        lp.row_upper_ = np.concatenate([np.full(n_req, inf), np.zeros(n_types)])
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
         lp.a_matrix_.start_ = a.indptr.astype(np.int32)
         lp.a_matrix_.index_ = a.indices.astype(np.int32)
@@ -226,22 +213,22 @@ class _BetaLp:
             self.h.setOptionValue("time_limit", float(time_limit))
         self.h.passModel(lp)
         self.idx = np.arange(n_req, dtype=np.int32)
-        self.upper = np.full(n_req, highspy.kHighsInf)
+        self.upper = np.full(n_req, inf)
 
     def solve(self, psi: np.ndarray, dpsi: np.ndarray) -> tuple[float, np.ndarray, float]:
         """(beta, pooled X (C, K), d beta / d theta)."""
+        h = self.h
         if self.n_req:
-            self.h.changeRowsBounds(self.n_req, self.idx, np.maximum(psi, 0.0), self.upper)
-        self.h.run()
-        status = self.h.getModelStatus()
+            h.changeRowsBounds(self.n_req, self.idx, np.maximum(psi, 0.0), self.upper)
+        h.run()
+        status = h.getModelStatus()
         if status != highspy.HighsModelStatus.kOptimal:
             raise SolverError(
-                f"stretch LP: HiGHS stopped with status '{self.h.modelStatusToString(status)}'"
+                f"stretch LP: HiGHS stopped with status '{h.modelStatusToString(status)}'"
             )
-        sol = self.h.getSolution()
+        sol = h.getSolution()
         col = np.asarray(sol.col_value)
         duals = np.asarray(sol.row_dual)[: self.n_req]
         pool = np.zeros(self.shape)
-        pool[self.xc, self.xt] = np.maximum(col[: len(self.xc)], 0.0)
-        beta = float(col[-1])
-        return beta, pool, float(duals @ dpsi)
+        pool[self.xc, self.xt] = np.maximum(col[: self.nx], 0.0)
+        return float(col[-1]), pool, float(duals @ dpsi)

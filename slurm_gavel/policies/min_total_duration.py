@@ -50,7 +50,6 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
             time_limit=options.time_limit,
         )
         x, makespan = res.x, res.theta
-        notes += res.notes
     return Allocation(
         NAME, fractions_dict(problem, arrays.types, x), objective=makespan, notes=notes
     )
