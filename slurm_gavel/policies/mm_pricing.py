@@ -39,7 +39,7 @@ class PricedLp:
         *,
         solver: str = "simplex",
         time_limit: float | None = None,
-        batch: int = 2000,
+        batch: int = 500,
     ) -> None:
         self.a = a
         self.a_t = a.T.tocsr()  # for pricing: A^T y
