@@ -80,3 +80,42 @@ def test_unknown_type_fails_with_one_line(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert "unknown job type 'VGG-16'" in res.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_scale_factor_two_runs_two_data_parallel_ranks_on_cpu() -> None:
+    from slurm_gavel.profiler import measure_alone
+
+    m = measure_alone("A3C", 2, seconds=0.3, device="cpu", tiny=True, timeout=300)
+    assert m.scale_factor == 2 and m.steps >= 3 and m.steps_per_s > 0
+
+
+def test_data_parallel_hook_averages_gradients(tmp_path: Path) -> None:
+    """Two gloo ranks with different data end with the same (averaged) parameters."""
+    torch = pytest.importorskip("torch")
+    script = tmp_path / "dp.py"
+    script.write_text(
+        "import os, sys, torch, torch.distributed as dist\n"
+        "from types import SimpleNamespace\n"
+        "from slurm_gavel.profiler_worker import _data_parallel\n"
+        "rank = int(sys.argv[1]); os.environ.update(MASTER_ADDR='127.0.0.1', "
+        "MASTER_PORT=sys.argv[2])\n"
+        "dist.init_process_group('gloo', rank=rank, world_size=2)\n"
+        "torch.manual_seed(0); m = torch.nn.Linear(3, 1)\n"
+        "_data_parallel(SimpleNamespace(state={'model': m}), 2)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "torch.manual_seed(rank + 1); m(torch.randn(4, 3)).sum().backward(); opt.step()\n"
+        "print(repr(m.weight.detach().tolist()))\n"
+        "dist.destroy_process_group()\n")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), port], env=env,
+                              stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs) and outs[0] == outs[1]
+    assert torch is not None
