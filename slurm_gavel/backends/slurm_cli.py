@@ -83,7 +83,7 @@ class SlurmCluster:
                 self._json("observe", ["squeue", "--json"]))
 
     def _json(self, kind: str, argv: list[str]) -> dict:
-        res = self.commands.run(kind, argv)
+        res = self.commands.run(kind, argv, retry_timeouts=True)
         if not res.ok:
             raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
         try:
@@ -100,8 +100,10 @@ class SlurmCluster:
         assert self.view is not None
         plan = plan_act(placement, self.view, self.managed_partitions)
         failed: dict[JobId, str] = dict(plan.failed)
-        self._requeuehold_overdue(failed)
-        signalled = self._signal(plan.to_signal, failed)
+        told = set(self._signalled)  # signalled in an earlier act, grace not over
+        told |= self._requeuehold_overdue(failed)
+        signalled = self._signal(self._signallable(plan.to_signal, told, failed), failed)
+        signalled += [j for j in plan.to_signal if j in told and j not in failed]
         if plan.hold:
             self._hold(plan.hold, failed)
         started = self._start(plan.starts, failed)
@@ -170,7 +172,8 @@ class SlurmCluster:
 
     def _states(self, ids: list[JobId]) -> dict[JobId, str]:
         """State names of these jobs (finished jobs may be absent)."""
-        res = self.commands.run("wait", ["squeue", "-h", "-j", job_list(ids), "-o", "%i %T"])
+        res = self.commands.run("wait", ["squeue", "-h", "-j", job_list(ids), "-o", "%i %T"],
+                                retry_timeouts=True)
         out = {}
         for line in res.stdout.splitlines():
             parts = line.split()
@@ -200,10 +203,28 @@ class SlurmCluster:
         for j in ids:
             self._signalled.pop(j, None)
 
-    def _requeuehold_overdue(self, failed: dict[JobId, str]) -> None:
+    def _signallable(self, ids: list[JobId], told: set[JobId],
+                     failed: dict[JobId, str]) -> list[JobId]:
+        """Jobs to signal now: strictly RUNNING ones not already told. A job that is
+        CONFIGURING or COMPLETING cannot take a signal, and scancel would retry it
+        by itself for minutes ("Job can not be altered now"), stalling the batch."""
+        assert self.view is not None
+        out = []
+        for j in ids:
+            if j in told:
+                continue
+            state = self.view.managed[j].state
+            if state == "RUNNING":
+                out.append(j)
+            else:
+                failed[j] = f"job is {state}, cannot take the checkpoint signal now; retried " \
+                            "next round"
+        return out
+
+    def _requeuehold_overdue(self, failed: dict[JobId, str]) -> set[JobId]:
         """Non-blocking mode: requeue-hold jobs signalled earlier that still run."""
         if not self._signalled or self.view is None:
-            return
+            return set()
         now = self.clock()
         running = {j.job.id for j in self.view.snapshot.jobs if j.state.value == "running"}
         overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
@@ -213,6 +234,7 @@ class SlurmCluster:
             self._requeuehold(overdue, failed)
             for j in overdue:
                 self._signalled.pop(j, None)
+        return set(overdue)
 
     @property
     def commands_issued(self) -> int:

@@ -60,30 +60,42 @@ class SlurmCommands:
         self.backoff = backoff
         self.sleep = sleep
         self.counts: Counter[str] = Counter()  # kind -> commands run (attempts)
+        self.seconds: Counter[str] = Counter()  # kind -> wall seconds spent in them
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def run(self, kind: str, argv: Sequence[str], *, stdin: str | None = None) -> CommandResult:
-        """Run `argv` (counted under `kind`); retry while slurmctld is unreachable."""
+    def run(self, kind: str, argv: Sequence[str], *, stdin: str | None = None,
+            retry_timeouts: bool = False) -> CommandResult:
+        """Run `argv` (counted under `kind`); retry while slurmctld is unreachable.
+
+        A timeout is retried only when `retry_timeouts` (read-only commands): an
+        action that timed out may have half happened, so it comes back as a failed
+        result (exit 124) for the caller to report per job, never as an exception."""
         delay = self.backoff
         last = ""
         for attempt in range(self.retries + 1):
             self.counts[kind] += 1
+            started = time.perf_counter()
             try:
                 proc = subprocess.run(
                     list(argv), input=stdin, capture_output=True, text=True,
                     env=self.env, timeout=self.timeout, check=False,
                 )
             except subprocess.TimeoutExpired:
+                proc = None
                 last = f"timed out after {self.timeout:.0f}s"
+                if not retry_timeouts:  # (the finally below adds the seconds)
+                    return CommandResult(tuple(argv), 124, "", f"{argv[0]}: {last}")
             except FileNotFoundError:
                 raise SlurmUnreachable(
                     f"{argv[0]} is not installed or not on PATH; install the Slurm client "
                     "(tools/setup)"
                 ) from None
-            else:
+            finally:
+                self.seconds[kind] += time.perf_counter() - started
+            if proc is not None:
                 result = CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
                 if result.ok or not _UNREACHABLE.search(proc.stderr):
                     return result

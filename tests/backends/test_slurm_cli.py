@@ -32,9 +32,9 @@ class RecordingCommands(SlurmCommands):
         super().__init__(env)
         self.log: list[tuple[str, tuple[str, ...], str | None]] = []
 
-    def run(self, kind, argv, *, stdin=None) -> CommandResult:
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
         self.log.append((kind, tuple(argv), stdin))
-        return super().run(kind, argv, stdin=stdin)
+        return super().run(kind, argv, stdin=stdin, retry_timeouts=retry_timeouts)
 
     def mentions(self, job_id: str) -> list[str]:
         words = {job_id}
@@ -238,3 +238,23 @@ def test_drained_node_is_reported_drained(slurm):
     p1 = next(n for n in snap.nodes if n.name == "p100-1")
     assert p1.state is NodeState.DRAINED and p1.usable_gpus == 0
     assert snap.capacity()["p100"] == 4
+
+
+def test_non_blocking_preempt_requeue_holds_overdue_jobs_next_act(slurm):
+    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
+                       "--wrap", "trap '' USR1; sleep 300")
+    b = SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=1.0,
+                     wait_for_preempted=False)
+    b.observe()
+    b.act(place_ids(0, {job: ("v100", [("v100-1", 1)])}))
+    slurm.wait_state(job, "RUNNING")
+    b.observe()
+    t = time.monotonic()
+    res = b.act(place_ids(1, {}))
+    assert res.preempted == (job,) and time.monotonic() - t < 1.0  # did not wait
+    assert b.commands.counts["requeuehold"] == 0
+    time.sleep(1.2)
+    b.observe()
+    b.act(place_ids(2, {}))  # the grace has passed and it still runs
+    assert b.commands.counts["requeuehold"] == 1
+    slurm.wait_state(job, "PENDING")

@@ -1,0 +1,104 @@
+"""Round latency of SlurmCluster on a real local cluster with many pending jobs.
+
+    .venv/bin/python -m slurm_gavel.backends.slurm_bench --jobs 1000 [--repeat 5]
+
+Starts a private local cluster (tools/local-cluster, free ports), submits N held
+managed jobs, then times: observe (sinfo+squeue --json, parse, snapshot); act
+that starts one job per free GPU; observe+act of an unchanged placement (lease
+extension: no command); act placing ALL N jobs (N updates in one scontrol, one
+release). Prints medians and the commands issued per action kind. Needs root and
+Slurm (tools/setup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from slurm_gavel import localcluster
+from slurm_gavel.backends.base import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.localcluster_conf import ClusterSpec
+
+
+def _submit(env: dict[str, str], n: int, workdir: Path) -> None:
+    # One sbatch per job (arrays would appear as one pending record).
+    for i in range(n):
+        subprocess.run(
+            ["sbatch", "--parsable", "-Q", f"--comment=gavel:type=A3C,steps={i + 1}", "-p",
+             "gpu", "-o", "/dev/null", "-D", str(workdir), "--wrap", "sleep 600"],
+            check=True, env=env, capture_output=True)
+
+
+def _timed(fn, repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--topology", default="v100:2x4,p100:2x4,k80:2x4")
+    args = p.parse_args(argv)
+    run = Path(tempfile.mkdtemp(prefix="slurm-gavel-bench-"))
+    spec = ClusterSpec(topology=args.topology)
+    localcluster.up(spec, run, port_base_auto=True)
+    env = localcluster.slurm_env(run)
+    try:
+        t = time.perf_counter()
+        _submit(env, args.jobs, run)
+        print(f"submitted {args.jobs} held managed jobs in {time.perf_counter() - t:.1f}s")
+        b = SlurmCluster(env={"SLURM_CONF": env["SLURM_CONF"]})
+        obs_s, snap = _timed(b.observe, args.repeat)
+        print(f"observe ({len(snap.jobs)} managed jobs, {len(snap.nodes)} nodes): "
+              f"median {obs_s * 1000:.0f} ms over {args.repeat}")
+        free = [(n.name, n.gpu_type) for n in snap.nodes for _ in range(n.usable_gpus)]
+        jobs = [j.job.id for j in snap.jobs]
+        first = RoundPlacement(0, 0, 360, {
+            j: JobPlacement(j, t, (NodeSlice(n, 1),))
+            for j, (n, t) in zip(jobs, free, strict=False)})
+        b.commands.counts.clear()
+        t = time.perf_counter()
+        res = b.act(first)
+        print(f"act: start {len(res.started)} jobs: {(time.perf_counter() - t) * 1000:.0f} ms, "
+              f"commands {dict(b.commands.counts)}, failed {len(res.failed)}")
+        time.sleep(2)
+
+        def keep_round():
+            b.observe()
+            return b.act(first)
+
+        b.commands.counts.clear()
+        keep_s, res = _timed(keep_round, args.repeat)
+        print(f"observe+act, unchanged placement ({len(res.kept)} kept): median "
+              f"{keep_s * 1000:.0f} ms, commands/round "
+              f"{ {k: v // args.repeat for k, v in b.commands.counts.items()} }")
+        everyone = RoundPlacement(1, 0, 360, {
+            j: JobPlacement(j, t, (NodeSlice(n, 1),))
+            for j, (n, t) in zip(jobs, free * (len(jobs) // max(1, len(free)) + 1),
+                                    strict=False)})
+        b.observe()
+        b.commands.counts.clear()
+        b.commands.seconds.clear()
+        t = time.perf_counter()
+        res = b.act(everyone)
+        print(f"act: place all {len(everyone.jobs)} (started {len(res.started)}, kept "
+              f"{len(res.kept)}): {(time.perf_counter() - t) * 1000:.0f} ms, "
+              f"commands {dict(b.commands.counts)}, seconds per kind "
+              f"{ {k: round(v, 2) for k, v in b.commands.seconds.items()} }")
+    finally:
+        localcluster.down(run)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""SlurmCommands: no shell, retries with backoff only while slurmctld is unreachable,
+timeouts, counting; and splitting a batched command's stderr per job."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_gavel.backends.slurm_commands import SlurmCommands, SlurmUnreachable, errors_by_job
+
+
+def runner(**kw) -> tuple[SlurmCommands, list[float]]:
+    sleeps: list[float] = []
+    return SlurmCommands(sleep=sleeps.append, **kw), sleeps
+
+
+def test_unreachable_is_retried_with_backoff_then_raises():
+    cmds, sleeps = runner(retries=3, backoff=0.5)
+    argv = ["sh", "-c", "echo 'squeue: error: Unable to contact slurm controller' >&2; exit 1"]
+    with pytest.raises(SlurmUnreachable, match="unreachable after 4 tries"):
+        cmds.run("observe", argv)
+    assert sleeps == [0.5, 1.0, 2.0]
+    assert cmds.counts["observe"] == 4 and cmds.total == 4
+
+
+def test_other_failures_are_returned_not_retried():
+    cmds, sleeps = runner()
+    res = cmds.run("release", ["sh", "-c", "echo 'Invalid job id specified' >&2; exit 1"])
+    assert not res.ok and res.returncode == 1 and "Invalid job id" in res.stderr
+    assert sleeps == [] and cmds.counts["release"] == 1
+
+
+def test_arguments_are_not_interpreted_by_a_shell(tmp_path):
+    cmds, _ = runner()
+    evil = f"x; touch {tmp_path}/pwned"
+    res = cmds.run("place", ["printf", "%s", evil])
+    assert res.stdout == evil and not (tmp_path / "pwned").exists()
+    res = cmds.run("place", ["cat"], stdin="update JobId=1\n")
+    assert res.stdout == "update JobId=1\n"
+
+
+def test_timeouts_fail_actions_once_and_retry_reads():
+    cmds, sleeps = runner(timeout=0.2, retries=2)
+    res = cmds.run("signal", ["sleep", "5"])
+    assert res.returncode == 124 and "timed out" in res.stderr and sleeps == []
+    with pytest.raises(SlurmUnreachable, match="timed out"):
+        cmds.run("observe", ["sleep", "5"], retry_timeouts=True)
+    assert len(sleeps) == 2
+
+
+def test_missing_binary_is_a_clear_error():
+    cmds, _ = runner()
+    with pytest.raises(SlurmUnreachable, match="not installed"):
+        cmds.run("observe", ["no-such-slurm-command-xyz"])
+
+
+def test_errors_by_job_on_real_messages():
+    # stderr of real 22.05 commands (see tests/backends/test_slurm_cli.py runs).
+    stderr = (
+        "Invalid job id specified for job 99999\n"
+        "Invalid GRES specification (with and without type identification) for job 5\n"
+        "scancel: error: Kill job error on job id 12: Job can not be altered now, "
+        "try again later\n"
+        "slurm_suspend error: Invalid job id specified\n"
+    )
+    per_job, other = errors_by_job(stderr)
+    assert set(per_job) == {"99999", "5", "12"}
+    assert "GRES" in per_job["5"]
+    assert other == ["slurm_suspend error: Invalid job id specified"]
