@@ -129,6 +129,21 @@ class _Tap:
         if self.daemon.dry_run:
             assert self.last_snapshot is not None
             return planned_actions(self.last_snapshot, placement)
+        if self.daemon._settling:
+            # First round after slurmctld came back: it may still list as running jobs
+            # that finished while it was down (slurmd has not re-sent the completion),
+            # and preempting one of those would requeue a finished job. Act next round;
+            # until then everything keeps running where it is.
+            self.daemon._settling = False
+            self.daemon._needs_reconcile = True
+            event(
+                log,
+                "settling",
+                round=placement.round_index,
+                wait_s=self.daemon.config.round_seconds,
+            )
+            why = "not acted on: first round after a Slurm outage"
+            return ActResult(failed=tuple((j, why) for j in placement.jobs))
         if self.daemon.config.gpu_types:
             back = {v: k for k, v in self.daemon.config.gpu_types.items()}
             placement = replace(
@@ -190,6 +205,7 @@ class Daemon:
         self._needs_reconcile = False
         self._skipped_logged: set[tuple[str, str]] = set()
         self._done_logged: set[str] = set()
+        self._settling = False  # the next round observes but does not act (see _Tap.act)
         self.consecutive_failures = 0
         self.last_report: RoundReport | None = None
         self._started = False
@@ -317,6 +333,7 @@ class Daemon:
         except Exception as e:
             if _is_slurm_unavailable(e):
                 self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
+                self._settling = True
                 self.metrics.count_command_failures({_failed_command(e): 1})
                 event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
             else:
@@ -395,8 +412,10 @@ class Daemon:
             failed=len(r.failed),
             slurm_commands=commands,
             dry_run=self.dry_run,
+            started_jobs=_ids(r.started),
+            preempted_jobs=_ids(r.preempted + r.moved),
         )
-        for job_id, why in r.failed:
+        for job_id, why in r.failed[:50]:
             event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
         if self.dry_run:
             self.out.write(format_plan(report, self.config))
@@ -441,6 +460,12 @@ class Daemon:
     def stop(self) -> None:
         """Ask the loop to end after the current round (signal handlers call this)."""
         self.stop_event.set()
+
+
+def _ids(ids: tuple[str, ...], limit: int = 50) -> str:
+    """Job ids for a log line, at most `limit` of them."""
+    more = f",+{len(ids) - limit}" if len(ids) > limit else ""
+    return ",".join(ids[:limit]) + more
 
 
 def _commands_issued(backend: object) -> int | None:

@@ -184,23 +184,32 @@ class FailingActBackend(FlakyBackend):
         return result
 
 
-def test_failure_during_act_is_reconciled_on_the_next_round(tmp_path, table):
+def test_failure_during_act_is_reconciled_and_the_next_round_only_observes(tmp_path, table):
     ref_sim = cluster(table)
     ref = daemon(tmp_path / "ref", ref_sim, table)
     ref.start()
-    rounds(ref, ref_sim, 5)
+    rounds(ref, ref_sim, 4)
     sim = cluster(table)
     b = FailingActBackend(sim)
     d = daemon(tmp_path, b, table)
     d.start()
     rounds(d, sim, 2)
     b.fail_next_act = True
-    assert not d.round_safely()
+    assert not d.round_safely()  # round 2 acted, then lost slurmctld
     sim.advance(sim.clock + ROUND)
-    rounds(d, sim, 2)
-    assert d.state.round_index == 5
+    running_before = dict(sim.running())
+    report = d.round()  # round 3: first after the outage, observes only
+    assert not report.result.started and not report.result.preempted
+    assert dict(sim.running()) == running_before
+    # The interrupted round was accounted exactly as the reference accounted it.
+    assert d.state.round_index == 4
     for j, row in received(ref).items():
         assert received(d)[j] == pytest.approx(row), j
+    sim.advance(sim.clock + ROUND)
+    d.round()  # acts again
+    sim.advance(sim.clock + ROUND)
+    d.round()
+    assert sum(sum(r.values()) for r in received(d).values()) == pytest.approx(5 * ROUND * 6)
 
 
 def test_dry_run_prints_the_plan_and_touches_nothing(tmp_path, table):
