@@ -32,7 +32,8 @@ from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.ftf_jobs import JobArrays, fractions_dict, group, job_arrays
 from slurm_gavel.policies.ftf_requirements import requirement_rows, split_class
-from slurm_gavel.policies.lp import SolverError, solve_lp
+from slurm_gavel.policies.ftf_solver import solve_lp_sized
+from slurm_gavel.policies.lp import SolverError
 
 NAME = "min_cost"
 SECONDS_PER_HOUR = 3600.0
@@ -129,7 +130,8 @@ def _fast(
     nx, n_cls, n_req = len(xc), len(classes), len(rows.row_class)
     col_of = np.full((n_cls, k), -1, dtype=np.int64)
     col_of[xc, xt] = np.arange(nx)
-    rr, rt = np.nonzero(rows.coef > 0)
+    # Rows with psi = 0 (no SLO job above that speed) hold for any X >= 0: drop them.
+    rr, rt = np.nonzero((rows.coef > 0) & (psi[:, None] > 0))
     rcol = col_of[rows.row_class[rr], rt]
     keep = rcol >= 0
     rr, rt, rcol = rr[keep], rt[keep], rcol[keep]
@@ -138,25 +140,19 @@ def _fast(
     c = np.concatenate([rcol, np.arange(nx), np.arange(nx)])
     v = np.concatenate([rows.coef[rr, rt], np.ones(nx), arrays.scale[first][xc]])
     a = sp.csc_matrix((v, (r, c)), shape=(n_req + n_cls + k, nx))
+    a.sum_duplicates()
     lower = np.concatenate([psi, np.full(n_cls + k, -highspy.kHighsInf)])
     upper = np.concatenate([np.full(n_req, highspy.kHighsInf), classes.count, arrays.capacity])
     try:
-        sol = solve_lp(
-            value[first][xc, xt],
-            a,
-            lower,
-            upper,
-            np.zeros(nx),
-            np.full(nx, highspy.kHighsInf),
-            maximize=True,
-            time_limit=time_limit,
+        sol = solve_lp_sized(
+            value[first][xc, xt], a, lower, upper, maximize=True, time_limit=time_limit, what=NAME
         )
     except SolverError as e:
         if "nfeasible" in str(e):
             _raise_infeasible(problem, arrays, need)
         raise
     pool = np.zeros((n_cls, k))
-    pool[xc, xt] = np.maximum(sol.x, 0.0)
+    pool[xc, xt] = np.maximum(sol, 0.0)
     for ci, idx in enumerate(classes.members):
         x[idx] = split_class(class_tput[ci], pool[ci], need[idx])
     return x
