@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
+from slurm_gavel.policies.ftf_solver import IPM_COLUMNS
 
 MARGIN = 1e-4  # relative lift that counts as "not bottlenecked"
 MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)
@@ -177,6 +178,7 @@ class _ClassLp:
         self.h.passModel(lp)
         self.rows = np.arange(n_cls, dtype=np.int32)
         self.inf_rows = np.full(n_cls, inf)
+        self.cold = n_col > IPM_COLUMNS
 
     def solve(
         self, level: np.ndarray, gain: np.ndarray, what: str
@@ -190,7 +192,12 @@ class _ClassLp:
             n = len(self.rows)
             cols = self.extra_col.astype(np.int32)
             h.changeColsBounds(n, cols, np.zeros(n), np.where(gain > 0, 1.0, 0.0))
+        if self.cold:  # large and degenerate: IPM + crossover, then warm simplex
+            h.setOptionValue("solver", "ipm")
         _run(h, what)
+        if self.cold:
+            h.setOptionValue("solver", "choose")
+            self.cold = False
         sol = h.getSolution()
         duals = np.asarray(sol.row_dual)[: len(self.rows)]
         return np.asarray(sol.col_value), duals
