@@ -19,7 +19,10 @@ below the root (convexity). Every iterate also yields a feasible allocation
 (the LP's X scaled by 1/beta meets w_j(theta) / beta), whose exact stretch is an
 upper bound; we stop when the two bounds meet to 1e-10 relative. Each LP is a
 warm-started HiGHS re-solve with new row bounds (a few hundred rows for 10,000
-jobs), so the whole search costs milliseconds.
+jobs), so the whole search costs milliseconds. Finally split_class turns the
+class totals into per-job fractions and hand_out_spare gives GPUs the optimum
+leaves idle to jobs with time to spare (rates only go up, so the stretch can
+only improve). The stretch reported is recomputed from the per-job fractions.
 """
 
 from __future__ import annotations
