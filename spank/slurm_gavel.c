@@ -1,27 +1,25 @@
 /*
  * slurm-gavel.so - SPANK plugin: `sbatch/srun/salloc --gavel-job-type=TYPE` and friends.
  *
- * What it does, by context:
- *   allocator (sbatch, salloc) and local (srun outside an allocation), at submit time:
- *     - validates --gavel-job-type against the site's list of known job types
- *       (plugstack argument types=FILE, one type per line, '#' comments) and refuses
- *       an unknown type, printing the known ones;
- *     - makes the type visible to the slurm-gavel daemon by setting the job's comment
- *       to "gavel:type=<TYPE>[,scale=N][,weight=W][,steps=S]" (the same form a site without this plugin
- *       writes with --comment=..., parsed by slurm_gavel/managed.py);
- *     - optionally holds the job (plugstack argument hold=yes) so Slurm never starts
- *       it before the daemon has placed it;
- *     - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_TOTAL_STEPS and
- *       GAVEL_CHECKPOINT_DIR into
- *       the submitting environment (propagated with the default --export=ALL) and
- *       into the job control environment (SPANK_GAVEL_* in the prolog/epilog,
- *       SLURM_SPANK_GAVEL_* in the job).
- *   The job therefore sees GAVEL_* (default --export=ALL) and always SLURM_SPANK_GAVEL_*
- *   (also with --export=NONE).
+ * At submit time (allocator context: sbatch, salloc; local context: srun outside an
+ * allocation) it
+ *   - validates --gavel-job-type against the site's list of known job types and refuses
+ *     an unknown type, printing the known ones;
+ *   - makes the type visible to the slurm-gavel daemon by setting the job's comment to
+ *     "gavel:type=<TYPE>[,scale=N][,weight=W][,steps=S]", the form a site without this
+ *     plugin writes with --comment=... (parsed by slurm_gavel/managed.py);
+ *   - optionally holds the job (hold=yes) so Slurm never starts it before the daemon
+ *     has placed it (conf/slurm/job_submit.lua does this better, on the controller);
+ *   - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_TOTAL_STEPS and
+ *     GAVEL_CHECKPOINT_DIR into the submitting environment (the job sees them with the
+ *     default --export=ALL) and into the job control environment (the job always sees
+ *     SLURM_SPANK_GAVEL_*, also with --export=NONE; prolog/epilog see SPANK_GAVEL_*).
+ *     Setting GAVEL_* from slurmstepd (user_init/task_init + spank_setenv) was tried on
+ *     22.05 and does not reach the batch step's environment, hence the two names.
  *
- * Plugstack arguments: types=FILE (default: job-types.txt beside the plugin, if present;
- * with neither, any type is accepted) and hold=yes|no (default no). Setting GAVEL_* from slurmstepd (user_init/task_init with
- *   spank_setenv) was tried on 22.05 and does not reach the batch step's environment.
+ * Plugstack arguments: types=FILE (one type per line, '#' comments; default:
+ * job-types.txt beside the plugin if present; with neither, any type is accepted) and
+ * hold=yes|no (default no).
  *
  * WHY the comment is set through slurm_option_set(): SPANK 22.05 has no call that
  * changes a job descriptor field, and the job control environment is not visible in
