@@ -165,7 +165,8 @@ def solve_max_min_classes(
     cost[zcol] = 1.0
     # Many pair columns: let them in by pricing (mm_pricing.py); few: all at once.
     active = np.ones(zcol + 1, dtype=bool)
-    if priced if priced is not None else npair > PRICING_MIN_PAIRS:
+    use_pricing = npair > PRICING_MIN_PAIRS if priced is None else priced
+    if use_pricing:
         active[nx:zcol] = False
     if solver is None:
         solver = "ipm" if int(active.sum()) >= IPM_MIN_COLUMNS else "simplex"
