@@ -68,6 +68,11 @@ from slurm_gavel.throughputs import ThroughputTable, load_table
 
 log = logging.getLogger(__name__)
 
+# How long after slurmctld answers again the daemon only observes. A job that ended
+# while slurmctld was down is reported to it by slurmstepd's retry, which took more
+# than 5 s after a restart in the integration test; 20 s covers that retry period.
+SETTLE_AFTER_OUTAGE_S = 20.0
+
 
 @dataclass(frozen=True)
 class Inflight:
@@ -121,6 +126,9 @@ class _Tap:
             d.config.preemption_overhead_seconds,
         )
         self.last_snapshot = snap
+        if d._outage:
+            d._outage = False
+            d._settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
         d._reconcile(snap)
         return snap
 
@@ -129,21 +137,18 @@ class _Tap:
         if self.daemon.dry_run:
             assert self.last_snapshot is not None
             return planned_actions(self.last_snapshot, placement)
-        if self.daemon._settling:
-            # First round after slurmctld came back: it may still list as running jobs
-            # that finished while it was down (slurmd has not re-sent the completion),
-            # and preempting one of those would requeue a finished job. Act next round;
-            # until then everything keeps running where it is.
-            self.daemon._settling = False
-            self.daemon._needs_reconcile = True
-            event(
-                log,
-                "settling",
-                round=placement.round_index,
-                wait_s=self.daemon.config.round_seconds,
-            )
-            why = "not acted on: first round after a Slurm outage"
+        d = self.daemon
+        if d._settle_until is not None and d.clock() < d._settle_until:
+            # slurmctld came back moments ago: it may still list as running jobs that
+            # finished while it was down (slurmstepd re-sends a batch completion only
+            # on a retry timer), and preempting one would requeue a finished job. Act
+            # once the settle time has passed; meanwhile everything runs where it is.
+            d._needs_reconcile = True
+            left = d._settle_until - d.clock()
+            event(log, "settling", round=placement.round_index, act_in_s=round(left, 1))
+            why = "not acted on: settling after a Slurm outage"
             return ActResult(failed=tuple((j, why) for j in placement.jobs))
+        d._settle_until = None
         if self.daemon.config.gpu_types:
             back = {v: k for k, v in self.daemon.config.gpu_types.items()}
             placement = replace(
@@ -205,7 +210,9 @@ class Daemon:
         self._needs_reconcile = False
         self._skipped_logged: set[tuple[str, str]] = set()
         self._done_logged: set[str] = set()
-        self._settling = False  # the next round observes but does not act (see _Tap.act)
+        # After a Slurm outage: rounds observe but do not act until this clock() time.
+        self._outage = False
+        self._settle_until: float | None = None
         self.consecutive_failures = 0
         self.last_report: RoundReport | None = None
         self._started = False
@@ -333,7 +340,7 @@ class Daemon:
         except Exception as e:
             if _is_slurm_unavailable(e):
                 self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
-                self._settling = True
+                self._outage = True
                 self.metrics.count_command_failures({_failed_command(e): 1})
                 event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
             else:
@@ -441,6 +448,8 @@ class Daemon:
                     return 0 if ok else 1
                 if ok:
                     wait = self.config.round_seconds - (self.clock() - t0)
+                    if self._settle_until is not None:  # act as soon as the settling ends
+                        wait = min(wait, self._settle_until - self.clock() + 0.1)
                 else:
                     wait = self.backoff_seconds()
                     event(

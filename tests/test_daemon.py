@@ -191,22 +191,23 @@ def test_failure_during_act_is_reconciled_and_the_next_round_only_observes(tmp_p
     rounds(ref, ref_sim, 4)
     sim = cluster(table)
     b = FailingActBackend(sim)
-    d = daemon(tmp_path, b, table)
+    d = daemon(tmp_path, b, table, clock=lambda: sim.clock)
     d.start()
     rounds(d, sim, 2)
     b.fail_next_act = True
     assert not d.round_safely()  # round 2 acted, then lost slurmctld
     sim.advance(sim.clock + ROUND)
     running_before = dict(sim.running())
-    report = d.round()  # round 3: first after the outage, observes only
+    report = d.round()  # round 3: just after the outage, observes only
     assert not report.result.started and not report.result.preempted
     assert dict(sim.running()) == running_before
     # The interrupted round was accounted exactly as the reference accounted it.
     assert d.state.round_index == 4
     for j, row in received(ref).items():
         assert received(d)[j] == pytest.approx(row), j
-    sim.advance(sim.clock + ROUND)
-    d.round()  # acts again
+    sim.advance(sim.clock + ROUND)  # past the settle time
+    report = d.round()  # acts again
+    assert d._settle_until is None and not report.result.failed
     sim.advance(sim.clock + ROUND)
     d.round()
     assert sum(sum(r.values()) for r in received(d).values()) == pytest.approx(5 * ROUND * 6)
