@@ -111,7 +111,7 @@ def split_class(speeds: np.ndarray, pool: np.ndarray, need: np.ndarray) -> np.nd
     spd = [float(speeds[t]) for t in order if pool[t] > _TINY]
     seg = [float(pool[t]) for t in order if pool[t] > _TINY]
     typ = [int(t) for t in order if pool[t] > _TINY]
-    pad = max(float(n) - sum(seg), 0.0) + 1e-9  # idle time: a job may use less than 1
+    pad = max(float(n) - sum(seg), 0.0)  # idle time: a job may use less than 1
     spd.append(0.0)
     seg.append(pad)
     typ.append(-1)
