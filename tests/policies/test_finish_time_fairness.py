@@ -133,7 +133,12 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(cluster, tuple(jobs))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,  # compared against numerical solvers: same examples in every CI run
+)
 @given(problems())
 def test_property_feasible_optimal_and_consistent(p):
     fast = allocate(p, "finish_time_fairness")

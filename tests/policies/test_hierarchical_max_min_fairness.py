@@ -168,7 +168,12 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(cluster, jobs, accounts={"a": draw(st.sampled_from([1.0, 3.0])), "b": 1.0})
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,  # compared against numerical solvers: same examples in every CI run
+)
 @given(problems())
 def test_property_feasible_and_equal_to_reference(p):
     fast = allocate(p, NAME)

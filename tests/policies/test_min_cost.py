@@ -134,7 +134,12 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(cluster, tuple(jobs), prices=prices)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,  # compared against numerical solvers: same examples in every CI run
+)
 @given(problems())
 def test_property_fast_equals_reference_or_both_refuse(p):
     try:

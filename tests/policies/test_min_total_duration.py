@@ -155,7 +155,12 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(cluster, tuple(jobs))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,  # compared against numerical solvers: same examples in every CI run
+)
 @given(problems())
 def test_property_feasible_and_optimal(p):
     fast = allocate(p, "min_total_duration")
