@@ -319,7 +319,7 @@ class Daemon:
             raise
         self._inflight = None
         if not self.dry_run:
-            self._save(self.state.to_json(), inflight=None)
+            self._save(self.state.to_json(), inflight=None, report=report)
         self._record(report, self.clock() - t0)
         self.last_report = report
         return report
@@ -349,7 +349,12 @@ class Daemon:
             return False
         return True
 
-    def _save(self, scheduler_json: dict[str, Any], inflight: Inflight | None) -> None:
+    def _save(
+        self,
+        scheduler_json: dict[str, Any],
+        inflight: Inflight | None,
+        report: RoundReport | None = None,
+    ) -> None:
         snap = self.tap.last_snapshot
         self.store.save(
             {
@@ -364,7 +369,7 @@ class Daemon:
                 },
                 "scheduler": scheduler_json,
                 "inflight": inflight.to_json() if inflight else None,
-                "jobs": jobs_view(snap, None if inflight else self.state.placement),
+                "jobs": jobs_view(snap, report),
                 "cluster": cluster_view(snap),
                 "progress": self.progress.to_json() if self.progress else None,
             }

@@ -53,35 +53,43 @@ def rename_gpu_types(snap: ClusterSnapshot, names: Mapping[str, str]) -> Cluster
 
 
 def jobs_view(
-    snap: ClusterSnapshot | None, placed: dict[str, JobPlacement] | None
+    snap: ClusterSnapshot | None, report: RoundReport | None
 ) -> dict[str, dict[str, Any]]:
     """What `slurm-gavel status` shows that the scheduler state does not hold.
 
-    `placed` is the round's placement once it has acted: placed jobs run there now,
-    running jobs left out are being checkpointed ("preempted") and will be held.
+    With the round's report (once it acted): placed jobs are "starting" there (or
+    "running" when they already ran there), running jobs it preempted are
+    "preempted" (checkpointing, then held), jobs it could not consider are
+    "skipped" with the reason. Without one (mid-round save): what Slurm showed.
     """
     if snap is None:
         return {}
+    placed = report.placement.jobs if report is not None else {}
+    stopped = set(report.result.preempted) if report is not None else set()
+    failed = dict(report.result.failed) if report is not None else {}
+    skipped = dict(report.skipped) if report is not None else {}
     out: dict[str, dict[str, Any]] = {}
     for o in snap.jobs:
         if o.state is JobState.DONE:
             continue
-        state, gpu_type, nodes = o.state.value, o.gpu_type, o.nodes
-        if placed is not None:
-            p = placed.get(o.job.id)
-            if p is not None:
-                # "starting" until an observe shows it running there (Slurm may lag).
-                running_there = o.state is JobState.RUNNING and p.same_place(
-                    JobPlacement(o.job.id, o.gpu_type or "", o.nodes, o.partner)
-                )
-                state = "running" if running_there else "starting"
-                gpu_type, nodes = p.gpu_type, p.nodes
-            elif o.state is JobState.RUNNING:
-                state, gpu_type, nodes = "preempted", None, ()
+        state, gpu_type, nodes, reason = o.state.value, o.gpu_type, o.nodes, None
+        p = placed.get(o.job.id)
+        if p is not None and o.job.id not in failed:
+            # "starting" until an observe shows it running there (Slurm may lag).
+            here = JobPlacement(o.job.id, o.gpu_type or "", o.nodes, o.partner)
+            state = "running" if o.state is JobState.RUNNING and p.same_place(here) else "starting"
+            gpu_type, nodes = p.gpu_type, p.nodes
+        elif o.job.id in stopped:
+            state, gpu_type, nodes = "preempted", None, ()
+        elif o.job.id in skipped:
+            state, reason = "skipped", skipped[o.job.id]
+        if o.job.id in failed:
+            reason = failed[o.job.id]
         out[o.job.id] = {
             "job_type": o.job.job_type,
             "scale_factor": o.job.scale_factor,
             "state": state,
+            "reason": reason,
             "restarts": o.restarts,
             "steps_done": o.steps_done,
             "total_steps": o.job.total_steps,

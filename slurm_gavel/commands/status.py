@@ -73,6 +73,7 @@ def status_view(doc: dict[str, Any], alive_pid: int | None) -> dict[str, Any]:
                 "job_type": v.get("job_type"),
                 "scale_factor": v.get("scale_factor"),
                 "state": v.get("state"),
+                "reason": v.get("reason"),
                 "allocation": fractions.get(job_id, {}),
                 "paired_allocation": paired.get(job_id, {}),
                 "gpu_type": v.get("gpu_type"),
@@ -138,8 +139,7 @@ def format_status(view: dict[str, Any], now: float | None = None) -> str:
     lines.append(head)
     for j in view["jobs"]:
         alloc = "/".join(
-            f"{j['allocation'].get(t, 0.0) + j['paired_allocation'].get(t, 0.0):.2f}"
-            for t in types
+            f"{j['allocation'].get(t, 0.0) + j['paired_allocation'].get(t, 0.0):.2f}" for t in types
         )
         place = (
             f"{j['gpu_type']}:" + ",".join(f"{n}" if g == 1 else f"{n}x{g}" for n, g in j["nodes"])
@@ -153,6 +153,9 @@ def format_status(view: dict[str, Any], now: float | None = None) -> str:
             f"{alloc:<{max(16, 6 + len(tw))}}  {place:<20}  "
             f"{received:<{max(20, 9 + len(tw))}}  {j['restarts']:>8}"
         )
+    reasons = [f"  {j['id']}: {j['reason']}" for j in view["jobs"] if j.get("reason")]
+    if reasons:
+        lines += ["why not placed:", *reasons[:50]]
     return "\n".join(lines) + "\n"
 
 

@@ -19,6 +19,7 @@ def state_dir(tmp_path_factory):
     table = load_table()
     d = tmp_path_factory.mktemp("gavel")
     jobs = [Job(str(i), TYPES[i % 3], 1 + (i == 3), total_steps=1e7) for i in range(1, 7)]
+    jobs.append(Job("7", "Not A Table Type"))
     sim = SimulatedCluster(parse_cluster_spec("v100:1x2,k80:1x2"), jobs, table)
     cfg = parse_config({"partitions": ["gpu"], "round_seconds": 60, "state_dir": str(d),
                         "checkpoint": {"grace_seconds": 5}})  # fmt: skip
@@ -40,8 +41,11 @@ def test_table_lists_every_managed_job(state_dir, capsys):
     header = out[2].split()
     assert header[:4] == ["JOBID", "TYPE", "GPUS", "STATE"]
     assert "ALLOC" in header and "v100/k80" in header and header[-1] == "RESTARTS"
-    rows = {line.split()[0]: line for line in out[3:]}
-    assert sorted(rows, key=int) == [str(i) for i in range(1, 7)]
+    table_end = out.index("why not placed:")
+    rows = {line.split()[0]: line for line in out[3:table_end]}
+    assert sorted(rows, key=int) == [str(i) for i in range(1, 8)]
+    assert " skipped " in rows["7"]
+    assert out[table_end + 1].startswith("  7: unknown job type 'Not A Table Type'")
     placed = daemon.state.placement
     for job_id, p in placed.items():
         assert f"{p.gpu_type}:{p.nodes[0].node}" in rows[job_id]
@@ -62,6 +66,7 @@ def test_json_matches_the_daemons_accounting(state_dir, capsys):
         )
     assert by_id["3"]["scale_factor"] == 2
     # 2 rounds of 60 s credited on 4 GPUs
+    assert by_id["7"]["state"] == "skipped" and "unknown job type" in by_id["7"]["reason"]
     total = sum(j["scale_factor"] * sum(j["received_s"].values()) for j in view["jobs"])
     assert total == pytest.approx(2 * 60 * 4)
 
