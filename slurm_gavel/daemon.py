@@ -18,7 +18,10 @@ against what the next observe sees.
 
 A round that fails (Slurm unreachable, solver error) is retried after a
 backoff that doubles from ``slurm.retry_initial_seconds`` to
-``slurm.retry_max_seconds``; the daemon never gives up on its own.
+``slurm.retry_max_seconds``; the daemon never gives up on its own. Once
+slurmctld answers again the daemon observes without acting for
+SETTLE_AFTER_OUTAGE_S, so jobs that ended during the outage are known to be
+over before anything is preempted (or requeued).
 """
 
 from __future__ import annotations
