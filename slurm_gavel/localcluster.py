@@ -242,7 +242,9 @@ def up(spec: ClusterSpec, run: Path, *, port_base_auto: bool = False) -> dict:
                 f"pass --port-base N (needs {len(spec.ports())} free ports) or --port-base auto"
             )
     run.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(run / "state", ignore_errors=True)  # clean start: no stale nodes or jobs
+    # Clean start: no stale nodes or jobs, and logs of this run only.
+    shutil.rmtree(run / "state", ignore_errors=True)
+    shutil.rmtree(run / "log", ignore_errors=True)
     write_config(spec, run)
     state: dict = {"spec": asdict(spec), "pids": {}, "munged": ensure_munge()}
     _save_state(run, state)
