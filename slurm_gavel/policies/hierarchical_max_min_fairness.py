@@ -8,8 +8,9 @@ entity): see hier_water_filling for the algorithm. Normalised throughput is
 Gavel's: rate_j / P_j with P_j = sum_t T_jt cap_t / sum_t cap_t, and the level of
 job j rises by c * w'_j / s_j per unit of the common level c, where w'_j is its
 share of its entity's weight. Where nobody is bottlenecked, entities with
-weights 2:1 get 2:1 of the summed normalised throughput of their jobs; capacity
-a bottlenecked job cannot use flows to the others (water filling).
+weights 2:1 get 2:1 of sum_j s_j * rate_j / P_j over their jobs (for 1-GPU jobs:
+of their normalised throughput); capacity a bottlenecked job cannot use flows
+to the others (water filling).
 
 The reported objective is the first iteration's level (the weighted max-min
 value). Fast path: class-level LPs in HiGHS (hier_water_filling). Reference
@@ -24,7 +25,7 @@ import numpy as np
 
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.ftf_jobs import fractions_dict, group, job_arrays
+from slurm_gavel.policies.ftf_jobs import JobArrays, fractions_dict, group, job_arrays
 from slurm_gavel.policies.hier_water_filling import (
     MARGIN,
     MARGIN_FLOOR,
@@ -88,7 +89,7 @@ def _reference(
     weight: np.ndarray,
     entity: np.ndarray,
     entity_weight: np.ndarray,
-    arrays,
+    arrays: JobArrays,
 ) -> tuple[np.ndarray, float]:
     """Per-job water filling in cvxpy; bottlenecks by one 'can it rise?' LP per job."""
     import cvxpy as cp  # only the reference path pays for importing cvxpy
