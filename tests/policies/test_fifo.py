@@ -67,16 +67,16 @@ def test_job_that_can_never_run_does_not_block_the_queue():
     assert any("skipped: nowhere" in n for n in a.notes)
 
 
-def test_agnostic_ignores_speed_and_spreads_by_free_gpus():
+def test_agnostic_ignores_speed_and_takes_the_first_type_with_room():
     p = Problem(
-        {"v": 2, "k": 3},
+        {"k": 2, "v": 2},
         (
             job(0, {"v": 9.0, "k": 1.0}, since=3.0),
             job(1, {"v": 9.0, "k": 1.0}, since=2.0),
             job(2, {"v": 9.0, "k": 1.0}, since=1.0),
         ),
     )
-    assert placed(allocate(p, "fifo_agnostic")) == {"0": "k", "1": "v", "2": "k"}
+    assert placed(allocate(p, "fifo_agnostic")) == {"0": "k", "1": "k", "2": "v"}
     assert placed(allocate(p, "fifo")) == {"0": "v", "1": "v", "2": "k"}
 
 
@@ -96,11 +96,11 @@ def replay(p: Problem, fastest: bool) -> dict[str, str]:
         room = [t for t in ok if free[t] >= j.scale_factor]
         if not room:
             break
-        best = None
-        for t in room:
-            score = j.throughput[t] if fastest else free[t]
-            if best is None or score > (j.throughput[best] if fastest else free[best]):
-                best = t
+        best = room[0]
+        if fastest:
+            for t in room:
+                if j.throughput[t] > j.throughput[best]:
+                    best = t
         out[j.id] = best
         free[best] -= j.scale_factor
     return out
