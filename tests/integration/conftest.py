@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,6 +146,7 @@ class Scenario:
     slurm: Any  # tests/conftest.py's LocalSlurm
     dir: Path
     daemon: DaemonProcess
+    metrics_port: int = 0
     managed: dict[str, str] = field(default_factory=dict)  # job id -> job type
     unmanaged: list[str] = field(default_factory=list)
 
@@ -197,6 +200,17 @@ class Scenario:
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
+    def metrics(self) -> dict[str, float]:
+        """The daemon's /metrics as {'name{labels}': value}."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+
     def status(self) -> dict[str, Any]:
         res = subprocess.run(
             [sys.executable, "-m", "slurm_gavel", "status", "--config", str(self.daemon.config),
@@ -211,6 +225,9 @@ def scenario(slurm, tmp_path: Path):
     (tmp_path / "logs").mkdir()
     (tmp_path / "managed.sh").write_text(MANAGED_JOB)
     (tmp_path / "unmanaged.sh").write_text(UNMANAGED_JOB)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        metrics_port = sock.getsockname()[1]
     cfg = tmp_path / "gavel.yaml"
     cfg.write_text(
         "policy: max_min_fairness\n"
@@ -219,12 +236,13 @@ def scenario(slurm, tmp_path: Path):
         "checkpoint: {signal: USR1, grace_seconds: 3}\n"
         f"state_dir: {tmp_path / 'state'}\n"
         "log_format: json\n"
+        f"metrics_port: {metrics_port}\n"
         # Short command timeouts so a stopped slurmctld fails rounds (and exercises the
         # daemon's own backoff) instead of every command quietly waiting it out.
         "slurm: {command_timeout_seconds: 4, retry_initial_seconds: 0.5, "
         "retry_max_seconds: 2}\n"
     )
     daemon = DaemonProcess(cfg, slurm.env, tmp_path / "daemon.log")
-    sc = Scenario(slurm, tmp_path, daemon)
+    sc = Scenario(slurm, tmp_path, daemon, metrics_port=metrics_port)
     yield sc
     daemon.stop()

@@ -52,6 +52,7 @@ def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
     bystander = sc.submit_unmanaged("gpu:k80:1", seconds=25)
     sc.daemon.start()
     sc.wait_finished([*sc.managed, bystander], timeout=240)
+    metrics = sc.metrics()
     sc.daemon.stop()
 
     for job_id in sc.managed:
@@ -73,6 +74,14 @@ def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
     assert not sc.daemon.events("round_failed")
     rounds = sc.daemon.events("round")
     assert rounds and max(r["slurm_commands"] for r in rounds) <= 12
+
+    # The Prometheus endpoint agrees with the logs and the cluster.
+    assert metrics["gavel_rounds_total"] >= len(rounds) - 1
+    assert metrics["gavel_preemptions_total"] == sum(
+        r["preempted"] + r["moved"] for r in rounds[: int(metrics["gavel_rounds_total"])]
+    )
+    assert metrics['gavel_gpus_usable{gpu_type="v100"}'] == 8
+    assert metrics["gavel_slurm_commands_per_round_count"] == metrics["gavel_rounds_total"]
 
 
 def wait_for(predicate, timeout: float, what: str, poll: float = 0.02):
