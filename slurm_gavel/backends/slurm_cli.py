@@ -20,7 +20,12 @@ import time
 from collections.abc import Callable, Collection, Mapping
 
 from slurm_gavel.backends.base import ActResult, ClusterSnapshot, RoundPlacement
-from slurm_gavel.backends.slurm_commands import CommandResult, SlurmCommands, errors_by_job
+from slurm_gavel.backends.slurm_commands import (
+    CommandResult,
+    SlurmCommands,
+    SlurmUnreachable,
+    errors_by_job,
+)
 from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm_snapshot import (
     RUNNING_STATES,
@@ -83,14 +88,29 @@ class SlurmCluster:
                 self._json("observe", ["squeue", "--json"]))
 
     def _json(self, kind: str, argv: list[str]) -> dict:
-        res = self.commands.run(kind, argv, retry_timeouts=True)
-        if not res.ok:
-            raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
-        try:
-            return json.loads(res.stdout)
-        except json.JSONDecodeError as e:
-            raise SlurmJsonError(f"{' '.join(argv)} printed no JSON ({e}); Slurm >= 22.05 "
-                                 "is needed for --json") from None
+        """Run a --json command. On 22.05, squeue/sinfo --json exit 0 with an empty
+        list and an "errors" entry ("Failed while looking for jobs") when slurmctld
+        is unreachable, and say nothing on stderr: such a document is retried like
+        an unreachable controller, never read as "no jobs"."""
+        delay = self.commands.backoff
+        for attempt in range(self.commands.retries + 1):
+            res = self.commands.run(kind, argv, retry_timeouts=True)
+            if not res.ok:
+                raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
+            try:
+                doc = json.loads(res.stdout)
+            except json.JSONDecodeError as e:
+                raise SlurmJsonError(f"{' '.join(argv)} printed no JSON ({e}); Slurm >= 22.05 "
+                                     "is needed for --json") from None
+            errors = doc.get("errors") if isinstance(doc, dict) else None
+            if not errors:
+                return doc
+            if attempt < self.commands.retries:
+                self.commands.sleep(delay)
+                delay *= 2
+        raise SlurmUnreachable(
+            f"{' '.join(argv)} reported {errors[0]} after {self.commands.retries + 1} tries; "
+            "is slurmctld running and SLURM_CONF right?")
 
     # --- act -------------------------------------------------------------------------
 

@@ -93,7 +93,10 @@ class RestClient:
                 except json.JSONDecodeError:
                     raise SlurmJsonError(f"slurmrestd {method} {path}: HTTP {resp.status}, "
                                          f"not JSON: {raw[:200]!r}") from None
-                if _unreachable(doc):
+                # A GET with errors is retried: with slurmctld down, 22.05's /jobs and
+                # /nodes answer an empty list plus "Failed while looking for jobs" /
+                # "Unspecified error", which must never be read as "no jobs".
+                if _unreachable(doc) or (method == "GET" and doc.get("errors")):
                     last = _first_error(doc)
                 else:
                     return doc

@@ -3,9 +3,20 @@ timeouts, counting; and splitting a batched command's stderr per job."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from slurm_gavel.backends.slurm_commands import SlurmCommands, SlurmUnreachable, errors_by_job
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm_commands import (
+    CommandResult,
+    SlurmCommands,
+    SlurmUnreachable,
+    errors_by_job,
+)
+
+DATA = Path(__file__).parent / "data"
 
 
 def runner(**kw) -> tuple[SlurmCommands, list[float]]:
@@ -66,3 +77,39 @@ def test_errors_by_job_on_real_messages():
     assert set(per_job) == {"99999", "5", "12"}
     assert "GRES" in per_job["5"]
     assert other == ["slurm_suspend error: Invalid job id specified"]
+
+
+class CannedCommands(SlurmCommands):
+    """Answers sinfo/squeue from a list of canned stdout documents (no Slurm)."""
+
+    def __init__(self, answers: dict[str, list[str]]):
+        self.sleeps: list[float] = []
+        super().__init__(sleep=self.sleeps.append, retries=3, backoff=1.0)
+        self.answers = answers
+
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+        self.counts[kind] += 1
+        queue = self.answers[argv[0]]
+        out = queue.pop(0) if len(queue) > 1 else queue[0]
+        return CommandResult(tuple(argv), 0, out, "")
+
+
+# What 22.05's squeue/sinfo --json print (exit 0, empty stderr) when slurmctld is down.
+DOWN_JOBS = json.dumps({"meta": {"Slurm": {"release": "22.05.8"}}, "jobs": [], "errors": [
+    {"description": "Failed while looking for jobs", "error_number": -1,
+     "error": "Unspecified error", "source": "slurm_load_jobs"}]})
+DOWN_NODES = json.dumps({"meta": {"Slurm": {"release": "22.05.8"}}, "nodes": [],
+                         "errors": [{"error": "Unspecified error", "errno": -1}]})
+
+
+def test_json_errors_from_an_unreachable_controller_are_retried_not_read_as_empty():
+    sinfo = (DATA / "sinfo-22.05.json").read_text()
+    squeue = (DATA / "squeue-22.05.json").read_text()
+    cmds = CannedCommands({"sinfo": [DOWN_NODES, sinfo], "squeue": [DOWN_JOBS, DOWN_JOBS,
+                                                                    squeue]})
+    snap = SlurmCluster(commands=cmds).observe()
+    assert len(snap.jobs) > 0 and cmds.sleeps == [1.0, 1.0, 2.0]
+    cmds = CannedCommands({"sinfo": [sinfo], "squeue": [DOWN_JOBS]})
+    with pytest.raises(SlurmUnreachable, match="Failed while looking for jobs"):
+        SlurmCluster(commands=cmds).observe()
+    assert cmds.counts["observe"] == 1 + 4

@@ -3,6 +3,8 @@ local cluster: the same behaviour as SlurmCluster where 22.05's API allows it.""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 from slurm_gavel import localcluster
 from slurm_gavel.backends.base import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
-from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+from slurm_gavel.backends.slurm_commands import SlurmUnreachable
+from slurm_gavel.backends.slurmrestd import RestClient, SlurmRestCluster
 
 pytestmark = pytest.mark.slurm
 
@@ -115,3 +118,29 @@ def test_rest_requeuehold_fallback_and_unmanaged_untouched(slurm, rest, tmp_path
     res = b_off.act(placement(3, {}))
     assert "cannot requeue" in dict(res.failed)[job]
     assert slurm.state(job) == "RUNNING"  # left running, reported; never cancelled
+
+
+def test_rest_get_with_errors_is_retried_then_raises(tmp_path):
+    """22.05's slurmrestd answers /jobs with [] plus an error when slurmctld is down."""
+    body = (b'{"meta": {}, "jobs": [], "errors": [{"description": "Failed while looking '
+            b'for jobs", "error": "Unspecified error"}]}')
+    path = str(tmp_path / "fake.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen()
+
+    def serve() -> None:
+        for _ in range(3):
+            conn, _ = server.accept()
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    sleeps: list[float] = []
+    client = RestClient(path, retries=2, backoff=0.5, sleep=sleeps.append)
+    with pytest.raises(SlurmUnreachable, match="Failed while looking for jobs"):
+        client.request("observe", "GET", "/slurm/v0.0.38/jobs")
+    assert sleeps == [0.5, 1.0] and client.counts["observe"] == 3
+    server.close()
