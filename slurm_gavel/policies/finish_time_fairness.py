@@ -14,7 +14,8 @@ adds, every round, the steps the job made divided by that round's I_j. A policy
 here is a pure function of one problem, which carries no such history, so C_j
 defaults to time_since_start (exactly the denominator of Gavel's earlier
 FinishTimeFairnessPolicyWithPerf: time so far + remaining time in isolation);
-`solve` takes the true C_j from a caller that tracks it. With that default the
+`solve` takes the true C_j from a caller that tracks it (accumulate_isolated_time
+does Gavel's per-round update). With that default the
 isolated allocation itself has rho_j = 1 for every job, so the optimum is <= 1.
 
 Gavel ignores priority weights here (a TODO in its code); so do we. Differences
@@ -97,6 +98,29 @@ def isolated_throughput(arrays: JobArrays) -> np.ndarray:
     share = (arrays.capacity[None, :] / n) / arrays.scale[:, None]
     share = share / np.maximum(share.sum(axis=1), 1.0)[:, None]
     return (arrays.throughput * share).sum(axis=1)
+
+
+def accumulate_isolated_time(
+    cumulative: Mapping[JobId, float], previous: Problem, current: Problem
+) -> dict[JobId, float]:
+    """Gavel's bookkeeping for C_j between two rounds, as a pure function.
+
+    C_j grows by the steps the job made since the previous round divided by its
+    isolated throughput in that round (previous.jobs, its n and cluster). Jobs
+    new in `current` start at 0; finished jobs drop out. A caller that keeps the
+    result between rounds and passes it to `solve` gets Gavel's exact rho.
+    """
+    before = {j.id: j for j in previous.jobs}
+    iso = dict(zip(before, isolated_throughput(job_arrays(previous)).tolist(), strict=True))
+    out: dict[JobId, float] = {}
+    for job in current.jobs:
+        acc = float(cumulative.get(job.id, 0.0))
+        old = before.get(job.id)
+        if old is not None and iso[job.id] > 0:
+            made = float(old.steps_remaining or 0.0) - float(job.steps_remaining or 0.0)
+            acc += max(made, 0.0) / iso[job.id]
+        out[job.id] = acc
+    return out
 
 
 def rho_of(

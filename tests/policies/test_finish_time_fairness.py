@@ -14,6 +14,7 @@ from slurm_gavel.errors import InputError
 from slurm_gavel.model import Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.finish_time_fairness import (
+    accumulate_isolated_time,
     isolated_throughput,
     rho_of,
     solve,
@@ -152,3 +153,20 @@ def test_property_feasible_optimal_and_consistent(p):
         assert fast.objective == pytest.approx(ref.objective, rel=1e-5)
     else:
         assert not np.any([sum(r.values()) for r in fast.fractions.values()])
+
+
+def test_cumulative_isolated_time_follows_gavels_update():
+    # Round 1: two jobs on one GPU, I = 1/2 each. By round 2 job 0 made 30 steps,
+    # job 1 none, and job 2 arrived: C_0 = 30 / (1/2) = 60, C_1 = 0, C_2 = 0.
+    r1 = Problem({"v": 1}, (job(0, {"v": 1.0}, 100), job(1, {"v": 1.0}, 100)))
+    r2 = Problem(
+        {"v": 1},
+        (job(0, {"v": 1.0}, 70, 60.0), job(1, {"v": 1.0}, 100, 60.0), job(2, {"v": 1.0}, 50)),
+    )
+    cum = accumulate_isolated_time({}, r1, r2)
+    assert cum == pytest.approx({"0": 60.0, "1": 0.0, "2": 0.0})
+    # Job 1 (no progress in 60 s) now has the larger rho under Gavel's C_j: FTF favours it.
+    a = solve(r2, PolicyOptions(), cum)
+    assert a.fractions["1"]["v"] > a.fractions["0"]["v"]
+    rhos = rho_of(r2, a, cum)
+    assert max(rhos.values()) == pytest.approx(a.objective, rel=1e-9)
