@@ -26,8 +26,10 @@ anywhere (rho infinite) are left out of the objective, get no time, and are
 named in the notes.
 
 Fast path: ftf_solver, exact over classes of identical jobs (theta = rho,
-w_j = R_j / (rho D_j - A_j)). Reference (options.reference): Gavel's convex
-program written in cvxpy (inv_pos) and solved by Clarabel.
+w_j = R_j / (rho D_j - A_j)); GPUs the optimum leaves idle go to jobs with time
+to spare, and the reported rho is recomputed from the per-job fractions.
+Reference (options.reference): Gavel's convex program written in cvxpy
+(inv_pos) and solved by Clarabel.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ which the reference path (options.reference) hands to HiGHS through cvxpy.
 The fast path solves the same optimum over classes of identical jobs with
 ftf_solver (per-job deadlines w_j = R_j / makespan), so 10,000 jobs cost a
 handful of LPs with a few hundred rows instead of one with 30,000 columns.
+GPUs the optimum leaves idle go to jobs with time to spare (no job gets slower,
+so the makespan stays optimal); the reported makespan is recomputed from the
+per-job fractions.
 
 Jobs with nothing left to run do not bound the makespan and get no time; jobs
 that cannot run anywhere cannot finish, are left out of the objective, and are
