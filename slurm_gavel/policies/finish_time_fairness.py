@@ -77,7 +77,7 @@ def solve(
     if options.reference:
         x, rho = _reference(arrays, steps, since, d, active)
     else:
-        classes = group(arrays, problem.jobs, mask=active)
+        classes = group(arrays, mask=active)
         res = minimise_stretch(
             arrays.throughput,
             arrays.scale,

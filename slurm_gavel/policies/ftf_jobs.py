@@ -11,13 +11,12 @@ ftf_requirements for the per-job deadlines on top of a class).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
 
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import GpuType, Problem, ProblemJob
+from slurm_gavel.model import GpuType, Problem
 
 
 class PolicyJobError(InputError):
@@ -104,32 +103,33 @@ class Classes:
 
 
 def group(
-    arrays: JobArrays,
-    jobs: tuple[ProblemJob, ...],
-    extra_key: Callable[[int, ProblemJob], Hashable] | None = None,
-    mask: np.ndarray | None = None,
+    arrays: JobArrays, extra: np.ndarray | None = None, mask: np.ndarray | None = None
 ) -> Classes:
-    """Group jobs (only those where `mask` is true, if given) by (row, scale[, extra])."""
-    keys: dict[Hashable, int] = {}
-    of_job = np.full(len(jobs), -1, dtype=np.int64)
-    first: list[int] = []
-    rows = arrays.throughput
-    for i, job in enumerate(jobs):
-        if mask is not None and not mask[i]:
-            continue
-        key: Hashable = (rows[i].tobytes(), arrays.scale[i])
-        if extra_key is not None:
-            key = (key, extra_key(i, job))
-        c = keys.get(key)
-        if c is None:
-            c = keys[key] = len(first)
-            first.append(i)
-        of_job[i] = c
-    picked = np.nonzero(of_job >= 0)[0]
+    """Group jobs (only those where `mask` is true, if given) by equal (row, scale[, extra]).
+
+    `extra` (N, E) holds further numbers that must match within a class. Classes
+    are numbered in order of their first job, members ascending.
+    """
+    n = len(arrays.scale)
+    cols = [arrays.throughput, arrays.scale[:, None]]
+    if extra is not None:
+        cols.append(np.asarray(extra, dtype=np.float64).reshape(n, -1))
+    keys = np.hstack(cols)
+    picked = np.arange(n) if mask is None else np.nonzero(mask)[0]
+    of_job = np.full(n, -1, dtype=np.int64)
+    if len(picked) == 0:
+        return Classes(of_job, [], np.zeros(0, dtype=np.int64))
+    _, first_pos, inverse = np.unique(keys[picked], axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    # Renumber classes by first appearance, so the numbering does not depend on sorting.
+    rank = np.empty(len(first_pos), dtype=np.int64)
+    rank[np.argsort(first_pos, kind="stable")] = np.arange(len(first_pos))
+    of_job[picked] = rank[inverse]
+    first = picked[np.sort(first_pos)]
     order = picked[np.argsort(of_job[picked], kind="stable")]
     bounds = np.searchsorted(of_job[order], np.arange(len(first) + 1))
     members = [order[bounds[c] : bounds[c + 1]] for c in range(len(first))]
-    return Classes(of_job, members, np.array(first, dtype=np.int64))
+    return Classes(of_job, members, first)
 
 
 def fractions_dict(

@@ -63,11 +63,7 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     if options.reference:
         x, first = _reference(coef, arrays.scale, arrays.weight, job_entity, weights, arrays)
     else:
-        classes = group(
-            arrays,
-            problem.jobs,
-            extra_key=lambda i, job: (job.priority_weight, job_entity[i], share[i]),
-        )
+        classes = group(arrays, extra=np.column_stack([arrays.weight, job_entity, share]))
         hc = HierClasses(
             coef=coef[classes.first],
             scale=arrays.scale[classes.first],

@@ -118,7 +118,7 @@ def _fast(
     time_limit: float | None,
 ) -> np.ndarray:
     n, k = arrays.throughput.shape
-    classes = group(arrays, problem.jobs, mask=arrays.runnable)
+    classes = group(arrays, mask=arrays.runnable)
     x = np.zeros((n, k))
     if len(classes) == 0:
         return x

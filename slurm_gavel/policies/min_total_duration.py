@@ -40,7 +40,7 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     if options.reference:
         x, makespan = _reference(arrays.throughput, arrays.scale, arrays.capacity, steps, active)
     else:
-        classes = group(arrays, problem.jobs, mask=active)
+        classes = group(arrays, mask=active)
         ones = np.ones(len(steps))
         res = minimise_stretch(
             arrays.throughput,
