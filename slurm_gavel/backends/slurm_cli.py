@@ -19,7 +19,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Mapping
 
-from slurm_gavel.backends.base import ActResult, ClusterSnapshot, RoundPlacement
+from slurm_gavel.backends.base import ActResult, ClusterSnapshot, JobState, RoundPlacement
 from slurm_gavel.backends.slurm_commands import (
     CommandResult,
     SlurmCommands,
@@ -32,12 +32,13 @@ from slurm_gavel.backends.slurm_snapshot import (
     ActPlan,
     SlurmView,
     StartOrder,
+    add_vanished,
     build_view,
     job_list,
     plan_act,
     render_update,
 )
-from slurm_gavel.model import JobId
+from slurm_gavel.model import Job, JobId
 
 
 class SlurmCluster:
@@ -70,6 +71,7 @@ class SlurmCluster:
         self._signalled: dict[JobId, float] = {}  # job -> grace deadline (clock)
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
         self._first_submit: dict[JobId, float] = {}
+        self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
 
     # --- observe ---------------------------------------------------------------------
 
@@ -77,8 +79,12 @@ class SlurmCluster:
         nodes_doc, jobs_doc = self._fetch()
         _, nodes = parse_nodes(nodes_doc)
         _, jobs = parse_jobs(jobs_doc)
-        self.view = build_view(nodes, jobs, self.managed_partitions, self.clock(),
+        now = self.clock()
+        self.view = build_view(nodes, jobs, self.managed_partitions, now,
                                first_submit=self._first_submit)
+        add_vanished(self.view, self._active, now)
+        self._active = {o.job.id: o.job for o in self.view.snapshot.jobs
+                        if o.state is not JobState.DONE}
         self.warnings = self.view.warnings
         return self.view.snapshot
 
@@ -246,7 +252,7 @@ class SlurmCluster:
         if not self._signalled or self.view is None:
             return set()
         now = self.clock()
-        running = {j.job.id for j in self.view.snapshot.jobs if j.state.value == "running"}
+        running = {j.job.id for j in self.view.snapshot.jobs if j.state is JobState.RUNNING}
         overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
         for j in [j for j in self._signalled if j not in running]:
             del self._signalled[j]

@@ -7,7 +7,7 @@ both are tested on captured JSON without a cluster.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from slurm_gavel.backends.base import (
     ClusterSnapshot,
@@ -125,6 +125,26 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
     return ObservedJob(job=job, state=JobState.DONE, restarts=sj.restarts,
                        finish_time=float(sj.end_time) if sj.end_time else None,
                        succeeded=sj.state == "COMPLETED")
+
+
+def add_vanished(view: SlurmView, active_before: dict[JobId, Job], now: float) -> None:
+    """Report managed jobs that left squeue unseen as DONE (once), in place.
+
+    squeue forgets a finished job after MinJobAge (300 s by default), less than a
+    6-minute round: without this, a job finishing right after one observation would
+    never be reported done. Success is unknown then, so it is reported failed with a
+    warning telling the admin to raise MinJobAge.
+    """
+    present = {j.job.id for j in view.snapshot.jobs}
+    gone = [job for job_id, job in active_before.items() if job_id not in present]
+    if not gone:
+        return
+    extra = tuple(ObservedJob(job=job, state=JobState.DONE, finish_time=now, succeeded=False)
+                  for job in gone)
+    view.snapshot = replace(view.snapshot, jobs=view.snapshot.jobs + extra)
+    view.warnings.append(
+        f"jobs {','.join(j.id for j in gone)} left squeue before their end was seen; "
+        "reported done (success unknown); set MinJobAge in slurm.conf above the round length")
 
 
 # --- act planning --------------------------------------------------------------------

@@ -132,3 +132,17 @@ def test_space_sharing_pair_starts_one_and_reports_the_other():
     plan = plan_act(placement, v, None)
     assert [o.job_id for o in plan.starts] == [a]
     assert plan.failed[0][0] == b and "sharing" in plan.failed[0][1]
+
+
+def test_job_that_left_squeue_unseen_is_reported_done_once():
+    from slurm_gavel.backends.slurm_snapshot import add_vanished
+    from slurm_gavel.model import Job
+
+    v = view()
+    gone = Job(id="777", job_type="A3C")
+    add_vanished(v, {"777": gone, S["run1"]: Job(S["run1"], "x")}, now=1234.0)
+    extra = [j for j in v.snapshot.jobs if j.job.id == "777"]
+    assert len(extra) == 1 and extra[0].state is JobState.DONE
+    assert extra[0].finish_time == 1234.0 and not extra[0].succeeded
+    assert any("MinJobAge" in w for w in v.warnings)
+    assert sum(j.job.id == S["run1"] for j in v.snapshot.jobs) == 1  # present: not added
