@@ -28,6 +28,7 @@ class JobArrays:
     types: list[GpuType]
     capacity: np.ndarray  # (K,) GPUs per type
     throughput: np.ndarray  # (N, K) steps/s, 0 where the job may not get time
+    raw_throughput: np.ndarray  # (N, K) as given (also where the job does not fit)
     scale: np.ndarray  # (N,) GPUs per job
     weight: np.ndarray  # (N,) priority weights
 
@@ -63,8 +64,9 @@ def job_arrays(problem: Problem) -> JobArrays:
             f"job {jobs[i].id}: priority_weight {jobs[i].priority_weight!r} must be > 0"
         )
     # No time where a job cannot run or does not fit (the contract's x_jt = 0 cells).
+    raw = tput.copy()
     tput[scale[:, None] > capacity[None, :]] = 0.0
-    return JobArrays(types, capacity, tput, scale, weight)
+    return JobArrays(types, capacity, tput, raw, scale, weight)
 
 
 def steps_remaining(problem: Problem, policy: str) -> np.ndarray:

@@ -42,9 +42,7 @@ NO_ACCOUNT = "(none)"
 def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     arrays = job_arrays(problem)
     cap_total = float(arrays.capacity.sum())
-    raw = np.array(
-        [[float(j.throughput.get(t, 0.0)) for t in arrays.types] for j in problem.jobs]
-    ).reshape(len(problem.jobs), len(arrays.types))
+    raw = arrays.raw_throughput  # P_j counts every type, as Gavel (and max_min_fairness) do
     share = raw @ arrays.capacity / cap_total if cap_total > 0 else np.zeros(len(problem.jobs))
     with np.errstate(divide="ignore", invalid="ignore"):
         coef = np.where(share[:, None] > 0, arrays.throughput / share[:, None], 0.0)
