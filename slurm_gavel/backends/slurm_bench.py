@@ -25,11 +25,11 @@ from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.localcluster_conf import ClusterSpec
 
 
-def _submit(env: dict[str, str], n: int, workdir: Path) -> None:
+def _submit(env: dict[str, str], n: int, workdir: Path, hold: list[str]) -> None:
     # One sbatch per job (arrays would appear as one pending record).
     for i in range(n):
         subprocess.run(
-            ["sbatch", "--parsable", "-Q", f"--comment=gavel:type=A3C,steps={i + 1}", "-p",
+            ["sbatch", "--parsable", *hold, f"--comment=gavel:type=A3C,steps={i + 1}", "-p",
              "gpu", "-o", "/dev/null", "-D", str(workdir), "--wrap", "sleep 600"],
             check=True, env=env, capture_output=True)
 
@@ -48,14 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--topology", default="v100:2x4,p100:2x4,k80:2x4")
+    p.add_argument("--no-lua", action="store_true",
+                   help="no job_submit.lua (jobs held with sbatch --hold): its cost per update")
     args = p.parse_args(argv)
     run = Path(tempfile.mkdtemp(prefix="slurm-gavel-bench-"))
-    spec = ClusterSpec(topology=args.topology)
+    spec = ClusterSpec(topology=args.topology, hold_on_arrival=not args.no_lua)
     localcluster.up(spec, run, port_base_auto=True)
     env = localcluster.slurm_env(run)
     try:
         t = time.perf_counter()
-        _submit(env, args.jobs, run)
+        _submit(env, args.jobs, run, ["--hold"] if args.no_lua else [])
         print(f"submitted {args.jobs} held managed jobs in {time.perf_counter() - t:.1f}s")
         b = SlurmCluster(env={"SLURM_CONF": env["SLURM_CONF"]})
         obs_s, snap = _timed(b.observe, args.repeat)
