@@ -110,15 +110,25 @@ def run(
     seed: int = 0,
     checkpoint_every: int | None = None,
     enabled: bool | None = None,
+    min_step_seconds: float = 0.0,
 ) -> dict[str, Any]:
-    """Train ``steps`` steps under GavelJob; returns a summary (also printed as JSON)."""
+    """Train ``steps`` steps under GavelJob; returns a summary (also printed as JSON).
+
+    ``min_step_seconds`` paces the loop (each step lasts at least that long): on the
+    local test cluster's fake GPUs it stands in for a slower device and keeps tiny
+    jobs running long enough to be preempted.
+    """
     trainer = build(job_type, tiny=tiny, device=pick_device(device), seed=seed)
     loss = float("nan")
     with GavelJob(enabled=enabled, checkpoint_every=checkpoint_every, **trainer.state) as job:
         start = job.step
         t0 = time.perf_counter()
         for _ in job.steps(steps):
+            began = time.perf_counter()
             loss = trainer.step()
+            left = min_step_seconds - (time.perf_counter() - began)
+            if left > 0:
+                time.sleep(left)
         wall = time.perf_counter() - t0
     return {
         "job_type": job_type,
@@ -166,6 +176,8 @@ def parser(prog: str, family: Family | None = None) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
                    help="also checkpoint every N steps (default: only on the signal)")
+    p.add_argument("--min-step-seconds", type=float, default=0.0, metavar="S",
+                   help="make each step last at least S seconds (emulates a slower device)")
     return p
 
 
@@ -179,7 +191,8 @@ def main(argv: list[str] | None = None, family: Family | None = None) -> int:
     else:
         job_type = f"{family.name} (batch size {args.batch_size})"
     summary = run(job_type, args.steps, tiny=args.tiny, device=args.device, seed=args.seed,
-                  checkpoint_every=args.checkpoint_every)
+                  checkpoint_every=args.checkpoint_every,
+                  min_step_seconds=args.min_step_seconds)
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")
     return 0

@@ -40,7 +40,7 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
     res = subprocess.run(
         ["sbatch", "--parsable", f"--gavel-steps={TOTAL}", f"--gavel-checkpoint-dir={ckpt}",
          "-o", str(out), str(REPO / "workloads" / "sbatch" / "lm.sbatch"), "--tiny",
-         "--device", "cpu"],
+         "--device", "cpu", "--min-step-seconds", "0.1"],  # ~6 s of steps: time to signal
         capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
     assert res.returncode == 0, res.stderr
     job = res.stdout.strip().split(";")[0]

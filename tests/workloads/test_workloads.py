@@ -99,3 +99,11 @@ def test_family_module_entry_point() -> None:
 def test_unknown_job_type_names_the_known_ones() -> None:
     with pytest.raises(SystemExit, match="known: ResNet-18"):
         runner.resolve("VGG-16 (batch size 8)")
+
+
+@pytest.mark.torch
+def test_min_step_seconds_paces_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    out = runner.run("Recommendation (batch size 512)", 3, tiny=True, device="cpu",
+                     min_step_seconds=0.2)
+    assert out["steps"] == 3 and out["wall_s"] >= 0.6
