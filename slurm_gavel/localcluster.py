@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,13 @@ from slurm_gavel.localcluster_conf import (
     ClusterSpec,
     parse_topology,
     write_config,
+)
+from slurm_gavel.localcluster_host import (
+    ensure_installed,
+    ensure_munge,
+    pick_port_base,
+    port_free,
+    which_sbin,
 )
 
 DEFAULT_DIR = REPO / "run" / "cluster"
@@ -58,83 +64,6 @@ def _alive(pid: int) -> bool:
         return stat.rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-def pick_port_base(count: int, start: int = 17000, stop: int = 30000) -> int:
-    """First base port with `count` consecutive free ports (for --port-base auto)."""
-    base = start
-    while base + count < stop:
-        if all(_port_free(base + i) for i in range(count)):
-            return base
-        base += count + 7
-    raise ClusterError(f"no {count} consecutive free TCP ports in {start}-{stop}")
-
-
-def ensure_munge() -> int | None:
-    """Start munged when no daemon answers; returns its pid if this call started it."""
-    if _munge_works():
-        return None
-    munged = shutil.which("munged") or "/usr/sbin/munged"
-    if not Path(munged).exists():
-        raise ClusterError("munged is not installed; run tools/setup (as root)")
-    Path("/run/munge").mkdir(parents=True, exist_ok=True)
-    shutil.chown("/run/munge", "munge", "munge")
-    subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", munged], check=True)
-    for _ in range(50):
-        if _munge_works():
-            pidfile = Path("/run/munge/munged.pid")
-            return int(pidfile.read_text()) if pidfile.exists() else None
-        time.sleep(0.1)
-    raise ClusterError("munged started but `munge -n | unmunge` still fails; see syslog")
-
-
-def _munge_works() -> bool:
-    if not shutil.which("munge"):
-        return False
-    enc = subprocess.run(["munge", "-n"], capture_output=True)
-    if enc.returncode != 0:
-        return False
-    dec = subprocess.run(["unmunge"], input=enc.stdout, capture_output=True)
-    return dec.returncode == 0
-
-
-def ensure_installed() -> None:
-    missing = [b for b in ("slurmctld", "slurmd", "sinfo", "munged") if not _which_sbin(b)]
-    if not missing:
-        return
-    setup = REPO / "tools" / "setup"
-    if os.geteuid() != 0:
-        raise ClusterError(f"missing {' '.join(missing)}; run tools/setup as root")
-    print(f"[local-cluster] installing Slurm and munge (missing: {' '.join(missing)})",
-          file=sys.stderr)
-    if setup.exists():
-        subprocess.run(["bash", str(setup), "--slurm-only"], check=True)
-    else:  # in a docker image without the repo's tools/
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "slurmctld",
-             "slurmd", "slurm-client", "slurmrestd", "munge"], check=True, env=env)
-
-
-def _which_sbin(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    for d in ("/usr/sbin", "/sbin", "/usr/local/sbin"):
-        if Path(d, name).exists():
-            return str(Path(d, name))
-    return None
 
 
 # --- lifecycle -----------------------------------------------------------------------
@@ -236,7 +165,7 @@ def up(spec: ClusterSpec, run: Path, *, port_base_auto: bool = False) -> dict:
     if port_base_auto:
         spec.port_base = pick_port_base(len(spec.ports()))
     for port in spec.ports():
-        if not _port_free(port):
+        if not port_free(port):
             raise ClusterError(
                 f"TCP port {port} is taken (another Slurm daemon?); "
                 f"pass --port-base N (needs {len(spec.ports())} free ports) or --port-base auto"
@@ -250,9 +179,9 @@ def up(spec: ClusterSpec, run: Path, *, port_base_auto: bool = False) -> dict:
     _save_state(run, state)
     conf = str(run / "slurm.conf")
     try:
-        _start(run, state, "slurmctld", [_which_sbin("slurmctld") or "slurmctld", "-D",
+        _start(run, state, "slurmctld", [which_sbin("slurmctld") or "slurmctld", "-D",
                                          "-f", conf])
-        slurmd = _which_sbin("slurmd") or "slurmd"
+        slurmd = which_sbin("slurmd") or "slurmd"
         for name, _ in spec.node_names():
             _start(run, state, f"slurmd:{name}", [slurmd, "-D", "-f", conf, "-N", name])
         wait_idle(run, [n for n, _ in spec.node_names()])
@@ -323,7 +252,7 @@ def rest_up(run: Path) -> Path:
         return sock
     sock.unlink(missing_ok=True)
     state["pids"].pop("slurmrestd", None)
-    exe = _which_sbin("slurmrestd")
+    exe = which_sbin("slurmrestd")
     if not exe:
         raise ClusterError("slurmrestd is not installed; run tools/setup (as root)")
     # slurmrestd refuses to run as root or SlurmUser unless told this is deliberate;
