@@ -18,8 +18,9 @@
  *     22.05 and does not reach the batch step's environment, hence the two names.
  *
  * Plugstack arguments: types=FILE (one type per line, '#' comments; default:
- * job-types.txt beside the plugin if present; with neither, any type is accepted) and
- * hold=yes|no (default no).
+ * job-types.txt beside the plugin if present; with neither, any type is accepted),
+ * hold=yes|no (default no) and progress_dir=DIR (the spool folder where slurm_gavel.job
+ * writes progress reports; exported to managed jobs as GAVEL_PROGRESS_DIR).
  *
  * WHY the comment is set through slurm_option_set(): SPANK 22.05 has no call that
  * changes a job descriptor field, and the job control environment is not visible in
@@ -61,6 +62,7 @@ static char steps[32];
 static char ckpt_dir[4096];
 
 static char types_file[4096];
+static char progress_dir[4096];
 static bool hold_on_submit;
 static char *known_types[MAX_TYPES];
 static int n_known_types = -1; /* -1: no types= argument, accept any type */
@@ -216,12 +218,14 @@ static int parse_args(int ac, char **av)
 	for (i = 0; i < ac; i++) {
 		if (strncmp(av[i], "types=", 6) == 0) {
 			snprintf(types_file, sizeof(types_file), "%s", av[i] + 6);
+		} else if (strncmp(av[i], "progress_dir=", 13) == 0) {
+			snprintf(progress_dir, sizeof(progress_dir), "%s", av[i] + 13);
 		} else if (strncmp(av[i], "hold=", 5) == 0) {
 			const char *v = av[i] + 5;
 			hold_on_submit = !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "true");
 		} else {
 			slurm_error("slurm-gavel: unknown plugstack argument '%s' (known: "
-				    "types=FILE, hold=yes|no)", av[i]);
+				    "types=FILE, hold=yes|no, progress_dir=DIR)", av[i]);
 			return -1;
 		}
 	}
@@ -318,7 +322,8 @@ static int export_local(spank_t sp)
 	    (scale[0] && setenv("GAVEL_SCALE", scale, 1)) ||
 	    (priority[0] && setenv("GAVEL_PRIORITY", priority, 1)) ||
 	    (steps[0] && setenv("GAVEL_TOTAL_STEPS", steps, 1)) ||
-	    (ckpt_dir[0] && setenv("GAVEL_CHECKPOINT_DIR", ckpt_dir, 1))) {
+	    (ckpt_dir[0] && setenv("GAVEL_CHECKPOINT_DIR", ckpt_dir, 1)) ||
+	    (progress_dir[0] && setenv("GAVEL_PROGRESS_DIR", progress_dir, 1))) {
 		slurm_error("slurm-gavel: setenv failed: %s", strerror(errno));
 		return -1;
 	}
@@ -329,7 +334,9 @@ static int export_local(spank_t sp)
 	    (scale[0] && spank_job_control_setenv(sp, "GAVEL_SCALE", scale, 1)) ||
 	    (priority[0] && spank_job_control_setenv(sp, "GAVEL_PRIORITY", priority, 1)) ||
 	    (steps[0] && spank_job_control_setenv(sp, "GAVEL_TOTAL_STEPS", steps, 1)) ||
-	    (ckpt_dir[0] && spank_job_control_setenv(sp, "GAVEL_CHECKPOINT_DIR", ckpt_dir, 1)))
+	    (ckpt_dir[0] && spank_job_control_setenv(sp, "GAVEL_CHECKPOINT_DIR", ckpt_dir, 1)) ||
+	    (progress_dir[0] &&
+	     spank_job_control_setenv(sp, "GAVEL_PROGRESS_DIR", progress_dir, 1)))
 		slurm_error("slurm-gavel: could not set the job control environment");
 	return 0;
 }
