@@ -51,7 +51,7 @@ def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
             sc.submit(job_type, steps=8)
     bystander = sc.submit_unmanaged("gpu:k80:1", seconds=25)
     sc.daemon.start()
-    sc.wait_finished([*sc.managed, bystander], timeout=240)
+    sc.wait_finished([*sc.managed, bystander], timeout=150)
     metrics = sc.metrics()
     sc.daemon.stop()
 
@@ -121,7 +121,7 @@ def test_sigkilled_daemon_resumes_its_accounting(scenario):
     for job in view["jobs"]:
         if job["id"] in before:
             assert sum(job["received_s"].values()) >= before[job["id"]] - 1e-6, job
-    states = sc.wait_finished(list(sc.managed), timeout=240)
+    states = sc.wait_finished(list(sc.managed), timeout=150)
     assert set(states.values()) == {"COMPLETED"}
     for job_id in sc.managed:
         assert_checkpoint_protocol(sc, job_id)
@@ -161,7 +161,7 @@ def test_slurmctld_restart_is_waited_out(scenario):
     wait_for(lambda: len(sc.daemon.events("round")) >= 3, 60, "three rounds", poll=0.5)
     # Longer than a command's timeout and its in-command retries: rounds must fail.
     restart_slurmctld(sc.slurm, down_for=20)
-    states = sc.wait_finished(list(sc.managed), timeout=240)
+    states = sc.wait_finished(list(sc.managed), timeout=150)
     assert set(states.values()) == {"COMPLETED"}, states
     for job_id in sc.managed:
         assert_checkpoint_protocol(sc, job_id)
@@ -187,7 +187,7 @@ def test_drained_node_leaves_the_allocation_and_its_jobs_move(scenario):
     victims = wait_for(on_v100_1, 60, "a job running on v100-1", poll=0.3)
     sc.slurm.cmd("scontrol", "update", "NodeName=v100-1", "State=DRAIN", "Reason=gavel-test")
     drained_at = time.time()
-    states = sc.wait_finished(list(sc.managed), timeout=240)
+    states = sc.wait_finished(list(sc.managed), timeout=150)
     assert set(states.values()) == {"COMPLETED"}, states
     for job_id in sc.managed:
         assert_checkpoint_protocol(sc, job_id)
