@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_gavel.backends.base import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_commands import (
     CommandResult,
@@ -113,3 +114,52 @@ def test_json_errors_from_an_unreachable_controller_are_retried_not_read_as_empt
     with pytest.raises(SlurmUnreachable, match="Failed while looking for jobs"):
         SlurmCluster(commands=cmds).observe()
     assert cmds.counts["observe"] == 1 + 4
+
+
+class ScriptedCommands(SlurmCommands):
+    """Observe from the captures; actions answer with scripted stderr, logged."""
+
+    def __init__(self, stderr: dict[str, str]):
+        super().__init__(sleep=lambda s: None)
+        self.stderr = stderr
+        self.log: list[tuple[str, tuple[str, ...], str | None]] = []
+
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+        self.counts[kind] += 1
+        self.log.append((kind, tuple(argv), stdin))
+        if kind == "observe":
+            name = "sinfo" if argv[0] == "sinfo" else "squeue"
+            return CommandResult(tuple(argv), 0, (DATA / f"{name}-22.05.json").read_text(), "")
+        err = self.stderr.get(kind, "")
+        return CommandResult(tuple(argv), 1 if err else 0, "", err)
+
+
+def test_a_job_whose_update_failed_is_never_released():
+    scenario = dict(i.split("=") for i in (DATA / "scenario-22.05.txt").read_text().split())
+    held, ckpt, run1 = scenario["held"], scenario["ckpt"], scenario["run1"]
+    cmds = ScriptedCommands({"place": f"Invalid partition name specified for job {held}\n"})
+    b = SlurmCluster(commands=cmds)
+    b.observe()
+    res = b.act(RoundPlacement(0, 0, 60, {
+        held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),)),
+        ckpt: JobPlacement(ckpt, "v100", (NodeSlice("v100-2", 1),)),
+        run1: JobPlacement(run1, "v100", (NodeSlice("v100-1", 2),)),
+    }))
+    assert res.started == (ckpt,) and res.kept == (run1,)
+    assert dict(res.failed)[held].startswith("Invalid partition")
+    (place,) = [stdin for kind, _, stdin in cmds.log if kind == "place"]
+    assert place.count("update JobId=") == 2  # both updates in one scontrol
+    releases = [argv for kind, argv, _ in cmds.log if kind == "release"]
+    assert releases == [("scontrol", "release", ckpt)]
+
+
+def test_nothing_is_released_when_the_place_error_names_no_job():
+    scenario = dict(i.split("=") for i in (DATA / "scenario-22.05.txt").read_text().split())
+    held = scenario["held"]
+    cmds = ScriptedCommands({"place": "scontrol: error: something unexpected\n"})
+    b = SlurmCluster(commands=cmds)
+    b.observe()
+    res = b.act(RoundPlacement(0, 0, 60, {
+        held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),))}))
+    assert res.started == () and held in dict(res.failed)
+    assert cmds.counts["release"] == 0
