@@ -29,13 +29,11 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TextIO
 
 from slurm_gavel.backends.base import (
@@ -49,9 +47,14 @@ from slurm_gavel.backends.base import (
 from slurm_gavel.config import Config
 from slurm_gavel.daemon_progress import ProgressTracker, estimate_steps
 from slurm_gavel.daemon_views import (
+    Inflight,
     cluster_view,
+    commands_issued,
+    failed_command,
     format_plan,
+    is_slurm_unavailable,
     jobs_view,
+    log_ids,
     planned_actions,
     rename_gpu_types,
 )
@@ -75,30 +78,6 @@ log = logging.getLogger(__name__)
 # while slurmctld was down is reported to it by slurmstepd's retry, which took more
 # than 5 s after a restart in the integration test; 20 s covers that retry period.
 SETTLE_AFTER_OUTAGE_S = 20.0
-
-
-@dataclass(frozen=True)
-class Inflight:
-    """A round that was about to act when the state was saved."""
-
-    round_index: int
-    time: float
-    placement: dict[str, JobPlacement]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "round_index": self.round_index,
-            "time": self.time,
-            "placement": {j: p.to_json() for j, p in self.placement.items()},
-        }
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> Inflight:
-        return Inflight(
-            int(d["round_index"]),
-            float(d["time"]),
-            {str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
-        )
 
 
 class _Tap:
@@ -162,19 +141,6 @@ class _Tap:
                 },
             )
         return self.daemon.backend.act(placement)
-
-
-def _is_slurm_unavailable(e: BaseException) -> bool:
-    from slurm_gavel.backends.slurm_commands import SlurmUnreachable
-
-    return isinstance(e, SlurmUnreachable | OSError | subprocess.SubprocessError | TimeoutError)
-
-
-def _failed_command(e: BaseException) -> str:
-    """The Slurm command an error names first ("sinfo --json: ..." -> "sinfo")."""
-    words = str(e).split()
-    name = words[0].rstrip(":") if words else ""
-    return name if name in ("sinfo", "squeue", "scontrol", "scancel") else "other"
 
 
 class Daemon:
@@ -313,7 +279,7 @@ class Daemon:
             # reports, not from the previous (imagined) round.
             self._needs_reconcile = True
         t0 = self.clock()
-        self._commands_before = _commands_issued(self.backend)
+        self._commands_before = commands_issued(self.backend)
         try:
             self.state, report = run_round(self.state, self.tap, self.sched_config)
         except BaseException:
@@ -341,10 +307,10 @@ class Daemon:
             event(log, "round_failed", logging.ERROR, cause="solver", error=str(e))
             return False
         except Exception as e:
-            if _is_slurm_unavailable(e):
+            if is_slurm_unavailable(e):
                 self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
                 self._outage = True
-                self.metrics.count_command_failures({_failed_command(e): 1})
+                self.metrics.count_command_failures({failed_command(e): 1})
                 event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
             else:
                 self.metrics.round_errors.labels(cause="internal").inc()
@@ -380,28 +346,12 @@ class Daemon:
 
     def _record(self, report: RoundReport, duration: float) -> None:
         """Metrics and one log line per round."""
-        m, r = self.metrics, report.result
-        m.rounds.inc()
-        m.round_duration.observe(duration)
-        if report.reallocated:
-            m.solver_seconds.observe(report.solve_seconds)
-        m.preemptions.inc(len(r.preempted) + len(r.moved))
-        m.starts.inc(len(r.started) + len(r.moved))
-        m.act_failures.inc(len(r.failed))
-        snap = self.tap.last_snapshot
-        if snap is not None:
-            states = Counter(o.state.value for o in snap.jobs if o.state is not JobState.DONE)
-            m.set_jobs(states)
-            in_use: dict[str, float] = {}
-            for p in report.placement.jobs.values():
-                in_use[p.gpu_type] = in_use.get(p.gpu_type, 0) + p.gpus
-            m.set_gpus(in_use, snap.capacity())
-        m.last_round_timestamp.set(time.time())
-        issued = _commands_issued(self.backend)
+        r = report.result
+        issued = commands_issued(self.backend)
         commands = None
         if issued is not None and self._commands_before is not None:
             commands = issued - self._commands_before
-            m.slurm_commands_per_round.observe(commands)
+        self.metrics.record_round(report, self.tap.last_snapshot, duration, commands)
         for job_id, reason in report.skipped:
             if (job_id, reason) not in self._skipped_logged:
                 self._skipped_logged.add((job_id, reason))
@@ -427,8 +377,8 @@ class Daemon:
             failed=len(r.failed),
             slurm_commands=commands,
             dry_run=self.dry_run,
-            started_jobs=_ids(r.started),
-            preempted_jobs=_ids(r.preempted + r.moved),
+            started_jobs=log_ids(r.started),
+            preempted_jobs=log_ids(r.preempted + r.moved),
         )
         for job_id, why in r.failed[:50]:
             event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
@@ -477,15 +427,3 @@ class Daemon:
     def stop(self) -> None:
         """Ask the loop to end after the current round (signal handlers call this)."""
         self.stop_event.set()
-
-
-def _ids(ids: tuple[str, ...], limit: int = 50) -> str:
-    """Job ids for a log line, at most `limit` of them."""
-    more = f",+{len(ids) - limit}" if len(ids) > limit else ""
-    return ",".join(ids[:limit]) + more
-
-
-def _commands_issued(backend: object) -> int | None:
-    """Slurm commands the backend has run so far, if it counts them (retries included)."""
-    n = getattr(backend, "commands_issued", None)
-    return n if isinstance(n, int) else None

@@ -1,12 +1,14 @@
-"""Pure helpers of the daemon: dry-run plans, GPU type renaming, the status view.
+"""Pure helpers of the daemon: dry-run plans, GPU type renaming, the status view,
+the inflight record, error classification.
 
 No I/O: the daemon calls these on the snapshot and placement of a round.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slurm_gavel.backends.base import (
@@ -139,3 +141,52 @@ def format_plan(report: RoundReport, config: Config) -> str:
     if len(lines) == 1:
         lines.append("  nothing to do")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Inflight:
+    """A round that was about to act when the state was saved."""
+
+    round_index: int
+    time: float
+    placement: dict[str, JobPlacement]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round_index": self.round_index,
+            "time": self.time,
+            "placement": {j: p.to_json() for j, p in self.placement.items()},
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Inflight:
+        return Inflight(
+            int(d["round_index"]),
+            float(d["time"]),
+            {str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
+        )
+
+
+def is_slurm_unavailable(e: BaseException) -> bool:
+    from slurm_gavel.backends.slurm_commands import SlurmUnreachable
+
+    return isinstance(e, SlurmUnreachable | OSError | subprocess.SubprocessError | TimeoutError)
+
+
+def failed_command(e: BaseException) -> str:
+    """The Slurm command an error names first ("sinfo --json: ..." -> "sinfo")."""
+    words = str(e).split()
+    name = words[0].rstrip(":") if words else ""
+    return name if name in ("sinfo", "squeue", "scontrol", "scancel") else "other"
+
+
+def log_ids(ids: tuple[str, ...], limit: int = 50) -> str:
+    """Job ids for a log line, at most `limit` of them."""
+    more = f",+{len(ids) - limit}" if len(ids) > limit else ""
+    return ",".join(ids[:limit]) + more
+
+
+def commands_issued(backend: object) -> int | None:
+    """Slurm commands the backend has run so far, if it counts them (retries included)."""
+    n = getattr(backend, "commands_issued", None)
+    return n if isinstance(n, int) else None

@@ -8,7 +8,10 @@ endpoint shows only slurm-gavel's series. Names follow Prometheus conventions:
 
 from __future__ import annotations
 
+import time
+from collections import Counter as Tally
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CollectorRegistry,
@@ -18,6 +21,10 @@ from prometheus_client import (
     generate_latest,
     start_http_server,
 )
+
+if TYPE_CHECKING:  # only for annotations: the metrics module stays import-light
+    from slurm_gavel.backends.base import ClusterSnapshot
+    from slurm_gavel.scheduler import RoundReport
 
 # Rounds are seconds to minutes long; the solver a few ms to tens of seconds.
 _ROUND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
@@ -86,6 +93,34 @@ class DaemonMetrics:
         )
         self._seen_states: set[str] = set()
         self._seen_types: set[str] = set()
+
+    def record_round(
+        self,
+        report: RoundReport,
+        snap: ClusterSnapshot | None,
+        duration: float,
+        commands: int | None,
+    ) -> None:
+        """Everything one completed round changes."""
+        r = report.result
+        self.rounds.inc()
+        self.round_duration.observe(duration)
+        if report.reallocated:
+            self.solver_seconds.observe(report.solve_seconds)
+        self.preemptions.inc(len(r.preempted) + len(r.moved))
+        self.starts.inc(len(r.started) + len(r.moved))
+        self.act_failures.inc(len(r.failed))
+        if snap is not None:
+            self.set_jobs(Tally(o.state.value for o in snap.jobs if o.state.value != "done"))
+            failed = {j for j, _ in r.failed}
+            in_use: dict[str, float] = {}
+            for p in report.placement.jobs.values():
+                if p.job_id not in failed:
+                    in_use[p.gpu_type] = in_use.get(p.gpu_type, 0) + p.gpus
+            self.set_gpus(in_use, snap.capacity())
+        if commands is not None:
+            self.slurm_commands_per_round.observe(commands)
+        self.last_round_timestamp.set(time.time())
 
     def set_jobs(self, by_state: Mapping[str, int]) -> None:
         """Set the job gauges; states seen before and absent now drop to 0, not vanish."""
