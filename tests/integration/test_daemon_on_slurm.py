@@ -10,6 +10,7 @@ import os
 import signal
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
@@ -138,18 +139,26 @@ def test_sigkilled_daemon_resumes_its_accounting(scenario):
 def restart_slurmctld(slurm, down_for: float) -> None:
     """Stop slurmctld (by its pid) and start it again with the same command line.
 
-    Uses the local-cluster tool's own helpers so the new pid is recorded in its state
-    and `down` stops it at the end of the session.
+    The command line is read back from /proc, and the new process is registered with
+    the local-cluster tool (its `_start`) so `down` stops it at the end of the session.
     """
     run = slurm.run_dir
     state = localcluster.read_state(run)
     pid = state["pids"]["slurmctld"]
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+
+    def gone() -> bool:  # exited (a zombie until the fixture's process reaps it)
+        try:
+            return not Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return True
+
     os.kill(pid, signal.SIGTERM)
-    wait_for(lambda: not localcluster._ours(pid, run), 30, "slurmctld to exit", poll=0.1)
-    time.sleep(down_for)
-    argv = [localcluster._which_sbin("slurmctld") or "slurmctld", "-D", "-f",
-            str(run / "slurm.conf")]  # fmt: skip
-    localcluster._start(run, state, "slurmctld", argv)
+    try:
+        wait_for(gone, 30, "slurmctld to exit", poll=0.1)
+        time.sleep(down_for)
+    finally:  # whatever happens, the session's later tests need a controller
+        localcluster._start(run, state, "slurmctld", argv)
 
 
 def test_slurmctld_restart_is_waited_out(scenario):
