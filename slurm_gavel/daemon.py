@@ -95,6 +95,8 @@ class _Tap:
     def observe(self) -> ClusterSnapshot:
         d = self.daemon
         snap = d.backend.observe()
+        if d.retried_unreachable():
+            d._outage = True  # the backend waited out slurmctld inside this observe
         if d.config.gpu_types:
             snap = rename_gpu_types(snap, d.config.gpu_types)
         if d.progress is not None:
@@ -140,7 +142,11 @@ class _Tap:
                     for j, p in placement.jobs.items()
                 },
             )
-        return self.daemon.backend.act(placement)
+        result = self.daemon.backend.act(placement)
+        if self.daemon.retried_unreachable():
+            # slurmctld went away during the act: settle before the next one acts.
+            self.daemon._settle_until = self.daemon.clock() + SETTLE_AFTER_OUTAGE_S
+        return result
 
 
 class Daemon:
@@ -155,8 +161,14 @@ class Daemon:
         dry_run: bool = False,
         out: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
+        retried_unreachable: Callable[[], bool] = lambda: False,
     ) -> None:
+        """retried_unreachable: True (once) when the backend had to wait for an
+        unreachable slurmctld since the last call (run.py wires it to the retry sleep
+        of SlurmCommands), so outages the backend rode out still make the daemon settle.
+        """
         self.config = config
+        self.retried_unreachable = retried_unreachable
         self.backend = backend
         self.store = store or StateStore(config.state_dir)
         self.metrics = metrics or DaemonMetrics()

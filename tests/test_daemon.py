@@ -409,3 +409,35 @@ def test_steps_of_silent_jobs_are_estimated_from_time_received(table):
     assert got["2"] == 10.0  # never more than the job's total
     assert got["3"] == 7.0  # a reported count wins
     assert got["4"] is None
+
+
+def test_an_outage_the_backend_rode_out_still_makes_the_daemon_settle(tmp_path, table):
+    sim = cluster(table)
+    retried = [False]
+
+    def take() -> bool:
+        seen, retried[0] = retried[0], False
+        return seen
+
+    d = Daemon(config(tmp_path), sim, table=table, metrics=DaemonMetrics(),
+               clock=lambda: sim.clock, retried_unreachable=take)  # fmt: skip
+    d.start()
+    rounds(d, sim, 2)
+    retried[0] = True  # the next observe needed retries: slurmctld was away
+    before = dict(sim.running())
+    report = d.round()
+    assert not report.result.started and not report.result.preempted
+    assert dict(sim.running()) == before
+    sim.advance(sim.clock + 25)  # past SETTLE_AFTER_OUTAGE_S
+    report = d.round()
+    assert not report.result.failed and d._settle_until is None
+
+
+def test_retry_watch_reports_each_retry_once(monkeypatch):
+    from slurm_gavel.commands.run import RetryWatch
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    w = RetryWatch()
+    assert not w.take()
+    w.sleep(0.5)
+    assert w.take() and not w.take()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import time
 from types import FrameType
 from typing import Any
 
@@ -36,16 +37,33 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def build_backend(config: Config) -> ClusterBackend:
+class RetryWatch:
+    """The backend's retry sleep, noting that slurmctld was unreachable meanwhile."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def sleep(self, seconds: float) -> None:
+        self.seen = True
+        time.sleep(seconds)
+
+    def take(self) -> bool:
+        seen, self.seen = self.seen, False
+        return seen
+
+
+def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBackend:
     """The configured Slurm backend (imported here: `status` never needs it)."""
     from slurm_gavel.backends.slurm_commands import SlurmCommands
 
     # Short in-command retries ride out a blip mid-act; a longer outage fails the
-    # round and the daemon's own backoff (slurm.retry_*) takes over.
+    # round and the daemon's own backoff (slurm.retry_*) takes over. Either way the
+    # watch tells the daemon, which then settles before acting (daemon.py).
     commands = SlurmCommands(
         timeout=config.slurm.command_timeout_seconds,
         retries=3,
         backoff=config.slurm.retry_initial_seconds / 2,
+        sleep=(watch or RetryWatch()).sleep,
     )
     options: dict[str, Any] = {
         "managed_partitions": config.partitions,
@@ -78,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
     configure(config.log_format, config.log_level)
     from slurm_gavel.daemon import Daemon  # after validation: errors before heavy imports
 
-    daemon = Daemon(config, build_backend(config), dry_run=args.dry_run)
+    watch = RetryWatch()
+    daemon = Daemon(
+        config, build_backend(config, watch), dry_run=args.dry_run, retried_unreachable=watch.take
+    )
     daemon_log = logging.getLogger("slurm_gavel.daemon")
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

@@ -16,7 +16,7 @@ def sim(monkeypatch):
     table = load_table()
     jobs = [Job(str(i), "A3C", 1, total_steps=1e6) for i in range(3)]
     cluster = SimulatedCluster(parse_cluster_spec("v100:1x2"), jobs, table)
-    monkeypatch.setattr(run_cmd, "build_backend", lambda config: cluster)
+    monkeypatch.setattr(run_cmd, "build_backend", lambda config, watch=None: cluster)
     return cluster
 
 
