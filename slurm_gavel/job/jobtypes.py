@@ -34,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.out).write_text(text)
+        # replace, never rewrite in place: sbatch processes read it at any moment
+        out = Path(args.out)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
     return 0
 
 
