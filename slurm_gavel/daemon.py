@@ -78,6 +78,7 @@ log = logging.getLogger(__name__)
 # while slurmctld was down is reported to it by slurmstepd's retry, which took more
 # than 5 s after a restart in the integration test; 20 s covers that retry period.
 SETTLE_AFTER_OUTAGE_S = 20.0
+SETTLING = "not acted on: settling after a Slurm outage"
 
 
 class _Tap:
@@ -130,8 +131,7 @@ class _Tap:
             d._needs_reconcile = True
             left = d._settle_until - d.clock()
             event(log, "settling", round=placement.round_index, act_in_s=round(left, 1))
-            why = "not acted on: settling after a Slurm outage"
-            return ActResult(failed=tuple((j, why) for j in placement.jobs))
+            return ActResult(failed=tuple((j, SETTLING) for j in placement.jobs))
         d._settle_until = None
         if self.daemon.config.gpu_types:
             back = {v: k for k, v in self.daemon.config.gpu_types.items()}
@@ -392,7 +392,8 @@ class Daemon:
             started_jobs=log_ids(r.started),
             preempted_jobs=log_ids(r.preempted + r.moved),
         )
-        for job_id, why in r.failed[:50]:
+        # (a settling round "fails" every placement on purpose: its own event says so)
+        for job_id, why in [f for f in r.failed if f[1] != SETTLING][:50]:
             event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
         if self.dry_run:
             self.out.write(format_plan(report, self.config))
