@@ -36,13 +36,9 @@ import scipy.sparse as sp
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies.ftf_jobs import Classes
 from slurm_gavel.policies.ftf_requirements import RequirementRows, requirement_rows, split_class
-from slurm_gavel.policies.lp import SolverError
+from slurm_gavel.policies.lp import IPM_COLUMNS, highs_model, run_to_optimum, solve_lp
 
 REL_GAP = 1e-10
-# Cold solves of LPs with more columns than this use HiGHS's interior point method
-# (with crossover, so later solves still warm-start the simplex): at 10,000 distinct
-# jobs the first stretch LP takes ~11 s by dual simplex and ~3 s by IPM.
-IPM_COLUMNS = 6000
 ROOT_TOL = 1e-12  # beta this close to 1 from below: theta is the root
 UNCONVERGED_GAP = 1e-7  # past MAX_STEPS, a bracket wider than this is an error
 MAX_STEPS = 200
@@ -199,26 +195,15 @@ class _BetaLp:
         a = sp.csc_matrix((v, (r, c)), shape=(n_req + n_types, nx + 1))
         self.n_req, self.nx = n_req, nx
         inf = highspy.kHighsInf
-        lp = highspy.HighsLp()
-        lp.num_col_ = nx + 1
-        lp.num_row_ = n_req + n_types
         cost = np.zeros(nx + 1)
         cost[beta] = 1.0
-        lp.col_cost_ = cost
-        lp.col_lower_ = np.zeros(nx + 1)
-        lp.col_upper_ = np.full(nx + 1, inf)
-        lp.row_lower_ = np.concatenate([np.zeros(n_req), np.full(n_types, -inf)])
-        lp.row_upper_ = np.concatenate([np.full(n_req, inf), np.zeros(n_types)])
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = a.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = a.indices.astype(np.int32)
-        lp.a_matrix_.value_ = a.data.astype(np.float64)
-        lp.sense_ = highspy.ObjSense.kMinimize
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
-        if time_limit is not None:
-            self.h.setOptionValue("time_limit", float(time_limit))
-        self.h.passModel(lp)
+        self.h = highs_model(
+            cost,
+            a,
+            np.concatenate([np.zeros(n_req), np.full(n_types, -inf)]),
+            np.concatenate([np.full(n_req, inf), np.zeros(n_types)]),
+            time_limit=time_limit,
+        )
         self.idx = np.arange(n_req, dtype=np.int32)
         self.upper = np.full(n_req, inf)
         self.cold = nx + 1 > IPM_COLUMNS
@@ -230,15 +215,10 @@ class _BetaLp:
             h.changeRowsBounds(self.n_req, self.idx, np.maximum(psi, 0.0), self.upper)
         if self.cold:
             h.setOptionValue("solver", "ipm")
-        h.run()
+        run_to_optimum(h, "stretch LP")
         if self.cold:
             h.setOptionValue("solver", "choose")
             self.cold = False
-        status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(
-                f"stretch LP: HiGHS stopped with status '{h.modelStatusToString(status)}'"
-            )
         sol = h.getSolution()
         col = np.asarray(sol.col_value)
         duals = np.asarray(sol.row_dual)[: self.n_req]
@@ -258,28 +238,7 @@ def solve_lp_sized(
     what: str,
 ) -> np.ndarray:
     """One LP over x >= 0 in HiGHS (IPM + crossover above IPM_COLUMNS columns); x."""
-    n_rows, n_cols = a.shape
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n_cols, n_rows
-    lp.col_cost_ = np.asarray(c, dtype=np.float64)
-    lp.col_lower_ = np.zeros(n_cols)
-    lp.col_upper_ = np.full(n_cols, highspy.kHighsInf)
-    lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
-    lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = a.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = a.indices.astype(np.int32)
-    lp.a_matrix_.value_ = a.data.astype(np.float64)
-    lp.sense_ = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
-    if n_cols > IPM_COLUMNS:
-        h.setOptionValue("solver", "ipm")
-    h.passModel(lp)
-    h.run()
-    status = h.getModelStatus()
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise SolverError(f"{what}: HiGHS stopped with status '{h.modelStatusToString(status)}'")
-    return np.asarray(h.getSolution().col_value)
+    return solve_lp(
+        c, a, row_lower, row_upper, maximize=maximize, time_limit=time_limit, what=what,
+        ipm_above=IPM_COLUMNS,
+    ).x

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.ftf_solver import IPM_COLUMNS
+from slurm_gavel.policies.lp import IPM_COLUMNS, highs_model
 
 MARGIN = 1e-4  # relative lift that counts as "not bottlenecked"
 MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)
@@ -159,23 +159,16 @@ class _ClassLp:
         )
         a = sp.csc_matrix((vals, (rows, cols)), shape=(2 * n_cls + n_types, n_col))
         inf = highspy.kHighsInf
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = n_col, 2 * n_cls + n_types
-        lp.col_cost_ = np.concatenate([np.zeros(nx), np.ones(n_extra)])
-        lp.col_lower_ = np.zeros(n_col)
-        lp.col_upper_ = np.full(n_col, inf if one_column else 1.0)
-        lp.row_lower_ = np.concatenate([np.zeros(n_cls), np.full(n_cls + n_types, -inf)])
-        lp.row_upper_ = np.concatenate([np.full(n_cls, inf), np.ones(n_cls), cls.capacity])
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = a.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = a.indices.astype(np.int32)
-        lp.a_matrix_.value_ = a.data.astype(np.float64)
-        lp.sense_ = highspy.ObjSense.kMaximize
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
-        if time_limit is not None:
-            self.h.setOptionValue("time_limit", float(time_limit))
-        self.h.passModel(lp)
+        self.h = highs_model(
+            np.concatenate([np.zeros(nx), np.ones(n_extra)]),
+            a,
+            np.concatenate([np.zeros(n_cls), np.full(n_cls + n_types, -inf)]),
+            np.concatenate([np.full(n_cls, inf), np.ones(n_cls), cls.capacity]),
+            np.zeros(n_col),
+            np.full(n_col, inf if one_column else 1.0),
+            maximize=True,
+            time_limit=time_limit,
+        )
         self.rows = np.arange(n_cls, dtype=np.int32)
         self.inf_rows = np.full(n_cls, inf)
         self.cold = n_col > IPM_COLUMNS

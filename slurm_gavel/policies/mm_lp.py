@@ -234,6 +234,7 @@ def solve_sum_classes(
         np.zeros(nx),
         np.full(nx, highspy.kHighsInf),
         maximize=True,
+        what="max-min LP",
         time_limit=time_limit,
     )
     x = np.zeros((n_cls, n_types))

@@ -14,11 +14,10 @@ not an approximation. Pricing all columns is one sparse product.
 
 from __future__ import annotations
 
-import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from slurm_gavel.policies.lp import SolverError
+from slurm_gavel.policies.lp import highs_model, run_to_optimum
 
 # Same as HiGHS's default dual feasibility tolerance: columns priced below it are
 # as optimal as HiGHS's own answer for the columns it holds.
@@ -54,25 +53,17 @@ class PricedLp:
         self.rounds = 0
 
         sub = a[:, self.order]
-        lp = highspy.HighsLp()
-        lp.num_col_ = len(self.order)
-        lp.num_row_ = a.shape[0]
-        lp.col_cost_ = self.cost[self.order]
-        lp.col_lower_ = self.col_lower[self.order]
-        lp.col_upper_ = self.col_upper[self.order]
-        lp.row_lower_ = row_lower.astype(np.float64)
-        lp.row_upper_ = row_upper.astype(np.float64)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = sub.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = sub.indices.astype(np.int32)
-        lp.a_matrix_.value_ = sub.data.astype(np.float64)
-        lp.sense_ = highspy.ObjSense.kMaximize
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
-        if time_limit is not None:
-            self.h.setOptionValue("time_limit", float(time_limit))
+        self.h = highs_model(
+            self.cost[self.order],
+            sub,
+            row_lower,
+            row_upper,
+            self.col_lower[self.order],
+            self.col_upper[self.order],
+            maximize=True,
+            time_limit=time_limit,
+        )
         self.h.setOptionValue("solver", solver)
-        self.h.passModel(lp)
 
     def set_cost(self, cost: np.ndarray) -> None:
         self.cost = cost.astype(np.float64).copy()
@@ -122,9 +113,4 @@ class PricedLp:
         self.rounds += 1
 
     def _run(self, what: str) -> None:
-        self.h.run()
-        status = self.h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:
-            raise SolverError(
-                f"{what}: HiGHS stopped with status '{self.h.modelStatusToString(status)}'"
-            )
+        run_to_optimum(self.h, what)
