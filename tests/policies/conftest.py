@@ -49,6 +49,18 @@ def _normalised_values(
     return out
 
 
+def _assert_work_conserving(p: Problem, alloc: Allocation) -> None:
+    """No type has idle GPUs while a job with steps left that runs there has time left
+    (finish-time fairness and makespan hand spare GPUs out)."""
+    used = alloc.gpus_used(p)
+    for t, cap in p.cluster.items():
+        if cap - used[t] <= 1e-6:
+            continue
+        for j in p.jobs:
+            if j.throughput.get(t, 0.0) > 0 and j.scale_factor <= cap and j.steps_remaining:
+                assert alloc.job_total(j.id) >= 1 - 1e-6, (t, j.id)
+
+
 def _runnable_min(problem: Problem, values: Mapping[str, float]) -> float:
     """Min over jobs that fit on some type where they run (the max-min objective)."""
     ok = [
@@ -72,3 +84,8 @@ def normalised_values():
 @pytest.fixture
 def runnable_min():
     return _runnable_min
+
+
+@pytest.fixture(scope="session")  # session: usable inside hypothesis @given tests
+def assert_work_conserving():
+    return _assert_work_conserving

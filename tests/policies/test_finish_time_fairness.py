@@ -103,17 +103,6 @@ def test_missing_steps_remaining_is_an_input_error():
         allocate(p, "finish_time_fairness")
 
 
-def assert_work_conserving(p: Problem, alloc) -> None:
-    """No type has idle GPUs while a job with steps left that runs there has time left."""
-    used = alloc.gpus_used(p)
-    for t, cap in p.cluster.items():
-        if cap - used[t] <= 1e-6:
-            continue
-        for j in p.jobs:
-            if j.throughput.get(t, 0.0) > 0 and j.scale_factor <= cap and j.steps_remaining:
-                assert alloc.job_total(j.id) >= 1 - 1e-6, (t, j.id)
-
-
 @st.composite
 def problems(draw: st.DrawFn) -> Problem:
     types = ["v", "p", "k"][: draw(st.integers(1, 3))]
@@ -141,7 +130,7 @@ def problems(draw: st.DrawFn) -> Problem:
     derandomize=True,  # compared against numerical solvers: same examples in every CI run
 )
 @given(problems())
-def test_property_feasible_optimal_and_consistent(p):
+def test_property_feasible_optimal_and_consistent(assert_work_conserving, p):
     fast = allocate(p, "finish_time_fairness")
     assert fast.violations(p) == []
     assert_work_conserving(p, fast)
