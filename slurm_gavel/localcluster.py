@@ -297,6 +297,38 @@ def status(run: Path) -> str:
     return "\n".join(lines)
 
 
+class _StopRequested(Exception):
+    """SIGTERM arrived in foreground mode (docker stop)."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _StopRequested
+
+
+def stay_up(run: Path, poll_seconds: float = 2.0) -> int:
+    """`up --foreground`: the main process of a container. Watch the cluster, stop it on
+    SIGTERM or Ctrl-C (exit 0); when one of its daemons dies, stop the rest and exit 1, so
+    that a container restart policy sees a failure instead of a clean exit."""
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        while is_up(run):
+            time.sleep(poll_seconds)
+        pids = (read_state(run) or {}).get("pids", {})
+        dead = sorted(set(pids) - set(running_daemons(run))) or ["the cluster state"]
+        print(f"local-cluster: {', '.join(dead)} exited; stopping the cluster",
+              file=sys.stderr)
+        return 1
+    except (_StopRequested, KeyboardInterrupt):
+        return 0
+    finally:
+        # A second SIGTERM must not cut `down` short and leave slurmds behind.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            down(run)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
 # --- command line --------------------------------------------------------------------
 
 
@@ -353,12 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             print(status(run))
             print(f"export SLURM_CONF={run}/slurm.conf")
             if args.foreground:
-                signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-                try:
-                    while is_up(run):
-                        time.sleep(2)
-                finally:
-                    down(run)
+                return stay_up(run)
         elif args.command == "down":
             down(run, stop_munge=args.munge)
             print(f"down: {run}")
