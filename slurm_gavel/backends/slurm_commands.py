@@ -30,6 +30,16 @@ class SlurmUnreachable(RuntimeError):
     """slurmctld did not answer after every retry."""
 
 
+class SlurmActionTimedOut(SlurmUnreachable):
+    """An action (hold, release, update, signal, requeue) got no answer in time.
+
+    It may have half happened, so it is never retried; and a controller that does
+    not answer one command will not answer the next, so the round stops here
+    instead of firing the rest of its actions into the outage. The daemon rolls
+    the round back and, once slurmctld answers again, reconciles its state with
+    what Slurm reports (daemon.py), which is exact whichever half happened."""
+
+
 @dataclass(frozen=True)
 class CommandResult:
     argv: tuple[str, ...]
@@ -71,8 +81,8 @@ class SlurmCommands:
         """Run `argv` (counted under `kind`); retry while slurmctld is unreachable.
 
         A timeout is retried only when `retry_timeouts` (read-only commands): an
-        action that timed out may have half happened, so it comes back as a failed
-        result (exit 124) for the caller to report per job, never as an exception."""
+        action that timed out may have half happened, so it raises
+        SlurmActionTimedOut at once (see there)."""
         delay = self.backoff
         last = ""
         for attempt in range(self.retries + 1):
@@ -87,7 +97,11 @@ class SlurmCommands:
                 proc = None
                 last = f"timed out after {self.timeout:.0f}s"
                 if not retry_timeouts:  # (the finally below adds the seconds)
-                    return CommandResult(tuple(argv), 124, "", f"{argv[0]}: {last}")
+                    raise SlurmActionTimedOut(
+                        f"{' '.join(argv[:2])}: {last} (it may have half happened): "
+                        "slurmctld is not answering; this round's remaining actions are "
+                        "skipped and the next round starts from what Slurm reports"
+                    ) from None
             except FileNotFoundError:
                 raise SlurmUnreachable(
                     f"{argv[0]} is not installed or not on PATH; install the Slurm client "
