@@ -59,6 +59,12 @@ class Entry(NamedTuple):
     deficit: float
 
 
+# A ranked candidate before it becomes an Entry: (-priority, -deficit, -fraction,
+# -runs_here, key, type, members). (key, type) is unique, so sorting never compares
+# the members; -(-v) == v exactly, so the Entry fields come back unchanged.
+_Ranked = tuple[float, float, float, int, str, GpuType, tuple[JobId, ...]]
+
+
 def entries(
     allocation: Allocation,
     jobs: Mapping[JobId, MechanismJob],
@@ -74,31 +80,46 @@ def entries(
     priorities, deficits and fractions, the entry already running on the type
     goes first (keeping it avoids a restart), then the order of keys.
     """
-    types = list(gpu_types)
-    keyed: list[tuple[tuple[float, float, float, int, str, str], Entry]] = []
+    ranked = _ranked(allocation, jobs, received, elapsed, list(gpu_types), pair_ok)
+    return [_entry(k) for k in ranked]
+
+
+def _entry(k: _Ranked) -> Entry:
+    return Entry(k[4], k[6], k[5], -k[2], -k[0], -k[1])
+
+
+def _ranked(
+    allocation: Allocation,
+    jobs: Mapping[JobId, MechanismJob],
+    received: Mapping[str, Mapping[GpuType, float]],
+    elapsed: float,
+    types: list[GpuType],
+    pair_ok: Mapping[str, frozenset[GpuType]] | None,
+) -> list[_Ranked]:
+    """The sort keys of entries(), sorted. This runs for every job and type in every
+    round (the simulator's hottest path), hence plain tuples and no helper calls."""
+    keyed: list[_Ranked] = []
     empty: Mapping[GpuType, float] = {}
-
-    def add(key: str, members: tuple[JobId, ...], t: GpuType, x: float, here: int) -> None:
-        got = received.get(key, empty).get(t, 0.0)
-        if x <= 0.0:
-            prio = 0.0
-        elif got <= 0.0 or elapsed <= 0.0:
-            prio = INF
-        else:
-            prio = x / (got / elapsed)
-        deficit = x * elapsed - got
-        keyed.append(
-            ((-prio, -deficit, -x, -here, key, t), Entry(key, members, t, x, prio, deficit))
-        )
-
+    append = keyed.append
+    no_time = elapsed <= 0.0
     fractions = allocation.fractions
     for job_id, job in jobs.items():
         row = fractions.get(job_id, empty)
+        got_row = received.get(job_id, empty)
         cur = job.current.gpu_type if job.current is not None else None
         members = (job_id,)
+        tput = job.throughput
         for t in types:
-            if job.throughput.get(t, 0.0) > 0.0:
-                add(job_id, members, t, float(row.get(t, 0.0)), 1 if cur == t else 0)
+            if tput.get(t, 0.0) > 0.0:
+                x = float(row.get(t, 0.0))
+                got = got_row.get(t, 0.0)
+                if x <= 0.0:
+                    prio = 0.0
+                elif got <= 0.0 or no_time:
+                    prio = INF
+                else:
+                    prio = x / (got / elapsed)
+                append((-prio, -(x * elapsed - got), -x, -1 if cur == t else 0, job_id, t, members))
     for pair in allocation.pairs:
         a, b = pair.jobs
         if a not in jobs or b not in jobs:
@@ -106,26 +127,39 @@ def entries(
         key = pair_key(a, b)
         allowed = pair_ok.get(key) if pair_ok is not None else None
         cur_a = jobs[a].current
-        for t, x in pair.fractions.items():
-            if x > 0.0 and t in types and (allowed is None or t in allowed):
+        got_row = received.get(key, empty)
+        for t, xt in pair.fractions.items():
+            if xt > 0.0 and t in types and (allowed is None or t in allowed):
                 here = 1 if cur_a is not None and cur_a.gpu_type == t and cur_a.partner == b else 0
-                add(key, (a, b), t, float(x), here)
-    keyed.sort(key=lambda ke: ke[0])
-    return [e for _, e in keyed]
+                x = float(xt)
+                got = got_row.get(t, 0.0)
+                prio = INF if got <= 0.0 or no_time else x / (got / elapsed)
+                append((-prio, -(x * elapsed - got), -x, -here, key, t, (a, b)))
+    keyed.sort()
+    return keyed
 
 
 def select(
     ranked: list[Entry], jobs: Mapping[JobId, MechanismJob], capacity: Mapping[GpuType, int]
 ) -> list[Entry]:
     """Greedy pick in priority order: each job at most once, within GPUs per type."""
+    keys = [(-e.priority, -e.deficit, -e.fraction, 0, e.key, e.gpu_type, e.jobs) for e in ranked]
+    picked = _select(keys, jobs, capacity)
+    return [ranked[i] for i in picked]
+
+
+def _select(
+    ranked: list[_Ranked], jobs: Mapping[JobId, MechanismJob], capacity: Mapping[GpuType, int]
+) -> list[int]:
+    """select() over sort keys; returns the indices of the chosen candidates."""
     left = dict(capacity)
     gpus_left = sum(left.values())
     placed: set[JobId] = set()
-    chosen: list[Entry] = []
-    for e in ranked:
+    chosen: list[int] = []
+    for i, k in enumerate(ranked):
         if gpus_left <= 0:
             break  # nothing else can fit anywhere
-        members = e.jobs
+        members = k[6]
         if len(members) == 1:
             if members[0] in placed:
                 continue
@@ -136,12 +170,13 @@ def select(
             sf = jobs[members[0]].scale_factor
             if jobs[members[1]].scale_factor != sf:
                 continue  # Gavel only packs jobs of the same size
-        if sf > left.get(e.gpu_type, 0):
+        t = k[5]
+        if sf > left.get(t, 0):
             continue
-        left[e.gpu_type] -= sf
+        left[t] -= sf
         gpus_left -= sf
         placed.update(members)
-        chosen.append(e)
+        chosen.append(i)
     return chosen
 
 
@@ -201,25 +236,33 @@ def place_on_nodes(
     """Pick nodes for the chosen entries, type by type (see the module docstring)."""
     pools: dict[GpuType, _FreePool] = {}
     for i, n in enumerate(nodes):
-        if n.usable_gpus > 0:
-            pools.setdefault(n.gpu_type, _FreePool()).add(n.name, n.usable_gpus, i)
+        usable = n.usable_gpus
+        if usable > 0:
+            pool = pools.get(n.gpu_type)
+            if pool is None:
+                pool = pools[n.gpu_type] = _FreePool()
+            pool.add(n.name, usable, i)
 
     out: dict[JobId, JobPlacement] = {}
     rest: list[Entry] = []
     # 1. lease extension: an entry on the type it already runs on, with its previous
     #    nodes still free, stays exactly where it is.
     for e in chosen:
-        cur = jobs[e.jobs[0]].current
+        first = e.jobs[0]
+        cur = jobs[first].current
         pool = pools.get(e.gpu_type)
         if (
             cur is not None
             and pool is not None
             and cur.gpu_type == e.gpu_type
-            and cur.partner == _other(e, e.jobs[0])
+            and cur.partner == _other(e, first)
             and all(pool.has(s.node, s.gpus) for s in cur.nodes)
         ):
             for s in cur.nodes:
                 pool.take(s.node, s.gpus)
+            if len(e.jobs) == 1 and cur.job_id == first:
+                out[first] = cur  # the same value a new JobPlacement would have (frozen)
+                continue
             for j in e.jobs:
                 out[j] = JobPlacement(j, e.gpu_type, cur.nodes, _other(e, j), cur.consolidated)
         else:
@@ -265,6 +308,6 @@ def assign(
     capacity: dict[GpuType, int] = {}
     for n in node_list:
         capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.usable_gpus
-    ranked = entries(allocation, jobs, received, elapsed, capacity, pair_ok)
-    chosen = select(ranked, jobs, capacity)
+    ranked = _ranked(allocation, jobs, received, elapsed, list(capacity), pair_ok)
+    chosen = [_entry(ranked[i]) for i in _select(ranked, jobs, capacity)]
     return place_on_nodes(chosen, jobs, node_list)

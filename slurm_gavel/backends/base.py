@@ -125,6 +125,8 @@ class JobPlacement:
 
     def same_place(self, other: JobPlacement | None) -> bool:
         """Lease extension test: same type, same GPUs per node, same partner."""
+        if other is self:
+            return True  # the common case (a kept placement), without sorting slices
         return (
             other is not None
             and other.gpu_type == self.gpu_type

@@ -183,11 +183,13 @@ class SimulatedCluster:
             else:
                 moved.append(job_id)
             sj.placement = None
+        kept_set = set(kept)
+        moved_set = set(moved)
         for job_id in sorted(valid):
             sj = self._active[job_id]
-            if job_id in kept:
+            if job_id in kept_set:
                 continue
-            if job_id not in moved:
+            if job_id not in moved_set:
                 started.append(job_id)
             self._settle(sj, now)
             overhead = 0.0
@@ -198,8 +200,11 @@ class SimulatedCluster:
             sj.ran_before = True
             sj.progress_from = now + overhead
         self._running = {j: self._active[j] for j in sorted(valid)}
-        for sj in self._running.values():
-            self._set_rate(sj, now)
+        for job_id, sj in self._running.items():
+            # A kept job's finish time is recomputed (same arithmetic as always), but
+            # its heap entry is still valid when the time is unchanged: pushing a
+            # duplicate every round only made advance() pop it as stale later.
+            self._set_rate(sj, now, push_unchanged=job_id not in kept_set)
         return ActResult(tuple(started), tuple(kept), tuple(preempted), tuple(moved), tuple(failed))
 
     # ---- the virtual clock -------------------------------------------------------------
@@ -327,7 +332,7 @@ class SimulatedCluster:
             self._active_integral += len(self._active) * (t - self._integral_t)
             self._integral_t = t
 
-    def _set_rate(self, sj: _SimJob, now: float) -> None:
+    def _set_rate(self, sj: _SimJob, now: float, push_unchanged: bool = True) -> None:
         p = sj.placement
         assert p is not None
         job = sj.job
@@ -342,8 +347,9 @@ class SimulatedCluster:
         sj.rate = rate
         start = max(now, sj.progress_from)
         left = max(0.0, job.total_steps - sj.steps_done)
+        before = sj.finish_at
         sj.finish_at = start + left / rate if rate > 0 else math.inf
-        if sj.finish_at < math.inf:
+        if sj.finish_at < math.inf and (push_unchanged or sj.finish_at != before):
             heapq.heappush(self._finish_heap, (sj.finish_at, job.id))
 
     def _settle(self, sj: _SimJob, t: float) -> None:

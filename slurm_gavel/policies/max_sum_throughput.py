@@ -21,13 +21,15 @@ from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.classes import group_jobs
 from slurm_gavel.policies.mm_disaggregate import job_fractions
 from slurm_gavel.policies.mm_lp import solve_sum_classes
-from slurm_gavel.policies.mm_reference import job_level, solve_reference
 
 NAME = "max_sum_throughput"
 
 
 def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     if options.reference:
+        # cvxpy (~1 s to import) only for the reference path
+        from slurm_gavel.policies.mm_reference import job_level, solve_reference
+
         lp = job_level(problem, with_pairs=False)
         gain = np.where(lp.allowed, lp.throughput, 0.0)
         return solve_reference(problem, NAME, lp, gain, lp.pair_rate, objective="sum")

@@ -22,7 +22,6 @@ from slurm_gavel.policies.classes import JobClasses, fairness_coefficients, grou
 from slurm_gavel.policies.mm_disaggregate import job_fractions, pair_shares
 from slurm_gavel.policies.mm_lp import PairVars, solve_max_min_classes
 from slurm_gavel.policies.mm_pairs import class_pair_vars
-from slurm_gavel.policies.mm_reference import job_level, solve_reference
 
 
 def agnostic_throughput(throughput: np.ndarray) -> np.ndarray:
@@ -70,6 +69,10 @@ def _unrunnable_notes(problem: Problem, classes: JobClasses, runnable: np.ndarra
 
 
 def _reference(problem: Problem, policy: str, *, agnostic: bool, packed: bool) -> Allocation:
+    # Imported here: cvxpy takes ~1 s to import, which every simulator run and daemon
+    # start would otherwise pay for a path only tests and benchmarks use.
+    from slurm_gavel.policies.mm_reference import job_level, solve_reference
+
     lp = job_level(problem, with_pairs=packed)
     tput = agnostic_throughput(lp.throughput) if agnostic else lp.throughput
     cap = lp.capacity

@@ -41,7 +41,7 @@ class PricedLp:
         batch: int = 500,
     ) -> None:
         self.a = a
-        self.a_t = a.T.tocsr()  # for pricing: A^T y
+        self._a_t: sp.csr_matrix | None = None  # A^T for pricing, built on first use
         self.cost = cost.astype(np.float64).copy()
         self.col_lower = np.zeros(a.shape[1])
         self.col_upper = col_upper.astype(np.float64)
@@ -52,7 +52,9 @@ class PricedLp:
         self.batch = batch
         self.rounds = 0
 
-        sub = a[:, self.order]
+        # With every column active (no pricing: the common, small case) A goes in as
+        # is; the column slice would be the same matrix, only slower to build.
+        sub = a if len(self.order) == a.shape[1] else a[:, self.order]
         self.h = highs_model(
             self.cost[self.order],
             sub,
@@ -83,7 +85,9 @@ class PricedLp:
             if self.active.all():
                 break
             y = np.asarray(self.h.getSolution().row_dual)
-            reduced = self.cost - self.a_t @ y
+            if self._a_t is None:
+                self._a_t = self.a.T.tocsr()
+            reduced = self.cost - self._a_t @ y
             reduced[self.active] = -np.inf
             cand = np.nonzero(reduced > PRICE_TOL)[0]
             if len(cand) == 0:

@@ -93,14 +93,15 @@ def simulate(
         metrics.solve_seconds += report.solve_seconds
         metrics.mechanism_seconds += report.mechanism_seconds
         allocated: dict[GpuType, float] = {}
-        for p in backend.running().values():
+        running = backend.running()
+        for p in running.values():
             share = 0.5 if p.partner is not None else 1.0
             allocated[p.gpu_type] = allocated.get(p.gpu_type, 0.0) + share * p.gpus
         metrics.on_round(backend.clock, allocated)
 
         end = backend.clock + opts.round_seconds
         nxt_arrival = backend.next_arrival_time()
-        if not backend.running():
+        if not running:
             if nxt_arrival is None:
                 # nothing runs, nothing will arrive: the rest can never be placed
                 unfinished = backend.active_count()
