@@ -9,7 +9,7 @@ Cases (presets of --jobs/--interarrival/--cluster/--multi-gpu):
   36 GPUs (v100/p100/k80, 3 nodes of 4 each): Gavel's own simulator takes 36 s.
 - multi400: 400 jobs with the Philly scale-factor mix (1/2/4/8 GPUs), one per
   2,400 s, on the same 36 GPUs: Gavel's simulator takes 20 s.
-- large10k: 10,000 single-GPU jobs, one per 60 s, on 2,048 GPUs (171, 171 and
+- large10k: 10,000 single-GPU jobs, one per 30 s, on 2,048 GPUs (171, 171 and
   170 nodes of 4 V100, P100, K80): the <= 5 min target.
 
 Every repeat runs in a fresh child process, so the figures include nothing a
@@ -52,7 +52,7 @@ CASES: dict[str, dict[str, Any]] = {
         "multi_gpu": True,
     },
     "large10k": {
-        "jobs": 10000, "interarrival": 60.0, "cluster": "v100:171x4,p100:171x4,k80:170x4",
+        "jobs": 10000, "interarrival": 30.0, "cluster": "v100:171x4,p100:171x4,k80:170x4",
         "multi_gpu": False,
     },
 }  # fmt: skip
