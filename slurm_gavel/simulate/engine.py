@@ -42,6 +42,9 @@ class SimulationOptions:
     progress: bool | None = None  # None: a bar on stderr when it is a terminal
     # Jump over rounds that provably repeat the placement (same results, faster).
     skip_stable_rounds: bool = True
+    # Stop once every one of these jobs has completed (Gavel's measurement window,
+    # jobs 4000-5000 of a continuous trace): later jobs only load the cluster.
+    stop_when_completed: frozenset[str] | None = None
 
 
 @dataclass
@@ -83,6 +86,7 @@ def simulate(
     event_driven = policy in BASELINE_NAMES
     bar = _progress_bar(len(job_list), policy, opts.progress)
     unfinished = 0
+    waiting = set(opts.stop_when_completed) if opts.stop_when_completed else None
     while not backend.done():
         if backend.active_count() == 0:
             nxt = backend.next_arrival_time()
@@ -120,9 +124,13 @@ def simulate(
         if backend.completions:
             for c in backend.completions:
                 metrics.on_completion(c)
+                if waiting is not None:
+                    waiting.discard(c.job.id)
             if bar is not None:
                 bar.update(len(backend.completions))
             backend.completions.clear()
+            if waiting is not None and not waiting:
+                break
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - wall0 if opts.record_wall_time else None
