@@ -14,6 +14,7 @@ a test asks for the ``slurm`` fixture, and is stopped (by pid) at the end.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -71,7 +72,22 @@ class LocalSlurm:
             if st in states:
                 return st
             time.sleep(0.2)
-        raise AssertionError(f"job {job_id} is {st}, not {states} after {timeout}s")
+        # Say why (Reason, ExitCode, node): a flaky CI failure must be diagnosable.
+        info = self.cmd("scontrol", "show", "job", "--oneliner", job_id, check=False)
+        details = " ".join(t for t in info.stdout.split() if t.split("=")[0] in (
+            "JobState", "Reason", "ExitCode", "Restarts", "NodeList", "BatchHost",
+            "RunTime", "Requeue", "Comment"))
+        raise AssertionError(f"job {job_id} is {st}, not {states} after {timeout}s ({details})"
+                             f"\n{self.log_lines(job_id)}")
+
+    def log_lines(self, job_id: str, limit: int = 30) -> str:
+        """The daemons' log lines about one job (slurmctld's and every slurmd's)."""
+        pattern = re.compile(rf"(JobId={job_id}|job {job_id}|\[{job_id}\.|JOB {job_id})\b")
+        lines = []
+        for log in sorted((self.run_dir / "log").glob("*.log")):
+            lines += [f"{log.stem}: {line}" for line in
+                      log.read_text(errors="replace").splitlines() if pattern.search(line)]
+        return "\n".join(lines[-limit:]) or "(no log lines)"
 
     def cancel_all(self) -> None:
         ids = self.cmd("squeue", "-h", "-o", "%i", check=False).stdout.split()
