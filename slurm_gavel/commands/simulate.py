@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from slurm_gavel.scheduler import BASELINE_NAMES
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.traces import load_trace, save_trace
+from slurm_gavel.simulate.window import Window, apply_window, parse_window
 from slurm_gavel.throughputs import load_table
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "conf" / "examples" / "trace.csv"
@@ -90,6 +92,14 @@ def register(sub: Any) -> None:
         help="sweep input rates (jobs/hour) with --generate N jobs each; plots JCT vs rate",
     )
     p.add_argument(
+        "--measure-jobs",
+        metavar="FIRST:END",
+        help=(
+            "JCT metrics over jobs FIRST..END-1 (arrival order) only, and stop once they "
+            "have all finished: Gavel's window is 4000:5000 of a longer continuous trace"
+        ),
+    )
+    p.add_argument(
         "--no-wall-time",
         action="store_true",
         help="leave wall-clock fields null so the JSON is byte-identical between runs",
@@ -140,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
         record_wall_time=not args.no_wall_time,
         progress=args.progress,
     )
+    window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:
-        return _run_sweep(args, policies, nodes, table, opts)
+        return _run_sweep(args, policies, nodes, table, opts, window)
 
     if args.generate is not None:
         jobs = generate_trace(
@@ -157,10 +168,16 @@ def run(args: argparse.Namespace) -> int:
         jobs = load_trace(path, table)
         source = str(path)
 
+    if window is not None:
+        opts = replace(opts, stop_when_completed=window.ids(jobs))
+        source += f"; measured: jobs {window.first}-{window.end - 1}"
     results: list[SimulationResult] = []
     for policy in policies:
         results.append(simulate(jobs, nodes, table, policy, opts))
     summaries = [r.summary for r in results]
+    if window is not None:
+        summaries = [apply_window(s, jobs, window) for s in summaries]
+        _warn_exhausted(summaries)
     sys.stdout.write(f"trace: {source}; cluster: {args.cluster}\n")
     sys.stdout.write(format_comparison(summaries))
     if args.json:
@@ -182,15 +199,35 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_exhausted(summaries: list[dict[str, Any]]) -> None:
+    for s in summaries:
+        w = s["measure_window"]
+        if w["trace_exhausted"]:
+            sys.stderr.write(
+                f"warning: {s['policy']}: the trace's last job arrived before the measured "
+                f"jobs {w['first']}-{w['end'] - 1} finished; the load fell off during the "
+                "window (JCTs optimistic): generate more jobs\n"
+            )
+
+
 def _run_sweep(
-    args: argparse.Namespace, policies: list[str], nodes: Any, table: Any, opts: SimulationOptions
+    args: argparse.Namespace,
+    policies: list[str],
+    nodes: Any,
+    table: Any,
+    opts: SimulationOptions,
+    window: Window | None,
 ) -> int:
     from slurm_gavel.simulate.sweep import parse_rates, sweep
 
     if args.generate is None:
         raise InputError("--sweep-rates needs --generate N (jobs per rate)")
     rates = parse_rates(args.sweep_rates)
-    points = sweep(rates, policies, args.generate, nodes, table, opts, multi_gpu=args.multi_gpu)
+    points = sweep(
+        rates, policies, args.generate, nodes, table, opts, multi_gpu=args.multi_gpu, window=window
+    )
+    if window is not None:
+        _warn_exhausted([p.summary for p in points])
     lines = [f"{'rate/h':>7}  {'policy':<28}  {'avg JCT h':>9}  {'util':>5}  {'restarts':>8}"]
     for p in points:
         s = p.summary

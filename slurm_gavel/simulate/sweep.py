@@ -8,13 +8,14 @@ seed, so the job mix is identical and only the arrival gaps scale.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slurm_gavel.backends.base import Node
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
+from slurm_gavel.simulate.window import Window, apply_window
 from slurm_gavel.throughputs import ThroughputTable
 
 
@@ -55,13 +56,21 @@ def sweep(
     *,
     multi_gpu: bool = False,
     on_point: Callable[[SweepPoint], None] | None = None,
+    window: Window | None = None,
 ) -> list[SweepPoint]:
+    """With `window`, each point's JCTs are those of the window's jobs and the run
+    stops once they have finished (see simulate/window.py)."""
     points: list[SweepPoint] = []
     for rate in rates:
         jobs = generate_trace(n_jobs, 3600.0 / rate, table, seed=options.seed, multi_gpu=multi_gpu)
+        opts = options
+        if window is not None:
+            opts = replace(options, stop_when_completed=window.ids(jobs))
         for policy in policies:
-            result = simulate(jobs, nodes, table, policy, options)
+            result = simulate(jobs, nodes, table, policy, opts)
             summary = dict(result.summary)
+            if window is not None:
+                summary = apply_window(summary, jobs, window)
             summary["rate_jobs_per_hour"] = rate
             point = SweepPoint(rate, policy, summary)
             points.append(point)
