@@ -191,6 +191,7 @@ class Daemon:
         self._needs_reconcile = False
         self._skipped_logged: set[tuple[str, str]] = set()
         self._done_logged: set[str] = set()
+        self._warned: set[str] = set()
         # After a Slurm outage: rounds observe but do not act until this clock() time.
         self._outage = False
         self._settle_until: float | None = None
@@ -368,6 +369,12 @@ class Daemon:
             if (job_id, reason) not in self._skipped_logged:
                 self._skipped_logged.add((job_id, reason))
                 event(log, "job_skipped", logging.WARNING, job=job_id, reason=reason)
+        # What the backend found wrong in Slurm's data (a malformed gavel comment, GPUs
+        # without a type, a job gone unseen): once each while it lasts, not every round.
+        warnings = set(getattr(self.backend, "warnings", None) or ())
+        for text in sorted(warnings - self._warned):
+            event(log, "slurm_warning", logging.WARNING, warning=text)
+        self._warned = warnings
         # Slurm lists a finished job for MinJobAge seconds: log it once, not every round.
         done = {o.job.id for o in report.completed}
         for o in report.completed:

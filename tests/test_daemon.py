@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import threading
 
 import pytest
@@ -441,3 +442,30 @@ def test_retry_watch_reports_each_retry_once(monkeypatch):
     assert not w.take()
     w.sleep(0.5)
     assert w.take() and not w.take()
+
+
+class Findings(FlakyBackend):
+    """A backend whose observation carries findings (as SlurmCluster.warnings)."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner, 0)
+        self.warnings: list[str] = []
+
+
+def test_backend_warnings_are_logged_once_while_they_last(tmp_path, table, caplog):
+    sim = cluster(table)
+    backend = Findings(sim)
+    d = daemon(tmp_path, backend, table)
+    d.start()
+    bad = "job 7: gavel comment: unknown key 'gpus'; write gavel:type=... (left to Slurm)"
+    backend.warnings = [bad]
+    with caplog.at_level(logging.WARNING, logger="slurm_gavel.daemon"):
+        rounds(d, sim, 3)
+        backend.warnings = []
+        rounds(d, sim, 1)
+        backend.warnings = [bad]  # back again: logged again
+        rounds(d, sim, 1)
+    d.store.release()
+    logged = [r for r in caplog.records if getattr(r, "event", None) == "slurm_warning"]
+    assert len(logged) == 2
+    assert all(r.fields == {"warning": bad} for r in logged)
