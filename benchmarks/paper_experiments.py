@@ -1,0 +1,333 @@
+"""Gavel's central simulations (OSDI 2020, Figures 8-9 and the makespan runs) in our simulator.
+
+    python benchmarks/paper_experiments.py --out benchmarks/results/paper   # everything
+    python benchmarks/paper_experiments.py --quick --out /tmp/paper-quick    # smoke version
+    python benchmarks/paper_experiments.py --out DIR --only single:5.6      # some points
+    python benchmarks/paper_experiments.py --out DIR --report               # table + plots only
+
+Cluster: 36 V100, 36 P100, 36 K80 in servers of 4. Continuous experiments: a
+Poisson trace (seed 0) at each input rate, JCT averaged over jobs 4000-4999 in
+arrival order, the run stopping once they have all finished (Gavel's window;
+simulate/window.py). Static experiments: N multi-GPU jobs all at time 0, makespan.
+Rounds of 360 s, no preemption overhead (Gavel's simulator charges none), except
+the points tagged "+overhead" (the project's default 30 s).
+
+Every point runs in its own child process (a fresh interpreter: no state carried
+over, and --parallel can use more cores) and writes DIR/points/<key>.json; a point
+whose JSON exists is skipped, so an interrupted run resumes where it stopped. Points
+run in priority order: those Gavel's published notebook quotes first, then the rest
+of the rate grid. At the end the script prints a Markdown table and writes the plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = "v100:9x4,p100:9x4,k80:9x4"
+HOUR = 3600.0
+
+CONTINUOUS = [
+    "max_min_fairness_agnostic",  # Gavel's "LAS" (its policy max_min_fairness)
+    "max_min_fairness",  # Gavel's het-aware LAS (max_min_fairness_perf)
+    "max_min_fairness_packed",  # het-aware LAS with space sharing
+    "fifo_agnostic",  # Gavel's "fifo" (FIFOPolicy, mode 'base')
+    "slurm_fifo",  # Slurm's FIFO + EASY backfill, whole jobs, no preemption
+]
+STATIC = ["fifo_agnostic", "min_total_duration", "fifo", "slurm_fifo"]
+
+# Gavel's published notebook outputs (seed 0; hours): (experiment, rate or jobs) -> policy -> value
+GAVEL = {
+    ("single", 5.6): {
+        "max_min_fairness_agnostic": 96.0,
+        "max_min_fairness": 29.0,
+        "max_min_fairness_packed": 19.6,
+    },
+    ("single", 4.4): {
+        "max_min_fairness_agnostic": 23.8,
+        "max_min_fairness": 17.5,
+        "max_min_fairness_packed": 17.8,
+    },
+    ("multi", 2.6): {
+        "max_min_fairness_agnostic": 70.5,
+        "max_min_fairness": 36.4,
+        "max_min_fairness_packed": 30.5,
+    },
+    ("static", 700): {"fifo_agnostic": 619.5, "min_total_duration": 244.2},
+}
+
+
+@dataclass(frozen=True)
+class Point:
+    experiment: str  # single | multi (continuous, avg JCT) or static (makespan)
+    x: float  # jobs/hour (continuous) or number of jobs (static)
+    policy: str
+    overhead_s: float = 0.0
+
+    @property
+    def key(self) -> str:
+        tag = "" if self.overhead_s == 0 else f"+overhead{self.overhead_s:g}"
+        return f"{self.experiment}-{self.x:g}-{self.policy}{tag}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    window: tuple[int, int]  # measured jobs [first, end) of each continuous trace
+    trace_jobs: int  # jobs generated per continuous trace (arrivals go on past the window)
+    cluster: str
+    points: list[Point]
+
+
+def full_plan() -> Plan:
+    quoted = [("single", 5.6), ("single", 4.4), ("multi", 2.6)]
+    first = [Point(e, r, p) for e, r in quoted for p in CONTINUOUS[:3]]
+    first += [Point("static", n, p) for n in (100, 700) for p in STATIC[:2]]
+    first += [Point(e, r, p) for e, r in quoted for p in CONTINUOUS[3:]]
+    first += [Point("static", n, p) for n in (100, 700) for p in STATIC[2:]]
+    first.append(Point("single", 4.4, "max_min_fairness", overhead_s=30.0))
+    grid = [("single", r) for r in (2.0, 3.2, 5.0, 6.0, 1.0, 3.8)]
+    grid += [("multi", r) for r in (1.0, 2.0, 3.0, 0.5, 1.5)]
+    rest = [Point(e, r, p) for e, r in grid for p in CONTINUOUS]
+    return Plan((4000, 5000), 15000, CLUSTER, first + rest)
+
+
+def quick_plan() -> Plan:
+    """Same cluster and policies, a short window early in short traces: minutes, not hours."""
+    points = [Point(e, r, p) for e, r in (("single", 4.4), ("multi", 2.6)) for p in CONTINUOUS]
+    points += [Point("static", 60, p) for p in STATIC]
+    return Plan((150, 250), 1500, CLUSTER, points)
+
+
+# ---- one point, in a child process ------------------------------------------------------
+
+
+def run_point(point: Point, plan: Plan) -> dict[str, Any]:
+    from slurm_gavel.backends.simulated import parse_cluster_spec
+    from slurm_gavel.simulate.engine import SimulationOptions, simulate
+    from slurm_gavel.simulate.generate import generate_trace
+    from slurm_gavel.simulate.window import Window, apply_window
+    from slurm_gavel.throughputs import load_table
+
+    table = load_table()
+    nodes = parse_cluster_spec(plan.cluster, table)
+    opts = SimulationOptions(preemption_overhead=point.overhead_s, seed=0, progress=False)
+    t0 = time.perf_counter()
+    if point.experiment == "static":
+        jobs = generate_trace(int(point.x), 1.0, table, seed=0, multi_gpu=True)
+        jobs = [replace(j, arrival_time=0.0) for j in jobs]  # all queued at the start
+        summary = simulate(jobs, nodes, table, point.policy, opts).summary
+    else:
+        multi = point.experiment == "multi"
+        jobs = generate_trace(plan.trace_jobs, HOUR / point.x, table, seed=0, multi_gpu=multi)
+        window = Window(*plan.window)
+        opts = replace(opts, stop_when_completed=window.ids(jobs))
+        summary = simulate(jobs, nodes, table, point.policy, opts).summary
+        summary = apply_window(summary, jobs, window)
+    summary.pop("jct_s")  # thousands of floats; the percentiles stay
+    return {
+        "key": point.key,
+        "experiment": point.experiment,
+        "x": point.x,
+        "policy": point.policy,
+        "preemption_overhead_s": point.overhead_s,
+        "cluster": plan.cluster,
+        "window": list(plan.window) if point.experiment != "static" else None,
+        "trace_jobs": plan.trace_jobs if point.experiment != "static" else int(point.x),
+        "process_wall_s": round(time.perf_counter() - t0, 1),
+        "summary": summary,
+    }
+
+
+def _child(point: Point, plan: Plan, out: Path, timeout_s: float) -> dict[str, Any] | None:
+    path = out / "points" / f"{point.key}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    spec = json.dumps({"point": point.__dict__, "plan": {**plan.__dict__, "points": []}})
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", spec],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    except subprocess.TimeoutExpired:
+        print(f"  {point.key}: timed out after {timeout_s:.0f} s (not written)", flush=True)
+        return None
+    if done.returncode != 0:
+        print(f"  {point.key}: failed\n{done.stderr[-2000:]}", flush=True)
+        return None
+    result = json.loads(done.stdout)
+    result["child_wall_s"] = round(time.perf_counter() - t0, 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    s = result["summary"]
+    value = s["makespan_s"] if point.experiment == "static" else s["avg_jct_s"]
+    print(f"  {point.key}: {value / HOUR:.1f} h in {result['child_wall_s']:.0f} s", flush=True)
+    return result
+
+
+# ---- report -------------------------------------------------------------------------------
+
+
+def load_results(out: Path) -> dict[str, dict[str, Any]]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "points").glob("*.json"))}
+
+
+def _metric(r: dict[str, Any]) -> float | None:
+    s = r["summary"]
+    v = s["makespan_s"] if r["experiment"] == "static" else s["avg_jct_s"]
+    return None if v is None else v / HOUR
+
+
+def markdown_table(results: dict[str, dict[str, Any]]) -> str:
+    rows = [
+        "| experiment | x | policy | overhead s | ours h | Gavel h | jobs measured | "
+        "restarts | util | wall s | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = {"single": 0, "multi": 1, "static": 2}
+    for r in sorted(results.values(), key=lambda r: (order[r["experiment"]], r["x"], r["key"])):
+        s, v = r["summary"], _metric(r)
+        gavel = GAVEL.get((r["experiment"], r["x"]), {}).get(r["policy"])
+        if r["preemption_overhead_s"]:
+            gavel = None
+        note = []
+        w = s.get("measure_window")
+        if w and w["trace_exhausted"]:
+            note.append("trace exhausted")
+        if s["unfinished_jobs"]:
+            note.append(f"{s['unfinished_jobs']} unfinished")
+        rows.append(
+            f"| {r['experiment']} | {r['x']:g} | {r['policy']} | {r['preemption_overhead_s']:g} "
+            f"| {'-' if v is None else f'{v:.1f}'} | {'-' if gavel is None else gavel} "
+            f"| {s['jobs']} | {s['preemptions']} | {s['utilization']:.2f} "
+            f"| {r.get('child_wall_s', r['process_wall_s'])} | {', '.join(note)} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    base = [r for r in results.values() if not r["preemption_overhead_s"]]
+    titles = {
+        "single": "Single-GPU jobs (Gavel Fig. 8 setting)",
+        "multi": "Multi-GPU jobs (Gavel Fig. 9 setting)",
+    }
+    for exp, title in titles.items():
+        mine = [r for r in base if r["experiment"] == exp]
+        if not mine:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+        for i, policy in enumerate(CONTINUOUS):
+            pts = sorted((r["x"], _metric(r)) for r in mine if r["policy"] == policy)
+            pts = [(x, y) for x, y in pts if y is not None]
+            if not pts:
+                continue
+            color = f"C{i}"
+            ax.plot(*zip(*pts, strict=True), marker="o", color=color, label=policy)
+            ref = [(x, v[policy]) for (e, x), v in GAVEL.items() if e == exp and policy in v]
+            if ref:
+                ax.scatter(*zip(*ref, strict=True), marker="x", s=70, color=color)
+        ax.set_xlabel("input job rate (jobs/hour)")
+        ax.set_ylabel("average JCT of jobs 4000-4999 (hours)")
+        ax.set_title(f"{title}; x = Gavel's published value")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+        fig.tight_layout()
+        path = out / f"{exp}_gpu_jct_vs_rate.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    static = [r for r in base if r["experiment"] == "static"]
+    if static:
+        sizes = sorted({r["x"] for r in static})
+        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+        width = 0.8 / len(STATIC)
+        for i, policy in enumerate(STATIC):
+            for j, n in enumerate(sizes):
+                v = [_metric(r) for r in static if r["x"] == n and r["policy"] == policy]
+                if v and v[0] is not None:
+                    ax.bar(
+                        j + i * width, v[0], width, color=f"C{i}", label=policy if j == 0 else None
+                    )
+        for j, n in enumerate(sizes):
+            for i, policy in enumerate(STATIC):
+                ref = GAVEL.get(("static", n), {}).get(policy)
+                if ref is not None:
+                    ax.scatter(j + i * width, ref, marker="x", s=70, color="black")
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))])
+        ax.set_xticklabels([f"{n:g} jobs" for n in sizes])
+        ax.set_ylabel("makespan (hours)")
+        ax.set_title("Static multi-GPU traces; x = Gavel's published value")
+        ax.legend(fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+        fig.tight_layout()
+        path = out / "static_makespan.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+# ---- main ---------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out", default="benchmarks/results/paper", help="results directory")
+    ap.add_argument("--quick", action="store_true", help="small smoke version (a few minutes)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="run only points whose key starts with PREFIX, e.g. single-5.6 (repeatable)",
+    )
+    ap.add_argument("--parallel", type=int, default=1, help="points run at once (default 1)")
+    ap.add_argument("--point-timeout", type=float, default=3600.0, metavar="S")
+    ap.add_argument("--report", action="store_true", help="run nothing: table and plots only")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.child:
+        spec = json.loads(args.child)
+        plan = Plan(**{**spec["plan"], "window": tuple(spec["plan"]["window"])})
+        json.dump(run_point(Point(**spec["point"]), plan), sys.stdout)
+        return 0
+
+    plan = quick_plan() if args.quick else full_plan()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.report:
+        todo = [p for p in plan.points if not args.only or p.key.startswith(tuple(args.only))]
+        print(
+            f"{len(todo)} points, {args.parallel} at a time, results in {out}/points/", flush=True
+        )
+        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+            list(pool.map(lambda p: _child(p, plan, out, args.point_timeout), todo))
+    results = load_results(out)
+    sys.stdout.write(markdown_table(results))
+    for path in plots(results, out):
+        print(f"plot: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
