@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -24,7 +25,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from slurm_gavel.errors import InputError
 from slurm_gavel.job import GavelJob
+from workloads import emulate
 
 
 @dataclass
@@ -111,25 +114,36 @@ def run(
     checkpoint_every: int | None = None,
     enabled: bool | None = None,
     min_step_seconds: float = 0.0,
+    emulate_speed: float | None = None,
 ) -> dict[str, Any]:
     """Train ``steps`` steps under GavelJob; returns a summary (also printed as JSON).
 
     ``min_step_seconds`` paces the loop (each step lasts at least that long): on the
     local test cluster's fake GPUs it stands in for a slower device and keeps tiny
     jobs running long enough to be preempted.
+
+    ``emulate_speed`` (a factor, see workloads/emulate.py) paces the steps to Gavel's
+    published steps/s for this job type on the node's GPU type, times the factor.
     """
+    pacer = _pacer(job_type, emulate_speed)
     trainer = build(job_type, tiny=tiny, device=pick_device(device), seed=seed)
     loss = float("nan")
     with GavelJob(enabled=enabled, checkpoint_every=checkpoint_every, **trainer.state) as job:
         start = job.step
         t0 = time.perf_counter()
+        if pacer is not None:
+            pacer.begin()
         for _ in job.steps(steps):
             began = time.perf_counter()
             loss = trainer.step()
             left = min_step_seconds - (time.perf_counter() - began)
             if left > 0:
                 time.sleep(left)
+            if pacer is not None:
+                pacer.step_done()
         wall = time.perf_counter() - t0
+    extra = {} if pacer is None else {"emulated_steps_per_s": round(pacer.rate, 4),
+                                      "emulation_behind_s": round(pacer.behind_s, 3)}
     return {
         "job_type": job_type,
         "start_step": start,
@@ -138,7 +152,24 @@ def run(
         "wall_s": round(wall, 3),
         "steps_per_s": job.progress.steps_per_s(),
         "param_checksum": float(trainer.parameters_vector().double().sum()),
+        **extra,
     }
+
+
+def _pacer(job_type: str, factor_cli: float | None) -> emulate.Pacer | None:
+    """The emulated-speed pacer (and one line saying so), or None when not asked for."""
+    try:
+        factor = emulate.factor_from(factor_cli, os.environ)
+        if factor is None:
+            return None
+        scale = int(os.environ.get("GAVEL_SCALE") or os.environ.get("SLURM_SPANK_GAVEL_SCALE")
+                    or 1)
+        emu = emulate.emulation_for(job_type, scale, factor)
+    except (ValueError, InputError) as e:
+        raise SystemExit(f"--emulate-gpu-speed: {e}") from None
+    print(emu.describe(job_type, os.environ.get("SLURMD_NODENAME", "-"),
+                       os.environ.get("SLURM_RESTART_COUNT", "0")), flush=True)
+    return emulate.Pacer(emu.rate)
 
 
 def measure(
@@ -178,6 +209,10 @@ def parser(prog: str, family: Family | None = None) -> argparse.ArgumentParser:
                    help="also checkpoint every N steps (default: only on the signal)")
     p.add_argument("--min-step-seconds", type=float, default=0.0, metavar="S",
                    help="make each step last at least S seconds (emulates a slower device)")
+    p.add_argument("--emulate-gpu-speed", type=float, default=None, metavar="FACTOR",
+                   help="pace steps to Gavel's published steps/s for this job type on the "
+                   "node's GPU type, times FACTOR (for fake GPUs; default: env "
+                   f"{emulate.ENV_SPEED}, else off)")
     return p
 
 
@@ -192,7 +227,8 @@ def main(argv: list[str] | None = None, family: Family | None = None) -> int:
         job_type = f"{family.name} (batch size {args.batch_size})"
     summary = run(job_type, args.steps, tiny=args.tiny, device=args.device, seed=args.seed,
                   checkpoint_every=args.checkpoint_every,
-                  min_step_seconds=args.min_step_seconds)
+                  min_step_seconds=args.min_step_seconds,
+                  emulate_speed=args.emulate_gpu_speed)
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")
     return 0

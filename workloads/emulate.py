@@ -1,0 +1,166 @@
+"""Emulated GPU speed for the reference workloads on clusters whose GPUs are fake.
+
+The local test cluster (tools/local-cluster) gives every node empty device files: a
+job runs exactly as fast on a "v100" node as on a "k80" one. To make scheduling
+decisions visible there, a workload can pace its steps to the throughput that
+Gavel *published* for its job type on the node's GPU type (the table shipped in
+slurm_gavel/data, or ``GAVEL_EMULATE_TABLE``), times a factor:
+
+    GAVEL_EMULATE_SPEED=1.0   (or the runner's --emulate-gpu-speed 1.0)
+
+makes a "ResNet-50 (batch size 64)" job do 4.39 steps/s on a v100 node and 0.62 on
+a k80 node; 0.5 halves both. The GPU type comes from ``GAVEL_EMULATE_GPU_TYPE`` if
+set, else from the node's typed GRES (``scontrol show node $SLURMD_NODENAME``), else
+from the local cluster's node naming (``v100-1`` -> ``v100``).
+
+This is an emulation, not a measurement: the step's real work (a tiny model on the
+CPU) is done, then the loop sleeps until the emulated rate is met. When the real
+work is slower than the emulated rate, the job falls behind and the runner's
+summary says by how much (``emulation_behind_s``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from slurm_gavel.throughputs import load_table
+
+ENV_SPEED = "GAVEL_EMULATE_SPEED"
+ENV_GPU_TYPE = "GAVEL_EMULATE_GPU_TYPE"
+ENV_TABLE = "GAVEL_EMULATE_TABLE"
+NOTE = "speed emulated from Gavel's published table; the GPUs here are fake"
+
+_GRES = re.compile(r"(?:^|,)gpu:(?P<type>[A-Za-z_][\w.-]*?):\d+")
+
+
+def gres_gpu_type(gres: str) -> str | None:
+    """``gpu:v100:4(S:0)`` -> ``v100``; None for an untyped or missing GPU GRES."""
+    m = _GRES.search(gres)
+    return m.group("type") if m else None
+
+
+def node_gres(node: str, run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
+              ) -> str | None:
+    """The ``Gres=`` field of ``scontrol show node NODE`` (None when Slurm cannot say)."""
+    try:
+        res = run(["scontrol", "show", "node", "--oneliner", node], capture_output=True,
+                  text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if res.returncode != 0:
+        return None
+    for tok in res.stdout.split():
+        if tok.startswith("Gres="):
+            return tok[len("Gres="):]
+    return None
+
+
+def resolve_gpu_type(
+    env: Mapping[str, str], known: list[str],
+    gres_of: Callable[[str], str | None] = node_gres,
+) -> tuple[str, str]:
+    """(GPU type, how it was found) for the node this job runs on.
+
+    Raises ValueError naming what was tried when no known type is found."""
+    forced = env.get(ENV_GPU_TYPE)
+    if forced:
+        if forced not in known:
+            raise ValueError(f"{ENV_GPU_TYPE}={forced} is not a GPU type of the table {known}")
+        return forced, ENV_GPU_TYPE
+    node = env.get("SLURMD_NODENAME", "")
+    if not node:
+        raise ValueError(f"no SLURMD_NODENAME (not in a Slurm job?) and no {ENV_GPU_TYPE}")
+    gres = gres_of(node)
+    typed = gres_gpu_type(gres) if gres else None
+    if typed in known:
+        return typed, f"Gres={gres} of node {node}"
+    prefix = node.split("-")[0]
+    if prefix in known:
+        return prefix, f"the name of node {node}"
+    raise ValueError(f"node {node} (Gres={gres}) has no GPU type of the table {known}; "
+                     f"set {ENV_GPU_TYPE}")
+
+
+@dataclass
+class Pacer:
+    """Make step k of this run end no earlier than ``start + k / rate``.
+
+    Deadlines are cumulative (not per step), so a step that was slower than 1/rate
+    is made up by the next ones when they are faster; ``behind_s`` is how far the
+    run's last step ended after its deadline (0 when the emulation kept up)."""
+
+    rate: float  # emulated steps/s
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    start: float | None = None
+    done: int = 0
+    behind_s: float = 0.0
+    slept_s: float = 0.0
+
+    def begin(self) -> None:
+        """The run's first step starts now."""
+        self.start = self.clock()
+        self.done = 0
+
+    def step_done(self) -> None:
+        now = self.clock()
+        if self.start is None:
+            self.start = now - 1.0 / self.rate  # no begin(): this step took exactly 1/rate
+        self.done += 1
+        wait = self.start + self.done / self.rate - now
+        if wait > 0:
+            self.sleep(wait)
+            self.slept_s += wait
+            self.behind_s = 0.0
+        else:
+            self.behind_s = -wait
+
+
+@dataclass(frozen=True)
+class Emulation:
+    gpu_type: str
+    rate: float  # emulated steps/s = table steps/s x factor
+    table_rate: float
+    factor: float
+    source: str
+
+    def describe(self, job_type: str, node: str, restart: str) -> str:
+        return (f"[slurm-gavel emulate] restart {restart} node {node} gpu {self.gpu_type}: "
+                f"{job_type} at {self.rate:.3g} steps/s = table {self.table_rate:.3g} x "
+                f"{self.factor:g} [{NOTE}; GPU type from {self.source}]")
+
+
+def factor_from(cli: float | None, env: Mapping[str, str]) -> float | None:
+    """The speed factor: the command line's, else GAVEL_EMULATE_SPEED's, else None (off)."""
+    if cli is not None:
+        value, where = cli, "--emulate-gpu-speed"
+    elif env.get(ENV_SPEED):
+        where = ENV_SPEED
+        try:
+            value = float(env[ENV_SPEED])
+        except ValueError:
+            raise ValueError(f"{ENV_SPEED}={env[ENV_SPEED]!r} is not a number") from None
+    else:
+        return None
+    if not value > 0:
+        raise ValueError(f"{where} must be > 0 (got {value})")
+    return value
+
+
+def emulation_for(
+    job_type: str, scale_factor: int, factor: float, env: Mapping[str, str] | None = None,
+    gres_of: Callable[[str], str | None] = node_gres,
+) -> Emulation:
+    """The emulated rate of this job on this node (ValueError when it cannot be known)."""
+    env = os.environ if env is None else env
+    table = load_table(env.get(ENV_TABLE) or None)
+    row = table.row(job_type, scale_factor)
+    gpu, source = resolve_gpu_type(env, list(row), gres_of)
+    if not row[gpu] > 0:
+        raise ValueError(f"{job_type} cannot run on {gpu} (throughput 0 in the table)")
+    return Emulation(gpu, row[gpu] * factor, row[gpu], factor, source)
