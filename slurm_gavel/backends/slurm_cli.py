@@ -72,6 +72,7 @@ class SlurmCluster:
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
         self._first_submit: dict[JobId, float] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
+        self._requeued_at: dict[JobId, float] = {}  # seen leaving its run in this act (clock)
 
     # --- observe ---------------------------------------------------------------------
 
@@ -86,6 +87,7 @@ class SlurmCluster:
         self._active = {o.job.id: o.job for o in self.view.snapshot.jobs
                         if o.state is not JobState.DONE}
         self.warnings = self.view.warnings
+        self._requeued_at = {j: t for j, t in self._requeued_at.items() if now - t < 5}
         return self.view.snapshot
 
     def _fetch(self) -> tuple[dict, dict]:
@@ -184,6 +186,7 @@ class SlurmCluster:
         placed = [o.job_id for o in orders if o.job_id not in failed]
         if not placed:
             return []
+        self._wait_out_requeue_second(placed)
         self._release(placed, failed)
         return [j for j in placed if j not in failed]
 
@@ -195,6 +198,26 @@ class SlurmCluster:
     def _release(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         res = self.commands.run("release", ["scontrol", "release", job_list(ids)])
         note_errors(res, ids, failed, ignore=("not held", "already"))
+
+    def _wait_out_requeue_second(self, ids: list[JobId]) -> None:
+        """Release no job within the wall-clock second in which it was requeued.
+
+        slurmd revokes the credential of a requeued job's last run, and refuses a new
+        launch of that job whose credential carries the same second ("Killing
+        non-startable batch job: Job credential revoked"): the job then ends FAILED,
+        not requeued. Slurm itself keeps a requeued job back (BeginTime = requeue +
+        121 s); our StartTime=now bypasses that, so wait out the second instead. The
+        requeue second is Slurm's SubmitTime (reset on requeue), or when this act saw
+        the job leave its run. At most about a second, and only for such jobs."""
+        latest = 0.0
+        for j in ids:
+            sj = self.view.managed.get(j) if self.view is not None else None
+            if sj is not None and sj.restarts > 0:
+                latest = max(latest, float(sj.submit_time))
+            latest = max(latest, float(int(self._requeued_at.pop(j, 0.0))))
+        wait = latest + 1.05 - self.clock()
+        if latest and wait > 0:
+            time.sleep(min(wait, 1.1))
 
     def _states(self, ids: list[JobId]) -> dict[JobId, str]:
         """State names of these jobs (finished jobs may be absent)."""
@@ -226,8 +249,10 @@ class SlurmCluster:
             running = [j for j in running if states.get(j) in RUNNING_STATES]
             if running:
                 time.sleep(self.poll_s)
+        now = self.clock()
         for j in ids:
             self._signalled.pop(j, None)
+            self._requeued_at[j] = now
 
     def _signallable(self, ids: list[JobId], told: set[JobId],
                      failed: dict[JobId, str]) -> list[JobId]:

@@ -165,3 +165,28 @@ def test_nothing_is_released_when_the_place_error_names_no_job():
         held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),))}))
     assert res.started == () and held in dict(res.failed)
     assert cmds.counts["release"] == 0
+
+
+def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
+    """slurmd refuses a relaunch whose credential has the requeue's second (the job
+    would end FAILED: seen in CI as "Job credential revoked")."""
+    scenario = dict(i.split("=") for i in (DATA / "scenario-22.05.txt").read_text().split())
+    held, ckpt = scenario["held"], scenario["ckpt"]
+    b = SlurmCluster(commands=ScriptedCommands({}))
+    b.observe()
+    requeued = b.view.managed[ckpt]
+    assert requeued.restarts == 1 and b.view.managed[held].restarts == 0
+    sleeps: list[float] = []
+    monkeypatch.setattr("slurm_gavel.backends.slurm_cli.time.sleep", sleeps.append)
+
+    def start(job: str, now: float) -> None:
+        b.clock = lambda: now
+        res = b.act(RoundPlacement(0, 0, 60, {
+            job: JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))}))
+        assert res.started == (job,)
+
+    start(ckpt, requeued.submit_time + 0.4)  # same second: wait until the next one
+    assert sleeps == [pytest.approx(0.65)]
+    start(ckpt, requeued.submit_time + 1.5)  # a later second: no wait
+    start(held, requeued.submit_time + 0.4)  # never requeued: no wait
+    assert len(sleeps) == 1
