@@ -245,7 +245,8 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
             if ref:
                 ax.scatter(*zip(*ref, strict=True), marker="x", s=70, color=color)
         ax.set_xlabel("input job rate (jobs/hour)")
-        ax.set_ylabel("average JCT of jobs 4000-4999 (hours)")
+        first, end = mine[0]["window"]
+        ax.set_ylabel(f"average JCT of jobs {first}-{end - 1} (hours)")
         ax.set_title(f"{title}; x = Gavel's published value")
         ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
