@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.policies.lp import SolverError, solve_lp
+from slurm_gavel.policies.mm_lp_single import solve_single_classes
 from slurm_gavel.policies.mm_pricing import PricedLp
 
 STAGE2_SLACK = 1e-9
@@ -110,15 +111,32 @@ def solve_max_min_classes(
     time_limit: float | None = None,
     solver: str | None = None,
     priced: bool | None = None,
+    direct: bool = True,
 ) -> ClassSolution:
     """Solve the class max-min LP exactly (HiGHS); see the module docstring.
 
     `solver` forces HiGHS's "simplex" or "ipm" for stage 1 (default: by size); stage 2
     always re-solves with simplex from stage 1's basis. `priced` forces pair columns
     to enter by pricing (True) or all at once (False); default: by their number.
+    `direct=False` keeps LPs without pairs off mm_lp_single's direct path (tests
+    compare the two).
     """
     pairs = pairs if pairs is not None else PairVars.empty()
     n_cls, n_types = coef.shape
+    if (
+        direct
+        and not len(pairs)
+        and solver in (None, "simplex")
+        and allowed.any()
+        and (solver == "simplex" or int(allowed.sum()) + 1 < IPM_MIN_COLUMNS)
+    ):
+        # No pair columns and simplex: the same LP, built without scipy (mm_lp_single.py).
+        x, runnable = solve_single_classes(
+            coef, allowed, scale, count, capacity,
+            second_stage=second_stage, time_limit=time_limit, slack=STAGE2_SLACK,
+        )  # fmt: skip
+        value = (coef * x).sum(axis=1)
+        return ClassSolution(x, np.zeros(0), value, float(value[runnable].min()), runnable)
     xc, xt = np.nonzero(allowed)
     nx, npair = len(xc), len(pairs)
     zcol = nx + npair
