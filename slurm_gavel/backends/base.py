@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
 from slurm_gavel.model import GpuType, Job, JobId
@@ -50,7 +51,9 @@ class Node:
     # GPUs held by jobs the scheduler does not manage (Slurm's own business).
     gpus_held_unmanaged: int = 0
 
-    @property
+    # cached: the value is fixed (frozen), and the round loop asks for it for every
+    # node several times per round
+    @cached_property
     def usable_gpus(self) -> int:
         """GPUs managed jobs may use on this node in the coming round."""
         if self.state is not NodeState.UP:
@@ -119,8 +122,9 @@ class JobPlacement:
     # means the table's unconsolidated throughput applies.
     consolidated: bool = True
 
-    @property
+    @cached_property
     def gpus(self) -> int:
+        # cached (frozen value): the simulator reads it for every job at every step
         return sum(s.gpus for s in self.nodes)
 
     def same_place(self, other: JobPlacement | None) -> bool:

@@ -27,6 +27,7 @@ from slurm_gavel.backends.base import (
     JobPlacement,
     JobState,
     Node,
+    NodeSlice,
     ObservedJob,
     RoundPlacement,
 )
@@ -68,6 +69,24 @@ def parse_cluster_spec(spec: str, table: ThroughputTable | None = None) -> list[
     if not nodes:
         raise ClusterSpecError("cluster spec is empty; give e.g. v100:3x4,p100:3x4,k80:3x4")
     return nodes
+
+
+# Plain loops rather than all(genexpr) (SIM110): a generator costs more than the check
+# for the one or two slices a job has, and these run for every job in every round.
+def all_of_type(
+    slices: tuple[NodeSlice, ...], node_type: Mapping[str, GpuType], t: GpuType
+) -> bool:
+    for sl in slices:  # noqa: SIM110
+        if node_type.get(sl.node) != t:
+            return False
+    return True
+
+
+def all_fit(slices: tuple[NodeSlice, ...], free: Mapping[str, int]) -> bool:
+    for sl in slices:  # noqa: SIM110
+        if free.get(sl.node, 0) < sl.gpus:
+            return False
+    return True
 
 
 @dataclass
@@ -122,6 +141,10 @@ class SimulatedCluster:
         self.completions: list[Completion] = []  # drained by the caller (metrics)
         self.busy_gpu_seconds: dict[GpuType, float] = {}
         self._node_type = {n.name: n.gpu_type for n in self.nodes}
+        self._usable = {n.name: n.usable_gpus for n in self.nodes}  # nodes never change here
+        # steps/s by (job type, scale factor, GPU type, consolidated): the table's
+        # lookup, memoised because every running job's rate is set every round
+        self._rates: dict[tuple[str, int, GpuType, bool], float] = {}
         # integral of the number of active jobs over time, for mean contention
         self._active_integral = 0.0
         self._integral_t = start_time
@@ -142,9 +165,11 @@ class SimulatedCluster:
                 )
             )
         self._unreported = []
+        now = self.clock
         for job_id in sorted(self._active):
             sj = self._active[job_id]
-            self._settle(sj, self.clock)
+            if now > sj.settled_at:  # _settle is a no-op otherwise (hot path)
+                self._settle(sj, now)
             p = sj.placement
             if p is not None:
                 state = JobState.RUNNING
@@ -174,7 +199,8 @@ class SimulatedCluster:
         for job_id in sorted(self._running):
             sj = self._running[job_id]
             new = valid.get(job_id)
-            self._settle(sj, now)
+            if now > sj.settled_at:
+                self._settle(sj, now)
             if new is not None and new.same_place(sj.placement):
                 kept.append(job_id)
                 continue
@@ -191,7 +217,8 @@ class SimulatedCluster:
                 continue
             if job_id not in moved_set:
                 started.append(job_id)
-            self._settle(sj, now)
+            if now > sj.settled_at:
+                self._settle(sj, now)
             overhead = 0.0
             if sj.ran_before:
                 sj.restarts += 1
@@ -246,7 +273,8 @@ class SimulatedCluster:
                 )
                 self._set_rate(other, t)
         for sj in self._running.values():
-            self._settle(sj, until)
+            if until > sj.settled_at:
+                self._settle(sj, until)
         self.clock = max(self.clock, until)
 
     def next_arrival_time(self) -> float | None:
@@ -296,7 +324,8 @@ class SimulatedCluster:
     def _validate(
         self, jobs: Mapping[JobId, JobPlacement], failed: list[tuple[JobId, str]]
     ) -> dict[JobId, JobPlacement]:
-        free = {n.name: n.usable_gpus for n in self.nodes}
+        free = dict(self._usable)
+        node_type = self._node_type
         counted: set[JobId] = set()
         ok: dict[JobId, JobPlacement] = {}
         for job_id in sorted(jobs):
@@ -308,17 +337,19 @@ class SimulatedCluster:
             if p.gpus != sj.job.scale_factor:
                 failed.append((job_id, f"placed on {p.gpus} GPUs, needs {sj.job.scale_factor}"))
                 continue
-            if any(self._node_type.get(s.node) != p.gpu_type for s in p.nodes):
+            slices = p.nodes
+            gpu_type = p.gpu_type
+            if not all_of_type(slices, node_type, gpu_type):
                 failed.append((job_id, f"nodes are not all {p.gpu_type}"))
                 continue
             if p.partner is not None and p.partner in counted:
                 ok[job_id] = p  # its partner already holds these GPUs
                 continue
-            if any(free.get(s.node, 0) < s.gpus for s in p.nodes):
+            if not all_fit(slices, free):
                 failed.append((job_id, "not enough free GPUs on its nodes"))
                 continue
-            for s in p.nodes:
-                free[s.node] -= s.gpus
+            for sl in slices:
+                free[sl.node] -= sl.gpus
             counted.add(job_id)
             ok[job_id] = p
         # a pair whose partner failed runs alone
@@ -341,9 +372,12 @@ class SimulatedCluster:
             pair = self.table.pair(job.job_type, other.job_type, job.scale_factor, p.gpu_type)
             rate = pair[0] if pair is not None else 0.0
         else:
-            rate = self.table.throughput(
-                job.job_type, job.scale_factor, p.gpu_type, consolidated=p.consolidated
-            )
+            key = (job.job_type, job.scale_factor, p.gpu_type, p.consolidated)
+            rate = self._rates.get(key)
+            if rate is None:
+                rate = self._rates[key] = self.table.throughput(
+                    job.job_type, job.scale_factor, p.gpu_type, consolidated=p.consolidated
+                )
         sj.rate = rate
         start = max(now, sj.progress_from)
         left = max(0.0, job.total_steps - sj.steps_done)
@@ -358,11 +392,12 @@ class SimulatedCluster:
             return
         p = sj.placement
         if p is not None:
-            from_t = max(sj.settled_at, sj.progress_from)
-            if t > from_t and sj.rate > 0:
-                sj.steps_done = min(sj.job.total_steps, sj.steps_done + sj.rate * (t - from_t))
+            settled = sj.settled_at
+            from_t = settled if settled >= sj.progress_from else sj.progress_from
+            rate = sj.rate
+            if t > from_t and rate > 0:
+                sj.steps_done = min(sj.job.total_steps, sj.steps_done + rate * (t - from_t))
             share = 0.5 if p.partner is not None else 1.0  # a pair holds one set of GPUs
-            self.busy_gpu_seconds[p.gpu_type] = self.busy_gpu_seconds.get(
-                p.gpu_type, 0.0
-            ) + share * p.gpus * (t - sj.settled_at)
+            busy = self.busy_gpu_seconds
+            busy[p.gpu_type] = busy.get(p.gpu_type, 0.0) + share * p.gpus * (t - settled)
         sj.settled_at = t
