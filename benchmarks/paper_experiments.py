@@ -94,9 +94,15 @@ def full_plan() -> Plan:
     first += [Point(e, r, p) for e, r in quoted for p in CONTINUOUS[3:]]
     first += [Point("static", n, p) for n in (100, 700) for p in STATIC[2:]]
     first.append(Point("single", 4.4, "max_min_fairness", overhead_s=30.0))
-    grid = [("single", r) for r in (2.0, 3.2, 5.0, 6.0, 1.0, 3.8)]
-    grid += [("multi", r) for r in (1.0, 2.0, 3.0, 0.5, 1.5)]
-    rest = [Point(e, r, p) for e, r in grid for p in CONTINUOUS]
+    # The rest of the curves, sparsest first so that an interrupted run still spans
+    # both experiments; space sharing (4-5x the cost) after the others, and the
+    # rates past saturation last (the queue, and with it each round, keeps growing).
+    grid = [("single", 2.0), ("multi", 1.0), ("single", 3.2), ("multi", 2.0)]
+    grid += [("single", 5.0), ("multi", 1.5), ("single", 1.0), ("multi", 0.5)]
+    cheap = [p for p in CONTINUOUS if p != "max_min_fairness_packed"]
+    rest = [Point(e, r, p) for e, r in grid for p in cheap]
+    rest += [Point(e, r, "max_min_fairness_packed") for e, r in grid]
+    rest += [Point(e, r, p) for e, r in (("single", 6.0), ("multi", 3.0)) for p in CONTINUOUS]
     return Plan((4000, 5000), 15000, CLUSTER, first + rest)
 
 
@@ -147,15 +153,37 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
     }
 
 
+def _claim(lock: Path) -> bool:
+    """One driver per point: several drivers may share DIR (e.g. a second one started
+    with --only to run some points sooner). A lock whose driver is gone is stale."""
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        try:
+            os.kill(int(lock.read_text() or 0), 0)
+            return False  # its driver is alive: it runs the point
+        except (ProcessLookupError, ValueError):
+            lock.unlink(missing_ok=True)
+            return _claim(lock)
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
 def _child(point: Point, plan: Plan, out: Path, timeout_s: float) -> dict[str, Any] | None:
     path = out / "points" / f"{point.key}.json"
     if path.exists():
         return json.loads(path.read_text())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.with_suffix(".running")
+    if not _claim(lock):
+        return None
     spec = json.dumps({"point": point.__dict__, "plan": {**plan.__dict__, "points": []}})
     t0 = time.perf_counter()
     try:
+        # the child writes the result itself: it survives the death of this driver
         done = subprocess.run(
-            [sys.executable, __file__, "--child", spec],
+            [sys.executable, __file__, "--child", spec, "--child-out", str(path)],
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -164,16 +192,15 @@ def _child(point: Point, plan: Plan, out: Path, timeout_s: float) -> dict[str, A
     except subprocess.TimeoutExpired:
         print(f"  {point.key}: timed out after {timeout_s:.0f} s (not written)", flush=True)
         return None
+    finally:
+        lock.unlink(missing_ok=True)
     if done.returncode != 0:
         print(f"  {point.key}: failed\n{done.stderr[-2000:]}", flush=True)
         return None
-    result = json.loads(done.stdout)
-    result["child_wall_s"] = round(time.perf_counter() - t0, 1)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    result = json.loads(path.read_text())
     s = result["summary"]
     value = s["makespan_s"] if point.experiment == "static" else s["avg_jct_s"]
-    print(f"  {point.key}: {value / HOUR:.1f} h in {result['child_wall_s']:.0f} s", flush=True)
+    print(f"  {point.key}: {value / HOUR:.1f} h in {time.perf_counter() - t0:.0f} s", flush=True)
     return result
 
 
@@ -181,7 +208,8 @@ def _child(point: Point, plan: Plan, out: Path, timeout_s: float) -> dict[str, A
 
 
 def load_results(out: Path) -> dict[str, dict[str, Any]]:
-    return {p.stem: json.loads(p.read_text()) for p in sorted((out / "points").glob("*.json"))}
+    paths = sorted((out / "points").glob("*.json"))
+    return {p.stem: json.loads(p.read_text()) for p in paths}
 
 
 def _metric(r: dict[str, Any]) -> float | None:
@@ -212,7 +240,7 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
             f"| {r['experiment']} | {r['x']:g} | {r['policy']} | {r['preemption_overhead_s']:g} "
             f"| {'-' if v is None else f'{v:.1f}'} | {'-' if gavel is None else gavel} "
             f"| {s['jobs']} | {s['preemptions']} | {s['utilization']:.2f} "
-            f"| {r.get('child_wall_s', r['process_wall_s'])} | {', '.join(note)} |"
+            f"| {r['process_wall_s']} | {', '.join(note)} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -305,12 +333,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--point-timeout", type=float, default=3600.0, metavar="S")
     ap.add_argument("--report", action="store_true", help="run nothing: table and plots only")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
         spec = json.loads(args.child)
         plan = Plan(**{**spec["plan"], "window": tuple(spec["plan"]["window"])})
-        json.dump(run_point(Point(**spec["point"]), plan), sys.stdout)
+        result = run_point(Point(**spec["point"]), plan)
+        tmp = Path(args.child_out + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1) + "\n")
+        tmp.replace(args.child_out)  # atomic: a point file is complete or absent
         return 0
 
     plan = quick_plan() if args.quick else full_plan()
