@@ -204,7 +204,8 @@ class Demo:
             else:  # Slurm alone: one line per round_seconds
                 rnd = int((now - t0) // self.args.round_seconds)
                 show = time.monotonic() >= next_line
-                next_line = max(next_line, time.monotonic() + self.args.round_seconds)
+                if show:
+                    next_line = time.monotonic() + self.args.round_seconds
             if show and rnd is not None:
                 last_round = rnd
                 say(f"  {phase:<6} " + rep.progress_line(rnd, now - t0,
