@@ -247,7 +247,12 @@ def considered_jobs(
         except InputError as e:
             skipped.append((o.job.id, str(e)))
             continue
-        if not any(row.get(t, 0.0) > 0.0 for t in types):
+        usable = False
+        for t in types:  # a loop, not any(genexpr): every job, every round
+            if row.get(t, 0.0) > 0.0:
+                usable = True
+                break
+        if not usable:
             skipped.append((o.job.id, "no usable GPU type has a throughput for it"))
         elif o.job.scale_factor > biggest:
             skipped.append((o.job.id, f"needs {o.job.scale_factor} GPUs of one type"))

@@ -17,13 +17,34 @@ placements can be logged, compared and written to JSON without adapters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from slurm_gavel.model import GpuType, Job, JobId
+
+_T = TypeVar("_T")
+
+
+class cached_value(Generic[_T]):  # lower case: used like @property
+    """A read-only property computed once per instance of a frozen dataclass.
+
+    functools.cached_property takes a lock on every first access (Python 3.11),
+    which cost more than the sums cached here; the round loop creates new
+    placements every round, so first accesses are the common case.
+    """
+
+    def __init__(self, fn: Callable[[Any], _T]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+
+    def __get__(self, obj: Any, cls: type | None = None) -> Any:
+        if obj is None:
+            return self  # accessed on the class (introspection, docs)
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value  # later reads find it there, not here
+        return value
 
 
 class NodeState(StrEnum):
@@ -53,7 +74,7 @@ class Node:
 
     # cached: the value is fixed (frozen), and the round loop asks for it for every
     # node several times per round
-    @cached_property
+    @cached_value
     def usable_gpus(self) -> int:
         """GPUs managed jobs may use on this node in the coming round."""
         if self.state is not NodeState.UP:
@@ -122,7 +143,7 @@ class JobPlacement:
     # means the table's unconsolidated throughput applies.
     consolidated: bool = True
 
-    @cached_property
+    @cached_value
     def gpus(self) -> int:
         # cached (frozen value): the simulator reads it for every job at every step
         return sum(s.gpus for s in self.nodes)
