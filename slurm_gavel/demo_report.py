@@ -159,10 +159,10 @@ class Outcome:
 
 def progress_line(round_index: int, elapsed: float, states: dict[str, str],
                   placed: dict[str, str], labels: dict[str, str]) -> str:
-    """``round 3   41s  done 2/10 running 6 held 2 | v100: r50-2 gan-4 | p100: ...``.
+    """``round 3   41s  done 2/10 running 6 pending 2 | v100: r50-2 gan-4 | p100: ...``.
 
     ``states``: job id -> Slurm state; ``placed``: job id -> GPU type it runs on (or is
-    starting on). "held": pending, or checkpointed and requeued held."""
+    starting on). "pending": waiting in the queue (managed jobs: held)."""
     done = sum(s == "COMPLETED" for s in states.values())
     running = sum(s in ("RUNNING", "COMPLETING") for s in states.values())
     waiting = sum(s in ("PENDING", "SPECIAL_EXIT", "REQUEUED", "REQUEUE_HOLD")
@@ -174,7 +174,7 @@ def progress_line(round_index: int, elapsed: float, states: dict[str, str],
     where = " | ".join(f"{t}: {' '.join(js)}" for t, js in sorted(by_type.items(),
                                                                     reverse=True))
     return (f"round {round_index:>3} {elapsed:5.0f}s  done {done}/{len(states)} "
-            f"running {running} held {waiting}" + (f" | {where}" if where else ""))
+            f"running {running} pending {waiting}" + (f" | {where}" if where else ""))
 
 
 def _fmt(x: float | None) -> str:

@@ -90,7 +90,7 @@ def test_progress_line() -> None:
     states = {"1": "RUNNING", "2": "COMPLETED", "3": "PENDING", "4": "RUNNING"}
     labels = {"1": "r50-1", "2": "rec-2", "3": "a3c-3", "4": "gan-4"}
     line = rep.progress_line(3, 41.2, states, {"1": "v100", "4": "k80", "2": "p100"}, labels)
-    assert line == "round   3    41s  done 1/4 running 2 held 1 | v100: r50-1 | k80: gan-4"
+    assert line == "round   3    41s  done 1/4 running 2 pending 1 | v100: r50-1 | k80: gan-4"
 
 
 def _outcome(jct: float, gpus: list[str], restarts: int = 0,
