@@ -1,0 +1,23 @@
+"""Cached GPU counts of frozen nodes and placements equal the computed ones."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from slurm_gavel.backends.base import JobPlacement, Node, NodeSlice, NodeState
+
+
+def test_usable_gpus_is_cached_per_instance_and_recomputed_on_replace() -> None:
+    n = Node("a", "v100", 4, gpus_held_unmanaged=1)
+    assert n.usable_gpus == 3 and n.usable_gpus == 3
+    assert dataclasses.replace(n, state=NodeState.DRAINED).usable_gpus == 0
+    assert dataclasses.replace(n, gpus_held_unmanaged=0).usable_gpus == 4
+    assert n == Node("a", "v100", 4, gpus_held_unmanaged=1)  # the cache is not a field
+
+
+def test_placement_gpus_sums_slices() -> None:
+    p = JobPlacement("1", "v100", (NodeSlice("a", 2), NodeSlice("b", 3)))
+    assert p.gpus == 5 and p.gpus == 5
+    q = JobPlacement("1", "v100", (NodeSlice("a", 2), NodeSlice("b", 3)))
+    assert p == q and p.to_json() == q.to_json()
+    assert JobPlacement.from_json(p.to_json()).gpus == 5
