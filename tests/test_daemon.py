@@ -452,20 +452,29 @@ class Findings(FlakyBackend):
         self.warnings: list[str] = []
 
 
-def test_backend_warnings_are_logged_once_while_they_last(tmp_path, table, caplog):
+def test_backend_warnings_are_logged_once_while_they_last(tmp_path, table):
     sim = cluster(table)
     backend = Findings(sim)
     d = daemon(tmp_path, backend, table)
     d.start()
     bad = "job 7: gavel comment: unknown key 'gpus'; write gavel:type=... (left to Slurm)"
     backend.warnings = [bad]
-    with caplog.at_level(logging.WARNING, logger="slurm_gavel.daemon"):
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    # On the daemon's logger itself: the CLI's log set-up (run by other tests in the
+    # same process) stops propagation to the root logger, where caplog listens.
+    logger = logging.getLogger("slurm_gavel.daemon")
+    logger.addHandler(handler)
+    try:
         rounds(d, sim, 3)
         backend.warnings = []
         rounds(d, sim, 1)
         backend.warnings = [bad]  # back again: logged again
         rounds(d, sim, 1)
-    d.store.release()
-    logged = [r for r in caplog.records if getattr(r, "event", None) == "slurm_warning"]
+    finally:
+        logger.removeHandler(handler)
+        d.store.release()
+    logged = [r for r in records if getattr(r, "event", None) == "slurm_warning"]
     assert len(logged) == 2
     assert all(r.fields == {"warning": bad} for r in logged)
