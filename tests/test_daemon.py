@@ -478,3 +478,48 @@ def test_backend_warnings_are_logged_once_while_they_last(tmp_path, table):
     logged = [r for r in records if getattr(r, "event", None) == "slurm_warning"]
     assert len(logged) == 2
     assert all(r.fields == {"warning": bad} for r in logged)
+
+
+def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path, table):
+    # The demo's set-up (8 one-GPU jobs of 4 types on v100:1x2,p100:1x2,k80:1x2, 30 s
+    # rounds, max-min fairness), with jobs long enough to see rotation, completions and
+    # reallocations. The daemon (progress, step estimates, persistence around run_round)
+    # must place exactly as the bare scheduler loop the simulator runs: the churn a real
+    # daemon shows is the mechanism's, not the daemon's.
+    from slurm_gavel.scheduler import SchedulerConfig, SchedulerState, run_round
+
+    r = 30.0
+    kinds = [("Recommendation (batch size 2048)", 1600), ("ResNet-50 (batch size 64)", 480),
+             ("A3C", 800), ("CycleGAN", 480)]  # fmt: skip
+    jobs = [Job(str(i + 1), kinds[i % 4][0], 1, total_steps=kinds[i % 4][1]) for i in range(8)]
+
+    def sim() -> SimulatedCluster:
+        return SimulatedCluster(parse_cluster_spec("v100:1x2,p100:1x2,k80:1x2"), jobs, table,
+                                preemption_overhead=5.0)  # fmt: skip
+
+    def decision(rep):
+        res = rep.result
+        placed = {j: (p.gpu_type, p.nodes) for j, p in rep.placement.jobs.items()}
+        moves = (sorted(res.started), sorted(res.kept), sorted(res.moved), sorted(res.preempted))
+        return (rep.reallocated, placed, *moves)
+
+    ref_sim, state = sim(), SchedulerState()
+    cfg = SchedulerConfig(table=table, policy="max_min_fairness", round_seconds=r)
+    expected = []
+    while not ref_sim.done():
+        state, rep = run_round(state, ref_sim, cfg)
+        expected.append(decision(rep))
+        ref_sim.advance(min(ref_sim.clock + r, ref_sim.last_completion_of_running()))
+
+    d_sim = sim()
+    d = Daemon(config(tmp_path, policy="max_min_fairness", round_seconds=r,
+                      progress_dir=str(tmp_path / "progress")),
+               d_sim, table=table, metrics=DaemonMetrics())  # fmt: skip
+    (tmp_path / "progress").mkdir()
+    d.start()
+    got = []
+    while not d_sim.done():
+        got.append(decision(d.round()))
+        d_sim.advance(min(d_sim.clock + r, d_sim.last_completion_of_running()))
+    assert got == expected
+    assert sum(len(x[4]) for x in got) > 0  # the rounds rotate jobs between types
