@@ -217,8 +217,10 @@ def _child(point: Point, plan: Plan, out: Path, timeout_s: float) -> dict[str, A
 # ---- report -------------------------------------------------------------------------------
 
 
-def load_results(out: Path) -> dict[str, dict[str, Any]]:
-    paths = sorted((out / "points").glob("*.json"))
+def load_results(out: Path, folder: str = "points") -> dict[str, dict[str, Any]]:
+    """folder "exhausted": points whose trace ran out before the window finished,
+    moved aside by hand; the table lists them as lower bounds, the plots leave them out."""
+    paths = sorted((out / folder).glob("*.json"))
     return {p.stem: json.loads(p.read_text()) for p in paths}
 
 
@@ -243,7 +245,7 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
         note = []
         w = s.get("measure_window")
         if w and w["trace_exhausted"]:
-            note.append("trace exhausted")
+            note.append("trace ran out: a lower bound")
         if s["unfinished_jobs"]:
             note.append(f"{s['unfinished_jobs']} unfinished")
         rows.append(
@@ -375,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
             list(pool.map(lambda p: _child(p, plan, out, args.point_timeout), todo))
     results = load_results(out)
-    sys.stdout.write(markdown_table(results))
+    exhausted = {f"{k} (exhausted)": r for k, r in load_results(out, "exhausted").items()}
+    sys.stdout.write(markdown_table({**results, **exhausted}))
     for path in plots(results, out):
         print(f"plot: {path}")
     return 0
