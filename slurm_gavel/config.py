@@ -69,6 +69,10 @@ class Config:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # Seconds of no progress per restart, for the steps estimate of silent jobs.
     preemption_overhead_seconds: float = 0.0
+    # Not Gavel, opt-in (0 = Gavel's mechanism): in underloaded rounds a job's
+    # current GPU type counts this many seconds less received time, so jobs with a
+    # split allocation switch type (restart) less often.
+    stay_credit_seconds: float = 0.0
     solver_time_limit_seconds: float | None = None
     state_dir: Path = Path("/var/lib/slurm-gavel")
     progress_dir: Path | None = None  # the job-side progress spool (GAVEL_PROGRESS_DIR)
@@ -172,6 +176,7 @@ _TOP_KEYS = [
     "throughput_table",
     "checkpoint",
     "preemption_overhead_seconds",
+    "stay_credit_seconds",
     "solver_time_limit_seconds",
     "state_dir",
     "progress_dir",
@@ -303,6 +308,11 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
         preemption_overhead_seconds=_number(
             d.get("preemption_overhead_seconds", base.preemption_overhead_seconds),
             w + "preemption_overhead_seconds",
+            minimum=0,
+        ),
+        stay_credit_seconds=_number(
+            d.get("stay_credit_seconds", base.stay_credit_seconds),
+            w + "stay_credit_seconds",
             minimum=0,
         ),
         solver_time_limit_seconds=(

@@ -181,6 +181,7 @@ class Daemon:
             policy=config.policy,
             round_seconds=config.round_seconds,
             policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
+            stay_credit_s=config.stay_credit_seconds,
         )
         self.state = SchedulerState()
         self.progress = ProgressTracker(config.progress_dir) if config.progress_dir else None

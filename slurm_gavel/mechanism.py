@@ -15,6 +15,13 @@ Gavel's rule (scheduler.py, _update_priorities / _schedule_jobs_on_workers):
   largest first, go on the fewest nodes (best fit), and a job that has to spread
   is marked unconsolidated so the table's unconsolidated throughput applies.
 
+Optional, not Gavel (stay_credit_s > 0, default 0): the type a job runs on counts
+stay_credit_s seconds less received time in its priority and deficit, so a job
+with a fractional allocation (say 0.5 v100 + 0.5 p100) works it off in longer
+stints instead of switching type almost every round. The caller decides when to
+apply it (scheduler.run_round: only in underloaded rounds, where it cannot keep a
+waiting job off a GPU). Space-sharing pairs get no credit.
+
 Pure functions over plain data: no clock, no I/O, no randomness.
 """
 
@@ -72,6 +79,7 @@ def entries(
     elapsed: float,
     gpu_types: Iterable[GpuType],
     pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
+    stay_credit_s: float = 0.0,
 ) -> list[Entry]:
     """All (entry, type) candidates with their priority, highest first.
 
@@ -79,8 +87,9 @@ def entries(
     allocation was computed and `elapsed` the wall time since then. Among equal
     priorities, deficits and fractions, the entry already running on the type
     goes first (keeping it avoids a restart), then the order of keys.
+    stay_credit_s: see the module docstring (0 = Gavel).
     """
-    ranked = _ranked(allocation, jobs, received, elapsed, list(gpu_types), pair_ok)
+    ranked = _ranked(allocation, jobs, received, elapsed, list(gpu_types), pair_ok, stay_credit_s)
     return [_entry(k) for k in ranked]
 
 
@@ -95,6 +104,7 @@ def _ranked(
     elapsed: float,
     types: list[GpuType],
     pair_ok: Mapping[str, frozenset[GpuType]] | None,
+    stay_credit_s: float = 0.0,
 ) -> list[_Ranked]:
     """The sort keys of entries(), sorted. This runs for every job and type in every
     round (the simulator's hottest path), hence plain tuples and no helper calls."""
@@ -103,6 +113,7 @@ def _ranked(
     append = keyed.append
     no_time = elapsed <= 0.0
     fractions = allocation.fractions
+    credit = stay_credit_s > 0.0
     for job_id, job in jobs.items():
         row = fractions.get(job_id, empty)
         got_row = received.get(job_id, empty)
@@ -113,6 +124,8 @@ def _ranked(
             if tput.get(t, 0.0) > 0.0:
                 x = float(row.get(t, 0.0))
                 got = got_row.get(t, 0.0)
+                if credit and cur == t:
+                    got = max(0.0, got - stay_credit_s)  # the incumbent keeps its type longer
                 if x <= 0.0:
                     prio = 0.0
                 elif got <= 0.0 or no_time:
@@ -302,12 +315,14 @@ def assign(
     received: Mapping[str, Mapping[GpuType, float]],
     elapsed: float,
     pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
+    stay_credit_s: float = 0.0,
 ) -> dict[JobId, JobPlacement]:
-    """This round's placement for every job that runs (absent jobs do not run)."""
+    """This round's placement for every job that runs (absent jobs do not run).
+    stay_credit_s: see the module docstring (0 = Gavel)."""
     node_list = list(nodes)
     capacity: dict[GpuType, int] = {}
     for n in node_list:
         capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.usable_gpus
-    ranked = _ranked(allocation, jobs, received, elapsed, list(capacity), pair_ok)
+    ranked = _ranked(allocation, jobs, received, elapsed, list(capacity), pair_ok, stay_credit_s)
     chosen = [_entry(ranked[i]) for i in _select(ranked, jobs, capacity)]
     return place_on_nodes(chosen, jobs, node_list)

@@ -52,6 +52,11 @@ class SchedulerConfig:
     reallocate_every_s: float | None = None
     accounts: Mapping[str, float] = field(default_factory=dict)
     prices: Mapping[GpuType, float] = field(default_factory=dict)
+    # Not Gavel, opt-in (0 = Gavel's mechanism): in rounds where the considered jobs
+    # demand no more GPUs than are usable, the type a job runs on counts this many
+    # seconds less received time in the mechanism's priority, so fractional
+    # allocations are worked off in longer stints with fewer restarts.
+    stay_credit_s: float = 0.0
 
 
 @dataclass
@@ -372,12 +377,22 @@ def run_round(
             state.allocation, state.allocation_key = None, ""
         placed = {}
         if state.allocation is not None and considered:
+            jobs_m = _mechanism_jobs(considered, state)
+            credit = 0.0
+            if config.stay_credit_s > 0.0:
+                # underloaded only: then the considered jobs fit in GPUs in total and
+                # the credit mostly decides which type a job runs on, not whether it
+                # runs (in overloaded rounds it could keep a waiting job queued)
+                demand = sum(j.scale_factor for j in jobs_m.values())
+                if demand <= sum(usable.values()):
+                    credit = config.stay_credit_s
             placed = assign(
                 state.allocation,
-                _mechanism_jobs(considered, state),
+                jobs_m,
                 snap.nodes,
                 state.epoch_received,
                 state.epoch_elapsed,
+                stay_credit_s=credit,
             )
     mech_s = time.perf_counter() - t0 - solve_s
 

@@ -30,6 +30,7 @@ def test_minimal_config_takes_documented_defaults(tmp_path):
     assert cfg.backend == "cli"
     assert cfg.throughput_table is None
     assert cfg.checkpoint.requeue_exit_code == 99
+    assert cfg.stay_credit_seconds == 0.0  # Gavel's mechanism unless opted in
 
 
 def test_relative_paths_resolve_against_the_config_directory(tmp_path):
@@ -40,6 +41,11 @@ def test_relative_paths_resolve_against_the_config_directory(tmp_path):
     )
     assert cfg.state_dir == tmp_path.resolve() / "state"
     assert cfg.throughput_table == tmp_path.resolve() / "tables" / "t.json"
+
+
+def test_stay_credit_is_parsed():
+    cfg = parse_config({"partitions": ["gpu"], "stay_credit_seconds": 1080})
+    assert cfg.stay_credit_seconds == 1080.0
 
 
 def test_signal_names_are_normalised():
@@ -58,6 +64,8 @@ def test_signal_names_are_normalised():
         ({"partitions": ["gpu"], "round_seconds": "60"}, "round_seconds: expected a number"),
         ({"partitions": ["gpu"], "round_seconds": 0}, "round_seconds: 0 is out of range"),
         ({"partitions": ["gpu"], "round_seconds": float("nan")}, "not a finite number"),
+        ({"partitions": ["gpu"], "stay_credit_seconds": -1}, "stay_credit_seconds: -1 is out"),
+        ({"partitions": ["gpu"], "stay_credit_seconds": "1h"}, "stay_credit_seconds: expected"),
         ({"partitions": ["gpu"], "metrics_port": 70000}, "metrics_port: 70000 is out of range"),
         ({"partitions": ["gpu"], "metrics_port": True}, "metrics_port: expected a whole number"),
         ({"partitions": ["gpu"], "policy": "max_min_fairnes"}, "did you mean 'max_min_fairness'"),

@@ -523,3 +523,11 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
         d_sim.advance(min(d_sim.clock + r, d_sim.last_completion_of_running()))
     assert got == expected
     assert sum(len(x[4]) for x in got) > 0  # the rounds rotate jobs between types
+
+
+def test_stay_credit_reaches_the_scheduler(tmp_path, table):
+    d = daemon(tmp_path, cluster(table), table)
+    assert d.sched_config.stay_credit_s == 0.0  # Gavel unless opted in
+    cfg = config(tmp_path, stay_credit_seconds=1080)
+    d2 = Daemon(cfg, cluster(table), table=table, metrics=DaemonMetrics())
+    assert d2.sched_config.stay_credit_s == 1080.0

@@ -3,6 +3,7 @@ consolidation, pairs, and Gavel's handling of zero / unreceived priorities."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -19,14 +20,19 @@ def _jobs(sizes: dict[str, int], current: dict[str, JobPlacement] | None = None)
     return {j: MechanismJob(j, sf, TPUT, current.get(j)) for j, sf in sizes.items()}
 
 
-def _run_rounds(alloc, sizes, nodes, rounds):
+def _run_rounds(alloc, sizes, nodes, rounds, stay_credit_s=None):
     """Drive the mechanism like the scheduler does: credit each round's placement."""
     received: dict[str, dict[str, float]] = {}
     elapsed = 0.0
     current: dict[str, JobPlacement] = {}
     history = []
     for _ in range(rounds):
-        placed = assign(alloc, _jobs(sizes, current), nodes, received, elapsed)
+        if stay_credit_s is None:
+            placed = assign(alloc, _jobs(sizes, current), nodes, received, elapsed)
+        else:
+            placed = assign(
+                alloc, _jobs(sizes, current), nodes, received, elapsed, stay_credit_s=stay_credit_s
+            )
         history.append(placed)
         seen = set()
         for j, p in placed.items():
@@ -155,3 +161,39 @@ def test_capacity_is_never_exceeded():
             assert {n.gpu_type for n in nodes if n.name in {s.node for s in p.nodes}} == {
                 p.gpu_type
             }
+
+
+def _switches(alloc, sizes, nodes, rounds, stay_credit_s):
+    history, received, elapsed = _run_rounds(alloc, sizes, nodes, rounds, stay_credit_s)
+    n = 0
+    for prev, cur in itertools.pairwise(history):
+        n += sum(1 for j, p in cur.items() if j in prev and prev[j].gpu_type != p.gpu_type)
+    return n, history, received, elapsed
+
+
+def test_stay_credit_turns_per_round_type_switches_into_longer_stints():
+    # underloaded: one job, one GPU of each type, allocation 0.5 / 0.5
+    nodes = [Node("v0", "v100", 1), Node("k0", "k80", 1)]
+    alloc = Allocation("test", {"a": {"v100": 0.5, "k80": 0.5}})
+    gavel, history, _, _ = _switches(alloc, {"a": 1}, nodes, 40, 0.0)
+    assert gavel >= 15  # Gavel switches type (restarts) every other round or more
+    assert all("a" in placed for placed in history)
+    credited, history, received, elapsed = _switches(alloc, {"a": 1}, nodes, 40, 5.0)
+    assert credited <= gavel // 3
+    assert all("a" in placed for placed in history)  # it always runs
+    for t in ("v100", "k80"):  # and still gets about its allocation
+        assert received["a"][t] / elapsed == pytest.approx(0.5, abs=0.15)
+
+
+def test_stay_credit_zero_is_gavel_exactly():
+    nodes = [Node("v0", "v100", 2), Node("k0", "k80", 2)]
+    fractions = {
+        "a": {"v100": 0.8},
+        "b": {"v100": 0.6, "k80": 0.4},
+        "c": {"v100": 0.6, "k80": 0.2},
+        "d": {"k80": 0.7},
+        "e": {"k80": 0.7},
+    }
+    alloc = Allocation("test", fractions)
+    sizes = dict.fromkeys(fractions, 1)
+    assert _run_rounds(alloc, sizes, nodes, 50) == _run_rounds(alloc, sizes, nodes, 50, 0.0)

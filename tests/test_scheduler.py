@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -136,3 +137,31 @@ def test_slurm_fifo_pseudo_policy_runs_through_the_same_round():
     _, report = run_round(SchedulerState(), sim, config)
     assert set(report.placement.jobs) == {"a"}  # 8 GPUs of one type do not exist
     assert not report.reallocated
+
+
+STAY_TYPES = [RESNET, "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]
+
+
+def _types_per_round(n_jobs, spec, stay_credit_s, rounds=30):
+    jobs = [Job(str(i), STAY_TYPES[i % 4], 1, total_steps=LONG) for i in range(n_jobs)]
+    config = SchedulerConfig(table=TABLE, round_seconds=360.0, stay_credit_s=stay_credit_s)
+    _, reports = _rounds(SchedulerState(), _sim(jobs, spec), config, rounds)
+    return [{j: p.gpu_type for j, p in r.placement.jobs.items()} for r in reports]
+
+
+def _type_switches(history):
+    return sum(1 for a, b in itertools.pairwise(history) for j in b if a[j] != b[j])
+
+
+def test_stay_credit_cuts_type_switches_in_an_underloaded_cluster():
+    # 4 jobs on 4 GPUs: max-min fairness splits each about 0.5 v100 / 0.5 k80
+    gavel = _types_per_round(4, "v100:1x2,k80:1x2", 0.0)
+    credited = _types_per_round(4, "v100:1x2,k80:1x2", 1080.0)
+    assert all(len(placed) == 4 for placed in gavel + credited)  # nobody waits
+    assert _type_switches(credited) * 3 <= _type_switches(gavel)
+
+
+def test_stay_credit_is_off_in_overloaded_rounds():
+    # 3 jobs on 2 GPUs: the credit could keep a waiting job queued, so it is not applied
+    gavel = _types_per_round(3, "v100:1x1,k80:1x1", 0.0)
+    assert gavel == _types_per_round(3, "v100:1x1,k80:1x1", 1080.0)

@@ -81,6 +81,16 @@ def register(sub: Any) -> None:
         help="per-job-type override of --preemption-overhead (repeatable)",
     )
     p.add_argument(
+        "--stay-credit",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help=(
+            "not Gavel: in underloaded rounds a job's current GPU type counts S seconds "
+            "less received time, so split allocations switch type less (default 0 = Gavel)"
+        ),
+    )
+    p.add_argument(
         "--reallocate-every", type=float, metavar="S", help="also recompute every S seconds"
     )
     p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
@@ -141,12 +151,15 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{name} {value}: must be > 0 seconds")
     if args.preemption_overhead < 0:
         raise InputError(f"--preemption-overhead {args.preemption_overhead}: must be >= 0")
+    if not (0 <= args.stay_credit < float("inf")):
+        raise InputError(f"--stay-credit {args.stay_credit}: must be a finite number >= 0")
     opts = SimulationOptions(
         round_seconds=args.round_seconds,
         preemption_overhead=args.preemption_overhead,
         overhead_by_job_type=_overrides(args.overhead_for),
         seed=args.seed,
         reallocate_every_s=args.reallocate_every,
+        stay_credit_s=args.stay_credit,
         record_wall_time=not args.no_wall_time,
         progress=args.progress,
     )

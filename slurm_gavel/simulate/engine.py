@@ -45,6 +45,8 @@ class SimulationOptions:
     # Stop once every one of these jobs has completed (Gavel's measurement window,
     # jobs 4000-5000 of a continuous trace): later jobs only load the cluster.
     stop_when_completed: frozenset[str] | None = None
+    # Not Gavel, opt-in: SchedulerConfig.stay_credit_s (0 = Gavel's mechanism).
+    stay_credit_s: float = 0.0
 
 
 @dataclass
@@ -77,6 +79,7 @@ def simulate(
         round_seconds=opts.round_seconds,
         policy_options=PolicyOptions(seed=opts.seed),
         reallocate_every_s=opts.reallocate_every_s,
+        stay_credit_s=opts.stay_credit_s,
     )
     capacity: dict[GpuType, int] = {}
     for n in node_list:
