@@ -47,15 +47,19 @@ def _run_rounds(alloc, sizes, nodes, rounds, stay_credit_s=None):
     return history, received, elapsed
 
 
+# Five one-GPU jobs on 2 v100 + 2 k80, some split over both types.
+TWO_TYPES = [Node("v0", "v100", 2), Node("k0", "k80", 2)]
+FIVE_JOBS = {
+    "a": {"v100": 0.8},
+    "b": {"v100": 0.6, "k80": 0.4},
+    "c": {"v100": 0.6, "k80": 0.2},
+    "d": {"k80": 0.7},
+    "e": {"k80": 0.7},
+}
+
+
 def test_realised_time_shares_converge_to_the_allocation():
-    nodes = [Node("v0", "v100", 2), Node("k0", "k80", 2)]
-    fractions = {
-        "a": {"v100": 0.8},
-        "b": {"v100": 0.6, "k80": 0.4},
-        "c": {"v100": 0.6, "k80": 0.2},
-        "d": {"k80": 0.7},
-        "e": {"k80": 0.7},
-    }
+    nodes, fractions = TWO_TYPES, FIVE_JOBS
     alloc = Allocation("test", fractions)
     _, received, elapsed = _run_rounds(alloc, dict.fromkeys(fractions, 1), nodes, 400)
     for job, row in fractions.items():
@@ -186,14 +190,7 @@ def test_stay_credit_turns_per_round_type_switches_into_longer_stints():
 
 
 def test_stay_credit_zero_is_gavel_exactly():
-    nodes = [Node("v0", "v100", 2), Node("k0", "k80", 2)]
-    fractions = {
-        "a": {"v100": 0.8},
-        "b": {"v100": 0.6, "k80": 0.4},
-        "c": {"v100": 0.6, "k80": 0.2},
-        "d": {"k80": 0.7},
-        "e": {"k80": 0.7},
-    }
+    nodes, fractions = TWO_TYPES, FIVE_JOBS
     alloc = Allocation("test", fractions)
     sizes = dict.fromkeys(fractions, 1)
     assert _run_rounds(alloc, sizes, nodes, 50) == _run_rounds(alloc, sizes, nodes, 50, 0.0)
