@@ -290,7 +290,7 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         ax.set_title(f"{title}; x = Gavel's published value")
         ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="best")
         fig.tight_layout()
         path = out / f"{exp}_gpu_jct_vs_rate.png"
         fig.savefig(path)
