@@ -22,12 +22,12 @@ summary says by how much (``emulation_behind_s``).
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from slurm_gavel.backends.slurm_json import gpu_gres
 from slurm_gavel.throughputs import load_table
 
 ENV_SPEED = "GAVEL_EMULATE_SPEED"
@@ -35,13 +35,9 @@ ENV_GPU_TYPE = "GAVEL_EMULATE_GPU_TYPE"
 ENV_TABLE = "GAVEL_EMULATE_TABLE"
 NOTE = "speed emulated from Gavel's published table; the GPUs here are fake"
 
-_GRES = re.compile(r"(?:^|,)gpu:(?P<type>[A-Za-z_][\w.-]*?):\d+")
-
-
 def gres_gpu_type(gres: str) -> str | None:
     """``gpu:v100:4(S:0)`` -> ``v100``; None for an untyped or missing GPU GRES."""
-    m = _GRES.search(gres)
-    return m.group("type") if m else None
+    return next((t for t, _ in gpu_gres(gres) if t), None)
 
 
 def node_gres(node: str, run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
