@@ -168,8 +168,7 @@ class SimulatedCluster:
         now = self.clock
         for job_id in sorted(self._active):
             sj = self._active[job_id]
-            if now > sj.settled_at:  # _settle is a no-op otherwise (hot path)
-                self._settle(sj, now)
+            self._settle(sj, now)
             p = sj.placement
             if p is not None:
                 state = JobState.RUNNING
@@ -199,8 +198,7 @@ class SimulatedCluster:
         for job_id in sorted(self._running):
             sj = self._running[job_id]
             new = valid.get(job_id)
-            if now > sj.settled_at:
-                self._settle(sj, now)
+            self._settle(sj, now)
             if new is not None and new.same_place(sj.placement):
                 kept.append(job_id)
                 continue
@@ -217,8 +215,7 @@ class SimulatedCluster:
                 continue
             if job_id not in moved_set:
                 started.append(job_id)
-            if now > sj.settled_at:
-                self._settle(sj, now)
+            self._settle(sj, now)
             overhead = 0.0
             if sj.ran_before:
                 sj.restarts += 1
@@ -273,8 +270,7 @@ class SimulatedCluster:
                 )
                 self._set_rate(other, t)
         for sj in self._running.values():
-            if until > sj.settled_at:
-                self._settle(sj, until)
+            self._settle(sj, until)
         self.clock = max(self.clock, until)
 
     def next_arrival_time(self) -> float | None:
