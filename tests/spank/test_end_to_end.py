@@ -65,10 +65,20 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
     assert sorted(p.name for p in (ckpt / job).glob("ckpt-*.pt")) == [
         f"ckpt-{first['steps']:012d}.pt"]
 
+    # Not within the second Slurm requeued it: slurmd refuses a relaunch whose
+    # credential carries the requeue's second ("Job credential revoked") and the job
+    # ends FAILED. The daemon waits this out too (SlurmCluster._wait_out_requeue_second);
+    # Slurm's own guard is the 121 s BeginTime that StartTime=now bypasses.
+    time.sleep(max(0.0, int(time.time()) + 1.05 - time.time()))
     slurm.cmd("scontrol", "release", job)
     slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now")
-    final = _wait("the finished report", lambda: (r := read_report(report))
-                  and r["state"] == "finished" and r, timeout=120)
+    try:
+        final = _wait("the finished report", lambda: (r := read_report(report))
+                      and r["state"] == "finished" and r, timeout=120)
+    except AssertionError as e:
+        state = slurm.cmd("scontrol", "show", "job", job).stdout
+        raise AssertionError(f"{e}\n{state}\njob output:\n"
+                             f"{out.read_text() if out.exists() else '(none)'}") from None
     assert final["steps"] == TOTAL and final["restart_count"] == 1
     assert final["run_steps"] == TOTAL - first["steps"]
     slurm.wait_state(job, "COMPLETED", "GONE", timeout=60)
