@@ -64,11 +64,20 @@ GAVEL = {
     },
     ("static", 700): {"fifo_agnostic": 619.5, "min_total_duration": 244.2},
 }
+# The "sizefirst" experiments draw multi-GPU traces as Gavel's generate_job does by
+# default (size first, then a type that has it: ~1.9 GPUs per job instead of ~1.65);
+# Gavel's figures are the same runs, so they are compared with both.
+for (_e, _x), _v in list(GAVEL.items()):
+    if _e in ("multi", "static"):
+        GAVEL[(f"{_e}_sizefirst", _x)] = _v
+SIZE_FIRST = ("multi_sizefirst", "static_sizefirst")
 
 
 @dataclass(frozen=True)
 class Point:
-    experiment: str  # single | multi (continuous, avg JCT) or static (makespan)
+    # single | multi | multi_sizefirst (continuous, avg JCT) or static | static_sizefirst
+    # (makespan)
+    experiment: str
     x: float  # jobs/hour (continuous) or number of jobs (static)
     policy: str
     overhead_s: float = 0.0
@@ -103,6 +112,9 @@ def full_plan() -> Plan:
     rest = [Point(e, r, p) for e, r in grid for p in cheap]
     rest += [Point(e, r, "max_min_fairness_packed") for e, r in grid]
     rest += [Point(e, r, p) for e, r in (("single", 6.0), ("multi", 3.0)) for p in CONTINUOUS]
+    # Gavel's size-first multi-GPU mix at its quoted points
+    rest += [Point("multi_sizefirst", 2.6, p) for p in CONTINUOUS[:3]]
+    rest += [Point("static_sizefirst", 700, p) for p in STATIC[:2]]
     return Plan((4000, 5000), 15000, CLUSTER, first + rest)
 
 
@@ -128,18 +140,24 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
     opts = SimulationOptions(preemption_overhead=point.overhead_s, seed=0, progress=False)
     t0 = time.perf_counter()
     n = plan.trace_jobs
-    if point.experiment == "static":
-        jobs = generate_trace(int(point.x), 1.0, table, seed=0, multi_gpu=True)
+    size_first = point.experiment in SIZE_FIRST
+    static = point.experiment.startswith("static")
+    if static:
+        jobs = generate_trace(
+            int(point.x), 1.0, table, seed=0, multi_gpu=True, size_first=size_first
+        )
         jobs = [replace(j, arrival_time=0.0) for j in jobs]  # all queued at the start
         summary = simulate(jobs, nodes, table, point.policy, opts).summary
     else:
-        multi = point.experiment == "multi"
+        multi = point.experiment.startswith("multi")
         window = Window(*plan.window)
         n = plan.trace_jobs
         while True:
             # The same seed gives the same first n jobs whatever n, so a longer trace
             # only adds arrivals behind the window.
-            jobs = generate_trace(n, HOUR / point.x, table, seed=0, multi_gpu=multi)
+            jobs = generate_trace(
+                n, HOUR / point.x, table, seed=0, multi_gpu=multi, size_first=size_first
+            )
             opts = replace(opts, stop_when_completed=window.ids(jobs))
             summary = simulate(jobs, nodes, table, point.policy, opts).summary
             summary = apply_window(summary, jobs, window)
@@ -156,8 +174,8 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
         "policy": point.policy,
         "preemption_overhead_s": point.overhead_s,
         "cluster": plan.cluster,
-        "window": list(plan.window) if point.experiment != "static" else None,
-        "trace_jobs": n if point.experiment != "static" else int(point.x),
+        "window": list(plan.window) if not static else None,
+        "trace_jobs": n if not static else int(point.x),
         "process_wall_s": round(time.perf_counter() - t0, 1),
         "summary": summary,
     }
@@ -209,7 +227,7 @@ def _child(point: Point, plan: Plan, out: Path, timeout_s: float) -> dict[str, A
         return None
     result = json.loads(path.read_text())
     s = result["summary"]
-    value = s["makespan_s"] if point.experiment == "static" else s["avg_jct_s"]
+    value = s["makespan_s"] if point.experiment.startswith("static") else s["avg_jct_s"]
     print(f"  {point.key}: {value / HOUR:.1f} h in {time.perf_counter() - t0:.0f} s", flush=True)
     return result
 
@@ -226,7 +244,7 @@ def load_results(out: Path, folder: str = "points") -> dict[str, dict[str, Any]]
 
 def _metric(r: dict[str, Any]) -> float | None:
     s = r["summary"]
-    v = s["makespan_s"] if r["experiment"] == "static" else s["avg_jct_s"]
+    v = s["makespan_s"] if r["experiment"].startswith("static") else s["avg_jct_s"]
     return None if v is None else v / HOUR
 
 
@@ -236,7 +254,7 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
         "restarts | util | wall s | note |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    order = {"single": 0, "multi": 1, "static": 2}
+    order = {"single": 0, "multi": 1, "multi_sizefirst": 2, "static": 3, "static_sizefirst": 4}
     for r in sorted(results.values(), key=lambda r: (order[r["experiment"]], r["x"], r["key"])):
         s, v = r["summary"], _metric(r)
         gavel = GAVEL.get((r["experiment"], r["x"]), {}).get(r["policy"])
@@ -265,11 +283,14 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
 
     written = []
     base = [r for r in results.values() if not r["preemption_overhead_s"]]
-    titles = {
-        "single": "Single-GPU jobs (Gavel Fig. 8 setting)",
-        "multi": "Multi-GPU jobs (Gavel Fig. 9 setting)",
+    titles = {  # experiment -> (title, file name)
+        "single": ("Single-GPU jobs (Gavel Fig. 8 setting)", "single_gpu_jct_vs_rate.png"),
+        "multi": ("Multi-GPU jobs (Gavel Fig. 9 setting)", "multi_gpu_jct_vs_rate.png"),
+        "multi_sizefirst": (
+            "Multi-GPU jobs, Gavel's size-first mix", "multi_gpu_sizefirst_jct_vs_rate.png"
+        ),
     }
-    for exp, title in titles.items():
+    for exp, (title, name) in titles.items():
         mine = [r for r in base if r["experiment"] == exp]
         if not mine:
             continue
@@ -292,7 +313,7 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="best")
         fig.tight_layout()
-        path = out / f"{exp}_gpu_jct_vs_rate.png"
+        path = out / name
         fig.savefig(path)
         plt.close(fig)
         written.append(path)

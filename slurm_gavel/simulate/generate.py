@@ -8,7 +8,14 @@
   the table has for it when there is no V100 column);
 * scale factor: 1, or with multi_gpu the Philly mix 70/10/15/5 % for 1/2/4/8 GPUs
   for job types the table has multi-GPU figures for (Gavel's "distributed" jobs;
-  the others stay at 1); a size the type lacks is redrawn;
+  the others stay at 1); a size the type lacks is redrawn. This is Gavel's
+  `generate_job(always_generate_scale_factor=False)` (its generate_trace.py);
+* size_first (with multi_gpu): the size first from the Philly mix, then the type
+  uniformly among those the table has that size for: Gavel's `generate_job`
+  default (`always_generate_scale_factor=True`), which its simulator uses for
+  continuous traces. More multi-GPU jobs (~30 % instead of ~22 % with the
+  shipped table) and ~1.9 GPUs per job instead of ~1.65. Sizes no job type has
+  are left out of the mix;
 * optional: priority weight 5 for 20 % of jobs, an SLO of 1.2x/2x/10x the
   duration, an account drawn uniformly from `accounts`.
 
@@ -40,6 +47,26 @@ def reference_throughput(table: ThroughputTable, job_type: str, scale_factor: in
     return max(row.values(), default=0.0)
 
 
+def _type_first(
+    rng: np.random.Generator,
+    table: ThroughputTable,
+    job_types: list[str],
+    multi_gpu: bool,
+    sizes: list[int],
+    probs: np.ndarray,
+) -> tuple[str, int]:
+    """The type uniformly; only types the table has multi-GPU figures for ("distributed"
+    in Gavel's job table) then draw a size from the mix, redrawing a size they lack."""
+    job_type = job_types[int(rng.integers(len(job_types)))]
+    sf = 1
+    if multi_gpu and any(s > 1 for s in table.scale_factors(job_type)):
+        while True:
+            sf = int(rng.choice(sizes, p=probs))
+            if table.has(job_type, sf) and reference_throughput(table, job_type, sf) > 0:
+                break
+    return job_type, sf
+
+
 def generate_trace(
     n_jobs: int,
     interarrival_s: float,
@@ -51,6 +78,7 @@ def generate_trace(
     slos: bool = False,
     accounts: tuple[str, ...] = (),
     max_scale_factor: int | None = None,
+    size_first: bool = False,
 ) -> list[Job]:
     if n_jobs < 1:
         raise InputError(f"--generate {n_jobs}: give at least 1 job")
@@ -61,20 +89,28 @@ def generate_trace(
     probs = np.array([p for sf, p in PHILLY_MIX if sf in sizes])
     probs = probs / probs.sum()
     job_types = table.job_types
+    if multi_gpu and size_first:
+        # per size, the types that can run at it (in table order: deterministic)
+        runs_at = {
+            sf: [
+                jt for jt in job_types
+                if table.has(jt, sf) and reference_throughput(table, jt, sf) > 0
+            ]
+            for sf in sizes
+        }
+        keep = [i for i, sf in enumerate(sizes) if runs_at[sf]]
+        sizes = [sizes[i] for i in keep]
+        probs = probs[keep] / probs[keep].sum()
     jobs: list[Job] = []
     t = 0.0
     for i in range(n_jobs):
         if i > 0:
             t += float(rng.exponential(interarrival_s))
-        # As Gavel: the type is uniform; only types the table has multi-GPU figures
-        # for ("distributed" in Gavel's job table) draw a size from the mix.
-        job_type = job_types[int(rng.integers(len(job_types)))]
-        sf = 1
-        if multi_gpu and any(s > 1 for s in table.scale_factors(job_type)):
-            while True:
-                sf = int(rng.choice(sizes, p=probs))
-                if table.has(job_type, sf) and reference_throughput(table, job_type, sf) > 0:
-                    break
+        if multi_gpu and size_first:
+            sf = int(rng.choice(sizes, p=probs))
+            job_type = runs_at[sf][int(rng.integers(len(runs_at[sf])))]
+        else:
+            job_type, sf = _type_first(rng, table, job_types, multi_gpu, sizes, probs)
         minutes = job_duration_minutes(rng)
         steps = max(1, round(minutes * 60 * reference_throughput(table, job_type, sf)))
         weight = 1.0

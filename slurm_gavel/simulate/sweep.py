@@ -55,6 +55,7 @@ def sweep(
     options: SimulationOptions,
     *,
     multi_gpu: bool = False,
+    size_first: bool = False,
     on_point: Callable[[SweepPoint], None] | None = None,
     window: Window | None = None,
 ) -> list[SweepPoint]:
@@ -62,7 +63,10 @@ def sweep(
     stops once they have finished (see simulate/window.py)."""
     points: list[SweepPoint] = []
     for rate in rates:
-        jobs = generate_trace(n_jobs, 3600.0 / rate, table, seed=options.seed, multi_gpu=multi_gpu)
+        jobs = generate_trace(
+            n_jobs, 3600.0 / rate, table, seed=options.seed, multi_gpu=multi_gpu,
+            size_first=size_first,
+        )
         opts = options
         if window is not None:
             opts = replace(options, stop_when_completed=window.ids(jobs))

@@ -41,6 +41,17 @@ def test_byte_identical_json_on_rerun(tmp_path):
     assert outs[0] == outs[1]
 
 
+def test_size_first_trace_is_saved_with_gavels_size_mix(tmp_path, capsys):
+    out = tmp_path / "trace.csv"
+    argv = ["simulate", "--generate", "400", "--interarrival", "600", "--multi-gpu",
+            "--size-first", "--policy", "fifo", "--save-trace", str(out), "--no-progress"]
+    assert main(argv) == 0
+    rows = out.read_text().splitlines()
+    col = rows[0].split(",").index("scale_factor")
+    sizes = [int(r.split(",")[col]) for r in rows[1:]]
+    assert len(sizes) == 400 and sum(s > 1 for s in sizes) / 400 > 0.24  # type-first: ~0.22
+
+
 def test_plots_are_written(tmp_path, capsys):
     d = tmp_path / "plots"
     assert main(["simulate", *SMALL, "--policy", "max_min_fairness", "--plot", str(d)]) == 0
@@ -66,6 +77,7 @@ def test_sweep_writes_jct_vs_rate(tmp_path, capsys):
         (["--overhead-for", "LM"], "JOBTYPE=SECONDS"),
         (["--sweep-rates", "1,x", "--generate", "3"], "'x' is not a number"),
         (["--sweep-rates", "1"], "needs --generate"),
+        (["--size-first", "--generate", "3"], "give it with --multi-gpu"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(argv, needle, capsys):

@@ -10,7 +10,7 @@ import pytest
 
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.generate import generate_trace, reference_throughput
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.throughputs import ThroughputTable, load_table
 
 TABLE = load_table()
 
@@ -55,3 +55,29 @@ def test_bad_arguments():
         generate_trace(0, 60.0, TABLE)
     with pytest.raises(InputError, match="> 0"):
         generate_trace(5, 0.0, TABLE)
+
+
+def test_size_first_draws_the_philly_mix_over_all_jobs_like_gavels_default():
+    """Gavel's generate_job (always_generate_scale_factor=True): the size from the mix,
+    then a type that has it, so sizes follow the mix over every job (~1.9 GPUs/job)."""
+    jobs = generate_trace(4000, 600.0, TABLE, seed=0, multi_gpu=True, size_first=True)
+    sizes = Counter(j.scale_factor for j in jobs)
+    for sf, p in ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05)):
+        assert sizes[sf] / len(jobs) == pytest.approx(p, abs=0.03)
+    assert np.mean([j.scale_factor for j in jobs]) == pytest.approx(1.9, abs=0.08)
+    assert all(TABLE.has(j.job_type, j.scale_factor) for j in jobs)
+    # single-GPU jobs come from all types, multi-GPU ones only from those that scale
+    assert len({j.job_type for j in jobs if j.scale_factor == 1}) == len(TABLE.job_types)
+    assert {j.job_type for j in jobs if j.scale_factor == 8} <= {
+        t for t in TABLE.job_types if TABLE.has(t, 8)}
+    # the type-first default is unchanged by the option's existence, and it is seeded
+    assert jobs == generate_trace(4000, 600.0, TABLE, seed=0, multi_gpu=True, size_first=True)
+    assert {j.scale_factor for j in generate_trace(50, 60.0, TABLE, size_first=True)} == {1}
+
+
+def test_size_first_leaves_out_sizes_no_job_type_has():
+    no_eight = ThroughputTable(alone={k: v for k, v in TABLE.alone.items() if k[1] != 8})
+    jobs = generate_trace(2000, 60.0, no_eight, multi_gpu=True, size_first=True)
+    assert {j.scale_factor for j in jobs} == {1, 2, 4}
+    jobs = generate_trace(500, 60.0, TABLE, multi_gpu=True, size_first=True, max_scale_factor=2)
+    assert {j.scale_factor for j in jobs} == {1, 2}
