@@ -13,12 +13,15 @@ formulation as their reference path for tests; this is the fast path.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import highspy
 import numpy as np
-import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
+
+if TYPE_CHECKING:  # imported where a matrix is converted: see mm_lp.py
+    import scipy.sparse as sp
 
 INF = highspy.kHighsInf
 
@@ -57,6 +60,8 @@ def highs_model(
     Policies that re-solve with changed bounds or costs (warm starts) keep the
     instance; one-shot solves go through :func:`solve_lp`.
     """
+    import scipy.sparse as sp  # lazily: see mm_lp.py
+
     csc = sp.csc_matrix(a)
     n_rows, n_cols = csc.shape
     lp = highspy.HighsLp()

@@ -14,10 +14,14 @@ not an approximation. Pricing all columns is one sparse product.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp
 
 from slurm_gavel.policies.lp import highs_model, run_to_optimum
+
+if TYPE_CHECKING:  # only annotations here: see mm_lp.py
+    import scipy.sparse as sp
 
 # Same as HiGHS's default dual feasibility tolerance: columns priced below it are
 # as optimal as HiGHS's own answer for the columns it holds.
