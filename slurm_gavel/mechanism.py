@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from slurm_gavel.backends.base import JobPlacement, Node, NodeSlice
+from slurm_gavel.backends.base import JobPlacement, Node, NodeSlice, slices_fit
 from slurm_gavel.model import Allocation, GpuType, JobId
 
 INF = math.inf
@@ -243,43 +243,55 @@ class _FreePool:
         return None
 
 
+def _pools(nodes: Iterable[Node]) -> dict[GpuType, _FreePool]:
+    """A free pool per GPU type. Nodes come in snapshot order, so appending keeps each
+    bucket sorted by node index without add()'s insort (this runs every round)."""
+    pools: dict[GpuType, _FreePool] = {}
+    for i, n in enumerate(nodes):
+        usable = n.usable_gpus
+        if usable <= 0:
+            continue
+        pool = pools.get(n.gpu_type)
+        if pool is None:
+            pool = pools[n.gpu_type] = _FreePool()
+        pool.free[n.name] = usable
+        pool.order[n.name] = i
+        buckets = pool.buckets
+        while len(buckets) <= usable:
+            buckets.append([])
+        buckets[usable].append((i, n.name))
+        if usable > pool.biggest:
+            pool.biggest = usable
+    return pools
+
+
 def place_on_nodes(
     chosen: list[Entry], jobs: Mapping[JobId, MechanismJob], nodes: Iterable[Node]
 ) -> dict[JobId, JobPlacement]:
     """Pick nodes for the chosen entries, type by type (see the module docstring)."""
-    pools: dict[GpuType, _FreePool] = {}
-    for i, n in enumerate(nodes):
-        usable = n.usable_gpus
-        if usable > 0:
-            pool = pools.get(n.gpu_type)
-            if pool is None:
-                pool = pools[n.gpu_type] = _FreePool()
-            pool.add(n.name, usable, i)
+    pools = _pools(nodes)
 
     out: dict[JobId, JobPlacement] = {}
     rest: list[Entry] = []
     # 1. lease extension: an entry on the type it already runs on, with its previous
     #    nodes still free, stays exactly where it is.
     for e in chosen:
-        first = e.jobs[0]
+        members = e.jobs
+        first = members[0]
         cur = jobs[first].current
-        pool = pools.get(e.gpu_type)
-        if (
-            cur is not None
-            and pool is not None
-            and cur.gpu_type == e.gpu_type
-            and cur.partner == _other(e, first)
-            and all(pool.has(s.node, s.gpus) for s in cur.nodes)
-        ):
-            for s in cur.nodes:
-                pool.take(s.node, s.gpus)
-            if len(e.jobs) == 1 and cur.job_id == first:
-                out[first] = cur  # the same value a new JobPlacement would have (frozen)
+        if cur is not None and cur.gpu_type == e.gpu_type:
+            pool = pools.get(e.gpu_type)
+            partner = members[1] if len(members) == 2 else None  # _other(e, first)
+            if pool is not None and cur.partner == partner and slices_fit(cur.nodes, pool.free):
+                for s in cur.nodes:
+                    pool.take(s.node, s.gpus)
+                if partner is None and cur.job_id == first:
+                    out[first] = cur  # the same value a new JobPlacement would have (frozen)
+                    continue
+                for j in members:
+                    out[j] = JobPlacement(j, e.gpu_type, cur.nodes, _other(e, j), cur.consolidated)
                 continue
-            for j in e.jobs:
-                out[j] = JobPlacement(j, e.gpu_type, cur.nodes, _other(e, j), cur.consolidated)
-        else:
-            rest.append(e)
+        rest.append(e)
     # 2. the rest, largest first (Gavel assigns in decreasing scale factor to limit
     #    fragmentation); ties keep priority order (the sort is stable).
     rest.sort(key=lambda e: -jobs[e.jobs[0]].scale_factor)

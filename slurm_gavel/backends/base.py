@@ -90,6 +90,14 @@ class NodeSlice:
     gpus: int
 
 
+def slices_fit(slices: tuple[NodeSlice, ...], free: Mapping[str, int]) -> bool:
+    """Every slice has that many GPUs free on its node (unknown nodes have none)."""
+    for sl in slices:  # noqa: SIM110 - a loop, not all(genexpr): every job, every round
+        if free.get(sl.node, 0) < sl.gpus:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class ObservedJob:
     """A managed job as the backend sees it now."""

@@ -30,6 +30,7 @@ from slurm_gavel.backends.base import (
     NodeSlice,
     ObservedJob,
     RoundPlacement,
+    slices_fit,
 )
 from slurm_gavel.errors import InputError
 from slurm_gavel.model import GpuType, Job, JobId
@@ -71,20 +72,13 @@ def parse_cluster_spec(spec: str, table: ThroughputTable | None = None) -> list[
     return nodes
 
 
-# Plain loops rather than all(genexpr) (SIM110): a generator costs more than the check
-# for the one or two slices a job has, and these run for every job in every round.
+# A plain loop rather than all(genexpr) (SIM110): a generator costs more than the check
+# for the one or two slices a job has, and this runs for every job in every round.
 def all_of_type(
     slices: tuple[NodeSlice, ...], node_type: Mapping[str, GpuType], t: GpuType
 ) -> bool:
     for sl in slices:  # noqa: SIM110
         if node_type.get(sl.node) != t:
-            return False
-    return True
-
-
-def all_fit(slices: tuple[NodeSlice, ...], free: Mapping[str, int]) -> bool:
-    for sl in slices:  # noqa: SIM110
-        if free.get(sl.node, 0) < sl.gpus:
             return False
     return True
 
@@ -341,7 +335,7 @@ class SimulatedCluster:
             if p.partner is not None and p.partner in counted:
                 ok[job_id] = p  # its partner already holds these GPUs
                 continue
-            if not all_fit(slices, free):
+            if not slices_fit(slices, free):
                 failed.append((job_id, "not enough free GPUs on its nodes"))
                 continue
             for sl in slices:
