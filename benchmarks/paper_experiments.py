@@ -287,7 +287,8 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         "single": ("Single-GPU jobs (Gavel Fig. 8 setting)", "single_gpu_jct_vs_rate.png"),
         "multi": ("Multi-GPU jobs (Gavel Fig. 9 setting)", "multi_gpu_jct_vs_rate.png"),
         "multi_sizefirst": (
-            "Multi-GPU jobs, Gavel's size-first mix", "multi_gpu_sizefirst_jct_vs_rate.png"
+            "Multi-GPU jobs, Gavel's size-first mix",
+            "multi_gpu_sizefirst_jct_vs_rate.png",
         ),
     }
     for exp, (title, name) in titles.items():

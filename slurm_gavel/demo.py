@@ -51,10 +51,18 @@ class Demo:
 
     # ---- Slurm -----------------------------------------------------------------------
 
-    def cmd(self, *argv: str, env: dict[str, str] | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(argv), capture_output=True, text=True, cwd=REPO,
-                              env=env or self.env, timeout=60, check=check)
+    def cmd(
+        self, *argv: str, env: dict[str, str] | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env or self.env,
+            timeout=60,
+            check=check,
+        )
 
     def sbatch(self, argv: list[str], env: dict[str, str]) -> str:
         res = self.cmd("sbatch", "--parsable", *argv, env=env, check=False)
@@ -66,8 +74,9 @@ class Demo:
         """job id -> (state, node list); GONE when Slurm no longer lists it; None when
         squeue failed (a busy slurmctld: ask again, never read it as "all gone")."""
         try:
-            res = self.cmd("squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o",
-                           "%i %T %N", check=False)
+            res = self.cmd(
+                "squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i %T %N", check=False
+            )
         except subprocess.TimeoutExpired:
             return None
         if res.returncode != 0:
@@ -83,15 +92,15 @@ class Demo:
         """No job left running or completing: the next phase starts on an empty cluster."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            res = self.cmd("squeue", "-h", "-t", "running,completing,configuring", "-o", "%i",
-                           check=False)
+            res = self.cmd(
+                "squeue", "-h", "-t", "running,completing,configuring", "-o", "%i", check=False
+            )
             if res.returncode == 0 and not res.stdout.strip():
                 return
             time.sleep(1.0)
         raise RuntimeError(f"jobs still running after {timeout:.0f} s: {res.stdout.split()}")
 
-    def outcome(self, job_id: str, submitted: float, seen_end: float | None,
-                out: Path) -> Outcome:
+    def outcome(self, job_id: str, submitted: float, seen_end: float | None, out: Path) -> Outcome:
         info = self.cmd("scontrol", "show", "job", "--oneliner", job_id, check=False).stdout
         fields: dict[str, str] = {}
         for tok in info.split():
@@ -101,8 +110,14 @@ class Demo:
         with contextlib.suppress(ValueError, KeyError):
             ended = datetime.fromisoformat(fields["EndTime"]).timestamp()
         text = out.read_text(errors="replace") if out.exists() else ""
-        return Outcome(job_id, fields.get("JobState", "GONE"), submitted, ended,
-                       int(fields.get("Restarts", "0") or 0), rep.parse_output(text))
+        return Outcome(
+            job_id,
+            fields.get("JobState", "GONE"),
+            submitted,
+            ended,
+            int(fields.get("Restarts", "0") or 0),
+            rep.parse_output(text),
+        )
 
     # ---- the phases ------------------------------------------------------------------
 
@@ -111,12 +126,16 @@ class Demo:
         from slurm_gavel.localcluster_conf import ClusterSpec
 
         if not PLUGIN.exists():
-            subprocess.run(["make", "-C", str(REPO / "spank")], check=True,
-                           stdout=subprocess.DEVNULL)
-        say(f"[demo] starting a local Slurm cluster ({self.args.topology}: one slurmd per "
-            f"node, fake GPU devices with typed GRES) in {self.run_dir}")
-        spec = ClusterSpec(topology=self.args.topology, partitions="shared",
-                           spank=[f"optional {PLUGIN}"])
+            subprocess.run(
+                ["make", "-C", str(REPO / "spank")], check=True, stdout=subprocess.DEVNULL
+            )
+        say(
+            f"[demo] starting a local Slurm cluster ({self.args.topology}: one slurmd per "
+            f"node, fake GPU devices with typed GRES) in {self.run_dir}"
+        )
+        spec = ClusterSpec(
+            topology=self.args.topology, partitions="shared", spank=[f"optional {PLUGIN}"]
+        )
         localcluster.up(spec, self.run_dir, port_base_auto=True)
 
     def submit_all(self, phase: str) -> tuple[list[str], list[float]]:
@@ -125,23 +144,39 @@ class Demo:
             (base / sub).mkdir(parents=True, exist_ok=True)
         # One thread per job: a tiny model gains nothing from more, and the demo's jobs
         # share a couple of cores.
-        env = {**self.env, "GAVEL_EMULATE_SPEED": f"{self.args.speed:g}",
-               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        env = {
+            **self.env,
+            "GAVEL_EMULATE_SPEED": f"{self.args.speed:g}",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
         ids, times = [], []
         for j in self.jobs:
             script = REPO / "workloads" / "sbatch" / f"{j.script}.sbatch"
             common = ["-p", "gpu", "-J", f"demo-{j.label}", "-o", str(base / "out" / "%j.out")]
             if phase == "gavel":
-                argv = [*common, f"--gavel-job-type={j.job_type}", f"--gavel-steps={j.steps}",
-                        f"--gavel-checkpoint-dir={base / 'ckpt'}", str(script)]
-                jenv = {**env, "GAVEL_PROGRESS_DIR": str(base / "progress"),
-                        "GAVEL_PROGRESS_INTERVAL": "2"}
+                argv = [
+                    *common,
+                    f"--gavel-job-type={j.job_type}",
+                    f"--gavel-steps={j.steps}",
+                    f"--gavel-checkpoint-dir={base / 'ckpt'}",
+                    str(script),
+                ]
+                jenv = {
+                    **env,
+                    "GAVEL_PROGRESS_DIR": str(base / "progress"),
+                    "GAVEL_PROGRESS_INTERVAL": "2",
+                }
             else:  # the same script without its #SBATCH --gavel-* lines: a plain job
                 plain = base / "scripts" / script.name
                 plain.write_text(rep.baseline_script(script.read_text()))
                 argv = [*common, str(plain)]
-                jenv = {**env, "GAVEL_JOB_TYPE": j.job_type, "GAVEL_TOTAL_STEPS": str(j.steps),
-                        "GAVEL_CHECKPOINT_DIR": str(base / "ckpt")}
+                jenv = {
+                    **env,
+                    "GAVEL_JOB_TYPE": j.job_type,
+                    "GAVEL_TOTAL_STEPS": str(j.steps),
+                    "GAVEL_CHECKPOINT_DIR": str(base / "ckpt"),
+                }
             ids.append(self.sbatch([*argv, "--tiny", "--device", "cpu"], jenv))
             times.append(time.time())
         return ids, times
@@ -153,16 +188,28 @@ class Demo:
         table = base / "table.json"
         table.write_text(json.dumps(rep.scaled_table(load_table().to_json(), self.args.speed)))
         cfg = base / "gavel.yaml"
-        cfg.write_text(rep.daemon_config(
-            policy=self.args.policy, round_seconds=self.args.round_seconds,
-            state_dir=str(base / "state"), progress_dir=str(base / "progress"),
-            table=str(table), grace_seconds=min(15.0, self.args.round_seconds / 2)))
+        cfg.write_text(
+            rep.daemon_config(
+                policy=self.args.policy,
+                round_seconds=self.args.round_seconds,
+                state_dir=str(base / "state"),
+                progress_dir=str(base / "progress"),
+                table=str(table),
+                grace_seconds=min(15.0, self.args.round_seconds / 2),
+            )
+        )
         with open(base / "daemon.log", "ab") as log:
             self.daemon = subprocess.Popen(
                 [sys.executable, "-m", "slurm_gavel", "run", "--config", str(cfg)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
-        say(f"[demo] slurm-gavel run --config {cfg} (policy {self.args.policy}, "
-            f"{self.args.round_seconds:g} s rounds; log {base / 'daemon.log'})")
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+            )
+        say(
+            f"[demo] slurm-gavel run --config {cfg} (policy {self.args.policy}, "
+            f"{self.args.round_seconds:g} s rounds; log {base / 'daemon.log'})"
+        )
         return base / "state" / "state.json"
 
     def stop_daemon(self) -> None:
@@ -176,8 +223,9 @@ class Demo:
             p.kill()
             p.wait()
 
-    def wait(self, phase: str, ids: list[str], times: list[float],
-             state_file: Path | None) -> list[Outcome]:
+    def wait(
+        self, phase: str, ids: list[str], times: list[float], state_file: Path | None
+    ) -> list[Outcome]:
         """Poll until every job finished; one progress line per daemon round (per
         ``round_seconds`` for Slurm alone). Returns the outcomes in job order."""
         labels = {i: j.label for i, j in zip(ids, self.jobs, strict=True)}
@@ -195,8 +243,9 @@ class Demo:
                     seen_end.setdefault(j, now)
             # Where each job runs: the daemon's placement of the round (jobs it just
             # placed are still starting); for Slurm alone, the node squeue shows.
-            placed = {j: node.split("-")[0] for j, (st, node) in q.items()
-                      if st == "RUNNING" and node}
+            placed = {
+                j: node.split("-")[0] for j, (st, node) in q.items() if st == "RUNNING" and node
+            }
             if state_file is not None:  # one line per daemon round
                 rnd, daemon_placed = _round(state_file)
                 show = rnd is not None and rnd != last_round
@@ -208,35 +257,50 @@ class Demo:
                     next_line = time.monotonic() + self.args.round_seconds
             if show and rnd is not None:
                 last_round = rnd
-                say(f"  {phase:<6} " + rep.progress_line(rnd, now - t0,
-                                                         {j: s for j, (s, _) in q.items()},
-                                                         placed, labels))
+                say(
+                    f"  {phase:<6} "
+                    + rep.progress_line(
+                        rnd, now - t0, {j: s for j, (s, _) in q.items()}, placed, labels
+                    )
+                )
             if all(s in FINISHED for s, _ in q.values()):
                 break
             if self.daemon is not None and self.daemon.poll() is not None:
-                raise RuntimeError(f"the daemon exited ({self.daemon.returncode}); see "
-                                   f"{self.run_dir / 'gavel' / 'daemon.log'}")
+                raise RuntimeError(
+                    f"the daemon exited ({self.daemon.returncode}); see "
+                    f"{self.run_dir / 'gavel' / 'daemon.log'}"
+                )
             if time.monotonic() > deadline:
-                say(f"[demo] {phase}: not all jobs done after {self.args.timeout:.0f} s; "
-                    "cancelling the rest")
+                say(
+                    f"[demo] {phase}: not all jobs done after {self.args.timeout:.0f} s; "
+                    "cancelling the rest"
+                )
                 self.cmd("scancel", *ids, check=False)
                 time.sleep(2)
                 break
             time.sleep(1.0)
         out = self.run_dir / phase / "out"
-        return [self.outcome(j, t, seen_end.get(j), out / f"{j}.out")
-                for j, t in zip(ids, times, strict=True)]
+        return [
+            self.outcome(j, t, seen_end.get(j), out / f"{j}.out")
+            for j, t in zip(ids, times, strict=True)
+        ]
 
     def run(self) -> int:
         a = self.args
-        say(f"[demo] {len(self.jobs)} jobs: " + ", ".join(
-            f"{j.label}={j.job_type} x{j.steps}" for j in self.jobs))
-        say(f"[demo] note: the GPUs are fake; each job paces its steps to the steps/s "
+        say(
+            f"[demo] {len(self.jobs)} jobs: "
+            + ", ".join(f"{j.label}={j.job_type} x{j.steps}" for j in self.jobs)
+        )
+        say(
+            f"[demo] note: the GPUs are fake; each job paces its steps to the steps/s "
             f"Gavel published for its type on its node's GPU type, x {a.speed:g} "
-            "(workloads/emulate.py). Speeds are emulated, not measured.")
+            "(workloads/emulate.py). Speeds are emulated, not measured."
+        )
         self.start_cluster()
-        say("[demo] phase 1: gavel. sbatch --gavel-job-type=... (held on arrival), then "
-            "the daemon places, preempts and moves them each round")
+        say(
+            "[demo] phase 1: gavel. sbatch --gavel-job-type=... (held on arrival), then "
+            "the daemon places, preempts and moves them each round"
+        )
         ids, times = self.submit_all("gavel")
         state_file = self.start_daemon()
         gavel = self.wait("gavel", ids, times, state_file)
@@ -244,16 +308,24 @@ class Demo:
         self.wait_idle()
         slurm: list[Outcome] | None = None
         if not a.no_baseline:
-            say("[demo] phase 2: Slurm alone. The same jobs without a gavel type "
-                "(--gpus=1 of any type): Slurm's FIFO+backfill places them, type-blind")
+            say(
+                "[demo] phase 2: Slurm alone. The same jobs without a gavel type "
+                "(--gpus=1 of any type): Slurm's FIFO+backfill places them, type-blind"
+            )
             ids, times = self.submit_all("slurm")
             slurm = self.wait("slurm", ids, times, None)
         say()
         say(rep.final_table(self.jobs, gavel, slurm, a.policy))
-        say("(JCT: seconds from submission to completion; GPU speeds emulated from Gavel's "
-            "published table, the GPUs are fake)")
-        results = {"policy": a.policy, "speed": a.speed, "topology": a.topology,
-                   **rep.results_json(self.jobs, gavel, slurm)}
+        say(
+            "(JCT: seconds from submission to completion; GPU speeds emulated from Gavel's "
+            "published table, the GPUs are fake)"
+        )
+        results = {
+            "policy": a.policy,
+            "speed": a.speed,
+            "topology": a.topology,
+            **rep.results_json(self.jobs, gavel, slurm),
+        }
         (self.run_dir / "results.json").write_text(json.dumps(results, indent=1))
         ok = all(o.state == "COMPLETED" for o in [*gavel, *(slurm or [])])
         return 0 if ok else 1
@@ -265,19 +337,36 @@ def _round(state_file: Path) -> tuple[int | None, dict[str, str]]:
         doc = json.loads(state_file.read_text())
     except (OSError, json.JSONDecodeError):
         return None, {}
-    placed = {j: v["gpu_type"] for j, v in (doc.get("jobs") or {}).items()
-              if v.get("state") in ("running", "starting") and v.get("gpu_type")}
+    placed = {
+        j: v["gpu_type"]
+        for j, v in (doc.get("jobs") or {}).items()
+        if v.get("state") in ("running", "starting") and v.get("gpu_type")
+    }
     return int((doc.get("scheduler") or {}).get("round_index") or 0), placed
 
 
 def simulate(args: argparse.Namespace) -> int:
     """The simulator-only form: the shipped example trace, side by side, with plots."""
     plots = (args.plots or args.dir / "plots").resolve()
-    cmd = [sys.executable, "-m", "slurm_gavel", "simulate", "--no-progress",
-           "--trace", str(REPO / "conf" / "examples" / "trace.csv"),
-           "--policy", "max_min_fairness", "--policy", "max_min_fairness_agnostic",
-           "--policy", "slurm_fifo", "--plot", str(plots),
-           "--json", str(plots / "summary.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "slurm_gavel",
+        "simulate",
+        "--no-progress",
+        "--trace",
+        str(REPO / "conf" / "examples" / "trace.csv"),
+        "--policy",
+        "max_min_fairness",
+        "--policy",
+        "max_min_fairness_agnostic",
+        "--policy",
+        "slurm_fifo",
+        "--plot",
+        str(plots),
+        "--json",
+        str(plots / "summary.json"),
+    ]
     plots.mkdir(parents=True, exist_ok=True)
     say("[demo] slurm-gavel simulate " + " ".join(cmd[4:]))
     rc = subprocess.run(cmd, cwd=REPO).returncode
@@ -292,21 +381,33 @@ def _stop(signum: int, frame: object) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tools/demo", description=__doc__.split("\n")[0])
-    p.add_argument("--simulate", action="store_true",
-                   help="simulator only (no Slurm): the shipped trace, table and plots")
-    p.add_argument("--dir", type=Path, default=REPO / "run" / "demo",
-                   help="run dir: cluster, job outputs, daemon state, results.json")
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        help="simulator only (no Slurm): the shipped trace, table and plots",
+    )
+    p.add_argument(
+        "--dir",
+        type=Path,
+        default=REPO / "run" / "demo",
+        help="run dir: cluster, job outputs, daemon state, results.json",
+    )
     p.add_argument("--plots", type=Path, help="--simulate: plot dir (default DIR/plots)")
     p.add_argument("--jobs", default=rep.DEFAULT_JOBS, help="TYPE=STEPS;TYPE=STEPS;...")
     p.add_argument("--topology", default=rep.DEFAULT_TOPOLOGY, help="TYPE:NODESxGPUS,...")
     # Gavel's heterogeneity-aware FIFO against Slurm's type-blind FIFO: the same queue
     # order, only the GPU type differs. max_min_fairness time-shares (most jobs move every
     # round), which on a couple of cores costs 10-20 s per restart (python + torch).
-    p.add_argument("--policy", default="fifo",
-                   help="gavel policy (default fifo: heterogeneity-aware FIFO)")
+    p.add_argument(
+        "--policy", default="fifo", help="gavel policy (default fifo: heterogeneity-aware FIFO)"
+    )
     p.add_argument("--round-seconds", type=float, default=30.0)
-    p.add_argument("--speed", type=float, default=1.0,
-                   help="emulated speed = Gavel's published steps/s x SPEED")
+    p.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="emulated speed = Gavel's published steps/s x SPEED",
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="per phase, in seconds")
     p.add_argument("--no-baseline", action="store_true", help="skip the Slurm-alone run")
     return p
@@ -336,8 +437,10 @@ def main(argv: list[str] | None = None) -> int:
 
         localcluster.down(demo.run_dir)
         signal.signal(signal.SIGTERM, previous)
-        say(f"[demo] stopped the daemon and the cluster; wall time "
-            f"{time.monotonic() - started:.0f} s; files in {demo.run_dir}")
+        say(
+            f"[demo] stopped the daemon and the cluster; wall time "
+            f"{time.monotonic() - started:.0f} s; files in {demo.run_dir}"
+        )
 
 
 if __name__ == "__main__":

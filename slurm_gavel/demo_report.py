@@ -28,8 +28,10 @@ SCRIPTS = {
     "A3C": ("a3c", "a3c"),
 }  # fmt: skip
 
-EMULATE_LINE = re.compile(r"^\[slurm-gavel emulate\] restart (?P<restart>\d+) "
-                          r"node (?P<node>\S+) gpu (?P<gpu>\S+):")
+EMULATE_LINE = re.compile(
+    r"^\[slurm-gavel emulate\] restart (?P<restart>\d+) "
+    r"node (?P<node>\S+) gpu (?P<gpu>\S+):"
+)
 
 
 @dataclass(frozen=True)
@@ -48,11 +50,11 @@ def parse_jobs(text: str) -> list[DemoJob]:
         if not sep or not steps.strip().isdigit() or int(steps) < 1:
             raise ValueError(f"--jobs: cannot read {part!r}; write TYPE=STEPS;TYPE=STEPS")
         job_type = job_type.strip()
-        family = next((f for f in SCRIPTS if job_type == f or job_type.startswith(f + " (")),
-                      None)
+        family = next((f for f in SCRIPTS if job_type == f or job_type.startswith(f + " (")), None)
         if family is None:
-            raise ValueError(f"--jobs: {job_type!r} is not a reference workload "
-                             f"({', '.join(SCRIPTS)})")
+            raise ValueError(
+                f"--jobs: {job_type!r} is not a reference workload ({', '.join(SCRIPTS)})"
+            )
         script, short = SCRIPTS[family]
         jobs.append(DemoJob(f"{short}-{i + 1}", job_type, int(steps), script))
     if not jobs:
@@ -63,22 +65,33 @@ def parse_jobs(text: str) -> list[DemoJob]:
 def scaled_table(table_json: dict[str, Any], factor: float) -> dict[str, Any]:
     """A throughput table (to_json form) with every figure multiplied by ``factor``: the
     daemon's view of the emulated speeds, so its measured throughputs agree with it."""
+
     def nested(d: dict[str, Any]) -> dict[str, Any]:
-        return {jt: {sf: {g: v * factor for g, v in row.items()} for sf, row in by_sf.items()}
-                for jt, by_sf in d.items()}
+        return {
+            jt: {sf: {g: v * factor for g, v in row.items()} for sf, row in by_sf.items()}
+            for jt, by_sf in d.items()
+        }
 
     out = dict(table_json)
     out["source"] = f"{table_json.get('source', '')} (x {factor:g}: the demo's emulated speeds)"
     out["throughputs"] = nested(table_json.get("throughputs") or {})
     out["unconsolidated"] = nested(table_json.get("unconsolidated") or {})
-    out["pairs"] = [{**p, "throughput": {g: [a * factor, b * factor]
-                                         for g, (a, b) in p["throughput"].items()}}
-                    for p in table_json.get("pairs") or []]
+    out["pairs"] = [
+        {**p, "throughput": {g: [a * factor, b * factor] for g, (a, b) in p["throughput"].items()}}
+        for p in table_json.get("pairs") or []
+    ]
     return out
 
 
-def daemon_config(*, policy: str, round_seconds: float, state_dir: str, progress_dir: str,
-                  table: str, grace_seconds: float) -> str:
+def daemon_config(
+    *,
+    policy: str,
+    round_seconds: float,
+    state_dir: str,
+    progress_dir: str,
+    table: str,
+    grace_seconds: float,
+) -> str:
     """The YAML the demo's `slurm-gavel run` reads (keys of conf/gavel.yaml)."""
     return "\n".join([
         "# Written by the demo (slurm_gavel/demo.py); keys as in conf/gavel.yaml.",
@@ -100,8 +113,9 @@ def daemon_config(*, policy: str, round_seconds: float, state_dir: str, progress
 def baseline_script(text: str) -> str:
     """The sbatch script without its ``#SBATCH --gavel-*`` lines: submitted like that, the
     job is a plain Slurm job (no type, type-blind --gpus=1), which Slurm places alone."""
-    return "".join(line for line in text.splitlines(keepends=True)
-                   if not line.startswith("#SBATCH --gavel-"))
+    return "".join(
+        line for line in text.splitlines(keepends=True) if not line.startswith("#SBATCH --gavel-")
+    )
 
 
 @dataclass
@@ -157,24 +171,31 @@ class Outcome:
         return None if self.ended is None else self.ended - self.submitted
 
 
-def progress_line(round_index: int, elapsed: float, states: dict[str, str],
-                  placed: dict[str, str], labels: dict[str, str]) -> str:
+def progress_line(
+    round_index: int,
+    elapsed: float,
+    states: dict[str, str],
+    placed: dict[str, str],
+    labels: dict[str, str],
+) -> str:
     """``round 3   41s  done 2/10 running 6 pending 2 | v100: r50-2 gan-4 | p100: ...``.
 
     ``states``: job id -> Slurm state; ``placed``: job id -> GPU type it runs on (or is
     starting on). "pending": waiting in the queue (managed jobs: held)."""
     done = sum(s == "COMPLETED" for s in states.values())
     running = sum(s in ("RUNNING", "COMPLETING") for s in states.values())
-    waiting = sum(s in ("PENDING", "SPECIAL_EXIT", "REQUEUED", "REQUEUE_HOLD")
-                  for s in states.values())
+    waiting = sum(
+        s in ("PENDING", "SPECIAL_EXIT", "REQUEUED", "REQUEUE_HOLD") for s in states.values()
+    )
     by_type: dict[str, list[str]] = {}
     for job_id, gpu in sorted(placed.items(), key=lambda kv: labels.get(kv[0], kv[0])):
         if states.get(job_id) != "COMPLETED":
             by_type.setdefault(gpu, []).append(labels.get(job_id, job_id))
-    where = " | ".join(f"{t}: {' '.join(js)}" for t, js in sorted(by_type.items(),
-                                                                    reverse=True))
-    return (f"round {round_index:>3} {elapsed:5.0f}s  done {done}/{len(states)} "
-            f"running {running} pending {waiting}" + (f" | {where}" if where else ""))
+    where = " | ".join(f"{t}: {' '.join(js)}" for t, js in sorted(by_type.items(), reverse=True))
+    return (
+        f"round {round_index:>3} {elapsed:5.0f}s  done {done}/{len(states)} "
+        f"running {running} pending {waiting}" + (f" | {where}" if where else "")
+    )
 
 
 def _fmt(x: float | None) -> str:
@@ -186,11 +207,14 @@ def _mean(xs: list[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals and len(vals) == len(xs) else None
 
 
-def final_table(jobs: list[DemoJob], gavel: list[Outcome], slurm: list[Outcome] | None,
-                policy: str) -> str:
+def final_table(
+    jobs: list[DemoJob], gavel: list[Outcome], slurm: list[Outcome] | None, policy: str
+) -> str:
     w = max(len(j.job_type) for j in jobs)
-    head = (f"{'job':<7} {'type':<{w}}  {'gavel: GPU types':<16} {'restarts':>8} "
-            f"{'JCT s':>6}  {'Slurm alone: GPU':<16} {'JCT s':>6}")
+    head = (
+        f"{'job':<7} {'type':<{w}}  {'gavel: GPU types':<16} {'restarts':>8} "
+        f"{'JCT s':>6}  {'Slurm alone: GPU':<16} {'JCT s':>6}"
+    )
     lines = [head, "-" * len(head)]
     for i, j in enumerate(jobs):
         g = gavel[i]
@@ -201,22 +225,31 @@ def final_table(jobs: list[DemoJob], gavel: list[Outcome], slurm: list[Outcome] 
             f"{j.label:<7} {j.job_type:<{w}}  {gpu_path(g.run.gpus):<16} {g.restarts:>8} "
             f"{_fmt(g.jct):>6}{gstate}  "
             f"{(gpu_path(s.run.gpus) if s else 'not run'):<16} {_fmt(s.jct if s else None):>6}"
-            f"{sstate}")
+            f"{sstate}"
+        )
     lines.append("-" * len(head))
     g_avg, g_max = _mean([o.jct for o in gavel]), _max([o.jct for o in gavel])
-    lines.append(f"gavel ({policy}): average JCT {_fmt(g_avg)} s, last job done after "
-                 f"{_fmt(g_max)} s, {sum(o.restarts for o in gavel)} restarts")
+    lines.append(
+        f"gavel ({policy}): average JCT {_fmt(g_avg)} s, last job done after "
+        f"{_fmt(g_max)} s, {sum(o.restarts for o in gavel)} restarts"
+    )
     if slurm:
         s_avg, s_max = _mean([o.jct for o in slurm]), _max([o.jct for o in slurm])
-        lines.append(f"Slurm alone (FIFO, type-blind): average JCT {_fmt(s_avg)} s, "
-                     f"last job done after {_fmt(s_max)} s")
+        lines.append(
+            f"Slurm alone (FIFO, type-blind): average JCT {_fmt(s_avg)} s, "
+            f"last job done after {_fmt(s_max)} s"
+        )
         if g_avg and s_avg and g_max and s_max:
-            lines.append(f"gavel / Slurm alone: average JCT x{g_avg / s_avg:.2f}, "
-                         f"makespan x{g_max / s_max:.2f} (below 1: gavel is faster)")
+            lines.append(
+                f"gavel / Slurm alone: average JCT x{g_avg / s_avg:.2f}, "
+                f"makespan x{g_max / s_max:.2f} (below 1: gavel is faster)"
+            )
     behind = [o.run.behind_s for o in [*gavel, *(slurm or [])] if o.run.behind_s is not None]
     if behind and max(behind) > 1.0:
-        lines.append(f"note: the CPU could not keep up with the emulated speed in some run "
-                     f"(up to {max(behind):.0f} s behind); those jobs ran slower than the table")
+        lines.append(
+            f"note: the CPU could not keep up with the emulated speed in some run "
+            f"(up to {max(behind):.0f} s behind); those jobs ran slower than the table"
+        )
     return "\n".join(lines)
 
 
@@ -225,14 +258,29 @@ def _max(xs: list[float | None]) -> float | None:
     return max(vals) if vals and len(vals) == len(xs) else None
 
 
-def results_json(jobs: list[DemoJob], gavel: list[Outcome], slurm: list[Outcome] | None
-                 ) -> dict[str, Any]:
+def results_json(
+    jobs: list[DemoJob], gavel: list[Outcome], slurm: list[Outcome] | None
+) -> dict[str, Any]:
     def one(o: Outcome) -> dict[str, Any]:
-        return {"job_id": o.job_id, "state": o.state, "jct_s": o.jct, "restarts": o.restarts,
-                "gpu_types": o.run.gpus, "nodes": o.run.nodes,
-                "emulation_behind_s": o.run.behind_s}
+        return {
+            "job_id": o.job_id,
+            "state": o.state,
+            "jct_s": o.jct,
+            "restarts": o.restarts,
+            "gpu_types": o.run.gpus,
+            "nodes": o.run.nodes,
+            "emulation_behind_s": o.run.behind_s,
+        }
 
-    return {"jobs": [
-        {"label": j.label, "job_type": j.job_type, "steps": j.steps, "gavel": one(gavel[i]),
-         "slurm_alone": one(slurm[i]) if slurm else None}
-        for i, j in enumerate(jobs)]}
+    return {
+        "jobs": [
+            {
+                "label": j.label,
+                "job_type": j.job_type,
+                "steps": j.steps,
+                "gavel": one(gavel[i]),
+                "slurm_alone": one(slurm[i]) if slurm else None,
+            }
+            for i, j in enumerate(jobs)
+        ]
+    }

@@ -110,8 +110,9 @@ def estimate_missing(
             for i, jt in enumerate(rows)
             for k, g in enumerate(gpus)
             if g in fill
-            and (is_estimate(out, jt, sf, g)
-                or (g not in out.alone[(jt, sf)] and not only_estimated))
+            and (
+                is_estimate(out, jt, sf, g) or (g not in out.alone[(jt, sf)] and not only_estimated)
+            )
             and not np.isnan(obs[i]).all()  # a row with no measurement has nothing to go on
             and not np.isnan(obs[:, k]).all()  # nor a GPU type nothing was measured on
         ]
@@ -124,7 +125,9 @@ def estimate_missing(
             jt, g = rows[i], gpus[k]
             out.alone[(jt, sf)][g] = float(math.exp(filled[i, k]))
             out.set_note(
-                jt, sf, g,
+                jt,
+                sf,
+                g,
                 f"{ESTIMATE_PREFIX} low-rank completion (rank {rank_here}) from {n_obs} "
                 f"measured cells at scale factor {sf}; measure with `slurm-gavel profile`",
             )

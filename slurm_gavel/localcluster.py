@@ -106,8 +106,12 @@ def is_up(run: Path) -> bool:
 def _start(run: Path, state: dict, name: str, argv: list[str]) -> int:
     out = open(run / "log" / f"{name.replace(':', '-')}.out", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
-        argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True, env=slurm_env(run),
+        argv,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=slurm_env(run),
     )
     out.close()
     state["pids"][name] = proc.pid
@@ -124,8 +128,11 @@ def _log_tail(run: Path, name: str, lines: int = 5) -> str:
 
 def _sinfo_states(run: Path) -> dict[str, str]:
     res = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True,
-        env=slurm_env(run), timeout=20,
+        ["sinfo", "-h", "-N", "-o", "%N %T"],
+        capture_output=True,
+        text=True,
+        env=slurm_env(run),
+        timeout=20,
     )
     if res.returncode != 0:
         return {}
@@ -179,8 +186,7 @@ def up(spec: ClusterSpec, run: Path, *, port_base_auto: bool = False) -> dict:
     _save_state(run, state)
     conf = str(run / "slurm.conf")
     try:
-        _start(run, state, "slurmctld", [which_sbin("slurmctld") or "slurmctld", "-D",
-                                         "-f", conf])
+        _start(run, state, "slurmctld", [which_sbin("slurmctld") or "slurmctld", "-D", "-f", conf])
         slurmd = which_sbin("slurmd") or "slurmd"
         for name, _ in spec.node_names():
             _start(run, state, f"slurmd:{name}", [slurmd, "-D", "-f", conf, "-N", name])
@@ -206,16 +212,22 @@ def _terminate(pids: list[int], run: Path, timeout: float = 10.0) -> None:
 def _cancel_all_jobs(run: Path) -> None:
     """Jobs' processes outlive slurmd (proctrack/linuxproc): cancel them first."""
     env = slurm_env(run)
-    res = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
-                         env=env, timeout=20)
+    res = subprocess.run(
+        ["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env, timeout=20
+    )
     ids = res.stdout.split() if res.returncode == 0 else []
     if not ids:
         return
     subprocess.run(["scancel", *ids], capture_output=True, env=env, timeout=20)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        res = subprocess.run(["squeue", "-h", "-t", "running,completing", "-o", "%i"],
-                             capture_output=True, text=True, env=env, timeout=20)
+        res = subprocess.run(
+            ["squeue", "-h", "-t", "running,completing", "-o", "%i"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=20,
+        )
         if res.returncode != 0 or not res.stdout.strip():
             return
         time.sleep(0.3)
@@ -262,8 +274,21 @@ def rest_up(run: Path) -> Path:
     # Only the slurmctld plugins: the accounting ones (openapi/dbv*) are fatal without
     # slurmdbd, which the local cluster does not run.
     plugins = _rest_plugins(exe, run)
-    _start(run, state, "slurmrestd", [exe, "-f", str(run / "slurm.conf"), "-a",
-                                      "rest_auth/local", "-s", plugins, f"unix:{sock}"])
+    _start(
+        run,
+        state,
+        "slurmrestd",
+        [
+            exe,
+            "-f",
+            str(run / "slurm.conf"),
+            "-a",
+            "rest_auth/local",
+            "-s",
+            plugins,
+            f"unix:{sock}",
+        ],
+    )
     for _ in range(100):
         if sock.exists():
             return sock
@@ -274,10 +299,12 @@ def rest_up(run: Path) -> Path:
 
 
 def _rest_plugins(exe: str, run: Path) -> str:
-    res = subprocess.run([exe, "-s", "list"], capture_output=True, text=True,
-                         env=slurm_env(run), timeout=20)
-    names = [w for w in (res.stdout + res.stderr).split()
-             if w.startswith("openapi/") and "/db" not in w]
+    res = subprocess.run(
+        [exe, "-s", "list"], capture_output=True, text=True, env=slurm_env(run), timeout=20
+    )
+    names = [
+        w for w in (res.stdout + res.stderr).split() if w.startswith("openapi/") and "/db" not in w
+    ]
     if not names:
         raise ClusterError(f"slurmrestd -s list named no openapi plugin: {res.stderr.strip()}")
     return ",".join(names)
@@ -315,8 +342,7 @@ def stay_up(run: Path, poll_seconds: float = 2.0) -> int:
             time.sleep(poll_seconds)
         pids = (read_state(run) or {}).get("pids", {})
         dead = sorted(set(pids) - set(running_daemons(run))) or ["the cluster state"]
-        print(f"local-cluster: {', '.join(dead)} exited; stopping the cluster",
-              file=sys.stderr)
+        print(f"local-cluster: {', '.join(dead)} exited; stopping the cluster", file=sys.stderr)
         return 1
     except (_StopRequested, KeyboardInterrupt):
         return 0
@@ -335,22 +361,46 @@ def stay_up(run: Path, poll_seconds: float = 2.0) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tools/local-cluster", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=["up", "down", "status", "rest", "env"])
-    p.add_argument("--topology", default=DEFAULT_TOPOLOGY,
-                   help=f"TYPE:NODESxGPUS,... (default {DEFAULT_TOPOLOGY})")
-    p.add_argument("--partitions", default="both", choices=["per-type", "shared", "both"],
-                   help=f"one partition per GPU type, one shared '{SHARED_PARTITION}', or both")
+    p.add_argument(
+        "--topology",
+        default=DEFAULT_TOPOLOGY,
+        help=f"TYPE:NODESxGPUS,... (default {DEFAULT_TOPOLOGY})",
+    )
+    p.add_argument(
+        "--partitions",
+        default="both",
+        choices=["per-type", "shared", "both"],
+        help=f"one partition per GPU type, one shared '{SHARED_PARTITION}', or both",
+    )
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"run dir (default {DEFAULT_DIR})")
-    p.add_argument("--port-base", default=str(DEFAULT_PORT_BASE),
-                   help="slurmctld port; slurmds use the next ones; 'auto' picks free ports")
-    p.add_argument("--spank", action="append", default=[], metavar="PLUGIN.so",
-                   help="load a SPANK plugin (optional); PLUGIN.so:required makes it required")
-    p.add_argument("--no-hold", action="store_true",
-                   help="do not install job_submit.lua (managed jobs are then not held)")
+    p.add_argument(
+        "--port-base",
+        default=str(DEFAULT_PORT_BASE),
+        help="slurmctld port; slurmds use the next ones; 'auto' picks free ports",
+    )
+    p.add_argument(
+        "--spank",
+        action="append",
+        default=[],
+        metavar="PLUGIN.so",
+        help="load a SPANK plugin (optional); PLUGIN.so:required makes it required",
+    )
+    p.add_argument(
+        "--no-hold",
+        action="store_true",
+        help="do not install job_submit.lua (managed jobs are then not held)",
+    )
     p.add_argument("--rest", action="store_true", help="with up: also start slurmrestd")
-    p.add_argument("--foreground", action="store_true",
-                   help="with up: stay in the foreground and stop the cluster on SIGTERM")
-    p.add_argument("--munge", action="store_true", help="with down: also stop munged if "
-                   "this cluster started it (other clusters may share it)")
+    p.add_argument(
+        "--foreground",
+        action="store_true",
+        help="with up: stay in the foreground and stop the cluster on SIGTERM",
+    )
+    p.add_argument(
+        "--munge",
+        action="store_true",
+        help="with down: also stop munged if this cluster started it (other clusters may share it)",
+    )
     return p
 
 
@@ -374,9 +424,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             auto = args.port_base == "auto"
             spec = ClusterSpec(
-                topology=args.topology, partitions=args.partitions,
+                topology=args.topology,
+                partitions=args.partitions,
                 port_base=DEFAULT_PORT_BASE if auto else int(args.port_base),
-                spank=_spank_lines(args.spank), hold_on_arrival=not args.no_hold,
+                spank=_spank_lines(args.spank),
+                hold_on_arrival=not args.no_hold,
             )
             parse_topology(spec.topology)
             up(spec, run, port_base_auto=auto)

@@ -43,9 +43,7 @@ def parse_topology(text: str) -> list[NodeGroup]:
                 f"--topology: cannot read {part!r}; write TYPE:NODESxGPUS, e.g. v100:2x4"
             ) from None
         if not gpu_type.isidentifier() or nodes < 1 or gpus < 1:
-            raise ClusterError(
-                f"--topology: {part!r} needs a plain type name and positive counts"
-            )
+            raise ClusterError(f"--topology: {part!r} needs a plain type name and positive counts")
         if any(g.gpu_type == gpu_type for g in groups):
             raise ClusterError(f"--topology: type {gpu_type} appears twice")
         groups.append(NodeGroup(gpu_type, nodes, gpus))

@@ -71,16 +71,31 @@ def ensure_installed() -> None:
     setup = REPO / "tools" / "setup"
     if os.geteuid() != 0:
         raise ClusterError(f"missing {' '.join(missing)}; run tools/setup as root")
-    print(f"[local-cluster] installing Slurm and munge (missing: {' '.join(missing)})",
-          file=sys.stderr)
+    print(
+        f"[local-cluster] installing Slurm and munge (missing: {' '.join(missing)})",
+        file=sys.stderr,
+    )
     if setup.exists():
         subprocess.run(["bash", str(setup), "--slurm-only"], check=True)
     else:  # in a docker image without the repo's tools/
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
         subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "slurmctld",
-             "slurmd", "slurm-client", "slurmrestd", "munge"], check=True, env=env)
+            [
+                "apt-get",
+                "install",
+                "-y",
+                "-qq",
+                "--no-install-recommends",
+                "slurmctld",
+                "slurmd",
+                "slurm-client",
+                "slurmrestd",
+                "munge",
+            ],
+            check=True,
+            env=env,
+        )
 
 
 def which_sbin(name: str) -> str | None:

@@ -74,7 +74,7 @@ def parse_comment(comment: str | None, *, job_id: str = "?") -> ManagedSpec | No
     if not is_managed_comment(comment):
         return None
     assert comment is not None
-    body = comment.strip()[len(PREFIX):]
+    body = comment.strip()[len(PREFIX) :]
     seen: dict[str, str] = {}
     for part in body.split(","):
         key, eq, value = part.partition("=")

@@ -81,16 +81,31 @@ def workloads_path() -> Path:
 
 
 def _worker_cmd(job_type: str, seconds: float, device: str, tiny: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "slurm_gavel.profiler_worker", "--job-type", job_type,
-           "--seconds", str(seconds), "--device", device]
+    cmd = [
+        sys.executable,
+        "-m",
+        "slurm_gavel.profiler_worker",
+        "--job-type",
+        job_type,
+        "--seconds",
+        str(seconds),
+        "--device",
+        device,
+    ]
     return [*cmd, "--tiny"] if tiny else cmd
 
 
 def _run_workers(cmds: list[list[str]], sync: Path | None, timeout: float) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(workloads_path()), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env) for c in cmds]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(workloads_path()), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    }
+    procs = [
+        subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for c in cmds
+    ]
     try:
         if sync is not None:  # start the measured window of all workers together
             deadline = time.monotonic() + timeout
@@ -114,8 +129,15 @@ def _run_workers(cmds: list[list[str]], sync: Path | None, timeout: float) -> li
                 p.wait()
 
 
-def measure_alone(job_type: str, scale_factor: int, *, seconds: float, device: str,
-                  tiny: bool = False, timeout: float = 900) -> Measurement:
+def measure_alone(
+    job_type: str,
+    scale_factor: int,
+    *,
+    seconds: float,
+    device: str,
+    tiny: bool = False,
+    timeout: float = 900,
+) -> Measurement:
     base = _worker_cmd(job_type, seconds, device, tiny)
     if scale_factor == 1:
         res = _run_workers([base], None, timeout)[0]
@@ -123,27 +145,38 @@ def measure_alone(job_type: str, scale_factor: int, *, seconds: float, device: s
     with socket.socket() as s:  # a free port for the process group
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmds = [[*base, "--rank", str(r), "--world", str(scale_factor), "--master-port", str(port)]
-            for r in range(scale_factor)]
+    cmds = [
+        [*base, "--rank", str(r), "--world", str(scale_factor), "--master-port", str(port)]
+        for r in range(scale_factor)
+    ]
     res = _run_workers(cmds, None, timeout)
     # ranks step in lockstep (all-reduce); the slowest rank is the job's rate
     rank0 = min(res, key=lambda r: r["steps_per_s"])
     return Measurement(job_type, scale_factor, rank0["steps_per_s"], rank0["steps"])
 
 
-def measure_pair(a: str, b: str, *, seconds: float, device: str, tiny: bool = False,
-                 timeout: float = 900) -> Measurement:
+def measure_pair(
+    a: str, b: str, *, seconds: float, device: str, tiny: bool = False, timeout: float = 900
+) -> Measurement:
     with tempfile.TemporaryDirectory(prefix="gavel-profile-") as d:
         sync = Path(d)
-        cmds = [[*_worker_cmd(jt, seconds, device, tiny), "--sync-dir", d, "--slot", str(i)]
-                for i, jt in enumerate((a, b))]
+        cmds = [
+            [*_worker_cmd(jt, seconds, device, tiny), "--sync-dir", d, "--slot", str(i)]
+            for i, jt in enumerate((a, b))
+        ]
         ra, rb = _run_workers(cmds, sync, timeout)
     return Measurement(a, 1, ra["steps_per_s"], ra["steps"], b, rb["steps_per_s"])
 
 
 def profile(
-    job_types: Iterable[str], *, seconds: float, device: str, scale_factors: Iterable[int] = (1,),
-    pairs: bool = False, tiny: bool = False, log: Callable[[str], None] = lambda _: None,
+    job_types: Iterable[str],
+    *,
+    seconds: float,
+    device: str,
+    scale_factors: Iterable[int] = (1,),
+    pairs: bool = False,
+    tiny: bool = False,
+    log: Callable[[str], None] = lambda _: None,
 ) -> list[Measurement]:
     """Measure every job type at every scale factor, then every unordered pair at 1."""
     types = list(job_types)
@@ -160,8 +193,15 @@ def profile(
     return out
 
 
-def merge(table: ThroughputTable, results: Iterable[Measurement], *, gpu_type: str,
-          device_name: str, date: str | None = None, tiny: bool = False) -> ThroughputTable:
+def merge(
+    table: ThroughputTable,
+    results: Iterable[Measurement],
+    *,
+    gpu_type: str,
+    device_name: str,
+    date: str | None = None,
+    tiny: bool = False,
+) -> ThroughputTable:
     """Write the measurements into ``table`` (in place, and returned) with notes."""
     date = date or time.strftime("%Y-%m-%d", time.gmtime())
     what = "tiny config (tests only), " if tiny else ""

@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         if device.type == "cuda":
             device = torch.device(f"cuda:{args.rank}")
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                                rank=args.rank, world_size=args.world)
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", rank=args.rank, world_size=args.world
+        )
     trainer = runner.build(args.job_type, tiny=args.tiny, device=device, seed=args.rank)
     if args.world > 1:
         _data_parallel(trainer, args.world)

@@ -56,9 +56,7 @@ def random_problem(
             total_steps=float(rng.integers(1_000, 1_000_000)),
             account=account_names[i % len(account_names)] if account_names else None,
         )
-        jobs.append(
-            table.problem_job(job, types, time_since_start=float(rng.uniform(0, 36_000)))
-        )
+        jobs.append(table.problem_job(job, types, time_since_start=float(rng.uniform(0, 36_000))))
     pairs = (
         table.pair_throughputs([(j.job_type, j.scale_factor) for j in jobs], types)
         if with_pairs

@@ -43,8 +43,14 @@ class LocalSlurm:
         return {"SLURM_CONF": str(self.run_dir / "slurm.conf")}
 
     def cmd(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(argv), capture_output=True, text=True, check=check,
-                              env={**os.environ, **self.env}, timeout=60)
+        return subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            check=check,
+            env={**os.environ, **self.env},
+            timeout=60,
+        )
 
     def sbatch(self, *args: str) -> str:
         """Submit; returns the job id."""
@@ -74,19 +80,37 @@ class LocalSlurm:
             time.sleep(0.2)
         # Say why (Reason, ExitCode, node): a flaky CI failure must be diagnosable.
         info = self.cmd("scontrol", "show", "job", "--oneliner", job_id, check=False)
-        details = " ".join(t for t in info.stdout.split() if t.split("=")[0] in (
-            "JobState", "Reason", "ExitCode", "Restarts", "NodeList", "BatchHost",
-            "RunTime", "Requeue", "Comment"))
-        raise AssertionError(f"job {job_id} is {st}, not {states} after {timeout}s ({details})"
-                             f"\n{self.log_lines(job_id)}")
+        details = " ".join(
+            t
+            for t in info.stdout.split()
+            if t.split("=")[0]
+            in (
+                "JobState",
+                "Reason",
+                "ExitCode",
+                "Restarts",
+                "NodeList",
+                "BatchHost",
+                "RunTime",
+                "Requeue",
+                "Comment",
+            )
+        )
+        raise AssertionError(
+            f"job {job_id} is {st}, not {states} after {timeout}s ({details})"
+            f"\n{self.log_lines(job_id)}"
+        )
 
     def log_lines(self, job_id: str, limit: int = 30) -> str:
         """The daemons' log lines about one job (slurmctld's and every slurmd's)."""
         pattern = re.compile(rf"(JobId={job_id}|job {job_id}|\[{job_id}\.|JOB {job_id})\b")
         lines = []
         for log in sorted((self.run_dir / "log").glob("*.log")):
-            lines += [f"{log.stem}: {line}" for line in
-                      log.read_text(errors="replace").splitlines() if pattern.search(line)]
+            lines += [
+                f"{log.stem}: {line}"
+                for line in log.read_text(errors="replace").splitlines()
+                if pattern.search(line)
+            ]
         return "\n".join(lines[-limit:]) or "(no log lines)"
 
     def cancel_all(self) -> None:
@@ -95,8 +119,15 @@ class LocalSlurm:
             self.cmd("scancel", *ids, check=False)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            left = self.cmd("squeue", "-h", "-t", "pending,running,completing,special_exit",
-                            "-o", "%i", check=False).stdout.split()
+            left = self.cmd(
+                "squeue",
+                "-h",
+                "-t",
+                "pending,running,completing,special_exit",
+                "-o",
+                "%i",
+                check=False,
+            ).stdout.split()
             if not left:
                 break
             time.sleep(0.2)
@@ -105,8 +136,10 @@ class LocalSlurm:
 
 
 def _slurm_installed() -> bool:
-    return all(shutil.which(b) or Path("/usr/sbin", b).exists()
-               for b in ("slurmctld", "slurmd", "sbatch", "munged"))
+    return all(
+        shutil.which(b) or Path("/usr/sbin", b).exists()
+        for b in ("slurmctld", "slurmd", "sbatch", "munged")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -121,8 +154,10 @@ def slurm_session() -> Iterator[LocalSlurm]:
         return
     if not _slurm_installed() or os.geteuid() != 0:
         if os.environ.get("SLURM_GAVEL_REQUIRE_SLURM") == "1":
-            pytest.fail("Slurm tests required but Slurm is not installed or not root: "
-                        "run tools/setup as root")
+            pytest.fail(
+                "Slurm tests required but Slurm is not installed or not root: "
+                "run tools/setup as root"
+            )
         pytest.skip("Slurm not installed (or not root): run tools/setup as root")
     run = Path(tempfile.mkdtemp(prefix="slurm-gavel-test-"))
     os.chmod(run, 0o755)

@@ -24,10 +24,17 @@ REPO = Path(__file__).resolve().parent.parent
 def test_parse_jobs_labels_scripts_and_errors() -> None:
     jobs = rep.parse_jobs("ResNet-50 (batch size 64)=10; A3C=5;Recommendation (batch size 512)=7")
     assert [(j.label, j.script, j.steps) for j in jobs] == [
-        ("r50-1", "resnet50", 10), ("a3c-2", "a3c", 5), ("rec-3", "recommendation", 7)]
+        ("r50-1", "resnet50", 10),
+        ("a3c-2", "a3c", 5),
+        ("rec-3", "recommendation", 7),
+    ]
     assert jobs[0].job_type == "ResNet-50 (batch size 64)"
-    for bad, why in [("A3C", "TYPE=STEPS"), ("A3C=0", "TYPE=STEPS"), ("VGG-16=5", "reference"),
-                     ("", "no job")]:
+    for bad, why in [
+        ("A3C", "TYPE=STEPS"),
+        ("A3C=0", "TYPE=STEPS"),
+        ("VGG-16=5", "reference"),
+        ("", "no job"),
+    ]:
         with pytest.raises(ValueError, match=why):
             rep.parse_jobs(bad)
 
@@ -51,10 +58,14 @@ def test_scaled_table_multiplies_every_figure_and_stays_valid() -> None:
 
 def test_daemon_config_passes_the_daemons_validator(tmp_path: Path) -> None:
     (tmp_path / "table.json").write_text(json.dumps(load_table().to_json()))
-    text = rep.daemon_config(policy="max_min_fairness", round_seconds=20,
-                             state_dir=str(tmp_path / "state"),
-                             progress_dir=str(tmp_path / "progress"),
-                             table=str(tmp_path / "table.json"), grace_seconds=10)
+    text = rep.daemon_config(
+        policy="max_min_fairness",
+        round_seconds=20,
+        state_dir=str(tmp_path / "state"),
+        progress_dir=str(tmp_path / "progress"),
+        table=str(tmp_path / "table.json"),
+        grace_seconds=10,
+    )
     assert yaml.safe_load(text)["partitions"] == ["gpu"]
     cfg_path = tmp_path / "gavel.yaml"
     cfg_path.write_text(text)
@@ -93,8 +104,7 @@ def test_progress_line() -> None:
     assert line == "round   3    41s  done 1/4 running 2 pending 1 | v100: r50-1 | k80: gan-4"
 
 
-def _outcome(jct: float, gpus: list[str], restarts: int = 0,
-             state: str = "COMPLETED") -> Outcome:
+def _outcome(jct: float, gpus: list[str], restarts: int = 0, state: str = "COMPLETED") -> Outcome:
     return Outcome("1", state, 1000.0, 1000.0 + jct, restarts, JobRun(gpus=gpus))
 
 
@@ -112,8 +122,9 @@ def test_final_table_rows_averages_and_ratio() -> None:
     res = rep.results_json(jobs, gavel, slurm)
     assert res["jobs"][0]["gavel"]["gpu_types"] == ["p100", "v100"]
     assert res["jobs"][1]["slurm_alone"]["jct_s"] == 50
-    unfinished = rep.final_table(jobs, [_outcome(30, []), Outcome("2", "CANCELLED", 0.0)],
-                                 None, "fifo")
+    unfinished = rep.final_table(
+        jobs, [_outcome(30, []), Outcome("2", "CANCELLED", 0.0)], None, "fifo"
+    )
     assert "CANCELLED" in unfinished and "average JCT - s" in unfinished
 
 
@@ -129,8 +140,9 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     if not (REPO / ".venv" / "bin" / "python").exists():
         pytest.skip("no .venv: run tools/setup")
     pytest.importorskip("torch")
-    build = subprocess.run(["make", "-s", "-C", str(REPO / "spank")], capture_output=True,
-                           text=True, timeout=120)
+    build = subprocess.run(
+        ["make", "-s", "-C", str(REPO / "spank")], capture_output=True, text=True, timeout=120
+    )
     assert build.returncode == 0, build.stderr
     run = tmp_path / "demo"
     run.mkdir()
@@ -138,10 +150,28 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     os.chmod(run, 0o755)
     jobs = "ResNet-50 (batch size 64)=24;Recommendation (batch size 2048)=80;A3C=40"
     res = subprocess.run(
-        [sys.executable, "-m", "slurm_gavel.demo", "--dir", str(run), "--jobs", jobs,
-         "--topology", "v100:1x1,p100:1x1,k80:1x1", "--round-seconds", "15",
-         "--speed", "2", "--timeout", "150"],
-        capture_output=True, text=True, cwd=REPO, timeout=420)
+        [
+            sys.executable,
+            "-m",
+            "slurm_gavel.demo",
+            "--dir",
+            str(run),
+            "--jobs",
+            jobs,
+            "--topology",
+            "v100:1x1,p100:1x1,k80:1x1",
+            "--round-seconds",
+            "15",
+            "--speed",
+            "2",
+            "--timeout",
+            "150",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=420,
+    )
     out = res.stdout
     assert res.returncode == 0, f"{out[-3000:]}\n{res.stderr[-3000:]}"
     assert "round" in out and "Speeds are emulated" in out

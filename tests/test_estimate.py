@@ -39,8 +39,11 @@ def _held_out_errors(rank: int, seed: int = 0) -> list[float]:
     for gpu in table.gpu_types:
         for _ in range(4):
             t = copy.deepcopy(table)
-            held = {jt: t.alone[(jt, 1)].pop(gpu) for jt, sf in table.alone
-                    if sf == 1 and rng.random() < 0.5}
+            held = {
+                jt: t.alone[(jt, 1)].pop(gpu)
+                for jt, sf in table.alone
+                if sf == 1 and rng.random() < 0.5
+            }
             est, cells = estimate_missing(t, rank=rank)
             assert {(jt, 1, gpu) for jt in held} <= set(cells)
             errs += [abs(math.log(est.alone[(jt, 1)][gpu] / v)) for jt, v in held.items() if v > 0]
@@ -56,12 +59,14 @@ def test_held_out_published_cells_are_estimated_well_and_better_than_biases_only
 
 
 def _small() -> ThroughputTable:
-    t = ThroughputTable(alone={
-        ("a", 1): {"v100": 10.0, "k80": 2.0, "cpu": 0.5},
-        ("b", 1): {"v100": 4.0, "k80": 2.0, "cpu": 0.8},
-        ("c", 1): {"v100": 8.0, "k80": 0.0},
-        ("d", 1): {"v100": 6.0},
-    })
+    t = ThroughputTable(
+        alone={
+            ("a", 1): {"v100": 10.0, "k80": 2.0, "cpu": 0.5},
+            ("b", 1): {"v100": 4.0, "k80": 2.0, "cpu": 0.8},
+            ("c", 1): {"v100": 8.0, "k80": 0.0},
+            ("d", 1): {"v100": 6.0},
+        }
+    )
     return t
 
 
@@ -79,8 +84,11 @@ def test_missing_cells_are_estimated_and_marked_zero_cells_are_kept() -> None:
 def test_update_replaces_estimates_and_smooths_measurements() -> None:
     est, _ = estimate_missing(_small())
     before_c_cpu = est.alone[("c", 1)]["cpu"]
-    obs = [Observation("d", 1, "cpu", 0.3), Observation("d", 1, "cpu", 0.5),
-           Observation("a", 1, "v100", 20.0)]
+    obs = [
+        Observation("d", 1, "cpu", 0.3),
+        Observation("d", 1, "cpu", 0.5),
+        Observation("a", 1, "v100", 20.0),
+    ]
     new = update_table(est, obs, smoothing=0.5)
     assert new.alone[("d", 1)]["cpu"] == pytest.approx(0.4)
     assert not is_estimate(new, "d", 1, "cpu") and "observed" in new.note("d", 1, "cpu")
@@ -92,8 +100,12 @@ def test_update_replaces_estimates_and_smooths_measurements() -> None:
 
 
 def test_observation_from_a_progress_report() -> None:
-    rep = {"format": "slurm-gavel-progress/1", "job_type": "A3C", "steps_per_s": 2.5,
-           "run_steps": 3000}
+    rep = {
+        "format": "slurm-gavel-progress/1",
+        "job_type": "A3C",
+        "steps_per_s": 2.5,
+        "run_steps": 3000,
+    }
     ob = Observation.from_report(rep, "v100", 1)
     assert ob == Observation("A3C", 1, "v100", 2.5, 3.0)
     assert Observation.from_report({**rep, "steps_per_s": None}, "v100", 1) is None

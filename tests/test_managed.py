@@ -22,8 +22,9 @@ def test_not_managed_comments_give_none():
 
 
 def test_full_form():
-    spec = parse_comment("gavel:type=ResNet-50 (batch size 64),scale=4,weight=2.5,"
-                         "steps=120000,slo=3600")
+    spec = parse_comment(
+        "gavel:type=ResNet-50 (batch size 64),scale=4,weight=2.5,steps=120000,slo=3600"
+    )
     assert spec == ManagedSpec("ResNet-50 (batch size 64)", 4, 2.5, 120000.0, 3600.0)
 
 
@@ -33,18 +34,21 @@ def test_type_only_and_spaces():
     assert parse_comment("gavel:type=A3C").scale_factor is None
 
 
-@pytest.mark.parametrize(("comment", "problem"), [
-    ("gavel:", "is not key=value"),
-    ("gavel:scale=2", "no job type"),
-    ("gavel:type=", "has no value"),
-    ("gavel:type=A3C,scale=0", "scale='0' must be a whole number"),
-    ("gavel:type=A3C,scale=1.5", "scale='1.5' must be a whole number"),
-    ("gavel:type=A3C,weight=-1", "weight='-1' must be a positive number"),
-    ("gavel:type=A3C,steps=inf", "steps='inf' must be a positive number"),
-    ("gavel:type=A3C,gpus=2", "unknown key 'gpus'"),
-    ("gavel:type=A3C,type=LM", "key 'type' appears twice"),
-    ("gavel:type=A3C,scale", "'scale' is not key=value"),
-])
+@pytest.mark.parametrize(
+    ("comment", "problem"),
+    [
+        ("gavel:", "is not key=value"),
+        ("gavel:scale=2", "no job type"),
+        ("gavel:type=", "has no value"),
+        ("gavel:type=A3C,scale=0", "scale='0' must be a whole number"),
+        ("gavel:type=A3C,scale=1.5", "scale='1.5' must be a whole number"),
+        ("gavel:type=A3C,weight=-1", "weight='-1' must be a positive number"),
+        ("gavel:type=A3C,steps=inf", "steps='inf' must be a positive number"),
+        ("gavel:type=A3C,gpus=2", "unknown key 'gpus'"),
+        ("gavel:type=A3C,type=LM", "key 'type' appears twice"),
+        ("gavel:type=A3C,scale", "'scale' is not key=value"),
+    ],
+)
 def test_errors_name_job_problem_and_form(comment, problem):
     with pytest.raises(ManagedCommentError) as e:
         parse_comment(comment, job_id="42")
@@ -56,8 +60,11 @@ def test_errors_name_job_problem_and_form(comment, problem):
 
 
 @given(
-    job_type=st.text(st.characters(blacklist_characters=",=", blacklist_categories=["Cc", "Zs"]),
-                     min_size=1, max_size=30),
+    job_type=st.text(
+        st.characters(blacklist_characters=",=", blacklist_categories=["Cc", "Zs"]),
+        min_size=1,
+        max_size=30,
+    ),
     scale=st.none() | st.integers(1, 64),
     weight=st.floats(0.01, 100),
     steps=st.none() | st.integers(1, 10**9).map(float),

@@ -18,11 +18,18 @@ from slurm_gavel.throughputs import ThroughputTable, load_table
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name,key", [
-    ("NVIDIA H100 80GB HBM3", "h100"), ("Tesla V100-SXM2-16GB", "v100"),
-    ("NVIDIA A100-SXM4-80GB", "a100"), ("Tesla K80", "k80"), ("NVIDIA GeForce RTX 4090", "rtx"),
-    ("cpu", "cpu"), ("", "cpu"),
-])
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("Tesla K80", "k80"),
+        ("NVIDIA GeForce RTX 4090", "rtx"),
+        ("cpu", "cpu"),
+        ("", "cpu"),
+    ],
+)
 def test_gpu_type_key(name: str, key: str) -> None:
     assert gpu_type_key(name) == key
 
@@ -36,14 +43,23 @@ def test_scale_factors_follow_the_visible_gpus() -> None:
 
 
 def test_merge_adds_a_column_with_notes_and_keeps_pair_orientation() -> None:
-    table = ThroughputTable(alone={("A", 1): {"v100": 3.0}, ("B", 1): {"v100": 1.0}},
-                            pairs={("B", "A", 1): {"v100": (0.5, 2.0)}}, source="paper")
-    merge(table, [Measurement("A", 1, 1.5, 40), Measurement("A", 1, 0.9, 30, "B", 0.4)],
-          gpu_type="h100", device_name="NVIDIA H100 80GB HBM3", date="2026-11-22")
+    table = ThroughputTable(
+        alone={("A", 1): {"v100": 3.0}, ("B", 1): {"v100": 1.0}},
+        pairs={("B", "A", 1): {"v100": (0.5, 2.0)}},
+        source="paper",
+    )
+    merge(
+        table,
+        [Measurement("A", 1, 1.5, 40), Measurement("A", 1, 0.9, 30, "B", 0.4)],
+        gpu_type="h100",
+        device_name="NVIDIA H100 80GB HBM3",
+        date="2026-11-22",
+    )
     assert table.alone[("A", 1)] == {"v100": 3.0, "h100": 1.5}
     assert table.pairs[("B", "A", 1)]["h100"] == (0.4, 0.9)
     assert table.note("A", 1, "h100") == (
-        "measured by slurm-gavel profile on NVIDIA H100 80GB HBM3, 2026-11-22")
+        "measured by slurm-gavel profile on NVIDIA H100 80GB HBM3, 2026-11-22"
+    )
     assert table.source.startswith("paper; h100: slurm-gavel profile on NVIDIA H100")
 
 
@@ -53,18 +69,37 @@ def test_profile_command_measures_alone_and_pairs_on_cpu(tmp_path: Path) -> None
     out = tmp_path / "table.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     res = subprocess.run(
-        [sys.executable, "-m", "slurm_gavel", "profile",
-         "--types", "Recommendation (batch size 512)", "--pairs", "--seconds", "0.5",
-         "--tiny", "--device", "cpu", "--estimate",
-         "--out", str(out)],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "slurm_gavel",
+            "profile",
+            "--types",
+            "Recommendation (batch size 512)",
+            "--pairs",
+            "--seconds",
+            "0.5",
+            "--tiny",
+            "--device",
+            "cpu",
+            "--estimate",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     table = load_table(out)
     rate = table.alone[("Recommendation (batch size 512)", 1)]["cpu"]
     assert rate > 0
     assert "tiny config" in table.note("Recommendation (batch size 512)", 1, "cpu")
-    pair = table.pair("Recommendation (batch size 512)", "Recommendation (batch size 512)", 1,
-                      "cpu")
+    pair = table.pair(
+        "Recommendation (batch size 512)", "Recommendation (batch size 512)", 1, "cpu"
+    )
     assert pair is not None and min(pair) > 0
     # the published figures are still there, and the other types were estimated
     assert table.alone[("A3C", 1)]["v100"] == load_table().alone[("A3C", 1)]["v100"]
@@ -74,9 +109,26 @@ def test_profile_command_measures_alone_and_pairs_on_cpu(tmp_path: Path) -> None
 
 def test_unknown_type_fails_with_one_line(tmp_path: Path) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "slurm_gavel", "profile", "--types", "VGG-16", "--seconds", "0.1",
-         "--tiny", "--device", "cpu", "--out", str(tmp_path / "t.json")],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "slurm_gavel",
+            "profile",
+            "--types",
+            "VGG-16",
+            "--seconds",
+            "0.1",
+            "--tiny",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "t.json"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert res.returncode == 2
     assert "unknown job type 'VGG-16'" in res.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "t.json").exists()
@@ -107,15 +159,20 @@ def test_data_parallel_hook_averages_gradients(tmp_path: Path) -> None:
         "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "torch.manual_seed(rank + 1); m(torch.randn(4, 3)).sum().backward(); opt.step()\n"
         "print(repr(m.weight.detach().tolist()))\n"
-        "dist.destroy_process_group()\n")
+        "dist.destroy_process_group()\n"
+    )
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), port], env=env,
-                              stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(r), port], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for r in (0, 1)
+    ]
     outs = [p.communicate(timeout=120)[0].strip() for p in procs]
     assert all(p.returncode == 0 for p in procs) and outs[0] == outs[1]
     assert torch is not None

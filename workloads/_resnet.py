@@ -16,8 +16,11 @@ class Basic(nn.Module):
         super().__init__()
         cout = width * self.expansion
         self.body = nn.Sequential(
-            nn.Conv2d(cin, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(True),
-            nn.Conv2d(width, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout),
+            nn.Conv2d(cin, width, 3, stride, 1, bias=False),
+            nn.BatchNorm2d(width),
+            nn.ReLU(True),
+            nn.Conv2d(width, cout, 3, 1, 1, bias=False),
+            nn.BatchNorm2d(cout),
         )
         self.skip = _shortcut(cin, cout, stride)
 
@@ -32,10 +35,14 @@ class Bottleneck(nn.Module):
         super().__init__()
         cout = width * self.expansion
         self.body = nn.Sequential(
-            nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(True),
-            nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width),
+            nn.Conv2d(cin, width, 1, bias=False),
+            nn.BatchNorm2d(width),
             nn.ReLU(True),
-            nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout),
+            nn.Conv2d(width, width, 3, stride, 1, bias=False),
+            nn.BatchNorm2d(width),
+            nn.ReLU(True),
+            nn.Conv2d(width, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
         )
         self.skip = _shortcut(cin, cout, stride)
 
@@ -51,17 +58,23 @@ def _shortcut(cin: int, cout: int, stride: int) -> nn.Module:
 
 class ResNet(nn.Module):
     def __init__(
-        self, block: type[Basic] | type[Bottleneck], layers: list[int], width: int,
-        classes: int, imagenet_stem: bool,
+        self,
+        block: type[Basic] | type[Bottleneck],
+        layers: list[int],
+        width: int,
+        classes: int,
+        imagenet_stem: bool,
     ) -> None:
         super().__init__()
         if imagenet_stem:  # 224x224 inputs: 7x7/2 conv + max pool
-            stem: list[nn.Module] = [nn.Conv2d(3, width, 7, 2, 3, bias=False),
-                                     nn.BatchNorm2d(width), nn.ReLU(True),
-                                     nn.MaxPool2d(3, 2, 1)]
+            stem: list[nn.Module] = [
+                nn.Conv2d(3, width, 7, 2, 3, bias=False),
+                nn.BatchNorm2d(width),
+                nn.ReLU(True),
+                nn.MaxPool2d(3, 2, 1),
+            ]
         else:  # CIFAR 32x32 inputs: 3x3 conv
-            stem = [nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width),
-                    nn.ReLU(True)]
+            stem = [nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(True)]
         blocks: list[nn.Module] = []
         cin = width
         for i, n in enumerate(layers):

@@ -35,29 +35,36 @@ ENV_GPU_TYPE = "GAVEL_EMULATE_GPU_TYPE"
 ENV_TABLE = "GAVEL_EMULATE_TABLE"
 NOTE = "speed emulated from Gavel's published table; the GPUs here are fake"
 
+
 def gres_gpu_type(gres: str) -> str | None:
     """``gpu:v100:4(S:0)`` -> ``v100``; None for an untyped or missing GPU GRES."""
     return next((t for t, _ in gpu_gres(gres) if t), None)
 
 
-def node_gres(node: str, run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
-              ) -> str | None:
+def node_gres(
+    node: str, run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
+) -> str | None:
     """The ``Gres=`` field of ``scontrol show node NODE`` (None when Slurm cannot say)."""
     try:
-        res = run(["scontrol", "show", "node", "--oneliner", node], capture_output=True,
-                  text=True, timeout=20)
+        res = run(
+            ["scontrol", "show", "node", "--oneliner", node],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if res.returncode != 0:
         return None
     for tok in res.stdout.split():
         if tok.startswith("Gres="):
-            return tok[len("Gres="):]
+            return tok[len("Gres=") :]
     return None
 
 
 def resolve_gpu_type(
-    env: Mapping[str, str], known: list[str],
+    env: Mapping[str, str],
+    known: list[str],
     gres_of: Callable[[str], str | None] = node_gres,
 ) -> tuple[str, str]:
     """(GPU type, how it was found) for the node this job runs on.
@@ -78,8 +85,9 @@ def resolve_gpu_type(
     prefix = node.split("-")[0]
     if prefix in known:
         return prefix, f"the name of node {node}"
-    raise ValueError(f"node {node} (Gres={gres}) has no GPU type of the table {known}; "
-                     f"set {ENV_GPU_TYPE}")
+    raise ValueError(
+        f"node {node} (Gres={gres}) has no GPU type of the table {known}; set {ENV_GPU_TYPE}"
+    )
 
 
 @dataclass
@@ -126,9 +134,11 @@ class Emulation:
     source: str
 
     def describe(self, job_type: str, node: str, restart: str) -> str:
-        return (f"[slurm-gavel emulate] restart {restart} node {node} gpu {self.gpu_type}: "
-                f"{job_type} at {self.rate:.3g} steps/s = table {self.table_rate:.3g} x "
-                f"{self.factor:g} [{NOTE}; GPU type from {self.source}]")
+        return (
+            f"[slurm-gavel emulate] restart {restart} node {node} gpu {self.gpu_type}: "
+            f"{job_type} at {self.rate:.3g} steps/s = table {self.table_rate:.3g} x "
+            f"{self.factor:g} [{NOTE}; GPU type from {self.source}]"
+        )
 
 
 def factor_from(cli: float | None, env: Mapping[str, str]) -> float | None:
@@ -149,7 +159,10 @@ def factor_from(cli: float | None, env: Mapping[str, str]) -> float | None:
 
 
 def emulation_for(
-    job_type: str, scale_factor: int, factor: float, env: Mapping[str, str] | None = None,
+    job_type: str,
+    scale_factor: int,
+    factor: float,
+    env: Mapping[str, str] | None = None,
     gres_of: Callable[[str], str | None] = node_gres,
 ) -> Emulation:
     """The emulated rate of this job on this node (ValueError when it cannot be known)."""

@@ -142,8 +142,14 @@ def run(
             if pacer is not None:
                 pacer.step_done()
         wall = time.perf_counter() - t0
-    extra = {} if pacer is None else {"emulated_steps_per_s": round(pacer.rate, 4),
-                                      "emulation_behind_s": round(pacer.behind_s, 3)}
+    extra = (
+        {}
+        if pacer is None
+        else {
+            "emulated_steps_per_s": round(pacer.rate, 4),
+            "emulation_behind_s": round(pacer.behind_s, 3),
+        }
+    )
     return {
         "job_type": job_type,
         "start_step": start,
@@ -162,19 +168,29 @@ def _pacer(job_type: str, factor_cli: float | None) -> emulate.Pacer | None:
         factor = emulate.factor_from(factor_cli, os.environ)
         if factor is None:
             return None
-        scale = int(os.environ.get("GAVEL_SCALE") or os.environ.get("SLURM_SPANK_GAVEL_SCALE")
-                    or 1)
+        scale = int(os.environ.get("GAVEL_SCALE") or os.environ.get("SLURM_SPANK_GAVEL_SCALE") or 1)
         emu = emulate.emulation_for(job_type, scale, factor)
     except (ValueError, InputError) as e:
         raise SystemExit(f"--emulate-gpu-speed: {e}") from None
-    print(emu.describe(job_type, os.environ.get("SLURMD_NODENAME", "-"),
-                       os.environ.get("SLURM_RESTART_COUNT", "0")), flush=True)
+    print(
+        emu.describe(
+            job_type,
+            os.environ.get("SLURMD_NODENAME", "-"),
+            os.environ.get("SLURM_RESTART_COUNT", "0"),
+        ),
+        flush=True,
+    )
     return emulate.Pacer(emu.rate)
 
 
 def measure(
-    job_type: str, seconds: float, *, tiny: bool = False, device: str = "auto",
-    warmup: int = 2, min_steps: int = 3,
+    job_type: str,
+    seconds: float,
+    *,
+    tiny: bool = False,
+    device: str = "auto",
+    warmup: int = 2,
+    min_steps: int = 3,
 ) -> tuple[float, int]:
     """(steps/s, steps timed) over a window of about ``seconds`` after ``warmup`` steps."""
     dev = pick_device(device)
@@ -195,8 +211,10 @@ def measure(
 
 
 def parser(prog: str, family: Family | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="slurm-gavel reference workload "
-                                "(synthetic data) with checkpoint/resume.")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="slurm-gavel reference workload (synthetic data) with checkpoint/resume.",
+    )
     if family is None:
         p.add_argument("--job-type", required=True, help='e.g. "ResNet-50 (batch size 64)"')
     elif not family.fixed_type:
@@ -205,14 +223,29 @@ def parser(prog: str, family: Family | None = None) -> argparse.ArgumentParser:
     p.add_argument("--tiny", action="store_true", help="a small model that trains fast on CPU")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda, cuda:1")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="also checkpoint every N steps (default: only on the signal)")
-    p.add_argument("--min-step-seconds", type=float, default=0.0, metavar="S",
-                   help="make each step last at least S seconds (emulates a slower device)")
-    p.add_argument("--emulate-gpu-speed", type=float, default=None, metavar="FACTOR",
-                   help="pace steps to Gavel's published steps/s for this job type on the "
-                   "node's GPU type, times FACTOR (for fake GPUs; default: env "
-                   f"{emulate.ENV_SPEED}, else off)")
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also checkpoint every N steps (default: only on the signal)",
+    )
+    p.add_argument(
+        "--min-step-seconds",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="make each step last at least S seconds (emulates a slower device)",
+    )
+    p.add_argument(
+        "--emulate-gpu-speed",
+        type=float,
+        default=None,
+        metavar="FACTOR",
+        help="pace steps to Gavel's published steps/s for this job type on the "
+        "node's GPU type, times FACTOR (for fake GPUs; default: env "
+        f"{emulate.ENV_SPEED}, else off)",
+    )
     return p
 
 
@@ -225,10 +258,16 @@ def main(argv: list[str] | None = None, family: Family | None = None) -> int:
         job_type = family.fixed_type
     else:
         job_type = f"{family.name} (batch size {args.batch_size})"
-    summary = run(job_type, args.steps, tiny=args.tiny, device=args.device, seed=args.seed,
-                  checkpoint_every=args.checkpoint_every,
-                  min_step_seconds=args.min_step_seconds,
-                  emulate_speed=args.emulate_gpu_speed)
+    summary = run(
+        job_type,
+        args.steps,
+        tiny=args.tiny,
+        device=args.device,
+        seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+        min_step_seconds=args.min_step_seconds,
+        emulate_speed=args.emulate_gpu_speed,
+    )
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")
     return 0

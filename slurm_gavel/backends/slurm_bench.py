@@ -29,9 +29,24 @@ def _submit(env: dict[str, str], n: int, workdir: Path, hold: list[str]) -> None
     # One sbatch per job (arrays would appear as one pending record).
     for i in range(n):
         subprocess.run(
-            ["sbatch", "--parsable", *hold, f"--comment=gavel:type=A3C,steps={i + 1}", "-p",
-             "gpu", "-o", "/dev/null", "-D", str(workdir), "--wrap", "sleep 600"],
-            check=True, env=env, capture_output=True)
+            [
+                "sbatch",
+                "--parsable",
+                *hold,
+                f"--comment=gavel:type=A3C,steps={i + 1}",
+                "-p",
+                "gpu",
+                "-o",
+                "/dev/null",
+                "-D",
+                str(workdir),
+                "--wrap",
+                "sleep 600",
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
 
 
 def _timed(fn, repeat: int) -> tuple[float, object]:
@@ -48,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--topology", default="v100:2x4,p100:2x4,k80:2x4")
-    p.add_argument("--no-lua", action="store_true",
-                   help="no job_submit.lua (jobs held with sbatch --hold): its cost per update")
+    p.add_argument(
+        "--no-lua",
+        action="store_true",
+        help="no job_submit.lua (jobs held with sbatch --hold): its cost per update",
+    )
     args = p.parse_args(argv)
     run = Path(tempfile.mkdtemp(prefix="slurm-gavel-bench-"))
     spec = ClusterSpec(topology=args.topology, hold_on_arrival=not args.no_lua)
@@ -61,18 +79,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"submitted {args.jobs} held managed jobs in {time.perf_counter() - t:.1f}s")
         b = SlurmCluster(env={"SLURM_CONF": env["SLURM_CONF"]})
         obs_s, snap = _timed(b.observe, args.repeat)
-        print(f"observe ({len(snap.jobs)} managed jobs, {len(snap.nodes)} nodes): "
-              f"median {obs_s * 1000:.0f} ms over {args.repeat}")
+        print(
+            f"observe ({len(snap.jobs)} managed jobs, {len(snap.nodes)} nodes): "
+            f"median {obs_s * 1000:.0f} ms over {args.repeat}"
+        )
         free = [(n.name, n.gpu_type) for n in snap.nodes for _ in range(n.usable_gpus)]
         jobs = [j.job.id for j in snap.jobs]
-        first = RoundPlacement(0, 0, 360, {
-            j: JobPlacement(j, t, (NodeSlice(n, 1),))
-            for j, (n, t) in zip(jobs, free, strict=False)})
+        first = RoundPlacement(
+            0,
+            0,
+            360,
+            {
+                j: JobPlacement(j, t, (NodeSlice(n, 1),))
+                for j, (n, t) in zip(jobs, free, strict=False)
+            },
+        )
         b.commands.counts.clear()
         t = time.perf_counter()
         res = b.act(first)
-        print(f"act: start {len(res.started)} jobs: {(time.perf_counter() - t) * 1000:.0f} ms, "
-              f"commands {dict(b.commands.counts)}, failed {len(res.failed)}")
+        print(
+            f"act: start {len(res.started)} jobs: {(time.perf_counter() - t) * 1000:.0f} ms, "
+            f"commands {dict(b.commands.counts)}, failed {len(res.failed)}"
+        )
         time.sleep(2)
 
         def keep_round():
@@ -81,22 +109,33 @@ def main(argv: list[str] | None = None) -> int:
 
         b.commands.counts.clear()
         keep_s, res = _timed(keep_round, args.repeat)
-        print(f"observe+act, unchanged placement ({len(res.kept)} kept): median "
-              f"{keep_s * 1000:.0f} ms, commands/round "
-              f"{ {k: v // args.repeat for k, v in b.commands.counts.items()} }")
-        everyone = RoundPlacement(1, 0, 360, {
-            j: JobPlacement(j, t, (NodeSlice(n, 1),))
-            for j, (n, t) in zip(jobs, free * (len(jobs) // max(1, len(free)) + 1),
-                                    strict=False)})
+        print(
+            f"observe+act, unchanged placement ({len(res.kept)} kept): median "
+            f"{keep_s * 1000:.0f} ms, commands/round "
+            f"{ {k: v // args.repeat for k, v in b.commands.counts.items()} }"
+        )
+        everyone = RoundPlacement(
+            1,
+            0,
+            360,
+            {
+                j: JobPlacement(j, t, (NodeSlice(n, 1),))
+                for j, (n, t) in zip(
+                    jobs, free * (len(jobs) // max(1, len(free)) + 1), strict=False
+                )
+            },
+        )
         b.observe()
         b.commands.counts.clear()
         b.commands.seconds.clear()
         t = time.perf_counter()
         res = b.act(everyone)
-        print(f"act: place all {len(everyone.jobs)} (started {len(res.started)}, kept "
-              f"{len(res.kept)}): {(time.perf_counter() - t) * 1000:.0f} ms, "
-              f"commands {dict(b.commands.counts)}, seconds per kind "
-              f"{ {k: round(v, 2) for k, v in b.commands.seconds.items()} }")
+        print(
+            f"act: place all {len(everyone.jobs)} (started {len(res.started)}, kept "
+            f"{len(res.kept)}): {(time.perf_counter() - t) * 1000:.0f} ms, "
+            f"commands {dict(b.commands.counts)}, seconds per kind "
+            f"{ {k: round(v, 2) for k, v in b.commands.seconds.items()} }"
+        )
     finally:
         localcluster.down(run)
     return 0

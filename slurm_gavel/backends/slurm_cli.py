@@ -81,19 +81,23 @@ class SlurmCluster:
         _, nodes = parse_nodes(nodes_doc)
         _, jobs = parse_jobs(jobs_doc)
         now = self.clock()
-        self.view = build_view(nodes, jobs, self.managed_partitions, now,
-                               first_submit=self._first_submit)
+        self.view = build_view(
+            nodes, jobs, self.managed_partitions, now, first_submit=self._first_submit
+        )
         add_vanished(self.view, self._active, now)
-        self._active = {o.job.id: o.job for o in self.view.snapshot.jobs
-                        if o.state is not JobState.DONE}
+        self._active = {
+            o.job.id: o.job for o in self.view.snapshot.jobs if o.state is not JobState.DONE
+        }
         self.warnings = self.view.warnings
         self._requeued_at = {j: t for j, t in self._requeued_at.items() if now - t < 5}
         return self.view.snapshot
 
     def _fetch(self) -> tuple[dict, dict]:
         """The sinfo and squeue JSON documents."""
-        return (self._json("observe", ["sinfo", "--json"]),
-                self._json("observe", ["squeue", "--json"]))
+        return (
+            self._json("observe", ["sinfo", "--json"]),
+            self._json("observe", ["squeue", "--json"]),
+        )
 
     def _json(self, kind: str, argv: list[str]) -> dict:
         """Run a --json command. On 22.05, squeue/sinfo --json exit 0 with an empty
@@ -108,8 +112,9 @@ class SlurmCluster:
             try:
                 doc = json.loads(res.stdout)
             except json.JSONDecodeError as e:
-                raise SlurmJsonError(f"{' '.join(argv)} printed no JSON ({e}); Slurm >= 22.05 "
-                                     "is needed for --json") from None
+                raise SlurmJsonError(
+                    f"{' '.join(argv)} printed no JSON ({e}); Slurm >= 22.05 is needed for --json"
+                ) from None
             errors = doc.get("errors") if isinstance(doc, dict) else None
             if not errors:
                 return doc
@@ -118,7 +123,8 @@ class SlurmCluster:
                 delay *= 2
         raise SlurmUnreachable(
             f"{' '.join(argv)} reported {errors[0]} after {self.commands.retries + 1} tries; "
-            "is slurmctld running and SLURM_CONF right?")
+            "is slurmctld running and SLURM_CONF right?"
+        )
 
     # --- act -------------------------------------------------------------------------
 
@@ -164,7 +170,8 @@ class SlurmCluster:
     def _send_signal(self, ids: list[JobId], failed: dict[JobId, str]) -> set[JobId]:
         """Deliver the checkpoint signal; returns the jobs it could not reach."""
         res = self.commands.run(
-            "signal", ["scancel", f"--signal={self.checkpoint_signal}", "--batch", *ids])
+            "signal", ["scancel", f"--signal={self.checkpoint_signal}", "--batch", *ids]
+        )
         return note_errors(res, ids, failed)
 
     def _signal(self, ids: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
@@ -221,8 +228,9 @@ class SlurmCluster:
 
     def _states(self, ids: list[JobId]) -> dict[JobId, str]:
         """State names of these jobs (finished jobs may be absent)."""
-        res = self.commands.run("wait", ["squeue", "-h", "-j", job_list(ids), "-o", "%i %T"],
-                                retry_timeouts=True)
+        res = self.commands.run(
+            "wait", ["squeue", "-h", "-j", job_list(ids), "-o", "%i %T"], retry_timeouts=True
+        )
         out = {}
         for line in res.stdout.splitlines():
             parts = line.split()
@@ -254,8 +262,9 @@ class SlurmCluster:
             self._signalled.pop(j, None)
             self._requeued_at[j] = now
 
-    def _signallable(self, ids: list[JobId], told: set[JobId],
-                     failed: dict[JobId, str]) -> list[JobId]:
+    def _signallable(
+        self, ids: list[JobId], told: set[JobId], failed: dict[JobId, str]
+    ) -> list[JobId]:
         """Jobs to signal now: strictly RUNNING ones not already told. A job that is
         CONFIGURING or COMPLETING cannot take a signal, and scancel would retry it
         by itself for minutes ("Job can not be altered now"), stalling the batch."""
@@ -268,8 +277,9 @@ class SlurmCluster:
             if state == "RUNNING":
                 out.append(j)
             else:
-                failed[j] = f"job is {state}, cannot take the checkpoint signal now; retried " \
-                            "next round"
+                failed[j] = (
+                    f"job is {state}, cannot take the checkpoint signal now; retried next round"
+                )
         return out
 
     def _requeuehold_overdue(self, failed: dict[JobId, str]) -> set[JobId]:

@@ -76,8 +76,14 @@ class SlurmCommands:
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def run(self, kind: str, argv: Sequence[str], *, stdin: str | None = None,
-            retry_timeouts: bool = False) -> CommandResult:
+    def run(
+        self,
+        kind: str,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        retry_timeouts: bool = False,
+    ) -> CommandResult:
         """Run `argv` (counted under `kind`); retry while slurmctld is unreachable.
 
         A timeout is retried only when `retry_timeouts` (read-only commands): an
@@ -90,8 +96,13 @@ class SlurmCommands:
             started = time.perf_counter()
             try:
                 proc = subprocess.run(
-                    list(argv), input=stdin, capture_output=True, text=True,
-                    env=self.env, timeout=self.timeout, check=False,
+                    list(argv),
+                    input=stdin,
+                    capture_output=True,
+                    text=True,
+                    env=self.env,
+                    timeout=self.timeout,
+                    check=False,
                 )
             except subprocess.TimeoutExpired:
                 proc = None

@@ -100,8 +100,10 @@ class SlurmJob:
 
     @property
     def held(self) -> bool:
-        return self.priority == 0 or self.reason.startswith("JobHeld") or self.state in (
-            "SPECIAL_EXIT", "REQUEUE_HOLD"
+        return (
+            self.priority == 0
+            or self.reason.startswith("JobHeld")
+            or self.state in ("SPECIAL_EXIT", "REQUEUE_HOLD")
         )
 
 
@@ -211,7 +213,7 @@ def gpu_gres(text: str) -> list[tuple[str | None, int]]:
     for item in re.split(r",(?![^()]*\))", text or ""):
         item = item.strip()
         if item.startswith("gres:"):
-            item = item[len("gres:"):]
+            item = item[len("gres:") :]
         if item == "gpu":
             out.append((None, 1))
             continue
@@ -284,16 +286,18 @@ def parse_nodes(doc: Mapping[str, Any]) -> tuple[SlurmVersion, list[SlurmNode]]:
         parts = raw.get("partitions") or []
         if isinstance(parts, str):
             parts = parts.split(",")
-        nodes.append(SlurmNode(
-            name=name,
-            state=states[0].lower() if states else "unknown",
-            flags=frozenset(flags),
-            gpu_type=gpu_type,
-            gpus=sum(n for t, n in typed if t == gpu_type),
-            gpus_used=sum(n for t, n in used if t in (gpu_type, None)),
-            partitions=tuple(str(p) for p in parts),
-            reason=str(raw.get("reason") or ""),
-        ))
+        nodes.append(
+            SlurmNode(
+                name=name,
+                state=states[0].lower() if states else "unknown",
+                flags=frozenset(flags),
+                gpu_type=gpu_type,
+                gpus=sum(n for t, n in typed if t == gpu_type),
+                gpus_used=sum(n for t, n in used if t in (gpu_type, None)),
+                partitions=tuple(str(p) for p in parts),
+                reason=str(raw.get("reason") or ""),
+            )
+        )
     return version, nodes
 
 

@@ -23,10 +23,24 @@ from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.managed import ManagedCommentError, ManagedSpec, parse_comment
 from slurm_gavel.model import Job, JobId
 
-RUNNING_STATES = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING",
-                  "STAGE_OUT", "RESIZING"}
-WAITING_STATES = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT",
-                  "RESV_DEL_HOLD"}
+RUNNING_STATES = {
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "SUSPENDED",
+    "STOPPED",
+    "SIGNALING",
+    "STAGE_OUT",
+    "RESIZING",
+}
+WAITING_STATES = {
+    "PENDING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "SPECIAL_EXIT",
+    "RESV_DEL_HOLD",
+}
 # Anything else (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY,
 # BOOT_FAIL, DEADLINE, PREEMPTED, REVOKED) is finished.
 
@@ -88,16 +102,25 @@ def build_view(
         if not is_managed_partition(sn.partitions, managed_partitions) or sn.gpus == 0:
             continue
         if sn.gpu_type is None:
-            warnings.append(f"node {sn.name}: its GPUs have no type; add Type= to gres.conf "
-                            "and gpu:TYPE:N to slurm.conf (node ignored)")
+            warnings.append(
+                f"node {sn.name}: its GPUs have no type; add Type= to gres.conf "
+                "and gpu:TYPE:N to slurm.conf (node ignored)"
+            )
             continue
         state = NodeState.DOWN if sn.down else NodeState.DRAINED if sn.drained else NodeState.UP
-        part = next((p for p in sn.partitions
-                     if managed_partitions is None or p in managed_partitions), "")
-        out_nodes.append(Node(
-            name=sn.name, gpu_type=sn.gpu_type, gpus=sn.gpus, partition=part, state=state,
-            gpus_held_unmanaged=max(0, sn.gpus_used - managed_gpus.get(sn.name, 0)),
-        ))
+        part = next(
+            (p for p in sn.partitions if managed_partitions is None or p in managed_partitions), ""
+        )
+        out_nodes.append(
+            Node(
+                name=sn.name,
+                gpu_type=sn.gpu_type,
+                gpus=sn.gpus,
+                partition=part,
+                state=state,
+                gpus_held_unmanaged=max(0, sn.gpus_used - managed_gpus.get(sn.name, 0)),
+            )
+        )
     snapshot = ClusterSnapshot(time=now, nodes=tuple(out_nodes), jobs=tuple(observed))
     return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings)
 
@@ -107,24 +130,35 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
     if scale is None and sj.gpu_request is not None:
         scale = sj.gpu_request[1] * max(1, sj.node_count)
     job = Job(
-        id=sj.job_id, job_type=spec.job_type, scale_factor=scale or 1,
-        priority_weight=spec.priority_weight, total_steps=spec.total_steps or 0.0,
-        arrival_time=arrival, account=sj.account or None, slo=spec.slo,
+        id=sj.job_id,
+        job_type=spec.job_type,
+        scale_factor=scale or 1,
+        priority_weight=spec.priority_weight,
+        total_steps=spec.total_steps or 0.0,
+        arrival_time=arrival,
+        account=sj.account or None,
+        slo=spec.slo,
     )
     if sj.state in RUNNING_STATES:
         slices = tuple(NodeSlice(s.node, s.gpus) for s in sj.gpu_slices)
         gpu_type = next((s.gpu_type for s in sj.gpu_slices if s.gpu_type), None)
         if gpu_type is None and sj.gpu_request is not None:
             gpu_type = sj.gpu_request[0]
-        return ObservedJob(job=job, state=JobState.RUNNING, gpu_type=gpu_type, nodes=slices,
-                           restarts=sj.restarts)
+        return ObservedJob(
+            job=job, state=JobState.RUNNING, gpu_type=gpu_type, nodes=slices, restarts=sj.restarts
+        )
     if sj.state in WAITING_STATES:
         held = sj.held and (sj.restarts > 0 or sj.state == "SPECIAL_EXIT")
-        return ObservedJob(job=job, state=JobState.HELD if held else JobState.PENDING,
-                           restarts=sj.restarts)
-    return ObservedJob(job=job, state=JobState.DONE, restarts=sj.restarts,
-                       finish_time=float(sj.end_time) if sj.end_time else None,
-                       succeeded=sj.state == "COMPLETED")
+        return ObservedJob(
+            job=job, state=JobState.HELD if held else JobState.PENDING, restarts=sj.restarts
+        )
+    return ObservedJob(
+        job=job,
+        state=JobState.DONE,
+        restarts=sj.restarts,
+        finish_time=float(sj.end_time) if sj.end_time else None,
+        succeeded=sj.state == "COMPLETED",
+    )
 
 
 def add_vanished(view: SlurmView, active_before: dict[JobId, Job], now: float) -> None:
@@ -139,12 +173,14 @@ def add_vanished(view: SlurmView, active_before: dict[JobId, Job], now: float) -
     gone = [job for job_id, job in active_before.items() if job_id not in present]
     if not gone:
         return
-    extra = tuple(ObservedJob(job=job, state=JobState.DONE, finish_time=now, succeeded=False)
-                  for job in gone)
+    extra = tuple(
+        ObservedJob(job=job, state=JobState.DONE, finish_time=now, succeeded=False) for job in gone
+    )
     view.snapshot = replace(view.snapshot, jobs=view.snapshot.jobs + extra)
     view.warnings.append(
         f"jobs {','.join(j.id for j in gone)} left squeue before their end was seen; "
-        "reported done (success unknown); set MinJobAge in slurm.conf above the round length")
+        "reported done (success unknown); set MinJobAge in slurm.conf above the round length"
+    )
 
 
 # --- act planning --------------------------------------------------------------------
@@ -196,8 +232,13 @@ def plan_act(
             plan.failed.append((job_id, "job has finished"))
             continue
         if jp.partner is not None and jp.partner in shared_with:
-            plan.failed.append((job_id, f"GPU sharing with {jp.partner} is not supported on "
-                                        "Slurm (needs shards); job left waiting"))
+            plan.failed.append(
+                (
+                    job_id,
+                    f"GPU sharing with {jp.partner} is not supported on "
+                    "Slurm (needs shards); job left waiting",
+                )
+            )
             continue
         if jp.partner is not None:
             shared_with.add(job_id)
@@ -231,8 +272,10 @@ def _start_order(
         return "placement names no nodes"
     counts = {s.gpus for s in jp.nodes}
     if len(counts) != 1:
-        return (f"uneven GPUs per node {[(s.node, s.gpus) for s in jp.nodes]}: Slurm's "
-                "per-node GRES request needs the same count on every node")
+        return (
+            f"uneven GPUs per node {[(s.node, s.gpus) for s in jp.nodes]}: Slurm's "
+            "per-node GRES request needs the same count on every node"
+        )
     names = tuple(s.node for s in jp.nodes)
     if len(set(names)) != len(names):
         return f"node listed twice in {names}"
@@ -243,8 +286,11 @@ def _start_order(
         if node.gpu_type != jp.gpu_type:
             return f"node {name} has {node.gpu_type} GPUs, not {jp.gpu_type}"
     shared = set.intersection(*(set(view.nodes[n].partitions) for n in names))
-    candidates = [p for p in view.nodes[names[0]].partitions
-                  if p in shared and (managed_partitions is None or p in managed_partitions)]
+    candidates = [
+        p
+        for p in view.nodes[names[0]].partitions
+        if p in shared and (managed_partitions is None or p in managed_partitions)
+    ]
     if not candidates:
         return f"no managed partition holds all of {','.join(names)}"
     current = view.managed[jp.job_id].partitions
@@ -257,11 +303,12 @@ def _start_order(
 
 def render_update(order: StartOrder) -> str:
     """One scontrol line (read from stdin, never a shell) placing a waiting job."""
-    return (f"update JobId={order.job_id} Partition={order.partition} "
-            f"NumNodes={len(order.nodes)}-{len(order.nodes)} NodeList={','.join(order.nodes)} "
-            f"Gres={order.gres()} StartTime=now")
+    return (
+        f"update JobId={order.job_id} Partition={order.partition} "
+        f"NumNodes={len(order.nodes)}-{len(order.nodes)} NodeList={','.join(order.nodes)} "
+        f"Gres={order.gres()} StartTime=now"
+    )
 
 
 def job_list(ids: Iterable[JobId]) -> str:
     return ",".join(ids)
-

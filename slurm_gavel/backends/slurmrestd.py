@@ -53,9 +53,17 @@ class RestClient:
     """Minimal slurmrestd client: unix socket (rest_auth/local) or http://host:port
     with a JWT (X-SLURM-USER-NAME / X-SLURM-USER-TOKEN); retries while unreachable."""
 
-    def __init__(self, address: str | Path, *, user: str | None = None,
-                 token: str | None = None, timeout: float = 30.0, retries: int = 4,
-                 backoff: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        address: str | Path,
+        *,
+        user: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.address = str(address)
         self.headers = {"Content-Type": "application/json"}
         if token:
@@ -68,20 +76,28 @@ class RestClient:
     def _connect(self) -> http.client.HTTPConnection:
         if self.address.startswith(("http://", "https://")):
             host = self.address.split("://", 1)[1].rstrip("/")
-            cls = (http.client.HTTPSConnection if self.address.startswith("https")
-                   else http.client.HTTPConnection)
+            cls = (
+                http.client.HTTPSConnection
+                if self.address.startswith("https")
+                else http.client.HTTPConnection
+            )
             return cls(host, timeout=self.timeout)
         return _UnixConnection(self.address.removeprefix("unix:"), self.timeout)
 
-    def request(self, kind: str, method: str, path: str,
-                body: Mapping[str, Any] | None = None) -> dict:
+    def request(
+        self, kind: str, method: str, path: str, body: Mapping[str, Any] | None = None
+    ) -> dict:
         delay, last = self.backoff, ""
         for attempt in range(self.retries + 1):
             self.counts[kind] += 1
             try:
                 conn = self._connect()
-                conn.request(method, path, body=None if body is None else json.dumps(body),
-                             headers=self.headers)
+                conn.request(
+                    method,
+                    path,
+                    body=None if body is None else json.dumps(body),
+                    headers=self.headers,
+                )
                 resp = conn.getresponse()
                 raw = resp.read()
                 conn.close()
@@ -91,8 +107,9 @@ class RestClient:
                 try:
                     doc = json.loads(raw) if raw else {}
                 except json.JSONDecodeError:
-                    raise SlurmJsonError(f"slurmrestd {method} {path}: HTTP {resp.status}, "
-                                         f"not JSON: {raw[:200]!r}") from None
+                    raise SlurmJsonError(
+                        f"slurmrestd {method} {path}: HTTP {resp.status}, not JSON: {raw[:200]!r}"
+                    ) from None
                 # A GET with errors is retried: with slurmctld down, 22.05's /jobs and
                 # /nodes answer an empty list plus "Failed while looking for jobs" /
                 # "Unspecified error", which must never be read as "no jobs".
@@ -103,8 +120,10 @@ class RestClient:
             if attempt < self.retries:
                 self.sleep(delay)
                 delay *= 2
-        raise SlurmUnreachable(f"slurmrestd at {self.address} ({method} {path}) failed after "
-                               f"{self.retries + 1} tries: {last}")
+        raise SlurmUnreachable(
+            f"slurmrestd at {self.address} ({method} {path}) failed after "
+            f"{self.retries + 1} tries: {last}"
+        )
 
     @property
     def total(self) -> int:
@@ -122,7 +141,9 @@ def _first_error(doc: Mapping[str, Any]) -> str:
 def _unreachable(doc: Mapping[str, Any]) -> bool:
     text = " ".join(
         str(e.get("error", "")) + " " + str(e.get("description", ""))
-        for e in doc.get("errors") or [] if isinstance(e, Mapping))
+        for e in doc.get("errors") or []
+        if isinstance(e, Mapping)
+    )
     return "Unable to contact slurm controller" in text
 
 
@@ -147,8 +168,9 @@ class SlurmRestCluster(SlurmCluster):
         """address/url: a unix socket path (``unix:`` optional, rest_auth/local) or
         http(s)://host:port (rest_auth/jwt: pass token and user). commands run the
         scontrol fallbacks (node list, requeuehold)."""
-        super().__init__(managed_partitions=managed_partitions,
-                         commands=commands or SlurmCommands(env), **kwargs)
+        super().__init__(
+            managed_partitions=managed_partitions, commands=commands or SlurmCommands(env), **kwargs
+        )
         where = address if address is not None else url
         if rest is None and where is None:
             raise ValueError("SlurmRestCluster needs the slurmrestd address (socket or URL)")
@@ -161,11 +183,14 @@ class SlurmRestCluster(SlurmCluster):
         return self.rest.total + self.commands.total
 
     def _fetch(self) -> tuple[dict, dict]:
-        return (self.rest.request("observe", "GET", f"{API}/nodes"),
-                self.rest.request("observe", "GET", f"{API}/jobs"))
+        return (
+            self.rest.request("observe", "GET", f"{API}/nodes"),
+            self.rest.request("observe", "GET", f"{API}/jobs"),
+        )
 
-    def _update(self, kind: str, job_id: JobId, body: Mapping[str, Any],
-                failed: dict[JobId, str]) -> bool:
+    def _update(
+        self, kind: str, job_id: JobId, body: Mapping[str, Any], failed: dict[JobId, str]
+    ) -> bool:
         doc = self.rest.request(kind, "POST", f"{API}/job/{quote(job_id)}", body)
         err = _first_error(doc)
         if err:
@@ -177,16 +202,23 @@ class SlurmRestCluster(SlurmCluster):
         pinned: list[StartOrder] = []
         for o in orders:
             if not self.pin_nodes_with_cli and not self._type_only_partition(o):
-                failed[o.job_id] = (f"partition {o.partition} mixes GPU types and 22.05's "
-                                    "REST API cannot set a node list (enable pin_nodes_with_cli)")
+                failed[o.job_id] = (
+                    f"partition {o.partition} mixes GPU types and 22.05's "
+                    "REST API cannot set a node list (enable pin_nodes_with_cli)"
+                )
                 continue
-            body = {"partition": o.partition, "gres": o.gres(),
-                    "nodes": [len(o.nodes), len(o.nodes)], "begin_time": "now"}
+            body = {
+                "partition": o.partition,
+                "gres": o.gres(),
+                "nodes": [len(o.nodes), len(o.nodes)],
+                "begin_time": "now",
+            }
             if self._update("place", o.job_id, body, failed):
                 pinned.append(o)
         if self.pin_nodes_with_cli and pinned:
-            lines = "".join(f"update JobId={o.job_id} NodeList={','.join(o.nodes)}\n"
-                            for o in pinned)
+            lines = "".join(
+                f"update JobId={o.job_id} NodeList={','.join(o.nodes)}\n" for o in pinned
+            )
             res = self.commands.run("place-nodes", ["scontrol"], stdin=lines)
             note_errors(res, [o.job_id for o in pinned], failed, check_rc=False)
 
@@ -207,7 +239,8 @@ class SlurmRestCluster(SlurmCluster):
         bad: set[JobId] = set()
         for j in ids:
             doc = self.rest.request(
-                "signal", "DELETE", f"{API}/job/{quote(j)}?signal={self.checkpoint_signal}")
+                "signal", "DELETE", f"{API}/job/{quote(j)}?signal={self.checkpoint_signal}"
+            )
             err = _first_error(doc)
             if err:
                 failed[j] = f"slurmrestd: {err}"
@@ -228,8 +261,10 @@ class SlurmRestCluster(SlurmCluster):
     def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         if not self.cli_fallback:
             for j in ids:
-                failed[j] = ("ignored the checkpoint signal; 22.05's REST API cannot requeue "
-                             "(enable cli_fallback for scontrol requeuehold)")
+                failed[j] = (
+                    "ignored the checkpoint signal; 22.05's REST API cannot requeue "
+                    "(enable cli_fallback for scontrol requeuehold)"
+                )
             return
         res = self.commands.run("requeuehold", ["scontrol", "requeuehold", job_list(ids)])
         note_errors(res, ids, failed)

@@ -24,24 +24,51 @@ def register(sub: Any) -> None:
             "the device and the date."
         ),
     )
-    p.add_argument("--types", nargs="+", metavar="TYPE",
-                   help="job types to measure (default: every type of the base table)")
+    p.add_argument(
+        "--types",
+        nargs="+",
+        metavar="TYPE",
+        help="job types to measure (default: every type of the base table)",
+    )
     p.add_argument("--pairs", action="store_true", help="also measure co-located pairs")
-    p.add_argument("--seconds", type=float, default=30.0,
-                   help="measured window per run, after warm-up (default 30)")
-    p.add_argument("--scale-factors", default=None, metavar="1,2,...",
-                   help="scale factors (default: 1, 2, 4, 8 up to the visible GPUs; 1 on CPU)")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=30.0,
+        help="measured window per run, after warm-up (default 30)",
+    )
+    p.add_argument(
+        "--scale-factors",
+        default=None,
+        metavar="1,2,...",
+        help="scale factors (default: 1, 2, 4, 8 up to the visible GPUs; 1 on CPU)",
+    )
     p.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
-    p.add_argument("--gpu-type", default=None,
-                   help="table column for this device (default: from its name, e.g. h100)")
-    p.add_argument("--out", required=True, metavar="TABLE",
-                   help="table file to merge into (created from --base if missing)")
-    p.add_argument("--base", default=None, metavar="TABLE",
-                   help="table to start from when --out does not exist (default: shipped)")
-    p.add_argument("--estimate", action="store_true",
-                   help="then estimate this device's unmeasured cells (marked as estimates)")
-    p.add_argument("--tiny", action="store_true",
-                   help="tiny model configs (for tests; the notes say so)")
+    p.add_argument(
+        "--gpu-type",
+        default=None,
+        help="table column for this device (default: from its name, e.g. h100)",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="TABLE",
+        help="table file to merge into (created from --base if missing)",
+    )
+    p.add_argument(
+        "--base",
+        default=None,
+        metavar="TABLE",
+        help="table to start from when --out does not exist (default: shipped)",
+    )
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="then estimate this device's unmeasured cells (marked as estimates)",
+    )
+    p.add_argument(
+        "--tiny", action="store_true", help="tiny model configs (for tests; the notes say so)"
+    )
     p.set_defaults(func=run)
 
 
@@ -71,11 +98,20 @@ def run(args: argparse.Namespace) -> int:
     unknown = [t for t in types if not table.has(t, 1)]
     if unknown:  # a type the table lacks may still be a workload; the worker says if not
         print(f"note: not in the base table yet: {', '.join(unknown)}", file=sys.stderr)
-    print(f"profiling {len(types)} job type(s) on {device_name} as '{gpu_type}', "
-          f"scale factors {sfs}, {args.seconds:g} s each", file=sys.stderr)
-    results = profile(types, seconds=args.seconds, device=device, scale_factors=sfs,
-                      pairs=args.pairs, tiny=args.tiny,
-                      log=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    print(
+        f"profiling {len(types)} job type(s) on {device_name} as '{gpu_type}', "
+        f"scale factors {sfs}, {args.seconds:g} s each",
+        file=sys.stderr,
+    )
+    results = profile(
+        types,
+        seconds=args.seconds,
+        device=device,
+        scale_factors=sfs,
+        pairs=args.pairs,
+        tiny=args.tiny,
+        log=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+    )
     merge(table, results, gpu_type=gpu_type, device_name=device_name, tiny=args.tiny)
     if args.estimate:
         table, cells = estimate_missing(table, [gpu_type])

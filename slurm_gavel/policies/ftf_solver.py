@@ -239,6 +239,12 @@ def solve_lp_sized(
 ) -> np.ndarray:
     """One LP over x >= 0 in HiGHS (IPM + crossover above IPM_COLUMNS columns); x."""
     return solve_lp(
-        c, a, row_lower, row_upper, maximize=maximize, time_limit=time_limit, what=what,
+        c,
+        a,
+        row_lower,
+        row_upper,
+        maximize=maximize,
+        time_limit=time_limit,
+        what=what,
         ipm_above=IPM_COLUMNS,
     ).x

@@ -69,9 +69,7 @@ def highs_model(
     lp.num_row_ = n_rows
     lp.col_cost_ = np.asarray(c, dtype=np.float64)
     lp.col_lower_ = np.zeros(n_cols) if col_lower is None else np.asarray(col_lower, np.float64)
-    lp.col_upper_ = (
-        np.full(n_cols, INF) if col_upper is None else np.asarray(col_upper, np.float64)
-    )
+    lp.col_upper_ = np.full(n_cols, INF) if col_upper is None else np.asarray(col_upper, np.float64)
     lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
     lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
@@ -92,9 +90,7 @@ def run_to_optimum(h: highspy.Highs, what: str) -> None:
     h.run()
     status = h.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
-        raise SolverError(
-            f"{what}: HiGHS stopped with status '{h.modelStatusToString(status)}'"
-        )
+        raise SolverError(f"{what}: HiGHS stopped with status '{h.modelStatusToString(status)}'")
 
 
 def solve_lp(
@@ -115,7 +111,13 @@ def solve_lp(
     ``ipm_above``: use interior point + crossover when there are more columns.
     """
     h = highs_model(
-        c, a, row_lower, row_upper, col_lower, col_upper, maximize=maximize,
+        c,
+        a,
+        row_lower,
+        row_upper,
+        col_lower,
+        col_upper,
+        maximize=maximize,
         time_limit=time_limit,
     )
     if ipm_above is not None and a.shape[1] > ipm_above:

@@ -89,9 +89,7 @@ def per_job_pair_terms(
     other = ~same
     cls = np.concatenate([pairs.c, pairs.d[other]])
     col = np.concatenate([idx, idx[other]])
-    time = np.concatenate(
-        [np.where(same, 2.0, 1.0) / count[pairs.c], 1.0 / count[pairs.d[other]]]
-    )
+    time = np.concatenate([np.where(same, 2.0, 1.0) / count[pairs.c], 1.0 / count[pairs.d[other]]])
     gain = np.concatenate(
         [
             np.where(same, pairs.gain_c + pairs.gain_d, pairs.gain_c) / count[pairs.c],
@@ -159,9 +157,13 @@ def solve_max_min_classes(
     b2, b3 = n_fair, n_fair + n_cls
     rows = np.concatenate(
         [
-            fair_rows[xc], fair_rows[pcls], np.arange(n_fair),
-            b2 + xc, b2 + pcls,
-            b3 + xt, b3 + pairs.t,
+            fair_rows[xc],
+            fair_rows[pcls],
+            np.arange(n_fair),
+            b2 + xc,
+            b2 + pcls,
+            b3 + xt,
+            b3 + pairs.t,
         ]
     )
     cols = np.concatenate(

@@ -39,9 +39,7 @@ class JobLevelLp:
 def job_level(problem: Problem, *, with_pairs: bool) -> JobLevelLp:
     types = problem.gpu_types
     n, k = len(problem.jobs), len(types)
-    tput = np.array([[j.throughput.get(t, 0.0) for t in types] for j in problem.jobs]).reshape(
-        n, k
-    )
+    tput = np.array([[j.throughput.get(t, 0.0) for t in types] for j in problem.jobs]).reshape(n, k)
     scale = np.array([float(j.scale_factor) for j in problem.jobs])
     cap = np.array([float(problem.cluster[t]) for t in types])
     allowed = (tput > 0) & (scale[:, None] <= cap[None, :])

@@ -93,7 +93,8 @@ def generate_trace(
         # per size, the types that can run at it (in table order: deterministic)
         runs_at = {
             sf: [
-                jt for jt in job_types
+                jt
+                for jt in job_types
                 if table.has(jt, sf) and reference_throughput(table, jt, sf) > 0
             ]
             for sf in sizes

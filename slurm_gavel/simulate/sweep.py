@@ -64,7 +64,11 @@ def sweep(
     points: list[SweepPoint] = []
     for rate in rates:
         jobs = generate_trace(
-            n_jobs, 3600.0 / rate, table, seed=options.seed, multi_gpu=multi_gpu,
+            n_jobs,
+            3600.0 / rate,
+            table,
+            seed=options.seed,
+            multi_gpu=multi_gpu,
             size_first=size_first,
         )
         opts = options

@@ -53,15 +53,27 @@ def backend(slurm, grace_s: float = 10.0) -> SlurmCluster:
 
 def place_ids(round_index: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]):
     """{job: (gpu type, [(node, gpus), ...])} -> the round's placement."""
-    return RoundPlacement(round_index, 0.0, 60.0, {
-        job_id: JobPlacement(job_id, t, tuple(NodeSlice(n, g) for n, g in slices))
-        for job_id, (t, slices) in jobs.items()
-    })
+    return RoundPlacement(
+        round_index,
+        0.0,
+        60.0,
+        {
+            job_id: JobPlacement(job_id, t, tuple(NodeSlice(n, g) for n, g in slices))
+            for job_id, (t, slices) in jobs.items()
+        },
+    )
 
 
 def managed(slurm, tmp_path: Path, name: str, job_type: str = "A3C", scale: int = 1) -> str:
-    return slurm.sbatch(f"--comment=gavel:type={job_type},scale={scale}", "-p", "gpu",
-                        "-o", str(tmp_path / f"{name}.out"), JOB, str(tmp_path / name))
+    return slurm.sbatch(
+        f"--comment=gavel:type={job_type},scale={scale}",
+        "-p",
+        "gpu",
+        "-o",
+        str(tmp_path / f"{name}.out"),
+        JOB,
+        str(tmp_path / name),
+    )
 
 
 def test_observe_sees_topology_and_gpu_types(slurm):
@@ -139,8 +151,15 @@ def test_move_preempts_and_restarts_on_the_new_place(slurm, tmp_path):
 
 
 def test_job_ignoring_the_signal_is_requeue_held_after_the_grace(slurm, tmp_path):
-    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
-                       "--wrap", "trap '' USR1; sleep 300")
+    job = slurm.sbatch(
+        "--comment=gavel:type=A3C",
+        "-p",
+        "gpu",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "trap '' USR1; sleep 300",
+    )
     b = backend(slurm, grace_s=1.0)
     b.observe()
     b.act(place_ids(0, {job: ("k80", [("k80-2", 1)])}))
@@ -155,10 +174,19 @@ def test_job_ignoring_the_signal_is_requeue_held_after_the_grace(slurm, tmp_path
 
 
 def test_unmanaged_jobs_are_never_touched_and_their_gpus_excluded(slurm, tmp_path):
-    other = slurm.sbatch("-p", "v100", "--gres=gpu:v100:3", "-o", "/dev/null",
-                         "--wrap", "sleep 300")
-    stray = slurm.sbatch("--comment=gavel:type=A3C", "-p", "v100", "--gres=gpu:v100:1",
-                         "-o", "/dev/null", "--wrap", "sleep 300")  # managed (held)
+    other = slurm.sbatch(
+        "-p", "v100", "--gres=gpu:v100:3", "-o", "/dev/null", "--wrap", "sleep 300"
+    )
+    stray = slurm.sbatch(
+        "--comment=gavel:type=A3C",
+        "-p",
+        "v100",
+        "--gres=gpu:v100:1",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 300",
+    )  # managed (held)
     slurm.wait_state(other, "RUNNING")
     b = backend(slurm)
     snap = b.observe()
@@ -166,8 +194,7 @@ def test_unmanaged_jobs_are_never_touched_and_their_gpus_excluded(slurm, tmp_pat
     assert v1.gpus_held_unmanaged == 3 and v1.usable_gpus == 1
     assert other not in {j.job.id for j in snap.jobs}
     # A placement naming the unmanaged job is refused; preempt-all leaves it alone.
-    res = b.act(place_ids(0, {other: ("v100", [("v100-1", 1)]),
-                              stray: ("v100", [("v100-1", 1)])}))
+    res = b.act(place_ids(0, {other: ("v100", [("v100-1", 1)]), stray: ("v100", [("v100-1", 1)])}))
     assert dict(res.failed)[other].startswith("not a managed job")
     assert res.started == (stray,)
     slurm.wait_state(stray, "RUNNING")
@@ -196,8 +223,9 @@ def test_commands_are_batched_one_per_action_kind(slurm, tmp_path):
 
 
 def test_released_job_that_could_not_start_is_held_again_when_not_placed(slurm, tmp_path):
-    blocker = slurm.sbatch("-p", "k80", "-w", "k80-1", "--gres=gpu:k80:4", "-o", "/dev/null",
-                           "--wrap", "sleep 300")
+    blocker = slurm.sbatch(
+        "-p", "k80", "-w", "k80-1", "--gres=gpu:k80:4", "-o", "/dev/null", "--wrap", "sleep 300"
+    )
     slurm.wait_state(blocker, "RUNNING")
     job = managed(slurm, tmp_path, "wait")
     b = backend(slurm)
@@ -216,16 +244,18 @@ def test_bad_placements_fail_without_touching_others(slurm, tmp_path):
     ok = managed(slurm, tmp_path, "ok")
     b = backend(slurm)
     b.observe()
-    res = b.act(place_ids(0, {job: ("v100", [("v100-1", 2), ("v100-2", 1)]),
-                              ok: ("v100", [("v100-1", 1)])}))
+    res = b.act(
+        place_ids(0, {job: ("v100", [("v100-1", 2), ("v100-2", 1)]), ok: ("v100", [("v100-1", 1)])})
+    )
     assert "uneven" in dict(res.failed)[job]
     assert res.started == (ok,)
     assert slurm.show(job)["Priority"] == "0"
 
 
 def test_malformed_comment_is_a_warning_and_not_managed(slurm):
-    job = slurm.sbatch("--comment=gavel:type=A3C,scale=zero", "-p", "gpu", "-o", "/dev/null",
-                       "--wrap", "sleep 300")
+    job = slurm.sbatch(
+        "--comment=gavel:type=A3C,scale=zero", "-p", "gpu", "-o", "/dev/null", "--wrap", "sleep 300"
+    )
     b = backend(slurm)
     snap = b.observe()
     assert job not in {j.job.id for j in snap.jobs}
@@ -241,10 +271,16 @@ def test_drained_node_is_reported_drained(slurm):
 
 
 def test_non_blocking_preempt_requeue_holds_overdue_jobs_next_act(slurm):
-    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
-                       "--wrap", "trap '' USR1; sleep 300")
-    b = SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=1.0,
-                     wait_for_preempted=False)
+    job = slurm.sbatch(
+        "--comment=gavel:type=A3C",
+        "-p",
+        "gpu",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "trap '' USR1; sleep 300",
+    )
+    b = SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=1.0, wait_for_preempted=False)
     b.observe()
     b.act(place_ids(0, {job: ("v100", [("v100-1", 1)])}))
     slurm.wait_state(job, "RUNNING")

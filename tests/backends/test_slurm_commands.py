@@ -98,18 +98,33 @@ class CannedCommands(SlurmCommands):
 
 
 # What 22.05's squeue/sinfo --json print (exit 0, empty stderr) when slurmctld is down.
-DOWN_JOBS = json.dumps({"meta": {"Slurm": {"release": "22.05.8"}}, "jobs": [], "errors": [
-    {"description": "Failed while looking for jobs", "error_number": -1,
-     "error": "Unspecified error", "source": "slurm_load_jobs"}]})
-DOWN_NODES = json.dumps({"meta": {"Slurm": {"release": "22.05.8"}}, "nodes": [],
-                         "errors": [{"error": "Unspecified error", "errno": -1}]})
+DOWN_JOBS = json.dumps(
+    {
+        "meta": {"Slurm": {"release": "22.05.8"}},
+        "jobs": [],
+        "errors": [
+            {
+                "description": "Failed while looking for jobs",
+                "error_number": -1,
+                "error": "Unspecified error",
+                "source": "slurm_load_jobs",
+            }
+        ],
+    }
+)
+DOWN_NODES = json.dumps(
+    {
+        "meta": {"Slurm": {"release": "22.05.8"}},
+        "nodes": [],
+        "errors": [{"error": "Unspecified error", "errno": -1}],
+    }
+)
 
 
 def test_json_errors_from_an_unreachable_controller_are_retried_not_read_as_empty():
     sinfo = (DATA / "sinfo-22.05.json").read_text()
     squeue = (DATA / "squeue-22.05.json").read_text()
-    cmds = CannedCommands({"sinfo": [DOWN_NODES, sinfo], "squeue": [DOWN_JOBS, DOWN_JOBS,
-                                                                    squeue]})
+    cmds = CannedCommands({"sinfo": [DOWN_NODES, sinfo], "squeue": [DOWN_JOBS, DOWN_JOBS, squeue]})
     snap = SlurmCluster(commands=cmds).observe()
     assert len(snap.jobs) > 0 and cmds.sleeps == [1.0, 1.0, 2.0]
     cmds = CannedCommands({"sinfo": [sinfo], "squeue": [DOWN_JOBS]})
@@ -142,11 +157,18 @@ def test_a_job_whose_update_failed_is_never_released():
     cmds = ScriptedCommands({"place": f"Invalid partition name specified for job {held}\n"})
     b = SlurmCluster(commands=cmds)
     b.observe()
-    res = b.act(RoundPlacement(0, 0, 60, {
-        held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),)),
-        ckpt: JobPlacement(ckpt, "v100", (NodeSlice("v100-2", 1),)),
-        run1: JobPlacement(run1, "v100", (NodeSlice("v100-1", 2),)),
-    }))
+    res = b.act(
+        RoundPlacement(
+            0,
+            0,
+            60,
+            {
+                held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),)),
+                ckpt: JobPlacement(ckpt, "v100", (NodeSlice("v100-2", 1),)),
+                run1: JobPlacement(run1, "v100", (NodeSlice("v100-1", 2),)),
+            },
+        )
+    )
     assert res.started == (ckpt,) and res.kept == (run1,)
     assert dict(res.failed)[held].startswith("Invalid partition")
     (place,) = [stdin for kind, _, stdin in cmds.log if kind == "place"]
@@ -161,8 +183,9 @@ def test_nothing_is_released_when_the_place_error_names_no_job():
     cmds = ScriptedCommands({"place": "scontrol: error: something unexpected\n"})
     b = SlurmCluster(commands=cmds)
     b.observe()
-    res = b.act(RoundPlacement(0, 0, 60, {
-        held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),))}))
+    res = b.act(
+        RoundPlacement(0, 0, 60, {held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),))})
+    )
     assert res.started == () and held in dict(res.failed)
     assert cmds.counts["release"] == 0
 
@@ -181,8 +204,9 @@ def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
 
     def start(job: str, now: float) -> None:
         b.clock = lambda: now
-        res = b.act(RoundPlacement(0, 0, 60, {
-            job: JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))}))
+        res = b.act(
+            RoundPlacement(0, 0, 60, {job: JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))})
+        )
         assert res.started == (job,)
 
     start(ckpt, requeued.submit_time + 0.4)  # same second: wait until the next one

@@ -13,8 +13,18 @@ pytestmark = pytest.mark.slurm
 
 
 def test_managed_job_is_held_and_its_gpu_request_becomes_the_scale(slurm):
-    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-N", "2", "--gres=gpu:2",
-                       "-o", "/dev/null", "--wrap", "true")
+    job = slurm.sbatch(
+        "--comment=gavel:type=A3C",
+        "-p",
+        "gpu",
+        "-N",
+        "2",
+        "--gres=gpu:2",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "true",
+    )
     info = slurm.show(job)
     assert info["JobState"] == "PENDING" and info["Priority"] == "0"
     assert info["Comment"] == "gavel:type=A3C,scale=4"  # 2 nodes x 2 GPUs
@@ -24,8 +34,7 @@ def test_managed_job_is_held_and_its_gpu_request_becomes_the_scale(slurm):
 
 
 def test_comment_without_type_is_refused_at_submit(slurm):
-    res = slurm.cmd("sbatch", "--comment=gavel:scale=2", "-p", "gpu", "--wrap", "true",
-                    check=False)
+    res = slurm.cmd("sbatch", "--comment=gavel:scale=2", "-p", "gpu", "--wrap", "true", check=False)
     assert res.returncode != 0
     assert "names no job type" in res.stderr
 
@@ -40,11 +49,27 @@ def test_users_cannot_release_or_relabel_managed_jobs(slurm):
         pytest.skip("no runuser or no user 'nobody' to submit as")
 
     def as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([runuser, "-u", "nobody", "--", *argv], capture_output=True,
-                              text=True, env={"PATH": "/usr/bin:/bin", **slurm.env}, timeout=30)
+        return subprocess.run(
+            [runuser, "-u", "nobody", "--", *argv],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", **slurm.env},
+            timeout=30,
+        )
 
-    sub = as_nobody("sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null",
-                    "--comment=gavel:type=A3C", "-p", "gpu", "--wrap", "sleep 60")
+    sub = as_nobody(
+        "sbatch",
+        "--parsable",
+        "-D",
+        "/tmp",
+        "-o",
+        "/dev/null",
+        "--comment=gavel:type=A3C",
+        "-p",
+        "gpu",
+        "--wrap",
+        "sleep 60",
+    )
     assert sub.returncode == 0, sub.stderr
     job = sub.stdout.strip()
     assert as_nobody("scontrol", "release", job).returncode != 0

@@ -44,8 +44,14 @@ def test_version_from_captured_meta():
 
 
 def test_version_23_meta_shape_and_refusals():
-    v = parse_version({"meta": {"slurm": {"release": "24.11.1", "version": {}},
-                                "plugin": {"data_parser": "data_parser/v0.0.42"}}})
+    v = parse_version(
+        {
+            "meta": {
+                "slurm": {"release": "24.11.1", "version": {}},
+                "plugin": {"data_parser": "data_parser/v0.0.42"},
+            }
+        }
+    )
     assert (v.major, v.minor) == (24, 11) and v.plugin == "data_parser/v0.0.42"
     with pytest.raises(SlurmJsonError, match=r"older than 22\.05"):
         parse_version({"meta": {"Slurm": {"release": "21.08.5"}}})
@@ -146,7 +152,13 @@ def test_shape_helpers():
     assert gpu_gres("gres:gpu:2") == [(None, 2)]
     assert gpu_gres("gpu:a100:2(IDX:0-1),gpu:v100:1(IDX:2)") == [("a100", 2), ("v100", 1)]
     assert expand_hostlist("v100-[1-2,5],k80-[08-10]") == [
-        "v100-1", "v100-2", "v100-5", "k80-08", "k80-09", "k80-10"]
+        "v100-1",
+        "v100-2",
+        "v100-5",
+        "k80-08",
+        "k80-09",
+        "k80-10",
+    ]
     assert expand_hostlist("") == []
     with pytest.raises(ValueError):
         state_list(5)
@@ -165,7 +177,12 @@ def test_capture_is_reproducible(slurm, tmp_path):
     for role in committed:
         a, b = new[fresh[role]], old[committed[role]]
         assert (a.state, a.held, a.restarts, a.exit_code, a.comment) == (
-            b.state, b.held, b.restarts, b.exit_code, b.comment), role
+            b.state,
+            b.held,
+            b.restarts,
+            b.exit_code,
+            b.comment,
+        ), role
         assert [(g.node, g.gpus) for g in a.gpu_slices] == [(g.node, g.gpus) for g in b.gpu_slices]
     _, new_nodes = parse_nodes(json.loads((tmp_path / "sinfo-22.05.json").read_text()))
     _, old_nodes = parse_nodes(load("sinfo-22.05.json"))

@@ -24,19 +24,28 @@ JOB = str(Path(__file__).parent / "jobs" / "checkpoint_job.sh")
 @pytest.fixture
 def rest(slurm):
     sock = localcluster.rest_up(slurm.run_dir)
-    return lambda **kw: SlurmRestCluster(sock, env=slurm.env, poll_s=0.2,
-                                         **{"grace_s": 10.0, **kw})
+    return lambda **kw: SlurmRestCluster(sock, env=slurm.env, poll_s=0.2, **{"grace_s": 10.0, **kw})
 
 
 def placement(i: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]) -> RoundPlacement:
-    return RoundPlacement(i, 0.0, 60.0, {
-        j: JobPlacement(j, t, tuple(NodeSlice(n, g) for n, g in s)) for j, (t, s) in jobs.items()
-    })
+    return RoundPlacement(
+        i,
+        0.0,
+        60.0,
+        {j: JobPlacement(j, t, tuple(NodeSlice(n, g) for n, g in s)) for j, (t, s) in jobs.items()},
+    )
 
 
 def managed(slurm, tmp_path: Path, name: str, scale: int = 1) -> str:
-    return slurm.sbatch(f"--comment=gavel:type=A3C,scale={scale}", "-p", "gpu",
-                        "-o", "/dev/null", JOB, str(tmp_path / name))
+    return slurm.sbatch(
+        f"--comment=gavel:type=A3C,scale={scale}",
+        "-p",
+        "gpu",
+        "-o",
+        "/dev/null",
+        JOB,
+        str(tmp_path / name),
+    )
 
 
 def test_rest_observe_matches_cli(slurm, rest, tmp_path):
@@ -96,10 +105,18 @@ def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
 
 
 def test_rest_requeuehold_fallback_and_unmanaged_untouched(slurm, rest, tmp_path):
-    other = slurm.sbatch("-p", "v100", "--gres=gpu:v100:1", "-o", "/dev/null",
-                         "--wrap", "sleep 300")
-    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
-                       "--wrap", "trap '' USR1; sleep 300")
+    other = slurm.sbatch(
+        "-p", "v100", "--gres=gpu:v100:1", "-o", "/dev/null", "--wrap", "sleep 300"
+    )
+    job = slurm.sbatch(
+        "--comment=gavel:type=A3C",
+        "-p",
+        "gpu",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "trap '' USR1; sleep 300",
+    )
     b = rest(grace_s=1.0)
     b.observe()
     b.act(placement(0, {job: ("v100", [("v100-2", 1)])}))
@@ -122,8 +139,10 @@ def test_rest_requeuehold_fallback_and_unmanaged_untouched(slurm, rest, tmp_path
 
 def test_rest_get_with_errors_is_retried_then_raises(tmp_path):
     """22.05's slurmrestd answers /jobs with [] plus an error when slurmctld is down."""
-    body = (b'{"meta": {}, "jobs": [], "errors": [{"description": "Failed while looking '
-            b'for jobs", "error": "Unspecified error"}]}')
+    body = (
+        b'{"meta": {}, "jobs": [], "errors": [{"description": "Failed while looking '
+        b'for jobs", "error": "Unspecified error"}]}'
+    )
     path = str(tmp_path / "fake.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
@@ -133,8 +152,10 @@ def test_rest_get_with_errors_is_retried_then_raises(tmp_path):
         for _ in range(3):
             conn, _ = server.accept()
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
             conn.close()
 
     threading.Thread(target=serve, daemon=True).start()

@@ -76,11 +76,16 @@ def test_first_submit_time_survives_requeue():
 
 def test_plan_keep_start_preempt():
     v = view()
-    placement = RoundPlacement(0, 0, 60, {
-        S["run1"]: jp(S["run1"], "v100", ("v100-1", 2)),  # unchanged: keep
-        S["held"]: jp(S["held"], "v100", ("v100-2", 1)),  # held: start
-        S["ckpt"]: jp(S["ckpt"], "k80", ("k80-1", 1)),  # checkpointed: restart
-    })
+    placement = RoundPlacement(
+        0,
+        0,
+        60,
+        {
+            S["run1"]: jp(S["run1"], "v100", ("v100-1", 2)),  # unchanged: keep
+            S["held"]: jp(S["held"], "v100", ("v100-2", 1)),  # held: start
+            S["ckpt"]: jp(S["ckpt"], "k80", ("k80-1", 1)),  # checkpointed: restart
+        },
+    )
     plan = plan_act(placement, v, None)
     assert plan.keep == [S["run1"]]
     assert [o.job_id for o in plan.starts] == [S["held"], S["ckpt"]]
@@ -90,15 +95,21 @@ def test_plan_keep_start_preempt():
     assert start.partition == "gpu"  # its own partition holds the node: kept
     assert render_update(start) == (
         f"update JobId={S['held']} Partition=gpu NumNodes=1-1 NodeList=v100-2 "
-        "Gres=gpu:1 StartTime=now")
+        "Gres=gpu:1 StartTime=now"
+    )
 
 
 def test_plan_move_and_partition_choice():
     v = view(managed_partitions={"v100", "p100", "k80"})
-    placement = RoundPlacement(0, 0, 60, {
-        S["run1"]: jp(S["run1"], "p100", ("p100-1", 1), ("p100-2", 1)),
-        S["multi"]: jp(S["multi"], "p100", ("p100-1", 4), ("p100-2", 4)),
-    })
+    placement = RoundPlacement(
+        0,
+        0,
+        60,
+        {
+            S["run1"]: jp(S["run1"], "p100", ("p100-1", 1), ("p100-2", 1)),
+            S["multi"]: jp(S["multi"], "p100", ("p100-1", 4), ("p100-2", 4)),
+        },
+    )
     plan = plan_act(placement, v, {"v100", "p100", "k80"})
     assert plan.keep == [S["multi"]]
     (move,) = plan.moves
@@ -106,14 +117,17 @@ def test_plan_move_and_partition_choice():
     assert plan.to_signal == [S["run1"]]
 
 
-@pytest.mark.parametrize(("placement", "reason"), [
-    (lambda: jp(S["unmanaged"], "k80", ("k80-1", 1)), "not a managed job"),
-    (lambda: jp(S["cancelled"], "k80", ("k80-1", 1)), "finished"),
-    (lambda: jp(S["held"], "v100", ("v100-1", 2), ("v100-2", 1)), "uneven GPUs"),
-    (lambda: jp(S["held"], "v100", ("k80-1", 1)), "has k80 GPUs, not v100"),
-    (lambda: jp(S["held"], "v100", ("nowhere", 1)), "unknown node nowhere"),
-    (lambda: jp(S["held"], "v100"), "names no nodes"),
-])
+@pytest.mark.parametrize(
+    ("placement", "reason"),
+    [
+        (lambda: jp(S["unmanaged"], "k80", ("k80-1", 1)), "not a managed job"),
+        (lambda: jp(S["cancelled"], "k80", ("k80-1", 1)), "finished"),
+        (lambda: jp(S["held"], "v100", ("v100-1", 2), ("v100-2", 1)), "uneven GPUs"),
+        (lambda: jp(S["held"], "v100", ("k80-1", 1)), "has k80 GPUs, not v100"),
+        (lambda: jp(S["held"], "v100", ("nowhere", 1)), "unknown node nowhere"),
+        (lambda: jp(S["held"], "v100"), "names no nodes"),
+    ],
+)
 def test_plan_failures_are_reported_per_job(placement, reason):
     p = placement()
     plan = plan_act(RoundPlacement(0, 0, 60, {p.job_id: p}), view(), None)
@@ -125,10 +139,15 @@ def test_plan_failures_are_reported_per_job(placement, reason):
 def test_space_sharing_pair_starts_one_and_reports_the_other():
     v = view()
     a, b = S["held"], S["ckpt"]
-    placement = RoundPlacement(0, 0, 60, {
-        a: jp(a, "v100", ("v100-2", 1), partner=b),
-        b: jp(b, "v100", ("v100-2", 1), partner=a),
-    })
+    placement = RoundPlacement(
+        0,
+        0,
+        60,
+        {
+            a: jp(a, "v100", ("v100-2", 1), partner=b),
+            b: jp(b, "v100", ("v100-2", 1), partner=a),
+        },
+    )
     plan = plan_act(placement, v, None)
     assert [o.job_id for o in plan.starts] == [a]
     assert plan.failed[0][0] == b and "sharing" in plan.failed[0][1]

@@ -43,8 +43,20 @@ def test_byte_identical_json_on_rerun(tmp_path):
 
 def test_size_first_trace_is_saved_with_gavels_size_mix(tmp_path, capsys):
     out = tmp_path / "trace.csv"
-    argv = ["simulate", "--generate", "400", "--interarrival", "600", "--multi-gpu",
-            "--size-first", "--policy", "fifo", "--save-trace", str(out), "--no-progress"]
+    argv = [
+        "simulate",
+        "--generate",
+        "400",
+        "--interarrival",
+        "600",
+        "--multi-gpu",
+        "--size-first",
+        "--policy",
+        "fifo",
+        "--save-trace",
+        str(out),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     rows = out.read_text().splitlines()
     col = rows[0].split(",").index("scale_factor")

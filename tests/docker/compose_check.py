@@ -11,9 +11,23 @@ from pathlib import Path
 from typing import Any
 
 TOP_KEYS = {"name", "services", "volumes", "networks", "configs", "secrets"}
-SERVICE_KEYS = {"image", "build", "command", "entrypoint", "environment", "volumes",
-                "depends_on", "healthcheck", "network_mode", "ports", "init", "hostname",
-                "working_dir", "stop_grace_period", "restart"}
+SERVICE_KEYS = {
+    "image",
+    "build",
+    "command",
+    "entrypoint",
+    "environment",
+    "volumes",
+    "depends_on",
+    "healthcheck",
+    "network_mode",
+    "ports",
+    "init",
+    "hostname",
+    "working_dir",
+    "stop_grace_period",
+    "restart",
+}
 BUILD_KEYS = {"context", "dockerfile"}
 HEALTH_KEYS = {"test", "interval", "timeout", "retries", "start_period"}
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
@@ -39,15 +53,17 @@ def check_compose(doc: Any, base: Path) -> list[str]:
     """`base` is the directory of the compose file (relative paths start there)."""
     if not isinstance(doc, Mapping):
         return ["the compose file is not a mapping"]
-    problems = [f"unknown top-level key {k!r}" for k in doc
-                if k not in TOP_KEYS and not str(k).startswith("x-")]
+    problems = [
+        f"unknown top-level key {k!r}"
+        for k in doc
+        if k not in TOP_KEYS and not str(k).startswith("x-")
+    ]
     services = doc.get("services")
     if not isinstance(services, Mapping) or not services:
         return [*problems, "no services"]
     volumes = doc.get("volumes") or {}
     for name, svc in services.items():
-        problems += [f"services.{name}: {p}" for p in
-                     _check_service(svc, services, volumes, base)]
+        problems += [f"services.{name}: {p}" for p in _check_service(svc, services, volumes, base)]
     return problems
 
 
@@ -73,12 +89,13 @@ def _check_service(svc: Any, services: Mapping, volumes: Mapping, base: Path) ->
             out.append(f"{key}: write it as a list of strings (exec form)")
     env = svc.get("environment", {})
     if not isinstance(env, Mapping) or not all(
-            isinstance(v, str | int | float) for v in env.values()):
+        isinstance(v, str | int | float) for v in env.values()
+    ):
         out.append("environment: a mapping of names to values")
     for spec in svc.get("volumes", []):
         out += _check_volume(spec, volumes, base)
     deps = svc.get("depends_on", {})
-    for dep, how in (deps.items() if isinstance(deps, Mapping) else []):
+    for dep, how in deps.items() if isinstance(deps, Mapping) else []:
         if dep not in services:
             out.append(f"depends_on: no service {dep!r}")
         if not isinstance(how, Mapping) or how.get("condition") not in CONDITIONS:
@@ -100,7 +117,7 @@ def _check_service(svc: Any, services: Mapping, volumes: Mapping, base: Path) ->
         else:
             test = hc.get("test")
             if not _strings(test) or test[0] != "CMD":
-                out.append("healthcheck.test: write it as [\"CMD\", ...] (exec form)")
+                out.append('healthcheck.test: write it as ["CMD", ...] (exec form)')
             for key in ("interval", "timeout", "start_period"):
                 if key in hc and not DURATION.match(str(hc[key])):
                     out.append(f"healthcheck.{key}: {hc[key]!r} is not a duration")
@@ -125,5 +142,3 @@ def _check_volume(spec: Any, volumes: Mapping, base: Path) -> list[str]:
     elif src not in volumes:
         return [f"volumes: named volume {src!r} is not declared under top-level volumes"]
     return []
-
-

@@ -13,8 +13,21 @@ from pathlib import Path
 import yaml
 from docker_entrypoints import SETUP_SCRIPTS, check_argv
 
-DOCKERFILE_INSTRUCTIONS = {"FROM", "RUN", "COPY", "WORKDIR", "ENV", "CMD", "ENTRYPOINT",
-                           "ARG", "LABEL", "EXPOSE", "USER", "STOPSIGNAL", "HEALTHCHECK"}
+DOCKERFILE_INSTRUCTIONS = {
+    "FROM",
+    "RUN",
+    "COPY",
+    "WORKDIR",
+    "ENV",
+    "CMD",
+    "ENTRYPOINT",
+    "ARG",
+    "LABEL",
+    "EXPOSE",
+    "USER",
+    "STOPSIGNAL",
+    "HEALTHCHECK",
+}
 
 
 @dataclass
@@ -70,13 +83,19 @@ def _ignore_patterns(context: Path) -> list[str]:
     path = context / ".dockerignore"
     if not path.exists():
         return []
-    return [ln.strip().rstrip("/") for ln in path.read_text().splitlines()
-            if ln.strip() and not ln.strip().startswith("#")]
+    return [
+        ln.strip().rstrip("/")
+        for ln in path.read_text().splitlines()
+        if ln.strip() and not ln.strip().startswith("#")
+    ]
 
 
 def _ignored(rel: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(rel, pat.removeprefix("**/"))
-               for pat in patterns if not pat.startswith("!"))
+    return any(
+        fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(rel, pat.removeprefix("**/"))
+        for pat in patterns
+        if not pat.startswith("!")
+    )
 
 
 def check_dockerfile(text: str, context: Path) -> list[str]:
@@ -114,5 +133,3 @@ def check_dockerfile(text: str, context: Path) -> list[str]:
         if form is not None:
             problems += [f"Dockerfile {name}: {p}" for p in check_argv(form, df.workdir)]
     return problems
-
-

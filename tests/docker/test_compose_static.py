@@ -71,6 +71,7 @@ def _set(path: str, value: Any) -> Mutation:
             node[int(last)] = value
         else:
             node[last] = value
+
     return mutate
 
 
@@ -81,18 +82,21 @@ def _drop(path: str) -> Mutation:
         for key in parents:
             node = node[key]
         del node[last]
+
     return mutate
 
 
 def _cluster_arg(option: str, value: str | None) -> Mutation:
     """Replace an option's value in the cluster command (None removes the option)."""
+
     def mutate(doc: dict[str, Any]) -> None:
         argv = doc["services"]["cluster"]["command"]
         i = argv.index(option)
         if value is None:
-            del argv[i:i + (1 if option == "--foreground" else 2)]
+            del argv[i : i + (1 if option == "--foreground" else 2)]
         else:
             argv[i + 1] = value
+
     return mutate
 
 
@@ -100,61 +104,100 @@ def _daemon_volumes(edit: Callable[[list[str]], list[str]]) -> Mutation:
     def mutate(doc: dict[str, Any]) -> None:
         svc = doc["services"]["daemon"]
         svc["volumes"] = edit(svc["volumes"])
+
     return mutate
 
 
 MUTATIONS: dict[str, tuple[Mutation, str]] = {
     "missing bind-mounted file": (
         _daemon_volumes(lambda v: ["./nope.yaml:/etc/slurm-gavel/gavel.yaml:ro", *v[1:]]),
-        "nope.yaml does not exist"),
-    "missing build context": (_set("services.daemon.build", {"context": "../nowhere"}),
-                              "no such directory"),
-    "missing Dockerfile": (_set("services.cluster.build.dockerfile", "docker/Nope"),
-                           "no such file"),
-    "undeclared named volume": (_daemon_volumes(lambda v: [*v, "scratch:/scratch"]),
-                                "'scratch' is not declared"),
-    "untested command": (_set("services.cluster.command", ["/usr/sbin/slurmctld", "-D"]),
-                         "not a tested entry point"),
+        "nope.yaml does not exist",
+    ),
+    "missing build context": (
+        _set("services.daemon.build", {"context": "../nowhere"}),
+        "no such directory",
+    ),
+    "missing Dockerfile": (
+        _set("services.cluster.build.dockerfile", "docker/Nope"),
+        "no such file",
+    ),
+    "undeclared named volume": (
+        _daemon_volumes(lambda v: [*v, "scratch:/scratch"]),
+        "'scratch' is not declared",
+    ),
+    "untested command": (
+        _set("services.cluster.command", ["/usr/sbin/slurmctld", "-D"]),
+        "not a tested entry point",
+    ),
     "shell-form command": (_set("services.daemon.command", "slurm-gavel run"), "exec form"),
-    "option the tool lacks": (_set("services.cluster.command.1", "start"),
-                              "rejected by its parser"),
-    "daemon option it lacks": (_set("services.daemon.command.2", "--cfg"),
-                               "rejected by its parser"),
+    "option the tool lacks": (
+        _set("services.cluster.command.1", "start"),
+        "rejected by its parser",
+    ),
+    "daemon option it lacks": (
+        _set("services.daemon.command.2", "--cfg"),
+        "rejected by its parser",
+    ),
     "unreadable topology": (_cluster_arg("--topology", "v100:2"), "TYPE:NODESxGPUS"),
     "one GPU type only": (_cluster_arg("--topology", "v100:3x4"), "should mix GPU types"),
-    "GPU type without throughputs": (_cluster_arg("--topology", "v100:1x4,h100:1x4"),
-                                     "h100 is not in the shipped throughput table"),
+    "GPU type without throughputs": (
+        _cluster_arg("--topology", "v100:1x4,h100:1x4"),
+        "h100 is not in the shipped throughput table",
+    ),
     "no foreground": (_cluster_arg("--foreground", None), "needs --foreground"),
-    "plugin the image does not build": (_cluster_arg("--spank", "spank/other.so"),
-                                        "not built by the Dockerfile"),
-    "partitions without the shared one": (_cluster_arg("--partitions", "per-type"),
-                                          "partition 'gpu' is not in the cluster"),
-    "untested healthcheck": (_set("services.cluster.healthcheck.test", ["CMD", "sinfo"]),
-                             "not a tested entry point"),
-    "shell healthcheck": (_set("services.cluster.healthcheck.test", ["CMD-SHELL", "sinfo"]),
-                          "exec form"),
-    "bad duration": (_set("services.cluster.healthcheck.interval", "10 sec"),
-                     "not a duration"),
+    "plugin the image does not build": (
+        _cluster_arg("--spank", "spank/other.so"),
+        "not built by the Dockerfile",
+    ),
+    "partitions without the shared one": (
+        _cluster_arg("--partitions", "per-type"),
+        "partition 'gpu' is not in the cluster",
+    ),
+    "untested healthcheck": (
+        _set("services.cluster.healthcheck.test", ["CMD", "sinfo"]),
+        "not a tested entry point",
+    ),
+    "shell healthcheck": (
+        _set("services.cluster.healthcheck.test", ["CMD-SHELL", "sinfo"]),
+        "exec form",
+    ),
+    "bad duration": (_set("services.cluster.healthcheck.interval", "10 sec"), "not a duration"),
     "unknown service key": (_set("services.daemon.privileged", True), "unknown key"),
     "unknown top-level key": (_set("service", {}), "unknown top-level key"),
-    "dependency on nothing": (_set("services.daemon.depends_on", {"db": {
-        "condition": "service_healthy"}}), "no service 'db'"),
+    "dependency on nothing": (
+        _set("services.daemon.depends_on", {"db": {"condition": "service_healthy"}}),
+        "no service 'db'",
+    ),
     "restart policy": (_set("services.daemon.restart", "sometimes"), "restart policy"),
-    "ports beside a shared network": (_set("services.daemon.ports", ["9464:9464"]),
-                                      "conflict with network_mode"),
-    "own network for the daemon": (_drop("services.daemon.network_mode"),
-                                   "network_mode must be service:cluster"),
-    "other slurm.conf": (_set("services.daemon.environment.SLURM_CONF", "/etc/slurm/slurm.conf"),
-                         "SLURM_CONF must be"),
-    "no munge socket": (_daemon_volumes(lambda v: [x for x in v if "/run/munge" not in x]),
-                        "the munge socket"),
-    "private progress spool": (_daemon_volumes(
-        lambda v: [x.replace("progress:", "mine:") for x in v]), "not declared"),
-    "progress dir not exported": (_set("services.cluster.environment.GAVEL_PROGRESS_DIR",
-                                       "/tmp/p"), "GAVEL_PROGRESS_DIR must be"),
+    "ports beside a shared network": (
+        _set("services.daemon.ports", ["9464:9464"]),
+        "conflict with network_mode",
+    ),
+    "own network for the daemon": (
+        _drop("services.daemon.network_mode"),
+        "network_mode must be service:cluster",
+    ),
+    "other slurm.conf": (
+        _set("services.daemon.environment.SLURM_CONF", "/etc/slurm/slurm.conf"),
+        "SLURM_CONF must be",
+    ),
+    "no munge socket": (
+        _daemon_volumes(lambda v: [x for x in v if "/run/munge" not in x]),
+        "the munge socket",
+    ),
+    "private progress spool": (
+        _daemon_volumes(lambda v: [x.replace("progress:", "mine:") for x in v]),
+        "not declared",
+    ),
+    "progress dir not exported": (
+        _set("services.cluster.environment.GAVEL_PROGRESS_DIR", "/tmp/p"),
+        "GAVEL_PROGRESS_DIR must be",
+    ),
     "metrics not published": (_drop("services.cluster.ports"), "publish the daemon's"),
-    "no daemon": (_set("services.daemon.command", [".venv/bin/slurm-gavel", "status"]),
-                  "exactly one"),
+    "no daemon": (
+        _set("services.daemon.command", [".venv/bin/slurm-gavel", "status"]),
+        "exactly one",
+    ),
 }
 
 
@@ -190,16 +233,19 @@ def test_the_daemon_config_is_checked_by_the_daemons_validator(tmp_path):
 # --- the Dockerfile checks reject broken files ------------------------------------------
 
 DOCKERFILE_MUTATIONS = {
-    "missing COPY source": (("COPY conf conf", "COPY config config"),
-                            "COPY config: no such file"),
+    "missing COPY source": (("COPY conf conf", "COPY config config"), "COPY config: no such file"),
     "COPY outside the context": (("COPY conf conf", "COPY ../etc etc"), "inside the build"),
     "other base": (("FROM debian:12", "FROM ubuntu:22.04"), "base image must be debian:12"),
-    "second install path": (("RUN tools/setup", "RUN apt-get install -y slurmd && tools/setup"),
-                            "must come from tools/setup"),
+    "second install path": (
+        ("RUN tools/setup", "RUN apt-get install -y slurmd && tools/setup"),
+        "must come from tools/setup",
+    ),
     "no tools/setup": (("RUN tools/setup && ", "RUN "), "no RUN calls tools/setup"),
     "no plugin build": (("&& make -C spank ", ""), "no RUN calls make -C spank"),
-    "untested CMD": (('CMD ["tools/local-cluster"', 'CMD ["slurmctld"'),
-                     "not a tested entry point"),
+    "untested CMD": (
+        ('CMD ["tools/local-cluster"', 'CMD ["slurmctld"'),
+        "not a tested entry point",
+    ),
     "CMD the tool rejects": (('"--foreground"', '"--forground"'), "rejected by its parser"),
     "ADD": (("COPY conf conf", "ADD conf conf"), "use COPY, not ADD"),
 }
@@ -217,7 +263,8 @@ def test_a_broken_dockerfile_is_rejected(case: str):
 def test_dockerignore_must_not_drop_a_copied_path(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "Dockerfile").write_text(
-        DOCKERFILE.read_text().replace("COPY conf conf", "COPY src src"))
+        DOCKERFILE.read_text().replace("COPY conf conf", "COPY src src")
+    )
     for rel in ("pyproject.toml", "README.md", "slurm_gavel", "tools", "spank", "workloads"):
         (tmp_path / rel).mkdir() if "." not in rel else (tmp_path / rel).touch()
     (tmp_path / ".dockerignore").write_text("# sources stay out\nsrc\n")

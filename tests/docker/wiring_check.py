@@ -59,11 +59,15 @@ def check_wiring(doc: Mapping, base: Path, dockerfile: Dockerfile) -> list[str]:
     for name, svc in doc["services"].items():
         workdir = svc.get("working_dir", dockerfile.workdir)
         if workdir != dockerfile.workdir:
-            problems.append(f"services.{name}.working_dir: the repository is at "
-                            f"{dockerfile.workdir} in the image")
+            problems.append(
+                f"services.{name}.working_dir: the repository is at "
+                f"{dockerfile.workdir} in the image"
+            )
         if "healthcheck" in svc:
-            problems += [f"services.{name}.healthcheck: {p}"
-                         for p in check_argv(svc["healthcheck"]["test"][1:], workdir)]
+            problems += [
+                f"services.{name}.healthcheck: {p}"
+                for p in check_argv(svc["healthcheck"]["test"][1:], workdir)
+            ]
         argv = list(svc.get("command") or dockerfile.cmd or [])
         found = check_argv(argv, workdir)
         problems += [f"services.{name}.command: {p}" for p in found]
@@ -73,10 +77,16 @@ def check_wiring(doc: Mapping, base: Path, dockerfile: Dockerfile) -> list[str]:
             if role:
                 roles[role].append((name, svc, args))
     if [len(r) for r in roles.values()] != [1, 1]:
-        return [*problems, "need exactly one `tools/local-cluster up` service and one "
-                           f"`slurm-gavel run` service, found {roles}"]
-    return (problems + _check_cluster(roles["cluster"][0], dockerfile)
-            + _check_daemon(roles["daemon"][0], roles["cluster"][0], base))
+        return [
+            *problems,
+            "need exactly one `tools/local-cluster up` service and one "
+            f"`slurm-gavel run` service, found {roles}",
+        ]
+    return (
+        problems
+        + _check_cluster(roles["cluster"][0], dockerfile)
+        + _check_daemon(roles["daemon"][0], roles["cluster"][0], base)
+    )
 
 
 def _check_cluster(role: Role, df: Dockerfile) -> list[str]:
@@ -90,12 +100,16 @@ def _check_cluster(role: Role, df: Dockerfile) -> list[str]:
     if len(groups) < 2:
         out.append(f"{where}: the topology should mix GPU types, got {args.topology}")
     known = set(load_table().gpu_types)
-    out += [f"{where}: GPU type {g.gpu_type} is not in the shipped throughput table"
-            for g in groups if g.gpu_type not in known]
+    out += [
+        f"{where}: GPU type {g.gpu_type} is not in the shipped throughput table"
+        for g in groups
+        if g.gpu_type not in known
+    ]
     for item in args.spank:
         path = item.partition(":")[0]
-        if BUILT_IN_IMAGE.get(path) not in [s for s in SETUP_SCRIPTS
-                                            if any(s in r for r in df.runs)]:
+        if BUILT_IN_IMAGE.get(path) not in [
+            s for s in SETUP_SCRIPTS if any(s in r for r in df.runs)
+        ]:
             out.append(f"{where}: --spank {path} is not built by the Dockerfile")
     return out
 
@@ -105,8 +119,10 @@ def _check_daemon(daemon: Role, cluster: Role, base: Path) -> list[str]:
     cname, csvc, cargs = cluster
     out: list[str] = []
     if dsvc.get("network_mode") != f"service:{cname}":
-        out.append(f"services.{dname}: network_mode must be service:{cname} "
-                   "(slurm.conf addresses slurmctld at 127.0.0.1)")
+        out.append(
+            f"services.{dname}: network_mode must be service:{cname} "
+            "(slurm.conf addresses slurmctld at 127.0.0.1)"
+        )
     conf_dir = str(cargs.dir)
     if dsvc.get("environment", {}).get("SLURM_CONF") != f"{conf_dir}/slurm.conf":
         out.append(f"services.{dname}.environment.SLURM_CONF must be {conf_dir}/slurm.conf")
@@ -123,18 +139,25 @@ def _check_daemon(daemon: Role, cluster: Role, base: Path) -> list[str]:
         conf = slurm_conf_text(spec, Path(conf_dir))  # the generator `up` writes with
     except ClusterError:
         return out  # the cluster check reports the topology
-    made = {line.split()[0].removeprefix("PartitionName=") for line in conf.splitlines()
-            if line.startswith("PartitionName=")}
-    out += [f"{host_config}: partition {p!r} is not in the cluster (it has {sorted(made)})"
-            for p in config.partitions if p not in made]
+    made = {
+        line.split()[0].removeprefix("PartitionName=")
+        for line in conf.splitlines()
+        if line.startswith("PartitionName=")
+    }
+    out += [
+        f"{host_config}: partition {p!r} is not in the cluster (it has {sorted(made)})"
+        for p in config.partitions
+        if p not in made
+    ]
     if _on_volume(dsvc, str(config.state_dir)) is None:
-        out.append(f"{host_config}: state_dir {config.state_dir} is on no volume (lost on "
-                   "restart)")
+        out.append(f"{host_config}: state_dir {config.state_dir} is on no volume (lost on restart)")
     if config.progress_dir is not None:
         shared.append((str(config.progress_dir), "the progress spool"))
         if csvc.get("environment", {}).get("GAVEL_PROGRESS_DIR") != str(config.progress_dir):
-            out.append(f"services.{cname}.environment.GAVEL_PROGRESS_DIR must be "
-                       f"{config.progress_dir} (the daemon's progress_dir)")
+            out.append(
+                f"services.{cname}.environment.GAVEL_PROGRESS_DIR must be "
+                f"{config.progress_dir} (the daemon's progress_dir)"
+            )
     for path, what in shared:
         src_d, src_c = _on_volume(dsvc, path), _on_volume(csvc, path)
         if src_d is None or src_d != src_c or src_d.startswith((".", "/")):
@@ -142,8 +165,9 @@ def _check_daemon(daemon: Role, cluster: Role, base: Path) -> list[str]:
     if config.metrics_port:
         published = [str(p).rsplit(":", 1)[-1] for p in csvc.get("ports", [])]
         if str(config.metrics_port) not in published:
-            out.append(f"services.{cname}.ports: publish the daemon's metrics_port "
-                       f"{config.metrics_port}")
+            out.append(
+                f"services.{cname}.ports: publish the daemon's metrics_port {config.metrics_port}"
+            )
     return out
 
 
@@ -157,8 +181,11 @@ def check_document(doc: Any, base: Path) -> list[str]:
     problems = check_compose(doc, base)
     if problems:
         return problems
-    builds = {(svc["build"]["context"], svc["build"].get("dockerfile", "Dockerfile"))
-              for svc in doc["services"].values() if "build" in svc}
+    builds = {
+        (svc["build"]["context"], svc["build"].get("dockerfile", "Dockerfile"))
+        for svc in doc["services"].values()
+        if "build" in svc
+    }
     if len(builds) != 1:
         return [f"expected one image built by every service, found builds {sorted(builds)}"]
     context_rel, dockerfile_rel = builds.pop()

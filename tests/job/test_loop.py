@@ -41,12 +41,17 @@ JOB = textwrap.dedent("""
 
 def _env(tmp_path: Path, restarts: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "GAVEL_"))}
-    env.update({
-        "SLURM_JOB_ID": "555", "SLURM_RESTART_COUNT": str(restarts),
-        "GAVEL_CHECKPOINT_DIR": str(tmp_path / "ck"), "GAVEL_PROGRESS_DIR": str(tmp_path / "pr"),
-        "GAVEL_PROGRESS_INTERVAL": "0", "GAVEL_JOB_TYPE": "A3C",
-        "PYTHONPATH": str(REPO),
-    })
+    env.update(
+        {
+            "SLURM_JOB_ID": "555",
+            "SLURM_RESTART_COUNT": str(restarts),
+            "GAVEL_CHECKPOINT_DIR": str(tmp_path / "ck"),
+            "GAVEL_PROGRESS_DIR": str(tmp_path / "pr"),
+            "GAVEL_PROGRESS_INTERVAL": "0",
+            "GAVEL_JOB_TYPE": "A3C",
+            "PYTHONPATH": str(REPO),
+        }
+    )
     return env
 
 
@@ -62,8 +67,13 @@ def _wait_steps(report: Path, steps: int, timeout: float = 30) -> None:
 
 def test_signal_checkpoints_after_the_step_exits_99_and_restart_resumes(tmp_path: Path) -> None:
     report = tmp_path / "pr" / "555.json"
-    proc = subprocess.Popen([sys.executable, "-c", JOB, "40"], env=_env(tmp_path, 0),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", JOB, "40"],
+        env=_env(tmp_path, 0),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_steps(report, 3)
     proc.send_signal(signal.SIGUSR1)
     out, err = proc.communicate(timeout=30)
@@ -75,8 +85,13 @@ def test_signal_checkpoints_after_the_step_exits_99_and_restart_resumes(tmp_path
     assert "done" not in out
 
     # Requeued: SLURM_RESTART_COUNT=1. Every step ran exactly once across the two runs.
-    res = subprocess.run([sys.executable, "-c", JOB, "40"], env=_env(tmp_path, 1),
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", JOB, "40"],
+        env=_env(tmp_path, 1),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     assert f"start {saved['steps']}" in res.stdout
     assert "done 40 40" in res.stdout
@@ -89,17 +104,26 @@ def test_first_run_ignores_old_checkpoints_and_torn_ones_are_never_loaded(tmp_pa
     folder = tmp_path / "ck" / "555"
     folder.mkdir(parents=True)
     (folder / "ckpt-000000000030.pt").write_bytes(b"GAVELCK1" + b"\0" * 60)  # torn
-    res = subprocess.run([sys.executable, "-c", JOB, "2"], env=_env(tmp_path, 0),
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", JOB, "2"],
+        env=_env(tmp_path, 0),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0 and "start 0" in res.stdout  # restart count 0: fresh start
-    res = subprocess.run([sys.executable, "-c", JOB, "2"], env=_env(tmp_path, 1),
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", JOB, "2"],
+        env=_env(tmp_path, 1),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0 and "start 0" in res.stdout and "done 2 2" in res.stdout
     assert "ignoring checkpoint" in res.stderr and "starting from step 0" in res.stderr
 
 
-def test_outside_slurm_it_is_a_plain_range(monkeypatch: pytest.MonkeyPatch,
-                                           tmp_path: Path) -> None:
+def test_outside_slurm_it_is_a_plain_range(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.chdir(tmp_path)
     before = signal.getsignal(signal.SIGUSR1)
@@ -112,8 +136,11 @@ def test_outside_slurm_it_is_a_plain_range(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_request_in_process_raises_systemexit_with_the_configured_code(tmp_path: Path) -> None:
-    env = {"SLURM_JOB_ID": "1", "GAVEL_CHECKPOINT_DIR": str(tmp_path),
-           "GAVEL_REQUEUE_EXIT_CODE": "97"}
+    env = {
+        "SLURM_JOB_ID": "1",
+        "GAVEL_CHECKPOINT_DIR": str(tmp_path),
+        "GAVEL_REQUEUE_EXIT_CODE": "97",
+    }
     job = GavelJob(env=env, value=3)
     try:
         with pytest.raises(SystemExit) as e:

@@ -17,8 +17,19 @@ def test_report_file_is_written_atomically_with_the_documented_fields(tmp_path: 
     assert data["format"] == FORMAT and data["job_id"] == "9" and data["job_type"] == "A3C"
     assert data["steps"] == 13 and data["run_steps"] == 3 and data["restart_count"] == 1
     assert data["state"] == "checkpointed" and data["steps_per_s"] > 0
-    assert set(data) == {"format", "job_id", "job_type", "steps", "steps_per_s", "run_steps",
-                         "restart_count", "state", "hostname", "gpu", "updated"}
+    assert set(data) == {
+        "format",
+        "job_id",
+        "job_type",
+        "steps",
+        "steps_per_s",
+        "run_steps",
+        "restart_count",
+        "state",
+        "hostname",
+        "gpu",
+        "updated",
+    }
     assert read_report(tmp_path / "9.json") == data
     assert [p.name for p in tmp_path.iterdir()] == ["9.json"]
 

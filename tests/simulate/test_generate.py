@@ -69,7 +69,8 @@ def test_size_first_draws_the_philly_mix_over_all_jobs_like_gavels_default():
     # single-GPU jobs come from all types, multi-GPU ones only from those that scale
     assert len({j.job_type for j in jobs if j.scale_factor == 1}) == len(TABLE.job_types)
     assert {j.job_type for j in jobs if j.scale_factor == 8} <= {
-        t for t in TABLE.job_types if TABLE.has(t, 8)}
+        t for t in TABLE.job_types if TABLE.has(t, 8)
+    }
     # the type-first default is unchanged by the option's existence, and it is seeded
     assert jobs == generate_trace(4000, 600.0, TABLE, seed=0, multi_gpu=True, size_first=True)
     assert {j.scale_factor for j in generate_trace(50, 60.0, TABLE, size_first=True)} == {1}

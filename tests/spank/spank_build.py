@@ -14,8 +14,9 @@ BUILD_ERROR: str | None = None
 def build_plugin() -> str | None:
     """Run `make -C spank`; returns an error text, or None when built."""
     try:
-        res = subprocess.run(["make", "-C", str(REPO / "spank")], capture_output=True,
-                             text=True, timeout=120)
+        res = subprocess.run(
+            ["make", "-C", str(REPO / "spank")], capture_output=True, text=True, timeout=120
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"make -C spank: {e}"
     return None if res.returncode == 0 else f"make -C spank failed:\n{res.stderr[-2000:]}"

@@ -21,10 +21,10 @@ needs_headers = pytest.mark.skipif(
 @needs_headers
 def test_plugin_builds_and_exports_the_spank_hooks() -> None:
     assert BUILD_ERROR is None, BUILD_ERROR
-    syms = subprocess.run(["nm", "-D", "--defined-only", str(PLUGIN)], capture_output=True,
-                          text=True, check=True).stdout
-    for hook in ("slurm_spank_init", "slurm_spank_init_post_opt", "plugin_name",
-                 "plugin_version"):
+    syms = subprocess.run(
+        ["nm", "-D", "--defined-only", str(PLUGIN)], capture_output=True, text=True, check=True
+    ).stdout
+    for hook in ("slurm_spank_init", "slurm_spank_init_post_opt", "plugin_name", "plugin_version"):
         assert hook in syms
 
 
@@ -50,10 +50,14 @@ def test_types_that_would_break_the_comment_form_are_refused() -> None:
 def test_install_writes_plugin_types_and_plugstack_line(tmp_path: Path) -> None:
     if BUILD_ERROR is not None:
         pytest.skip(BUILD_ERROR)
-    subprocess.run(["make", "-C", str(REPO / "spank"), "install", f"DESTDIR={tmp_path}"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["make", "-C", str(REPO / "spank"), "install", f"DESTDIR={tmp_path}"],
+        check=True,
+        capture_output=True,
+    )
     line = (tmp_path / "etc/slurm/plugstack.conf.d/slurm-gavel.conf").read_text().splitlines()[-1]
-    assert line == ("optional /usr/lib/slurm-gavel/slurm-gavel.so "
-                    "types=/etc/slurm/gavel-job-types.txt hold=no")
+    assert line == (
+        "optional /usr/lib/slurm-gavel/slurm-gavel.so types=/etc/slurm/gavel-job-types.txt hold=no"
+    )
     assert (tmp_path / "usr/lib/slurm-gavel/slurm-gavel.so").exists()
     assert (tmp_path / "etc/slurm/gavel-job-types.txt").read_text() == TYPES.read_text()

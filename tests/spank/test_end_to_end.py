@@ -35,13 +35,33 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
         pytest.skip("no .venv: run tools/setup")
     progress, ckpt, out = tmp_path / "progress", tmp_path / "ck", tmp_path / "job.out"
     progress.mkdir()
-    env = {**os.environ, **slurm.env, "GAVEL_PROGRESS_DIR": str(progress),
-           "GAVEL_PROGRESS_INTERVAL": "0"}
+    env = {
+        **os.environ,
+        **slurm.env,
+        "GAVEL_PROGRESS_DIR": str(progress),
+        "GAVEL_PROGRESS_INTERVAL": "0",
+    }
     res = subprocess.run(
-        ["sbatch", "--parsable", f"--gavel-steps={TOTAL}", f"--gavel-checkpoint-dir={ckpt}",
-         "-o", str(out), str(REPO / "workloads" / "sbatch" / "lm.sbatch"), "--tiny",
-         "--device", "cpu", "--min-step-seconds", "0.1"],  # ~6 s of steps: time to signal
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+        [
+            "sbatch",
+            "--parsable",
+            f"--gavel-steps={TOTAL}",
+            f"--gavel-checkpoint-dir={ckpt}",
+            "-o",
+            str(out),
+            str(REPO / "workloads" / "sbatch" / "lm.sbatch"),
+            "--tiny",
+            "--device",
+            "cpu",
+            "--min-step-seconds",
+            "0.1",
+        ],  # ~6 s of steps: time to signal
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     job = res.stdout.strip().split(";")[0]
     comment = slurm.cmd("squeue", "-h", "-j", job, "-o", "%k").stdout.strip()
@@ -52,18 +72,25 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
     report = progress / f"{job}.json"
     _wait("3 steps reported", lambda: (r := read_report(report)) and r["steps"] >= 3)
     slurm.cmd("scancel", "--signal=USR1", "--batch", job)
-    first = _wait("the checkpointed report",
-                  lambda: (r := read_report(report)) and r["state"] == "checkpointed" and r)
+    first = _wait(
+        "the checkpointed report",
+        lambda: (r := read_report(report)) and r["state"] == "checkpointed" and r,
+    )
     assert first["steps"] < TOTAL and first["restart_count"] == 0
 
     # exit 99 -> requeued and held with one more restart; nothing was lost
-    _wait("held after exit 99", lambda: slurm.cmd(
-        "squeue", "-h", "-j", job, "-o", "%T %r").stdout.split() == ["SPECIAL_EXIT",
-                                                                     "JobHeldUser"])
+    _wait(
+        "held after exit 99",
+        lambda: (
+            slurm.cmd("squeue", "-h", "-j", job, "-o", "%T %r").stdout.split()
+            == ["SPECIAL_EXIT", "JobHeldUser"]
+        ),
+    )
     info = slurm.show(job)
     assert info["Restarts"] == "1" and info["ExitCode"].startswith("99")
     assert sorted(p.name for p in (ckpt / job).glob("ckpt-*.pt")) == [
-        f"ckpt-{first['steps']:012d}.pt"]
+        f"ckpt-{first['steps']:012d}.pt"
+    ]
 
     # Not within the second Slurm requeued it: slurmd refuses a relaunch whose
     # credential carries the requeue's second ("Job credential revoked") and the job
@@ -73,12 +100,16 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
     slurm.cmd("scontrol", "release", job)
     slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now")
     try:
-        final = _wait("the finished report", lambda: (r := read_report(report))
-                      and r["state"] == "finished" and r, timeout=120)
+        final = _wait(
+            "the finished report",
+            lambda: (r := read_report(report)) and r["state"] == "finished" and r,
+            timeout=120,
+        )
     except AssertionError as e:
         state = slurm.cmd("scontrol", "show", "job", job).stdout
-        raise AssertionError(f"{e}\n{state}\njob output:\n"
-                             f"{out.read_text() if out.exists() else '(none)'}") from None
+        raise AssertionError(
+            f"{e}\n{state}\njob output:\n{out.read_text() if out.exists() else '(none)'}"
+        ) from None
     assert final["steps"] == TOTAL and final["restart_count"] == 1
     assert final["run_steps"] == TOTAL - first["steps"]
     slurm.wait_state(job, "COMPLETED", "GONE", timeout=60)

@@ -23,8 +23,10 @@ def cluster(slurm):  # type: ignore[no-untyped-def]
     assert BUILD_ERROR is None, BUILD_ERROR
     loaded = (slurm.run_dir / "plugstack.conf").read_text()
     if "slurm-gavel.so" not in loaded:
-        pytest.fail(f"the session cluster did not load the plugin (plugstack: {loaded!r}); "
-                    "SLURM_GAVEL_TEST_SPANK was set after the cluster started")
+        pytest.fail(
+            f"the session cluster did not load the plugin (plugstack: {loaded!r}); "
+            "SLURM_GAVEL_TEST_SPANK was set after the cluster started"
+        )
     return slurm
 
 
@@ -34,9 +36,16 @@ def comment(slurm, job: str) -> str:  # type: ignore[no-untyped-def]
 
 def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Path) -> None:
     out = tmp_path / "env.txt"
-    job = cluster.sbatch("--gavel-job-type=resnet-50 (batch size 64)", "--gavel-priority=2",
-                         "--gavel-steps=500", f"--gavel-checkpoint-dir={tmp_path}/ck",
-                         "-o", str(out), "--wrap", "env")
+    job = cluster.sbatch(
+        "--gavel-job-type=resnet-50 (batch size 64)",
+        "--gavel-priority=2",
+        "--gavel-steps=500",
+        f"--gavel-checkpoint-dir={tmp_path}/ck",
+        "-o",
+        str(out),
+        "--wrap",
+        "env",
+    )
     spec = parse_comment(comment(cluster, job), job_id=job)
     assert spec is not None
     # the case-insensitive match is canonicalised to the table's spelling
@@ -54,8 +63,15 @@ def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Pat
 
 def test_export_none_still_carries_the_type(cluster, tmp_path: Path) -> None:
     out = tmp_path / "env.txt"
-    job = cluster.sbatch("--export=NONE", "--gavel-job-type=A3C", "--gavel-scale=1",
-                         "-o", str(out), "--wrap", "/usr/bin/env")
+    job = cluster.sbatch(
+        "--export=NONE",
+        "--gavel-job-type=A3C",
+        "--gavel-scale=1",
+        "-o",
+        str(out),
+        "--wrap",
+        "/usr/bin/env",
+    )
     assert comment(cluster, job) == "gavel:type=A3C,scale=1"
     cluster.cmd("scontrol", "release", job)
     cluster.wait_state(job, "COMPLETED", "GONE", timeout=60)
@@ -69,11 +85,14 @@ def test_unknown_type_is_refused_at_submit_with_the_known_types(cluster) -> None
     assert "ResNet-50 (batch size 64)" in res.stderr and "CycleGAN" in res.stderr
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--comment=my notes", "--gavel-job-type=A3C"], "is taken"),
-    (["--gavel-scale=2"], "need --gavel-job-type"),
-    (["--gavel-job-type=A3C", "--gavel-scale=two"], "expected a whole number"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--comment=my notes", "--gavel-job-type=A3C"], "is taken"),
+        (["--gavel-scale=2"], "need --gavel-job-type"),
+        (["--gavel-job-type=A3C", "--gavel-scale=two"], "expected a whole number"),
+    ],
+)
 def test_inconsistent_options_are_refused(cluster, args: list[str], message: str) -> None:
     before = cluster.cmd("squeue", "-h", "-o", "%i").stdout.split()
     res = cluster.cmd("sbatch", *args, "--wrap", "true", check=False)
@@ -88,6 +107,11 @@ def test_srun_sees_the_options_too(cluster) -> None:
     assert "--gavel-job-type" in res.stdout
     assert os.environ.get("SLURM_GAVEL_TEST_SPANK")
     # an unknown type fails before any allocation is requested
-    res = subprocess.run(["srun", "--gavel-job-type=nope", "true"], capture_output=True,
-                         text=True, env={**os.environ, **cluster.env}, timeout=60)
+    res = subprocess.run(
+        ["srun", "--gavel-job-type=nope", "true"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **cluster.env},
+        timeout=60,
+    )
     assert res.returncode != 0 and "unknown job type" in res.stderr

@@ -29,22 +29,38 @@ TOOL = str(REPO / "tools" / "local-cluster")
 def test_topology_parsing_and_errors():
     groups = parse_topology("v100:2x4, k80:1x8")
     assert [(g.gpu_type, g.nodes, g.gpus_per_node) for g in groups] == [
-        ("v100", 2, 4), ("k80", 1, 8)]
-    for bad, msg in [("v100", "TYPE:NODESxGPUS"), ("v100:2", "TYPE:NODESxGPUS"),
-                     ("v100:0x4", "positive"), ("v100:1x1,v100:1x2", "twice"),
-                     ("a b:1x1", "plain type")]:
+        ("v100", 2, 4),
+        ("k80", 1, 8),
+    ]
+    for bad, msg in [
+        ("v100", "TYPE:NODESxGPUS"),
+        ("v100:2", "TYPE:NODESxGPUS"),
+        ("v100:0x4", "positive"),
+        ("v100:1x1,v100:1x2", "twice"),
+        ("a b:1x1", "plain type"),
+    ]:
         with pytest.raises(ClusterError, match=msg):
             parse_topology(bad)
 
 
 def test_slurm_conf_has_the_protocol_and_per_node_ports(tmp_path):
-    spec = ClusterSpec(topology="v100:2x4,k80:1x2", partitions="both", port_base=20000,
-                       spank=["optional /x/plugin.so"])
+    spec = ClusterSpec(
+        topology="v100:2x4,k80:1x2",
+        partitions="both",
+        port_base=20000,
+        spank=["optional /x/plugin.so"],
+    )
     conf = slurm_conf_text(spec, tmp_path)
     lines = conf.splitlines()
-    for needed in ("JobRequeue=1", "RequeueExitHold=99", "SlurmdParameters=config_overrides",
-                   "GresTypes=gpu", "SlurmctldPort=20000", "JobSubmitPlugins=lua",
-                   f"PlugStackConfig={tmp_path}/plugstack.conf"):
+    for needed in (
+        "JobRequeue=1",
+        "RequeueExitHold=99",
+        "SlurmdParameters=config_overrides",
+        "GresTypes=gpu",
+        "SlurmctldPort=20000",
+        "JobSubmitPlugins=lua",
+        f"PlugStackConfig={tmp_path}/plugstack.conf",
+    ):
         assert needed in lines
     nodes = [ln for ln in lines if ln.startswith("NodeName=")]
     assert len(nodes) == 3
@@ -52,8 +68,7 @@ def test_slurm_conf_has_the_protocol_and_per_node_ports(tmp_path):
     assert "Gres=gpu:k80:2" in nodes[2]
     parts = [ln.split()[0] for ln in lines if ln.startswith("PartitionName=")]
     assert parts == ["PartitionName=gpu", "PartitionName=v100", "PartitionName=k80"]
-    per_type = slurm_conf_text(ClusterSpec(topology="v100:1x1", partitions="per-type"),
-                               tmp_path)
+    per_type = slurm_conf_text(ClusterSpec(topology="v100:1x1", partitions="per-type"), tmp_path)
     assert "PartitionName=v100 Nodes=v100-[1-1] Default=YES" in per_type
     assert "PartitionName=gpu" not in per_type
     gres = gres_conf_text(spec, tmp_path)
@@ -61,8 +76,11 @@ def test_slurm_conf_has_the_protocol_and_per_node_ports(tmp_path):
 
 
 def test_spank_option_needs_an_existing_file(tmp_path):
-    res = subprocess.run([TOOL, "up", "--dir", str(tmp_path), "--spank", "/nope/x.so"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [TOOL, "up", "--dir", str(tmp_path), "--spank", "/nope/x.so"],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 2
     assert "--spank /nope/x.so: no such file" in res.stderr
 
@@ -79,16 +97,27 @@ def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_pat
         pytest.skip("gcc or spank.h missing: run tools/setup as root")
     plugin_c = tmp_path / "hello.c"
     plugin_c.write_text(
-        '#include <slurm/spank.h>\nSPANK_PLUGIN(hello, 1);\n'
-        'int slurm_spank_init(spank_t sp, int ac, char **av) {\n'
+        "#include <slurm/spank.h>\nSPANK_PLUGIN(hello, 1);\n"
+        "int slurm_spank_init(spank_t sp, int ac, char **av) {\n"
         '  if (spank_context() == S_CTX_REMOTE) slurm_info("hello-spank-loaded");\n'
-        '  return 0;\n}\n')
+        "  return 0;\n}\n"
+    )
     so = tmp_path / "hello.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(plugin_c)], check=True)
     run = tmp_path / "cluster"
     base = _free_port_base(3)
-    args = ["--dir", str(run), "--topology", "a100:2x2", "--partitions", "per-type",
-            "--port-base", str(base), "--spank", str(so)]
+    args = [
+        "--dir",
+        str(run),
+        "--topology",
+        "a100:2x2",
+        "--partitions",
+        "per-type",
+        "--port-base",
+        str(base),
+        "--spank",
+        str(so),
+    ]
     env = {**os.environ, "SLURM_CONF": str(run / "slurm.conf")}
     try:
         up = subprocess.run([TOOL, "up", *args], capture_output=True, text=True, timeout=120)
@@ -101,24 +130,43 @@ def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_pat
         assert st.returncode == 0 and "node a100-2" in st.stdout and "idle" in st.stdout
         assert f"optional {so}" in (run / "plugstack.conf").read_text()
         # The plugin runs in slurmstepd for a job (its log line lands in the node's log).
-        out = subprocess.run(["srun", "-p", "a100", "-w", "a100-1", "true"], env=env,
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["srun", "-p", "a100", "-w", "a100-1", "true"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         assert "hello-spank-loaded" in (run / "log" / "slurmd-a100-1.log").read_text()
         # Another cluster on the same ports is refused with the fix in the message.
-        clash = subprocess.run([TOOL, "up", "--dir", str(tmp_path / "other"), "--topology",
-                                "k80:1x1", "--port-base", str(base)],
-                               capture_output=True, text=True, timeout=60)
+        clash = subprocess.run(
+            [
+                TOOL,
+                "up",
+                "--dir",
+                str(tmp_path / "other"),
+                "--topology",
+                "k80:1x1",
+                "--port-base",
+                str(base),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert clash.returncode == 2 and f"TCP port {base} is taken" in clash.stderr
         # slurmrestd on a unix socket answers ping through rest_auth/local.
-        rest = subprocess.run([TOOL, "rest", "--dir", str(run)], capture_output=True,
-                              text=True, timeout=60)
+        rest = subprocess.run(
+            [TOOL, "rest", "--dir", str(run)], capture_output=True, text=True, timeout=60
+        )
         assert rest.returncode == 0, rest.stderr
         doc = _get_unix(run / "slurmrestd.sock", "/slurm/v0.0.38/ping")
         assert doc["pings"][0]["ping"] == "UP"
     finally:
-        down = subprocess.run([TOOL, "down", "--dir", str(run)], capture_output=True,
-                              text=True, timeout=60)
+        down = subprocess.run(
+            [TOOL, "down", "--dir", str(run)], capture_output=True, text=True, timeout=60
+        )
     assert down.returncode == 0
     for pid in pids.values():
         assert not localcluster._alive(pid)

@@ -14,8 +14,13 @@ from slurm_gavel import localcluster
 @pytest.fixture
 def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> dict:
     """is_up answers from a script; down is recorded; no sleeping."""
-    fake: dict = {"up": [], "downs": [], "on_poll": None,
-                  "pids": {"slurmctld": 10, "slurmd:v100-1": 11}, "alive": {"slurmctld"}}
+    fake: dict = {
+        "up": [],
+        "downs": [],
+        "on_poll": None,
+        "pids": {"slurmctld": 10, "slurmd:v100-1": 11},
+        "alive": {"slurmctld"},
+    }
 
     def is_up(run: Path) -> bool:
         if fake["on_poll"]:
@@ -25,8 +30,11 @@ def fake_cluster(monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setattr(localcluster, "is_up", is_up)
     monkeypatch.setattr(localcluster, "down", lambda run: fake["downs"].append(run))
     monkeypatch.setattr(localcluster, "read_state", lambda run: {"pids": fake["pids"]})
-    monkeypatch.setattr(localcluster, "running_daemons",
-                        lambda run: {n: p for n, p in fake["pids"].items() if n in fake["alive"]})
+    monkeypatch.setattr(
+        localcluster,
+        "running_daemons",
+        lambda run: {n: p for n, p in fake["pids"].items() if n in fake["alive"]},
+    )
     monkeypatch.setattr(localcluster.time, "sleep", lambda s: None)
     return fake
 
@@ -57,8 +65,9 @@ def test_sigterm_stops_the_cluster_cleanly(fake_cluster, tmp_path):
 
 def test_down_runs_with_sigterm_ignored(fake_cluster, tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(localcluster, "down",
-                        lambda run: seen.append(signal.getsignal(signal.SIGTERM)))
+    monkeypatch.setattr(
+        localcluster, "down", lambda run: seen.append(signal.getsignal(signal.SIGTERM))
+    )
     fake_cluster["up"] = [False]
     localcluster.stay_up(tmp_path, poll_seconds=0)
     assert seen == [signal.SIG_IGN]
@@ -69,6 +78,7 @@ def test_foreground_flag_hands_over_to_stay_up(monkeypatch, tmp_path):
     monkeypatch.setattr(localcluster, "up", lambda spec, run, port_base_auto: calls.append("up"))
     monkeypatch.setattr(localcluster, "status", lambda run: "up")
     monkeypatch.setattr(localcluster, "stay_up", lambda run: calls.append("stay") or 1)
-    code = localcluster.main(["up", "--foreground", "--dir", str(tmp_path),
-                              "--topology", "v100:1x2"])
+    code = localcluster.main(
+        ["up", "--foreground", "--dir", str(tmp_path), "--topology", "v100:1x2"]
+    )
     assert (code, calls) == (1, ["up", "stay"])

@@ -79,8 +79,12 @@ def test_gpu_type_from_the_nodes_gres_then_its_name_then_the_override() -> None:
     assert emulate.resolve_gpu_type(env, KNOWN, lambda n: "gpu:k80:4")[0] == "k80"
     got, how = emulate.resolve_gpu_type(env, KNOWN, lambda n: None)
     assert got == "p100" and "name" in how
-    assert emulate.resolve_gpu_type({**env, emulate.ENV_GPU_TYPE: "v100"}, KNOWN,
-                                    lambda n: "gpu:k80:4")[0] == "v100"
+    assert (
+        emulate.resolve_gpu_type(
+            {**env, emulate.ENV_GPU_TYPE: "v100"}, KNOWN, lambda n: "gpu:k80:4"
+        )[0]
+        == "v100"
+    )
     with pytest.raises(ValueError, match="no GPU type"):
         emulate.resolve_gpu_type({"SLURMD_NODENAME": "node7"}, KNOWN, lambda n: "gpu:a100:8")
     with pytest.raises(ValueError, match="SLURMD_NODENAME"):
@@ -92,8 +96,9 @@ def test_gpu_type_from_the_nodes_gres_then_its_name_then_the_override() -> None:
 def test_node_gres_parses_scontrol_and_survives_its_failure() -> None:
     def ok(argv, **kw):  # type: ignore[no-untyped-def]
         assert argv[:3] == ["scontrol", "show", "node"] and argv[-1] == "v100-1"
-        return subprocess.CompletedProcess(argv, 0, "NodeName=v100-1 Arch=x86_64 "
-                                           "Gres=gpu:v100:4 NodeAddr=127.0.0.1\n", "")
+        return subprocess.CompletedProcess(
+            argv, 0, "NodeName=v100-1 Arch=x86_64 Gres=gpu:v100:4 NodeAddr=127.0.0.1\n", ""
+        )
 
     def fails(argv, **kw):  # type: ignore[no-untyped-def]
         return subprocess.CompletedProcess(argv, 1, "", "Node v100-1 not found")
@@ -121,8 +126,9 @@ def test_emulated_rate_is_the_published_table_times_the_factor() -> None:
     env = {"SLURMD_NODENAME": "k80-1"}
     emu = emulate.emulation_for("ResNet-50 (batch size 64)", 1, 0.5, env, lambda n: None)
     assert emu.gpu_type == "k80" and emu.rate == pytest.approx(row["k80"] * 0.5)
-    fast = emulate.emulation_for("ResNet-50 (batch size 64)", 1, 0.5,
-                                 {"SLURMD_NODENAME": "v100-3"}, lambda n: None)
+    fast = emulate.emulation_for(
+        "ResNet-50 (batch size 64)", 1, 0.5, {"SLURMD_NODENAME": "v100-3"}, lambda n: None
+    )
     assert fast.rate / emu.rate == pytest.approx(row["v100"] / row["k80"])  # about 7x
     line = emu.describe("ResNet-50 (batch size 64)", "k80-1", "2")
     assert "restart 2 node k80-1 gpu k80" in line and "emulated" in line

@@ -18,8 +18,13 @@ from workloads import runner  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_PER_FAMILY = [
-    "ResNet-18 (batch size 32)", "ResNet-50 (batch size 16)", "Transformer (batch size 64)",
-    "LM (batch size 20)", "Recommendation (batch size 1024)", "CycleGAN", "A3C",
+    "ResNet-18 (batch size 32)",
+    "ResNet-50 (batch size 16)",
+    "Transformer (batch size 64)",
+    "LM (batch size 20)",
+    "Recommendation (batch size 1024)",
+    "CycleGAN",
+    "A3C",
 ]
 TOTAL, STOP = 4, 2
 
@@ -77,16 +82,30 @@ def _cli(*args: str, extra_env: dict[str, str] | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env["PYTHONPATH"] = str(REPO)
     env.update(extra_env or {})
-    res = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                         cwd=REPO, env=env, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.torch
 def test_single_entry_point_by_job_type() -> None:
-    out = _cli("workloads", "--job-type", "Recommendation (batch size 4096)", "--steps", "3",
-               "--tiny", "--device", "cpu")
+    out = _cli(
+        "workloads",
+        "--job-type",
+        "Recommendation (batch size 4096)",
+        "--steps",
+        "3",
+        "--tiny",
+        "--device",
+        "cpu",
+    )
     assert out["job_type"] == "Recommendation (batch size 4096)" and out["steps"] == 3
 
 
@@ -104,6 +123,7 @@ def test_unknown_job_type_names_the_known_ones() -> None:
 @pytest.mark.torch
 def test_min_step_seconds_paces_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    out = runner.run("Recommendation (batch size 512)", 3, tiny=True, device="cpu",
-                     min_step_seconds=0.2)
+    out = runner.run(
+        "Recommendation (batch size 512)", 3, tiny=True, device="cpu", min_step_seconds=0.2
+    )
     assert out["steps"] == 3 and out["wall_s"] >= 0.6
