@@ -81,10 +81,13 @@ class Point:
     x: float  # jobs/hour (continuous) or number of jobs (static)
     policy: str
     overhead_s: float = 0.0
+    # False: Gavel's single max-min LP (PolicyOptions.second_stage), an ablation
+    second_stage: bool = True
 
     @property
     def key(self) -> str:
         tag = "" if self.overhead_s == 0 else f"+overhead{self.overhead_s:g}"
+        tag += "" if self.second_stage else "+stage1only"
         return f"{self.experiment}-{self.x:g}-{self.policy}{tag}"
 
 
@@ -115,6 +118,12 @@ def full_plan() -> Plan:
     # Gavel's size-first multi-GPU mix at its quoted points
     rest += [Point("multi_sizefirst", 2.6, p) for p in CONTINUOUS[:3]]
     rest += [Point("static_sizefirst", 700, p) for p in STATIC[:2]]
+    # Ablation: how much of the gap to Gavel is our second LP stage?
+    rest += [
+        Point(e, r, p, second_stage=False)
+        for e, r in (("multi_sizefirst", 2.6), ("single", 4.4), ("single", 5.6))
+        for p in CONTINUOUS[1:3]
+    ]
     return Plan((4000, 5000), 15000, CLUSTER, first + rest)
 
 
@@ -137,7 +146,12 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
 
     table = load_table()
     nodes = parse_cluster_spec(plan.cluster, table)
-    opts = SimulationOptions(preemption_overhead=point.overhead_s, seed=0, progress=False)
+    opts = SimulationOptions(
+        preemption_overhead=point.overhead_s,
+        seed=0,
+        progress=False,
+        second_stage=point.second_stage,
+    )
     t0 = time.perf_counter()
     n = plan.trace_jobs
     size_first = point.experiment in SIZE_FIRST
@@ -173,6 +187,7 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
         "x": point.x,
         "policy": point.policy,
         "preemption_overhead_s": point.overhead_s,
+        "second_stage": point.second_stage,
         "cluster": plan.cluster,
         "window": list(plan.window) if not static else None,
         "trace_jobs": n if not static else int(point.x),
@@ -264,6 +279,8 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
         w = s.get("measure_window")
         if w and w["trace_exhausted"]:
             note.append("trace ran out: a lower bound")
+        if not r.get("second_stage", True):
+            note.append("ablation: single-stage LP (Gavel's)")
         if s["unfinished_jobs"]:
             note.append(f"{s['unfinished_jobs']} unfinished")
         rows.append(
@@ -282,7 +299,11 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     written = []
-    base = [r for r in results.values() if not r["preemption_overhead_s"]]
+    base = [
+        r
+        for r in results.values()
+        if not r["preemption_overhead_s"] and r.get("second_stage", True)
+    ]
     titles = {  # experiment -> (title, file name)
         "single": ("Single-GPU jobs (Gavel Fig. 8 setting)", "single_gpu_jct_vs_rate.png"),
         "multi": ("Multi-GPU jobs (Gavel Fig. 9 setting)", "multi_gpu_jct_vs_rate.png"),

@@ -24,6 +24,10 @@ class PolicyOptions:
     reference: bool = False
     # Solver time limit in seconds for one allocation; None = no limit.
     time_limit: float | None = None
+    # Max-min family: once the minimum is optimal, also maximise the total normalised
+    # throughput (hands out capacity no job's minimum needs). False = Gavel's single
+    # LP, whichever optimal vertex the solver returns: for ablations (EXPERIMENTS.md).
+    second_stage: bool = True
 
 
 PolicyFn = Callable[[Problem, PolicyOptions], Allocation]

@@ -33,7 +33,9 @@ def allocate_max_min(
     problem: Problem, options: PolicyOptions, policy: str, *, agnostic: bool, packed: bool
 ) -> Allocation:
     if options.reference:
-        return _reference(problem, policy, agnostic=agnostic, packed=packed)
+        return _reference(
+            problem, policy, agnostic=agnostic, packed=packed, second_stage=options.second_stage
+        )
     classes = group_jobs(problem, by_job_type=packed)
     tput = agnostic_throughput(classes.throughput) if agnostic else classes.throughput
     coef = fairness_coefficients(classes, tput)
@@ -46,6 +48,7 @@ def allocate_max_min(
         classes.capacity,
         pairs,
         time_limit=options.time_limit,
+        second_stage=options.second_stage,
     )
     alloc = Allocation(
         policy,
@@ -68,7 +71,9 @@ def _unrunnable_notes(problem: Problem, classes: JobClasses, runnable: np.ndarra
     ]
 
 
-def _reference(problem: Problem, policy: str, *, agnostic: bool, packed: bool) -> Allocation:
+def _reference(
+    problem: Problem, policy: str, *, agnostic: bool, packed: bool, second_stage: bool
+) -> Allocation:
     # Imported here: cvxpy takes ~1 s to import, which every simulator run and daemon
     # start would otherwise pay for a path only tests and benchmarks use.
     from slurm_gavel.policies.mm_reference import job_level, solve_reference
@@ -83,4 +88,4 @@ def _reference(problem: Problem, policy: str, *, agnostic: bool, packed: bool) -
     for q, (i, j) in enumerate(lp.pair_jobs):
         pair_gain[q, :, 0] = norm[i] * lp.pair_rate[q, :, 0]
         pair_gain[q, :, 1] = norm[j] * lp.pair_rate[q, :, 1]
-    return solve_reference(problem, policy, lp, single, pair_gain)
+    return solve_reference(problem, policy, lp, single, pair_gain, second_stage=second_stage)

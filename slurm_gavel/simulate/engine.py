@@ -47,6 +47,8 @@ class SimulationOptions:
     stop_when_completed: frozenset[str] | None = None
     # Not Gavel, opt-in: SchedulerConfig.stay_credit_s (0 = Gavel's mechanism).
     stay_credit_s: float = 0.0
+    # PolicyOptions.second_stage (False: Gavel's single max-min LP, for ablations)
+    second_stage: bool = True
 
 
 @dataclass
@@ -77,7 +79,7 @@ def simulate(
         table=table,
         policy=policy,
         round_seconds=opts.round_seconds,
-        policy_options=PolicyOptions(seed=opts.seed),
+        policy_options=PolicyOptions(seed=opts.seed, second_stage=opts.second_stage),
         reallocate_every_s=opts.reallocate_every_s,
         stay_credit_s=opts.stay_credit_s,
     )

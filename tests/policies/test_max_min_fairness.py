@@ -194,6 +194,23 @@ def test_second_stage_hands_out_capacity_the_minimum_does_not_need(make_problem)
     assert used == pytest.approx(3.0, rel=1e-7)  # A: 2 GPUs all the time, B: 1
 
 
+def test_second_stage_can_be_turned_off_for_ablations(make_problem) -> None:
+    """PolicyOptions(second_stage=False): Gavel's single LP, same minimum, fast path and
+    reference alike; it may leave the capacity of the case above idle."""
+    p = make_problem({"v": 4}, [("A", {"v": 1}, 2, 1), ("B", {"v": 1}, 1, 1)])
+    for reference in (False, True):
+        one = allocate(
+            p, "max_min_fairness", PolicyOptions(second_stage=False, reference=reference)
+        )
+        assert one.objective == pytest.approx(1.0, rel=1e-7)
+        assert one.gpus_used(p)["v"] <= 3.0 + 1e-7
+    rp = random_problem(60, 8, seed=3)
+    one = allocate(rp, "max_min_fairness", PolicyOptions(second_stage=False))
+    two = allocate(rp, "max_min_fairness")
+    assert two.objective == pytest.approx(one.objective, rel=1e-8)
+    assert sum(two.gpus_used(rp).values()) >= sum(one.gpus_used(rp).values()) - 1e-7
+
+
 def test_second_stage_never_lowers_the_minimum() -> None:
     for seed in range(8):
         p = random_problem(40, 6, seed=seed)
