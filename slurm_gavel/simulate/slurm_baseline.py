@@ -77,8 +77,10 @@ def _placement(
     node_order = [(n.name, n.gpu_type, n.usable_gpus) for n in snap.nodes if n.usable_gpus > 0]
     free = {name: g for name, _, g in node_order}
     biggest: dict[GpuType, int] = {}
+    total: dict[GpuType, int] = {}  # usable GPUs per type
     for _, t, g in node_order:
         biggest[t] = max(biggest.get(t, 0), g)
+        total[t] = total.get(t, 0) + g
     out: dict[JobId, JobPlacement] = {}
     ends: list[tuple[float, GpuType, int]] = []  # running jobs: expected end, type, GPUs
     now = snap.time
@@ -96,12 +98,20 @@ def _placement(
         left = max(0.0, o.job.total_steps - (o.steps_done or 0.0))
         ends.append((now + left / rate if rate > 0 else math.inf, o.gpu_type, o.job.scale_factor))
     ends.sort()
+    # Free GPUs per type: _fit finds room for a job iff one of its types has at least
+    # its GPUs free in total, so the (long, when overloaded) queue is walked cheaply.
+    free_by_type = dict.fromkeys(total, 0)
+    for name, t, _ in node_order:
+        free_by_type[t] += max(0, free[name])  # as _fit counts: only nodes with room
+    free_total = sum(free_by_type.values())
     queue = sorted(
         (o.job for o in snap.jobs if o.state in (JobState.PENDING, JobState.HELD)),
         key=lambda j: (-j.priority_weight, j.arrival_time, j.id),
     )
     reservation: _Reservation | None = None
     for job in queue:
+        if free_total <= 0:
+            break  # no later job can start; the reservation only guards starts
         try:
             row = table.row(job.job_type, job.scale_factor)
         except ThroughputError:  # unknown type: Slurm would run it, we cannot model it
@@ -109,11 +119,15 @@ def _placement(
         types = [t for t in biggest if row.get(t, 0.0) > 0]
         if pinned and types:
             types = [max(types, key=lambda t: row[t])]
-        if not types or job.scale_factor > max(
-            sum(g for _, nt, g in node_order if nt == t) for t in types
-        ):
+        sf = job.scale_factor
+        if not types or sf > max(total[t] for t in types):
             continue  # can never run here
-        fit = _fit(job, types, free, node_order)
+        room = False
+        for t in types:  # a loop, not any(genexpr): every queued job, every event
+            if free_by_type[t] >= sf:
+                room = True
+                break
+        fit = _fit(job, types, free, node_order) if room else None
         if fit is None:
             if reservation is None:
                 reservation = _reserve(job, types, free, node_order, ends)
@@ -134,6 +148,8 @@ def _placement(
                 )
         for s in slices:
             free[s.node] -= s.gpus
+        free_by_type[t] -= sf
+        free_total -= sf
         out[job.id] = JobPlacement(job.id, t, slices, None, consolidated)
     return out
 
