@@ -57,6 +57,14 @@ class LocalSlurm:
         out = self.cmd("sbatch", "--parsable", *args).stdout.strip()
         return out.split(";")[0]
 
+    def sbatch_ignoring_the_signal(self) -> str:
+        """A managed A3C job whose script ignores the checkpoint signal (SIGUSR1): what
+        the requeue-hold after the grace period is for."""
+        return self.sbatch(
+            "--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
+            "--wrap", "trap '' USR1; sleep 300",
+        )  # fmt: skip
+
     def state(self, job_id: str) -> str:
         res = self.cmd("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T", check=False)
         return res.stdout.strip() or "GONE"

@@ -151,15 +151,7 @@ def test_move_preempts_and_restarts_on_the_new_place(slurm, tmp_path):
 
 
 def test_job_ignoring_the_signal_is_requeue_held_after_the_grace(slurm, tmp_path):
-    job = slurm.sbatch(
-        "--comment=gavel:type=A3C",
-        "-p",
-        "gpu",
-        "-o",
-        "/dev/null",
-        "--wrap",
-        "trap '' USR1; sleep 300",
-    )
+    job = slurm.sbatch_ignoring_the_signal()
     b = backend(slurm, grace_s=1.0)
     b.observe()
     b.act(place_ids(0, {job: ("k80", [("k80-2", 1)])}))
@@ -271,15 +263,7 @@ def test_drained_node_is_reported_drained(slurm):
 
 
 def test_non_blocking_preempt_requeue_holds_overdue_jobs_next_act(slurm):
-    job = slurm.sbatch(
-        "--comment=gavel:type=A3C",
-        "-p",
-        "gpu",
-        "-o",
-        "/dev/null",
-        "--wrap",
-        "trap '' USR1; sleep 300",
-    )
+    job = slurm.sbatch_ignoring_the_signal()
     b = SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=1.0, wait_for_preempted=False)
     b.observe()
     b.act(place_ids(0, {job: ("v100", [("v100-1", 1)])}))

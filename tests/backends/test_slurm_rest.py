@@ -108,15 +108,7 @@ def test_rest_requeuehold_fallback_and_unmanaged_untouched(slurm, rest, tmp_path
     other = slurm.sbatch(
         "-p", "v100", "--gres=gpu:v100:1", "-o", "/dev/null", "--wrap", "sleep 300"
     )
-    job = slurm.sbatch(
-        "--comment=gavel:type=A3C",
-        "-p",
-        "gpu",
-        "-o",
-        "/dev/null",
-        "--wrap",
-        "trap '' USR1; sleep 300",
-    )
+    job = slurm.sbatch_ignoring_the_signal()
     b = rest(grace_s=1.0)
     b.observe()
     b.act(placement(0, {job: ("v100", [("v100-2", 1)])}))
