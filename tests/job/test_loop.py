@@ -39,6 +39,17 @@ JOB = textwrap.dedent("""
 """)
 
 
+def _run_job(tmp_path: Path, steps: int, *, restarts: int) -> subprocess.CompletedProcess[str]:
+    """The JOB script for `steps` steps, as run number `restarts` + 1 of job 555."""
+    return subprocess.run(
+        [sys.executable, "-c", JOB, str(steps)],
+        env=_env(tmp_path, restarts),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def _env(tmp_path: Path, restarts: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "GAVEL_"))}
     env.update(
@@ -85,13 +96,7 @@ def test_signal_checkpoints_after_the_step_exits_99_and_restart_resumes(tmp_path
     assert "done" not in out
 
     # Requeued: SLURM_RESTART_COUNT=1. Every step ran exactly once across the two runs.
-    res = subprocess.run(
-        [sys.executable, "-c", JOB, "40"],
-        env=_env(tmp_path, 1),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = _run_job(tmp_path, 40, restarts=1)
     assert res.returncode == 0, res.stderr
     assert f"start {saved['steps']}" in res.stdout
     assert "done 40 40" in res.stdout
@@ -104,21 +109,9 @@ def test_first_run_ignores_old_checkpoints_and_torn_ones_are_never_loaded(tmp_pa
     folder = tmp_path / "ck" / "555"
     folder.mkdir(parents=True)
     (folder / "ckpt-000000000030.pt").write_bytes(b"GAVELCK1" + b"\0" * 60)  # torn
-    res = subprocess.run(
-        [sys.executable, "-c", JOB, "2"],
-        env=_env(tmp_path, 0),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = _run_job(tmp_path, 2, restarts=0)
     assert res.returncode == 0 and "start 0" in res.stdout  # restart count 0: fresh start
-    res = subprocess.run(
-        [sys.executable, "-c", JOB, "2"],
-        env=_env(tmp_path, 1),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = _run_job(tmp_path, 2, restarts=1)
     assert res.returncode == 0 and "start 0" in res.stdout and "done 2 2" in res.stdout
     assert "ignoring checkpoint" in res.stderr and "starting from step 0" in res.stderr
 
