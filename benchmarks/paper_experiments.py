@@ -115,8 +115,14 @@ def full_plan() -> Plan:
     rest = [Point(e, r, p) for e, r in grid for p in cheap]
     rest += [Point(e, r, "max_min_fairness_packed") for e, r in grid]
     rest += [Point(e, r, p) for e, r in (("single", 6.0), ("multi", 3.0)) for p in CONTINUOUS]
-    # Gavel's size-first multi-GPU mix at its quoted points
+    # Gavel's size-first multi-GPU mix at its quoted points, then its curve
     rest += [Point("multi_sizefirst", 2.6, p) for p in CONTINUOUS[:3]]
+    rest += [
+        Point("multi_sizefirst", r, p)
+        for r in (1.0, 2.0, 1.5, 0.5, 2.6)
+        for p in CONTINUOUS
+        if r != 2.6 or p in CONTINUOUS[3:]
+    ]
     rest += [Point("static_sizefirst", 700, p) for p in STATIC[:2]]
     # Ablation: how much of the gap to Gavel is our second LP stage?
     rest += [
