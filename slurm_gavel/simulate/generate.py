@@ -100,6 +100,11 @@ def generate_trace(
             for sf in sizes
         }
         keep = [i for i, sf in enumerate(sizes) if runs_at[sf]]
+        if not keep:
+            raise InputError(
+                f"--size-first: the throughput table has no job type at any of the sizes "
+                f"{sizes}; add throughputs for them or drop --size-first"
+            )
         sizes = [sizes[i] for i in keep]
         probs = probs[keep] / probs[keep].sum()
     jobs: list[Job] = []

@@ -82,3 +82,6 @@ def test_size_first_leaves_out_sizes_no_job_type_has():
     assert {j.scale_factor for j in jobs} == {1, 2, 4}
     jobs = generate_trace(500, 60.0, TABLE, multi_gpu=True, size_first=True, max_scale_factor=2)
     assert {j.scale_factor for j in jobs} == {1, 2}
+    only_two = ThroughputTable(alone={k: v for k, v in TABLE.alone.items() if k[1] == 2})
+    with pytest.raises(InputError, match="no job type at any of the sizes"):
+        generate_trace(5, 60.0, only_two, multi_gpu=True, size_first=True, max_scale_factor=1)
