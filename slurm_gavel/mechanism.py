@@ -205,12 +205,15 @@ class _FreePool:
         self.biggest = 0
 
     def add(self, name: str, gpus: int, index: int) -> None:
+        """A node with `gpus` free; nodes come in increasing `index` (snapshot order),
+        so appending keeps each bucket sorted without an insort (this runs every round)."""
         self.free[name] = gpus
         self.order[name] = index
         while len(self.buckets) <= gpus:
             self.buckets.append([])
-        bisect.insort(self.buckets[gpus], (index, name))
-        self.biggest = max(self.biggest, gpus)
+        self.buckets[gpus].append((index, name))
+        if gpus > self.biggest:
+            self.biggest = gpus
 
     def take(self, name: str, gpus: int) -> None:
         f = self.free[name]
@@ -244,24 +247,15 @@ class _FreePool:
 
 
 def _pools(nodes: Iterable[Node]) -> dict[GpuType, _FreePool]:
-    """A free pool per GPU type. Nodes come in snapshot order, so appending keeps each
-    bucket sorted by node index without add()'s insort (this runs every round)."""
+    """A free pool per GPU type, nodes added in snapshot order."""
     pools: dict[GpuType, _FreePool] = {}
     for i, n in enumerate(nodes):
         usable = n.usable_gpus
-        if usable <= 0:
-            continue
-        pool = pools.get(n.gpu_type)
-        if pool is None:
-            pool = pools[n.gpu_type] = _FreePool()
-        pool.free[n.name] = usable
-        pool.order[n.name] = i
-        buckets = pool.buckets
-        while len(buckets) <= usable:
-            buckets.append([])
-        buckets[usable].append((i, n.name))
-        if usable > pool.biggest:
-            pool.biggest = usable
+        if usable > 0:
+            pool = pools.get(n.gpu_type)
+            if pool is None:
+                pool = pools[n.gpu_type] = _FreePool()
+            pool.add(n.name, usable, i)
     return pools
 
 
