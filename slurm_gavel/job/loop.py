@@ -160,10 +160,12 @@ class GavelJob:
         sys.stdout.flush()
         raise SystemExit(self.env.requeue_exit_code)
 
-    def _after_step(self) -> None:
+    def _after_step(self, total: int | None = None) -> None:
         self.step += 1
         self.progress.step_done()
-        if self._requested:
+        # A signal that lands during the last step is ignored: the work is done, and
+        # exiting for requeue would cost a restart that only reloads and finishes.
+        if self._requested and (total is None or self.step < total):
             self.checkpoint_and_exit()
         if self.checkpoint_every and self.step % self.checkpoint_every == 0:
             self.checkpoint()
@@ -180,7 +182,7 @@ class GavelJob:
             self.checkpoint_and_exit()
         while self.step < total:
             yield self.step
-            self._after_step()
+            self._after_step(total)
         self.progress.write("finished")
 
     def iterate(self, batches: Iterable[T]) -> Iterator[T]:

@@ -32,7 +32,13 @@ MANAGED_JOB = r"""#!/bin/bash
 log="$1/$SLURM_JOB_ID.log"; ckpt="$1/$SLURM_JOB_ID.ckpt"; steps="$2"
 step=0
 [ -f "$ckpt" ] && step=$(cat "$ckpt")
-trap 'echo "$step" > "$ckpt"; echo "$(date +%s.%N) signal $step" >> "$log"; exit 99' USR1
+# A signal after the last step (the daemon preempting as the job ends) is ignored, as
+# slurm_gavel.job does: the work is done, so the job finishes rather than exit for requeue.
+on_signal() {
+  [ "$step" -ge "$steps" ] && return
+  echo "$step" > "$ckpt"; echo "$(date +%s.%N) signal $step" >> "$log"; exit 99
+}
+trap on_signal USR1
 echo "$(date +%s.%N) start ${SLURM_RESTART_COUNT:-0} $SLURMD_NODENAME $step" >> "$log"
 while [ "$step" -lt "$steps" ]; do
   sleep 1 & wait $!

@@ -144,3 +144,17 @@ def test_request_in_process_raises_systemexit_with_the_configured_code(tmp_path:
         assert (tmp_path / "1" / "ckpt-000000000002.pt").exists()
     finally:
         job.close()
+
+
+def test_a_signal_during_the_last_step_lets_the_job_finish(tmp_path: Path) -> None:
+    # The daemon can preempt a job just as it ends; a requeue then would cost a restart
+    # that only reloads the checkpoint and finishes. The job ends normally instead.
+    job = GavelJob(env={"SLURM_JOB_ID": "1", "GAVEL_CHECKPOINT_DIR": str(tmp_path)}, value=3)
+    try:
+        for step in job.steps(3):
+            if step == 2:
+                os.kill(os.getpid(), signal.SIGUSR1)
+        assert job.step == 3 and job.checkpoint_requested
+        assert not (tmp_path / "1").exists() or not list((tmp_path / "1").iterdir())
+    finally:
+        job.close()
