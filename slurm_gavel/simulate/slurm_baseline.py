@@ -162,7 +162,9 @@ def _reserve(
     ends: list[tuple[float, GpuType, int]],
 ) -> _Reservation | None:
     """Earliest time some allowed type has the job's GPUs free, as running jobs end."""
-    avail = {t: sum(free[n] for n, nt, _ in node_order if nt == t) for t in types}
+    # as _placement counts free GPUs: a node holding more than it has (shrunk under
+    # its running jobs) offers none, rather than a negative count
+    avail = {t: sum(max(0, free[n]) for n, nt, _ in node_order if nt == t) for t in types}
     for end, t, gpus in ends:
         if t not in avail:
             continue
