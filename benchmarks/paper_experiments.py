@@ -6,11 +6,12 @@
     python benchmarks/paper_experiments.py --out DIR --report               # table + plots only
 
 Cluster: 36 V100, 36 P100, 36 K80 in servers of 4. Continuous experiments: a
-Poisson trace (seed 0) at each input rate, JCT averaged over jobs 4000-4999 in
-arrival order, the run stopping once they have all finished (Gavel's window;
-simulate/window.py). Static experiments: N multi-GPU jobs all at time 0, makespan.
-Rounds of 360 s, no preemption overhead (Gavel's simulator charges none), except
-the points tagged "+overhead" (the project's default 30 s).
+Poisson trace (seed 0; the quoted points also on seeds 1 and 2) at each input
+rate, JCT averaged over jobs 4000-4999 in arrival order, the run stopping once
+they have all finished (Gavel's window; simulate/window.py). Static experiments:
+N multi-GPU jobs all at time 0, makespan. Rounds of 360 s, no preemption
+overhead (Gavel's simulator charges none), except the points tagged "+overhead"
+(the project's default 30 s).
 
 Every point runs in its own child process (a fresh interpreter: no state carried
 over, and --parallel can use more cores) and writes DIR/points/<key>.json; a point
@@ -83,11 +84,15 @@ class Point:
     overhead_s: float = 0.0
     # False: Gavel's single max-min LP (PolicyOptions.second_stage), an ablation
     second_stage: bool = True
+    # the trace's (and the policies') seed; Gavel's published figures are seed 0, the
+    # other seeds show how much of a difference to them is one trace's luck
+    seed: int = 0
 
     @property
     def key(self) -> str:
         tag = "" if self.overhead_s == 0 else f"+overhead{self.overhead_s:g}"
         tag += "" if self.second_stage else "+stage1only"
+        tag += "" if self.seed == 0 else f"+seed{self.seed}"
         return f"{self.experiment}-{self.x:g}-{self.policy}{tag}"
 
 
@@ -130,6 +135,15 @@ def full_plan() -> Plan:
         for e, r in (("multi_sizefirst", 2.6), ("single", 4.4), ("single", 5.6))
         for p in CONTINUOUS[1:3]
     ]
+    # Other traces of the quoted points (seeds 1 and 2): the spread across traces. Not
+    # agnostic LAS at single 5.6 (past saturation: a run takes hours, a lower bound).
+    rest += [
+        Point(e, r, p, seed=seed)
+        for seed in (1, 2)
+        for e, r in (("single", 4.4), ("multi_sizefirst", 2.6), ("single", 5.6), ("multi", 2.6))
+        for p in CONTINUOUS[:3]
+        if (e, r, p) != ("single", 5.6, CONTINUOUS[0])
+    ]
     return Plan((4000, 5000), 15000, CLUSTER, first + rest)
 
 
@@ -154,7 +168,7 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
     nodes = parse_cluster_spec(plan.cluster, table)
     opts = SimulationOptions(
         preemption_overhead=point.overhead_s,
-        seed=0,
+        seed=point.seed,
         progress=False,
         second_stage=point.second_stage,
     )
@@ -164,7 +178,7 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
     static = point.experiment.startswith("static")
     if static:
         jobs = generate_trace(
-            int(point.x), 1.0, table, seed=0, multi_gpu=True, size_first=size_first
+            int(point.x), 1.0, table, seed=point.seed, multi_gpu=True, size_first=size_first
         )
         jobs = [replace(j, arrival_time=0.0) for j in jobs]  # all queued at the start
         summary = simulate(jobs, nodes, table, point.policy, opts).summary
@@ -176,7 +190,7 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
             # The same seed gives the same first n jobs whatever n, so a longer trace
             # only adds arrivals behind the window.
             jobs = generate_trace(
-                n, HOUR / point.x, table, seed=0, multi_gpu=multi, size_first=size_first
+                n, HOUR / point.x, table, seed=point.seed, multi_gpu=multi, size_first=size_first
             )
             opts = replace(opts, stop_when_completed=window.ids(jobs))
             summary = simulate(jobs, nodes, table, point.policy, opts).summary
@@ -194,6 +208,7 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
         "policy": point.policy,
         "preemption_overhead_s": point.overhead_s,
         "second_stage": point.second_stage,
+        "seed": point.seed,
         "cluster": plan.cluster,
         "window": list(plan.window) if not static else None,
         "trace_jobs": n if not static else int(point.x),
@@ -279,7 +294,7 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
     for r in sorted(results.values(), key=lambda r: (order[r["experiment"]], r["x"], r["key"])):
         s, v = r["summary"], _metric(r)
         gavel = GAVEL.get((r["experiment"], r["x"]), {}).get(r["policy"])
-        if r["preemption_overhead_s"]:
+        if r["preemption_overhead_s"] or r.get("seed", 0):
             gavel = None
         note = []
         w = s.get("measure_window")
@@ -287,6 +302,8 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
             note.append("trace ran out: a lower bound")
         if not r.get("second_stage", True):
             note.append("ablation: single-stage LP (Gavel's)")
+        if r.get("seed", 0):
+            note.append(f"trace seed {r['seed']}")
         if s["unfinished_jobs"]:
             note.append(f"{s['unfinished_jobs']} unfinished")
         rows.append(
@@ -294,6 +311,41 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
             f"| {'-' if v is None else f'{v:.1f}'} | {'-' if gavel is None else gavel} "
             f"| {s['jobs']} | {s['preemptions']} | {s['utilization']:.2f} "
             f"| {r['process_wall_s']} | {', '.join(note)} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def seed_table(results: dict[str, dict[str, Any]]) -> str:
+    """Points run on several traces (seeds): each seed's value, the mean and the ratio
+    of het-aware to agnostic LAS per seed, beside Gavel's seed-0 figure."""
+    groups: dict[tuple[str, float, str], dict[int, float]] = {}
+    for r in results.values():
+        v = _metric(r)
+        if r["preemption_overhead_s"] or not r.get("second_stage", True) or v is None:
+            continue
+        if r["summary"].get("measure_window", {}).get("trace_exhausted"):
+            continue
+        groups.setdefault((r["experiment"], r["x"], r["policy"]), {})[r.get("seed", 0)] = v
+    multi = {k: v for k, v in groups.items() if len(v) > 1}
+    if not multi:
+        return ""
+    seeds = sorted({s for v in multi.values() for s in v})
+    rows = [
+        "| experiment | x | policy | " + " | ".join(f"seed {s} h" for s in seeds)
+        + " | mean h | min-max | Gavel (seed 0) h |",
+        "|---|---|---|" + "---|" * len(seeds) + "---|---|---|",
+    ]  # fmt: skip
+    order = {"single": 0, "multi": 1, "multi_sizefirst": 2}
+    for (e, x, pol), v in sorted(
+        multi.items(), key=lambda kv: (order.get(kv[0][0], 9), *kv[0][1:])
+    ):
+        vals = list(v.values())
+        gavel = GAVEL.get((e, x), {}).get(pol)
+        rows.append(
+            f"| {e} | {x:g} | {pol} | "
+            + " | ".join(f"{v[s]:.1f}" if s in v else "-" for s in seeds)
+            + f" | {sum(vals) / len(vals):.1f} | {min(vals):.1f}-{max(vals):.1f} "
+            f"| {'-' if gavel is None else gavel} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -308,7 +360,7 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
     base = [
         r
         for r in results.values()
-        if not r["preemption_overhead_s"] and r.get("second_stage", True)
+        if not r["preemption_overhead_s"] and r.get("second_stage", True) and not r.get("seed", 0)
     ]
     titles = {  # experiment -> (title, file name)
         "single": ("Single-GPU jobs (Gavel Fig. 8 setting)", "single_gpu_jct_vs_rate.png"),
@@ -428,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     results = load_results(out)
     exhausted = {f"{k} (exhausted)": r for k, r in load_results(out, "exhausted").items()}
     sys.stdout.write(markdown_table({**results, **exhausted}))
+    spread = seed_table(results)
+    if spread:
+        sys.stdout.write("\nAcross traces (seeds):\n\n" + spread)
     for path in plots(results, out):
         print(f"plot: {path}")
     return 0
