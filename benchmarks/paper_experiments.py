@@ -350,8 +350,15 @@ def seed_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _minor_label(v: float, _pos: int) -> str:
+    """Label the minor ticks 20, 30, 50 (and 200, 300, 500) of a log axis, no others."""
+    lead = v / 10 ** int(f"{v:e}".split("e")[1])
+    return f"{v:g}" if round(lead) in (2, 3, 5) else ""
+
+
 def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -390,6 +397,9 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         ax.set_ylabel(f"average JCT of jobs {first}-{end - 1} (hours)")
         ax.set_title(f"{title}; x = Gavel's published value")
         ax.set_yscale("log")
+        # plain hours on the log axis (20, 50, 100), not 2x10^1
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(_minor_label))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="best")
         fig.tight_layout()
