@@ -196,6 +196,7 @@ class Demo:
                 progress_dir=str(base / "progress"),
                 table=str(table),
                 grace_seconds=min(15.0, self.args.round_seconds / 2),
+                stay_credit_seconds=self.args.stay_credit,
             )
         )
         with open(base / "daemon.log", "ab") as log:
@@ -208,7 +209,9 @@ class Demo:
             )
         say(
             f"[demo] slurm-gavel run --config {cfg} (policy {self.args.policy}, "
-            f"{self.args.round_seconds:g} s rounds; log {base / 'daemon.log'})"
+            f"{self.args.round_seconds:g} s rounds"
+            + (f", stay credit {self.args.stay_credit:g} s" if self.args.stay_credit else "")
+            + f"; log {base / 'daemon.log'})"
         )
         return base / "state" / "state.json"
 
@@ -322,6 +325,7 @@ class Demo:
         )
         results = {
             "policy": a.policy,
+            "stay_credit_seconds": a.stay_credit,
             "speed": a.speed,
             "topology": a.topology,
             **rep.results_json(self.jobs, gavel, slurm),
@@ -402,6 +406,13 @@ def parser() -> argparse.ArgumentParser:
         "--policy", default="fifo", help="gavel policy (default fifo: heterogeneity-aware FIFO)"
     )
     p.add_argument("--round-seconds", type=float, default=30.0)
+    p.add_argument(
+        "--stay-credit",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="daemon stay_credit_seconds (default 0: Gavel's mechanism); see conf/gavel.yaml",
+    )
     p.add_argument(
         "--speed",
         type=float,
