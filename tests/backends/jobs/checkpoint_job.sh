@@ -11,6 +11,9 @@ if [[ "${SLURM_RESTART_COUNT:-0}" -gt 0 && -f "$ckpt" ]]; then
 fi
 echo "start restart=${SLURM_RESTART_COUNT:-0} step=$step node=${SLURMD_NODENAME:-?}" >> "$ckpt.log"
 on_usr1() {
+  # after the last step the work is done: finish rather than be requeued (as
+  # slurm_gavel.job does when the signal lands during the last step)
+  (( step >= steps )) && return
   echo "$step ${SLURM_RESTART_COUNT:-0}" > "$ckpt"
   echo "checkpoint step=$step" >> "$ckpt.log"
   exit 99
