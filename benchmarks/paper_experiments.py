@@ -144,6 +144,12 @@ def full_plan() -> Plan:
         for p in CONTINUOUS[:3]
         if (e, r, p) != ("single", 5.6, CONTINUOUS[0])
     ]
+    # ... and the second-stage ablation on those traces, where the gap to Gavel is
+    rest += [
+        Point("multi_sizefirst", 2.6, p, second_stage=False, seed=seed)
+        for seed in (1, 2)
+        for p in CONTINUOUS[1:3]
+    ]
     return Plan((4000, 5000), 15000, CLUSTER, first + rest)
 
 
