@@ -327,11 +327,12 @@ def seed_table(results: dict[str, dict[str, Any]]) -> str:
     groups: dict[tuple[str, float, str], dict[int, float]] = {}
     for r in results.values():
         v = _metric(r)
-        if r["preemption_overhead_s"] or not r.get("second_stage", True) or v is None:
+        if r["preemption_overhead_s"] or v is None:
             continue
         if r["summary"].get("measure_window", {}).get("trace_exhausted"):
             continue
-        groups.setdefault((r["experiment"], r["x"], r["policy"]), {})[r.get("seed", 0)] = v
+        policy = r["policy"] + ("" if r.get("second_stage", True) else " (stage 1 only)")
+        groups.setdefault((r["experiment"], r["x"], policy), {})[r.get("seed", 0)] = v
     multi = {k: v for k, v in groups.items() if len(v) > 1}
     if not multi:
         return ""
@@ -346,7 +347,7 @@ def seed_table(results: dict[str, dict[str, Any]]) -> str:
         multi.items(), key=lambda kv: (order.get(kv[0][0], 9), *kv[0][1:])
     ):
         vals = list(v.values())
-        gavel = GAVEL.get((e, x), {}).get(pol)
+        gavel = GAVEL.get((e, x), {}).get(pol.removesuffix(" (stage 1 only)"))
         rows.append(
             f"| {e} | {x:g} | {pol} | "
             + " | ".join(f"{v[s]:.1f}" if s in v else "-" for s in seeds)
