@@ -130,7 +130,7 @@ def _placement(
         fit = _fit(job, types, free, node_order) if room else None
         if fit is None:
             if reservation is None:
-                reservation = _reserve(job, types, free, node_order, ends)
+                reservation = _reserve(job, types, free_by_type, ends)
             continue
         t, slices, consolidated = fit
         if reservation is not None and t == reservation.gpu_type:
@@ -157,14 +157,12 @@ def _placement(
 def _reserve(
     job: Job,
     types: list[GpuType],
-    free: Mapping[str, int],
-    node_order: list[tuple[str, GpuType, int]],
+    free_by_type: Mapping[GpuType, int],
     ends: list[tuple[float, GpuType, int]],
 ) -> _Reservation | None:
-    """Earliest time some allowed type has the job's GPUs free, as running jobs end."""
-    # as _placement counts free GPUs: a node holding more than it has (shrunk under
-    # its running jobs) offers none, rather than a negative count
-    avail = {t: sum(max(0, free[n]) for n, nt, _ in node_order if nt == t) for t in types}
+    """Earliest time some allowed type has the job's GPUs free, as running jobs end.
+    `free_by_type`: _placement's count (a node shrunk under its jobs offers none)."""
+    avail = {t: free_by_type[t] for t in types}
     for end, t, gpus in ends:
         if t not in avail:
             continue
