@@ -32,6 +32,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench_simulate import CASES  # this folder: the cases are defined once
+
 from slurm_gavel.policies import mm_lp
 from slurm_gavel.policies.mm_lp_single import solve_single_classes
 
@@ -56,9 +58,12 @@ def capture() -> list[LpCall]:
 
     mm_lp.solve_single_classes = spy  # type: ignore[assignment]
     try:
+        case = CASES["single1000"]
         table = load_table(None)
-        nodes = parse_cluster_spec("v100:3x4,p100:3x4,k80:3x4", table)
-        jobs = generate_trace(1000, 2400.0, table, seed=0, multi_gpu=False)
+        nodes = parse_cluster_spec(case["cluster"], table)
+        jobs = generate_trace(
+            case["jobs"], case["interarrival"], table, seed=0, multi_gpu=case["multi_gpu"]
+        )
         simulate(jobs, nodes, table, "max_min_fairness", SimulationOptions(progress=False))
     finally:
         mm_lp.solve_single_classes = real  # type: ignore[assignment]

@@ -72,6 +72,14 @@ for (_e, _x), _v in list(GAVEL.items()):
     if _e in ("multi", "static"):
         GAVEL[(f"{_e}_sizefirst", _x)] = _v
 SIZE_FIRST = ("multi_sizefirst", "static_sizefirst")
+# the order of the report's tables
+EXPERIMENT_ORDER = {
+    "single": 0,
+    "multi": 1,
+    "multi_sizefirst": 2,
+    "static": 3,
+    "static_sizefirst": 4,
+}
 
 
 @dataclass(frozen=True)
@@ -296,8 +304,9 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
         "restarts | util | wall s | note |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    order = {"single": 0, "multi": 1, "multi_sizefirst": 2, "static": 3, "static_sizefirst": 4}
-    for r in sorted(results.values(), key=lambda r: (order[r["experiment"]], r["x"], r["key"])):
+    for r in sorted(
+        results.values(), key=lambda r: (EXPERIMENT_ORDER[r["experiment"]], r["x"], r["key"])
+    ):
         s, v = r["summary"], _metric(r)
         gavel = GAVEL.get((r["experiment"], r["x"]), {}).get(r["policy"])
         if r["preemption_overhead_s"] or r.get("seed", 0):
@@ -322,8 +331,8 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def seed_table(results: dict[str, dict[str, Any]]) -> str:
-    """Points run on several traces (seeds): each seed's value, the mean and the ratio
-    of het-aware to agnostic LAS per seed, beside Gavel's seed-0 figure."""
+    """Points run on several traces (seeds): each seed's value, their mean and range,
+    beside Gavel's seed-0 figure."""
     groups: dict[tuple[str, float, str], dict[int, float]] = {}
     for r in results.values():
         v = _metric(r)
@@ -342,9 +351,8 @@ def seed_table(results: dict[str, dict[str, Any]]) -> str:
         + " | mean h | min-max | Gavel (seed 0) h |",
         "|---|---|---|" + "---|" * len(seeds) + "---|---|---|",
     ]  # fmt: skip
-    order = {"single": 0, "multi": 1, "multi_sizefirst": 2}
     for (e, x, pol), v in sorted(
-        multi.items(), key=lambda kv: (order.get(kv[0][0], 9), *kv[0][1:])
+        multi.items(), key=lambda kv: (EXPERIMENT_ORDER[kv[0][0]], *kv[0][1:])
     ):
         vals = list(v.values())
         gavel = GAVEL.get((e, x), {}).get(pol.removesuffix(" (stage 1 only)"))
