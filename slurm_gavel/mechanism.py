@@ -97,6 +97,26 @@ def _entry(k: _Ranked) -> Entry:
     return Entry(k[4], k[6], k[5], -k[2], -k[0], -k[1])
 
 
+# The round-independent part of ranking: per job, its id, members and the (type,
+# fraction) of every type it can run on. Fixed while the allocation and the job set
+# are, so the scheduler computes it once per allocation instead of every round.
+SingleCandidates = list[tuple[JobId, tuple[JobId, ...], list[tuple[GpuType, float]]]]
+
+
+def single_candidates(
+    allocation: Allocation, jobs: Mapping[JobId, MechanismJob], types: list[GpuType]
+) -> SingleCandidates:
+    out: SingleCandidates = []
+    empty: Mapping[GpuType, float] = {}
+    fractions = allocation.fractions
+    for job_id, job in jobs.items():
+        row = fractions.get(job_id, empty)
+        tput = job.throughput
+        runs_on = [(t, float(row.get(t, 0.0))) for t in types if tput.get(t, 0.0) > 0.0]
+        out.append((job_id, (job_id,), runs_on))
+    return out
+
+
 def _ranked(
     allocation: Allocation,
     jobs: Mapping[JobId, MechanismJob],
@@ -105,34 +125,33 @@ def _ranked(
     types: list[GpuType],
     pair_ok: Mapping[str, frozenset[GpuType]] | None,
     stay_credit_s: float = 0.0,
+    singles: SingleCandidates | None = None,
 ) -> list[_Ranked]:
     """The sort keys of entries(), sorted. This runs for every job and type in every
-    round (the simulator's hottest path), hence plain tuples and no helper calls."""
+    round (the simulator's hottest path), hence plain tuples and no helper calls.
+    `singles`: single_candidates() of the same allocation, jobs and types, if known."""
     keyed: list[_Ranked] = []
     empty: Mapping[GpuType, float] = {}
     append = keyed.append
     no_time = elapsed <= 0.0
-    fractions = allocation.fractions
     credit = stay_credit_s > 0.0
-    for job_id, job in jobs.items():
-        row = fractions.get(job_id, empty)
+    if singles is None:
+        singles = single_candidates(allocation, jobs, types)
+    for job_id, members, options in singles:
         got_row = received.get(job_id, empty)
-        cur = job.current.gpu_type if job.current is not None else None
-        members = (job_id,)
-        tput = job.throughput
-        for t in types:
-            if tput.get(t, 0.0) > 0.0:
-                x = float(row.get(t, 0.0))
-                got = got_row.get(t, 0.0)
-                if credit and cur == t:
-                    got = max(0.0, got - stay_credit_s)  # the incumbent keeps its type longer
-                if x <= 0.0:
-                    prio = 0.0
-                elif got <= 0.0 or no_time:
-                    prio = INF
-                else:
-                    prio = x / (got / elapsed)
-                append((-prio, -(x * elapsed - got), -x, -1 if cur == t else 0, job_id, t, members))
+        current = jobs[job_id].current
+        cur = current.gpu_type if current is not None else None
+        for t, x in options:
+            got = got_row.get(t, 0.0)
+            if credit and cur == t:
+                got = max(0.0, got - stay_credit_s)  # the incumbent keeps its type longer
+            if x <= 0.0:
+                prio = 0.0
+            elif got <= 0.0 or no_time:
+                prio = INF
+            else:
+                prio = x / (got / elapsed)
+            append((-prio, -(x * elapsed - got), -x, -1 if cur == t else 0, job_id, t, members))
     for pair in allocation.pairs:
         a, b = pair.jobs
         if a not in jobs or b not in jobs:
@@ -263,55 +282,70 @@ def place_on_nodes(
     chosen: list[Entry], jobs: Mapping[JobId, MechanismJob], nodes: Iterable[Node]
 ) -> dict[JobId, JobPlacement]:
     """Pick nodes for the chosen entries, type by type (see the module docstring)."""
+    return _place([(e.key, e.jobs, e.gpu_type) for e in chosen], jobs, nodes)
+
+
+def _place(
+    chosen: list[tuple[str, tuple[JobId, ...], GpuType]],
+    jobs: Mapping[JobId, MechanismJob],
+    nodes: Iterable[Node],
+) -> dict[JobId, JobPlacement]:
+    """place_on_nodes() over (key, members, type) triples, in priority order."""
     pools = _pools(nodes)
 
     out: dict[JobId, JobPlacement] = {}
-    rest: list[Entry] = []
+    rest: list[tuple[int, str, tuple[JobId, ...], GpuType]] = []
     # 1. lease extension: an entry on the type it already runs on, with its previous
     #    nodes still free, stays exactly where it is.
-    for e in chosen:
-        members = e.jobs
+    for key, members, gpu_type in chosen:
         first = members[0]
-        cur = jobs[first].current
-        if cur is not None and cur.gpu_type == e.gpu_type:
-            pool = pools.get(e.gpu_type)
-            partner = members[1] if len(members) == 2 else None  # _other(e, first)
+        job = jobs[first]
+        cur = job.current
+        if cur is not None and cur.gpu_type == gpu_type:
+            pool = pools.get(gpu_type)
+            partner = members[1] if len(members) == 2 else None
             if pool is not None and cur.partner == partner and slices_fit(cur.nodes, pool.free):
-                for s in cur.nodes:
-                    pool.take(s.node, s.gpus)
+                for sl in cur.nodes:
+                    pool.take(sl.node, sl.gpus)
                 if partner is None and cur.job_id == first:
                     out[first] = cur  # the same value a new JobPlacement would have (frozen)
                     continue
                 for j in members:
-                    out[j] = JobPlacement(j, e.gpu_type, cur.nodes, _other(e, j), cur.consolidated)
+                    out[j] = JobPlacement(
+                        j, gpu_type, cur.nodes, _partner(members, j), cur.consolidated
+                    )
                 continue
-        rest.append(e)
+        rest.append((-job.scale_factor, key, members, gpu_type))
     # 2. the rest, largest first (Gavel assigns in decreasing scale factor to limit
     #    fragmentation); ties keep priority order (the sort is stable).
-    rest.sort(key=lambda e: -jobs[e.jobs[0]].scale_factor)
-    for e in rest:
-        sf = jobs[e.jobs[0]].scale_factor
-        pool = pools[e.gpu_type]
+    rest.sort(key=_first)
+    for neg_sf, key, members, gpu_type in rest:
+        sf = -neg_sf
+        pool = pools[gpu_type]
         best = pool.best_fit(sf)  # best fit keeps big holes for big jobs
         if best is not None:
             slices: tuple[NodeSlice, ...] = (NodeSlice(best, sf),)
         else:
             spread = pool.spread(sf)
             if spread is None:  # select() checked totals, so only a caller bug lands here
-                raise RuntimeError(f"no room for {e.key} on {e.gpu_type}: select() out of sync")
+                raise RuntimeError(f"no room for {key} on {gpu_type}: select() out of sync")
             slices = tuple(spread)
-        for s in slices:
-            pool.take(s.node, s.gpus)
+        for sl in slices:
+            pool.take(sl.node, sl.gpus)
         consolidated = len(slices) <= math.ceil(sf / max(1, pool.biggest))
-        for j in e.jobs:
-            out[j] = JobPlacement(j, e.gpu_type, slices, _other(e, j), consolidated)
+        for j in members:
+            out[j] = JobPlacement(j, gpu_type, slices, _partner(members, j), consolidated)
     return out
 
 
-def _other(e: Entry, j: JobId) -> JobId | None:
-    if len(e.jobs) != 2:
+def _first(item: tuple[int, str, tuple[JobId, ...], GpuType]) -> int:
+    return item[0]
+
+
+def _partner(members: tuple[JobId, ...], j: JobId) -> JobId | None:
+    if len(members) != 2:
         return None
-    return e.jobs[1] if e.jobs[0] == j else e.jobs[0]
+    return members[1] if members[0] == j else members[0]
 
 
 def assign(
@@ -322,13 +356,19 @@ def assign(
     elapsed: float,
     pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
     stay_credit_s: float = 0.0,
+    singles: SingleCandidates | None = None,
 ) -> dict[JobId, JobPlacement]:
     """This round's placement for every job that runs (absent jobs do not run).
-    stay_credit_s: see the module docstring (0 = Gavel)."""
+    stay_credit_s: see the module docstring (0 = Gavel). singles: see _ranked."""
     node_list = list(nodes)
     capacity: dict[GpuType, int] = {}
     for n in node_list:
         capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.usable_gpus
-    ranked = _ranked(allocation, jobs, received, elapsed, list(capacity), pair_ok, stay_credit_s)
-    chosen = [_entry(ranked[i]) for i in _select(ranked, jobs, capacity)]
-    return place_on_nodes(chosen, jobs, node_list)
+    ranked = _ranked(
+        allocation, jobs, received, elapsed, list(capacity), pair_ok, stay_credit_s, singles
+    )
+    chosen = []
+    for i in _select(ranked, jobs, capacity):
+        k = ranked[i]
+        chosen.append((k[4], k[6], k[5]))
+    return _place(chosen, jobs, node_list)

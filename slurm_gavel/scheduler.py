@@ -32,8 +32,22 @@ from slurm_gavel.backends.base import (
     RoundPlacement,
 )
 from slurm_gavel.errors import InputError
-from slurm_gavel.mechanism import MechanismJob, assign, pair_key
-from slurm_gavel.model import Allocation, GpuType, JobId, PairShare, PairThroughput, Problem
+from slurm_gavel.mechanism import (
+    MechanismJob,
+    SingleCandidates,
+    assign,
+    pair_key,
+    single_candidates,
+)
+from slurm_gavel.model import (
+    Allocation,
+    GpuType,
+    Job,
+    JobId,
+    PairShare,
+    PairThroughput,
+    Problem,
+)
 from slurm_gavel.policies import PACKING_POLICIES, PolicyOptions, allocate
 from slurm_gavel.throughputs import ThroughputTable
 
@@ -71,6 +85,19 @@ class JobAccount:
 
 
 @dataclass
+class _RoundMemo:
+    jobs: tuple[Job, ...]  # the active jobs' Job objects, compared by identity
+    capacity: dict[GpuType, int]
+    considered: list[tuple[int, Mapping[GpuType, float]]]  # (index into active, row)
+    skipped: list[tuple[JobId, str]]
+    key: str
+    mechanism_jobs: dict[JobId, MechanismJob] = field(default_factory=dict)
+    # mechanism.single_candidates() of `singles_for` (an allocation, by identity)
+    singles_for: Allocation | None = None
+    singles: SingleCandidates | None = None
+
+
+@dataclass
 class SchedulerState:
     round_index: int = 0
     last_round_time: float | None = None  # backend clock when the last round acted
@@ -84,6 +111,10 @@ class SchedulerState:
     epoch_elapsed: float = 0.0
     jobs: dict[JobId, JobAccount] = field(default_factory=dict)
     placement: dict[JobId, JobPlacement] = field(default_factory=dict)  # last round's
+    # Not state: what the last round derived from its job set, reused while the
+    # backend reports the very same Job objects (the simulator between arrivals and
+    # completions). Never written to JSON; a reloaded state starts without it.
+    memo: _RoundMemo | None = field(default=None, repr=False, compare=False)
 
     # ---- JSON --------------------------------------------------------------------------
 
@@ -301,10 +332,42 @@ def build_problem(
     )
 
 
+def _round_jobs(
+    state: SchedulerState,
+    active: list[ObservedJob],
+    config: SchedulerConfig,
+    capacity: dict[GpuType, int],
+) -> tuple[list[tuple[ObservedJob, Mapping[GpuType, float]]], list[tuple[JobId, str]], str]:
+    """considered_jobs() and the job-set key, reused from the last round when the
+    backend reports the same Job objects on the same capacity (a quiet round)."""
+    memo = state.memo
+    if memo is not None and len(memo.jobs) == len(active) and memo.capacity == capacity:
+        same = True
+        for o, job in zip(active, memo.jobs, strict=True):
+            if o.job is not job:
+                same = False
+                break
+        if same:
+            return [(active[i], row) for i, row in memo.considered], memo.skipped, memo.key
+    considered, skipped = considered_jobs(active, config, capacity)
+    usable = {t: n for t, n in capacity.items() if n > 0}
+    key = _job_set_key([o for o, _ in considered], usable)
+    index = {id(o): i for i, o in enumerate(active)}
+    state.memo = _RoundMemo(
+        tuple(o.job for o in active),
+        dict(capacity),
+        [(index[id(o)], row) for o, row in considered],
+        skipped,
+        key,
+    )
+    return considered, skipped, key
+
+
 def _mechanism_jobs(
     jobs: list[tuple[ObservedJob, Mapping[GpuType, float]]], state: SchedulerState
 ) -> dict[JobId, MechanismJob]:
     out: dict[JobId, MechanismJob] = {}
+    cache = state.memo.mechanism_jobs if state.memo is not None else {}
     for o, row in jobs:
         job_id = o.job.id
         current = None
@@ -319,7 +382,10 @@ def _mechanism_jobs(
                 current = prev  # reuse: same place, and it knows if it is consolidated
             else:
                 current = JobPlacement(job_id, o.gpu_type, o.nodes, o.partner, True)
-        out[job_id] = MechanismJob(job_id, o.job.scale_factor, row, current)
+        m = cache.get(job_id)
+        if m is None or m.current is not current or m.throughput is not row:
+            m = cache[job_id] = MechanismJob(job_id, o.job.scale_factor, row, current)
+        out[job_id] = m
     return out
 
 
@@ -356,9 +422,8 @@ def run_round(
         skipped: list[tuple[JobId, str]] = []
         placed = baselines()[config.policy](snap, config)
     else:
-        considered, skipped = considered_jobs(active, config, capacity)
+        considered, skipped, key = _round_jobs(state, active, config, capacity)
         usable = {t: n for t, n in capacity.items() if n > 0}
-        key = _job_set_key([o for o, _ in considered], usable)
         due = (
             config.reallocate_every_s is not None
             and state.allocation_time is not None
@@ -386,6 +451,13 @@ def run_round(
                 demand = sum(j.scale_factor for j in jobs_m.values())
                 if demand <= sum(usable.values()):
                     credit = config.stay_credit_s
+            memo = state.memo
+            singles = None
+            if memo is not None:
+                if memo.singles_for is not state.allocation:
+                    memo.singles = single_candidates(state.allocation, jobs_m, list(capacity))
+                    memo.singles_for = state.allocation
+                singles = memo.singles
             placed = assign(
                 state.allocation,
                 jobs_m,
@@ -393,6 +465,7 @@ def run_round(
                 state.epoch_received,
                 state.epoch_elapsed,
                 stay_credit_s=credit,
+                singles=singles,
             )
     mech_s = time.perf_counter() - t0 - solve_s
 

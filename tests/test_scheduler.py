@@ -165,3 +165,33 @@ def test_stay_credit_is_off_in_overloaded_rounds():
     # 3 jobs on 2 GPUs: the credit could keep a waiting job queued, so it is not applied
     gavel = _types_per_round(3, "v100:1x1,k80:1x1", 0.0)
     assert gavel == _types_per_round(3, "v100:1x1,k80:1x1", 1080.0)
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness", "max_min_fairness_packed"])
+def test_the_round_memo_changes_no_decision(policy):
+    """run_round reuses what it derived from the job set while the backend reports the
+    same Job objects (SchedulerState.memo). A state reloaded from JSON every round
+    (no memo, as after a daemon restart) must place every job the same way."""
+    from slurm_gavel.scheduler import copy_state
+    from slurm_gavel.simulate.generate import generate_trace
+
+    jobs = generate_trace(40, 900.0, TABLE, seed=3)
+    config = SchedulerConfig(table=TABLE, policy=policy, round_seconds=360.0)
+    kept, reloaded = (
+        _sim(jobs, "v100:1x4,p100:1x2,k80:1x4"),
+        _sim(jobs, "v100:1x4,p100:1x2,k80:1x4"),
+    )
+    state_kept, state_reloaded = SchedulerState(), SchedulerState()
+    quiet_rounds = 0
+    for _ in range(150):
+        state_kept, a = run_round(state_kept, kept, config)
+        state_reloaded, b = run_round(copy_state(state_reloaded), reloaded, config)
+        assert a.placement.jobs == b.placement.jobs
+        assert a.reallocated == b.reallocated
+        quiet_rounds += not a.reallocated
+        for sim in (kept, reloaded):
+            sim.advance(sim.clock + config.round_seconds)
+        if kept.done():
+            break
+    assert state_kept.to_json() == state_reloaded.to_json()
+    assert quiet_rounds > 20  # the memo was used

@@ -15,7 +15,6 @@ Everything is deterministic: no randomness, iteration in sorted order.
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -130,7 +129,6 @@ class SimulatedCluster:
         self._next_arrival = 0
         self._active: dict[JobId, _SimJob] = {}
         self._running: dict[JobId, _SimJob] = {}
-        self._finish_heap: list[tuple[float, JobId]] = []
         self._unreported: list[Completion] = []
         self.completions: list[Completion] = []  # drained by the caller (metrics)
         self.busy_gpu_seconds: dict[GpuType, float] = {}
@@ -218,22 +216,28 @@ class SimulatedCluster:
             sj.ran_before = True
             sj.progress_from = now + overhead
         self._running = {j: self._active[j] for j in sorted(valid)}
-        for job_id, sj in self._running.items():
-            # A kept job's finish time is recomputed (same arithmetic as always), but
-            # its heap entry is still valid when the time is unchanged: pushing a
-            # duplicate every round only made advance() pop it as stale later.
-            self._set_rate(sj, now, push_unchanged=job_id not in kept_set)
+        for sj in self._running.values():
+            # a kept job's finish time is recomputed too: the same arithmetic every
+            # round keeps results identical to every earlier version
+            self._set_rate(sj, now)
         return ActResult(tuple(started), tuple(kept), tuple(preempted), tuple(moved), tuple(failed))
 
     # ---- the virtual clock -------------------------------------------------------------
 
     def advance(self, until: float) -> None:
-        """Run the current placement until `until`, completing jobs at their exact time."""
-        while self._finish_heap and self._finish_heap[0][0] <= until:
-            t, job_id = heapq.heappop(self._finish_heap)
-            sj = self._running.get(job_id)
-            if sj is None or sj.finish_at != t:
-                continue  # stale heap entry
+        """Run the current placement until `until`, completing jobs at their exact time.
+
+        Completions are taken one at a time in (finish time, job id) order, earliest
+        first: finishing one job can change its partner's rate and so its finish time.
+        A scan of the running jobs finds the next one (a few dozen; a heap needed a
+        push per restart and then popped mostly stale entries)."""
+        while True:
+            nxt = self._first_finish(until)
+            if nxt is None:
+                break
+            sj = self._running[nxt]
+            t = sj.finish_at
+            job_id = sj.job.id
             self._settle(sj, t)
             sj.steps_done = sj.job.total_steps
             partner = sj.placement.partner if sj.placement else None
@@ -267,19 +271,24 @@ class SimulatedCluster:
             self._settle(sj, until)
         self.clock = max(self.clock, until)
 
+    def _first_finish(self, until: float) -> JobId | None:
+        """The running job that finishes first at or before `until` (ties: lowest id)."""
+        best: JobId | None = None
+        best_t = math.inf
+        for job_id, sj in self._running.items():
+            t = sj.finish_at
+            if t <= until and (t < best_t or (t == best_t and best is not None and job_id < best)):
+                best, best_t = job_id, t
+        return best
+
     def next_arrival_time(self) -> float | None:
         if self._next_arrival < len(self._arrivals):
             return self._arrivals[self._next_arrival].arrival_time
         return None
 
     def next_completion_time(self) -> float | None:
-        while self._finish_heap:
-            t, job_id = self._finish_heap[0]
-            sj = self._running.get(job_id)
-            if sj is not None and sj.finish_at == t:
-                return t
-            heapq.heappop(self._finish_heap)
-        return None
+        t = min((sj.finish_at for sj in self._running.values()), default=math.inf)
+        return t if t < math.inf else None
 
     def last_completion_of_running(self) -> float:
         """When the last running job would finish with the current placement."""
@@ -324,14 +333,15 @@ class SimulatedCluster:
             if sj is None:
                 failed.append((job_id, "not an active job"))
                 continue
-            if p.gpus != sj.job.scale_factor:
-                failed.append((job_id, f"placed on {p.gpus} GPUs, needs {sj.job.scale_factor}"))
-                continue
             slices = p.nodes
-            gpu_type = p.gpu_type
-            if not all_of_type(slices, node_type, gpu_type):
-                failed.append((job_id, f"nodes are not all {p.gpu_type}"))
-                continue
+            # the placement it runs on (kept) passed these two when it was first acted on
+            if p is not sj.placement:
+                if p.gpus != sj.job.scale_factor:
+                    failed.append((job_id, f"placed on {p.gpus} GPUs, needs {sj.job.scale_factor}"))
+                    continue
+                if not all_of_type(slices, node_type, p.gpu_type):
+                    failed.append((job_id, f"nodes are not all {p.gpu_type}"))
+                    continue
             if p.partner is not None and p.partner in counted:
                 ok[job_id] = p  # its partner already holds these GPUs
                 continue
@@ -353,7 +363,7 @@ class SimulatedCluster:
             self._active_integral += len(self._active) * (t - self._integral_t)
             self._integral_t = t
 
-    def _set_rate(self, sj: _SimJob, now: float, push_unchanged: bool = True) -> None:
+    def _set_rate(self, sj: _SimJob, now: float) -> None:
         p = sj.placement
         assert p is not None
         job = sj.job
@@ -371,10 +381,7 @@ class SimulatedCluster:
         sj.rate = rate
         start = max(now, sj.progress_from)
         left = max(0.0, job.total_steps - sj.steps_done)
-        before = sj.finish_at
         sj.finish_at = start + left / rate if rate > 0 else math.inf
-        if sj.finish_at < math.inf and (push_unchanged or sj.finish_at != before):
-            heapq.heappush(self._finish_heap, (sj.finish_at, job.id))
 
     def _settle(self, sj: _SimJob, t: float) -> None:
         """Bring steps_done and the busy-GPU accounting up to time t."""

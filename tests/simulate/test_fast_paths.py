@@ -1,10 +1,10 @@
 """The simulator's speed-ups must not change a decision.
 
-assign() ranks plain tuples and selects on them (building Entry objects only for
-the chosen candidates); it must equal the public composition
-place_on_nodes(select(entries(...))) on any input. SimulatedCluster.act() no
-longer pushes a finish-time heap entry for a kept job whose finish time did not
-change; the heap must stay small and completions exact.
+assign() ranks plain tuples and selects on them, and may take its per-allocation
+candidates precomputed (mechanism.single_candidates); it must equal the public
+composition place_on_nodes(select(entries(...))) on any input.
+SimulatedCluster finds the next completion by scanning its running jobs (no
+heap): completions stay exact, and simultaneous ones come in job id order.
 """
 
 from __future__ import annotations
@@ -74,22 +74,44 @@ def test_assign_equals_the_public_composition(seed):
     assert assign(alloc, jobs, nodes, received, elapsed) == expected
 
 
-def test_kept_jobs_do_not_grow_the_finish_heap_and_finish_exactly():
+def test_a_kept_job_finishes_at_its_exact_time():
     rate = TABLE.throughput(RESNET, 1, "v100")
     job = Job("a", RESNET, 1, total_steps=rate * 100 * 360.0 + rate * 7.0)
     cluster = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), [job], TABLE)
     place = {"a": JobPlacement("a", "v100", (NodeSlice("v100-000", 1),))}
-    heap_sizes: list[int] = []
     for r in range(100):
         cluster.observe()
         result = cluster.act(RoundPlacement(r, cluster.clock, 360.0, place))
         assert result.kept == (() if r == 0 else ("a",))
         cluster.advance(cluster.clock + 360.0)
-        heap_sizes.append(len(cluster._finish_heap))
-    # recomputing the finish time each round can move it by an ulp (then a new entry
-    # is pushed); before, every round pushed one: 100 entries by now
-    assert max(heap_sizes) < 20, heap_sizes
+        assert not cluster.completions
     cluster.observe()
     cluster.act(RoundPlacement(100, cluster.clock, 360.0, place))
     cluster.advance(cluster.clock + 360.0)
     assert [c.finish_time for c in cluster.completions] == [pytest.approx(100 * 360.0 + 7.0)]
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_precomputed_single_candidates_change_nothing(seed):
+    from slurm_gavel.mechanism import single_candidates
+
+    alloc, jobs, nodes, received, elapsed = _random_case(random.Random(seed))
+    types = list(dict.fromkeys(n.gpu_type for n in nodes))
+    singles = single_candidates(alloc, jobs, types)
+    for credit in (0.0, 300.0):
+        expected = assign(alloc, jobs, nodes, received, elapsed, stay_credit_s=credit)
+        got = assign(alloc, jobs, nodes, received, elapsed, stay_credit_s=credit, singles=singles)
+        assert got == expected
+
+
+def test_jobs_finishing_at_the_same_instant_complete_in_id_order():
+    rate = TABLE.throughput(RESNET, 1, "v100")
+    jobs = [Job(j, RESNET, 1, total_steps=rate * 100.0) for j in ("b", "c", "a")]
+    cluster = SimulatedCluster(parse_cluster_spec("v100:1x4", TABLE), jobs, TABLE)
+    cluster.observe()
+    place = {j.id: JobPlacement(j.id, "v100", (NodeSlice("v100-000", 1),)) for j in jobs}
+    cluster.act(RoundPlacement(0, 0.0, 360.0, place))
+    assert cluster.next_completion_time() == pytest.approx(100.0)
+    cluster.advance(360.0)
+    assert [c.job.id for c in cluster.completions] == ["a", "b", "c"]
+    assert cluster.next_completion_time() is None
