@@ -15,6 +15,7 @@ Everything is deterministic: no randomness, iteration in sorted order.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -227,17 +228,21 @@ class SimulatedCluster:
     def advance(self, until: float) -> None:
         """Run the current placement until `until`, completing jobs at their exact time.
 
-        Completions are taken one at a time in (finish time, job id) order, earliest
-        first: finishing one job can change its partner's rate and so its finish time.
-        A scan of the running jobs finds the next one (a few dozen; a heap needed a
-        push per restart and then popped mostly stale entries)."""
-        while True:
-            nxt = self._first_finish(until)
-            if nxt is None:
-                break
-            sj = self._running[nxt]
-            t = sj.finish_at
-            job_id = sj.job.id
+        Completions come in (finish time, job id) order. One scan of the running jobs
+        collects those due by `until`; finishing a job can change its partner's rate
+        and so its finish time, which re-enters the queue (its old entry goes stale).
+        """
+        due = [
+            (sj.finish_at, j)
+            for j, sj in self._running.items()
+            if sj.finish_at <= until and sj.finish_at < math.inf
+        ]
+        heapq.heapify(due)
+        while due:
+            t, job_id = heapq.heappop(due)
+            sj = self._running.get(job_id)
+            if sj is None or sj.finish_at != t:
+                continue  # stale: its partner finished first and its rate changed
             self._settle(sj, t)
             sj.steps_done = sj.job.total_steps
             partner = sj.placement.partner if sj.placement else None
@@ -267,19 +272,11 @@ class SimulatedCluster:
                     other.placement.consolidated,
                 )
                 self._set_rate(other, t)
+                if other.finish_at <= until and other.finish_at < math.inf:
+                    heapq.heappush(due, (other.finish_at, partner))
         for sj in self._running.values():
             self._settle(sj, until)
         self.clock = max(self.clock, until)
-
-    def _first_finish(self, until: float) -> JobId | None:
-        """The running job that finishes first at or before `until` (ties: lowest id)."""
-        best: JobId | None = None
-        best_t = math.inf
-        for job_id, sj in self._running.items():
-            t = sj.finish_at
-            if t <= until and (t < best_t or (t == best_t and best is not None and job_id < best)):
-                best, best_t = job_id, t
-        return best
 
     def next_arrival_time(self) -> float | None:
         if self._next_arrival < len(self._arrivals):
