@@ -160,12 +160,12 @@ class GavelJob:
         sys.stdout.flush()
         raise SystemExit(self.env.requeue_exit_code)
 
-    def _after_step(self, total: int | None = None) -> None:
+    def _after_step(self, last: bool) -> None:
         self.step += 1
         self.progress.step_done()
         # A signal that lands during the last step is ignored: the work is done, and
         # exiting for requeue would cost a restart that only reloads and finishes.
-        if self._requested and (total is None or self.step < total):
+        if self._requested and not last:
             self.checkpoint_and_exit()
         if self.checkpoint_every and self.step % self.checkpoint_every == 0:
             self.checkpoint()
@@ -182,7 +182,7 @@ class GavelJob:
             self.checkpoint_and_exit()
         while self.step < total:
             yield self.step
-            self._after_step(total)
+            self._after_step(last=self.step + 1 >= total)
         self.progress.write("finished")
 
     def iterate(self, batches: Iterable[T]) -> Iterator[T]:
@@ -190,13 +190,20 @@ class GavelJob:
 
         The data loader's position is not saved: after a resume it starts over, with
         the RNG states restored (use :meth:`resume`'s step to skip ahead if it matters).
+        When ``batches`` has a length (a map-style DataLoader, a list), a signal during
+        its last item lets the job finish, as in :meth:`steps`; an iterable without
+        one cannot say which item is last, so there the job still exits for requeue.
         """
         self.resume()
         if self._requested:
             self.checkpoint_and_exit()
-        for item in batches:
+        try:
+            last_index = len(batches) - 1  # type: ignore[arg-type]
+        except TypeError:  # no __len__, or an IterableDataset's DataLoader refusing one
+            last_index = -1
+        for i, item in enumerate(batches):
             yield item
-            self._after_step()
+            self._after_step(last=i == last_index)
         self.progress.write("finished")
 
     # ---- context manager ----------------------------------------------------------------

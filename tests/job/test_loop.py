@@ -116,6 +116,38 @@ def test_first_run_ignores_old_checkpoints_and_torn_ones_are_never_loaded(tmp_pa
     assert "ignoring checkpoint" in res.stderr and "starting from step 0" in res.stderr
 
 
+def test_iterate_knows_the_last_batch_when_the_loader_has_a_length(tmp_path: Path) -> None:
+    env = {"SLURM_JOB_ID": "1", "GAVEL_CHECKPOINT_DIR": str(tmp_path)}
+    job = GavelJob(env=env, value=3)
+    try:
+        for batch in job.iterate(["a", "b", "c"]):
+            if batch == "c":
+                os.kill(os.getpid(), signal.SIGUSR1)
+        assert job.step == 3 and job.checkpoint_requested
+    finally:
+        job.close()
+    # a generator has no length: the same signal still exits for a requeue
+    job = GavelJob(env=env, value=3)
+    try:
+        with pytest.raises(SystemExit):
+            for batch in job.iterate(x for x in "abc"):
+                if batch == "c":
+                    os.kill(os.getpid(), signal.SIGUSR1)
+        assert job.step == 3
+    finally:
+        job.close()
+    # a signal before the last batch exits at once, length or not
+    job = GavelJob(env=env, value=3)
+    try:
+        with pytest.raises(SystemExit):
+            for batch in job.iterate(["a", "b", "c"]):
+                if batch == "a":
+                    os.kill(os.getpid(), signal.SIGUSR1)
+        assert job.step == 1
+    finally:
+        job.close()
+
+
 def test_outside_slurm_it_is_a_plain_range(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.chdir(tmp_path)
