@@ -9,10 +9,8 @@ with the mechanism, and asks the backend to carry it out. The caller decides
 when the next round happens: the simulator advances its virtual clock, the
 daemon sleeps.
 
-All fairness accounting (time received per job and GPU type, rounds, the last
-placement, steps done) lives in :class:`SchedulerState`, a plain dataclass that
-round-trips through JSON (the daemon writes it atomically after every round);
-backends keep none of it, because Slurm cannot tell how many rounds a job got.
+All fairness accounting lives in :class:`SchedulerState` (scheduler_state.py), a
+plain dataclass that round-trips through JSON; backends keep none of it.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from slurm_gavel.backends.base import (
     ActResult,
@@ -34,24 +31,25 @@ from slurm_gavel.backends.base import (
 from slurm_gavel.errors import InputError
 from slurm_gavel.mechanism import (
     MechanismJob,
-    SingleCandidates,
     assign,
     pair_key,
     single_candidates,
 )
 from slurm_gavel.model import (
-    Allocation,
     GpuType,
-    Job,
     JobId,
-    PairShare,
     PairThroughput,
     Problem,
 )
 from slurm_gavel.policies import PACKING_POLICIES, PolicyOptions, allocate
+from slurm_gavel.scheduler_state import (
+    JobAccount,
+    RoundMemo,
+    SchedulerState,
+    copy_state,
+    fresh_state,
+)
 from slurm_gavel.throughputs import ThroughputTable
-
-STATE_FORMAT = "slurm-gavel-scheduler-state/1"
 
 
 @dataclass(frozen=True)
@@ -71,140 +69,6 @@ class SchedulerConfig:
     # seconds less received time in the mechanism's priority, so fractional
     # allocations are worked off in longer stints with fewer restarts.
     stay_credit_s: float = 0.0
-
-
-@dataclass
-class JobAccount:
-    """The scheduler's memory of one managed job."""
-
-    received_s: dict[GpuType, float] = field(default_factory=dict)  # cumulative, per type
-    rounds: int = 0  # rounds in which it was placed
-    steps_done: float = 0.0
-    restarts: int = 0
-    first_start: float | None = None
-
-
-@dataclass
-class _RoundMemo:
-    jobs: tuple[Job, ...]  # the active jobs' Job objects, compared by identity
-    capacity: dict[GpuType, int]
-    considered: list[tuple[int, Mapping[GpuType, float]]]  # (index into active, row)
-    skipped: list[tuple[JobId, str]]
-    key: str
-    mechanism_jobs: dict[JobId, MechanismJob] = field(default_factory=dict)
-    # mechanism.single_candidates() of `singles_for` (an allocation, by identity)
-    singles_for: Allocation | None = None
-    singles: SingleCandidates | None = None
-
-
-@dataclass
-class SchedulerState:
-    round_index: int = 0
-    last_round_time: float | None = None  # backend clock when the last round acted
-    # allocation in force and the job set / capacity it was computed for
-    allocation: Allocation | None = None
-    allocation_key: str = ""
-    allocation_time: float | None = None
-    # time received per entry (job id or pair key) and type since the allocation
-    # was computed, and the wall time since then: the mechanism's priorities.
-    epoch_received: dict[str, dict[GpuType, float]] = field(default_factory=dict)
-    epoch_elapsed: float = 0.0
-    jobs: dict[JobId, JobAccount] = field(default_factory=dict)
-    placement: dict[JobId, JobPlacement] = field(default_factory=dict)  # last round's
-    # Not state: what the last round derived from its job set, reused while the
-    # backend reports the very same Job objects (the simulator between arrivals and
-    # completions). Never written to JSON; a reloaded state starts without it.
-    memo: _RoundMemo | None = field(default=None, repr=False, compare=False)
-
-    # ---- JSON --------------------------------------------------------------------------
-
-    def to_json(self) -> dict[str, Any]:
-        alloc = self.allocation
-        return {
-            "format": STATE_FORMAT,
-            "round_index": self.round_index,
-            "last_round_time": self.last_round_time,
-            "allocation": None
-            if alloc is None
-            else {
-                "policy": alloc.policy,
-                "fractions": alloc.fractions,
-                "pairs": [
-                    {"jobs": list(p.jobs), "fractions": dict(p.fractions)} for p in alloc.pairs
-                ],
-                "objective": alloc.objective,
-            },
-            "allocation_key": self.allocation_key,
-            "allocation_time": self.allocation_time,
-            "epoch_received": self.epoch_received,
-            "epoch_elapsed": self.epoch_elapsed,
-            "jobs": {
-                j: {
-                    "received_s": a.received_s,
-                    "rounds": a.rounds,
-                    "steps_done": a.steps_done,
-                    "restarts": a.restarts,
-                    "first_start": a.first_start,
-                }
-                for j, a in self.jobs.items()
-            },
-            "placement": {j: p.to_json() for j, p in self.placement.items()},
-        }
-
-    @staticmethod
-    def from_json(d: Mapping[str, Any], origin: str = "state") -> SchedulerState:
-        if not isinstance(d, Mapping) or d.get("format") != STATE_FORMAT:
-            raise InputError(
-                f'{origin}: not a scheduler state (expected "format": "{STATE_FORMAT}"); '
-                "delete it to start with fresh fairness accounting"
-            )
-        try:
-            a = d.get("allocation")
-            alloc = None
-            if a is not None:
-                alloc = Allocation(
-                    policy=str(a["policy"]),
-                    fractions={
-                        str(j): {str(t): float(x) for t, x in row.items()}
-                        for j, row in a["fractions"].items()
-                    },
-                    pairs=[
-                        PairShare(
-                            (str(p["jobs"][0]), str(p["jobs"][1])),
-                            {str(t): float(x) for t, x in p["fractions"].items()},
-                        )
-                        for p in a["pairs"]
-                    ],
-                    objective=a.get("objective"),
-                )
-            return SchedulerState(
-                round_index=int(d["round_index"]),
-                last_round_time=d.get("last_round_time"),
-                allocation=alloc,
-                allocation_key=str(d.get("allocation_key", "")),
-                allocation_time=d.get("allocation_time"),
-                epoch_received={
-                    str(k): {str(t): float(v) for t, v in row.items()}
-                    for k, row in d["epoch_received"].items()
-                },
-                epoch_elapsed=float(d["epoch_elapsed"]),
-                jobs={
-                    str(j): JobAccount(
-                        received_s={str(t): float(v) for t, v in a["received_s"].items()},
-                        rounds=int(a["rounds"]),
-                        steps_done=float(a["steps_done"]),
-                        restarts=int(a["restarts"]),
-                        first_start=a.get("first_start"),
-                    )
-                    for j, a in d["jobs"].items()
-                },
-                placement={str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
-            )
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise InputError(
-                f"{origin}: malformed scheduler state ({type(e).__name__}: {e}); "
-                "delete it to start with fresh fairness accounting"
-            ) from e
 
 
 @dataclass(frozen=True)
@@ -353,7 +217,7 @@ def _round_jobs(
     usable = {t: n for t, n in capacity.items() if n > 0}
     key = _job_set_key([o for o, _ in considered], usable)
     index = {id(o): i for i, o in enumerate(active)}
-    state.memo = _RoundMemo(
+    state.memo = RoundMemo(
         tuple(o.job for o in active),
         dict(capacity),
         [(index[id(o)], row) for o, row in considered],
@@ -517,15 +381,6 @@ def placement_is_stable(state: SchedulerState, report: RoundReport) -> bool:
         if positive != [p.gpu_type] or p.partner is not None:
             return False
     return True
-
-
-def fresh_state() -> SchedulerState:
-    return SchedulerState()
-
-
-def copy_state(state: SchedulerState) -> SchedulerState:
-    """A deep copy through JSON (what the daemon persists is exactly what it reloads)."""
-    return SchedulerState.from_json(state.to_json())
 
 
 __all__ = [
