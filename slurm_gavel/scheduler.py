@@ -240,7 +240,7 @@ def _mechanism_jobs(
             if (
                 prev is not None
                 and prev.gpu_type == o.gpu_type
-                and prev.nodes == o.nodes
+                and (prev.nodes is o.nodes or prev.nodes == o.nodes)
                 and prev.partner == o.partner
             ):
                 current = prev  # reuse: same place, and it knows if it is consolidated
@@ -269,14 +269,19 @@ def run_round(
         state.jobs.pop(o.job.id, None)
     active = snap.active_jobs()
     observed = {o.job.id: o for o in active}
+    accounts = state.jobs
     for o in active:
-        acct = state.jobs.setdefault(o.job.id, JobAccount())
+        acct = accounts.get(o.job.id)
+        if acct is None:  # not setdefault: that would build an account every round
+            acct = accounts[o.job.id] = JobAccount()
         if o.steps_done is not None:
             acct.steps_done = o.steps_done
-        acct.restarts = max(acct.restarts, o.restarts)
+        if o.restarts > acct.restarts:
+            acct.restarts = o.restarts
     # forget jobs the backend no longer reports (cancelled while we were down, ...)
-    for gone in [j for j in state.jobs if j not in observed]:
-        del state.jobs[gone]
+    if len(accounts) != len(observed):
+        for gone in [j for j in accounts if j not in observed]:
+            del accounts[gone]
 
     capacity = snap.capacity()
     reallocated = False
