@@ -203,9 +203,16 @@ def _round_jobs(
     capacity: dict[GpuType, int],
 ) -> tuple[list[tuple[ObservedJob, Mapping[GpuType, float]]], list[tuple[JobId, str]], str]:
     """considered_jobs() and the job-set key, reused from the last round when the
-    backend reports the same Job objects on the same capacity (a quiet round)."""
+    backend reports the same Job objects on the same capacity with the same table (a
+    quiet round in the simulator; Slurm backends build new Job objects every round,
+    so the daemon always recomputes, and its updated tables are new objects too)."""
     memo = state.memo
-    if memo is not None and len(memo.jobs) == len(active) and memo.capacity == capacity:
+    if (
+        memo is not None
+        and memo.table is config.table
+        and len(memo.jobs) == len(active)
+        and memo.capacity == capacity
+    ):
         same = True
         for o, job in zip(active, memo.jobs, strict=True):
             if o.job is not job:
@@ -218,6 +225,7 @@ def _round_jobs(
     key = _job_set_key([o for o, _ in considered], usable)
     index = {id(o): i for i, o in enumerate(active)}
     state.memo = RoundMemo(
+        config.table,
         tuple(o.job for o in active),
         dict(capacity),
         [(index[id(o)], row) for o, row in considered],

@@ -17,6 +17,7 @@ from slurm_gavel.backends.base import JobPlacement
 from slurm_gavel.errors import InputError
 from slurm_gavel.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.model import Allocation, GpuType, Job, JobId, PairShare
+from slurm_gavel.throughputs import ThroughputTable
 
 STATE_FORMAT = "slurm-gavel-scheduler-state/1"
 
@@ -37,6 +38,7 @@ class RoundMemo:
     """What a round derived from its job set, for the next round to reuse when the
     backend reports the very same Job objects (scheduler._round_jobs). Transient."""
 
+    table: ThroughputTable  # compared by identity: the rows below came from it
     jobs: tuple[Job, ...]  # the active jobs' Job objects, compared by identity
     capacity: dict[GpuType, int]
     considered: list[tuple[int, Mapping[GpuType, float]]]  # (index into active, row)

@@ -182,3 +182,20 @@ def test_the_round_memo_changes_no_decision(policy):
             break
     assert state_kept.to_json() == state_reloaded.to_json()
     assert quiet_rounds > 20  # the memo was used
+
+
+def test_a_new_throughput_table_is_used_in_the_next_round_even_with_the_same_jobs():
+    """The daemon swaps in an updated table (measured throughputs); the round memo
+    must not keep serving rows of the old one."""
+    import copy
+    from dataclasses import replace
+
+    jobs = [Job("a", RESNET, 1, total_steps=LONG), Job("b", RESNET, 1, total_steps=LONG)]
+    sim = _sim(jobs)
+    config = SchedulerConfig(table=TABLE, round_seconds=360.0)
+    state, _ = _rounds(SchedulerState(), sim, config, 2)
+    slow = copy.deepcopy(TABLE)
+    slow.alone[(RESNET, 1)]["k80"] = 0.0  # ResNet-50 can no longer run on a K80
+    state, report = run_round(state, sim, replace(config, table=slow))
+    assert all(p.gpu_type != "k80" for p in report.placement.jobs.values())
+    assert state.memo is not None and state.memo.table is slow
