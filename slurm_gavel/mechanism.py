@@ -31,6 +31,7 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import NamedTuple
 
 from slurm_gavel.backends.base import JobPlacement, Node, NodeSlice, slices_fit
@@ -318,7 +319,7 @@ def _place(
         rest.append((-job.scale_factor, key, members, gpu_type))
     # 2. the rest, largest first (Gavel assigns in decreasing scale factor to limit
     #    fragmentation); ties keep priority order (the sort is stable).
-    rest.sort(key=_first)
+    rest.sort(key=itemgetter(0))
     for neg_sf, key, members, gpu_type in rest:
         sf = -neg_sf
         pool = pools[gpu_type]
@@ -336,10 +337,6 @@ def _place(
         for j in members:
             out[j] = JobPlacement(j, gpu_type, slices, _partner(members, j), consolidated)
     return out
-
-
-def _first(item: tuple[int, str, tuple[JobId, ...], GpuType]) -> int:
-    return item[0]
 
 
 def _partner(members: tuple[JobId, ...], j: JobId) -> JobId | None:
