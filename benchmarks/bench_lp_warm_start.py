@@ -52,11 +52,11 @@ def capture() -> list[LpCall]:
     calls: list[LpCall] = []
     real = mm_lp.solve_single_classes
 
-    def spy(coef, allowed, scale, count, capacity, **kw):  # type: ignore[no-untyped-def]
+    def spy(coef, allowed, scale, count, capacity, **kw):
         calls.append((coef.copy(), allowed.copy(), scale.copy(), count.copy(), capacity.copy()))
         return real(coef, allowed, scale, count, capacity, **kw)
 
-    mm_lp.solve_single_classes = spy  # type: ignore[assignment]
+    mm_lp.solve_single_classes = spy
     try:
         case = CASES["single1000"]
         table = load_table(None)
@@ -66,7 +66,7 @@ def capture() -> list[LpCall]:
         )
         simulate(jobs, nodes, table, "max_min_fairness", SimulationOptions(progress=False))
     finally:
-        mm_lp.solve_single_classes = real  # type: ignore[assignment]
+        mm_lp.solve_single_classes = real
     return calls
 
 
@@ -99,8 +99,10 @@ class WarmModel:
         self.col = {
             (int(c), int(t)): i for i, (c, t) in enumerate(zip(self.xc, self.xt, strict=True))
         }
-        index, value, start = [], [], [0]
-        for c, t in zip(self.xc, self.xt, strict=True):
+        index: list[int] = []
+        value: list[float] = []
+        start = [0]
+        for c, t in zip(self.xc.tolist(), self.xt.tolist(), strict=True):
             index += [c, u + c, 2 * u + t]
             value += [-self.coef[c, t], 1.0, 0.0]
             start.append(len(index))
@@ -123,7 +125,7 @@ class WarmModel:
         lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
         lp.a_matrix_.value_ = np.array(value)
         lp.sense_ = highspy.ObjSense.kMaximize
-        self.h = highspy._Highs()
+        self.h = highspy._Highs()  # type: ignore[attr-defined]  # not in highspy's stubs
         self.h.setOptionValue("output_flag", False)
         self.h.passModel(lp)
         self.h.setOptionValue("solver", "simplex")

@@ -335,13 +335,13 @@ def seed_table(results: dict[str, dict[str, Any]]) -> str:
     beside Gavel's seed-0 figure."""
     groups: dict[tuple[str, float, str], dict[int, float]] = {}
     for r in results.values():
-        v = _metric(r)
-        if r["preemption_overhead_s"] or v is None:
+        jct_h = _metric(r)
+        if r["preemption_overhead_s"] or jct_h is None:
             continue
         if r["summary"].get("measure_window", {}).get("trace_exhausted"):
             continue
         policy = r["policy"] + ("" if r.get("second_stage", True) else " (stage 1 only)")
-        groups.setdefault((r["experiment"], r["x"], policy), {})[r.get("seed", 0)] = v
+        groups.setdefault((r["experiment"], r["x"], policy), {})[r.get("seed", 0)] = jct_h
     multi = {k: v for k, v in groups.items() if len(v) > 1}
     if not multi:
         return ""
@@ -406,7 +406,8 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
             ax.plot(*zip(*pts, strict=True), marker="o", color=color, label=policy)
             ref = [(x, v[policy]) for (e, x), v in GAVEL.items() if e == exp and policy in v]
             if ref:
-                ax.scatter(*zip(*ref, strict=True), marker="x", s=70, color=color)
+                xs, ys = zip(*ref, strict=True)
+                ax.scatter(xs, ys, marker="x", s=70, color=color)
         ax.set_xlabel("input job rate (jobs/hour)")
         first, end = mine[0]["window"]
         ax.set_ylabel(f"average JCT of jobs {first}-{end - 1} (hours)")
@@ -429,16 +430,20 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         width = 0.8 / len(STATIC)
         for i, policy in enumerate(STATIC):
             for j, n in enumerate(sizes):
-                v = [_metric(r) for r in static if r["x"] == n and r["policy"] == policy]
-                if v and v[0] is not None:
+                got = [_metric(r) for r in static if r["x"] == n and r["policy"] == policy]
+                if got and got[0] is not None:
                     ax.bar(
-                        j + i * width, v[0], width, color=f"C{i}", label=policy if j == 0 else None
+                        j + i * width,
+                        got[0],
+                        width,
+                        color=f"C{i}",
+                        label=policy if j == 0 else None,
                     )
         for j, n in enumerate(sizes):
             for i, policy in enumerate(STATIC):
-                ref = GAVEL.get(("static", n), {}).get(policy)
-                if ref is not None:
-                    ax.scatter(j + i * width, ref, marker="x", s=70, color="black")
+                gavel_h = GAVEL.get(("static", n), {}).get(policy)
+                if gavel_h is not None:
+                    ax.scatter(j + i * width, gavel_h, marker="x", s=70, color="black")
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))])
         ax.set_xticklabels([f"{n:g} jobs" for n in sizes])
         ax.set_ylabel("makespan (hours)")

@@ -20,7 +20,7 @@ A round that fails (Slurm unreachable, solver error) is retried after a
 backoff that doubles from ``slurm.retry_initial_seconds`` to
 ``slurm.retry_max_seconds``; the daemon never gives up on its own. Once
 slurmctld answers again the daemon observes without acting for
-SETTLE_AFTER_OUTAGE_S, so jobs that ended during the outage are known to be
+SETTLE_AFTER_OUTAGE_S (daemon_tap.py), so jobs that ended during the outage are known to be
 over before anything is preempted (or requeued).
 """
 
@@ -37,7 +37,6 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from slurm_gavel.backends.base import (
-    ActResult,
     ClusterBackend,
     ClusterSnapshot,
     JobPlacement,
@@ -45,7 +44,8 @@ from slurm_gavel.backends.base import (
     RoundPlacement,
 )
 from slurm_gavel.config import Config
-from slurm_gavel.daemon_progress import ProgressTracker, estimate_steps
+from slurm_gavel.daemon_progress import ProgressTracker
+from slurm_gavel.daemon_tap import SETTLING, DaemonTap
 from slurm_gavel.daemon_views import (
     Inflight,
     cluster_view,
@@ -55,8 +55,6 @@ from slurm_gavel.daemon_views import (
     is_slurm_unavailable,
     jobs_view,
     log_ids,
-    planned_actions,
-    rename_gpu_types,
 )
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.logs import event
@@ -73,80 +71,6 @@ from slurm_gavel.state_store import StateStore
 from slurm_gavel.throughputs import ThroughputTable, load_table
 
 log = logging.getLogger(__name__)
-
-# How long after slurmctld answers again the daemon only observes. A job that ended
-# while slurmctld was down is reported to it by slurmstepd's retry, which took more
-# than 5 s after a restart in the integration test; 20 s covers that retry period.
-SETTLE_AFTER_OUTAGE_S = 20.0
-SETTLING = "not acted on: settling after a Slurm outage"
-
-
-class _Tap:
-    """The backend as the daemon hands it to run_round: the real one plus hooks.
-
-    observe(): reconciles a resumed state with reality (see module doc) and keeps
-    the snapshot for metrics and the status view. act(): saves the inflight
-    record first; in dry-run mode it only reports the plan and touches nothing.
-    """
-
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-        self.last_snapshot: ClusterSnapshot | None = None
-
-    def observe(self) -> ClusterSnapshot:
-        d = self.daemon
-        snap = d.backend.observe()
-        if d.retried_unreachable():
-            d._outage = True  # the backend waited out slurmctld inside this observe
-        if d.config.gpu_types:
-            snap = rename_gpu_types(snap, d.config.gpu_types)
-        if d.progress is not None:
-            snap = d.progress.merge(snap)
-            d._refresh_table()
-        snap = estimate_steps(
-            snap,
-            {j: a.received_s for j, a in d.state.jobs.items()},
-            {j: a.restarts for j, a in d.state.jobs.items()},
-            d.sched_config.table,
-            d.config.preemption_overhead_seconds,
-        )
-        self.last_snapshot = snap
-        if d._outage:
-            d._outage = False
-            d._settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
-        d._reconcile(snap)
-        return snap
-
-    def act(self, placement: RoundPlacement) -> ActResult:
-        self.daemon._before_act(placement)
-        if self.daemon.dry_run:
-            assert self.last_snapshot is not None
-            return planned_actions(self.last_snapshot, placement)
-        d = self.daemon
-        if d._settle_until is not None and d.clock() < d._settle_until:
-            # slurmctld came back moments ago: it may still list as running jobs that
-            # finished while it was down (slurmstepd re-sends a batch completion only
-            # on a retry timer), and preempting one would requeue a finished job. Act
-            # once the settle time has passed; meanwhile everything runs where it is.
-            d._needs_reconcile = True
-            left = d._settle_until - d.clock()
-            event(log, "settling", round=placement.round_index, act_in_s=round(left, 1))
-            return ActResult(failed=tuple((j, SETTLING) for j in placement.jobs))
-        d._settle_until = None
-        if self.daemon.config.gpu_types:
-            back = {v: k for k, v in self.daemon.config.gpu_types.items()}
-            placement = replace(
-                placement,
-                jobs={
-                    j: replace(p, gpu_type=back.get(p.gpu_type, p.gpu_type))
-                    for j, p in placement.jobs.items()
-                },
-            )
-        result = self.daemon.backend.act(placement)
-        if self.daemon.retried_unreachable():
-            # slurmctld went away during the act: settle before the next one acts.
-            self.daemon._settle_until = self.daemon.clock() + SETTLE_AFTER_OUTAGE_S
-        return result
 
 
 class Daemon:
@@ -185,7 +109,7 @@ class Daemon:
         )
         self.state = SchedulerState()
         self.progress = ProgressTracker(config.progress_dir) if config.progress_dir else None
-        self.tap = _Tap(self)
+        self.tap = DaemonTap(self)
         self.stop_event = threading.Event()
         self.started_at = time.time()
         self._inflight: Inflight | None = None
@@ -255,7 +179,7 @@ class Daemon:
             if o.state is JobState.RUNNING and o.gpu_type is not None and o.job.id in st.jobs:
                 p = JobPlacement(o.job.id, o.gpu_type, o.nodes, o.partner)
                 old = prev.get(o.job.id)
-                st.placement[o.job.id] = old if p.same_place(old) else p
+                st.placement[o.job.id] = old if old is not None and p.same_place(old) else p
         event(log, "state_reconciled", round=st.round_index, running=len(st.placement))
         self._inflight = None
         self._needs_reconcile = False

@@ -49,7 +49,7 @@ def rename_gpu_types(snap: ClusterSnapshot, names: Mapping[str, str]) -> Cluster
 
     return replace(
         snap,
-        nodes=tuple(replace(n, gpu_type=name(n.gpu_type)) for n in snap.nodes),
+        nodes=tuple(replace(n, gpu_type=names.get(n.gpu_type, n.gpu_type)) for n in snap.nodes),
         jobs=tuple(replace(o, gpu_type=name(o.gpu_type)) for o in snap.jobs),
     )
 

@@ -34,7 +34,7 @@ ESTIMATE_PREFIX = "estimate:"
 
 def is_estimate(table: ThroughputTable, job_type: str, scale_factor: int, gpu: GpuType) -> bool:
     note = table.note(job_type, scale_factor, gpu)
-    return bool(note) and note.startswith(ESTIMATE_PREFIX)
+    return note is not None and note.startswith(ESTIMATE_PREFIX)
 
 
 def complete_matrix(

@@ -63,7 +63,7 @@ def _num(x: float) -> str:
 
 def is_managed_comment(comment: str | None) -> bool:
     """True when the comment claims the job for slurm-gavel (it may still be malformed)."""
-    return bool(comment) and comment.strip().startswith(PREFIX)
+    return comment is not None and comment.strip().startswith(PREFIX)
 
 
 def parse_comment(comment: str | None, *, job_id: str = "?") -> ManagedSpec | None:

@@ -140,8 +140,8 @@ def measure_alone(
 ) -> Measurement:
     base = _worker_cmd(job_type, seconds, device, tiny)
     if scale_factor == 1:
-        res = _run_workers([base], None, timeout)[0]
-        return Measurement(job_type, 1, res["steps_per_s"], res["steps"])
+        alone = _run_workers([base], None, timeout)[0]
+        return Measurement(job_type, 1, alone["steps_per_s"], alone["steps"])
     with socket.socket() as s:  # a free port for the process group
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

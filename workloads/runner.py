@@ -195,7 +195,11 @@ def measure(
     """(steps/s, steps timed) over a window of about ``seconds`` after ``warmup`` steps."""
     dev = pick_device(device)
     trainer = build(job_type, tiny=tiny, device=dev)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+    def sync() -> None:  # GPU work is asynchronous: wait for it before reading the clock
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
     for _ in range(warmup):
         trainer.step()
     sync()

@@ -370,11 +370,12 @@ class SimulatedCluster:
             rate = pair[0] if pair is not None else 0.0
         else:
             key = (job.job_type, job.scale_factor, p.gpu_type, p.consolidated)
-            rate = self._rates.get(key)
-            if rate is None:
-                rate = self._rates[key] = self.table.throughput(
+            cached = self._rates.get(key)
+            if cached is None:
+                cached = self._rates[key] = self.table.throughput(
                     job.job_type, job.scale_factor, p.gpu_type, consolidated=p.consolidated
                 )
+            rate = cached
         sj.rate = rate
         start = max(now, sj.progress_from)
         left = max(0.0, job.total_steps - sj.steps_done)

@@ -17,12 +17,16 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from slurm_gavel import localcluster
-from slurm_gavel.backends.base import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.backends.base import ActResult, JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.localcluster_conf import ClusterSpec
+
+T = TypeVar("T")
 
 
 def _submit(env: dict[str, str], n: int, workdir: Path, hold: list[str]) -> None:
@@ -49,9 +53,10 @@ def _submit(env: dict[str, str], n: int, workdir: Path, hold: list[str]) -> None
         )
 
 
-def _timed(fn, repeat: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeat):
+def _timed(fn: Callable[[], T], repeat: int) -> tuple[float, T]:
+    """Median wall seconds of ``repeat`` calls (at least one), and the last result."""
+    times = []
+    for _ in range(max(1, repeat)):
         t = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t)
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         time.sleep(2)
 
-        def keep_round():
+        def keep_round() -> ActResult:
             b.observe()
             return b.act(first)
 

@@ -121,6 +121,7 @@ class SlurmCluster:
             if attempt < self.commands.retries:
                 self.commands.sleep(delay)
                 delay *= 2
+        assert errors  # the loop returned every document without errors
         raise SlurmUnreachable(
             f"{' '.join(argv)} reported {errors[0]} after {self.commands.retries + 1} tries; "
             "is slurmctld running and SLURM_CONF right?"

@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -70,7 +70,9 @@ class SlurmCommands:
         self.backoff = backoff
         self.sleep = sleep
         self.counts: Counter[str] = Counter()  # kind -> commands run (attempts)
-        self.seconds: Counter[str] = Counter()  # kind -> wall seconds spent in them
+        self.seconds: defaultdict[str, float] = defaultdict(
+            float
+        )  # kind -> wall seconds spent in them
 
     @property
     def total(self) -> int:

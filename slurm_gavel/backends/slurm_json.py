@@ -209,7 +209,7 @@ _GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)(?:\(.*\))?$")
 
 def gpu_gres(text: str) -> list[tuple[str | None, int]]:
     """GPU entries of a GRES string: ``gpu:v100:4(S:0),nic:1`` -> [("v100", 4)]."""
-    out = []
+    out: list[tuple[str | None, int]] = []
     for item in re.split(r",(?![^()]*\))", text or ""):
         item = item.strip()
         if item.startswith("gres:"):

@@ -65,8 +65,8 @@ def format_table(problem: Problem, alloc: Allocation) -> str:
     ]
     paired: dict[str, float] = {}
     for pair in alloc.pairs:
-        for j in pair.jobs:
-            paired[j] = paired.get(j, 0.0) + sum(pair.fractions.values())
+        for job_id in pair.jobs:
+            paired[job_id] = paired.get(job_id, 0.0) + sum(pair.fractions.values())
     for j in problem.jobs:
         row = alloc.fractions.get(j.id, {})
         cells = "  ".join(f"{row.get(t, 0.0):>7.3f}" for t in types)

@@ -212,7 +212,9 @@ class _BetaLp:
         """(beta, pooled X (C, K), d beta / d theta)."""
         h = self.h
         if self.n_req:
-            h.changeRowsBounds(self.n_req, self.idx, np.maximum(psi, 0.0), self.upper)
+            h.changeRowsBounds(  # type: ignore[attr-defined]  # in _Highs, not in highspy's stubs
+                self.n_req, self.idx, np.maximum(psi, 0.0), self.upper
+            )
         if self.cold:
             h.setOptionValue("solver", "ipm")
         run_to_optimum(h, "stretch LP")

@@ -178,7 +178,9 @@ class _ClassLp:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Solve with row lower bounds `level` and extra coefficients -gain: (columns, duals)."""
         h = self.h
-        h.changeRowsBounds(len(self.rows), self.rows, level, self.inf_rows)
+        h.changeRowsBounds(  # type: ignore[attr-defined]  # in _Highs, not in highspy's stubs
+            len(self.rows), self.rows, level, self.inf_rows
+        )
         for k, (col, g) in enumerate(zip(self.extra_col.tolist(), gain.tolist(), strict=True)):
             h.changeCoeff(k, col, -g)
         if not self.one_column:

@@ -107,7 +107,7 @@ def _reference(
         c = cp.Variable()
         prob = cp.Problem(cp.Maximize(c), [*base, value >= level + c * rise])
         prob.solve(solver=cp.HIGHS)
-        if prob.status != cp.OPTIMAL:
+        if prob.status != cp.OPTIMAL or c.value is None:
             raise WaterFillingError(f"reference water filling: level LP status '{prob.status}'")
         c_star = float(c.value)
         first = c_star if it == 0 else first

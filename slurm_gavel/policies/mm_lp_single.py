@@ -16,6 +16,7 @@ compares both paths on random class LPs).
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import highspy
 import numpy as np
@@ -27,14 +28,14 @@ INF = highspy.kHighsInf
 _local = threading.local()
 
 
-def _highs() -> highspy._Highs:
+def _highs() -> Any:  # highspy._Highs, which highspy's stubs do not declare
     """One HiGHS instance per thread, reused: passModel() replaces the model and clears
     the basis, solution and info of the previous one, and constructing an instance
     (hundreds of option records, plus highspy's Python callback table) cost as much
     as a small solve. Options this module sets are set again on every use."""
     h = getattr(_local, "h", None)
     if h is None:
-        h = highspy._Highs()
+        h = highspy._Highs()  # type: ignore[attr-defined]
         h.setOptionValue("output_flag", False)
         _local.h = h
     return h

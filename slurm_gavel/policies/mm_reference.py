@@ -118,7 +118,7 @@ def solve_reference(
         pair_scale = np.array([lp.scale[i] for i, _ in lp.pair_jobs])
         gpus = gpus + pair_scale @ y
     cons += [time <= 1, gpus <= lp.capacity]
-    runnable = lp.allowed.any(axis=1)
+    runnable = np.asarray(lp.allowed.any(axis=1))
     for i, j in lp.pair_jobs:
         runnable[i] = runnable[j] = True
     idx = np.nonzero(runnable)[0]
@@ -142,7 +142,7 @@ def solve_reference(
     }
     pairs: list[PairShare] = []
     if npair:
-        yv = np.clip(y.value, 0.0, None)
+        yv = np.clip(np.asarray(y.value), 0.0, None)
         for p, (i, j) in enumerate(lp.pair_jobs):
             if yv[p].max() > 1e-12:
                 share = {t: float(yv[p, kk]) for kk, t in enumerate(problem.gpu_types)}

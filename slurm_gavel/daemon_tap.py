@@ -1,0 +1,97 @@
+"""The backend as the daemon hands it to run_round: the real one plus the daemon's hooks.
+
+observe() renames GPU types, merges job-reported progress, estimates steps done and
+reconciles a resumed state with what Slurm reports; act() saves the inflight record
+first, holds back while the daemon settles after a Slurm outage, and in dry-run mode
+only reports the plan.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from slurm_gavel.backends.base import ActResult, ClusterSnapshot, RoundPlacement
+from slurm_gavel.daemon_progress import estimate_steps
+from slurm_gavel.daemon_views import planned_actions, rename_gpu_types
+from slurm_gavel.logs import event
+
+if TYPE_CHECKING:
+    from slurm_gavel.daemon import Daemon
+
+log = logging.getLogger("slurm_gavel.daemon")
+
+# How long after slurmctld answers again the daemon only observes. A job that ended
+# while slurmctld was down is reported to it by slurmstepd's retry, which took more
+# than 5 s after a restart in the integration test; 20 s covers that retry period.
+SETTLE_AFTER_OUTAGE_S = 20.0
+SETTLING = "not acted on: settling after a Slurm outage"
+
+
+class DaemonTap:
+    """The backend as the daemon hands it to run_round: the real one plus hooks.
+
+    observe(): reconciles a resumed state with reality (see module doc) and keeps
+    the snapshot for metrics and the status view. act(): saves the inflight
+    record first; in dry-run mode it only reports the plan and touches nothing.
+    """
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.last_snapshot: ClusterSnapshot | None = None
+
+    def observe(self) -> ClusterSnapshot:
+        d = self.daemon
+        snap = d.backend.observe()
+        if d.retried_unreachable():
+            d._outage = True  # the backend waited out slurmctld inside this observe
+        if d.config.gpu_types:
+            snap = rename_gpu_types(snap, d.config.gpu_types)
+        if d.progress is not None:
+            snap = d.progress.merge(snap)
+            d._refresh_table()
+        snap = estimate_steps(
+            snap,
+            {j: a.received_s for j, a in d.state.jobs.items()},
+            {j: a.restarts for j, a in d.state.jobs.items()},
+            d.sched_config.table,
+            d.config.preemption_overhead_seconds,
+        )
+        self.last_snapshot = snap
+        if d._outage:
+            d._outage = False
+            d._settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
+        d._reconcile(snap)
+        return snap
+
+    def act(self, placement: RoundPlacement) -> ActResult:
+        self.daemon._before_act(placement)
+        if self.daemon.dry_run:
+            assert self.last_snapshot is not None
+            return planned_actions(self.last_snapshot, placement)
+        d = self.daemon
+        if d._settle_until is not None and d.clock() < d._settle_until:
+            # slurmctld came back moments ago: it may still list as running jobs that
+            # finished while it was down (slurmstepd re-sends a batch completion only
+            # on a retry timer), and preempting one would requeue a finished job. Act
+            # once the settle time has passed; meanwhile everything runs where it is.
+            d._needs_reconcile = True
+            left = d._settle_until - d.clock()
+            event(log, "settling", round=placement.round_index, act_in_s=round(left, 1))
+            return ActResult(failed=tuple((j, SETTLING) for j in placement.jobs))
+        d._settle_until = None
+        if self.daemon.config.gpu_types:
+            back = {v: k for k, v in self.daemon.config.gpu_types.items()}
+            placement = replace(
+                placement,
+                jobs={
+                    j: replace(p, gpu_type=back.get(p.gpu_type, p.gpu_type))
+                    for j, p in placement.jobs.items()
+                },
+            )
+        result = self.daemon.backend.act(placement)
+        if self.daemon.retried_unreachable():
+            # slurmctld went away during the act: settle before the next one acts.
+            self.daemon._settle_until = self.daemon.clock() + SETTLE_AFTER_OUTAGE_S
+        return result
