@@ -73,6 +73,8 @@ class Config:
     # current GPU type counts this many seconds less received time, so jobs with a
     # split allocation switch type (restart) less often.
     stay_credit_seconds: float = 0.0
+    # SchedulerConfig.min_reallocation_interval_s: 0 = recompute on every job-set change.
+    min_reallocation_interval_seconds: float = 0.0
     solver_time_limit_seconds: float | None = None
     state_dir: Path = Path("/var/lib/slurm-gavel")
     progress_dir: Path | None = None  # the job-side progress spool (GAVEL_PROGRESS_DIR)
@@ -177,6 +179,7 @@ _TOP_KEYS = [
     "checkpoint",
     "preemption_overhead_seconds",
     "stay_credit_seconds",
+    "min_reallocation_interval_seconds",
     "solver_time_limit_seconds",
     "state_dir",
     "progress_dir",
@@ -313,6 +316,11 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
         stay_credit_seconds=_number(
             d.get("stay_credit_seconds", base.stay_credit_seconds),
             w + "stay_credit_seconds",
+            minimum=0,
+        ),
+        min_reallocation_interval_seconds=_number(
+            d.get("min_reallocation_interval_seconds", base.min_reallocation_interval_seconds),
+            w + "min_reallocation_interval_seconds",
             minimum=0,
         ),
         solver_time_limit_seconds=(

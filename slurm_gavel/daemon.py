@@ -106,6 +106,7 @@ class Daemon:
             round_seconds=config.round_seconds,
             policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
             stay_credit_s=config.stay_credit_seconds,
+            min_reallocation_interval_s=config.min_reallocation_interval_seconds,
         )
         self.state = SchedulerState()
         self.progress = ProgressTracker(config.progress_dir) if config.progress_dir else None

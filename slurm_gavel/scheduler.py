@@ -62,6 +62,12 @@ class SchedulerConfig:
     # same (policies that read progress, e.g. finish_time_fairness); None = only on
     # change.
     reallocate_every_s: float | None = None
+    # After a reallocation, a changed job set waits until this many seconds have
+    # passed before the next one (jobs that arrive meanwhile get no fraction and only
+    # fill GPUs the allocation leaves idle). 0 = recompute on every change, as the
+    # Gavel paper describes; Gavel's code does this in simulation with its
+    # minimum_time_between_allocation_resets = 1,920 s.
+    min_reallocation_interval_s: float = 0.0
     accounts: Mapping[str, float] = field(default_factory=dict)
     prices: Mapping[GpuType, float] = field(default_factory=dict)
     # Not Gavel, opt-in (0 = Gavel's mechanism): in rounds where the considered jobs
@@ -306,7 +312,15 @@ def run_round(
             and state.allocation_time is not None
             and now - state.allocation_time >= config.reallocate_every_s
         )
-        if considered and (state.allocation is None or key != state.allocation_key or due):
+        change = state.allocation is None or key != state.allocation_key or due
+        if (
+            change
+            and state.allocation is not None
+            and state.allocation_time is not None
+            and now - state.allocation_time < config.min_reallocation_interval_s
+        ):
+            change = False  # too soon after the last one: keep it (see SchedulerConfig)
+        if considered and change:
             problem = build_problem([o for o, _ in considered], state, config, capacity, now)
             alloc = allocate(problem, config.policy, config.policy_options)
             solve_s = alloc.solve_seconds

@@ -48,6 +48,12 @@ def test_stay_credit_is_parsed():
     assert cfg.stay_credit_seconds == 1080.0
 
 
+def test_min_reallocation_interval_is_parsed_and_defaults_to_every_change():
+    assert parse_config({"partitions": ["gpu"]}).min_reallocation_interval_seconds == 0.0
+    cfg = parse_config({"partitions": ["gpu"], "min_reallocation_interval_seconds": 1920})
+    assert cfg.min_reallocation_interval_seconds == 1920.0
+
+
 def test_signal_names_are_normalised():
     cfg = parse_config({"partitions": ["gpu"], "checkpoint": {"signal": "sigusr2"}})
     assert cfg.checkpoint.signal == "USR2"
@@ -65,6 +71,10 @@ def test_signal_names_are_normalised():
         ({"partitions": ["gpu"], "round_seconds": 0}, "round_seconds: 0 is out of range"),
         ({"partitions": ["gpu"], "round_seconds": float("nan")}, "not a finite number"),
         ({"partitions": ["gpu"], "stay_credit_seconds": -1}, "stay_credit_seconds: -1 is out"),
+        (
+            {"partitions": ["gpu"], "min_reallocation_interval_seconds": -5},
+            "min_reallocation_interval_seconds: -5 is out",
+        ),
         ({"partitions": ["gpu"], "stay_credit_seconds": "1h"}, "stay_credit_seconds: expected"),
         ({"partitions": ["gpu"], "metrics_port": 70000}, "metrics_port: 70000 is out of range"),
         ({"partitions": ["gpu"], "metrics_port": True}, "metrics_port: expected a whole number"),

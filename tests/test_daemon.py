@@ -531,3 +531,11 @@ def test_stay_credit_reaches_the_scheduler(tmp_path, table):
     cfg = config(tmp_path, stay_credit_seconds=1080)
     d2 = Daemon(cfg, cluster(table), table=table, metrics=DaemonMetrics())
     assert d2.sched_config.stay_credit_s == 1080.0
+
+
+def test_min_reallocation_interval_reaches_the_scheduler(tmp_path, table):
+    d = daemon(tmp_path, cluster(table), table)
+    assert d.sched_config.min_reallocation_interval_s == 0.0
+    cfg = config(tmp_path, min_reallocation_interval_seconds=1920)
+    d2 = Daemon(cfg, cluster(table), table=table, metrics=DaemonMetrics())
+    assert d2.sched_config.min_reallocation_interval_s == 1920.0

@@ -52,6 +52,22 @@ def test_allocation_is_recomputed_only_when_the_job_set_changes():
     assert [i for i, f in enumerate(flags) if f] == [0, 9]
 
 
+def test_a_minimum_interval_holds_a_changed_job_set_back():
+    jobs = [
+        Job("a", RESNET, 1, total_steps=LONG),
+        Job("c", RESNET, 1, total_steps=LONG, arrival_time=700.0),
+    ]
+    config = SchedulerConfig(table=TABLE, round_seconds=360.0, min_reallocation_interval_s=1920.0)
+    _, reports = _rounds(SchedulerState(), _sim(jobs), config, 8)
+    # c arrives for round 2 (720 s); the next recomputation waits until 1,920 s (round 6)
+    assert [i for i, r in enumerate(reports) if r.reallocated] == [0, 6]
+    # meanwhile c has no fraction but takes a GPU the allocation leaves idle
+    assert all("c" in r.placement.jobs for r in reports[2:])
+    # without the interval it is recomputed as soon as c is there
+    _, plain = _rounds(SchedulerState(), _sim(jobs), SchedulerConfig(table=TABLE), 8)
+    assert [i for i, r in enumerate(plain) if r.reallocated] == [0, 2]
+
+
 def test_periodic_reallocation():
     sim = _sim([Job("a", RESNET, 1, total_steps=LONG)])
     config = SchedulerConfig(table=TABLE, round_seconds=100.0, reallocate_every_s=300.0)

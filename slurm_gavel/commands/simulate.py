@@ -101,6 +101,16 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--reallocate-every", type=float, metavar="S", help="also recompute every S seconds"
     )
+    p.add_argument(
+        "--min-reallocation-interval",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help=(
+            "recompute at most once per S seconds; a job-set change waits (default 0 = on "
+            "every change; Gavel's own simulator runs with 1920)"
+        ),
+    )
     p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
     p.add_argument("--json", metavar="OUT", help="write the summary JSON (a list for >1 policy)")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
@@ -161,6 +171,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--preemption-overhead {args.preemption_overhead}: must be >= 0")
     if not (0 <= args.stay_credit < float("inf")):
         raise InputError(f"--stay-credit {args.stay_credit}: must be a finite number >= 0")
+    if not (0 <= args.min_reallocation_interval < float("inf")):
+        raise InputError(
+            f"--min-reallocation-interval {args.min_reallocation_interval}: must be a finite "
+            "number of seconds >= 0"
+        )
     if args.size_first and not args.multi_gpu:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
     opts = SimulationOptions(
@@ -169,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         overhead_by_job_type=_overrides(args.overhead_for),
         seed=args.seed,
         reallocate_every_s=args.reallocate_every,
+        min_reallocation_interval_s=args.min_reallocation_interval,
         stay_credit_s=args.stay_credit,
         record_wall_time=not args.no_wall_time,
         progress=args.progress,

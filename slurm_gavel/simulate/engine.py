@@ -38,6 +38,8 @@ class SimulationOptions:
     overhead_by_job_type: Mapping[str, float] = field(default_factory=dict)
     seed: int = 0
     reallocate_every_s: float | None = None
+    # SchedulerConfig.min_reallocation_interval_s (0 = on every job-set change)
+    min_reallocation_interval_s: float = 0.0
     record_wall_time: bool = True  # False: wall-clock fields are null (byte-identical output)
     progress: bool | None = None  # None: a bar on stderr when it is a terminal
     # Jump over rounds that provably repeat the placement (same results, faster).
@@ -81,6 +83,7 @@ def simulate(
         round_seconds=opts.round_seconds,
         policy_options=PolicyOptions(seed=opts.seed, second_stage=opts.second_stage),
         reallocate_every_s=opts.reallocate_every_s,
+        min_reallocation_interval_s=opts.min_reallocation_interval_s,
         stay_credit_s=opts.stay_credit_s,
     )
     capacity: dict[GpuType, int] = {}
@@ -154,6 +157,10 @@ def _skip_to(
     events = [e for e in (next_arrival, backend.next_completion_time()) if e is not None]
     if opts.reallocate_every_s is not None and state.allocation_time is not None:
         events.append(state.allocation_time + opts.reallocate_every_s)
+    if opts.min_reallocation_interval_s > 0 and state.allocation_time is not None:
+        # a job-set change held back by the interval is acted on then (an extra
+        # event only shortens a jump, so this may be conservative, never wrong)
+        events.append(state.allocation_time + opts.min_reallocation_interval_s)
     if not events:
         return backend.clock + opts.round_seconds
     first = min(events)

@@ -90,6 +90,8 @@ def test_sweep_writes_jct_vs_rate(tmp_path, capsys):
         (["--sweep-rates", "1,x", "--generate", "3"], "'x' is not a number"),
         (["--sweep-rates", "1"], "needs --generate"),
         (["--size-first", "--generate", "3"], "give it with --multi-gpu"),
+        (["--min-reallocation-interval", "-1"], "--min-reallocation-interval -1.0: must be"),
+        (["--min-reallocation-interval", "inf"], "must be a finite number of seconds"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(argv, needle, capsys):

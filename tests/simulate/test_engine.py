@@ -47,9 +47,14 @@ def test_two_jobs_time_slice_one_gpu_and_pay_the_restart_overhead(overhead):
     assert res.summary["preemptions"] == 2
 
 
-def _summary_text(policy: str, skip: bool = True) -> str:
+def _summary_text(policy: str, skip: bool = True, min_interval: float = 0.0) -> str:
     jobs = generate_trace(60, 900.0, TABLE, seed=5, multi_gpu=True)
-    opts = SimulationOptions(record_wall_time=False, skip_stable_rounds=skip, seed=5)
+    opts = SimulationOptions(
+        record_wall_time=False,
+        skip_stable_rounds=skip,
+        seed=5,
+        min_reallocation_interval_s=min_interval,
+    )
     res = simulate(jobs, parse_cluster_spec(SPEC, TABLE), TABLE, policy, opts)
     return json.dumps(res.summary, indent=1)
 
@@ -59,9 +64,10 @@ def test_same_trace_config_and_seed_give_a_byte_identical_summary(policy):
     assert _summary_text(policy) == _summary_text(policy)
 
 
-def test_skipping_stable_rounds_does_not_change_results():
-    a = json.loads(_summary_text("max_min_fairness", skip=True))
-    b = json.loads(_summary_text("max_min_fairness", skip=False))
+@pytest.mark.parametrize("min_interval", [0.0, 1920.0])
+def test_skipping_stable_rounds_does_not_change_results(min_interval):
+    a = json.loads(_summary_text("max_min_fairness", skip=True, min_interval=min_interval))
+    b = json.loads(_summary_text("max_min_fairness", skip=False, min_interval=min_interval))
     assert a["rounds"] < b["rounds"]
     for key in ("avg_jct_s", "p99_jct_s", "makespan_s", "preemptions", "utilization"):
         assert a[key] == pytest.approx(b[key], rel=1e-6), key

@@ -1,0 +1,133 @@
+"""Do our simulator and Gavel's agree? Both run the same trace, policy by policy.
+
+    python benchmarks/crosscheck_gavel.py --gavel-dir GAVEL/scheduler --gavel-python PY \
+        [--case single1000|multi400 ...] [--policy OURS ...] [--timeout S]
+
+The same Gavel-format trace as bench_vs_gavel.py (our seed-0 generator, one job per
+2,400 s, 36 GPUs in servers of 4, 360 s rounds) goes to Gavel's
+``scripts/drivers/simulate_scheduler_with_trace.py`` and to our ``simulate()``, with
+no restart overhead on our side (Gavel's simulator charges none). Printed per policy:
+average JCT and makespan from each, and ours over Gavel's. Our max-min policies run
+twice: as shipped, and with the second LP stage off (``second_stage=False``), which is
+Gavel's single LP. Randomised policies (Gavel's ``fifo`` and ``gandiva``) draw from
+other random streams on the two sides, so only their distributions can agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from bench_vs_gavel import CASES, GAVEL_JCT, timed, write_gavel_trace  # noqa: E402
+
+# ours -> Gavel's name for the same policy (Gavel's "_perf" = heterogeneity-aware)
+POLICIES: dict[str, str] = {
+    "max_min_fairness": "max_min_fairness_perf",
+    "max_min_fairness_agnostic": "max_min_fairness",
+    "max_min_fairness_packed": "max_min_fairness_packed",
+    "finish_time_fairness": "finish_time_fairness_perf",
+    "min_total_duration": "min_total_duration",
+    "max_sum_throughput": "max_sum_throughput_perf",
+    "fifo": "fifo_perf",
+    "isolated": "isolated",
+    "gandiva": "gandiva",
+}
+STAGED = {"max_min_fairness", "max_min_fairness_agnostic", "max_min_fairness_packed"}
+GAVEL_TOTAL = re.compile(r"Total duration: ([0-9.]+) seconds")
+
+
+def run_gavel(trace: Path, jobs: int, policy: str, args: argparse.Namespace) -> dict[str, Any]:
+    argv = [
+        args.gavel_python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(trace),
+        "-p", policy, "-c", "12:12:12", "--num_gpus_per_server", "4:4:4", "--seed", "0",
+        "--time_per_iteration", "360", "--throughputs_file", "simulation_throughputs.json",
+        "-s", "0", "-e", str(jobs),
+    ]  # fmt: skip
+    wall, rc, text = timed(argv, args.gavel_dir, args.timeout)
+    jct, total = GAVEL_JCT.findall(text), GAVEL_TOTAL.findall(text)
+    if rc != 0 or not jct or not total:
+        last = (text.strip().splitlines() or ["(no output)"])[-1][:200]
+        return {"error": f"exit {rc}: {last}", "wall_s": wall}
+    return {"avg_jct_h": float(jct[-1]) / 3600, "makespan_h": float(total[-1]) / 3600,
+            "wall_s": wall}  # fmt: skip
+
+
+def run_ours(trace: Path, policy: str, second_stage: bool) -> dict[str, Any]:
+    from slurm_gavel.backends.simulated import parse_cluster_spec
+    from slurm_gavel.simulate.engine import SimulationOptions, simulate
+    from slurm_gavel.simulate.traces import load_trace
+    from slurm_gavel.throughputs import load_table
+
+    table = load_table(None)
+    opts = SimulationOptions(
+        round_seconds=360.0, preemption_overhead=0.0, seed=0, progress=False,
+        second_stage=second_stage,
+    )  # fmt: skip
+    result = simulate(
+        load_trace(trace, table),
+        parse_cluster_spec("v100:3x4,p100:3x4,k80:3x4", table),
+        table,
+        policy,
+        opts,
+    )
+    s = result.summary
+    if s["unfinished_jobs"]:
+        return {"error": f"{s['unfinished_jobs']} jobs unfinished"}
+    return {"avg_jct_h": s["avg_jct_s"] / 3600, "makespan_h": s["makespan_s"] / 3600}
+
+
+def _cell(r: dict[str, Any], key: str) -> str:
+    return "-" if "error" in r else f"{r[key]:.2f}"
+
+
+def _ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> str:
+    return "-" if "error" in a or "error" in b else f"{a[key] / b[key]:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--gavel-dir", type=Path, required=True, help="GAVEL/scheduler")
+    p.add_argument("--gavel-python", required=True, help="an interpreter with Gavel's needs")
+    p.add_argument("--case", action="append", choices=sorted(CASES), help="(default: both)")
+    p.add_argument("--policy", action="append", choices=sorted(POLICIES), help="(default: all)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per Gavel run")
+    args = p.parse_args(argv)
+    args.gavel_dir = args.gavel_dir.resolve()
+    work = Path(tempfile.mkdtemp(prefix="crosscheck-gavel-"))
+    print(f"traces in {work}")
+    print("| trace | policy (Gavel's name) | avg JCT h: Gavel | ours | ours/Gavel "
+          "| makespan h: Gavel | ours | ours/Gavel | Gavel wall s |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    failed = False
+    for case in args.case or sorted(CASES, reverse=True):
+        trace = work / f"{case}.trace"
+        write_gavel_trace(case, trace)
+        for ours in args.policy or list(POLICIES):
+            g = run_gavel(trace, CASES[case]["jobs"], POLICIES[ours], args)
+            variants = [(ours, True)] + (
+                [(f"{ours} (stage 1 only)", False)] if ours in STAGED else []
+            )
+            for label, stage2 in variants:
+                o = run_ours(trace, ours, stage2)
+                failed |= "error" in o
+                gavel_note = g.get("error", f"{g['wall_s']:.1f}")
+                print(
+                    f"| {case} | {label} ({POLICIES[ours]}) | {_cell(g, 'avg_jct_h')} | "
+                    f"{_cell(o, 'avg_jct_h')} | {_ratio(o, g, 'avg_jct_h')} | "
+                    f"{_cell(g, 'makespan_h')} | {_cell(o, 'makespan_h')} | "
+                    f"{_ratio(o, g, 'makespan_h')} | {gavel_note} |",
+                    flush=True,
+                )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
