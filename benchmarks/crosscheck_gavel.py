@@ -6,7 +6,9 @@
 The same Gavel-format trace as bench_vs_gavel.py (our seed-0 generator, one job per
 2,400 s, 36 GPUs in servers of 4, 360 s rounds) goes to Gavel's
 ``scripts/drivers/simulate_scheduler_with_trace.py`` and to our ``simulate()``, with
-no restart overhead on our side (Gavel's simulator charges none). Printed per policy:
+no restart overhead on our side (Gavel's simulator charges none) and, with
+``--our-min-interval 1920``, Gavel's rule of recomputing at most once per 1,920 s
+(``--min-reallocation-interval``; ours recomputes on every change by default). Printed per policy:
 average JCT and makespan from each, and ours over Gavel's. Our max-min policies run
 twice: as shipped, and with the second LP stage off (``second_stage=False``), which is
 Gavel's single LP. Randomised policies (Gavel's ``fifo`` and ``gandiva``) draw from
@@ -60,7 +62,7 @@ def run_gavel(trace: Path, jobs: int, policy: str, args: argparse.Namespace) -> 
             "wall_s": wall}  # fmt: skip
 
 
-def run_ours(trace: Path, policy: str, second_stage: bool) -> dict[str, Any]:
+def run_ours(trace: Path, policy: str, second_stage: bool, min_interval: float) -> dict[str, Any]:
     from slurm_gavel.backends.simulated import parse_cluster_spec
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.traces import load_trace
@@ -69,7 +71,7 @@ def run_ours(trace: Path, policy: str, second_stage: bool) -> dict[str, Any]:
     table = load_table(None)
     opts = SimulationOptions(
         round_seconds=360.0, preemption_overhead=0.0, seed=0, progress=False,
-        second_stage=second_stage,
+        second_stage=second_stage, min_reallocation_interval_s=min_interval,
     )  # fmt: skip
     result = simulate(
         load_trace(trace, table),
@@ -99,6 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--case", action="append", choices=sorted(CASES), help="(default: both)")
     p.add_argument("--policy", action="append", choices=sorted(POLICIES), help="(default: all)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per Gavel run")
+    p.add_argument(
+        "--our-min-interval",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="our min_reallocation_interval_s (1920 = the rule Gavel's simulator runs with)",
+    )
     args = p.parse_args(argv)
     args.gavel_dir = args.gavel_dir.resolve()
     work = Path(tempfile.mkdtemp(prefix="crosscheck-gavel-"))
@@ -116,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 [(f"{ours} (stage 1 only)", False)] if ours in STAGED else []
             )
             for label, stage2 in variants:
-                o = run_ours(trace, ours, stage2)
+                o = run_ours(trace, ours, stage2, args.our_min_interval)
                 failed |= "error" in o
                 gavel_note = g.get("error", f"{g['wall_s']:.1f}")
                 print(
