@@ -6,13 +6,20 @@
 The same Gavel-format trace as bench_vs_gavel.py (our seed-0 generator, one job per
 2,400 s, 36 GPUs in servers of 4, 360 s rounds) goes to Gavel's
 ``scripts/drivers/simulate_scheduler_with_trace.py`` and to our ``simulate()``, with
-no restart overhead on our side (Gavel's simulator charges none) and, with
-``--our-min-interval 1920``, Gavel's rule of recomputing at most once per 1,920 s
-(``--min-reallocation-interval``; ours recomputes on every change by default). Printed per policy:
+no restart overhead on our side (Gavel's simulator charges none). Printed per policy:
 average JCT and makespan from each, and ours over Gavel's. Our max-min policies run
-twice: as shipped, and with the second LP stage off (``second_stage=False``), which is
-Gavel's single LP. Randomised policies (Gavel's ``fifo`` and ``gandiva``) draw from
-other random streams on the two sides, so only their distributions can agree.
+twice: as shipped, and with the second LP stage off (``second_stage=False``), which
+is Gavel's single LP.
+
+Two differences of Gavel's simulator can be switched off on our side:
+- ``--our-min-interval 1920``: Gavel recomputes at most once per 1,920 s
+  (``--min-reallocation-interval``); ours recomputes on every change by default.
+- ``--no-spread-penalty``: Gavel runs a multi-GPU job at its consolidated speed
+  wherever it is placed (its scheduler.py never reads the unconsolidated figures);
+  ours at the table's unconsolidated speed when it spans servers, as the issue asks.
+
+Randomised policies (Gavel's ``fifo`` and ``gandiva``) draw from other random
+streams on the two sides, so only their distributions can agree.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import argparse
 import re
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +70,17 @@ def run_gavel(trace: Path, jobs: int, policy: str, args: argparse.Namespace) -> 
             "wall_s": wall}  # fmt: skip
 
 
-def run_ours(trace: Path, policy: str, second_stage: bool, min_interval: float) -> dict[str, Any]:
+def run_ours(
+    trace: Path, policy: str, second_stage: bool, min_interval: float, spread_penalty: bool
+) -> dict[str, Any]:
     from slurm_gavel.backends.simulated import parse_cluster_spec
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.traces import load_trace
     from slurm_gavel.throughputs import load_table
 
     table = load_table(None)
+    if not spread_penalty:
+        table = replace(table, unconsolidated={})  # a spread job runs at full speed
     opts = SimulationOptions(
         round_seconds=360.0, preemption_overhead=0.0, seed=0, progress=False,
         second_stage=second_stage, min_reallocation_interval_s=min_interval,
@@ -108,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="S",
         help="our min_reallocation_interval_s (1920 = the rule Gavel's simulator runs with)",
     )
+    p.add_argument(
+        "--no-spread-penalty",
+        action="store_true",
+        help="ours without the table's unconsolidated throughputs, as Gavel's simulator runs",
+    )
     args = p.parse_args(argv)
     args.gavel_dir = args.gavel_dir.resolve()
     work = Path(tempfile.mkdtemp(prefix="crosscheck-gavel-"))
@@ -125,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 [(f"{ours} (stage 1 only)", False)] if ours in STAGED else []
             )
             for label, stage2 in variants:
-                o = run_ours(trace, ours, stage2, args.our_min_interval)
+                o = run_ours(trace, ours, stage2, args.our_min_interval, not args.no_spread_penalty)
                 failed |= "error" in o
                 gavel_note = g.get("error", f"{g['wall_s']:.1f}")
                 print(
