@@ -82,10 +82,13 @@ def write_gavel_trace(case: str, path: Path) -> None:
     path.write_text("".join(rows))
 
 
-def gavel_argv(trace: Path, jobs: int, python: str) -> list[str]:
+def gavel_argv(
+    trace: Path, jobs: int, python: str, policy: str = "max_min_fairness_perf"
+) -> list[str]:
+    """Gavel's trace driver on the case's cluster, run from GAVEL/scheduler."""
     return [
         python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(trace),
-        "-p", "max_min_fairness_perf", "-c", "12:12:12", "--num_gpus_per_server", "4:4:4",
+        "-p", policy, "-c", "12:12:12", "--num_gpus_per_server", "4:4:4",
         "--seed", "0", "--time_per_iteration", "360",
         "--throughputs_file", "simulation_throughputs.json", "-s", "0", "-e", str(jobs),
     ]  # fmt: skip

@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_vs_gavel import CASES, GAVEL_JCT, timed, write_gavel_trace  # noqa: E402
+from bench_vs_gavel import CASES, GAVEL_JCT, gavel_argv, timed, write_gavel_trace  # noqa: E402
 
 # ours -> Gavel's name for the same policy (Gavel's "_perf" = heterogeneity-aware)
 POLICIES: dict[str, str] = {
@@ -55,12 +55,7 @@ GAVEL_TOTAL = re.compile(r"Total duration: ([0-9.]+) seconds")
 
 
 def run_gavel(trace: Path, jobs: int, policy: str, args: argparse.Namespace) -> dict[str, Any]:
-    argv = [
-        args.gavel_python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(trace),
-        "-p", policy, "-c", "12:12:12", "--num_gpus_per_server", "4:4:4", "--seed", "0",
-        "--time_per_iteration", "360", "--throughputs_file", "simulation_throughputs.json",
-        "-s", "0", "-e", str(jobs),
-    ]  # fmt: skip
+    argv = gavel_argv(trace, jobs, args.gavel_python, policy)
     wall, rc, text = timed(argv, args.gavel_dir, args.timeout)
     jct, total = GAVEL_JCT.findall(text), GAVEL_TOTAL.findall(text)
     if rc != 0 or not jct or not total:
