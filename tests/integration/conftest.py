@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -199,6 +200,31 @@ class Scenario:
                 )
             time.sleep(1)
         raise AssertionError(f"jobs not finished after {timeout:.0f}s: {states}")
+
+    def assert_all_completed(self, states: dict[str, str]) -> None:
+        """Every job COMPLETED; else say why for each one that did not: a CI failure
+        here has to be diagnosable from its output alone (the run dir is gone)."""
+        bad = {j: s for j, s in states.items() if s != "COMPLETED"}
+        if not bad:
+            return
+        parts = []
+        for job_id, state in sorted(bad.items()):
+            info = self.slurm.cmd("scontrol", "show", "job", "--oneliner", job_id, check=False)
+            keep = ("JobState", "Reason", "ExitCode", "Restarts", "NodeList", "RunTime")
+            fields = " ".join(t for t in info.stdout.split() if t.split("=")[0] in keep)
+            log = self.dir / "logs" / f"{job_id}.log"
+            job_log = log.read_text() if log.exists() else "(no job log)"
+            mention = re.compile(rf"(?<![\d.]){job_id}(?![\d.])")
+            daemon = [
+                line
+                for line in self.daemon.log_path.read_text().splitlines()
+                if mention.search(line)
+            ][-15:]
+            parts.append(
+                f"job {job_id} {state} ({fields})\n-- its log:\n{job_log}"
+                f"-- Slurm:\n{self.slurm.log_lines(job_id)}\n-- daemon:\n" + "\n".join(daemon)
+            )
+        raise AssertionError(f"not all COMPLETED: {states}\n" + "\n\n".join(parts))
 
     def state_doc(self) -> dict[str, Any] | None:
         try:

@@ -123,7 +123,7 @@ def test_sigkilled_daemon_resumes_its_accounting(scenario):
         if job["id"] in before:
             assert sum(job["received_s"].values()) >= before[job["id"]] - 1e-6, job
     states = sc.wait_finished(list(sc.managed), timeout=150)
-    assert set(states.values()) == {"COMPLETED"}
+    sc.assert_all_completed(states)
     for job_id in sc.managed:
         assert_checkpoint_protocol(sc, job_id)
         # No job sat held (signalled, not restarted) for more than two rounds after
@@ -174,7 +174,7 @@ def test_slurmctld_restart_is_waited_out(scenario):
     # during the outage rode it out in 16.9 s on a loaded machine, and no round failed.
     restart_slurmctld(sc.slurm, down_for=30)
     states = sc.wait_finished(list(sc.managed), timeout=150)
-    assert set(states.values()) == {"COMPLETED"}, states
+    sc.assert_all_completed(states)
     for job_id in sc.managed:
         assert_checkpoint_protocol(sc, job_id)
     assert sc.daemon.proc.poll() is None, "the daemon must outlive slurmctld restarts"
@@ -200,7 +200,7 @@ def test_drained_node_leaves_the_allocation_and_its_jobs_move(scenario):
     sc.slurm.cmd("scontrol", "update", "NodeName=v100-1", "State=DRAIN", "Reason=gavel-test")
     drained_at = time.time()
     states = sc.wait_finished(list(sc.managed), timeout=150)
-    assert set(states.values()) == {"COMPLETED"}, states
+    sc.assert_all_completed(states)
     for job_id in sc.managed:
         assert_checkpoint_protocol(sc, job_id)
         late = [s for s in sc.segments(job_id) if s.start > drained_at + 1 and s.node == "v100-1"]
