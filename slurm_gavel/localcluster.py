@@ -81,12 +81,27 @@ def _save_state(run: Path, state: dict) -> None:
 
 
 def _ours(pid: int, run: Path) -> bool:
-    """The pid still runs a daemon of this cluster (not a recycled pid)."""
+    """The pid still runs a daemon of this cluster (not a recycled pid).
+
+    A child this process spawned counts too: between fork and exec its command line
+    is still this process's, without the run dir, and checking it then reported a
+    slurmd that was only starting as "exited during start-up: (no log)" (seen in CI
+    for the last node started, under load)."""
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return False
-    return _alive(pid) and str(run) in cmd
+    if not _alive(pid):
+        return False
+    return str(run) in cmd or _parent(pid) == os.getpid()
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # fields after "(comm)": state, ppid
 
 
 def running_daemons(run: Path) -> dict[str, int]:

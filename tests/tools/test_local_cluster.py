@@ -7,8 +7,10 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +75,22 @@ def test_slurm_conf_has_the_protocol_and_per_node_ports(tmp_path):
     assert "PartitionName=gpu" not in per_type
     gres = gres_conf_text(spec, tmp_path)
     assert f"NodeName=v100-2 Name=gpu Type=v100 File={tmp_path}/dev/v100-2/gpu[0-3]" in gres
+
+
+def test_a_child_that_has_not_exec_d_slurmd_yet_counts_as_running(tmp_path):
+    # Between fork and exec a spawned daemon's command line is still ours (no run dir
+    # in it); wait_idle used to call that "exited during start-up".
+    pid = os.fork()
+    if pid == 0:  # the child: stays a copy of this process, never execs
+        time.sleep(30)
+        os._exit(0)
+    try:
+        assert localcluster._ours(pid, tmp_path)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert not localcluster._ours(pid, tmp_path)  # gone
+    assert not localcluster._ours(1, tmp_path)  # alive, not ours, no run dir
 
 
 def test_spank_option_needs_an_existing_file(tmp_path):
