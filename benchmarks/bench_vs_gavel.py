@@ -125,8 +125,9 @@ def timed(argv: list[str], cwd: Path, timeout: float) -> tuple[float, int, str]:
         return wall, rc, out.read()
 
 
-def _last_line(text: str) -> str:
-    return (text.strip().splitlines() or ["(no output)"])[-1][:300]
+def last_line(text: str, limit: int = 300) -> str:
+    """The last line of a child's output, for an error message."""
+    return (text.strip().splitlines() or ["(no output)"])[-1][:limit]
 
 
 def run_gavel(trace: Path, jobs: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -134,7 +135,7 @@ def run_gavel(trace: Path, jobs: int, args: argparse.Namespace) -> dict[str, Any
     wall, rc, text = timed(argv, args.gavel_dir, args.timeout)
     m = GAVEL_JCT.findall(text)
     if rc != 0 or not m:
-        return {"error": f"Gavel exit {rc}: {_last_line(text)}"}
+        return {"error": f"Gavel exit {rc}: {last_line(text)}"}
     return {"wall_s": wall, "avg_jct_h": float(m[-1]) / 3600}
 
 
@@ -143,7 +144,7 @@ def run_ours(trace: Path, interval: float, args: argparse.Namespace) -> dict[str
     argv = ours_argv(trace, args.our_overhead, interval, summary)
     wall, rc, text = timed(argv, ROOT, args.timeout)
     if rc != 0:
-        return {"error": f"ours exit {rc}: {_last_line(text)}"}
+        return {"error": f"ours exit {rc}: {last_line(text)}"}
     s = json.loads(summary.read_text())
     if s["unfinished_jobs"]:
         return {"error": f"ours left {s['unfinished_jobs']} jobs unfinished"}

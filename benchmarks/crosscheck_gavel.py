@@ -36,7 +36,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_vs_gavel import CASES, GAVEL_JCT, gavel_argv, timed, write_gavel_trace  # noqa: E402
+from bench_vs_gavel import (  # noqa: E402
+    CASES,
+    GAVEL_JCT,
+    gavel_argv,
+    last_line,
+    timed,
+    write_gavel_trace,
+)
 
 # ours -> Gavel's name for the same policy (Gavel's "_perf" = heterogeneity-aware)
 POLICIES: dict[str, str] = {
@@ -59,8 +66,7 @@ def run_gavel(trace: Path, jobs: int, policy: str, args: argparse.Namespace) -> 
     wall, rc, text = timed(argv, args.gavel_dir, args.timeout)
     jct, total = GAVEL_JCT.findall(text), GAVEL_TOTAL.findall(text)
     if rc != 0 or not jct or not total:
-        last = (text.strip().splitlines() or ["(no output)"])[-1][:200]
-        return {"error": f"exit {rc}: {last}", "wall_s": wall}
+        return {"error": f"exit {rc}: {last_line(text, 200)}", "wall_s": wall}
     return {"avg_jct_h": float(jct[-1]) / 3600, "makespan_h": float(total[-1]) / 3600,
             "wall_s": wall}  # fmt: skip
 

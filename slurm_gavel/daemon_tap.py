@@ -66,11 +66,11 @@ class DaemonTap:
         return snap
 
     def act(self, placement: RoundPlacement) -> ActResult:
-        self.daemon._before_act(placement)
-        if self.daemon.dry_run:
+        d = self.daemon
+        d._before_act(placement)
+        if d.dry_run:
             assert self.last_snapshot is not None
             return planned_actions(self.last_snapshot, placement)
-        d = self.daemon
         if d._settle_until is not None and d.clock() < d._settle_until:
             # slurmctld came back moments ago: it may still list as running jobs that
             # finished while it was down (slurmstepd re-sends a batch completion only
@@ -81,8 +81,8 @@ class DaemonTap:
             event(log, "settling", round=placement.round_index, act_in_s=round(left, 1))
             return ActResult(failed=tuple((j, SETTLING) for j in placement.jobs))
         d._settle_until = None
-        if self.daemon.config.gpu_types:
-            back = {v: k for k, v in self.daemon.config.gpu_types.items()}
+        if d.config.gpu_types:
+            back = {v: k for k, v in d.config.gpu_types.items()}
             placement = replace(
                 placement,
                 jobs={
@@ -90,8 +90,8 @@ class DaemonTap:
                     for j, p in placement.jobs.items()
                 },
             )
-        result = self.daemon.backend.act(placement)
-        if self.daemon.retried_unreachable():
+        result = d.backend.act(placement)
+        if d.retried_unreachable():
             # slurmctld went away during the act: settle before the next one acts.
-            self.daemon._settle_until = self.daemon.clock() + SETTLE_AFTER_OUTAGE_S
+            d._settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
         return result

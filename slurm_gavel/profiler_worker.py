@@ -79,11 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     trainer = runner.build(args.job_type, tiny=args.tiny, device=device, seed=args.rank)
     if args.world > 1:
         _data_parallel(trainer, args.world)
-
-    def sync() -> None:  # GPU work is asynchronous: wait for it before reading the clock
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
+    sync = runner.device_sync(device)
     for _ in range(args.warmup):
         trainer.step()
     sync()

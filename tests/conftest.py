@@ -87,27 +87,17 @@ class LocalSlurm:
                 return st
             time.sleep(0.2)
         # Say why (Reason, ExitCode, node): a flaky CI failure must be diagnosable.
-        info = self.cmd("scontrol", "show", "job", "--oneliner", job_id, check=False)
-        details = " ".join(
-            t
-            for t in info.stdout.split()
-            if t.split("=")[0]
-            in (
-                "JobState",
-                "Reason",
-                "ExitCode",
-                "Restarts",
-                "NodeList",
-                "BatchHost",
-                "RunTime",
-                "Requeue",
-                "Comment",
-            )
-        )
         raise AssertionError(
-            f"job {job_id} is {st}, not {states} after {timeout}s ({details})"
+            f"job {job_id} is {st}, not {states} after {timeout}s ({self.why(job_id)})"
             f"\n{self.log_lines(job_id)}"
         )
+
+    def why(self, job_id: str) -> str:
+        """The scontrol fields that say how a job ended or why it waits."""
+        info = self.cmd("scontrol", "show", "job", "--oneliner", job_id, check=False)
+        keep = ("JobState", "Reason", "ExitCode", "Restarts", "NodeList", "BatchHost",
+                "RunTime", "Requeue", "Comment")  # fmt: skip
+        return " ".join(t for t in info.stdout.split() if t.split("=")[0] in keep)
 
     def log_lines(self, job_id: str, limit: int = 30) -> str:
         """The daemons' log lines about one job (slurmctld's and every slurmd's)."""

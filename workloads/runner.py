@@ -98,6 +98,17 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def device_sync(device: torch.device) -> Callable[[], None]:
+    """Waits for the device's queued work (GPU kernels run asynchronously), so a clock
+    read after it times the work; a no-op on the CPU."""
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    return sync
+
+
 def build(job_type: str, *, tiny: bool, device: torch.device, seed: int = 0) -> Trainer:
     fam, bs = resolve(job_type)
     setup_determinism(seed)
@@ -195,11 +206,7 @@ def measure(
     """(steps/s, steps timed) over a window of about ``seconds`` after ``warmup`` steps."""
     dev = pick_device(device)
     trainer = build(job_type, tiny=tiny, device=dev)
-
-    def sync() -> None:  # GPU work is asynchronous: wait for it before reading the clock
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-
+    sync = device_sync(dev)
     for _ in range(warmup):
         trainer.step()
     sync()

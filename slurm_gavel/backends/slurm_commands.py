@@ -70,9 +70,8 @@ class SlurmCommands:
         self.backoff = backoff
         self.sleep = sleep
         self.counts: Counter[str] = Counter()  # kind -> commands run (attempts)
-        self.seconds: defaultdict[str, float] = defaultdict(
-            float
-        )  # kind -> wall seconds spent in them
+        # kind -> wall seconds spent in them
+        self.seconds: defaultdict[str, float] = defaultdict(float)
 
     @property
     def total(self) -> int:

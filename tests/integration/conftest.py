@@ -209,9 +209,7 @@ class Scenario:
             return
         parts = []
         for job_id, state in sorted(bad.items()):
-            info = self.slurm.cmd("scontrol", "show", "job", "--oneliner", job_id, check=False)
-            keep = ("JobState", "Reason", "ExitCode", "Restarts", "NodeList", "RunTime")
-            fields = " ".join(t for t in info.stdout.split() if t.split("=")[0] in keep)
+            fields = self.slurm.why(job_id)
             log = self.dir / "logs" / f"{job_id}.log"
             job_log = log.read_text() if log.exists() else "(no job log)"
             mention = re.compile(rf"(?<![\d.]){job_id}(?![\d.])")
