@@ -28,6 +28,7 @@ from slurm_gavel.backends.base import (
     ObservedJob,
     RoundPlacement,
 )
+from slurm_gavel.cluster_rows import ClusterRows, MarkedCell, rows_for
 from slurm_gavel.errors import InputError
 from slurm_gavel.mechanism import (
     MechanismJob,
@@ -91,6 +92,10 @@ class RoundReport:
     # it can run on); the daemon logs these once per job
     skipped: tuple[tuple[JobId, str], ...] = ()
     mechanism_seconds: float = 0.0
+    # cells of the cluster's GPU types the considered jobs rely on without a
+    # measurement: (job type, scale factor, GPU type, "estimate" or "unmeasured:
+    # type-blind"), see cluster_rows.py; the daemon logs each once, status shows them
+    unmeasured: tuple[MarkedCell, ...] = ()
 
 
 # A pseudo-policy that produces the placement itself (e.g. the Slurm FIFO baseline),
@@ -138,18 +143,25 @@ def _job_set_key(jobs: list[ObservedJob], capacity: Mapping[GpuType, int]) -> st
 
 
 def considered_jobs(
-    active: list[ObservedJob], config: SchedulerConfig, capacity: Mapping[GpuType, int]
+    active: list[ObservedJob],
+    config: SchedulerConfig,
+    capacity: Mapping[GpuType, int],
+    rows: ClusterRows | None = None,
 ) -> tuple[list[tuple[ObservedJob, Mapping[GpuType, float]]], list[tuple[JobId, str]]]:
     """The jobs the round can place, each with its throughput row; the others with the
     reason (unknown type, no usable GPU type, too big), so one bad job never fails
-    the round."""
+    the round. Rows come from ``rows`` (default: built here from the table for the
+    cluster's GPU types): cells the table lacks for those types are estimated or
+    type-blind (cluster_rows.py), so a GPU type nobody measured yet is still used."""
+    if rows is None:
+        rows = rows_for(None, config.table, capacity)
     types = [t for t, n in capacity.items() if n > 0]
     biggest = max((capacity[t] for t in types), default=0)
     out: list[tuple[ObservedJob, Mapping[GpuType, float]]] = []
     skipped: list[tuple[JobId, str]] = []
     for o in active:
         try:
-            row = config.table.row(o.job.job_type, o.job.scale_factor)
+            row = rows.row(o.job.job_type, o.job.scale_factor)
         except InputError as e:
             skipped.append((o.job.id, str(e)))
             continue
@@ -168,22 +180,23 @@ def considered_jobs(
 
 
 def build_problem(
-    jobs: list[ObservedJob],
+    jobs: list[tuple[ObservedJob, Mapping[GpuType, float]]],
     state: SchedulerState,
     config: SchedulerConfig,
     capacity: Mapping[GpuType, int],
     now: float,
 ) -> Problem:
-    """The policy input for jobs that considered_jobs() accepted."""
+    """The policy input for jobs that considered_jobs() accepted, with their rows."""
     types = [t for t, n in capacity.items() if n > 0]
     pjobs = []
-    for o in jobs:
+    for o, row in jobs:
         acct = state.jobs.get(o.job.id)
         done = acct.steps_done if acct else 0.0
         pjobs.append(
             config.table.problem_job(
                 o.job,
                 types,
+                row=row,
                 steps_remaining=max(0.0, o.job.total_steps - done),
                 time_since_start=max(0.0, now - o.job.arrival_time),
                 slo=None if o.job.slo is None else o.job.slo - (now - o.job.arrival_time),
@@ -207,11 +220,17 @@ def _round_jobs(
     active: list[ObservedJob],
     config: SchedulerConfig,
     capacity: dict[GpuType, int],
-) -> tuple[list[tuple[ObservedJob, Mapping[GpuType, float]]], list[tuple[JobId, str]], str]:
-    """considered_jobs() and the job-set key, reused from the last round when the
-    backend reports the same Job objects on the same capacity with the same table (a
-    quiet round in the simulator; Slurm backends build new Job objects every round,
-    so the daemon always recomputes, and its updated tables are new objects too)."""
+) -> tuple[
+    list[tuple[ObservedJob, Mapping[GpuType, float]]],
+    list[tuple[JobId, str]],
+    str,
+    tuple[MarkedCell, ...],
+]:
+    """considered_jobs(), the job-set key and the unmeasured cells the jobs rely on,
+    reused from the last round when the backend reports the same Job objects on the
+    same capacity with the same table (a quiet round in the simulator; Slurm backends
+    build new Job objects every round, so the daemon always recomputes, and its
+    updated tables are new objects too)."""
     memo = state.memo
     if (
         memo is not None
@@ -225,10 +244,14 @@ def _round_jobs(
                 same = False
                 break
         if same:
-            return [(active[i], row) for i, row in memo.considered], memo.skipped, memo.key
-    considered, skipped = considered_jobs(active, config, capacity)
+            considered = [(active[i], row) for i, row in memo.considered]
+            return considered, memo.skipped, memo.key, memo.unmeasured
+    # every type the cluster has, drained or not: a drain does not refit estimates
+    rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
+    considered, skipped = considered_jobs(active, config, capacity, rows)
     usable = {t: n for t, n in capacity.items() if n > 0}
     key = _job_set_key([o for o, _ in considered], usable)
+    unmeasured = rows.marked_cells((o.job.job_type, o.job.scale_factor) for o, _ in considered)
     index = {id(o): i for i, o in enumerate(active)}
     state.memo = RoundMemo(
         config.table,
@@ -237,8 +260,9 @@ def _round_jobs(
         [(index[id(o)], row) for o, row in considered],
         skipped,
         key,
+        unmeasured=unmeasured,
     )
-    return considered, skipped, key
+    return considered, skipped, key, unmeasured
 
 
 def _mechanism_jobs(
@@ -303,9 +327,10 @@ def run_round(
     t0 = time.perf_counter()
     if config.policy in BASELINE_NAMES:
         skipped: list[tuple[JobId, str]] = []
+        unmeasured: tuple[MarkedCell, ...] = ()
         placed = baselines()[config.policy](snap, config)
     else:
-        considered, skipped, key = _round_jobs(state, active, config, capacity)
+        considered, skipped, key, unmeasured = _round_jobs(state, active, config, capacity)
         usable = {t: n for t, n in capacity.items() if n > 0}
         due = (
             config.reallocate_every_s is not None
@@ -321,7 +346,7 @@ def run_round(
         ):
             change = False  # too soon after the last one: keep it (see SchedulerConfig)
         if considered and change:
-            problem = build_problem([o for o, _ in considered], state, config, capacity, now)
+            problem = build_problem(considered, state, config, capacity, now)
             alloc = allocate(problem, config.policy, config.policy_options)
             solve_s = alloc.solve_seconds
             state.allocation, state.allocation_key, state.allocation_time = alloc, key, now
@@ -381,6 +406,7 @@ def run_round(
         completed=completed,
         skipped=tuple(skipped),
         mechanism_seconds=max(0.0, mech_s),
+        unmeasured=unmeasured,
     )
     state.round_index += 1
     return state, report

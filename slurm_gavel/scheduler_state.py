@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_gavel.backends.base import JobPlacement
+from slurm_gavel.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.errors import InputError
 from slurm_gavel.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.model import Allocation, GpuType, Job, JobId, PairShare
@@ -44,6 +45,7 @@ class RoundMemo:
     considered: list[tuple[int, Mapping[GpuType, float]]]  # (index into active, row)
     skipped: list[tuple[JobId, str]]
     key: str
+    unmeasured: tuple[MarkedCell, ...] = ()
     mechanism_jobs: dict[JobId, MechanismJob] = field(default_factory=dict)
     # mechanism.single_candidates() of `singles_for` (an allocation, by identity)
     singles_for: Allocation | None = None
@@ -68,6 +70,9 @@ class SchedulerState:
     # backend reports the very same Job objects (the simulator between arrivals and
     # completions). Never written to JSON; a reloaded state starts without it.
     memo: RoundMemo | None = field(default=None, repr=False, compare=False)
+    # Not state either: the table's rows completed for the cluster's GPU types, kept
+    # while the table (by identity) and the types stay the same (cluster_rows.py).
+    cluster_rows: ClusterRows | None = field(default=None, repr=False, compare=False)
 
     # ---- JSON --------------------------------------------------------------------------
 

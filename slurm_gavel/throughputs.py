@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -146,11 +146,16 @@ class ThroughputTable:
         job: Job,
         gpu_types: Iterable[GpuType],
         *,
+        row: Mapping[GpuType, float] | None = None,
         steps_remaining: float | None = None,
         time_since_start: float = 0.0,
         slo: float | None = None,
     ) -> ProblemJob:
-        row = self.row(job.job_type, job.scale_factor)
+        """The policy's view of ``job`` on these GPU types: its row of this table, or
+        ``row`` when given (the scheduler's, with unmeasured cells filled:
+        cluster_rows.py). A type missing from the row is 0 here."""
+        if row is None:
+            row = self.row(job.job_type, job.scale_factor)
         return ProblemJob(
             id=job.id,
             job_type=job.job_type,
