@@ -1,36 +1,70 @@
 """Which Slurm jobs slurm-gavel manages, and what they declare about themselves.
 
-A job is managed when its comment is ``gavel:type=<job type>[,key=value...]`` and
-it sits in a partition the daemon manages (checked by the backend). The comment is
-the transport on purpose: every Slurm version stores and reports it, sbatch/srun
-accept ``--comment``, the SPANK plugin can fill it from ``--gavel-job-type``, and
-a job_submit.lua can read it to hold the job on arrival.
+A job is managed when its comment follows the grammar below and it sits in a
+partition the daemon manages (checked by the backend). The comment is the
+transport on purpose: every Slurm version stores and reports it, sbatch/srun accept
+``--comment``, the SPANK plugin fills it from ``--gavel-job-type``, and a
+job_submit.lua holds the job on arrival.
 
-Keys (only ``type`` is required):
+The grammar has three enforcers that must accept exactly the same strings: this
+module (the daemon), conf/slurm/job_submit.lua (slurmctld, at submit and on
+update) and spank/gavel_grammar.h (the SPANK plugin, in sbatch/srun/salloc).
+tests/data/comment_grammar.json is the shared table of accepted and refused
+strings, run against all three; docs/admin-guide.md section 4 is the written spec.
 
-    type=ResNet-50 (batch size 64)   the throughput table's job type
-    scale=2                          GPUs (Gavel's scale factor); default 1
-    weight=2.5                       priority weight; default 1
-    steps=120000                     total steps, for finish-time policies
-    slo=86400                        seconds after submission it should finish by
+    comment = "gavel:" pair *("," pair)      at most 256 bytes, all of it
+    pair    = key "=" value                  keys lower case, each at most once
+    type    = 1-64 of [A-Za-z0-9 ._()-], not starting or ending with a space
+    scale   = integer 1..1024                GPUs (Gavel's scale factor)
+    steps   = integer 1..10^12               total steps, for finish-time policies
+    slo     = decimal, 0 < slo <= 10^9       seconds after submission
+    weight  = decimal, 0 < weight <= cap     the user's own factor; cap default 1
+    integer = "0" / [1-9][0-9]*              at most 13 digits
+    decimal = integer ["." 1-6 digits]       integer part at most 10 digits
 
-Values cannot contain ``,`` (the separator); job types in Gavel's table do not.
+No whitespace outside the type, no sign, exponent, hex, inf or nan. ``type`` is
+required. A comment that is not exactly ``gavel:...`` but becomes it after
+dropping leading ASCII whitespace and lower-casing (`` gavel:``, ``GAVEL:``) is
+refused rather than left plain: the user meant it, and a near miss must not
+become a job that is neither held nor refused.
+
+A user's weight can only lower their share (like ``--nice``): the admin's
+weights by QOS and account (daemon config ``weights:``) multiply it.
 """
 
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from slurm_gavel.errors import InputError
 
 PREFIX = "gavel:"
 FORM = "--comment=gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS]"
 KEYS = ("type", "scale", "weight", "steps", "slo")
+MAX_COMMENT_BYTES = 256
+MAX_TYPE_CHARS = 64
+TYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ._()-")
+DEFAULT_MAX_USER_WEIGHT = 1.0
+MICRO = 1_000_000  # decimals are compared exactly, in millionths
+MAX_SCALE = 1024
+MAX_STEPS = 10**12
+MAX_SLO_SECONDS = 10**9
+ASCII_SPACE = " \t\n\v\f\r"
+
+_INTEGER = re.compile(r"(?:0|[1-9][0-9]{0,12})", re.ASCII)
+_DECIMAL = re.compile(r"(0|[1-9][0-9]{0,9})(?:\.([0-9]{1,6}))?", re.ASCII)
+
+
+class Verdict(StrEnum):
+    PLAIN = "plain"  # not a slurm-gavel comment: the job is Slurm's own
+    MANAGED = "managed"
+    REFUSED = "refuse"
 
 
 class ManagedCommentError(InputError):
-    """A job comment starts with ``gavel:`` but cannot be read."""
+    """A job comment claims the job for slurm-gavel but breaks the grammar."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +73,7 @@ class ManagedSpec:
 
     job_type: str
     scale_factor: int | None = None  # None: take the job's GPU request, else 1
-    priority_weight: float = 1.0
+    priority_weight: float = 1.0  # the user's own factor, <= the admin's cap
     total_steps: float | None = None
     slo: float | None = None
 
@@ -57,67 +91,138 @@ class ManagedSpec:
 
 
 def _num(x: float) -> str:
-    """Exact and short: 120000 not 1.2e+05 (`:g` would round 1000001 to 1e+06)."""
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
+    """Grammar form: 120000 not 1.2e+05, at most 6 decimals, no exponent."""
+    if float(x).is_integer():
+        return str(int(x))
+    return f"{x:.6f}".rstrip("0")
 
 
 def is_managed_comment(comment: str | None) -> bool:
-    """True when the comment claims the job for slurm-gavel (it may still be malformed)."""
-    return comment is not None and comment.strip().startswith(PREFIX)
+    """True when the comment claims the job for slurm-gavel (it may still be refused):
+    exactly ``gavel:...``, or a near miss such as `` gavel:`` or ``GAVEL:``."""
+    if not comment:
+        return False
+    return comment.startswith(PREFIX) or _ascii_lower(comment.lstrip(ASCII_SPACE)[:6]) == PREFIX
 
 
-def parse_comment(comment: str | None, *, job_id: str = "?") -> ManagedSpec | None:
-    """The job's declaration, None when the comment does not start with ``gavel:``.
+def _ascii_lower(text: str) -> str:
+    # str.lower() maps some non-ASCII letters; C and Lua lower ASCII only.
+    return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
 
+
+def classify(comment: str | None, *, max_weight: float | None = DEFAULT_MAX_USER_WEIGHT) -> Verdict:
+    """The verdict all three enforcers must agree on (tests/data/comment_grammar.json)."""
+    try:
+        spec = parse_comment(comment, max_weight=max_weight)
+    except ManagedCommentError:
+        return Verdict.REFUSED
+    return Verdict.PLAIN if spec is None else Verdict.MANAGED
+
+
+def parse_comment(
+    comment: str | None,
+    *,
+    job_id: str = "?",
+    max_weight: float | None = DEFAULT_MAX_USER_WEIGHT,
+) -> ManagedSpec | None:
+    """The job's declaration, None when the comment does not claim the job.
+
+    max_weight: the admin's cap on the user's weight; a weight above it is refused.
+    None: no cap here (the daemon clamps to its configured cap instead, so a job
+    submitted before the cap was lowered is not dropped).
     Raises ManagedCommentError naming the job, the bad part and the expected form.
     """
     if not is_managed_comment(comment):
         return None
     assert comment is not None
-    body = comment.strip()[len(PREFIX) :]
+    if not comment.startswith(PREFIX):
+        _fail(job_id, "'gavel:' must open the comment, in lower case, with nothing before it")
+    size = len(comment.encode("utf-8", "surrogatepass"))
+    if size > MAX_COMMENT_BYTES:
+        _fail(job_id, f"the comment is {size} bytes, more than {MAX_COMMENT_BYTES}")
     seen: dict[str, str] = {}
-    for part in body.split(","):
+    for part in comment[len(PREFIX) :].split(","):
         key, eq, value = part.partition("=")
-        key, value = key.strip().lower(), value.strip()
         if not eq:
-            _fail(job_id, f"{part.strip()!r} is not key=value")
+            _fail(job_id, f"{_show(part)} is not key=value")
         if key not in KEYS:
-            _fail(job_id, f"unknown key {key!r} (known: {', '.join(KEYS)})")
+            _fail(job_id, f"unknown key {_show(key)} (known, in lower case: {', '.join(KEYS)})")
         if key in seen:
             _fail(job_id, f"key {key!r} appears twice")
         if not value:
             _fail(job_id, f"key {key!r} has no value")
         seen[key] = value
     if "type" not in seen:
-        _fail(job_id, "no job type")
+        _fail(job_id, "names no job type")
+    cap = None if max_weight is None else round(max_weight * MICRO)
     return ManagedSpec(
-        job_type=seen["type"],
-        scale_factor=None if "scale" not in seen else _positive_int(job_id, seen["scale"]),
-        priority_weight=_positive(job_id, "weight", seen.get("weight", "1")),
-        total_steps=None if "steps" not in seen else _positive(job_id, "steps", seen["steps"]),
-        slo=None if "slo" not in seen else _positive(job_id, "slo", seen["slo"]),
+        job_type=_job_type(job_id, seen["type"]),
+        scale_factor=None if "scale" not in seen else _integer(job_id, "scale", seen, MAX_SCALE),
+        priority_weight=_weight(job_id, seen.get("weight", "1"), cap),
+        total_steps=(
+            None if "steps" not in seen else float(_integer(job_id, "steps", seen, MAX_STEPS))
+        ),
+        slo=None if "slo" not in seen else _slo(job_id, seen["slo"]),
     )
+
+
+def _show(text: str) -> str:
+    """Quoted, control characters escaped, cut: user text goes into logs and terminals."""
+    shown = text[:40].encode("unicode_escape").decode("ascii")
+    return repr(shown) + ("..." if len(text) > 40 else "")
 
 
 def _fail(job_id: str, problem: str) -> None:
     raise ManagedCommentError(f"job {job_id}: gavel comment: {problem}; write {FORM}")
 
 
-def _positive_int(job_id: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        _fail(job_id, f"scale={text!r} must be a whole number of GPUs >= 1")
-    return value
+def _job_type(job_id: str, text: str) -> str:
+    bad = sorted({c for c in text if c not in TYPE_CHARS})
+    if bad:
+        shown = "".join(bad)[:10].encode("unicode_escape").decode("ascii")
+        _fail(
+            job_id, f"type {_show(text)} has characters outside A-Z a-z 0-9 space ._()-: {shown!r}"
+        )
+    if len(text) > MAX_TYPE_CHARS:
+        _fail(job_id, f"type is {len(text)} characters, more than {MAX_TYPE_CHARS}")
+    if text[0] == " " or text[-1] == " ":
+        _fail(job_id, f"type {_show(text)} starts or ends with a space")
+    return text
 
 
-def _positive(job_id: str, key: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        _fail(job_id, f"{key}={text!r} must be a positive number")
-    return value
+def _integer(job_id: str, key: str, seen: dict[str, str], maximum: int) -> int:
+    text = seen[key]
+    if not _INTEGER.fullmatch(text) or not 1 <= int(text) <= maximum:
+        _fail(job_id, f"{key}={_show(text)} must be a whole number from 1 to {maximum}")
+    return int(text)
+
+
+def decimal_micro(text: str) -> int | None:
+    """A grammar decimal in millionths (exact), None when it is not one."""
+    m = _DECIMAL.fullmatch(text)
+    if m is None:
+        return None
+    whole, frac = m.groups()
+    return int(whole) * MICRO + int((frac or "").ljust(6, "0"))
+
+
+def _weight(job_id: str, text: str, cap: int | None) -> float:
+    micro = decimal_micro(text)
+    if micro is None or micro <= 0:
+        _fail(job_id, f"weight={_show(text)} must be a decimal number > 0 (e.g. 0.5)")
+    assert micro is not None
+    if cap is not None and micro > cap:
+        _fail(
+            job_id,
+            f"weight={_show(text)} is above the cap {_num(cap / MICRO)} set by the admin: "
+            "a job may only lower its own weight; the admin sets shares by QOS and account",
+        )
+    return micro / MICRO
+
+
+def _slo(job_id: str, text: str) -> float:
+    micro = decimal_micro(text)
+    if micro is None or not 0 < micro <= MAX_SLO_SECONDS * MICRO:
+        _fail(job_id, f"slo={_show(text)} must be seconds, a decimal > 0 and <= {MAX_SLO_SECONDS}")
+    assert micro is not None
+    return micro / MICRO
