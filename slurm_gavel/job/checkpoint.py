@@ -13,26 +13,62 @@ either the previous checkpoints or the new one complete. On load the magic, the
 length and the hash are checked before unpickling; anything else is skipped with
 a warning and the next older checkpoint is tried.
 
+Whoever can write the checkpoint folder can make the job load a file of their
+choosing, and unpickling runs code. So (trust boundary, issue 12):
+
+* the folder is created mode 0700 and refused (:class:`CheckpointDirError`, naming
+  the folder and the fix) when it is a symlink, not owned by the job's user, or
+  writable by group or others; files are opened relative to the checked folder,
+  without following links, and must be regular files of the job's user;
+* payloads load without running code: ``torch.load(weights_only=True)`` (tensors,
+  dicts, lists, tuples, numbers, strings), or without torch a pickle reader that
+  refuses every global (plain containers and numbers only). The RNG states are
+  stored as such plain data. Objects beyond that (a custom class passed as a plain
+  ``**stateful`` value) need ``allow_pickle=True`` (``GAVEL_CHECKPOINT_ALLOW_PICKLE=1``),
+  which loads with full unpickling and says so on stderr.
+
+The hash guards against torn and corrupt files, not against a writer: anyone who can
+write the file can also recompute it. Only the folder's ownership keeps writers out.
+
 torch is imported lazily so that jobs without torch can use the rest of the library.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
+import pickle
 import random
 import re
+import secrets
+import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from slurm_gavel.errors import InputError
 
 MAGIC = b"GAVELCK1"
 HEADER = len(MAGIC) + 32 + 8
 NAME = re.compile(r"^ckpt-(\d{12})\.pt$")
 KEEP = 2  # the newest two: if the newest turns out unreadable, one older remains
+ALLOW_PICKLE_HINT = (
+    "pass GavelJob(..., allow_pickle=True) or set GAVEL_CHECKPOINT_ALLOW_PICKLE=1, "
+    "only if nobody else can write the folder"
+)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class CheckpointDirError(InputError):
+    """The checkpoint folder could be written by someone else than the job's user."""
+
+
+class UnsafeCheckpointError(InputError):
+    """A verified checkpoint holds objects that only full unpickling can load."""
 
 
 @dataclass(frozen=True)
@@ -51,12 +87,68 @@ def checkpoint_path(folder: Path, step: int) -> Path:
     return folder / f"ckpt-{step:012d}.pt"
 
 
-def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
-    """(step, path) of every checkpoint file name in the folder, newest first."""
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := NAME.match(p.name))]
+def open_private_dir(folder: Path, *, create: bool) -> int | None:
+    """An fd of ``folder`` once checked to be the job's own (None: absent, not created).
+
+    Created mode 0700 (its parents as the umask says). Refused with
+    :class:`CheckpointDirError` when it is a symlink or not a folder, belongs to
+    another user, or is writable by group or others.
+    """
+    folder = Path(folder)
+    if create:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+    try:
+        fd = os.open(folder, _DIR_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # ELOOP (a symlink), ENOTDIR
+        raise CheckpointDirError(
+            f"checkpoint folder {folder} is a symlink or not a folder ({e.strerror}): "
+            f"remove it, or choose another --gavel-checkpoint-dir (GAVEL_CHECKPOINT_DIR)"
+        ) from None
+    try:
+        _check_private(os.fstat(fd), folder)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_private(st: os.stat_result, folder: Path) -> None:
+    me = os.geteuid()
+    if st.st_uid != me:
+        raise CheckpointDirError(
+            f"checkpoint folder {folder} belongs to uid {st.st_uid}, not to you (uid {me}): "
+            f"its owner could plant a checkpoint that runs code as you when loaded; remove "
+            f"it or choose another --gavel-checkpoint-dir (GAVEL_CHECKPOINT_DIR)"
+        )
+    if st.st_mode & 0o022:
+        raise CheckpointDirError(
+            f"checkpoint folder {folder} is writable by group or others (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}): they could plant a checkpoint that runs code "
+            f"as you when loaded; fix: chmod 700 {folder}"
+        )
+
+
+def _names(dir_fd: int) -> list[tuple[int, str]]:
+    found = [(int(m.group(1)), n) for n in os.listdir(dir_fd) if (m := NAME.match(n))]
     return sorted(found, reverse=True)
+
+
+def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every checkpoint file name in the folder, newest first.
+
+    Raises :class:`CheckpointDirError` for a folder someone else could write.
+    """
+    fd = open_private_dir(Path(folder), create=False)
+    if fd is None:
+        return []
+    try:
+        return [(step, Path(folder) / name) for step, name in _names(fd)]
+    finally:
+        os.close(fd)
 
 
 def capture_rng() -> dict[str, Any]:
@@ -65,7 +157,9 @@ def capture_rng() -> dict[str, Any]:
     if sys.modules.get("numpy") is not None:
         import numpy as np
 
-        rng["numpy"] = np.random.get_state()
+        # plain data (not an ndarray), so that a weights-only load accepts it
+        name, keys, pos, has_gauss, cached = np.random.get_state()
+        rng["numpy"] = [str(name), [int(k) for k in keys], int(pos), int(has_gauss), cached]
     if sys.modules.get("torch") is not None:
         import torch
 
@@ -81,7 +175,8 @@ def restore_rng(rng: dict[str, Any]) -> None:
     if "numpy" in rng:
         import numpy as np
 
-        np.random.set_state(rng["numpy"])
+        name, keys, pos, has_gauss, cached = rng["numpy"]
+        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     if "torch" in rng:
         import torch
 
@@ -97,40 +192,55 @@ def _serialize(obj: Any) -> bytes:
 
         torch.save(obj, buf)
     except ImportError:  # a job without torch: plain pickle of plain data
-        import pickle
-
         pickle.dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
     return buf.getvalue()
 
 
-def _deserialize(data: bytes) -> Any:
+class _PlainUnpickler(pickle.Unpickler):
+    """Plain data only: a pickle that names any class or function is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
+
+
+def _deserialize(data: bytes, allow_pickle: bool) -> Any:
     try:
         import torch
     except ImportError:
-        import pickle
-
-        return pickle.loads(data)
-    # weights_only=False: the payload holds numpy RNG state and python tuples. It is
-    # our own file, verified by hash above, in the user's own checkpoint folder.
-    return torch.load(io.BytesIO(data), weights_only=False, map_location="cpu")
+        if allow_pickle:
+            return pickle.loads(data)
+        return _PlainUnpickler(io.BytesIO(data)).load()
+    return torch.load(io.BytesIO(data), weights_only=not allow_pickle, map_location="cpu")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes to path so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def write_atomic_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> None:
+    """Write ``name`` in the folder ``dir_fd`` so readers see the old or the whole new file.
+
+    A temporary file of that folder (created exclusively, never through a link),
+    fsync'ed, chmod'ed to ``mode``, renamed over ``name``; then the folder is fsync'ed.
+    """
+    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    os.fsync(dir_fd)  # make the rename itself durable
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write bytes to path so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.fsync(dir_fd)  # make the rename itself durable
+        write_atomic_at(dir_fd, path.name, data, mode)
     finally:
         os.close(dir_fd)
 
@@ -141,18 +251,59 @@ def save_checkpoint(folder: Path, step: int, state: dict[str, Any]) -> Path:
     digest = hashlib.sha256(payload).digest()
     blob = MAGIC + digest + len(payload).to_bytes(8, "little") + payload
     path = checkpoint_path(folder, step)
-    write_atomic(path, blob)
-    for _, old in list_checkpoints(folder)[KEEP:]:
-        old.unlink(missing_ok=True)
+    dir_fd = open_private_dir(Path(folder), create=True)
+    assert dir_fd is not None  # created above
+    try:
+        write_atomic_at(dir_fd, path.name, blob)
+        for _, old in _names(dir_fd)[KEEP:]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
     return path
 
 
-def read_checkpoint(path: Path) -> Checkpoint | None:
-    """The checkpoint in ``path``, or None (with a warning) if it is torn or corrupt."""
+def _read_own_file(dir_fd: int, path: Path) -> bytes | None:
+    """The bytes of a regular file of the job's user in the checked folder, or None."""
     try:
-        blob = path.read_bytes()
+        fd = os.open(path.name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        warn(f"ignoring checkpoint {path}: cannot open it ({e.strerror}; a symlink?)")
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            warn(f"ignoring checkpoint {path}: not a regular file")
+            return None
+        if st.st_uid != os.geteuid():
+            warn(f"ignoring checkpoint {path}: belongs to uid {st.st_uid}, not to you")
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
     except OSError as e:
         warn(f"ignoring checkpoint {path}: cannot read it ({e.strerror})")
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_checkpoint(path: Path, *, allow_pickle: bool = False) -> Checkpoint | None:
+    """The checkpoint in ``path``, or None (with a warning) if it is torn or corrupt.
+
+    Raises :class:`CheckpointDirError` when its folder is not the job's own, and
+    :class:`UnsafeCheckpointError` when it verifies but holds more than plain data
+    and ``allow_pickle`` is False.
+    """
+    path = Path(path)
+    dir_fd = open_private_dir(path.parent, create=False)
+    if dir_fd is None:
+        warn(f"ignoring checkpoint {path}: its folder does not exist")
+        return None
+    try:
+        blob = _read_own_file(dir_fd, path)
+    finally:
+        os.close(dir_fd)
+    if blob is None:
         return None
     if len(blob) < HEADER or blob[: len(MAGIC)] != MAGIC:
         warn(f"ignoring checkpoint {path}: not a slurm-gavel checkpoint or truncated header")
@@ -166,18 +317,38 @@ def read_checkpoint(path: Path) -> Checkpoint | None:
     if hashlib.sha256(payload).digest() != digest:
         warn(f"ignoring checkpoint {path}: checksum mismatch (corrupt)")
         return None
+    if allow_pickle:
+        warn(
+            f"loading {path} with full unpickling (allow_pickle): whoever can write "
+            f"{path.parent} can run code as you"
+        )
     try:
-        data = _deserialize(payload)
-        return Checkpoint(path, int(data["step"]), data["state"], data.get("rng", {}))
+        data = _deserialize(payload, allow_pickle)
+    except pickle.UnpicklingError as e:
+        if allow_pickle:
+            warn(f"ignoring checkpoint {path}: cannot load it ({e})")
+            return None
+        # Verified, so most likely our own file holding a non-plain **stateful value:
+        # starting over from step 0 in silence would throw the work away.
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        raise UnsafeCheckpointError(
+            f"checkpoint {path} holds objects that only full unpickling can load "
+            f"({first}); to load it, {ALLOW_PICKLE_HINT}"
+        ) from None
     except Exception as e:  # verified bytes that still do not load: skip, never crash
         warn(f"ignoring checkpoint {path}: cannot load it ({type(e).__name__}: {e})")
         return None
+    try:
+        return Checkpoint(path, int(data["step"]), data["state"], data.get("rng", {}))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        warn(f"ignoring checkpoint {path}: not a slurm-gavel payload ({type(e).__name__})")
+        return None
 
 
-def load_latest(folder: Path) -> Checkpoint | None:
-    """The newest checkpoint in ``folder`` that verifies, or None."""
+def load_latest(folder: Path, *, allow_pickle: bool = False) -> Checkpoint | None:
+    """The newest checkpoint in ``folder`` that verifies, or None (see read_checkpoint)."""
     for _, path in list_checkpoints(folder):
-        ckpt = read_checkpoint(path)
+        ckpt = read_checkpoint(path, allow_pickle=allow_pickle)
         if ckpt is not None:
             return ckpt
     return None

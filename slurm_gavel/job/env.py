@@ -14,6 +14,8 @@ GAVEL_TOTAL_STEPS           total steps (``--gavel-steps``), a default for the l
 GAVEL_REQUEUE_EXIT_CODE     exit code after a checkpoint (default 99, Slurm's
                             ``RequeueExitHold``)
 GAVEL_CHECKPOINT_SIGNAL     signal that asks for a checkpoint (default USR1)
+GAVEL_CHECKPOINT_ALLOW_PICKLE  1: load checkpoints with full unpickling (default 0:
+                            plain data and tensors only; see job/checkpoint.py)
 GAVEL_PROGRESS_DIR          spool folder for progress reports (unset: no reports)
 GAVEL_PROGRESS_INTERVAL     seconds between progress reports (default 30)
 SLURM_JOB_ID                the job id; without it the library does nothing
@@ -51,6 +53,7 @@ class JobEnv:
     checkpoint_signal: signal.Signals
     progress_dir: Path | None
     progress_interval: float
+    checkpoint_allow_pickle: bool = False
 
     @property
     def in_slurm(self) -> bool:
@@ -93,6 +96,15 @@ def _signal(text: str | None) -> signal.Signals:
     raise JobEnvError(f"GAVEL_CHECKPOINT_SIGNAL={text!r} is not a signal (e.g. USR1, USR2, TERM)")
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    text = _gavel(env, name)
+    if text is None or text.lower() in ("0", "no", "false", "off"):
+        return False
+    if text.lower() in ("1", "yes", "true", "on"):
+        return True
+    raise JobEnvError(f"GAVEL_{name}={text!r} must be 1 or 0; unset it or fix it")
+
+
 def read_env(env: Mapping[str, str] | None = None) -> JobEnv:
     """Read the job's settings from ``env`` (default ``os.environ``)."""
     env = os.environ if env is None else env
@@ -129,4 +141,5 @@ def read_env(env: Mapping[str, str] | None = None) -> JobEnv:
         progress_interval=_number(
             env, "PROGRESS_INTERVAL", DEFAULT_PROGRESS_INTERVAL, integer=False
         ),
+        checkpoint_allow_pickle=_flag(env, "CHECKPOINT_ALLOW_PICKLE"),
     )

@@ -42,8 +42,12 @@ class GavelJob:
 
     ``model`` and ``optimizer`` (and any ``**stateful`` objects with
     ``state_dict``/``load_state_dict``, e.g. an LR scheduler or a GradScaler) are
-    saved and restored; other ``**stateful`` values must be picklable and are
-    returned by :meth:`restored` after a resume.
+    saved and restored; other ``**stateful`` values must be plain data (numbers,
+    strings, lists, dicts, tuples, tensors) and are returned by :meth:`restored`
+    after a resume. Other objects load only with ``allow_pickle=True`` (full
+    unpickling: whoever can write the checkpoint folder can then run code as you).
+    The checkpoint folder is made mode 0700 and refused when another user owns it or
+    group/others can write it (:class:`~slurm_gavel.job.checkpoint.CheckpointDirError`).
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class GavelJob:
         checkpoint_every: int | None = None,
         env: Mapping[str, str] | None = None,
         checkpoint_dir: str | Path | None = None,
+        allow_pickle: bool | None = None,
         **stateful: Any,
     ) -> None:
         self.env: JobEnv = read_env(env)
@@ -70,6 +75,11 @@ class GavelJob:
         if self.active and self.checkpoint_dir is None:
             self.checkpoint_dir = Path("gavel-checkpoints")
         self.checkpoint_every = checkpoint_every
+        # Full unpickling on load runs code from the file: off unless asked for
+        # (GAVEL_CHECKPOINT_ALLOW_PICKLE=1), for stateful values that are not plain data.
+        self.allow_pickle = (
+            self.env.checkpoint_allow_pickle if allow_pickle is None else allow_pickle
+        )
         self.step = 0
         self._restored_values: dict[str, Any] = {}
         self._requested = False
@@ -118,7 +128,7 @@ class GavelJob:
         self._resumed = True
         if not (self.active and self.env.resuming and self.checkpoint_dir is not None):
             return self.step
-        ckpt = load_latest(self.checkpoint_dir)
+        ckpt = load_latest(self.checkpoint_dir, allow_pickle=self.allow_pickle)
         if ckpt is None:
             warn(
                 f"restart {self.env.restart_count} but no valid checkpoint in "
