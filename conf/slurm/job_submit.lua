@@ -1,40 +1,166 @@
--- job_submit.lua: hold slurm-gavel managed jobs on arrival.
+-- job_submit.lua: hold slurm-gavel managed jobs on arrival; refuse bad gavel comments.
 --
--- A job is managed when its comment starts with "gavel:" (the form
--- --comment=gavel:type=<job type>[,scale=N]; the SPANK plugin writes the same).
--- Slurm must never start such a job on its own: the gavel daemon picks its GPU
--- type and nodes each round, then releases it. Setting priority to 0 holds it
--- (the daemon's `scontrol release` lifts the hold).
+-- A job is managed when its comment follows the slurm-gavel grammar
+-- (gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS]; the SPANK
+-- plugin writes the same). Slurm must never start such a job on its own: the gavel
+-- daemon picks its GPU type and nodes each round, then releases it. Setting priority
+-- to 0 holds it (the daemon's `scontrol release` lifts the hold).
+--
+-- One grammar, three enforcers: this file, slurm_gavel/managed.py (the daemon) and
+-- spank/gavel_grammar.h (the SPANK plugin) accept exactly the same comments
+-- (tests/data/comment_grammar.json; spec in docs/admin-guide.md section 4). A
+-- comment the daemon would refuse is refused here, at submit, with the reason.
 --
 -- Install: copy next to slurm.conf and set JobSubmitPlugins=lua.
 
-local PREFIX = "gavel:"
+-- The cap on the weight a user may give their own job (weight=W, --gavel-priority):
+-- a user may only lower their share. Keep it equal to the daemon config's
+-- weights.max_user_weight and the plugin's max_weight= (all default 1).
+local MAX_USER_WEIGHT = "1"
 
-local function managed(comment)
-   return comment ~= nil and string.sub(comment, 1, #PREFIX) == PREFIX
+-- Uids allowed to release managed jobs and to change gavel comments: the daemon
+-- (root, or add the uid it runs as).
+local DAEMON_UIDS = { [0] = true }
+
+local PREFIX = "gavel:"
+local FORM = "gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS]"
+local MAX_COMMENT_BYTES = 256
+local MAX_TYPE_CHARS = 64
+local MICRO = 1000000
+local MAX_SCALE = 1024
+local MAX_STEPS = 1000000000000
+local MAX_SLO_MICRO = 1000000000 * MICRO
+local KEYS = { type = true, scale = true, weight = true, steps = true, slo = true }
+
+-- Explicit byte ranges, never %d/%s/%a: those follow the C locale.
+
+-- integer = "0" / [1-9][0-9]{0,12}
+local function parse_integer(s)
+   if #s < 1 or #s > 13 or string.find(s, "[^0-9]") then return nil end
+   if #s > 1 and string.sub(s, 1, 1) == "0" then return nil end
+   return tonumber(s)
+end
+
+-- decimal = integer ["." 1-6 digits], integer part <= 10 digits; in millionths (exact
+-- below 2^53, and a larger value is above every bound either way)
+local function parse_decimal(s)
+   local whole, frac = string.match(s, "^([^.]*)%.(.*)$")
+   if whole == nil then whole, frac = s, "" 
+   elseif #frac < 1 or #frac > 6 or string.find(frac, "[^0-9]") then return nil end
+   if #whole > 10 then return nil end
+   local w = parse_integer(whole)
+   if w == nil then return nil end
+   return w * MICRO + tonumber(frac .. string.rep("0", 6 - #frac))
+end
+
+local MAX_WEIGHT_MICRO = parse_decimal(MAX_USER_WEIGHT)
+assert(MAX_WEIGHT_MICRO ~= nil and MAX_WEIGHT_MICRO > 0,
+       "job_submit.lua: MAX_USER_WEIGHT must be a decimal > 0")
+
+local function cap_text()
+   return MAX_USER_WEIGHT
+end
+
+local function check_value(key, v)
+   if key == "type" then
+      if string.find(v, "[^A-Za-z0-9 ._()%-]") then
+         return "the job type has a character outside A-Z a-z 0-9 space ._()-"
+      end
+      if #v > MAX_TYPE_CHARS then
+         return "the job type is longer than " .. MAX_TYPE_CHARS .. " characters"
+      end
+      if string.sub(v, 1, 1) == " " or string.sub(v, -1) == " " then
+         return "the job type starts or ends with a space"
+      end
+   elseif key == "scale" or key == "steps" then
+      local max = key == "scale" and MAX_SCALE or MAX_STEPS
+      local n = parse_integer(v)
+      if n == nil or n < 1 or n > max then
+         return string.format("%s=%s must be a whole number from 1 to %.0f", key,
+                              string.sub(v, 1, 40), max)
+      end
+   elseif key == "slo" then
+      local n = parse_decimal(v)
+      if n == nil or n <= 0 or n > MAX_SLO_MICRO then
+         return "slo=" .. string.sub(v, 1, 40) ..
+                " must be seconds, a decimal > 0 and <= 1000000000"
+      end
+   elseif key == "weight" then
+      local n = parse_decimal(v)
+      if n == nil or n <= 0 then
+         return "weight=" .. string.sub(v, 1, 40) .. " must be a decimal number > 0 (e.g. 0.5)"
+      end
+      if n > MAX_WEIGHT_MICRO then
+         return "weight=" .. string.sub(v, 1, 40) .. " is above the cap " .. cap_text() ..
+                " set by the admin: a job may only lower its own weight; the admin " ..
+                "sets shares by QOS and account"
+      end
+   end
+   return nil
+end
+
+-- "plain" (not ours), "managed" (with its keys) or "refuse" (with the reason).
+local function classify(comment)
+   if comment == nil or comment == "" then return "plain" end
+   if string.sub(comment, 1, #PREFIX) ~= PREFIX then
+      -- a near miss (" gavel:", "GAVEL:") is refused, never left plain
+      local head = string.sub(string.gsub(comment, "^[ \t\n\v\f\r]*", ""), 1, #PREFIX)
+      head = string.gsub(head, "[A-Z]", function(c) return string.char(string.byte(c) + 32) end)
+      if head == PREFIX then
+         return "refuse", "'gavel:' must open the comment, in lower case, with nothing before it"
+      end
+      return "plain"
+   end
+   if #comment > MAX_COMMENT_BYTES then
+      return "refuse", "the comment is " .. #comment .. " bytes, more than " .. MAX_COMMENT_BYTES
+   end
+   local seen = {}
+   local pos = #PREFIX + 1
+   while true do
+      local comma = string.find(comment, ",", pos, true)
+      local part = string.sub(comment, pos, comma and comma - 1 or -1)
+      local eq = string.find(part, "=", 1, true)
+      if eq == nil then
+         return "refuse", "'" .. string.sub(part, 1, 40) .. "' is not key=value"
+      end
+      local key, value = string.sub(part, 1, eq - 1), string.sub(part, eq + 1)
+      if not KEYS[key] then
+         return "refuse", "unknown key '" .. string.sub(key, 1, 40) ..
+                "' (known, in lower case: type, scale, weight, steps, slo)"
+      end
+      if seen[key] then return "refuse", "key '" .. key .. "' appears twice" end
+      if value == "" then return "refuse", "key '" .. key .. "' has no value" end
+      local why = check_value(key, value)
+      if why then return "refuse", why end
+      seen[key] = value
+      if comma == nil then break end
+      pos = comma + 1
+   end
+   if seen.type == nil then return "refuse", "names no job type" end
+   return "managed", seen
+end
+
+local function refuse(why)
+   -- the reason is user text: an argument, never part of the format
+   slurm.log_user("slurm-gavel: --comment refused: %s; write --comment='%s'", why, FORM)
+   return slurm.ERROR
 end
 
 -- GPUs in a request such as "gres:gpu:2" or "gres:gpu:v100:2"; nil when there is
 -- no request, false when it cannot be read.
 local function gpu_count(tres)
    if tres == nil or tres == "" then return nil end
-   local count = string.match(tres, "gpu:(%d+)$") or string.match(tres, "gpu:[%w_.-]+:(%d+)$")
-   if count == nil then return false end
+   local count = string.match(tres, "gpu:([0-9]+)$") or
+                 string.match(tres, "gpu:[A-Za-z0-9_.-]+:([0-9]+)$")
+   if count == nil or #count > 9 then return false end
    return tonumber(count)
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
    local comment = job_desc.comment
-   if not managed(comment) then
-      return slurm.SUCCESS
-   end
-   -- Catch the commonest mistake here, where the user sees the message at once;
-   -- the daemon validates the full syntax (slurm_gavel.managed).
-   if not string.find(comment, "type=", #PREFIX + 1, true) then
-      slurm.log_user("slurm-gavel: --comment=%s names no job type; " ..
-                     "write --comment=gavel:type=<job type>[,scale=N]", comment)
-      return slurm.ERROR
-   end
+   local verdict, detail = classify(comment)
+   if verdict == "plain" then return slurm.SUCCESS end
+   if verdict == "refuse" then return refuse(detail) end
    -- Slurm 22.05 cannot later change an untyped GPU request (gpu:2) into a typed
    -- one (gpu:v100:2): "Invalid GRES specification (with and without type
    -- identification)". The daemon sets the typed request when it places the job,
@@ -52,8 +178,14 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       if nodes == nil or nodes < 1 or nodes > 100000 then nodes = 1 end  -- unset is NO_VAL
       gpus = per_node * nodes
    end
-   if gpus ~= nil and not string.find(comment, "scale=", #PREFIX + 1, true) then
-      job_desc.comment = comment .. ",scale=" .. gpus
+   if gpus ~= nil and detail.scale == nil then
+      comment = comment .. ",scale=" .. string.format("%.0f", gpus)
+      -- the daemon reads the comment as stored: it must still follow the grammar
+      local again, why = classify(comment)
+      if again ~= "managed" then
+         return refuse("with the GPU request moved into it, " .. why)
+      end
+      job_desc.comment = comment
    end
    if per_node ~= nil then job_desc.tres_per_node = "" end
    if per_job ~= nil then job_desc.tres_per_job = "" end
@@ -62,27 +194,27 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 end
 
 -- Users may not release a managed job themselves (Slurm would then start it
--- wherever it fits) nor change its gavel comment; the daemon (root, or a uid
--- added to DAEMON_UIDS) may. Holding one's own job stays allowed.
-local DAEMON_UIDS = { [0] = true }
+-- wherever it fits), nor add, remove or change a gavel comment on an existing job
+-- (that would make a running job managed, or a held one unmanaged); the daemon
+-- (DAEMON_UIDS) may. Holding one's own job stays allowed.
 
 local function set(value)
    return value ~= nil and value ~= slurm.NO_VAL and value ~= slurm.NO_VAL64
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-   if DAEMON_UIDS[modify_uid] or not managed(job_rec.comment) then
-      return slurm.SUCCESS
+   if DAEMON_UIDS[modify_uid] then return slurm.SUCCESS end
+   local ours = classify(job_rec.comment) ~= "plain"
+   if job_desc.comment ~= nil and job_desc.comment ~= job_rec.comment and
+      (ours or classify(job_desc.comment) ~= "plain") then
+      slurm.log_user("slurm-gavel: a gavel: comment cannot be added to, changed on or " ..
+                     "removed from job %u; submit a new job instead", job_rec.job_id)
+      return slurm.ERROR
    end
-   if set(job_desc.priority) and job_desc.priority ~= 0 then
+   if ours and set(job_desc.priority) and job_desc.priority ~= 0 then
       slurm.log_user("slurm-gavel: job %u is managed by the gavel scheduler, which " ..
                      "releases it when it places it; scancel it to withdraw it",
                      job_rec.job_id)
-      return slurm.ERROR
-   end
-   if job_desc.comment ~= nil and job_desc.comment ~= job_rec.comment then
-      slurm.log_user("slurm-gavel: the comment of managed job %u cannot be changed; " ..
-                     "resubmit it instead", job_rec.job_id)
       return slurm.ERROR
    end
    return slurm.SUCCESS

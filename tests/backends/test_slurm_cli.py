@@ -246,8 +246,10 @@ def test_bad_placements_fail_without_touching_others(slurm, tmp_path):
 
 def test_malformed_comment_is_a_warning_and_not_managed(slurm):
     job = slurm.sbatch(
-        "--comment=gavel:type=A3C,scale=zero", "-p", "gpu", "-o", "/dev/null", "--wrap", "sleep 300"
+        "--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null", "--wrap", "sleep 300"
     )
+    # job_submit.lua refuses it at submit; a job from before the Lua can still hold one
+    slurm.cmd("scontrol", "update", f"JobId={job}", "Comment=gavel:type=A3C,scale=zero")
     b = backend(slurm)
     snap = b.observe()
     assert job not in {j.job.id for j in snap.jobs}
