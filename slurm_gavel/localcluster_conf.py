@@ -59,6 +59,7 @@ class ClusterSpec:
     port_base: int = DEFAULT_PORT_BASE
     spank: list[str] = field(default_factory=list)  # "optional PATH" / "required PATH"
     hold_on_arrival: bool = True  # JobSubmitPlugins=lua with conf/slurm/job_submit.lua
+    slurm: str = "22.05"  # the release: the host's packages, or a chroot (localcluster_chroot)
 
     def node_names(self) -> list[tuple[str, NodeGroup]]:
         return [
@@ -80,11 +81,14 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
         f"ClusterName=gavel{spec.port_base}",
         f"SlurmctldHost={host}(127.0.0.1)",
         f"SlurmctldPort={spec.port_base}",
-        "SlurmUser=root",
+        # 26.05's slurmrestd runs as root only to become each client's user
+        # (SLURMRESTD_SECURITY=become_user) and refuses that when SlurmUser is root.
+        f"SlurmUser={'slurm' if in_chroot(spec) else 'root'}",
         "AuthType=auth/munge",
+        *_munge_lines(spec, run),
         f"StateSaveLocation={run}/state",
         f"SlurmdSpoolDir={run}/spool/%n",
-        f"SlurmctldPidFile={run}/slurmctld.pid",
+        f"SlurmctldPidFile={run}/state/slurmctld.pid",  # where SlurmUser may write
         f"SlurmdPidFile={run}/slurmd-%n.pid",
         f"SlurmctldLogFile={run}/log/slurmctld.log",
         f"SlurmdLogFile={run}/log/slurmd-%n.log",
@@ -146,6 +150,18 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def in_chroot(spec: ClusterSpec) -> bool:
+    """Every release but the host's (22.05) runs in a chroot with a munged of its own."""
+    return spec.slurm != "22.05"
+
+
+def _munge_lines(spec: ClusterSpec, run: Path) -> list[str]:
+    if not in_chroot(spec):
+        return []  # the host's munged, on its default socket
+    # This cluster's own munged (its key, its socket): clusters never share one.
+    return [f"AuthInfo=socket={run}/munge/munge.socket", "CredType=cred/munge"]
+
+
 def gres_conf_text(spec: ClusterSpec, run: Path) -> str:
     lines = ["# Written by tools/local-cluster: empty files stand in for GPU devices."]
     for name, g in spec.node_names():
@@ -167,6 +183,10 @@ def write_config(spec: ClusterSpec, run: Path) -> None:
             (dev / f"gpu{k}").touch()
     (run / "slurm.conf").write_text(slurm_conf_text(spec, run))
     (run / "gres.conf").write_text(gres_conf_text(spec, run))
+    if in_chroot(spec):
+        # No cgroup hierarchy is usable inside the chroot; without this 24.11's slurmd
+        # stops with "Unable to initialize cgroup plugin".
+        (run / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
     (run / "plugstack.conf").write_text(
         "# Written by tools/local-cluster (--spank adds lines here).\n"
         + "".join(f"{line}\n" for line in spec.spank)
