@@ -117,6 +117,9 @@ class ObservedJob:
     # DONE only: when it finished (backend clock) and whether it succeeded.
     finish_time: float | None = None
     succeeded: bool = True
+    # The numeric uid of the job's owner as Slurm records it (None where the backend
+    # has no users, as in the simulator): the only owner a progress report may have.
+    user_id: int | None = None
 
     # Written out instead of generated: a frozen dataclass's __init__ pays an
     # object.__setattr__ per field (3.6 us for these ten), and the simulator makes
@@ -133,6 +136,7 @@ class ObservedJob:
         measured_throughput: float | None = None,
         finish_time: float | None = None,
         succeeded: bool = True,
+        user_id: int | None = None,
     ) -> None:
         self.__dict__.update(
             job=job,
@@ -145,6 +149,7 @@ class ObservedJob:
             measured_throughput=measured_throughput,
             finish_time=finish_time,
             succeeded=succeeded,
+            user_id=user_id,
         )
 
 

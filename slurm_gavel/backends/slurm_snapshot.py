@@ -129,6 +129,9 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
     scale = spec.scale_factor
     if scale is None and sj.gpu_request is not None:
         scale = sj.gpu_request[1] * max(1, sj.node_count)
+    # The owner's uid from Slurm's record (squeue's user_id): progress reports must
+    # be files of this uid (daemon_progress.py).
+    uid = getattr(sj, "user_id", None)
     job = Job(
         id=sj.job_id,
         job_type=spec.job_type,
@@ -145,12 +148,20 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
         if gpu_type is None and sj.gpu_request is not None:
             gpu_type = sj.gpu_request[0]
         return ObservedJob(
-            job=job, state=JobState.RUNNING, gpu_type=gpu_type, nodes=slices, restarts=sj.restarts
+            job=job,
+            state=JobState.RUNNING,
+            gpu_type=gpu_type,
+            nodes=slices,
+            restarts=sj.restarts,
+            user_id=uid,
         )
     if sj.state in WAITING_STATES:
         held = sj.held and (sj.restarts > 0 or sj.state == "SPECIAL_EXIT")
         return ObservedJob(
-            job=job, state=JobState.HELD if held else JobState.PENDING, restarts=sj.restarts
+            job=job,
+            state=JobState.HELD if held else JobState.PENDING,
+            restarts=sj.restarts,
+            user_id=uid,
         )
     return ObservedJob(
         job=job,
@@ -158,6 +169,7 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
         restarts=sj.restarts,
         finish_time=float(sj.end_time) if sj.end_time else None,
         succeeded=sj.state == "COMPLETED",
+        user_id=uid,
     )
 
 
