@@ -65,6 +65,8 @@ class Config:
     round_seconds: float = 360.0
     # Slurm GRES type -> throughput-table GPU type, for sites whose names differ.
     gpu_types: Mapping[str, str] = field(default_factory=dict)
+    # Dollars per GPU-hour by throughput-table GPU type: what policy min_cost minimises.
+    prices: Mapping[str, float] = field(default_factory=dict)
     throughput_table: Path | None = None  # None = the table shipped with the package
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # Seconds of no progress per restart, for the steps estimate of silent jobs.
@@ -175,6 +177,7 @@ _TOP_KEYS = [
     "round_seconds",
     "partitions",
     "gpu_types",
+    "prices",
     "throughput_table",
     "checkpoint",
     "preemption_overhead_seconds",
@@ -281,6 +284,13 @@ def _gpu_types(value: Any, where: str) -> dict[str, str]:
     return {_string(k, where): _string(v, f"{where}.{k}") for k, v in d.items()}
 
 
+def _prices(value: Any, where: str) -> dict[str, float]:
+    d = _mapping(value, where)
+    return {
+        _string(k, where): _number(v, f"{where}.{k}", minimum=0, strict=True) for k, v in d.items()
+    }
+
+
 def parse_config(doc: Any, source: Path | None = None) -> Config:
     """Validate a decoded YAML document; `source` anchors relative paths and messages."""
     origin = str(source) if source else "config"
@@ -302,6 +312,7 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
             d.get("round_seconds", base.round_seconds), w + "round_seconds", minimum=0, strict=True
         ),
         gpu_types=_gpu_types(d.get("gpu_types") or {}, w + "gpu_types"),
+        prices=_prices(d.get("prices") or {}, w + "prices"),
         throughput_table=(
             _path(d["throughput_table"], w + "throughput_table", base_dir)
             if d.get("throughput_table") is not None
@@ -389,6 +400,33 @@ def _cross_checks(cfg: Config, w: str) -> None:
                 f"{w}gpu_types: '{slurm_type}' is not a Slurm GRES type name "
                 "(letters, digits, '_' and '-' only)"
             )
+    if cfg.policy == "min_cost" or cfg.prices:
+        _check_prices(cfg, w)
+
+
+def _check_prices(cfg: Config, w: str) -> None:
+    """Prices name the throughput table's GPU types; min_cost needs one for each.
+
+    Checked here, not in the round: without it min_cost failed every round with the
+    same error while the daemon kept running and scheduling nothing."""
+    from slurm_gavel.throughputs import load_table
+
+    types = load_table(cfg.throughput_table).gpu_types
+    for name in cfg.prices:
+        if name not in types:
+            hint = difflib.get_close_matches(name, types, n=1)
+            did = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise ConfigError(
+                f"{w}prices: '{name}' is not a GPU type of the throughput table{did}; prices "
+                f"are keyed by the table's names ({', '.join(types)}), after gpu_types renames"
+            )
+    missing = [t for t in types if t not in cfg.prices]
+    if cfg.policy == "min_cost" and missing:
+        example = ", ".join(f"{t}: <dollars per GPU-hour>" for t in missing)
+        raise ConfigError(
+            f"{w}policy min_cost needs a price for every GPU type of the throughput table; "
+            f"missing: {', '.join(missing)}; add prices: {{{example}}}"
+        )
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -399,6 +437,12 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) 
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
+        if not isinstance(key, str | int | float | bool | None):
+            # A list or mapping as a key (`[a, b]: 1`, `? {x: 1}`): no key of ours is one.
+            raise ConfigError(
+                f"line {key_node.start_mark.line + 1}: a {_show(key).removeprefix('a ')} "
+                "cannot be a key; keys are plain names such as 'policy'"
+            )
         if key in seen:
             raise ConfigError(
                 f"line {key_node.start_mark.line + 1}: key '{key}' is given twice; keep one"
@@ -416,15 +460,25 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file."""
     p = Path(path)
     try:
-        text = p.read_text()
+        raw = p.read_bytes()
     except OSError as e:
         raise ConfigError(f"{p}: cannot read the config ({e.strerror}); check the path") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{p}: not UTF-8 text (byte {raw[e.start]:#04x} at line {at}); "
+            "save the config as UTF-8"
+        ) from None
     try:
         doc = yaml.load(
             text, Loader=_UniqueKeyLoader
         )  # a SafeLoader subclass: no arbitrary objects
     except ConfigError as e:
         raise ConfigError(f"{p}: {e}") from e
+    except RecursionError:
+        raise ConfigError(f"{p}: nested too deeply to read; this is not a config") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""

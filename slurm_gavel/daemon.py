@@ -67,7 +67,7 @@ from slurm_gavel.scheduler import (
     _account_last_round,  # the scheduler's own crediting rule, reused on resume
     run_round,
 )
-from slurm_gavel.state_store import StateStore
+from slurm_gavel.state_store import StateSaveError, StateStore
 from slurm_gavel.throughputs import ThroughputTable, load_table
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,7 @@ class Daemon:
             policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
             stay_credit_s=config.stay_credit_seconds,
             min_reallocation_interval_s=config.min_reallocation_interval_seconds,
+            prices=config.prices,
         )
         self.state = SchedulerState()
         self.progress = ProgressTracker(config.progress_dir) if config.progress_dir else None
@@ -226,11 +227,22 @@ class Daemon:
             self._needs_reconcile = True  # uses self._inflight if act had begun
             raise
         self._inflight = None
-        if not self.dry_run:
-            self._save(self.state.to_json(), inflight=None, report=report)
+        # The round has acted: log it first, so a save that fails (a full disk) cannot
+        # hide what was done to Slurm. A failed save here keeps the new state in memory
+        # (it is what Slurm now runs); on disk the inflight record of this round stays,
+        # from which a restart would reconcile, and the next round saves again.
         self._record(report, self.clock() - t0)
         self.last_report = report
+        if not self.dry_run:
+            try:
+                self._save(self.state.to_json(), inflight=None, report=report)
+            except StateSaveError as e:
+                self._save_failed(e, round_index=report.round_index, acted=True)
         return report
+
+    def _save_failed(self, e: StateSaveError, *, round_index: int, acted: bool) -> None:
+        self.metrics.round_errors.labels(cause="state_save").inc()
+        event(log, "state_save_failed", logging.ERROR, round=round_index, acted=acted, error=str(e))
 
     def round_safely(self) -> bool:
         """One round with every failure logged and counted; True when it succeeded."""
@@ -245,12 +257,21 @@ class Daemon:
             self.metrics.round_errors.labels(cause="solver").inc()
             event(log, "round_failed", logging.ERROR, cause="solver", error=str(e))
             return False
+        except StateSaveError as e:
+            # The pre-round save (the inflight record) failed: nothing was done to
+            # Slurm, and nothing will be until a save succeeds (crash safety needs it).
+            self._save_failed(e, round_index=self.state.round_index, acted=False)
+            return False
         except Exception as e:
             if is_slurm_unavailable(e):
                 self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
                 self._outage = True
                 self.metrics.count_command_failures({failed_command(e): 1})
                 event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
+            elif isinstance(e, OSError):
+                # A local file the round read or wrote, not Slurm: name it, no settling.
+                self.metrics.round_errors.labels(cause="io").inc()
+                event(log, "round_failed", logging.ERROR, cause="io", error=str(e)[:300])
             else:
                 self.metrics.round_errors.labels(cause="internal").inc()
                 log.error("round failed", exc_info=True, extra={"event": "round_failed"})
@@ -295,6 +316,12 @@ class Daemon:
             if (job_id, reason) not in self._skipped_logged:
                 self._skipped_logged.add((job_id, reason))
                 event(log, "job_skipped", logging.WARNING, job=job_id, reason=reason)
+        # Forget jobs Slurm no longer lists: the set stays as small as the queue (it grew
+        # with every skipped job ever seen, and users choose how many that is).
+        snap = self.tap.last_snapshot
+        if snap is not None and self._skipped_logged:
+            listed = {o.job.id for o in snap.jobs}
+            self._skipped_logged = {k for k in self._skipped_logged if k[0] in listed}
         # What the backend found wrong in Slurm's data (a malformed gavel comment, GPUs
         # without a type, a job gone unseen): once each while it lasts, not every round.
         warnings = set(getattr(self.backend, "warnings", None) or ())

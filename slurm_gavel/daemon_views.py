@@ -170,7 +170,12 @@ class Inflight:
 def is_slurm_unavailable(e: BaseException) -> bool:
     from slurm_gavel.backends.slurm_commands import SlurmUnreachable
 
-    return isinstance(e, SlurmUnreachable | OSError | subprocess.SubprocessError | TimeoutError)
+    # Not every OSError: the backends turn their own (a missing command, a refused
+    # connection) into SlurmUnreachable, so a bare OSError here is a local file (the
+    # state, the spool) and must not be reported, or settled on, as a Slurm outage.
+    return isinstance(
+        e, SlurmUnreachable | subprocess.SubprocessError | TimeoutError | ConnectionError
+    )
 
 
 def failed_command(e: BaseException) -> str:

@@ -152,19 +152,32 @@ def parse_problem(data: Any) -> Problem:
 
 
 def load_problem(path: str | Path) -> Problem:
-    """Read and validate a problem file."""
+    """Read and validate a problem file; every problem is a ProblemError naming the file."""
     p = Path(path)
     try:
-        text = p.read_text()
+        raw = p.read_bytes()
     except OSError as e:
         raise ProblemError(f"{p}: cannot read the problem file ({e.strerror})") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = raw[: e.start].count(b"\n") + 1
+        raise ProblemError(
+            f"{p}: not UTF-8 text (byte {raw[e.start]:#04x} at line {at}); "
+            "save the problem as UTF-8 JSON"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ProblemError(
             f"{p}: not valid JSON at line {e.lineno} column {e.colno}: {e.msg}"
         ) from e
-    return parse_problem(data)
+    except RecursionError:
+        raise ProblemError(f"{p}: JSON nested too deeply to read; flatten it") from None
+    try:
+        return parse_problem(data)
+    except ProblemError as e:
+        raise ProblemError(f"{p}: {e}") from e
 
 
 def problem_to_json(problem: Problem) -> dict[str, Any]:

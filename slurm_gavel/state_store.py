@@ -36,6 +36,13 @@ class StateError(InputError):
     """The state directory cannot be used; the message names it and the fix."""
 
 
+class StateSaveError(Exception):
+    """The state file could not be written (a full disk, a read-only mount).
+
+    Not an InputError and not a Slurm outage: the daemon logs it as its own event
+    (``state_save_failed``) and keeps scheduling; the next save may succeed."""
+
+
 class StateLockedError(StateError):
     """Another daemon holds the state directory's lock."""
 
@@ -131,12 +138,25 @@ class StateStore:
     # ---- state file ------------------------------------------------------------------
 
     def save(self, state: dict[str, Any]) -> None:
-        """Persist `state` atomically (write, fsync, rename, fsync the directory)."""
+        """Persist `state` atomically (write, fsync, rename, fsync the directory).
+
+        Raises StateSaveError, naming the file and the cause, when the file system
+        refuses; the previous state.json is then left as it was."""
         if self._lock_fd is None:
             # Only the lock holder writes; two writers would interleave rounds.
             raise RuntimeError("StateStore.save() called without holding the lock")
         doc = {"format": STATE_FORMAT, **state}
         data = json.dumps(doc, indent=1).encode()
+        try:
+            self._write(data)
+        except OSError as e:
+            raise StateSaveError(
+                f"{self.path}: cannot save the state ({e.strerror or e}); free space on or "
+                f"fix the permissions of {self.dir} (the daemon keeps scheduling and saves "
+                "again next round)"
+            ) from e
+
+    def _write(self, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{STATE_FILE}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:

@@ -135,3 +135,57 @@ def test_yaml_cannot_build_python_objects(tmp_path):
     # The config is read with a SafeLoader subclass: no tags that construct objects.
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(write(tmp_path, "partitions: !!python/object/apply:os.getcwd []\n"))
+
+
+# ---- issue 12: prices for min_cost; hostile config files -------------------------------
+
+
+def test_min_cost_without_prices_is_refused_at_load_naming_the_missing_types():
+    # Before: the config loaded and every round failed with "GPU type 'k80' has no price".
+    with pytest.raises(ConfigError) as e:
+        parse_config({"partitions": ["gpu"], "policy": "min_cost", "prices": {"v100": 2.48}})
+    msg = str(e.value)
+    assert "min_cost needs a price for every GPU type" in msg
+    assert "missing: k80, p100" in msg and "v100" not in msg.split("missing:")[1]
+    assert "\n" not in msg
+
+
+def test_prices_are_parsed_and_checked_against_the_table():
+    cfg = parse_config(
+        {
+            "partitions": ["gpu"],
+            "policy": "min_cost",
+            "prices": {"v100": 2.48, "p100": 1.46, "k80": 0.45},
+        }
+    )
+    assert cfg.prices == {"v100": 2.48, "p100": 1.46, "k80": 0.45}
+    with pytest.raises(ConfigError, match=r"'v10' is not a GPU type .*did you mean 'v100'"):
+        parse_config({"partitions": ["gpu"], "prices": {"v10": 1}})
+    for bad in (0, -1, float("inf"), float("nan"), "cheap", True):
+        with pytest.raises(ConfigError, match=r"prices\.k80"):
+            parse_config({"partitions": ["gpu"], "prices": {"k80": bad}})
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (b"partitions: [gpu]\n[a, b]: 1\n", "line 2: a list cannot be a key"),
+        (b"partitions: [gpu]\n? {a: 1}\n: 2\n", "line 2: a mapping cannot be a key"),
+        (b"partitions: [gpu]\n# caf\xe9\n", "not UTF-8 text (byte 0xe9 at line 2)"),
+        (
+            b"\xff\xfe" + "partitions: [gpu]\n".encode("utf-16-le"),
+            "not UTF-8 text (byte 0xff at line 1)",
+        ),
+        (b"x: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
+    ],
+    ids=["list-key", "mapping-key", "latin-1", "utf-16", "deep"],
+)
+@pytest.mark.hostile
+def test_hostile_config_files_are_one_line_errors_naming_the_file(tmp_path, text, needle):
+    # Before: TypeError (unhashable list), UnicodeDecodeError and RecursionError tracebacks.
+    p = tmp_path / "gavel.yaml"
+    p.write_bytes(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    msg = str(e.value)
+    assert msg.startswith(f"{p}: ") and needle in msg and "\n" not in msg

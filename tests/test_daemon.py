@@ -6,11 +6,13 @@ import io
 import json
 import logging
 import threading
+from dataclasses import replace
 
 import pytest
 
 from slurm_gavel.backends.base import ActResult, RoundPlacement
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.slurm_commands import SlurmUnreachable
 from slurm_gavel.config import parse_config
 from slurm_gavel.daemon import Daemon
 from slurm_gavel.daemon_views import rename_gpu_types
@@ -142,7 +144,7 @@ class FlakyBackend:
     def observe(self):
         if self.failures > 0:
             self.failures -= 1
-            raise OSError("slurm_load_jobs error: Unable to contact slurm controller")
+            raise SlurmUnreachable("squeue: Unable to contact slurm controller")
         return self.inner.observe()
 
     def act(self, placement):
@@ -181,7 +183,7 @@ class FailingActBackend(FlakyBackend):
         result = self.inner.act(placement)
         if self.fail_next_act:
             self.fail_next_act = False
-            raise OSError("scontrol: Unable to contact slurm controller")
+            raise SlurmUnreachable("scontrol: Unable to contact slurm controller")
         return result
 
 
@@ -539,3 +541,138 @@ def test_min_reallocation_interval_reaches_the_scheduler(tmp_path, table):
     cfg = config(tmp_path, min_reallocation_interval_seconds=1920)
     d2 = Daemon(cfg, cluster(table), table=table, metrics=DaemonMetrics())
     assert d2.sched_config.min_reallocation_interval_s == 1920.0
+
+
+# ---- issue 12: the smaller items -------------------------------------------------------
+
+
+@pytest.fixture
+def daemon_log():
+    """Records of the daemon's logger, every level (the CLI's set-up, run by other tests
+    in the same process, stops propagation to the root logger, where caplog listens)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("slurm_gavel.daemon")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def events_of(records, name):
+    return [r for r in records if getattr(r, "event", None) == name]
+
+
+def test_min_cost_with_prices_in_the_config_schedules(tmp_path, table):
+    # Before: the config had no `prices` key, so min_cost failed every round.
+    sim = cluster(table)
+    cfg = config(tmp_path, policy="min_cost", prices={"v100": 2.48, "p100": 1.46, "k80": 0.45})
+    d = Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
+    d.start()
+    try:
+        for _ in range(3):
+            assert d.round_safely()
+            sim.advance(sim.clock + ROUND)
+    finally:
+        d.store.release()
+    assert d.last_report is not None and d.last_report.placement.jobs
+    assert "gavel_round_errors_total{cause" not in d.metrics.exposition()
+
+
+class FullDisk(StateStore):
+    """A state store on a file system with no space left (after `ok` saves)."""
+
+    def __init__(self, state_dir, ok: int) -> None:
+        super().__init__(state_dir)
+        self.ok = ok
+
+    def _write(self, data: bytes) -> None:
+        if self.ok <= 0:
+            raise OSError(28, "No space left on device")
+        self.ok -= 1
+        super()._write(data)
+
+
+@pytest.mark.parametrize("ok_saves", [0, 1])
+def test_a_full_disk_is_a_state_save_failure_not_a_slurm_outage(
+    tmp_path, table, ok_saves, daemon_log
+):
+    """ok_saves 0: the pre-round (inflight) save fails, so nothing is done to Slurm;
+    1: the post-round save fails after the act, and the round is still logged."""
+    sim = cluster(table)
+    store = FullDisk(tmp_path / "state", ok=ok_saves)
+    d = Daemon(config(tmp_path), sim, table=table, metrics=DaemonMetrics(), store=store)
+    records = daemon_log
+    d.start()
+    try:
+        ok = d.round_safely()
+    finally:
+        d.store.release()
+    failed = events_of(records, "state_save_failed")
+    assert len(failed) == 1 and failed[0].levelno == logging.ERROR
+    assert "No space left on device" in failed[0].fields["error"]
+    assert str(tmp_path / "state" / "state.json") in failed[0].fields["error"]
+    assert not events_of(records, "slurm_unavailable")  # before: every OSError was one
+    assert not d._outage and d._settle_until is None  # and the next round would settle
+    metrics = d.metrics.exposition()
+    assert 'gavel_round_errors_total{cause="state_save"} 1.0' in metrics
+    assert 'cause="slurm_unavailable"' not in metrics
+    rounds_logged = events_of(records, "round")
+    if ok_saves == 0:
+        assert not ok and failed[0].fields["acted"] is False
+        assert not rounds_logged and not sim.running()  # no act without its inflight record
+    else:
+        # The round acted: it is logged (jobs started) although its state was not saved.
+        assert ok and failed[0].fields["acted"] is True
+        assert len(rounds_logged) == 1
+        assert rounds_logged[0].fields["started"] == len(sim.running()) > 0
+        assert d.state.round_index == 1  # the new state is kept in memory
+
+
+def test_other_local_os_errors_are_not_slurm_outages(tmp_path, table, daemon_log):
+    class BrokenSpool(FlakyBackend):
+        def observe(self):
+            raise PermissionError(13, "Permission denied", "/var/spool/slurm-gavel/x")
+
+    d = daemon(tmp_path, BrokenSpool(cluster(table), 0), table)
+    records = daemon_log
+    d.start()
+    try:
+        assert not d.round_safely()
+    finally:
+        d.store.release()
+    assert not events_of(records, "slurm_unavailable") and not d._outage
+    [failed] = events_of(records, "round_failed")
+    assert failed.fields["cause"] == "io" and "/var/spool/slurm-gavel/x" in failed.fields["error"]
+
+
+def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, table, daemon_log):
+    # Before: _skipped_logged kept every (job, reason) ever seen, growing without bound
+    # with what users submit.
+    jobs = [Job(str(i), "no such model", 1, total_steps=1e6) for i in range(50)]
+    jobs.append(Job("ok", TYPES[0], 1, total_steps=1e9))
+    sim = SimulatedCluster(parse_cluster_spec("v100:1x2"), jobs, table)
+
+    class Cancelled(FlakyBackend):  # Slurm after the users cancelled their jobs
+        gone: frozenset[str] = frozenset()
+
+        def observe(self):
+            snap = self.inner.observe()
+            return replace(snap, jobs=tuple(o for o in snap.jobs if o.job.id not in self.gone))
+
+    backend = Cancelled(sim, 0)
+    d = daemon(tmp_path, backend, table)
+    records = daemon_log
+    d.start()
+    try:
+        rounds(d, sim, 2)
+        assert len(d._skipped_logged) == 50
+        assert len(events_of(records, "job_skipped")) == 50  # once each, not per round
+        backend.gone = frozenset(str(i) for i in range(50))
+        rounds(d, sim, 2)
+    finally:
+        d.store.release()
+    assert d._skipped_logged == set()

@@ -64,3 +64,27 @@ def test_unreadable_and_malformed_files(tmp_path):
     bad.write_text('{\n  "cluster": ,\n}')
     with pytest.raises(ProblemError, match="line 2"):
         load_problem(bad)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b'{"cluster": {"v100": 1}, "jobs": [], "x": "\xff"}', "not UTF-8 text (byte 0xff"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"cluster": {"v100": 1}, "jobs": "x"}', "jobs: expected a list"),
+    ],
+    ids=["non-utf8", "deep", "bad-field"],
+)
+def test_allocate_with_a_hostile_problem_file_is_exit_2_naming_the_file(
+    tmp_path, capsys, content, needle
+):
+    # Before: non-UTF-8 bytes and deep nesting ended in tracebacks.
+    from slurm_gavel.cli import main
+
+    path = tmp_path / "problem.json"
+    path.write_bytes(content)
+    assert main(["allocate", "--problem", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"slurm-gavel allocate: error: {path}: ")
+    assert needle in err and err.count("\n") == 1

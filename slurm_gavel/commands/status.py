@@ -169,8 +169,30 @@ def run(args: argparse.Namespace) -> int:
         )
     view = status_view(doc, store.daemon_alive())
     if args.json:
-        json.dump(view, sys.stdout, indent=2)
+        json.dump(view, sys.stdout, indent=2)  # ensure_ascii: control characters escaped
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(format_status(view))
+        sys.stdout.write(format_status(printable(view)))
     return 0
+
+
+def printable(value: Any) -> Any:
+    """`value` with every string (and mapping key) made safe for a terminal.
+
+    Job types, ids, reasons and node names come from what users submit: an ESC
+    sequence or a newline in one would repaint or forge lines of the admin's screen.
+    Non-printable characters (C0/C1 controls, bidi overrides, line separators) are
+    shown as Python escapes, and so is a backslash, so the text stays unambiguous."""
+    if isinstance(value, str):
+        if value.isprintable() and "\\" not in value:
+            return value
+        return "".join(c if c.isprintable() and c != "\\" else _escape(c) for c in value)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(printable(v) for v in value)
+    return value
+
+
+def _escape(c: str) -> str:
+    return "\\\\" if c == "\\" else repr(c)[1:-1]  # repr of a non-printable: its escape

@@ -82,3 +82,22 @@ def test_backend_is_built_from_the_config(tmp_path):
     assert type(b).__name__ == "SlurmRestCluster"
     assert b.rest.headers["X-SLURM-USER-TOKEN"] == "abc.def"
     assert b.rest.headers["X-SLURM-USER-NAME"] == "slurm"
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (b"partitions: [gpu]\n[a, b]: 1\n", "line 2: a list cannot be a key"),
+        (b"partitions: [gpu]\n# \xff\xfe\n", "not UTF-8 text (byte 0xff at line 2)"),
+    ],
+    ids=["list-key", "non-utf8"],
+)
+def test_a_hostile_config_file_is_exit_2_naming_the_file(tmp_path, sim, capsys, content, needle):
+    # Before: a TypeError / UnicodeDecodeError traceback and exit 1.
+    path = tmp_path / "gavel.yaml"
+    path.write_bytes(content)
+    assert main(["run", "--config", str(path), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"slurm-gavel run: error: {path}: {err.split(': ', 3)[-1]}"
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
