@@ -19,8 +19,16 @@
  *
  * Plugstack arguments: types=FILE (one type per line, '#' comments; default:
  * job-types.txt beside the plugin if present; with neither, any type is accepted),
- * hold=yes|no (default no) and progress_dir=DIR (the spool folder where slurm_gavel.job
- * writes progress reports; exported to managed jobs as GAVEL_PROGRESS_DIR).
+ * hold=yes|no (default no), progress_dir=DIR (the spool folder where slurm_gavel.job
+ * writes progress reports; exported to managed jobs as GAVEL_PROGRESS_DIR) and
+ * max_weight=W (default 1: the cap on --gavel-priority and weight=; a user may only
+ * lower their own share; keep it equal to the daemon's weights.max_user_weight and
+ * MAX_USER_WEIGHT in job_submit.lua).
+ *
+ * The comment grammar (gavel_grammar.h) is the one slurm_gavel/managed.py and
+ * conf/slurm/job_submit.lua enforce: every --gavel-* value is checked against it, the
+ * comment built from them is checked whole, and a --comment=gavel:... written by hand
+ * is refused here when the daemon would refuse it.
  *
  * WHY the comment is set through slurm_option_set(): SPANK 22.05 has no call that
  * changes a job descriptor field, and the job control environment is not visible in
@@ -47,6 +55,8 @@
 
 #include <slurm/spank.h>
 
+#include "gavel_grammar.h"
+
 SPANK_PLUGIN(slurm_gavel, 1);
 
 #define MAX_VALUE 256
@@ -59,6 +69,7 @@ static char job_type[MAX_VALUE];
 static char scale[32];
 static char priority[32];
 static char steps[32];
+static long long max_weight_micro = GAVEL_DEFAULT_MAX_WEIGHT_MICRO;
 static char ckpt_dir[4096];
 
 static char types_file[4096];
@@ -76,8 +87,10 @@ static struct spank_option gavel_options[] = {
 	 1, OPT_TYPE, opt_cb},
 	{"gavel-scale", "N", "GPUs the job uses (slurm-gavel scale factor; default 1)", 1,
 	 OPT_SCALE, opt_cb},
-	{"gavel-priority", "W", "slurm-gavel priority weight (default 1.0)", 1, OPT_PRIORITY,
-	 opt_cb},
+	{"gavel-priority", "W",
+	 "lower this job's slurm-gavel share: a weight in (0, 1] (default 1; the admin may allow "
+	 "more); shares themselves come from the job's QOS and account",
+	 1, OPT_PRIORITY, opt_cb},
 	{"gavel-steps", "S",
 	 "total training steps (read by finish-time policies; exported as GAVEL_TOTAL_STEPS)",
 	 1, OPT_STEPS, opt_cb},
@@ -161,17 +174,17 @@ static int copy_value(char *dst, size_t size, const char *src, const char *name)
 	return 0;
 }
 
-static int check_number(const char *s, bool integer, const char *name)
+/* One --gavel-* value against the comment grammar (gavel_grammar.h): what the daemon
+ * accepts, no more (no inf, hex, exponent, sign or spaces; the weight cap). */
+static int check_value(const char *key, const char *value, const char *option)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || *end != '\0' || !(v > 0) || (integer && v != (long)v)) {
-		slurm_error("slurm-gavel: --%s=%s: expected a %s > 0", name, s,
-			    integer ? "whole number" : "number");
-		return -1;
-	}
-	return 0;
+	char why[512];
+
+	if (gavel_check_value(key, strlen(key), value, strlen(value), max_weight_micro, why,
+			      sizeof(why)))
+		return 0;
+	slurm_error("slurm-gavel: --%s: %s", option, why);
+	return -1;
 }
 
 static int opt_cb(int val, const char *optarg, int remote)
@@ -181,12 +194,8 @@ static int opt_cb(int val, const char *optarg, int remote)
 		if (copy_value(job_type, sizeof(job_type), optarg, "gavel-job-type"))
 			return -1;
 		trim(job_type);
-		/* ',' and '=' would break the comment form the daemon parses. */
-		if (strpbrk(job_type, ",=\n")) {
-			slurm_error("slurm-gavel: job type '%s' must not contain ',', '=' or a "
-				    "newline", job_type);
+		if (check_value("type", job_type, "gavel-job-type"))
 			return -1;
-		}
 		if (!remote && n_known_types >= 0) {
 			const char *canon = find_type(job_type);
 			if (!canon)
@@ -197,15 +206,15 @@ static int opt_cb(int val, const char *optarg, int remote)
 	case OPT_SCALE:
 		if (copy_value(scale, sizeof(scale), optarg, "gavel-scale"))
 			return -1;
-		return check_number(scale, true, "gavel-scale");
+		return check_value("scale", scale, "gavel-scale");
 	case OPT_PRIORITY:
 		if (copy_value(priority, sizeof(priority), optarg, "gavel-priority"))
 			return -1;
-		return check_number(priority, false, "gavel-priority");
+		return check_value("weight", priority, "gavel-priority");
 	case OPT_STEPS:
 		if (copy_value(steps, sizeof(steps), optarg, "gavel-steps"))
 			return -1;
-		return check_number(steps, true, "gavel-steps");
+		return check_value("steps", steps, "gavel-steps");
 	case OPT_CKPT_DIR:
 		return copy_value(ckpt_dir, sizeof(ckpt_dir), optarg, "gavel-checkpoint-dir");
 	}
@@ -220,12 +229,20 @@ static int parse_args(int ac, char **av)
 			snprintf(types_file, sizeof(types_file), "%s", av[i] + 6);
 		} else if (strncmp(av[i], "progress_dir=", 13) == 0) {
 			snprintf(progress_dir, sizeof(progress_dir), "%s", av[i] + 13);
+		} else if (strncmp(av[i], "max_weight=", 11) == 0) {
+			const char *v = av[i] + 11;
+			if (!gavel_parse_decimal(v, strlen(v), &max_weight_micro) ||
+			    max_weight_micro <= 0) {
+				slurm_error("slurm-gavel: plugstack argument max_weight=%s: expected a "
+					    "decimal > 0 such as 1 or 2.5", v);
+				return -1;
+			}
 		} else if (strncmp(av[i], "hold=", 5) == 0) {
 			const char *v = av[i] + 5;
 			hold_on_submit = !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "true");
 		} else {
 			slurm_error("slurm-gavel: unknown plugstack argument '%s' (known: "
-				    "types=FILE, hold=yes|no, progress_dir=DIR)", av[i]);
+				    "types=FILE, hold=yes|no, progress_dir=DIR, max_weight=W)", av[i]);
 			return -1;
 		}
 	}
@@ -284,6 +301,7 @@ static int set_submit_options(void)
 	option_get_f get = (option_get_f)dlsym(RTLD_DEFAULT, "slurm_option_get");
 	option_set_f set = (option_set_f)dlsym(RTLD_DEFAULT, "slurm_option_set");
 	char comment[MAX_VALUE + 160];
+	char why[512];
 	char *old;
 
 	if (!opt || !get || !set) {
@@ -296,6 +314,11 @@ static int set_submit_options(void)
 	snprintf(comment, sizeof(comment), COMMENT_PREFIX "%s%s%s%s%s%s%s", job_type,
 		 scale[0] ? ",scale=" : "", scale, priority[0] ? ",weight=" : "", priority,
 		 steps[0] ? ",steps=" : "", steps);
+	/* The daemon reads the comment whole: it must follow the grammar as a whole too. */
+	if (gavel_check_comment(comment, max_weight_micro, why, sizeof(why)) != GAVEL_MANAGED) {
+		slurm_error("slurm-gavel: the job comment '%s' would be refused: %s", comment, why);
+		return -1;
+	}
 	old = get(opt, "comment");
 	/* A user's own comment would be lost: refuse rather than overwrite it silently.
 	 * A gavel: comment (e.g. from a wrapper) is replaced by the option's value. */
@@ -342,6 +365,28 @@ static int export_local(spank_t sp)
 }
 
 /*
+ * Without --gavel-job-type: a --comment=gavel:... written by hand is checked here, so
+ * the user hears at once what the daemon and job_submit.lua would refuse. Plain
+ * comments pass. Where sbatch does not export its options this check is skipped
+ * (job_submit.lua still refuses the job on the controller).
+ */
+static int check_user_comment(void)
+{
+	void *opt = dlsym(RTLD_DEFAULT, "opt");
+	option_get_f get = (option_get_f)dlsym(RTLD_DEFAULT, "slurm_option_get");
+	char why[512];
+	char *comment;
+
+	if (!opt || !get)
+		return 0;
+	comment = get(opt, "comment");
+	if (gavel_check_comment(comment, max_weight_micro, why, sizeof(why)) != GAVEL_REFUSED)
+		return 0;
+	slurm_error("slurm-gavel: --comment refused: %s; write --comment='" GAVEL_FORM "'", why);
+	return -1;
+}
+
+/*
  * SPANK ignores a failing init_post_opt of a plugin loaded as "optional" (only
  * "required" plugins abort), which would submit a job the daemon does not recognise.
  * sbatch/salloc/srun have not contacted slurmctld yet at this point, so exiting here
@@ -361,6 +406,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	(void)av;
 
 	if (!job_type[0]) {
+		bool submits = ctx == S_CTX_ALLOCATOR || (ctx == S_CTX_LOCAL && !getenv("SLURM_JOB_ID"));
 		if (scale[0] || priority[0] || ckpt_dir[0] || steps[0]) {
 			if (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL) {
 				slurm_error("slurm-gavel: --gavel-scale/--gavel-priority/--gavel-steps/"
@@ -368,7 +414,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 				return refuse_submit();
 			}
 		}
-		return 0;
+		return submits && check_user_comment() ? refuse_submit() : 0;
 	}
 	if (ctx == S_CTX_ALLOCATOR)
 		return export_local(sp) || set_submit_options() ? refuse_submit() : 0;

@@ -34,11 +34,14 @@ def comment(slurm, job: str) -> str:  # type: ignore[no-untyped-def]
     return slurm.cmd("squeue", "-h", "-j", job, "-o", "%k").stdout.strip()
 
 
+comment_of = comment
+
+
 def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Path) -> None:
     out = tmp_path / "env.txt"
     job = cluster.sbatch(
         "--gavel-job-type=resnet-50 (batch size 64)",
-        "--gavel-priority=2",
+        "--gavel-priority=0.5",
         "--gavel-steps=500",
         f"--gavel-checkpoint-dir={tmp_path}/ck",
         "-o",
@@ -50,14 +53,14 @@ def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Pat
     assert spec is not None
     # the case-insensitive match is canonicalised to the table's spelling
     assert spec.job_type == "ResNet-50 (batch size 64)"
-    assert (spec.priority_weight, spec.total_steps) == (2.0, 500)
+    assert (spec.priority_weight, spec.total_steps) == (0.5, 500)
     assert cluster.show(job)["Priority"] == "0"  # held on arrival (job_submit.lua)
     cluster.cmd("scontrol", "release", job)
     cluster.wait_state(job, "COMPLETED", "GONE", timeout=60)
     env = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
     assert env["GAVEL_JOB_TYPE"] == "ResNet-50 (batch size 64)"
     assert env["SLURM_SPANK_GAVEL_JOB_TYPE"] == "ResNet-50 (batch size 64)"
-    assert env["GAVEL_PRIORITY"] == "2" and env["GAVEL_TOTAL_STEPS"] == "500"
+    assert env["GAVEL_PRIORITY"] == "0.5" and env["GAVEL_TOTAL_STEPS"] == "500"
     assert env["GAVEL_CHECKPOINT_DIR"] == f"{tmp_path}/ck"
 
 
@@ -90,7 +93,7 @@ def test_unknown_type_is_refused_at_submit_with_the_known_types(cluster) -> None
     [
         (["--comment=my notes", "--gavel-job-type=A3C"], "is taken"),
         (["--gavel-scale=2"], "need --gavel-job-type"),
-        (["--gavel-job-type=A3C", "--gavel-scale=two"], "expected a whole number"),
+        (["--gavel-job-type=A3C", "--gavel-scale=two"], "must be a whole number from 1 to 1024"),
     ],
 )
 def test_inconsistent_options_are_refused(cluster, args: list[str], message: str) -> None:
@@ -115,3 +118,76 @@ def test_srun_sees_the_options_too(cluster) -> None:
         timeout=60,
     )
     assert res.returncode != 0 and "unknown job type" in res.stderr
+
+
+# Hostile option values: each is refused at submit by the plugin with the reason, and no
+# job is created (the values the old plugin let through stranded jobs: the Lua held
+# them and the daemon refused their comment).
+HOSTILE_OPTIONS = [
+    (["--gavel-priority=1000"], "weight=1000 is above the cap 1 set by the admin"),
+    (["--gavel-priority=1.000001"], "above the cap 1"),
+    (["--gavel-priority=inf"], "must be a decimal number > 0"),
+    (["--gavel-priority=nan"], "must be a decimal number > 0"),
+    (["--gavel-priority=1e0"], "must be a decimal number > 0"),
+    (["--gavel-priority=1e308"], "must be a decimal number > 0"),
+    (["--gavel-priority=-1"], "must be a decimal number > 0"),
+    (["--gavel-priority=0"], "must be a decimal number > 0"),
+    (["--gavel-priority=0x1p0"], "must be a decimal number > 0"),
+    (["--gavel-priority=+0.5"], "must be a decimal number > 0"),
+    (["--gavel-priority=0.5 "], "must be a decimal number > 0"),
+    (["--gavel-scale=0x10"], "must be a whole number from 1 to 1024"),
+    (["--gavel-scale=1e0"], "must be a whole number from 1 to 1024"),
+    (["--gavel-scale=1025"], "must be a whole number from 1 to 1024"),
+    (["--gavel-scale=01"], "must be a whole number from 1 to 1024"),
+    (["--gavel-scale=99999999999999999999999"], "must be a whole number"),
+    (["--gavel-steps=1e6"], "must be a whole number from 1 to 1000000000000"),
+    (["--gavel-steps=-5"], "must be a whole number"),
+]
+HOSTILE_TYPES = [
+    ("A3C\nweight=1000", "outside A-Z a-z 0-9"),
+    ("A3C,weight=1000", "outside A-Z a-z 0-9"),
+    ("\u540d\u524d", "outside A-Z a-z 0-9"),
+    ("A3C\x1b[31m", "outside A-Z a-z 0-9"),
+    ("x" * 65, "more than 64"),
+]
+HOSTILE_COMMENTS = [
+    ("gavel:type=A3C,weight=1000", "above the cap 1"),
+    (" gavel:type=A3C", "must open the comment"),
+    ("GAVEL:type=A3C", "must open the comment"),
+    ("gavel:type=A3C,scale=0x10", "must be a whole number"),
+    ("gavel:type=A3C,weight=inf", "must be a decimal number > 0"),
+]
+
+
+def _refused_without_a_job(cluster, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    before = cluster.cmd("squeue", "-h", "-o", "%i").stdout.split()
+    res = cluster.cmd("sbatch", *args, "-o", "/dev/null", "--wrap", "true", check=False)
+    assert res.returncode != 0 and "Submitted" not in res.stdout, res.stdout
+    assert message in res.stderr, res.stderr
+    # refused in sbatch by the plugin, not only later by job_submit.lua on the controller
+    assert "Invalid --gavel-" in res.stderr or "slurm-gavel: job not submitted" in res.stderr
+    assert cluster.cmd("squeue", "-h", "-o", "%i").stdout.split() == before
+
+
+@pytest.mark.hostile(guards="escalation", inputs=len(HOSTILE_OPTIONS))
+def test_hostile_option_values_are_refused_at_submit(cluster) -> None:
+    for args, message in HOSTILE_OPTIONS:
+        _refused_without_a_job(cluster, ["--gavel-job-type=A3C", *args], message)
+
+
+@pytest.mark.hostile(inputs=len(HOSTILE_TYPES))
+def test_hostile_job_types_are_refused_at_submit(cluster) -> None:
+    for job_type, message in HOSTILE_TYPES:
+        _refused_without_a_job(cluster, [f"--gavel-job-type={job_type}"], message)
+
+
+@pytest.mark.hostile(guards="escalation", inputs=len(HOSTILE_COMMENTS))
+def test_hand_written_gavel_comments_are_checked_by_the_plugin(cluster) -> None:
+    for comment, message in HOSTILE_COMMENTS:
+        _refused_without_a_job(cluster, [f"--comment={comment}"], message)
+    # the refusal is the plugin's (in sbatch), before the controller sees the job
+    res = cluster.cmd("sbatch", "--comment=gavel:type=A3C,weight=2", "--wrap", "true", check=False)
+    assert "slurm-gavel: --comment refused" in res.stderr
+    assert "slurm-gavel: job not submitted" in res.stderr  # the plugin's refusal, not the Lua's
+    job = cluster.sbatch("--comment=my notes", "-o", "/dev/null", "--wrap", "true")
+    assert comment_of(cluster, job) == "my notes"
