@@ -1,6 +1,15 @@
 """SlurmCluster: the round loop's backend for a real Slurm, through its commands.
 
-observe: ``sinfo --json`` + ``squeue --json`` (two commands per round).
+observe, two commands per round in the JSON format of the release (detected once,
+slurm_release.detect_cli: `sinfo -V` + `squeue --json=list`):
+
+    nodes        scontrol --json=vX show nodes   (22.05: sinfo --json)
+    jobs         squeue --json=vX -t <waiting and running states>
+    ended        squeue --json=vX -t all -j ID,...  only in a round where a managed
+                 job left that list (how it ended: completed or failed)
+
+so the JSON read per round does not grow with finished jobs (22.05's squeue
+--json ignores -t and lists every job slurmctld still holds: MinJobAge bounds it).
 act, one command per action kind, whatever the number of jobs:
 
     signal       scancel --signal=USR1 --batch ID ID ...   (preempt and move)
@@ -16,6 +25,7 @@ Managed jobs are never cancelled; jobs not managed are never named in a command.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Collection, Mapping
 
@@ -26,7 +36,8 @@ from slurm_gavel.backends.slurm_commands import (
     SlurmUnreachable,
     errors_by_job,
 )
-from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import (
     RUNNING_STATES,
     ActPlan,
@@ -55,10 +66,14 @@ class SlurmCluster:
         poll_s: float = 0.5,
         wait_for_preempted: bool = True,
         clock: Callable[[], float] = time.time,
+        data_parser: str | None = None,
     ) -> None:
         """managed_partitions: None manages every partition. env: e.g. SLURM_CONF.
         wait_for_preempted: act() blocks up to grace_s for preempted jobs to exit 99
-        (False: signal and return; overdue jobs are requeue-held by a later act())."""
+        (False: signal and return; overdue jobs are requeue-held by a later act()).
+        data_parser: e.g. "v0.0.45", the JSON format to ask the CLI for, skipping the
+        check that Slurm is a release slurm-gavel knows (default: the environment's
+        SLURM_GAVEL_DATA_PARSER, else detected)."""
         self.managed_partitions = None if managed_partitions is None else set(managed_partitions)
         self.commands = commands or SlurmCommands(env)
         self.grace_s = grace_s
@@ -73,13 +88,20 @@ class SlurmCluster:
         self._first_submit: dict[JobId, float] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
         self._requeued_at: dict[JobId, float] = {}  # seen leaving its run in this act (clock)
+        self.data_parser = data_parser or os.environ.get("SLURM_GAVEL_DATA_PARSER") or None
+        self._format: CliFormat | None = None  # detected on the first observe
+        self._allow_newer = False  # parse JSON of a release newer than known (override)
 
     # --- observe ---------------------------------------------------------------------
 
     def observe(self) -> ClusterSnapshot:
         nodes_doc, jobs_doc = self._fetch()
-        _, nodes = parse_nodes(nodes_doc)
-        _, jobs = parse_jobs(jobs_doc)
+        _, nodes = parse_nodes(nodes_doc, allow_newer=self._allow_newer)
+        _, jobs = parse_jobs(jobs_doc, allow_newer=self._allow_newer)
+        listed = {j.job_id for j in jobs}
+        ended = [j for j in self._active if j not in listed]
+        if ended:
+            jobs += self._ended_jobs(ended)
         now = self.clock()
         self.view = build_view(
             nodes, jobs, self.managed_partitions, now, first_submit=self._first_submit
@@ -92,12 +114,40 @@ class SlurmCluster:
         self._requeued_at = {j: t for j, t in self._requeued_at.items() if now - t < 5}
         return self.view.snapshot
 
+    @property
+    def cli_format(self) -> CliFormat:
+        """This Slurm's release and JSON commands, detected once (2 commands)."""
+        if self._format is None:
+            self._format = detect_cli(self.commands, self.data_parser)
+            self._allow_newer = self._format.allow_newer
+        return self._format
+
     def _fetch(self) -> tuple[dict, dict]:
-        """The sinfo and squeue JSON documents."""
+        """The nodes and (waiting or running) jobs JSON documents."""
+        fmt = self.cli_format
         return (
-            self._json("observe", ["sinfo", "--json"]),
-            self._json("observe", ["squeue", "--json"]),
+            self._json("observe", fmt.nodes_argv()),
+            self._json("observe", fmt.jobs_argv()),
         )
+
+    def _ended_jobs(self, ids: list[JobId]) -> list[SlurmJob]:
+        """The final records of managed jobs that left the waiting/running list since
+        the last observe (one command, only in such a round), so that how they ended
+        is known. A job slurmctld forgot already is not returned (add_vanished)."""
+        fmt = self._format
+        if fmt is None or not fmt.filters_work:  # 22.05 listed finished jobs already
+            return []
+        res = self.commands.run("ended", fmt.ended_jobs_argv(ids), retry_timeouts=True)
+        if not res.ok:
+            if "invalid job id" in res.stderr.lower():  # every one of them forgotten
+                return []
+            raise SlurmJsonError(f"{' '.join(res.argv)} failed: {res.stderr.strip()}")
+        try:
+            _, jobs = parse_jobs(json.loads(res.stdout), allow_newer=self._allow_newer)
+        except json.JSONDecodeError as e:
+            raise SlurmJsonError(f"{' '.join(res.argv)} printed no JSON ({e})") from None
+        wanted = set(ids)
+        return [j for j in jobs if j.job_id in wanted]
 
     def _json(self, kind: str, argv: list[str]) -> dict:
         """Run a --json command. On 22.05, squeue/sinfo --json exit 0 with an empty

@@ -1,49 +1,49 @@
-"""All parsing of Slurm's JSON (``sinfo --json``, ``squeue --json``, slurmrestd).
+"""All parsing of Slurm's JSON (sinfo/squeue/scontrol ``--json``, slurmrestd).
 
 Field shapes move between Slurm releases, so every read goes through a few
 helpers that accept each known shape and fail with a message naming the field
-and the version when a field is missing or unreadable:
+and the release when a field is missing or unreadable. Verified on captures
+from real daemons (tests/backends/data/<release>/):
 
-* 22.05 (openapi/v0.0.38, verified here): ``job_state`` and node ``state`` are
-  strings, numbers are plain ints, exit codes are raw wait statuses (99 << 8).
-* 23.02+ (data_parser v0.0.39+, from the published schemas, NOT verified here):
-  states are lists (``["PENDING", "REQUEUED"]``), numbers are objects
-  ``{"set": true, "infinite": false, "number": 5}``, ``exit_code`` is an
-  object with ``return_code``, and meta moved to ``meta.slurm``.
+* 22.05 (openapi/v0.0.38): ``job_state`` and node ``state`` are strings
+  (``MIXED+DRAIN``), numbers plain ints, exit codes raw wait statuses (99 << 8),
+  GPU requests ``gres:gpu:k80:1``; ``sinfo --json`` lists ``nodes``.
+* 24.11 and 26.05 (data_parser v0.0.40 .. v0.0.45): states are lists, base
+  first (``["PENDING", "SPECIAL_EXIT"]``, ``["UNKNOWN", "DRAIN",
+  "NOT_RESPONDING"]``), numbers are objects ``{"set": true, "infinite": false,
+  "number": 5}``, ``exit_code`` is an object with ``return_code``, meta moved to
+  ``meta.slurm``, GPU requests are TRES (``gres/gpu:v100:1``), and ``sinfo
+  --json`` groups nodes under ``"sinfo"`` (``scontrol --json show nodes`` and
+  slurmrestd /nodes keep one record per node under ``"nodes"``).
 
 GPUs come from typed GRES: a node's ``gres`` (``gpu:v100:4``, maybe with
 ``(S:0-1)``), its ``gres_used`` (``gpu:v100:2(IDX:0-1)``) and a running job's
 ``gres_detail`` (one entry per allocated node, in node-list order). The
-``gres/gpu`` TRES is absent unless AccountingStorageTRES names it, so it is not
-relied on.
+``gres/gpu`` TRES of a node is absent unless AccountingStorageTRES names it, so
+it is not relied on. Which release and data_parser to expect: slurm_release.py.
+
+The same functions read slurmrestd's /nodes and /jobs (slurmrestd.py).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from slurm_gavel.backends.slurm_release import (
+    SlurmReleaseError,
+    SlurmVersion,
+    check_release,
+)
 from slurm_gavel.errors import InputError
 
-OLDEST_SUPPORTED = (22, 5)
 INFINITE = -1  # what `number()` returns for {"infinite": true}
 
 
 class SlurmJsonError(InputError):
     """Slurm's JSON lacks a field or has a shape this parser does not know."""
-
-
-@dataclass(frozen=True)
-class SlurmVersion:
-    major: int
-    minor: int
-    micro: int
-    plugin: str  # e.g. "openapi/v0.0.38", "" when absent
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor:02d}.{self.micro}"
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,9 @@ class GpuSlice:
 @dataclass(frozen=True)
 class SlurmJob:
     job_id: str
-    state: str  # base state, upper case: PENDING, RUNNING, SPECIAL_EXIT, COMPLETED, ...
+    # The state as `squeue -o %T` names it (22.05's job_state string): the base
+    # state, or the flag that overrides it (SPECIAL_EXIT, COMPLETING, REQUEUED...).
+    state: str
     flags: frozenset[str]  # the other entries of a list-shaped job_state
     reason: str
     comment: str
@@ -97,6 +99,10 @@ class SlurmJob:
     exit_code: int | None  # the process's exit code (not the wait status)
     account: str
     user: str
+    # (type, GPUs in all) from tres_per_job (sbatch --gpus=v100:2)
+    gpu_request_total: tuple[str | None, int] | None = None
+    qos: str = ""
+    user_id: int | None = None
 
     @property
     def held(self) -> bool:
@@ -110,13 +116,17 @@ class SlurmJob:
 # --- shape helpers -------------------------------------------------------------------
 
 
+def _where_version(version: SlurmVersion | None) -> str:
+    return f"Slurm {version} ({version.plugin or 'no plugin named'})" if version else "this Slurm"
+
+
 def _get(obj: Mapping[str, Any], key: str, where: str, version: SlurmVersion | None) -> Any:
     if not isinstance(obj, Mapping) or key not in obj:
-        v = f"Slurm {version} ({version.plugin})" if version else "this Slurm"
         raise SlurmJsonError(
-            f"{where}: field {key!r} missing in the JSON of {v}; this parser knows "
-            f"Slurm 22.05 (openapi v0.0.38) shapes; capture the output and extend "
-            f"slurm_gavel/backends/slurm_json.py"
+            f"{where}: field {key!r} missing in the JSON of {_where_version(version)}; this "
+            "parser knows the shapes of Slurm 22.05 to 26.05 (data_parser v0.0.38 to "
+            "v0.0.45); capture the output (tests/backends/data/capture.sh) and extend "
+            "slurm_gavel/backends/slurm_json.py"
         )
     return obj[key]
 
@@ -128,6 +138,8 @@ def number(value: Any) -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():  # 24.11's meta.slurm.version
         return int(value)
     if isinstance(value, Mapping):
         if value.get("infinite"):
@@ -147,6 +159,34 @@ def state_list(value: Any) -> list[str]:
     if isinstance(value, list) and all(isinstance(s, str) for s in value):
         return [s.upper() for s in value]
     raise ValueError(f"not a state: {value!r}")
+
+
+# Job state flags that name the state in `squeue -o %T` (and in 22.05's job_state
+# string) over the base state, in Slurm's own order (job_state_string()).
+_STATE_NAMING_FLAGS = (
+    "COMPLETING",
+    "STAGE_OUT",
+    "CONFIGURING",
+    "RESIZING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "SPECIAL_EXIT",
+    "STOPPED",
+    "SIGNALING",
+    "REVOKED",
+    "RESV_DEL_HOLD",
+)
+
+
+def job_state(value: Any) -> tuple[str, frozenset[str]]:
+    """(state as squeue names it, the other entries): ["PENDING", "SPECIAL_EXIT"]
+    (24.11+) and "SPECIAL_EXIT" (22.05) are both the state SPECIAL_EXIT."""
+    states = state_list(value)
+    if not states:
+        raise ValueError(f"empty state: {value!r}")
+    named = next((f for f in _STATE_NAMING_FLAGS if f in states[1:]), states[0])
+    return named, frozenset(s for s in states if s != named)
 
 
 def exit_code(value: Any) -> int | None:
@@ -204,16 +244,20 @@ def _split_top(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-_GRES_ITEM = re.compile(r"^gpu(?::([^:(]+))?:(\d+)(?:\(.*\))?$")
+# gpu[:TYPE]:N, maybe with (S:0-1) or (IDX:0-1); a TRES request writes gres/gpu:TYPE:N
+# (24.11+) or gres:gpu:TYPE:N (22.05), and a TRES count may use '=' (gres/gpu=2).
+_GRES_ITEM = re.compile(r"^gpu(?::([^:=(]+))?[:=](\d+)(?:\(.*\))?$")
 
 
 def gpu_gres(text: str) -> list[tuple[str | None, int]]:
-    """GPU entries of a GRES string: ``gpu:v100:4(S:0),nic:1`` -> [("v100", 4)]."""
+    """GPU entries of a GRES/TRES string: ``gpu:v100:4(S:0),nic:1`` -> [("v100", 4)];
+    ``gres/gpu:v100:1`` -> [("v100", 1)]."""
     out: list[tuple[str | None, int]] = []
     for item in re.split(r",(?![^()]*\))", text or ""):
         item = item.strip()
-        if item.startswith("gres:"):
-            item = item[len("gres:") :]
+        for prefix in ("gres:", "gres/"):
+            if item.startswith(prefix):
+                item = item[len(prefix) :]
         if item == "gpu":
             out.append((None, 1))
             continue
@@ -226,14 +270,16 @@ def gpu_gres(text: str) -> list[tuple[str | None, int]]:
 # --- documents -----------------------------------------------------------------------
 
 
-def parse_version(doc: Mapping[str, Any]) -> SlurmVersion:
-    """The Slurm release from ``meta``; refuses output it cannot date."""
+def parse_version(doc: Mapping[str, Any], *, allow_newer: bool = False) -> SlurmVersion:
+    """The Slurm release from ``meta``; refuses output it cannot date and releases it
+    does not know (allow_newer: read a release newer than 26.05 anyway)."""
     meta = doc.get("meta") if isinstance(doc, Mapping) else None
     if not isinstance(meta, Mapping):
         raise SlurmJsonError("Slurm JSON has no 'meta' object; is this sinfo/squeue --json output?")
     slurm = meta.get("Slurm") or meta.get("slurm") or {}
     plugin = meta.get("plugin") or {}
-    plugin_name = str(plugin.get("type") or plugin.get("data_parser") or "")
+    # 23.02+ name the data_parser (the shape); 22.05 only the openapi plugin
+    plugin_name = str(plugin.get("data_parser") or plugin.get("type") or "")
     release = str(slurm.get("release") or "")
     m = re.match(r"^(\d+)\.(\d+)\.(\d+)", release)
     if not m:
@@ -248,11 +294,10 @@ def parse_version(doc: Mapping[str, Any]) -> SlurmVersion:
     else:
         m_major, m_minor, m_micro = (int(x) for x in m.groups())
     version = SlurmVersion(m_major, m_minor, m_micro, plugin_name)
-    if (version.major, version.minor) < OLDEST_SUPPORTED:
-        raise SlurmJsonError(
-            f"Slurm {version} is older than 22.05, whose --json output slurm-gavel needs; "
-            "upgrade Slurm"
-        )
+    try:
+        check_release(version, allow_newer=allow_newer)
+    except SlurmReleaseError as e:
+        raise SlurmJsonError(str(e)) from None
     return version
 
 
@@ -266,62 +311,132 @@ def _errors(doc: Mapping[str, Any], what: str) -> None:
         raise SlurmJsonError(f"{what} reported an error: {text}")
 
 
-def parse_nodes(doc: Mapping[str, Any]) -> tuple[SlurmVersion, list[SlurmNode]]:
-    """``sinfo --json`` (or slurmrestd /nodes) -> nodes."""
-    version = parse_version(doc)
+def parse_nodes(
+    doc: Mapping[str, Any], *, allow_newer: bool = False
+) -> tuple[SlurmVersion, list[SlurmNode]]:
+    """Nodes from ``scontrol --json show nodes``, slurmrestd /nodes or ``sinfo --json``
+    (22.05: one record per node under "nodes"; 23.11+: records under "sinfo")."""
+    version = parse_version(doc, allow_newer=allow_newer)
     _errors(doc, "sinfo")
-    nodes = []
-    for raw in _get(doc, "nodes", "sinfo", version):
-        name = str(_get(raw, "name", "sinfo node", version))
-        where = f"sinfo node {name}"
-        try:
-            states = state_list(_get(raw, "state", where, version))
-            flags = set(states[1:]) | set(state_list(raw.get("state_flags") or []))
-            gpus = gpu_gres(str(_get(raw, "gres", where, version)))
-            used = gpu_gres(str(raw.get("gres_used") or ""))
-        except ValueError as e:
-            raise SlurmJsonError(f"{where}: {e} (Slurm {version})") from None
-        typed = [(t, n) for t, n in gpus if t]
-        gpu_type = typed[0][0] if typed else None
-        parts = raw.get("partitions") or []
-        if isinstance(parts, str):
-            parts = parts.split(",")
-        nodes.append(
-            SlurmNode(
-                name=name,
-                state=states[0].lower() if states else "unknown",
-                flags=frozenset(flags),
-                gpu_type=gpu_type,
-                gpus=sum(n for t, n in typed if t == gpu_type),
-                gpus_used=sum(n for t, n in used if t in (gpu_type, None)),
-                partitions=tuple(str(p) for p in parts),
-                reason=str(raw.get("reason") or ""),
+    if "nodes" not in doc and "sinfo" in doc:
+        return version, _sinfo_nodes(doc["sinfo"], version)
+    return version, [_node(raw, version) for raw in _get(doc, "nodes", "sinfo", version)]
+
+
+def _node(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmNode:
+    """One node record (every release: name, state, gres, gres_used, partitions)."""
+    name = str(_get(raw, "name", "node", version))
+    where = f"sinfo node {name}"
+    parts = raw.get("partitions") or []
+    reason = raw.get("reason") or ""
+    return _make_node(
+        name,
+        _get(raw, "state", where, version),
+        raw.get("state_flags") or [],
+        str(_get(raw, "gres", where, version) or ""),
+        str(raw.get("gres_used") or ""),
+        parts.split(",") if isinstance(parts, str) else parts,
+        reason.get("description", "") if isinstance(reason, Mapping) else reason,
+        where,
+        version,
+    )
+
+
+def _sinfo_nodes(records: Any, version: SlurmVersion) -> list[SlurmNode]:
+    """23.11+ ``sinfo --json``: one record per group of alike nodes in one partition
+    (node.state, nodes.nodes, gres.total/used, partition.name); a node in two
+    partitions appears twice. gres.used cannot be split among a group's nodes, so a
+    record that groups several nodes is refused."""
+    by_name: dict[str, SlurmNode] = {}
+    for rec in records if isinstance(records, list) else []:
+        names = _get(_get(rec, "nodes", "sinfo record", version), "nodes", "sinfo record", version)
+        if len(names) != 1:
+            raise SlurmJsonError(
+                f"sinfo record groups nodes {','.join(map(str, names))} (Slurm {version}): "
+                "their GPU use cannot be told apart; read nodes with "
+                "`scontrol --json show nodes` (what SlurmCluster does on this release)"
             )
+        name = str(names[0])
+        where = f"sinfo node {name}"
+        gres = _get(rec, "gres", where, version)
+        part = _get(rec, "partition", where, version)
+        reason = rec.get("reason") or ""
+        node = _make_node(
+            name,
+            _get(_get(rec, "node", where, version), "state", where, version),
+            [],
+            str(_get(gres, "total", where, version) or ""),
+            str(gres.get("used") or ""),
+            [part.get("name", "")] if isinstance(part, Mapping) else [],
+            reason.get("description", "") if isinstance(reason, Mapping) else str(reason),
+            where,
+            version,
         )
-    return version, nodes
+        seen = by_name.get(name)
+        if seen is not None:
+            node = replace(seen, partitions=seen.partitions + node.partitions)
+        by_name[name] = node
+    return list(by_name.values())
 
 
-def parse_jobs(doc: Mapping[str, Any]) -> tuple[SlurmVersion, list[SlurmJob]]:
-    """``squeue --json`` (or slurmrestd /jobs) -> jobs."""
-    version = parse_version(doc)
+def _make_node(
+    name: str,
+    state: Any,
+    state_flags: Any,
+    gres: str,
+    gres_used: str,
+    partitions: Iterable[Any],
+    reason: str,
+    where: str,
+    version: SlurmVersion,
+) -> SlurmNode:
+    try:
+        states = state_list(state)
+        flags = set(states[1:]) | set(state_list(state_flags))
+        gpus = gpu_gres(gres)
+        used = gpu_gres(gres_used)
+    except ValueError as e:
+        raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None
+    typed = [(t, n) for t, n in gpus if t]
+    gpu_type = typed[0][0] if typed else None
+    return SlurmNode(
+        name=name,
+        state=states[0].lower() if states else "unknown",
+        flags=frozenset(flags),
+        gpu_type=gpu_type,
+        gpus=sum(n for t, n in typed if t == gpu_type),
+        gpus_used=sum(n for t, n in used if t in (gpu_type, None)),
+        partitions=tuple(str(p) for p in partitions if p),
+        reason=str(reason or ""),
+    )
+
+
+def parse_jobs(
+    doc: Mapping[str, Any], *, allow_newer: bool = False
+) -> tuple[SlurmVersion, list[SlurmJob]]:
+    """``squeue --json``, ``scontrol --json show jobs`` or slurmrestd /jobs -> jobs."""
+    version = parse_version(doc, allow_newer=allow_newer)
     _errors(doc, "squeue")
     return version, [_job(raw, version) for raw in _get(doc, "jobs", "squeue", version)]
 
 
 def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
-    job_id = str(number(_get(raw, "job_id", "squeue job", version)))
-    where = f"squeue job {job_id}"
+    where = "squeue job"
     try:
-        states = state_list(_get(raw, "job_state", where, version))
+        job_id = str(number(_get(raw, "job_id", where, version)))
+        where = f"squeue job {job_id}"
+        state, flags = job_state(_get(raw, "job_state", where, version))
         nodes = tuple(expand_hostlist(str(raw.get("nodes") or "")))
         req = gpu_gres(str(raw.get("tres_per_node") or ""))
+        req_total = gpu_gres(str(raw.get("tres_per_job") or ""))
         details = raw.get("gres_detail") or []
-        slices = _slices(nodes, details) if states[:1] != ["PENDING"] else ()
+        slices = _slices(nodes, details) if state != "PENDING" else ()
         part = str(_get(raw, "partition", where, version))
+        user_id = raw.get("user_id")
         return SlurmJob(
             job_id=job_id,
-            state=states[0] if states else "UNKNOWN",
-            flags=frozenset(states[1:]),
+            state=state,
+            flags=flags,
             reason=str(raw.get("state_reason") or ""),
             comment=str(raw.get("comment") or ""),
             partitions=tuple(p for p in part.split(",") if p),
@@ -337,9 +452,12 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             exit_code=exit_code(raw.get("exit_code")),
             account=str(raw.get("account") or ""),
             user=str(raw.get("user_name") or ""),
+            gpu_request_total=req_total[0] if req_total else None,
+            qos=str(raw.get("qos") or ""),
+            user_id=None if user_id is None else number(user_id),
         )
     except ValueError as e:
-        raise SlurmJsonError(f"{where}: {e} (Slurm {version})") from None
+        raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None
 
 
 def _slices(nodes: Iterable[str], details: list[Any]) -> tuple[GpuSlice, ...]:
@@ -350,3 +468,21 @@ def _slices(nodes: Iterable[str], details: list[Any]) -> tuple[GpuSlice, ...]:
             if count:
                 out.append(GpuSlice(node, gpu_type, count))
     return tuple(out)
+
+
+__all__ = [
+    "GpuSlice",
+    "SlurmJob",
+    "SlurmJsonError",
+    "SlurmNode",
+    "SlurmVersion",
+    "exit_code",
+    "expand_hostlist",
+    "gpu_gres",
+    "job_state",
+    "number",
+    "parse_jobs",
+    "parse_nodes",
+    "parse_version",
+    "state_list",
+]

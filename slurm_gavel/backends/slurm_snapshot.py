@@ -129,9 +129,11 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
     scale = spec.scale_factor
     if scale is None and sj.gpu_request is not None:
         scale = sj.gpu_request[1] * max(1, sj.node_count)
+    elif scale is None and sj.gpu_request_total is not None:  # sbatch --gpus=TYPE:N
+        scale = sj.gpu_request_total[1]
     # The owner's uid from Slurm's record (squeue's user_id): progress reports must
     # be files of this uid (daemon_progress.py).
-    uid = getattr(sj, "user_id", None)
+    uid = sj.user_id
     job = Job(
         id=sj.job_id,
         job_type=spec.job_type,
@@ -145,8 +147,9 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
     if sj.state in RUNNING_STATES:
         slices = tuple(NodeSlice(s.node, s.gpus) for s in sj.gpu_slices)
         gpu_type = next((s.gpu_type for s in sj.gpu_slices if s.gpu_type), None)
-        if gpu_type is None and sj.gpu_request is not None:
-            gpu_type = sj.gpu_request[0]
+        request = sj.gpu_request or sj.gpu_request_total
+        if gpu_type is None and request is not None:
+            gpu_type = request[0]
         return ObservedJob(
             job=job,
             state=JobState.RUNNING,

@@ -204,7 +204,9 @@ def test_commands_are_batched_one_per_action_kind(slurm, tmp_path):
     plan = {j: (n.split("-")[0], [(n, 1)]) for j, n in zip(jobs, nodes, strict=True)}
     res = b.act(place_ids(0, plan))
     assert sorted(res.started) == sorted(jobs)
-    assert dict(b.commands.counts) == {"observe": 2, "place": 1, "release": 1}
+    counts = dict(b.commands.counts)
+    assert counts.pop("detect") <= 2  # once per backend: `sinfo -V` (+ `squeue --json=list`)
+    assert counts == {"observe": 2, "place": 1, "release": 1}
     for j in jobs:
         slurm.wait_state(j, "RUNNING")
     b.observe()

@@ -19,6 +19,13 @@ from slurm_gavel.backends.slurm_commands import (
 )
 
 DATA = Path(__file__).parent / "data"
+SCENARIO = {
+    role: job_id
+    for line in (DATA / "22.05" / "scenario.txt").read_text().splitlines()
+    if (item := line.split("#", 1)[0].strip())
+    for role, job_id in [item.split("=")]
+}
+SINFO_V = "slurm-wlm 22.05.8\n"  # what `sinfo -V` printed for the 22.05 captures
 
 
 def runner(**kw) -> tuple[SlurmCommands, list[float]]:
@@ -92,6 +99,8 @@ class CannedCommands(SlurmCommands):
 
     def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
         self.counts[kind] += 1
+        if kind == "detect":
+            return CommandResult(tuple(argv), 0, SINFO_V, "")
         queue = self.answers[argv[0]]
         out = queue.pop(0) if len(queue) > 1 else queue[0]
         return CommandResult(tuple(argv), 0, out, "")
@@ -122,8 +131,8 @@ DOWN_NODES = json.dumps(
 
 
 def test_json_errors_from_an_unreachable_controller_are_retried_not_read_as_empty():
-    sinfo = (DATA / "sinfo-22.05.json").read_text()
-    squeue = (DATA / "squeue-22.05.json").read_text()
+    sinfo = (DATA / "22.05" / "sinfo.json").read_text()
+    squeue = (DATA / "22.05" / "squeue.json").read_text()
     cmds = CannedCommands({"sinfo": [DOWN_NODES, sinfo], "squeue": [DOWN_JOBS, DOWN_JOBS, squeue]})
     snap = SlurmCluster(commands=cmds).observe()
     assert len(snap.jobs) > 0 and cmds.sleeps == [1.0, 1.0, 2.0]
@@ -144,15 +153,17 @@ class ScriptedCommands(SlurmCommands):
     def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
         self.counts[kind] += 1
         self.log.append((kind, tuple(argv), stdin))
+        if kind == "detect":
+            return CommandResult(tuple(argv), 0, SINFO_V, "")
         if kind == "observe":
             name = "sinfo" if argv[0] == "sinfo" else "squeue"
-            return CommandResult(tuple(argv), 0, (DATA / f"{name}-22.05.json").read_text(), "")
+            return CommandResult(tuple(argv), 0, (DATA / "22.05" / f"{name}.json").read_text(), "")
         err = self.stderr.get(kind, "")
         return CommandResult(tuple(argv), 1 if err else 0, "", err)
 
 
 def test_a_job_whose_update_failed_is_never_released():
-    scenario = dict(i.split("=") for i in (DATA / "scenario-22.05.txt").read_text().split())
+    scenario = SCENARIO
     held, ckpt, run1 = scenario["held"], scenario["ckpt"], scenario["run1"]
     cmds = ScriptedCommands({"place": f"Invalid partition name specified for job {held}\n"})
     b = SlurmCluster(commands=cmds)
@@ -178,7 +189,7 @@ def test_a_job_whose_update_failed_is_never_released():
 
 
 def test_nothing_is_released_when_the_place_error_names_no_job():
-    scenario = dict(i.split("=") for i in (DATA / "scenario-22.05.txt").read_text().split())
+    scenario = SCENARIO
     held = scenario["held"]
     cmds = ScriptedCommands({"place": "scontrol: error: something unexpected\n"})
     b = SlurmCluster(commands=cmds)
@@ -193,7 +204,7 @@ def test_nothing_is_released_when_the_place_error_names_no_job():
 def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
     """slurmd refuses a relaunch whose credential has the requeue's second (the job
     would end FAILED: seen in CI as "Job credential revoked")."""
-    scenario = dict(i.split("=") for i in (DATA / "scenario-22.05.txt").read_text().split())
+    scenario = SCENARIO
     held, ckpt = scenario["held"], scenario["ckpt"]
     b = SlurmCluster(commands=ScriptedCommands({}))
     b.observe()

@@ -18,12 +18,17 @@ from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm_snapshot import build_view, plan_act, render_update
 
 DATA = Path(__file__).parent / "data"
-S = dict(item.split("=") for item in (DATA / "scenario-22.05.txt").read_text().split())
+S = {
+    role: job_id
+    for line in (DATA / "22.05" / "scenario.txt").read_text().splitlines()
+    if (item := line.split("#", 1)[0].strip())
+    for role, job_id in [item.split("=")]
+}
 
 
 def view(managed_partitions=None, first_submit=None):
-    _, nodes = parse_nodes(json.loads((DATA / "sinfo-22.05.json").read_text()))
-    _, jobs = parse_jobs(json.loads((DATA / "squeue-22.05.json").read_text()))
+    _, nodes = parse_nodes(json.loads((DATA / "22.05" / "sinfo.json").read_text()))
+    _, jobs = parse_jobs(json.loads((DATA / "22.05" / "squeue.json").read_text()))
     return build_view(nodes, jobs, managed_partitions, 1000.0, first_submit=first_submit)
 
 

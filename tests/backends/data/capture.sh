@@ -1,64 +1,204 @@
 #!/usr/bin/env bash
-# Regenerate the JSON captures in this folder from a real local cluster:
+# Regenerate the Slurm JSON captures in this folder from real Slurm daemons, one
+# folder per release (22.05/, 24.11/, 26.05/). Each folder gets scenario.txt
+# (role=JOBID, one line per submitted job, saying what it is) and the JSON of
+# every command and data_parser version the parsers must read.
+#
+# 22.05 (the host's Slurm, default topology v100:2x4,p100:2x4,k80:2x4):
 #   tools/local-cluster up --dir /tmp/capture --port-base auto
-#   SLURM_CONF=/tmp/capture/slurm.conf tests/backends/data/capture.sh [OUTDIR]
+#   SLURM_CONF=/tmp/capture/slurm.conf tests/backends/data/capture.sh 22.05 [OUTDIR]
 #   tools/local-cluster down --dir /tmp/capture
-# It builds one scenario with every state the parsers must read: managed jobs
-# held on arrival, running on one and on two nodes, checkpointed (exit 99 ->
-# SPECIAL_EXIT, held); non-managed running/pending jobs; completed, failed and
-# cancelled jobs; a drained node with a job on it, an idle drained node and a
-# down node. Needs the default topology (v100:2x4,p100:2x4,k80:2x4).
+# 24.11 / 26.05 (Debian trixie / sid in a chroot, ../shared/notes/newer-slurm/HOWTO.md):
+#   mmdebstrap ... trixie /tmp/h2-trixie ...
+#   chroot-cluster.sh start /tmp/h2-trixie 7817 7818
+#   tests/backends/data/capture.sh 24.11 /tmp/h2-trixie [OUTDIR]
+#   chroot-cluster.sh stop /tmp/h2-trixie 7817 7818
+# The chroot mode first reshapes the one-node cluster chroot-cluster.sh starts
+# (same ports): v100-1 with 4 GPUs, a k80 node that never answers (drained by the
+# scenario), RequeueExitHold=99, and a clean state; jobs run as user gavel.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-job="$here/../jobs/checkpoint_job.sh"
-out="$(mkdir -p "${1:-$here}" && cd "${1:-$here}" && pwd)"
-work="$(mktemp -d)"
-cd "$work"
-: "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
-sub() { sbatch --parsable -o /dev/null "$@"; }
-place() {  # JOBID PARTITION GRES NODES NUMNODES: what the daemon does to start a job
-  scontrol update JobId="$1" Partition="$2" Gres="$3" NodeList="$4" NumNodes="$5" StartTime=now
-  scontrol release "$1"
-}
-wait_state() {  # JOBID STATE
+release="${1:?usage: capture.sh 22.05|24.11|26.05 [CHROOT] [OUTDIR]}"
+# every data_parser version a CLI of the supported releases may offer
+PARSERS="v0.0.39 v0.0.40 v0.0.41 v0.0.42 v0.0.43 v0.0.44 v0.0.45"
+compact() { python3 -c 'import json,sys; json.dump(json.load(sys.stdin), sys.stdout, separators=(",", ":"), sort_keys=True); print()'; }
+
+capture_22_05() {
+  local out="$1" job="$here/../jobs/checkpoint_job.sh" work
+  work="$(mktemp -d)"
+  cd "$work"
+  : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
+  sub() { sbatch --parsable -o /dev/null "$@"; }
+  place() {  # JOBID PARTITION GRES NODES NUMNODES: what the daemon does to start a job
+    scontrol update JobId="$1" Partition="$2" Gres="$3" NodeList="$4" NumNodes="$5" StartTime=now
+    scontrol release "$1"
+  }
+  wait_state() {  # JOBID STATE
+    for _ in $(seq 100); do
+      [[ "$(squeue -h -t all -j "$1" -o %T 2>/dev/null)" == "$2" ]] && return 0
+      sleep 0.2
+    done
+    echo "job $1 never reached $2" >&2; exit 1
+  }
+  ok=$(sub -p k80 --gres=gpu:k80:1 --wrap 'true')
+  bad=$(sub -p k80 --gres=gpu:k80:1 --wrap 'exit 3')
+  wait_state "$ok" COMPLETED; wait_state "$bad" FAILED
+  held=$(sub --comment='gavel:type=ResNet-50 (batch size 64)' -p gpu --wrap 'sleep 600')
+  run1=$(sub --comment='gavel:type=LM (batch size 5),scale=2' -p gpu "$job" "$work/run1")
+  place "$run1" v100 gpu:v100:2 v100-1 1
+  multi=$(sub --comment='gavel:type=Transformer (batch size 16),scale=8' -p gpu "$job" "$work/multi")
+  place "$multi" p100 gpu:p100:4 p100-1,p100-2 2
+  ckpt=$(sub --comment='gavel:type=A3C,scale=1' -p gpu "$job" "$work/ckpt")
+  place "$ckpt" v100 gpu:v100:1 v100-2 1
+  unmanaged=$(sub -p k80 --gres=gpu:k80:3 --wrap 'sleep 600')
+  unmanaged_pending=$(sub -p k80 --gres=gpu:k80:4 -N 2 --wrap 'sleep 600')
+  cancelled=$(sub --comment='gavel:type=A3C' -p gpu --wrap 'sleep 600')
+  scancel "$cancelled"
+  wait_state "$run1" RUNNING; wait_state "$multi" RUNNING; wait_state "$ckpt" RUNNING
+  wait_state "$unmanaged" RUNNING
+  sleep 1
+  scancel --signal=USR1 --batch "$ckpt"      # the preemption: checkpoint, exit 99
   for _ in $(seq 100); do
-    [[ "$(squeue -h -t all -j "$1" -o %T 2>/dev/null)" == "$2" ]] && return 0
-    sleep 0.2
+    [[ "$(squeue -h -j "$ckpt" -o %T)" == SPECIAL_EXIT ]] && break; sleep 0.2
   done
-  echo "job $1 never reached $2" >&2; exit 1
+  scontrol update NodeName=p100-2 State=DRAIN Reason=capture-drain
+  scontrol update NodeName=k80-2 State=DOWN Reason=capture-down
+  sleep 1
+  sinfo -V > "$out/version.txt"
+  squeue --json > "$out/squeue.json"
+  sinfo --json > "$out/sinfo.json"
+  scontrol show job --oneliner > "$out/scontrol-show-job.txt"
+  scontrol show node --oneliner > "$out/scontrol-show-node.txt"
+  cat > "$out/scenario.txt" <<EOF
+# Slurm 22.05 on tools/local-cluster (job_submit.lua holds gavel: jobs on arrival);
+# managed jobs are started the daemon's way (scontrol update + release).
+held=$held  # managed, held on arrival, no GRES asked
+run1=$run1  # managed, placed on v100-1 with gpu:v100:2, running
+multi=$multi  # managed, placed on p100-[1-2] with gpu:p100:4 each, running
+ckpt=$ckpt  # managed, ran on v100-2, USR1 -> exit 99 -> SPECIAL_EXIT (held, restarts 1)
+unmanaged=$unmanaged  # not managed, --gres=gpu:k80:3, running on k80-1
+unmanaged_pending=$unmanaged_pending  # not managed, --gres=gpu:k80:4 -N 2, pending (Resources)
+ok=$ok  # not managed, completed
+bad=$bad  # not managed, exit 3 -> FAILED
+cancelled=$cancelled  # managed, cancelled while held
+# nodes: p100-2 drained (with multi on it), k80-2 down
+EOF
+  scontrol update NodeName=p100-2,k80-2 State=RESUME
+  squeue -h -o %i | xargs -r scancel
+  cd / && rm -rf "$work"
 }
-ok=$(sub -p k80 --gres=gpu:k80:1 --wrap 'true')
-bad=$(sub -p k80 --gres=gpu:k80:1 --wrap 'exit 3')
-wait_state "$ok" COMPLETED; wait_state "$bad" FAILED
-held=$(sub --comment='gavel:type=ResNet-50 (batch size 64)' -p gpu --wrap 'sleep 600')
-run1=$(sub --comment='gavel:type=LM (batch size 5),scale=2' -p gpu "$job" "$work/run1")
-place "$run1" v100 gpu:v100:2 v100-1 1
-multi=$(sub --comment='gavel:type=Transformer (batch size 16),scale=8' -p gpu "$job" "$work/multi")
-place "$multi" p100 gpu:p100:4 p100-1,p100-2 2
-ckpt=$(sub --comment='gavel:type=A3C,scale=1' -p gpu "$job" "$work/ckpt")
-place "$ckpt" v100 gpu:v100:1 v100-2 1
-unmanaged=$(sub -p k80 --gres=gpu:k80:3 --wrap 'sleep 600')
-unmanaged_pending=$(sub -p k80 --gres=gpu:k80:4 -N 2 --wrap 'sleep 600')
-cancelled=$(sub --comment='gavel:type=A3C' -p gpu --wrap 'sleep 600')
-scancel "$cancelled"
-wait_state "$run1" RUNNING; wait_state "$multi" RUNNING; wait_state "$ckpt" RUNNING
-wait_state "$unmanaged" RUNNING
-sleep 1
-scancel --signal=USR1 --batch "$ckpt"      # the preemption: checkpoint, exit 99
-for _ in $(seq 100); do
-  [[ "$(squeue -h -j "$ckpt" -o %T)" == SPECIAL_EXIT ]] && break; sleep 0.2
-done
-scontrol update NodeName=p100-2 State=DRAIN Reason=capture-drain
-scontrol update NodeName=k80-2 State=DOWN Reason=capture-down
-sleep 1
-squeue --json > "$out/squeue-22.05.json"
-squeue --json --all > /dev/null
-sinfo --json > "$out/sinfo-22.05.json"
-scontrol show job --oneliner > "$out/scontrol-show-job-22.05.txt"
-scontrol show node --oneliner > "$out/scontrol-show-node-22.05.txt"
-echo "held=$held run1=$run1 multi=$multi ckpt=$ckpt unmanaged=$unmanaged" \
-     "unmanaged_pending=$unmanaged_pending ok=$ok bad=$bad cancelled=$cancelled" \
-     > "$out/scenario-22.05.txt"
-scontrol update NodeName=p100-2,k80-2 State=RESUME
-squeue -h -o %i | xargs -r scancel
-rm -rf "$work"
+
+capture_chroot() {
+  local root="$1" out="$2" cp dp pid
+  C() { chroot "$root" "$@"; }
+  U() { chroot --userspec=gavel:gavel "$root" env HOME=/tmp "$@"; }
+  sub() { U sbatch --parsable --chdir=/tmp -o /dev/null "$@"; }
+  cp=$(sed -n 's/^SlurmctldPort=//p' "$root/etc/slurm/slurm.conf")
+  dp=$(sed -n 's/^SlurmdPort=//p' "$root/etc/slurm/slurm.conf")
+  [[ -n "$cp" && -n "$dp" ]] || { echo "no cluster configured in $root (chroot-cluster.sh start first)" >&2; exit 1; }
+  # reshape: cancel every job (a running job's slurmstepd outlives slurmd), stop
+  # slurmd and slurmctld (by their pid files), new config, clean state
+  local ids
+  ids=$(C squeue -h -t all -o %i 2>/dev/null | tr '\n' ' ' || true)
+  if [[ -n "${ids// }" ]]; then
+    C scancel $ids 2>/dev/null || true
+    for _ in $(seq 60); do [[ -z "$(C squeue -h -t running,completing -o %i)" ]] && break; sleep 0.5; done
+  fi
+  for f in "$root/run/slurmd.pid" "$root/run/slurmctld.pid"; do
+    if [[ -s "$f" ]]; then
+      pid=$(cat "$f"); kill "$pid" 2>/dev/null || true
+      for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    fi
+  done
+  rm -rf "$root/var/spool/slurmctld/"* "$root/var/spool/slurmd/"*
+  : > "$root/var/lib/fakegpu/nvidia2"; : > "$root/var/lib/fakegpu/nvidia3"
+  sed -i -e 's/^NodeName=v100-1 .*/NodeName=v100-1 NodeAddr=127.0.0.1 CPUs=2 RealMemory=2000 Gres=gpu:v100:4 State=UNKNOWN/' \
+         -e '/^NodeName=k80-1/d' -e '/^PartitionName=/d' -e '/^RequeueExitHold=/d' "$root/etc/slurm/slurm.conf"
+  cat >> "$root/etc/slurm/slurm.conf" <<CONF
+RequeueExitHold=99
+NodeName=k80-1 NodeAddr=192.0.2.1 CPUs=2 RealMemory=2000 Gres=gpu:k80:2 State=UNKNOWN
+PartitionName=gpu Nodes=v100-1,k80-1 Default=YES MaxTime=INFINITE State=UP
+PartitionName=v100 Nodes=v100-1 MaxTime=INFINITE State=UP
+CONF
+  echo "NodeName=v100-1 Name=gpu Type=v100 File=/var/lib/fakegpu/nvidia[0-3]" > "$root/etc/slurm/gres.conf"
+  C /usr/sbin/slurmctld -i
+  sleep 2
+  C /usr/sbin/slurmd -N v100-1
+  for _ in $(seq 60); do
+    [[ "$(C sinfo -h -n v100-1 -o %t 2>/dev/null)" == idle ]] && break; sleep 0.5
+  done
+  wait_state() {  # JOBID STATE...
+    local s
+    for _ in $(seq 150); do
+      s=$(C squeue -h -t all -j "$1" -o %T 2>/dev/null || true)
+      for want in "${@:2}"; do [[ "$s" == "$want" ]] && return 0; done
+      sleep 0.2
+    done
+    echo "job $1 is ${s:-gone}, never reached ${*:2}" >&2; exit 1
+  }
+  ok=$(sub --wrap 'true')
+  bad=$(sub --wrap 'exit 3')
+  ckpt=$(sub --comment='gavel:type=A3C,scale=1' --gres=gpu:v100:1 --wrap 'exit 99')
+  wait_state "$ok" COMPLETED; wait_state "$bad" FAILED; wait_state "$ckpt" SPECIAL_EXIT
+  rqh=$(sub --comment='gavel:type=A3C,scale=1' --gres=gpu:v100:1 --wrap 'sleep 600')
+  wait_state "$rqh" RUNNING
+  C scontrol requeuehold "$rqh"
+  wait_state "$rqh" PENDING REQUEUE_HOLD
+  run1=$(sub --comment='gavel:type=LM (batch size 5),scale=1' --gres=gpu:v100:1 --wrap 'sleep 600')
+  multi=$(sub --comment='gavel:type=Transformer (batch size 16),scale=2' --gres=gpu:v100:2 --wrap 'sleep 600')
+  wait_state "$run1" RUNNING; wait_state "$multi" RUNNING
+  held=$(sub --hold --comment='gavel:type=ResNet-50 (batch size 64)' --gres=gpu:v100:1 --wrap 'sleep 600')
+  per_job=$(sub --hold --comment='gavel:type=A3C' --gpus=v100:2 --wrap 'sleep 600')
+  unmanaged_pending=$(sub -p v100 --gres=gpu:v100:4 --wrap 'sleep 600')
+  cancelled=$(sub --hold --comment='gavel:type=A3C' --gres=gpu:v100:1 --wrap 'sleep 600')
+  C scancel "$cancelled"
+  wait_state "$cancelled" CANCELLED
+  C scontrol update NodeName=k80-1 State=DRAIN Reason=capture-drain
+  sleep 2
+  C sinfo -V > "$out/version.txt"
+  local v
+  for v in $PARSERS; do
+    # a parser the CLI does not offer prints an error and no JSON: no file
+    C sinfo --json="$v" 2>/dev/null | compact > "$out/sinfo.$v.json" 2>/dev/null || rm -f "$out/sinfo.$v.json"
+    [[ -s "$out/sinfo.$v.json" ]] || { rm -f "$out/sinfo.$v.json"; continue; }
+    C squeue --json="$v" -t all | compact > "$out/squeue-t-all.$v.json"
+    C scontrol --json="$v" show nodes | compact > "$out/scontrol-nodes.$v.json"
+    C scontrol --json="$v" show jobs | compact > "$out/scontrol-jobs.$v.json"
+  done
+  C squeue --json | compact > "$out/squeue.json"  # the default: no finished jobs
+  C squeue --json=list > "$out/json-list.txt" 2>/dev/null
+  # slurmrestd (tests of the REST backend read these through the same parsers)
+  local sock="$root/tmp/slurmrestd.sock" newest
+  newest=$(C squeue --json=list 2>/dev/null | sed 's,data_parser/,,' | sort -V | tail -1)
+  if [[ -S "$sock" ]]; then
+    curl -s --unix-socket "$sock" "http://x/slurm/$newest/jobs" | compact > "$out/rest-$newest-jobs.json"
+    curl -s --unix-socket "$sock" "http://x/slurm/$newest/nodes" | compact > "$out/rest-$newest-nodes.json"
+  fi
+  cat > "$out/scenario.txt" <<EOF
+# Slurm $release in a Debian chroot (capture.sh $release): v100-1 (gpu:v100:4) runs
+# the jobs, k80-1 (gpu:k80:2) never answers and is drained; jobs submitted by user
+# gavel with sbatch --chdir=/tmp -o /dev/null, RequeueExitHold=99.
+ok=$ok  # not managed, --wrap true: COMPLETED
+bad=$bad  # not managed, exit 3: FAILED
+ckpt=$ckpt  # managed, --gres=gpu:v100:1, exit 99: SPECIAL_EXIT (held, restarts 1)
+rqh=$rqh  # managed, --gres=gpu:v100:1, ran, then scontrol requeuehold: held, restarts 1
+run1=$run1  # managed, --gres=gpu:v100:1: RUNNING on v100-1
+multi=$multi  # managed, --gres=gpu:v100:2, scale=2: RUNNING on v100-1
+held=$held  # managed, --hold --gres=gpu:v100:1: PENDING, held (priority 0)
+per_job=$per_job  # managed, --hold --gpus=v100:2 (tres_per_job): PENDING, held
+unmanaged_pending=$unmanaged_pending  # not managed, -p v100 --gres=gpu:v100:4: PENDING (Resources)
+cancelled=$cancelled  # managed, --hold, then scancel: CANCELLED
+# nodes: v100-1 mixed (3 of 4 GPUs in use), k80-1 drained and not responding
+EOF
+}
+
+case "$release" in
+  22.05)
+    out="${2:-$here/22.05}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
+    capture_22_05 "$out" ;;
+  24.11|26.05)
+    root="${2:?capture.sh $release needs the chroot (chroot-cluster.sh start ROOT ...)}"
+    out="${3:-$here/$release}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
+    capture_chroot "$root" "$out" ;;
+  *) echo "capture.sh: unknown release $release (22.05, 24.11 or 26.05)" >&2; exit 2 ;;
+esac
