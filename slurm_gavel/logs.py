@@ -55,8 +55,9 @@ def _kv_value(v: Any) -> str:
     if isinstance(v, list | tuple | dict):
         v = json.dumps(v, separators=(",", ":"), default=str)
     s = str(v)
-    # Quote anything a `key=value` splitter would misread; json.dumps escapes it.
-    if not s or any(c in s for c in ' ="\n\t\\'):
+    # Quote anything a `key=value` splitter would misread, or a terminal would act on
+    # (user-chosen job types can carry ESC sequences); json.dumps escapes it.
+    if not s or not s.isprintable() or any(c in s for c in ' ="\\'):
         return json.dumps(s)
     return s
 

@@ -3,6 +3,8 @@ import json
 import logging
 import shlex
 
+import pytest
+
 from slurm_gavel.logs import configure, event
 
 
@@ -35,3 +37,19 @@ def test_key_value_lines_split_back_into_the_same_fields():
     assert pairs["note"] == 'has "quotes" and = sign'
     assert "msg=" not in first  # the event name is not repeated as a message
     assert 'msg="plain message 7"' in second
+
+
+@pytest.mark.hostile
+def test_user_chosen_text_reaches_the_log_escaped():
+    # A job type is whatever the user wrote: ESC sequences, a bidi override, a CR or a
+    # line separator must not reach the admin's terminal (journalctl, tail) as such.
+    buf = io.StringIO()
+    configure("kv", "info", buf)
+    hostile = "\x1b[2J\x1b]0;x\x07A3C\r\u202e\u2028\x9b"
+    event(logging.getLogger("slurm_gavel.test"), "job_skipped", reason=hostile)
+    configure("kv", "info")
+    line = buf.getvalue()
+    assert line.count("\n") == 1 and all(c.isprintable() for c in line.rstrip("\n"))
+    assert (
+        dict(tok.split("=", 1) for tok in shlex.split(line))["reason"] == json.dumps(hostile)[1:-1]
+    )
