@@ -197,13 +197,16 @@ def _exe(name: str, rel: chroot.Release) -> str:
 
 
 def _start_chroot_munge(rel: chroot.Release, run: Path, state: dict) -> None:
-    """Mount the cluster's chroot view, write its bin dir, give SlurmUser (slurm) its
-    state and log folders, start the cluster's own munged."""
+    """Mount the cluster's chroot view, write its bin dir, give a SlurmUser other than
+    root its state and log folders, start the cluster's own munged."""
+    if rel.slurm_user != "root":
+        _check_reachable(run, rel)
     chroot.mount_view(rel, run)
     chroot.write_bin(rel, run)
-    uid, gid = chroot.user_ids(rel, "slurm")
-    for sub in ("state", "log"):
-        os.chown(run / sub, uid, gid)
+    if rel.slurm_user != "root":
+        uid, gid = chroot.user_ids(rel, rel.slurm_user)
+        for sub in ("state", "log"):
+            os.chown(run / sub, uid, gid)
     sock = chroot.prepare_munge(run)
     _start(run, state, "munged", chroot.munged_argv(run))
     deadline = time.monotonic() + 10
@@ -211,6 +214,17 @@ def _start_chroot_munge(rel: chroot.Release, run: Path, state: dict) -> None:
         if time.monotonic() > deadline or not _ours(state["pids"]["munged"], run):
             raise ClusterError(f"munged did not open {sock}: {log_tail(run, 'munged')}")
         time.sleep(0.1)
+
+
+def _check_reachable(run: Path, rel: chroot.Release) -> None:
+    """slurmctld running as a plain user must reach the run dir (its conf, state, log)."""
+    for folder in [run, *run.parents]:
+        if not folder.stat().st_mode & 0o001:
+            raise ClusterError(
+                f"Slurm {rel.name}'s slurmctld runs as user {rel.slurm_user}, which cannot "
+                f"enter {folder} (mode {folder.stat().st_mode & 0o777:o}): "
+                f"chmod o+x {folder}, or choose a --dir it can reach"
+            )
 
 
 def _cancel_all_jobs(run: Path) -> None:

@@ -7,10 +7,11 @@ A build goes to a temporary folder renamed into place only when complete, under 
 lock, so a killed build is never taken for a good one and two test runs never build
 the same release at once.
 
-Each cluster enters the chroot through its own view of it, ``RUN/root``: a private
-bind mount of the cached tree with proc, sys, dev, /tmp, the repository and the run
-dir mounted at the same paths as on the host, so a job script or ``-o`` path means
-the same inside and out, and two clusters of one release never share a mount.
+Each cluster enters the chroot through its own view of it (under /run, linked from
+``RUN/root``): a private bind mount of the cached tree with proc, sys, dev, /tmp, the
+repository (read only) and the run dir mounted at the same paths as on the host, so
+a job script or ``-o`` path means the same inside and out, and two clusters of one
+release never share a mount.
 Standard library only (the docker images run tools/local-cluster without a venv).
 """
 
@@ -18,18 +19,30 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_gavel.localcluster_conf import REPO, ClusterError
+from slurm_gavel.localcluster_conf import (
+    HOST_RELEASE,
+    RELEASES,
+    REPO,
+    ClusterError,
+    Release,
+    release,
+)
 
-HOST_RELEASE = "22.05"
+# The release table lives with the configuration; callers find it here too.
+__all__ = ["HOST_RELEASE", "RELEASES", "Release", "ensure_chroot", "mount_view", "release"]
+__all__ += ["munged_argv", "pids_inside", "prepare_munge", "unmount_view", "view", "write_bin"]
+__all__ += ["CACHE", "MARKER", "chroot_path", "chroot_version", "user_ids"]
+
+VIEWS = Path("/run/slurm-gavel/view")
 # Written last into a finished build (the rename makes it visible); the bin dir's
 # wrappers also look for it to tell that they already run inside (in a job script).
 MARKER = ".slurm-gavel-chroot"
@@ -47,39 +60,6 @@ CLIENTS = (
     "sbcast", "sdiag", "sprio", "sreport", "sshare", "sstat", "strigger", "scrontab", "munge",
     "unmunge",
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Release:
-    """A Slurm release the local cluster can run, and where it comes from."""
-
-    name: str  # "24.11"
-    suite: str | None  # Debian suite of its chroot; None = the host's packages
-    apt_options: tuple[str, ...] = ()
-    # How slurmrestd agrees to run as root (see localcluster_rest).
-    rest_security: str = "disable_user_check"
-
-    @property
-    def in_chroot(self) -> bool:
-        return self.suite is not None
-
-
-RELEASES = {
-    "22.05": Release("22.05", None),
-    "24.11": Release("24.11", "trixie"),
-    # sid's InRelease on the mirror can be past its Valid-Until: signatures are still
-    # checked, only the expiry is ignored.
-    "26.05": Release("26.05", "sid", ('Acquire::Check-Valid-Until "false"',), "become_user"),
-}
-
-
-def release(name: str) -> Release:
-    try:
-        return RELEASES[name]
-    except KeyError:
-        raise ClusterError(
-            f"--slurm {name}: unknown release; choose one of {', '.join(RELEASES)}"
-        ) from None
 
 
 def chroot_path(rel: Release) -> Path:
@@ -179,27 +159,37 @@ def chroot_version(rel: Release) -> str:
 
 
 def view(run: Path) -> Path:
-    return run / "root"
+    """Where the cluster's view of its chroot is mounted: under /run, never inside the
+    run dir, so that no rm -rf of a run dir or of a test's tmp dir can walk through a
+    view left mounted into /tmp or the chroot (RUN/root is only a link to it)."""
+    return VIEWS / hashlib.sha1(str(run.resolve()).encode()).hexdigest()[:16]
 
 
-def binds(run: Path) -> list[Path]:
-    """Host paths seen at the same path inside: /tmp (test tmp dirs, job logs), the
-    repository (job scripts, the SPANK plugin, job_submit.lua) and the run dir."""
-    paths = [Path("/tmp"), REPO, run]
-    out: list[Path] = []
-    for p in paths:
-        if not any(p == q or q in p.parents for q in out):
-            out.append(p)
+def binds(run: Path) -> list[tuple[Path, bool]]:
+    """Host paths seen at the same path inside, with whether they are writable: /tmp
+    (test tmp dirs, job logs), the repository (job scripts, the SPANK plugin; read
+    only) and the run dir. Outer paths first; one inside a writable one is skipped."""
+    wanted = sorted(
+        [(Path("/tmp"), True), (REPO, False), (run, True)], key=lambda b: len(b[0].parts)
+    )
+    out: list[tuple[Path, bool]] = []
+    for path, writable in wanted:
+        if not any(w and (path == q or q in path.parents) for q, w in out):
+            out.append((path, writable))
     return out
 
 
 def mount_view(rel: Release, run: Path) -> Path:
-    """Mount RUN/root: the cached chroot plus proc, sys, dev and the shared paths."""
+    """Mount the view: the cached chroot plus proc, sys, dev and the shared paths."""
     root = view(run)
+    link = run / "root"
+    if not link.is_symlink():
+        link.unlink(missing_ok=True)
+        link.symlink_to(root)
     if _mounted(root):
         return root
     cached = ensure_chroot(rel)
-    root.mkdir(exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
     _mount(["--bind", str(cached), str(root)])
     try:
         _mount(["--make-private", str(root)])
@@ -207,10 +197,12 @@ def mount_view(rel: Release, run: Path) -> Path:
         _mount(["-t", "sysfs", "sys", str(root / "sys")])
         _mount(["--bind", "/dev", str(root / "dev")])
         _mount(["--bind", "/dev/pts", str(root / "dev" / "pts")])
-        for path in binds(run):
+        for path, writable in binds(run):
             inside = root / path.relative_to("/")
             inside.mkdir(parents=True, exist_ok=True)  # in the cache: an empty mount point
             _mount(["--bind", str(path), str(inside)])
+            if not writable:
+                _mount(["-o", "remount,bind,ro", str(inside)])
     except BaseException:
         unmount_view(run)
         raise
@@ -218,17 +210,20 @@ def mount_view(rel: Release, run: Path) -> Path:
 
 
 def unmount_view(run: Path) -> None:
-    """Unmount RUN/root and everything below it (call after its processes are gone)."""
+    """Unmount the view and everything below it (call after its processes are gone),
+    then remove its empty mount point."""
     root = view(run)
     for _ in range(20):
         if not _mounted(root):
-            return
-        res = subprocess.run(["umount", "-R", str(root)], capture_output=True, text=True)
-        if res.returncode == 0:
-            return
+            break
+        if subprocess.run(["umount", "-R", str(root)], capture_output=True).returncode == 0:
+            break
         time.sleep(0.5)
-    # Still busy (a process we did not start?): detach it so the run dir can go.
-    subprocess.run(["umount", "-R", "-l", str(root)], capture_output=True)
+    else:  # still busy (a process we did not start?): detach it
+        subprocess.run(["umount", "-R", "-l", str(root)], capture_output=True)
+    if not _mounted(root):
+        with contextlib.suppress(OSError):
+            root.rmdir()
 
 
 def _mount(args: list[str]) -> None:

@@ -23,6 +23,47 @@ class ClusterError(RuntimeError):
     """A one-line, actionable failure of the local cluster tool."""
 
 
+HOST_RELEASE = "22.05"  # the host's (Debian 12) packages; the others run in a chroot
+
+
+@dataclass(frozen=True)
+class Release:
+    """A Slurm release the local cluster can run, and where it comes from."""
+
+    name: str  # "24.11"
+    suite: str | None  # Debian suite of its chroot; None = the host's packages
+    apt_options: tuple[str, ...] = ()
+    # How slurmrestd agrees to run as root (see localcluster_rest).
+    rest_security: str = "disable_user_check"
+    # 26.05's slurmrestd runs as root only to become each client's user (become_user),
+    # and refuses that when SlurmUser is root: there slurmctld runs as user slurm.
+    slurm_user: str = "root"
+
+    @property
+    def in_chroot(self) -> bool:
+        return self.suite is not None
+
+
+RELEASES = {
+    "22.05": Release("22.05", None),
+    "24.11": Release("24.11", "trixie"),
+    # sid's InRelease on the mirror can be past its Valid-Until: signatures are still
+    # checked, only the expiry is ignored.
+    "26.05": Release(
+        "26.05", "sid", ('Acquire::Check-Valid-Until "false"',), "become_user", "slurm"
+    ),
+}
+
+
+def release(name: str) -> Release:
+    try:
+        return RELEASES[name]
+    except KeyError:
+        raise ClusterError(
+            f"--slurm {name}: unknown release; choose one of {', '.join(RELEASES)}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class NodeGroup:
     gpu_type: str
@@ -59,7 +100,7 @@ class ClusterSpec:
     port_base: int = DEFAULT_PORT_BASE
     spank: list[str] = field(default_factory=list)  # "optional PATH" / "required PATH"
     hold_on_arrival: bool = True  # JobSubmitPlugins=lua with conf/slurm/job_submit.lua
-    slurm: str = "22.05"  # the release: the host's packages, or a chroot (localcluster_chroot)
+    slurm: str = HOST_RELEASE  # the release: the host's packages, or a chroot
 
     def node_names(self) -> list[tuple[str, NodeGroup]]:
         return [
@@ -81,9 +122,7 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
         f"ClusterName=gavel{spec.port_base}",
         f"SlurmctldHost={host}(127.0.0.1)",
         f"SlurmctldPort={spec.port_base}",
-        # 26.05's slurmrestd runs as root only to become each client's user
-        # (SLURMRESTD_SECURITY=become_user) and refuses that when SlurmUser is root.
-        f"SlurmUser={'slurm' if in_chroot(spec) else 'root'}",
+        f"SlurmUser={release(spec.slurm).slurm_user}",
         "AuthType=auth/munge",
         *_munge_lines(spec, run),
         f"StateSaveLocation={run}/state",
@@ -152,7 +191,7 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
 
 def in_chroot(spec: ClusterSpec) -> bool:
     """Every release but the host's (22.05) runs in a chroot with a munged of its own."""
-    return spec.slurm != "22.05"
+    return release(spec.slurm).in_chroot
 
 
 def _munge_lines(spec: ClusterSpec, run: Path) -> list[str]:

@@ -1,14 +1,27 @@
 """Root conftest: the real local Slurm cluster for tests marked ``@pytest.mark.slurm``.
 
 The cluster (tools/local-cluster: one slurmctld, one slurmd per emulated GPU node)
-starts once per test session, on free ports in a private run dir, the first time
-a test asks for the ``slurm`` fixture, and is stopped (by pid) at the end.
+starts on free ports in a private run dir the first time a test asks for the
+``slurm`` fixture, and is stopped (by pid) when done. It runs once per Slurm
+release: 22.05 (the host's packages), 24.11 and 26.05 (chroots, see
+slurm_gavel/localcluster_chroot.py), so every test using it runs on each, one
+release after the other (pytest groups the tests by the session fixture's param).
 
+* ``SLURM_GAVEL_SLURM=24.11`` (or ``22.05,26.05``) narrows the releases; default all.
 * ``SLURM_GAVEL_TEST_CLUSTER=DIR`` reuses a cluster already started in DIR with the
   default topology (``tools/local-cluster up --dir DIR``); it is left running.
-* ``SLURM_GAVEL_TEST_SPANK=/path/plugin.so`` loads a SPANK plugin into the cluster.
+* ``SLURM_GAVEL_TEST_SPANK=/path/plugin.so`` loads a SPANK plugin into the cluster;
+  the repository's own (spank/build/slurm-gavel.so) is rebuilt against each chroot
+  release's headers (spank/build/<release>/).
 * Without Slurm installed the slurm tests are skipped, unless
-  ``SLURM_GAVEL_REQUIRE_SLURM=1`` (CI) makes that an error.
+  ``SLURM_GAVEL_REQUIRE_SLURM=1`` (tools/test, CI) makes every skip of a slurm test
+  a failure (tests/slurm_required.py).
+* Tests marked ``torch`` run on 22.05 only: their jobs run the repository's .venv
+  (PyTorch), whose interpreter is the host's and does not exist in a chroot. For the
+  same reason the demo (tests/test_demo.py, which starts its own cluster and trains
+  real models for minutes) stays on the host's release; jobs of the other Slurm
+  tests are bash, or python3 with the standard library (slurm_gavel.job), which the
+  chroots have.
 """
 
 from __future__ import annotations
@@ -24,11 +37,54 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from slurm_required import pytest_runtest_makereport, required
 
 from slurm_gavel import localcluster
+from slurm_gavel import localcluster_chroot as chroot
 from slurm_gavel.localcluster_conf import ClusterSpec
 
+__all__ = ["pytest_runtest_makereport"]  # the hook, imported to be found here
 REPO = Path(__file__).resolve().parent.parent
+OUR_PLUGIN = REPO / "spank" / "build" / "slurm-gavel.so"
+
+
+def slurm_releases() -> list[str]:
+    """The releases this run tests: SLURM_GAVEL_SLURM, else all of them."""
+    reuse = os.environ.get("SLURM_GAVEL_TEST_CLUSTER")
+    if reuse:
+        state = localcluster.read_state(Path(reuse).resolve()) or {}
+        return [state.get("spec", {}).get("slurm", chroot.HOST_RELEASE)]
+    text = os.environ.get("SLURM_GAVEL_SLURM", "")
+    names = [n.strip() for n in text.split(",") if n.strip()] or list(chroot.RELEASES)
+    unknown = [n for n in names if n not in chroot.RELEASES]
+    if unknown:
+        raise pytest.UsageError(
+            f"SLURM_GAVEL_SLURM={text}: unknown release {', '.join(unknown)}; "
+            f"choose from {', '.join(chroot.RELEASES)}"
+        )
+    return names
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slurm_release(*names): run on these Slurm releases only (slurm fixture)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out (not skip: CI fails on skips) the release a test does not run on."""
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        release = callspec.params.get("slurm_session") if callspec else None
+        only = item.get_closest_marker("slurm_release")
+        wanted = set(only.args) if only else set(chroot.RELEASES)
+        if item.get_closest_marker("torch"):
+            wanted &= {chroot.HOST_RELEASE}  # see the module docstring
+        (drop if release is not None and release not in wanted else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @dataclass
@@ -39,8 +95,27 @@ class LocalSlurm:
     spec: ClusterSpec
 
     @property
+    def release(self) -> str:
+        return self.spec.slurm
+
+    @property
     def env(self) -> dict[str, str]:
-        return {"SLURM_CONF": str(self.run_dir / "slurm.conf")}
+        """SLURM_CONF, and for a chroot release its wrappers first on PATH."""
+        env = {"SLURM_CONF": str(self.run_dir / "slurm.conf")}
+        if (self.run_dir / "bin").is_dir():
+            env["PATH"] = f"{self.run_dir / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        return env
+
+    def as_user(self, user: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        """A client command as a plain user (root runs the tests): runuser on the
+        host's release; in a chroot (only root enters it) the wrapper switches."""
+        if chroot.release(self.release).in_chroot:
+            env = {**os.environ, **self.env, "SLURM_GAVEL_RUN_AS": user}
+            cmd = list(argv)
+        else:
+            env = {**os.environ, **self.env}
+            cmd = ["runuser", "-u", user, "--", *argv]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
 
     def cmd(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -140,8 +215,38 @@ def _slurm_installed() -> bool:
     )
 
 
-@pytest.fixture(scope="session")
-def slurm_session() -> Iterator[LocalSlurm]:
+def _cannot_run(release: str) -> str | None:
+    """Why this release cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "not root: run the Slurm tests as root (tools/setup installs Slurm)"
+    if release == chroot.HOST_RELEASE:
+        return None if _slurm_installed() else "Slurm not installed: run tools/setup as root"
+    ready = (chroot.chroot_path(chroot.release(release)) / chroot.MARKER).exists()
+    if not ready and not shutil.which("mmdebstrap"):
+        return f"no Slurm {release} chroot and no mmdebstrap: run tools/setup as root"
+    return None
+
+
+def _spank_for(release: str, path: str) -> str:
+    """The plugin to load: ours is rebuilt against the release's own spank.h."""
+    plugin = Path(path).resolve()
+    rel = chroot.release(release)
+    if plugin != OUR_PLUGIN or not rel.in_chroot:
+        return str(plugin)
+    root = chroot.ensure_chroot(rel)
+    build = f"build/{release}"
+    res = subprocess.run(
+        ["make", "-C", str(REPO / "spank"), f"SLURM_ROOT={root}", f"BUILD={build}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if res.returncode != 0:
+        pytest.fail(f"the SPANK plugin does not build against Slurm {release}: {res.stderr}")
+    return str(REPO / "spank" / build / "slurm-gavel.so")
+
+
+@pytest.fixture(scope="session", params=slurm_releases())
+def slurm_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
+    release: str = request.param
     reuse = os.environ.get("SLURM_GAVEL_TEST_CLUSTER")
     if reuse:
         run = Path(reuse).resolve()
@@ -150,17 +255,17 @@ def slurm_session() -> Iterator[LocalSlurm]:
         spec = ClusterSpec(**localcluster.read_state(run)["spec"])
         yield LocalSlurm(run, spec)
         return
-    if not _slurm_installed() or os.geteuid() != 0:
-        if os.environ.get("SLURM_GAVEL_REQUIRE_SLURM") == "1":
-            pytest.fail(
-                "Slurm tests required but Slurm is not installed or not root: "
-                "run tools/setup as root"
-            )
-        pytest.skip("Slurm not installed (or not root): run tools/setup as root")
-    run = Path(tempfile.mkdtemp(prefix="slurm-gavel-test-"))
+    why = _cannot_run(release)
+    if why:
+        if required():
+            pytest.fail(f"Slurm {release} tests required (SLURM_GAVEL_REQUIRE_SLURM=1): {why}")
+        pytest.skip(why)
+    run = Path(tempfile.mkdtemp(prefix=f"slurm-gavel-test-{release}-"))
     os.chmod(run, 0o755)
     spank = os.environ.get("SLURM_GAVEL_TEST_SPANK")
-    spec = ClusterSpec(spank=[f"optional {Path(spank).resolve()}"] if spank else [])
+    spec = ClusterSpec(
+        spank=[f"optional {_spank_for(release, spank)}"] if spank else [], slurm=release
+    )
     try:
         localcluster.up(spec, run, port_base_auto=True)
         yield LocalSlurm(run, spec)

@@ -10,12 +10,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from slurm_gavel import localcluster
+from slurm_gavel import localcluster_chroot as chroot
 from slurm_gavel.localcluster_conf import (
     ClusterError,
     ClusterSpec,
@@ -107,12 +109,15 @@ def _free_port_base(n: int) -> int:
     return localcluster.pick_port_base(n, start=23000)
 
 
-@pytest.mark.slurm
-def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_path):
-    """A second, small cluster beside the session's: up twice, status, a SPANK plugin
-    built here and loaded through --spank, slurmrestd, down twice."""
-    if not shutil.which("gcc") or not Path("/usr/include/slurm/spank.h").exists():
-        pytest.skip("gcc or spank.h missing: run tools/setup as root")
+def _build_hello_plugin(tmp_path: Path, release: str) -> Path:
+    """A SPANK plugin that logs one line, built against the release's own spank.h."""
+    headers = Path("/usr/include/slurm")
+    if chroot.release(release).in_chroot:
+        headers = chroot.chroot_path(chroot.release(release)) / "usr" / "include" / "slurm"
+    if not shutil.which("gcc") or not (headers / "spank.h").exists():
+        pytest.skip(f"gcc or {headers}/spank.h missing: run tools/setup as root")
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "slurm").symlink_to(headers)  # only slurm/, not its libc
     plugin_c = tmp_path / "hello.c"
     plugin_c.write_text(
         "#include <slurm/spank.h>\nSPANK_PLUGIN(hello, 1);\n"
@@ -121,8 +126,32 @@ def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_pat
         "  return 0;\n}\n"
     )
     so = tmp_path / "hello.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(plugin_c)], check=True)
-    run = tmp_path / "cluster"
+    cmd = ["gcc", "-shared", "-fPIC", "-I", str(tmp_path / "include"), "-o", str(so)]
+    subprocess.run([*cmd, str(plugin_c)], check=True)
+    return so
+
+
+def _ping_path(sock: Path) -> str:
+    """/slurm/vX/ping of the newest API version the server offers (22.05: v0.0.38)."""
+    paths = _get_unix(sock, "/openapi/v3").get("paths", {})
+    versions = sorted(
+        (p.split("/")[2] for p in paths if p.startswith("/slurm/v") and p.endswith("/ping/")),
+        key=lambda v: [int(x) for x in v[1:].split(".")],
+    )
+    return f"/slurm/{versions[-1]}/ping" if versions else "/slurm/v0.0.38/ping"
+
+
+@pytest.mark.slurm
+def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_path):
+    """A second, small cluster of the session's release beside the session's own: up
+    twice, status, a SPANK plugin built here and loaded through --spank, slurmrestd,
+    down twice (and for a chroot release: nothing left running in it or mounted)."""
+    release = slurm_session.release
+    so = _build_hello_plugin(tmp_path, release)
+    # Not in tmp_path: 26.05's slurmctld runs as user slurm, and pytest's tmp dirs
+    # are private to root (0700).
+    run = Path(tempfile.mkdtemp(prefix="slurm-gavel-lifecycle-"))
+    run.chmod(0o755)
     base = _free_port_base(3)
     args = [
         "--dir",
@@ -135,19 +164,27 @@ def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_pat
         str(base),
         "--spank",
         str(so),
+        "--slurm",
+        release,
     ]
-    env = {**os.environ, "SLURM_CONF": str(run / "slurm.conf")}
+    env = localcluster.slurm_env(run)
     try:
-        up = subprocess.run([TOOL, "up", *args], capture_output=True, text=True, timeout=120)
+        up = subprocess.run([TOOL, "up", *args], capture_output=True, text=True, timeout=300)
         assert up.returncode == 0, up.stderr
         pids = localcluster.read_state(run)["pids"]
-        assert set(pids) == {"slurmctld", "slurmd:a100-1", "slurmd:a100-2"}
+        daemons = {"slurmctld", "slurmd:a100-1", "slurmd:a100-2"}
+        if chroot.release(release).in_chroot:
+            daemons.add("munged")  # the cluster's own, in its chroot
+            assert f'export PATH="{run}/bin:$PATH"' in up.stdout
+        assert set(pids) == daemons
         again = subprocess.run([TOOL, "up", *args], capture_output=True, text=True, timeout=60)
         assert again.returncode == 0 and localcluster.read_state(run)["pids"] == pids
         st = subprocess.run([TOOL, "status", "--dir", str(run)], capture_output=True, text=True)
         assert st.returncode == 0 and "node a100-2" in st.stdout and "idle" in st.stdout
+        assert f"Slurm {release}" in st.stdout
         assert f"optional {so}" in (run / "plugstack.conf").read_text()
         # The plugin runs in slurmstepd for a job (its log line lands in the node's log).
+        env = localcluster.slurm_env(run)
         out = subprocess.run(
             ["srun", "-p", "a100", "-w", "a100-1", "true"],
             env=env,
@@ -157,6 +194,8 @@ def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_pat
         )
         assert out.returncode == 0, out.stderr
         assert "hello-spank-loaded" in (run / "log" / "slurmd-a100-1.log").read_text()
+        version = subprocess.run(["sinfo", "-V"], env=env, capture_output=True, text=True)
+        assert version.stdout.split()[-1].startswith(release + "."), version.stdout
         # Another cluster on the same ports is refused with the fix in the message.
         clash = subprocess.run(
             [
@@ -179,8 +218,10 @@ def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_pat
             [TOOL, "rest", "--dir", str(run)], capture_output=True, text=True, timeout=60
         )
         assert rest.returncode == 0, rest.stderr
-        doc = _get_unix(run / "slurmrestd.sock", "/slurm/v0.0.38/ping")
-        assert doc["pings"][0]["ping"] == "UP"
+        sock = run / "slurmrestd.sock"
+        doc = _get_unix(sock, _ping_path(sock))
+        ping = doc["pings"][0]  # 22.05: ping UP; 24.11: pinged UP; 26.05: responding
+        assert ping.get("responding") is True or "UP" in (ping.get("ping"), ping.get("pinged"))
     finally:
         down = subprocess.run(
             [TOOL, "down", "--dir", str(run)], capture_output=True, text=True, timeout=60
@@ -188,10 +229,21 @@ def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_pat
     assert down.returncode == 0
     for pid in pids.values():
         assert not localcluster._alive(pid)
+    assert not chroot.pids_inside(run)
+    assert not chroot.view(run).exists()  # unmounted, mount point removed
     again = subprocess.run([TOOL, "down", "--dir", str(run)], capture_output=True, text=True)
     assert again.returncode == 0
     st = subprocess.run([TOOL, "status", "--dir", str(run)], capture_output=True, text=True)
     assert st.returncode == 1 and st.stdout.startswith("down")
+    shutil.rmtree(run)
+
+
+def test_a_plain_slurm_user_must_reach_the_run_dir(tmp_path):
+    private = tmp_path / "private"
+    (private / "run").mkdir(parents=True)
+    private.chmod(0o700)
+    with pytest.raises(ClusterError, match=f"cannot enter {private} .mode 700.: chmod o.x"):
+        localcluster._check_reachable(private / "run", chroot.release("26.05"))
 
 
 class _UnixHTTP(http.client.HTTPConnection):
