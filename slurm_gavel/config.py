@@ -24,6 +24,7 @@ import yaml
 
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
+from slurm_gavel.shares import MAX_ADMIN_WEIGHT, WeightsConfig
 
 BACKENDS = ("cli", "rest")
 LOG_FORMATS = ("json", "kv")
@@ -67,6 +68,8 @@ class Config:
     gpu_types: Mapping[str, str] = field(default_factory=dict)
     # Dollars per GPU-hour by throughput-table GPU type: what policy min_cost minimises.
     prices: Mapping[str, float] = field(default_factory=dict)
+    # Shares from the admin: weights by QOS and account, the cap on a user's own weight.
+    weights: WeightsConfig = field(default_factory=WeightsConfig)
     throughput_table: Path | None = None  # None = the table shipped with the package
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # Seconds of no progress per restart, for the steps estimate of silent jobs.
@@ -178,6 +181,7 @@ _TOP_KEYS = [
     "partitions",
     "gpu_types",
     "prices",
+    "weights",
     "throughput_table",
     "checkpoint",
     "preemption_overhead_seconds",
@@ -291,6 +295,40 @@ def _prices(value: Any, where: str) -> dict[str, float]:
     }
 
 
+_WEIGHTS_KEYS = ["max_user_weight", "qos", "accounts"]
+
+
+def _weights(doc: Any, where: str) -> WeightsConfig:
+    """weights: {max_user_weight: W, qos: {NAME: W}, accounts: {NAME: W}}."""
+    d = _mapping(doc, where)
+    _check_keys(d, _WEIGHTS_KEYS, where)
+
+    def weight(value: Any, at: str) -> float:
+        w = _number(value, at, minimum=0, strict=True)
+        if w > MAX_ADMIN_WEIGHT:
+            raise ConfigError(
+                f"{at}: {value!r} is out of range; it must be <= {MAX_ADMIN_WEIGHT:g}"
+            )
+        return w
+
+    def by_name(value: Any, at: str) -> dict[str, float]:
+        return {_string(k, at): weight(v, f"{at}.{k}") for k, v in _mapping(value, at).items()}
+
+    cap = weight(
+        d.get("max_user_weight", WeightsConfig.max_user_weight), f"{where}.max_user_weight"
+    )
+    if abs(cap * 1e6 - round(cap * 1e6)) > 1e-6:
+        raise ConfigError(
+            f"{where}.max_user_weight: {cap!r} has more than 6 decimals, which job_submit.lua "
+            "and the SPANK plugin cannot write; round it"
+        )
+    return WeightsConfig(
+        max_user_weight=cap,
+        qos=by_name(d.get("qos") or {}, f"{where}.qos"),
+        accounts=by_name(d.get("accounts") or {}, f"{where}.accounts"),
+    )
+
+
 def parse_config(doc: Any, source: Path | None = None) -> Config:
     """Validate a decoded YAML document; `source` anchors relative paths and messages."""
     origin = str(source) if source else "config"
@@ -313,6 +351,7 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
         ),
         gpu_types=_gpu_types(d.get("gpu_types") or {}, w + "gpu_types"),
         prices=_prices(d.get("prices") or {}, w + "prices"),
+        weights=_weights(d.get("weights") or {}, w + "weights"),
         throughput_table=(
             _path(d["throughput_table"], w + "throughput_table", base_dir)
             if d.get("throughput_table") is not None
@@ -468,8 +507,7 @@ def load_config(path: str | Path) -> Config:
     except UnicodeDecodeError as e:
         at = raw[: e.start].count(b"\n") + 1
         raise ConfigError(
-            f"{p}: not UTF-8 text (byte {raw[e.start]:#04x} at line {at}); "
-            "save the config as UTF-8"
+            f"{p}: not UTF-8 text (byte {raw[e.start]:#04x} at line {at}); save the config as UTF-8"
         ) from None
     try:
         doc = yaml.load(

@@ -107,6 +107,7 @@ class Daemon:
             policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
             stay_credit_s=config.stay_credit_seconds,
             min_reallocation_interval_s=config.min_reallocation_interval_seconds,
+            accounts=config.weights.accounts,  # hierarchical_max_min_fairness's entities
             prices=config.prices,
         )
         self.state = SchedulerState()

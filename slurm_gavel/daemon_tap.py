@@ -16,6 +16,8 @@ from slurm_gavel.backends.base import ActResult, ClusterSnapshot, RoundPlacement
 from slurm_gavel.daemon_progress import estimate_steps
 from slurm_gavel.daemon_views import planned_actions, rename_gpu_types
 from slurm_gavel.logs import event
+from slurm_gavel.model import JobId
+from slurm_gavel.shares import apply_weights, capped_message
 
 if TYPE_CHECKING:
     from slurm_gavel.daemon import Daemon
@@ -40,6 +42,7 @@ class DaemonTap:
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.last_snapshot: ClusterSnapshot | None = None
+        self._capped_logged: set[JobId] = set()
 
     def observe(self) -> ClusterSnapshot:
         d = self.daemon
@@ -48,6 +51,7 @@ class DaemonTap:
             d._outage = True  # the backend waited out slurmctld inside this observe
         if d.config.gpu_types:
             snap = rename_gpu_types(snap, d.config.gpu_types)
+        snap = self._admin_weights(snap)
         if d.progress is not None:
             snap = d.progress.merge(snap)
             d._refresh_table()
@@ -63,6 +67,22 @@ class DaemonTap:
             d._outage = False
             d._settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
         d._reconcile(snap)
+        return snap
+
+    def _admin_weights(self, snap: ClusterSnapshot) -> ClusterSnapshot:
+        """Priority weights from the admin (QOS), the user's own factor capped; a job
+        over the cap is logged once while Slurm lists it."""
+        weights = self.daemon.config.weights
+        capped: set[JobId] = set()
+
+        def on_capped(job: JobId, user_weight: float) -> None:
+            capped.add(job)
+            if job not in self._capped_logged:
+                fields = capped_message(job, user_weight, weights)
+                event(log, "weight_capped", logging.WARNING, **fields)
+
+        snap = apply_weights(snap, weights, on_capped)
+        self._capped_logged = capped
         return snap
 
     def act(self, placement: RoundPlacement) -> ActResult:

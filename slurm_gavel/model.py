@@ -35,6 +35,7 @@ class Job:
     arrival_time: float = 0.0  # seconds from the start of the trace / daemon epoch
     account: str | None = None
     slo: float | None = None  # seconds after arrival by which the job should finish
+    qos: str | None = None  # Slurm QOS: the admin's weight for it (slurm_gavel/shares.py)
 
 
 @dataclass(frozen=True)

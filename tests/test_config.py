@@ -189,3 +189,48 @@ def test_hostile_config_files_are_one_line_errors_naming_the_file(tmp_path, text
         load_config(p)
     msg = str(e.value)
     assert msg.startswith(f"{p}: ") and needle in msg and "\n" not in msg
+
+
+# ---- weights: shares from the admin (slurm_gavel/shares.py) ----------------------------
+
+
+def test_weights_are_parsed_and_default_to_no_raise():
+    cfg = parse_config({"partitions": ["gpu"]})
+    assert cfg.weights.max_user_weight == 1.0 and not cfg.weights.qos
+    cfg = parse_config(
+        {
+            "partitions": ["gpu"],
+            "weights": {"max_user_weight": 2.5, "qos": {"high": 4}, "accounts": {"phys": 2}},
+        }
+    )
+    assert cfg.weights.max_user_weight == 2.5
+    assert dict(cfg.weights.qos) == {"high": 4.0}
+    assert dict(cfg.weights.accounts) == {"phys": 2.0}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("weights", "needle"),
+    [
+        ({"max_user_weight": 0}, "max_user_weight: 0 is out of range"),
+        ({"max_user_weight": -1}, "max_user_weight: -1 is out of range"),
+        ({"max_user_weight": float("inf")}, "not a finite number"),
+        ({"max_user_weight": float("nan")}, "not a finite number"),
+        ({"max_user_weight": "1"}, "expected a number"),
+        ({"max_user_weight": True}, "expected a number"),
+        ({"max_user_weight": 1e308}, "must be <= 1e+06"),
+        ({"max_user_weight": 0.1234567}, "more than 6 decimals"),
+        ({"qos": {"high": 0}}, "weights.qos.high: 0 is out of range"),
+        ({"qos": {"high": 1e9}}, "must be <= 1e+06"),
+        ({"qos": ["high"]}, "weights.qos"),
+        ({"qos": {1: 2}}, "expected a non-empty string"),
+        ({"accounts": {"a": -2}}, "weights.accounts.a: -2 is out of range"),
+        ({"accounts": {"": 2}}, "expected a non-empty string"),
+        ({"shares": {}}, "shares"),
+        ([1, 2], "weights"),
+    ],
+)
+def test_bad_weights_are_named(weights, needle):
+    with pytest.raises(ConfigError) as e:
+        parse_config({"partitions": ["gpu"], "weights": weights})
+    assert needle in str(e.value)

@@ -80,7 +80,9 @@ def build_view(
         if not is_managed_partition(sj.partitions, managed_partitions):
             continue
         try:
-            spec = parse_comment(sj.comment, job_id=sj.job_id)
+            # No cap here: the daemon caps the user's weight to its configured
+            # max_user_weight (slurm_gavel/shares.py) rather than drop the job.
+            spec = parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
         except ManagedCommentError as e:
             warnings.append(f"{e} (left to Slurm, not managed)")
             continue
@@ -143,6 +145,7 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
         arrival_time=arrival,
         account=sj.account or None,
         slo=spec.slo,
+        qos=sj.qos or None,  # the admin's weight for it: slurm_gavel/shares.py
     )
     if sj.state in RUNNING_STATES:
         slices = tuple(NodeSlice(s.node, s.gpus) for s in sj.gpu_slices)
