@@ -5,6 +5,7 @@ requeuehold, never touch a job that is not managed, batch commands per action.""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from slurm_gavel.backends.base import (
 )
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_commands import CommandResult, SlurmCommands
+from slurm_gavel.backends.slurm_json import number
 
 pytestmark = pytest.mark.slurm
 
@@ -31,10 +33,18 @@ class RecordingCommands(SlurmCommands):
     def __init__(self, env):
         super().__init__(env)
         self.log: list[tuple[str, tuple[str, ...], str | None]] = []
+        self.results: list[CommandResult] = []
 
     def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
         self.log.append((kind, tuple(argv), stdin))
-        return super().run(kind, argv, stdin=stdin, retry_timeouts=retry_timeouts)
+        res = super().run(kind, argv, stdin=stdin, retry_timeouts=retry_timeouts)
+        self.results.append(res)
+        return res
+
+    def jobs_listed(self) -> set[str]:
+        """The job ids of the last squeue --json (the round's job list)."""
+        res = next(r for r in reversed(self.results) if r.argv[0] == "squeue" and "-t" in r.argv)
+        return {str(number(j["job_id"])) for j in json.loads(res.stdout)["jobs"]}
 
     def mentions(self, job_id: str) -> list[str]:
         words = {job_id}
@@ -282,3 +292,40 @@ def test_non_blocking_preempt_requeue_holds_overdue_jobs_next_act(slurm):
     b.act(place_ids(2, {}))  # the grace has passed and it still runs
     assert b.commands.counts["requeuehold"] == 1
     slurm.wait_state(job, "PENDING")
+
+
+def test_a_managed_job_that_ends_between_rounds_is_reported_with_its_outcome(slurm, tmp_path):
+    """24.11+ squeue lists no finished job unless asked: the backend asks for the
+    final record of a managed job that left the list (22.05 lists it anyway)."""
+    ok = slurm.sbatch(
+        "--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null", JOB, str(tmp_path / "ok"), "3"
+    )
+    bad = slurm.sbatch(
+        "--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null", "--wrap", "exit 3"
+    )
+    b = backend(slurm)
+    b.observe()
+    res = b.act(place_ids(0, {ok: ("v100", [("v100-1", 1)]), bad: ("k80", [("k80-1", 1)])}))
+    assert sorted(res.started) == sorted([ok, bad])
+    slurm.wait_state(ok, "COMPLETED")
+    slurm.wait_state(bad, "FAILED")
+    snap = b.observe()
+    done = {j.job.id: j for j in snap.jobs if j.state is JobState.DONE}
+    assert done[ok].succeeded and not done[bad].succeeded
+    assert not any("MinJobAge" in w for w in b.warnings), b.warnings
+    assert b.commands.counts["ended"] == (1 if b.cli_format.filters_work else 0)
+
+
+def test_the_jobs_read_per_round_do_not_grow_with_finished_jobs(slurm):
+    b = backend(slurm)
+    b.observe()
+    before = b.commands.jobs_listed()
+    finished = [slurm.sbatch("-p", "k80", "-o", "/dev/null", "--wrap", "true") for _ in range(5)]
+    for job in finished:
+        slurm.wait_state(job, "COMPLETED")
+    b.observe()
+    listed = b.commands.jobs_listed()
+    if b.cli_format.filters_work:
+        assert listed == before
+    else:  # 22.05's squeue --json ignores -t: every job slurmctld holds (MinJobAge)
+        assert listed == before | set(finished)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.base import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.backends.base import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_commands import (
     CommandResult,
@@ -225,3 +225,97 @@ def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
     start(ckpt, requeued.submit_time + 1.5)  # a later second: no wait
     start(held, requeued.submit_time + 0.4)  # never requeued: no wait
     assert len(sleeps) == 1
+
+
+# --- 24.11+: finished jobs are asked for by id, once ---------------------------------
+
+NEWER = DATA / "24.11"
+NEWER_SCENARIO = {
+    role: job_id
+    for line in (NEWER / "scenario.txt").read_text().splitlines()
+    if (item := line.split("#", 1)[0].strip())
+    for role, job_id in [item.split("=")]
+}
+
+
+class Cli2411(SlurmCommands):
+    """The 24.11 CLI from its captures: `sinfo -V`, `--json=list`, scontrol nodes and
+    `squeue -t all` (every job; `active` says which the -t <waiting, running> query
+    lists this time). No Slurm: this checks which commands the backend issues."""
+
+    def __init__(self):
+        super().__init__(sleep=lambda s: None)
+        self.all_jobs = json.loads((NEWER / "squeue-t-all.v0.0.42.json").read_text())
+        self.active: set[str] = set()
+        self.forgotten: set[str] = set()  # slurmctld no longer knows them
+        self.log: list[tuple[str, tuple[str, ...]]] = []
+
+    def jobs(self, ids: set[str]) -> str:
+        doc = dict(self.all_jobs)
+        doc["jobs"] = [j for j in self.all_jobs["jobs"] if str(j["job_id"]) in ids]
+        return json.dumps(doc)
+
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+        self.counts[kind] += 1
+        self.log.append((kind, tuple(argv)))
+        if argv[:2] == ["sinfo", "-V"]:
+            return CommandResult(tuple(argv), 0, (NEWER / "version.txt").read_text(), "")
+        if argv[:2] == ["squeue", "--json=list"]:
+            return CommandResult(tuple(argv), 0, (NEWER / "json-list.txt").read_text(), "")
+        if argv[0] == "scontrol":
+            return CommandResult(
+                tuple(argv), 0, (NEWER / "scontrol-nodes.v0.0.42.json").read_text(), ""
+            )
+        assert argv[:2] == ["squeue", "--json=v0.0.42"] and argv[2] == "-t", argv
+        if argv[3] != "all":
+            return CommandResult(tuple(argv), 0, self.jobs(self.active), "")
+        asked = set(argv[argv.index("-j") + 1].split(","))
+        known = asked - self.forgotten
+        if not known:
+            return CommandResult(
+                tuple(argv), 1, "", "slurm_load_jobs error: Invalid job id specified\n"
+            )
+        return CommandResult(tuple(argv), 0, self.jobs(known), "")
+
+
+def test_a_job_that_ended_is_asked_for_by_id_once_and_reported_with_its_outcome():
+    s = NEWER_SCENARIO
+    cli = Cli2411()
+    b = SlurmCluster(commands=cli)
+    # round 1: the cancelled job (CANCELLED in the capture) is still waiting
+    cli.active = {s["held"], s["run1"], s["cancelled"]}
+    cli.all_jobs["jobs"] = [
+        dict(j, job_state=["PENDING"]) if str(j["job_id"]) == s["cancelled"] else j
+        for j in cli.all_jobs["jobs"]
+    ]
+    snap = b.observe()
+    assert {j.job.id for j in snap.jobs} == {s["held"], s["run1"], s["cancelled"]}
+    assert cli.counts["ended"] == 0 and cli.counts["detect"] == 2
+    # round 2: it left the waiting/running list: its final record is asked for by id
+    cli.all_jobs = json.loads((NEWER / "squeue-t-all.v0.0.42.json").read_text())
+    cli.active = {s["held"], s["run1"]}
+    snap = b.observe()
+    done = {j.job.id: j for j in snap.jobs if j.state is JobState.DONE}
+    assert list(done) == [s["cancelled"]] and not done[s["cancelled"]].succeeded
+    assert [argv for kind, argv in cli.log if kind == "ended"] == [
+        ("squeue", "--json=v0.0.42", "-t", "all", "-j", s["cancelled"])
+    ]
+    assert not any("MinJobAge" in w for w in b.warnings)
+    # round 3: reported once; nothing asked again, detection not repeated
+    snap = b.observe()
+    assert {j.job.id for j in snap.jobs} == {s["held"], s["run1"]}
+    assert cli.counts["ended"] == 1 and cli.counts["detect"] == 2 and cli.counts["observe"] == 6
+
+
+def test_a_job_slurmctld_forgot_is_reported_done_with_the_min_job_age_warning():
+    s = NEWER_SCENARIO
+    cli = Cli2411()
+    b = SlurmCluster(commands=cli)
+    cli.active = {s["held"], s["run1"]}
+    b.observe()
+    cli.active = {s["held"]}
+    cli.forgotten = {s["run1"]}
+    snap = b.observe()
+    (done,) = [j for j in snap.jobs if j.state is JobState.DONE]
+    assert done.job.id == s["run1"] and not done.succeeded
+    assert any("MinJobAge" in w for w in b.warnings)
