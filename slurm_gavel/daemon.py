@@ -29,6 +29,8 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import pwd
+import re
 import sys
 import threading
 import time
@@ -71,6 +73,10 @@ from slurm_gavel.state_store import StateSaveError, StateStore
 from slurm_gavel.throughputs import ThroughputTable, load_table
 
 log = logging.getLogger(__name__)
+
+# How slurmctld refuses an action on another user's job to a non-operator: scontrol
+# says "Invalid user id" (update, release, hold), scancel "Access/permission denied".
+_DENIED = re.compile(r"Invalid user id|Access/permission denied|Permission denied", re.I)
 
 
 class Daemon:
@@ -119,6 +125,7 @@ class Daemon:
         self._needs_reconcile = False
         self._skipped_logged: set[tuple[str, str]] = set()
         self._done_logged: set[str] = set()
+        self._denied_logged = False
         self._warned: set[str] = set()
         # After a Slurm outage: rounds observe but do not act until this clock() time.
         self._outage = False
@@ -356,9 +363,31 @@ class Daemon:
         # (a settling round "fails" every placement on purpose: its own event says so)
         for job_id, why in [f for f in r.failed if f[1] != SETTLING][:50]:
             event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
+        self._say_if_not_an_operator([j for j, why in r.failed if _DENIED.search(why)])
         if self.dry_run:
             self.out.write(format_plan(report, self.config))
             self.out.flush()
+
+    def _say_if_not_an_operator(self, denied: list[str]) -> None:
+        """slurmctld refused to act on other users' jobs: the daemon's account lacks
+        Slurm operator rights. Said once, at error level, with the fix."""
+        if not denied or self._denied_logged:
+            return
+        self._denied_logged = True
+        try:
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            user = f"uid {os.geteuid()}"
+        event(
+            log,
+            "not_a_slurm_operator",
+            logging.ERROR,
+            user=user,
+            jobs=log_ids(tuple(denied)),
+            fix=f"slurmctld refused to act on other users' jobs as {user}: make it an "
+            f"operator (sacctmgr -i add user {user} account=root adminlevel=Operator) or run "
+            "the daemon as SlurmUser (docs/admin-guide.md, Security)",
+        )
 
     # ---- the loop ------------------------------------------------------------------------
 
