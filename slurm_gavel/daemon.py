@@ -45,6 +45,7 @@ from slurm_gavel.backends.base import (
     JobState,
     RoundPlacement,
 )
+from slurm_gavel.cluster_rows import TYPE_BLIND
 from slurm_gavel.config import Config
 from slurm_gavel.daemon_progress import ProgressTracker
 from slurm_gavel.daemon_tap import SETTLING, DaemonTap
@@ -77,6 +78,9 @@ log = logging.getLogger(__name__)
 # How slurmctld refuses an action on another user's job to a non-operator: scontrol
 # says "Invalid user id" (update, release, hold), scancel "Access/permission denied".
 _DENIED = re.compile(r"Invalid user id|Access/permission denied|Permission denied", re.I)
+
+# The daemon's table with the running jobs' measurements folded in, in its state_dir.
+LEARNED_TABLE = "throughputs-learned.json"
 
 
 class Daemon:
@@ -124,6 +128,7 @@ class Daemon:
         self._inflight: Inflight | None = None
         self._needs_reconcile = False
         self._skipped_logged: set[tuple[str, str]] = set()
+        self._unmeasured_logged: set[tuple[str, int, str, str]] = set()
         self._done_logged: set[str] = set()
         self._denied_logged = False
         self._warned: set[str] = set()
@@ -210,6 +215,15 @@ class Daemon:
         ]
         table = estimate.update_table(self.table, observations)
         self.sched_config = replace(self.sched_config, table=table)
+        if not self.dry_run:
+            # What the running jobs taught it, in the table format: an admin can review
+            # it and point throughput_table at a copy (day one on GPU types the
+            # configured table lacks: the cells measured so far). A view: the daemon
+            # never reads it back, so a failed write costs nothing but the view.
+            try:
+                table.save(self.store.dir / LEARNED_TABLE)
+            except OSError as e:
+                event(log, "learned_table_not_saved", logging.WARNING, error=str(e))
 
     # ---- one round -------------------------------------------------------------------------
 
@@ -330,6 +344,22 @@ class Daemon:
         if snap is not None and self._skipped_logged:
             listed = {o.job.id for o in snap.jobs}
             self._skipped_logged = {k for k in self._skipped_logged if k[0] in listed}
+        # Cells of the cluster's GPU types no job measured (cluster_rows.py): once per cell
+        # and mark (type-blind until some job reports from that GPU type at that scale
+        # factor, then an estimate until a job of this very kind reports from it).
+        for jt, sf, gpu, mark in report.unmeasured:
+            if (jt, sf, gpu, mark) not in self._unmeasured_logged:
+                self._unmeasured_logged.add((jt, sf, gpu, mark))
+                level = logging.WARNING if mark == TYPE_BLIND else logging.INFO
+                event(
+                    log,
+                    "throughput_unmeasured",
+                    level,
+                    job_type=jt,
+                    scale_factor=sf,
+                    gpu_type=gpu,
+                    mark=mark,
+                )
         # What the backend found wrong in Slurm's data (a malformed gavel comment, GPUs
         # without a type, a job gone unseen): once each while it lasts, not every round.
         warnings = set(getattr(self.backend, "warnings", None) or ())

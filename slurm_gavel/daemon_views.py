@@ -70,6 +70,9 @@ def jobs_view(
     stopped = set(report.result.preempted) if report is not None else set()
     failed = dict(report.result.failed) if report is not None else {}
     skipped = dict(report.skipped) if report is not None else {}
+    unmeasured: dict[tuple[str, int], dict[str, str]] = {}
+    for jt, sf, gpu, mark in report.unmeasured if report is not None else ():
+        unmeasured.setdefault((jt, sf), {})[gpu] = mark
     out: dict[str, dict[str, Any]] = {}
     for o in snap.jobs:
         if o.state is JobState.DONE:
@@ -98,6 +101,8 @@ def jobs_view(
             "account": o.job.account,
             "gpu_type": gpu_type,
             "nodes": [[s.node, s.gpus] for s in nodes],
+            # GPU types whose figure for this job is not measured (cluster_rows.py)
+            "unmeasured": unmeasured.get((o.job.job_type, o.job.scale_factor), {}),
         }
     return out
 

@@ -83,6 +83,9 @@ def status_view(doc: dict[str, Any], alive_pid: int | None) -> dict[str, Any]:
                 "restarts": max(int(v.get("restarts") or 0), int(acct.get("restarts") or 0)),
                 "steps_done": v.get("steps_done"),
                 "total_steps": v.get("total_steps"),
+                # {GPU type: "estimate" | "unmeasured: type-blind"}: its figures there
+                # are not measured (the throughput table lacks them; cluster_rows.py)
+                "unmeasured": v.get("unmeasured") or {},
             }
         )
     jobs.sort(key=lambda j: (len(j["id"]), j["id"]))  # numeric ids in numeric order
@@ -156,7 +159,29 @@ def format_status(view: dict[str, Any], now: float | None = None) -> str:
     reasons = [f"  {j['id']}: {j['reason']}" for j in view["jobs"] if j.get("reason")]
     if reasons:
         lines += ["why not placed:", *reasons[:50]]
+    lines += _unmeasured_lines(view["jobs"])
     return "\n".join(lines) + "\n"
+
+
+def _unmeasured_lines(jobs: list[dict[str, Any]], limit: int = 50) -> list[str]:
+    """One line per kind of job (type, GPUs) whose figures on some GPU type are not
+    measured: which types, how each is filled in, and the jobs concerned."""
+    kinds: dict[tuple[str, Any, tuple[tuple[str, str], ...]], list[str]] = {}
+    for j in jobs:
+        if j.get("unmeasured"):
+            cells = tuple(sorted(j["unmeasured"].items()))
+            kinds.setdefault((j["job_type"] or "?", j["scale_factor"], cells), []).append(j["id"])
+    if not kinds:
+        return []
+    lines = [
+        "unmeasured throughputs (type-blind: the same figure on every such GPU type until "
+        "a job reports from one; estimate: from job types measured there):"
+    ]
+    for (jt, sf, cells), ids in sorted(kinds.items(), key=lambda kv: str(kv[0]))[:limit]:
+        where = ", ".join(f"{t} {mark}" for t, mark in cells)
+        more = f" +{len(ids) - 10}" if len(ids) > 10 else ""
+        lines.append(f"  {jt} x{sf}: {where} (jobs {', '.join(ids[:10])}{more})")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:

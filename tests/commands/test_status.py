@@ -1,4 +1,6 @@
+import copy
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -6,6 +8,7 @@ from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.cli import main
 from slurm_gavel.config import parse_config
 from slurm_gavel.daemon import Daemon
+from slurm_gavel.estimate import Observation, update_table
 from slurm_gavel.metrics import DaemonMetrics
 from slurm_gavel.model import Job
 from slurm_gavel.throughputs import load_table
@@ -83,3 +86,93 @@ def test_missing_state_is_one_clear_line(tmp_path, capsys):
     assert main(["status", "--state-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "has not completed a round" in err and err.count("\n") == 1
+
+
+# ---- day one: GPU types the throughput table lacks (cluster_rows.py) -------------------
+
+RESNET, A3C = "ResNet-50 (batch size 64)", "A3C"
+
+
+def _day_one_truth(table):
+    """What the simulated a100/h100 nodes really do: 2x and 3x a V100."""
+    truth = copy.deepcopy(table)
+    for row in truth.alone.values():
+        row["a100"], row["h100"] = 2 * row.get("v100", 0.0), 3 * row.get("v100", 0.0)
+    return truth
+
+
+@pytest.fixture
+def day_one(tmp_path, caplog):
+    """A daemon on a cluster of a100/h100 with the shipped v100/p100/k80 table."""
+    table = load_table()
+    truth = _day_one_truth(table)
+    jobs = [Job(str(i), (RESNET, A3C)[i % 2], 1, total_steps=1e7) for i in range(1, 5)]
+    sim = SimulatedCluster(parse_cluster_spec("a100:1x2,h100:1x2"), jobs, truth)
+    cfg = parse_config(
+        {
+            "partitions": ["gpu"],
+            "round_seconds": 60,
+            "state_dir": str(tmp_path),
+            "checkpoint": {"grace_seconds": 5},
+        }
+    )
+    daemon = Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
+    daemon.start()
+    caplog.set_level("INFO", logger="slurm_gavel")
+    yield tmp_path, daemon, sim
+    daemon.store.release()
+
+
+def _unmeasured_events(caplog):
+    return [
+        (f["job_type"], f["scale_factor"], f["gpu_type"], f["mark"])
+        for r in caplog.records
+        if getattr(r, "event", None) == "throughput_unmeasured"
+        for f in [r.fields]
+    ]
+
+
+def test_day_one_every_job_runs_type_blind_and_status_says_so(day_one, caplog, capsys):
+    d, daemon, sim = day_one
+    for _ in range(2):
+        report = daemon.round()
+        sim.advance(sim.clock + 60)
+    assert report.skipped == ()
+    assert len(daemon.state.placement) == 4  # every job runs: 4 GPUs, 4 jobs
+    # logged once per cell, not every round
+    blind = {(jt, 1, t, "unmeasured: type-blind") for jt in (RESNET, A3C) for t in ("a100", "h100")}
+    assert sorted(_unmeasured_events(caplog)) == sorted(blind)
+
+    assert main(["status", "--state-dir", str(d), "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    for j in view["jobs"]:
+        assert j["unmeasured"] == {
+            "a100": "unmeasured: type-blind",
+            "h100": "unmeasured: type-blind",
+        }
+        assert j["state"] in ("running", "starting")
+    assert main(["status", "--state-dir", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "unmeasured throughputs (type-blind" in out
+    assert (
+        f"  {A3C} x1: a100 unmeasured: type-blind, h100 unmeasured: type-blind (jobs 1, 3)" in out
+    )
+
+
+def test_day_one_marks_follow_the_measurements(day_one, caplog, capsys):
+    """Once a job type is measured on a100 (the daemon's online update swaps its table),
+    that cell is no longer marked and the other job types get an estimate there."""
+    d, daemon, sim = day_one
+    daemon.round()
+    sim.advance(sim.clock + 60)
+    learned = update_table(daemon.table, [Observation(RESNET, 1, "a100", 9.0)])
+    daemon.sched_config = replace(daemon.sched_config, table=learned)
+    report = daemon.round()
+    cells = {(jt, t): mark for jt, _, t, mark in report.unmeasured}
+    blind = "unmeasured: type-blind"
+    assert cells == {(RESNET, "h100"): blind, (A3C, "a100"): "estimate", (A3C, "h100"): blind}
+    assert (A3C, 1, "a100", "estimate") in _unmeasured_events(caplog)
+    assert main(["status", "--state-dir", str(d), "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    for j in view["jobs"]:
+        assert j["unmeasured"] == {t: m for (k, t), m in cells.items() if k == j["job_type"]}
