@@ -2,149 +2,51 @@
 
 It shares SlurmCluster's round logic and the parsers (slurmrestd's /jobs and
 /nodes return the same documents as squeue/sinfo --json) and replaces only the
-primitives. What Slurm 22.05's REST API (openapi/v0.0.38) cannot do, checked on
-the real daemon:
+primitives. The API version is the newest one both the server (its
+``/openapi/v3``) and this code know, and what it can do is read from the same
+document (slurmrestd_versions.py has the table, checked on 22.05, 24.11 and
+26.05). Where a version cannot do something the commands do:
 
-* no node list on a job update ("Disabled key: required_nodes"): the job is
-  placed by partition, GRES and node count, and the node list is set with
-  ``scontrol update`` when ``pin_nodes_with_cli`` (the default); without it the
-  job must go to a partition that holds only GPUs of the target type, and Slurm
-  picks the nodes;
-* no requeue: ``scontrol requeuehold`` is the fallback for a job that ignores the
-  checkpoint signal (reported as failed when ``cli_fallback`` is off);
-* no batch forms: one request per job per action (no process is spawned);
-* signals go to every step of the job (``DELETE /job/{id}?signal=USR1``; there is
-  no ``--batch`` flag), which reaches the batch shell of sbatch jobs.
+* no node list on a job update (22.05's v0.0.38: "Disabled key:
+  required_nodes"): the job is placed by partition, GRES and node count, and the
+  node list is set with ``scontrol update`` when ``pin_nodes_with_cli`` (the
+  default); without it the job must go to a partition that holds only GPUs of
+  the target type, and Slurm picks the nodes;
+* no requeue (before v0.0.45): ``scontrol requeuehold`` is the fallback for a
+  job that ignores the checkpoint signal (reported as failed when
+  ``cli_fallback`` is off);
+* no ``BATCH_JOB`` flag (v0.0.38): the signal goes to every step of the job,
+  which reaches the batch shell of sbatch jobs too;
+* job updates have no batch form in any version: one request per job to place,
+  hold or release (signal and requeue take many jobs per request from v0.0.40
+  and v0.0.45).
+
+Transport, token and retry rules: slurmrestd_client.py, slurmrestd_auth.py.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
-import socket
-import time
-from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+import re
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster, note_errors
-from slurm_gavel.backends.slurm_commands import SlurmCommands, SlurmUnreachable
-from slurm_gavel.backends.slurm_json import SlurmJsonError
+from slurm_gavel.backends.slurm_commands import SlurmCommands
 from slurm_gavel.backends.slurm_snapshot import StartOrder, job_list
+from slurm_gavel.backends.slurmrestd_auth import DEFAULT_REREAD_S, TokenSource
+from slurm_gavel.backends.slurmrestd_client import (
+    RestClient,
+    SlurmRestEndpointGone,
+    first_error,
+)
+from slurm_gavel.backends.slurmrestd_versions import RestApi, api_from_spec
 from slurm_gavel.model import JobId
 
-API = "/slurm/v0.0.38"
+__all__ = ["RestClient", "SlurmRestCluster"]
 
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.unix_path)
-
-
-class RestClient:
-    """Minimal slurmrestd client: unix socket (rest_auth/local) or http://host:port
-    with a JWT (X-SLURM-USER-NAME / X-SLURM-USER-TOKEN); retries while unreachable."""
-
-    def __init__(
-        self,
-        address: str | Path,
-        *,
-        user: str | None = None,
-        token: str | None = None,
-        timeout: float = 30.0,
-        retries: int = 4,
-        backoff: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.address = str(address)
-        self.headers = {"Content-Type": "application/json"}
-        if token:
-            self.headers["X-SLURM-USER-TOKEN"] = token
-        if user:
-            self.headers["X-SLURM-USER-NAME"] = user
-        self.timeout, self.retries, self.backoff, self.sleep = timeout, retries, backoff, sleep
-        self.counts: Counter[str] = Counter()
-
-    def _connect(self) -> http.client.HTTPConnection:
-        if self.address.startswith(("http://", "https://")):
-            host = self.address.split("://", 1)[1].rstrip("/")
-            cls = (
-                http.client.HTTPSConnection
-                if self.address.startswith("https")
-                else http.client.HTTPConnection
-            )
-            return cls(host, timeout=self.timeout)
-        return _UnixConnection(self.address.removeprefix("unix:"), self.timeout)
-
-    def request(
-        self, kind: str, method: str, path: str, body: Mapping[str, Any] | None = None
-    ) -> dict:
-        delay, last = self.backoff, ""
-        for attempt in range(self.retries + 1):
-            self.counts[kind] += 1
-            try:
-                conn = self._connect()
-                conn.request(
-                    method,
-                    path,
-                    body=None if body is None else json.dumps(body),
-                    headers=self.headers,
-                )
-                resp = conn.getresponse()
-                raw = resp.read()
-                conn.close()
-            except (OSError, http.client.HTTPException) as e:
-                last = str(e)
-            else:
-                try:
-                    doc = json.loads(raw) if raw else {}
-                except json.JSONDecodeError:
-                    raise SlurmJsonError(
-                        f"slurmrestd {method} {path}: HTTP {resp.status}, not JSON: {raw[:200]!r}"
-                    ) from None
-                # A GET with errors is retried: with slurmctld down, 22.05's /jobs and
-                # /nodes answer an empty list plus "Failed while looking for jobs" /
-                # "Unspecified error", which must never be read as "no jobs".
-                if _unreachable(doc) or (method == "GET" and doc.get("errors")):
-                    last = _first_error(doc)
-                else:
-                    return doc
-            if attempt < self.retries:
-                self.sleep(delay)
-                delay *= 2
-        raise SlurmUnreachable(
-            f"slurmrestd at {self.address} ({method} {path}) failed after "
-            f"{self.retries + 1} tries: {last}"
-        )
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-
-def _first_error(doc: Mapping[str, Any]) -> str:
-    errs = doc.get("errors") or []
-    if not errs:
-        return ""
-    e = errs[0]
-    return str(e.get("description") or e.get("error") or e) if isinstance(e, Mapping) else str(e)
-
-
-def _unreachable(doc: Mapping[str, Any]) -> bool:
-    text = " ".join(
-        str(e.get("error", "")) + " " + str(e.get("description", ""))
-        for e in doc.get("errors") or []
-        if isinstance(e, Mapping)
-    )
-    return "Unable to contact slurm controller" in text
+_REQUEUE_FAILED = re.compile(r"JobId=(\d+)")
 
 
 class SlurmRestCluster(SlurmCluster):
@@ -156,6 +58,8 @@ class SlurmRestCluster(SlurmCluster):
         *,
         url: str | Path | None = None,
         token: str | None = None,
+        token_file: Path | None = None,
+        token_reread_s: float = DEFAULT_REREAD_S,
         user: str | None = None,
         managed_partitions: Collection[str] | None = None,
         env: Mapping[str, str] | None = None,
@@ -166,56 +70,101 @@ class SlurmRestCluster(SlurmCluster):
         **kwargs: Any,
     ) -> None:
         """address/url: a unix socket path (``unix:`` optional, rest_auth/local) or
-        http(s)://host:port (rest_auth/jwt: pass token and user). commands run the
-        scontrol fallbacks (node list, requeuehold)."""
+        http(s)://host:port (rest_auth/jwt: token_file, re-read every token_reread_s
+        and when refused, or a fixed token; and user). commands run the scontrol
+        fallbacks (node list, requeuehold)."""
         super().__init__(
             managed_partitions=managed_partitions, commands=commands or SlurmCommands(env), **kwargs
         )
         where = address if address is not None else url
         if rest is None and where is None:
             raise ValueError("SlurmRestCluster needs the slurmrestd address (socket or URL)")
-        self.rest = rest or RestClient(str(where), token=token, user=user)
+        if rest is None:
+            source = TokenSource(token_file, reread_s=token_reread_s) if token_file else None
+            c = self.commands  # the same timeout, retries and (daemon-watched) sleep
+            rest = RestClient(
+                str(where),
+                token=token,
+                token_source=source,
+                user=user,
+                timeout=c.timeout,
+                retries=c.retries,
+                backoff=c.backoff,
+                sleep=c.sleep,
+            )
+        self.rest = rest
         self.pin_nodes_with_cli = pin_nodes_with_cli
         self.cli_fallback = cli_fallback
+        self._api: RestApi | None = None
 
     @property
     def commands_issued(self) -> int:
         return self.rest.total + self.commands.total
 
+    @property
+    def api(self) -> RestApi:
+        """The API version in use, discovered from /openapi/v3 on first use."""
+        if self._api is None:
+            spec = self.rest.request("discover", "GET", "/openapi/v3")
+            self._api = api_from_spec(spec, where=f"slurmrestd at {self.rest.address}")
+        return self._api
+
+    def _call(
+        self, kind: str, method: str, path: str, body: Any = None, **kw: Any
+    ) -> dict[str, Any]:
+        api = self.api
+        try:
+            return self.rest.request(kind, method, api.base + path, body, **kw)
+        except SlurmRestEndpointGone:
+            self._api = None  # slurmrestd was upgraded: discover again next time
+            raise
+
     def _fetch(self) -> tuple[dict, dict]:
-        return (
-            self.rest.request("observe", "GET", f"{API}/nodes"),
-            self.rest.request("observe", "GET", f"{API}/jobs"),
-        )
+        return self._call("observe", "GET", "/nodes"), self._call("observe", "GET", "/jobs")
 
     def _update(
         self, kind: str, job_id: JobId, body: Mapping[str, Any], failed: dict[JobId, str]
     ) -> bool:
-        doc = self.rest.request(kind, "POST", f"{API}/job/{quote(job_id)}", body)
-        err = _first_error(doc)
+        doc = self._call(kind, "POST", f"/job/{quote(job_id, safe='')}", body)
+        err = first_error(doc)
         if err:
             failed[job_id] = f"slurmrestd: {err}"
             return False
         return True
 
-    def _place(self, orders: list[StartOrder], failed: dict[JobId, str]) -> None:
-        pinned: list[StartOrder] = []
-        for o in orders:
-            if not self.pin_nodes_with_cli and not self._type_only_partition(o):
-                failed[o.job_id] = (
-                    f"partition {o.partition} mixes GPU types and 22.05's "
-                    "REST API cannot set a node list (enable pin_nodes_with_cli)"
-                )
-                continue
-            body = {
+    def _place_body(self, o: StartOrder) -> dict[str, Any]:
+        n = len(o.nodes)
+        if self.api.legacy:  # v0.0.38 (22.05): gres and a [min, max] node count
+            return {
                 "partition": o.partition,
                 "gres": o.gres(),
-                "nodes": [len(o.nodes), len(o.nodes)],
+                "nodes": [n, n],
                 "begin_time": "now",
             }
-            if self._update("place", o.job_id, body, failed):
+        body: dict[str, Any] = {
+            "partition": o.partition,
+            "tres_per_node": f"gres/{o.gres()}",
+            "minimum_nodes": n,
+            "maximum_nodes": n,
+            "begin_time": "now",
+        }
+        if self.api.node_list:
+            body["required_nodes"] = list(o.nodes)
+        return body
+
+    def _place(self, orders: list[StartOrder], failed: dict[JobId, str]) -> None:
+        pin_with_cli = not self.api.node_list and self.pin_nodes_with_cli
+        pinned: list[StartOrder] = []
+        for o in orders:
+            if not self.api.node_list and not pin_with_cli and not self._type_only_partition(o):
+                failed[o.job_id] = (
+                    f"partition {o.partition} mixes GPU types and slurmrestd's API "
+                    f"{self.api.version} cannot set a node list (enable pin_nodes_with_cli)"
+                )
+                continue
+            if self._update("place", o.job_id, self._place_body(o), failed):
                 pinned.append(o)
-        if self.pin_nodes_with_cli and pinned:
+        if pin_with_cli and pinned:
             lines = "".join(
                 f"update JobId={o.job_id} NodeList={','.join(o.nodes)}\n" for o in pinned
             )
@@ -236,19 +185,21 @@ class SlurmRestCluster(SlurmCluster):
             self._update("hold", j, {"hold": True}, failed)
 
     def _send_signal(self, ids: list[JobId], failed: dict[JobId, str]) -> set[JobId]:
+        if not ids:  # an empty job list in DELETE /jobs/ would select by filters alone
+            return set()
+        sig = self.checkpoint_signal
+        if self.api.batch_signal:
+            body = {"signal": sig, "flags": ["BATCH_JOB"], "jobs": list(ids)}
+            return _note_rest_errors(self._call("signal", "DELETE", "/jobs/", body), ids, failed)
+        flags = "&flags=BATCH_JOB" if self.api.signal_batch_flag else ""
         bad: set[JobId] = set()
         for j in ids:
-            doc = self.rest.request(
-                "signal", "DELETE", f"{API}/job/{quote(j)}?signal={self.checkpoint_signal}"
-            )
-            err = _first_error(doc)
-            if err:
-                failed[j] = f"slurmrestd: {err}"
-                bad.add(j)
+            doc = self._call("signal", "DELETE", f"/job/{quote(j, safe='')}?signal={sig}{flags}")
+            bad |= _note_rest_errors(doc, [j], failed)
         return bad
 
     def _states(self, ids: list[JobId]) -> dict[JobId, str]:
-        doc = self.rest.request("wait", "GET", f"{API}/jobs")
+        doc = self._call("wait", "GET", "/jobs")
         wanted = set(ids)
         out = {}
         for raw in doc.get("jobs") or []:
@@ -259,12 +210,65 @@ class SlurmRestCluster(SlurmCluster):
         return out
 
     def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        if self.api.requeue and ids:
+            body = {"flags": ["Hold"], "jobs": list(ids)}
+            # Acts: never retried after a timeout (idempotent=False is the POST default).
+            _note_rest_errors(self._call("requeuehold", "POST", "/jobs/requeue", body), ids, failed)
+            return
         if not self.cli_fallback:
             for j in ids:
                 failed[j] = (
-                    "ignored the checkpoint signal; 22.05's REST API cannot requeue "
-                    "(enable cli_fallback for scontrol requeuehold)"
+                    f"ignored the checkpoint signal; slurmrestd's API {self.api.version} cannot "
+                    "requeue (enable cli_fallback for scontrol requeuehold)"
                 )
             return
         res = self.commands.run("requeuehold", ["scontrol", "requeuehold", job_list(ids)])
         note_errors(res, ids, failed)
+
+
+def _note_rest_errors(
+    doc: Mapping[str, Any], ids: list[JobId], failed: dict[JobId, str]
+) -> set[JobId]:
+    """Per-job failures of a signal or requeue answer; returns the jobs that failed.
+
+    24.11+ report a signal's failures per job in ``status`` (with HTTP 200 and no
+    ``errors``: seen for an unknown job id, also for a single-job DELETE); the
+    requeue call reports them in ``errors`` ("Requeue JobId=N failed"). An error
+    that names no job of `ids` fails them all (unattributable)."""
+    bad: set[JobId] = set()
+    wanted = set(ids)
+    unattributed: list[str] = []
+    for st in doc.get("status") or []:
+        if not isinstance(st, Mapping):
+            continue
+        err = st.get("error") or {}
+        code = err.get("code") if isinstance(err, Mapping) else None
+        if not code:
+            continue
+        msg = str(err.get("message") or err.get("string") or code)
+        job = str(st.get("step_id") or "").split(".", 1)[0]
+        if job in wanted:
+            failed[job] = f"slurmrestd: {msg}"
+            bad.add(job)
+        else:
+            unattributed.append(msg)
+    for e in doc.get("errors") or []:
+        text = (
+            str(e.get("description") or e.get("error") or e) if isinstance(e, Mapping) else str(e)
+        )
+        detail = str(e.get("error") or "") if isinstance(e, Mapping) else ""
+        m = _REQUEUE_FAILED.search(text)
+        if m and m.group(1) in wanted:
+            failed[m.group(1)] = f"slurmrestd: {text}" + (f": {detail}" if detail else "")
+            bad.add(m.group(1))
+        elif not m:
+            unattributed.append(text + (f": {detail}" if detail and detail not in text else ""))
+    if unattributed and len(ids) == 1:
+        failed[ids[0]] = f"slurmrestd: {'; '.join(unattributed)}"
+        bad.add(ids[0])
+    elif unattributed:
+        for j in ids:
+            if j not in bad:
+                failed.setdefault(j, f"slurmrestd: {'; '.join(unattributed)}")
+                bad.add(j)
+    return bad

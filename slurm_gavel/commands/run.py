@@ -11,7 +11,6 @@ from typing import Any
 
 from slurm_gavel.backends.base import ClusterBackend
 from slurm_gavel.config import Config, load_config
-from slurm_gavel.errors import InputError
 from slurm_gavel.logs import configure, event
 
 
@@ -74,17 +73,13 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
     if config.backend == "rest":
         from slurm_gavel.backends.slurmrestd import SlurmRestCluster
 
-        token = None
-        if config.slurm.rest_token_file is not None:
-            try:
-                token = config.slurm.rest_token_file.read_text().strip()
-            except OSError as e:
-                raise InputError(
-                    f"slurm.rest_token_file: cannot read {config.slurm.rest_token_file} "
-                    f"({e.strerror}); make it readable by the daemon's user"
-                ) from e
+        # The token file is checked (owner, mode 0600) and re-read on a schedule and
+        # when slurmrestd refuses the token (slurmrestd_auth.py).
         return SlurmRestCluster(
-            url=config.slurm.rest_url, token=token, user=config.slurm.rest_user, **options
+            url=config.slurm.rest_url,
+            token_file=config.slurm.rest_token_file,
+            user=config.slurm.rest_user,
+            **options,
         )
     from slurm_gavel.backends.slurm_cli import SlurmCluster
 

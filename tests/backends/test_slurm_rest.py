@@ -1,10 +1,10 @@
 """SlurmRestCluster through slurmrestd (unix socket, rest_auth/local) on the real
-local cluster: the same behaviour as SlurmCluster where 22.05's API allows it."""
+local cluster of each Slurm release (22.05, 24.11, 26.05): the same behaviour as
+SlurmCluster, through the REST API where the release's API version allows it
+(node list from v0.0.40, requeue from v0.0.45) and scontrol where it does not."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -13,8 +13,8 @@ import pytest
 from slurm_gavel import localcluster
 from slurm_gavel.backends.base import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
-from slurm_gavel.backends.slurm_commands import SlurmUnreachable
-from slurm_gavel.backends.slurmrestd import RestClient, SlurmRestCluster
+from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+from slurm_gavel.backends.slurmrestd_versions import choose_version, offered_versions
 
 pytestmark = pytest.mark.slurm
 
@@ -59,6 +59,19 @@ def test_rest_observe_matches_cli(slurm, rest, tmp_path):
     assert a.capacity() == {"v100": 8, "p100": 8, "k80": 6}
 
 
+NEWEST = {"22.05": "v0.0.38", "24.11": "v0.0.42", "26.05": "v0.0.45"}
+
+
+def test_rest_speaks_the_newest_version_the_server_offers(slurm, rest):
+    """Before: /slurm/v0.0.38 on every release; 24.11 and 26.05 answer HTTP 404."""
+    b = rest()
+    spec = b.rest.request("discover", "GET", "/openapi/v3")
+    assert b.api.version == choose_version(offered_versions(spec))
+    assert b.api.version == NEWEST.get(slurm.release, b.api.version)
+    assert b.api.node_list == (b.api.version != "v0.0.38")
+    assert b.api.requeue == (b.api.version >= "v0.0.45")
+
+
 def test_rest_start_preempt_resume(slurm, rest, tmp_path):
     job = managed(slurm, tmp_path, "r", scale=2)
     b = rest()
@@ -67,6 +80,8 @@ def test_rest_start_preempt_resume(slurm, rest, tmp_path):
     assert res.started == (job,) and not res.failed, res
     slurm.wait_state(job, "RUNNING")
     assert slurm.show(job)["NodeList"] == "v100-2"
+    # The node list goes through the REST API where the version can set one.
+    assert b.commands.counts["place-nodes"] == (0 if b.api.node_list else 1)
     time.sleep(0.8)
     b.observe()
     res = b.act(placement(1, {}))
@@ -84,6 +99,7 @@ def test_rest_start_preempt_resume(slurm, rest, tmp_path):
         time.sleep(0.1)  # RUNNING comes before the script's first line
     assert "start restart=1" in log.read_text()
     assert b.rest.counts["signal"] == 1 and b.rest.counts["release"] == 2
+    assert b.commands.total == (0 if b.api.node_list else 2)
 
 
 def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
@@ -91,7 +107,14 @@ def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
     b = rest(pin_nodes_with_cli=False)
     b.observe()
     res = b.act(placement(0, {job: ("k80", [("k80-2", 1)])}))
-    # Its partition "gpu" mixes types: refused, since the type could not be enforced.
+    if b.api.node_list:
+        # 24.11+: the node list goes in the REST update; no scontrol needed at all.
+        assert res.started == (job,), res
+        slurm.wait_state(job, "RUNNING")
+        assert slurm.show(job)["NodeList"] == "k80-2"
+        assert b.commands.total == 0
+        return
+    # 22.05: its partition "gpu" mixes types: refused, since the type could not be enforced.
     assert "mixes GPU types" in dict(res.failed)[job]
     assert slurm.show(job)["Priority"] == "0"
     b = rest(pin_nodes_with_cli=False, managed_partitions={"v100", "p100", "k80"})
@@ -104,7 +127,7 @@ def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
     assert b.commands.total == 0  # no command-line tool was used
 
 
-def test_rest_requeuehold_fallback_and_unmanaged_untouched(slurm, rest, tmp_path):
+def test_rest_requeuehold_and_unmanaged_untouched(slurm, rest, tmp_path):
     other = slurm.sbatch(
         "-p", "v100", "--gres=gpu:v100:1", "-o", "/dev/null", "--wrap", "sleep 300"
     )
@@ -115,9 +138,13 @@ def test_rest_requeuehold_fallback_and_unmanaged_untouched(slurm, rest, tmp_path
     slurm.wait_state(job, "RUNNING")
     b.observe()
     res = b.act(placement(1, {}))
-    assert res.preempted == (job,)
-    assert b.commands.counts["requeuehold"] == 1
+    assert res.preempted == (job,) and not res.failed, res
+    # v0.0.45 (26.05) requeues through the API, older versions with scontrol.
+    assert b.commands.counts["requeuehold"] == (0 if b.api.requeue else 1)
+    assert b.rest.counts["requeuehold"] == (1 if b.api.requeue else 0)
     slurm.wait_state(job, "PENDING")
+    obs = {j.job.id: j for j in b.observe().jobs}[job]
+    assert obs.state is JobState.HELD and obs.restarts == 1
     assert slurm.state(other) == "RUNNING"
     b_off = rest(grace_s=0.5, cli_fallback=False)
     b_off.observe()
@@ -125,35 +152,10 @@ def test_rest_requeuehold_fallback_and_unmanaged_untouched(slurm, rest, tmp_path
     slurm.wait_state(job, "RUNNING")
     b_off.observe()
     res = b_off.act(placement(3, {}))
-    assert "cannot requeue" in dict(res.failed)[job]
-    assert slurm.state(job) == "RUNNING"  # left running, reported; never cancelled
-
-
-def test_rest_get_with_errors_is_retried_then_raises(tmp_path):
-    """22.05's slurmrestd answers /jobs with [] plus an error when slurmctld is down."""
-    body = (
-        b'{"meta": {}, "jobs": [], "errors": [{"description": "Failed while looking '
-        b'for jobs", "error": "Unspecified error"}]}'
-    )
-    path = str(tmp_path / "fake.sock")
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
-    server.listen()
-
-    def serve() -> None:
-        for _ in range(3):
-            conn, _ = server.accept()
-            conn.recv(65536)
-            conn.sendall(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-            )
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    sleeps: list[float] = []
-    client = RestClient(path, retries=2, backoff=0.5, sleep=sleeps.append)
-    with pytest.raises(SlurmUnreachable, match="Failed while looking for jobs"):
-        client.request("observe", "GET", "/slurm/v0.0.38/jobs")
-    assert sleeps == [0.5, 1.0] and client.counts["observe"] == 3
-    server.close()
+    if b_off.api.requeue:
+        assert res.preempted == (job,) and not res.failed, res
+        slurm.wait_state(job, "PENDING")
+    else:
+        assert "cannot requeue" in dict(res.failed)[job]
+        assert slurm.state(job) == "RUNNING"  # left running, reported; never cancelled
+    assert b_off.commands.counts["requeuehold"] == 0

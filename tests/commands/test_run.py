@@ -76,12 +76,15 @@ def test_backend_is_built_from_the_config(tmp_path):
     assert (b.checkpoint_signal, b.grace_s, b.commands.timeout) == ("USR2", 7.0, 9.0)
     token = tmp_path / "jwt"
     token.write_text("abc.def\n")
-    rest = {"rest_url": "http://ctl:6820", "rest_token_file": str(token), "rest_user": "slurm"}
+    token.chmod(0o600)  # slurmrestd_auth refuses a token file others can read
+    rest = {"rest_url": "https://ctl:6820", "rest_token_file": str(token), "rest_user": "slurm"}
     cfg = parse_config({"partitions": ["gpu"], "backend": "rest", "slurm": rest})
     b = run_cmd.build_backend(cfg)
     assert type(b).__name__ == "SlurmRestCluster"
     assert b.rest.headers["X-SLURM-USER-TOKEN"] == "abc.def"
     assert b.rest.headers["X-SLURM-USER-NAME"] == "slurm"
+    assert b.rest.token_source.path == token  # re-read on schedule and when refused
+    assert (b.rest.timeout, b.rest.sleep) == (b.commands.timeout, b.commands.sleep)
 
 
 @pytest.mark.hostile
