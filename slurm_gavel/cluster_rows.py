@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from slurm_gavel.estimate import estimate_missing, is_estimate
+from slurm_gavel.estimate import ESTIMATE_PREFIX, estimate_missing, is_estimate
 from slurm_gavel.model import GpuType
 from slurm_gavel.throughputs import ThroughputTable
 
@@ -45,8 +45,12 @@ class ClusterRows:
     table: ThroughputTable  # the source: compared by identity to know when to rebuild
     gpu_types: tuple[GpuType, ...]
     filled: ThroughputTable  # ``table`` plus estimates for the cluster's types (or itself)
+    # every row has a measured figure for every cluster type: nothing to mark, ever (the
+    # simulator's usual case: marked_cells() then costs nothing per round)
+    complete: bool = False
     _rows: dict[tuple[str, int], Mapping[GpuType, float]] = field(default_factory=dict)
     _blind: dict[tuple[str, int], tuple[GpuType, ...]] = field(default_factory=dict)
+    _marks: dict[tuple[str, int], dict[GpuType, str]] = field(default_factory=dict)
 
     def row(self, job_type: str, scale_factor: int) -> Mapping[GpuType, float]:
         """Steps/s on every type for this kind of job; the same object on every call (the
@@ -70,16 +74,22 @@ class ClusterRows:
     def marks(self, job_type: str, scale_factor: int) -> dict[GpuType, str]:
         """{GPU type: ESTIMATED or TYPE_BLIND} for the cluster's cells of this kind of job
         that were not measured (empty when all were)."""
-        self.row(job_type, scale_factor)
-        out = dict.fromkeys(self._blind.get((job_type, scale_factor), ()), TYPE_BLIND)
-        row = self.filled.alone.get((job_type, scale_factor), {})
-        for t in self.gpu_types:
-            if t not in out and t in row and is_estimate(self.filled, job_type, scale_factor, t):
-                out[t] = ESTIMATED
-        return out
+        key = (job_type, scale_factor)
+        out = self._marks.get(key)
+        if out is None:
+            self.row(job_type, scale_factor)
+            out = dict.fromkeys(self._blind.get(key, ()), TYPE_BLIND)
+            row = self.filled.alone.get(key, {})
+            for t in self.gpu_types:
+                if t not in out and t in row and is_estimate(self.filled, *key, t):
+                    out[t] = ESTIMATED
+            self._marks[key] = out
+        return dict(out)
 
     def marked_cells(self, kinds: Iterable[tuple[str, int]]) -> tuple[MarkedCell, ...]:
         """The unmeasured cells of these (job type, scale factor) kinds, sorted."""
+        if self.complete:
+            return ()
         out = [(jt, sf, t, mark) for jt, sf in set(kinds) for t, mark in self.marks(jt, sf).items()]
         return tuple(sorted(out))
 
@@ -110,7 +120,16 @@ def cluster_rows(table: ThroughputTable, gpu_types: Iterable[GpuType]) -> Cluste
     fill = [t for t in types if t in known]
     gaps = any(t not in row for row in table.alone.values() for t in fill)
     filled = estimate_missing(table, fill)[0] if gaps else table
-    return ClusterRows(table, types, filled)
+    here = set(types)
+    complete = (
+        not gaps
+        and len(fill) == len(types)
+        and not any(
+            note.startswith(ESTIMATE_PREFIX) and key.rsplit("|", 1)[-1] in here
+            for key, note in table.notes.items()
+        )
+    )
+    return ClusterRows(table, types, filled, complete)
 
 
 def rows_for(

@@ -112,7 +112,8 @@ def test_after_observations_the_round_reports_estimates_then_nothing():
 
 def test_a_cluster_the_table_covers_gets_the_tables_own_rows():
     rows = cluster_rows(SHIPPED, ["v100", "k80"])
-    assert rows.filled is SHIPPED
+    assert rows.filled is SHIPPED and rows.complete
+    assert rows.marked_cells(SHIPPED.alone) == ()
     for key in SHIPPED.alone:
         assert rows.row(*key) is SHIPPED.alone[key]  # identity: the mechanism's cache
         assert rows.marks(*key) == {}
@@ -147,3 +148,12 @@ def test_a_cell_missing_from_a_measured_column_is_estimated_not_zero():
     rows = cluster_rows(table, ["v100", "k80"])
     assert rows.marks("b", 1) == {"k80": ESTIMATED}
     assert rows.row("b", 1)["k80"] == pytest.approx(2.0, rel=0.3)
+
+
+def test_estimates_the_table_holds_are_marked_too():
+    """A table written by `slurm-gavel profile --estimate` has estimates for a type."""
+    table = copy.deepcopy(SHIPPED)
+    table.set_note(A3C, 1, "k80", "estimate: low-rank completion ...")
+    rows = cluster_rows(table, ["v100", "k80"])
+    assert not rows.complete
+    assert rows.marked_cells([(A3C, 1), (RESNET, 1)]) == ((A3C, 1, "k80", ESTIMATED),)
