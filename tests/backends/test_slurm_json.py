@@ -28,6 +28,7 @@ from slurm_gavel.backends.slurm_json import (
 )
 
 DATA = Path(__file__).parent / "data"
+NEWER = ("24.11", "26.05")
 
 
 def load(name: str, release: str = "22.05") -> dict:
@@ -198,37 +199,69 @@ def test_shape_helpers():
         state_list(5)
 
 
+def local_capture(folder: Path) -> tuple[list, list]:
+    """(jobs, nodes) of a `capture.sh local` folder: 22.05's plain --json, or the
+    newest data_parser's squeue -t all and scontrol --json show nodes."""
+    if (folder / "squeue.json").exists() and (folder / "sinfo.json").exists():
+        jobs_doc, nodes_doc = folder / "squeue.json", folder / "sinfo.json"
+    else:
+        (jobs_doc,) = folder.glob("squeue-t-all.*.json")
+        (nodes_doc,) = folder.glob("scontrol-nodes.*.json")
+    _, jobs = parse_jobs(json.loads(jobs_doc.read_text()))
+    _, nodes = parse_nodes(json.loads(nodes_doc.read_text()))
+    return jobs, nodes
+
+
+def job_facts(jobs: list, roles: dict[str, str]) -> dict[str, tuple]:
+    by = {j.job_id: j for j in jobs}
+    return {
+        role: (
+            by[job_id].state,
+            by[job_id].held,
+            by[job_id].restarts,
+            by[job_id].exit_code,
+            by[job_id].comment,
+            by[job_id].gpu_request,
+            [(g.node, g.gpu_type, g.gpus) for g in by[job_id].gpu_slices],
+        )
+        for role, job_id in roles.items()
+    }
+
+
+def node_facts(nodes: list) -> list[tuple]:
+    return sorted(
+        (n.name, n.gpu_type, n.gpus, n.gpus_used, n.partitions, n.drained, n.down, n.reason)
+        for n in nodes
+    )
+
+
+@pytest.mark.parametrize("release", NEWER)
+def test_the_local_cluster_scenario_reads_the_same_on_every_release(release):
+    """capture.sh local on tools/local-cluster --slurm 24.11/26.05 (multi-node jobs
+    placed the daemon's way, drained and down nodes): the facts 22.05 gave."""
+    folder = DATA / release / "local-cluster"
+    jobs, nodes = local_capture(folder)
+    want_jobs, want_nodes = local_capture(DATA / "22.05")
+    assert job_facts(jobs, scenario(folder)) == job_facts(want_jobs, scenario())
+    assert node_facts(nodes) == node_facts(want_nodes)
+
+
 @pytest.mark.slurm
-@pytest.mark.slurm_release("22.05")  # the others: capture.sh 24.11|26.05 in a chroot
 def test_capture_is_reproducible(slurm, tmp_path):
-    """Re-run capture.sh on the live cluster: the fresh output parses to the same facts."""
+    """Re-run capture.sh local on the live cluster (each release): the fresh output
+    parses to the facts committed from 22.05."""
     env = {**os.environ, **slurm.env}
     subprocess.run(
-        [str(DATA / "capture.sh"), "22.05", str(tmp_path)], check=True, env=env, timeout=120
+        [str(DATA / "capture.sh"), "local", str(tmp_path)], check=True, env=env, timeout=180
     )
-    fresh, committed = scenario(tmp_path), scenario()
-    _, new_jobs = parse_jobs(json.loads((tmp_path / "squeue.json").read_text()))
-    _, old_jobs = parse_jobs(load("squeue.json"))
-    new = {j.job_id: j for j in new_jobs}
-    old = {j.job_id: j for j in old_jobs}
-    for role in committed:
-        a, b = new[fresh[role]], old[committed[role]]
-        assert (a.state, a.held, a.restarts, a.exit_code, a.comment) == (
-            b.state,
-            b.held,
-            b.restarts,
-            b.exit_code,
-            b.comment,
-        ), role
-        assert [(g.node, g.gpus) for g in a.gpu_slices] == [(g.node, g.gpus) for g in b.gpu_slices]
-    _, new_nodes = parse_nodes(json.loads((tmp_path / "sinfo.json").read_text()))
-    _, old_nodes = parse_nodes(load("sinfo.json"))
-    assert sorted(new_nodes, key=lambda n: n.name) == sorted(old_nodes, key=lambda n: n.name)
+    jobs, nodes = local_capture(tmp_path)
+    want_jobs, want_nodes = local_capture(DATA / "22.05")
+    assert job_facts(jobs, scenario(tmp_path)) == job_facts(want_jobs, scenario())
+    assert node_facts(nodes) == node_facts(want_nodes)
 
 
 # --- 24.11 and 26.05: every data_parser version each release's CLI offers ------------
 
-NEWER = ("24.11", "26.05")
 PARSERS = [
     (release, f.name.split(".", 1)[1].removesuffix(".json"))
     for release in NEWER

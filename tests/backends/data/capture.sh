@@ -1,36 +1,51 @@
 #!/usr/bin/env bash
-# Regenerate the Slurm JSON captures in this folder from real Slurm daemons, one
-# folder per release (22.05/, 24.11/, 26.05/). Each folder gets scenario.txt
-# (role=JOBID, one line per submitted job, saying what it is) and the JSON of
-# every command and data_parser version the parsers must read.
+# Regenerate the Slurm JSON captures in this folder from real Slurm daemons. Each
+# capture folder gets scenario.txt (role=JOBID, one line per submitted job, saying
+# what it is), version.txt (sinfo -V) and the JSON the parsers must read.
 #
-# 22.05 (the host's Slurm, default topology v100:2x4,p100:2x4,k80:2x4):
-#   tools/local-cluster up --dir /tmp/capture --port-base auto
-#   SLURM_CONF=/tmp/capture/slurm.conf tests/backends/data/capture.sh 22.05 [OUTDIR]
+# local: the default topology (v100:2x4,p100:2x4,k80:2x4) of tools/local-cluster,
+# any release (22.05 on the host, 24.11/26.05 in its chroot): multi-node jobs placed
+# the daemon's way, checkpoint (exit 99), drained and down nodes.
+#   tools/local-cluster up --slurm 22.05 --dir /tmp/capture --port-base auto
+#   eval "$(tools/local-cluster env --dir /tmp/capture)"   # SLURM_CONF (and PATH)
+#   tests/backends/data/capture.sh local [OUTDIR]
 #   tools/local-cluster down --dir /tmp/capture
-# 24.11 / 26.05 (Debian trixie / sid in a chroot, ../shared/notes/newer-slurm/HOWTO.md):
-#   mmdebstrap ... trixie /tmp/h2-trixie ...
+# OUTDIR defaults to 22.05/ (22.05) or <release>/local-cluster/. 22.05 writes the
+# plain --json (squeue.json, sinfo.json), later releases the newest data_parser's
+# squeue -t all, scontrol --json show nodes and sinfo.
+#
+# chroot: the one-node cluster of ../shared/notes/newer-slurm/chroot-cluster.sh
+# (Debian trixie = 24.11, sid = 26.05), for every data_parser the release offers:
+#   mmdebstrap ... trixie /tmp/h2-trixie ...                (HOWTO.md there)
 #   chroot-cluster.sh start /tmp/h2-trixie 7817 7818
-#   tests/backends/data/capture.sh 24.11 /tmp/h2-trixie [OUTDIR]
+#   tests/backends/data/capture.sh chroot /tmp/h2-trixie [OUTDIR]   # -> 24.11/
 #   chroot-cluster.sh stop /tmp/h2-trixie 7817 7818
-# The chroot mode first reshapes the one-node cluster chroot-cluster.sh starts
-# (same ports): v100-1 with 4 GPUs, a k80 node that never answers (drained by the
-# scenario), RequeueExitHold=99, and a clean state; jobs run as user gavel.
+# It first reshapes that cluster (same ports): v100-1 with 4 GPUs, a k80 node that
+# never answers (drained by the scenario), RequeueExitHold=99, a clean state; jobs
+# run as user gavel.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-release="${1:?usage: capture.sh 22.05|24.11|26.05 [CHROOT] [OUTDIR]}"
+mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh chroot ROOT [OUTDIR]}"
 # every data_parser version a CLI of the supported releases may offer
 PARSERS="v0.0.39 v0.0.40 v0.0.41 v0.0.42 v0.0.43 v0.0.44 v0.0.45"
 compact() { python3 -c 'import json,sys; json.dump(json.load(sys.stdin), sys.stdout, separators=(",", ":"), sort_keys=True); print()'; }
 
-capture_22_05() {
+capture_local() {
   local out="$1" job="$here/../jobs/checkpoint_job.sh" work
   work="$(mktemp -d)"
   cd "$work"
   : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
   sub() { sbatch --parsable -o /dev/null "$@"; }
   place() {  # JOBID PARTITION GRES NODES NUMNODES: what the daemon does to start a job
-    scontrol update JobId="$1" Partition="$2" Gres="$3" NodeList="$4" NumNodes="$5" StartTime=now
+    # In the daemon's order (24.11 refuses NodeList=a,b before NumNodes=2). 24.11
+    # answers "Resource temporarily unavailable" to an update in the first moments
+    # after submission (seen 10 ms after): retried.
+    for _ in $(seq 25); do
+      scontrol update JobId="$1" Partition="$2" NumNodes="$5-$5" NodeList="$4" Gres="$3" \
+        StartTime=now 2>/dev/null && break
+      sleep 0.2
+    done
+    scontrol show job "$1" | grep -q "Partition=$2 " || { echo "cannot place job $1" >&2; exit 1; }
     scontrol release "$1"
   }
   wait_state() {  # JOBID STATE
@@ -65,12 +80,20 @@ capture_22_05() {
   scontrol update NodeName=k80-2 State=DOWN Reason=capture-down
   sleep 1
   sinfo -V > "$out/version.txt"
-  squeue --json > "$out/squeue.json"
-  sinfo --json > "$out/sinfo.json"
+  local newest
+  newest=$(squeue --json=list 2>/dev/null | sed -n 's,^data_parser/,,p' | sort -V | tail -1 || true)
+  if [[ -z "$newest" ]]; then  # 22.05: plain --json, squeue lists every job
+    squeue --json > "$out/squeue.json"
+    sinfo --json > "$out/sinfo.json"
+  else
+    squeue --json="$newest" -t all | compact > "$out/squeue-t-all.$newest.json"
+    scontrol --json="$newest" show nodes | compact > "$out/scontrol-nodes.$newest.json"
+    sinfo --json="$newest" | compact > "$out/sinfo.$newest.json"
+  fi
   scontrol show job --oneliner > "$out/scontrol-show-job.txt"
   scontrol show node --oneliner > "$out/scontrol-show-node.txt"
   cat > "$out/scenario.txt" <<EOF
-# Slurm 22.05 on tools/local-cluster (job_submit.lua holds gavel: jobs on arrival);
+# Slurm $(sinfo -V | sed 's/^[^ ]* //') on tools/local-cluster (job_submit.lua holds gavel: jobs on arrival);
 # managed jobs are started the daemon's way (scontrol update + release).
 held=$held  # managed, held on arrival, no GRES asked
 run1=$run1  # managed, placed on v100-1 with gpu:v100:2, running
@@ -175,7 +198,7 @@ CONF
     curl -s --unix-socket "$sock" "http://x/slurm/$newest/nodes" | compact > "$out/rest-$newest-nodes.json"
   fi
   cat > "$out/scenario.txt" <<EOF
-# Slurm $release in a Debian chroot (capture.sh $release): v100-1 (gpu:v100:4) runs
+# Slurm $release in a Debian chroot (capture.sh chroot): v100-1 (gpu:v100:4) runs
 # the jobs, k80-1 (gpu:k80:2) never answers and is drained; jobs submitted by user
 # gavel with sbatch --chdir=/tmp -o /dev/null, RequeueExitHold=99.
 ok=$ok  # not managed, --wrap true: COMPLETED
@@ -192,13 +215,18 @@ cancelled=$cancelled  # managed, --hold, then scancel: CANCELLED
 EOF
 }
 
-case "$release" in
-  22.05)
-    out="${2:-$here/22.05}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
-    capture_22_05 "$out" ;;
-  24.11|26.05)
-    root="${2:?capture.sh $release needs the chroot (chroot-cluster.sh start ROOT ...)}"
+release_of() { sed -n 's/^[^ ]* \([0-9]*\.[0-9]*\)\..*/\1/p'; }
+case "$mode" in
+  local)
+    : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
+    release=$(sinfo -V | release_of)
+    default="$here/$release/local-cluster"; [[ "$release" == 22.05 ]] && default="$here/22.05"
+    out="${2:-$default}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
+    capture_local "$out" ;;
+  chroot)
+    root="${2:?capture.sh chroot needs the chroot (chroot-cluster.sh start ROOT ...)}"
+    release=$(chroot "$root" sinfo -V | release_of)
     out="${3:-$here/$release}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
     capture_chroot "$root" "$out" ;;
-  *) echo "capture.sh: unknown release $release (22.05, 24.11 or 26.05)" >&2; exit 2 ;;
+  *) echo "capture.sh: unknown mode $mode (local or chroot)" >&2; exit 2 ;;
 esac
