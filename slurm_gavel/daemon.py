@@ -260,6 +260,7 @@ class Daemon:
                 self._save(self.state.to_json(), inflight=None, report=report)
             except StateSaveError as e:
                 self._save_failed(e, round_index=report.round_index, acted=True)
+        self.tap.give_back(report)  # held jobs no round can place go back to Slurm
         return report
 
     def _save_failed(self, e: StateSaveError, *, round_index: int, acted: bool) -> None:

@@ -12,12 +12,14 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from slurm_gavel.backends.base import ActResult, ClusterSnapshot, RoundPlacement
+from slurm_gavel.backends.base import ActResult, ClusterSnapshot, JobState, RoundPlacement
 from slurm_gavel.daemon_progress import estimate_steps
 from slurm_gavel.daemon_views import planned_actions, rename_gpu_types
 from slurm_gavel.logs import event
 from slurm_gavel.model import JobId
+from slurm_gavel.scheduler import RoundReport
 from slurm_gavel.shares import apply_weights, capped_message
+from slurm_gavel.throughputs import ThroughputError
 
 if TYPE_CHECKING:
     from slurm_gavel.daemon import Daemon
@@ -84,6 +86,42 @@ class DaemonTap:
         snap = apply_weights(snap, weights, on_capped)
         self._capped_logged = capped
         return snap
+
+    def give_back(self, report: RoundReport) -> None:
+        """Waiting jobs the daemon can never schedule go back to Slurm with the reason
+        (backends/slurm_giveback.py), so no job stays held forever: those whose comment
+        the grammar refuses (the backend's refused_held) and those whose job type or
+        scale the throughput table lacks. A failure is logged; the round stands."""
+        d = self.daemon
+        give = getattr(d.backend, "give_back", None)
+        if give is None or self.last_snapshot is None:
+            return
+        reasons: dict[JobId, str] = dict(getattr(d.backend, "refused_held", None) or {})
+        waiting = {
+            o.job.id: o.job
+            for o in self.last_snapshot.jobs
+            if o.state in (JobState.PENDING, JobState.HELD)
+        }
+        for job_id, why in report.skipped:
+            job = waiting.get(job_id)
+            if job is None:
+                continue
+            try:
+                d.sched_config.table.row(job.job_type, job.scale_factor)
+            except ThroughputError:
+                reasons[job_id] = why  # not in the table: no round will ever place it
+        for job_id, why in sorted(reasons.items()):
+            event(log, "job_given_back", logging.WARNING, job=job_id, reason=why[:300],
+                  dry_run=d.dry_run)  # fmt: skip
+        if not reasons or d.dry_run:
+            return
+        try:
+            failed = give(reasons)
+        except Exception as e:  # Slurm away: the next round tries again
+            event(log, "give_back_failed", logging.WARNING, error=str(e)[:300])
+            return
+        for job_id, why in sorted(failed.items()):
+            event(log, "give_back_failed", logging.WARNING, job=job_id, error=why[:300])
 
     def act(self, placement: RoundPlacement) -> ActResult:
         d = self.daemon

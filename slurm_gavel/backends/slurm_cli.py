@@ -18,8 +18,11 @@ act, one command per action kind, whatever the number of jobs:
     hold         scontrol hold ID,ID,...   (released earlier, not placed this round)
     wait         squeue -h -j ID,... -o "%i %T"  (polled during the grace period)
     requeuehold  scontrol requeuehold ID,...  (did not exit 99 within the grace)
+    give_back    scontrol update JobId=ID "Comment=gavel-released: <why>", per held job
+                 the daemon cannot use, then release (slurm_giveback.py)
 
-Managed jobs are never cancelled; jobs not managed are never named in a command.
+Managed jobs are never cancelled; jobs whose comment does not claim them for
+slurm-gavel are never named in a command.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from slurm_gavel.backends.slurm_commands import (
     SlurmUnreachable,
     errors_by_job,
 )
+from slurm_gavel.backends.slurm_giveback import GiveBack, give_back_orders, refused_held
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import (
@@ -82,6 +86,8 @@ class SlurmCluster:
         self.wait_for_preempted = wait_for_preempted
         self.clock = clock
         self.view: SlurmView | None = None
+        self.refused_held: dict[JobId, str] = {}
+        self._jobs_seen: dict[JobId, SlurmJob] = {}
         self.warnings: list[str] = []
         self._signalled: dict[JobId, float] = {}  # job -> grace deadline (clock)
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
@@ -111,6 +117,9 @@ class SlurmCluster:
             o.job.id: o.job for o in self.view.snapshot.jobs if o.state is not JobState.DONE
         }
         self.warnings = self.view.warnings
+        # Held jobs claimed by a comment the grammar refuses: the daemon gives them back.
+        self.refused_held = refused_held(jobs, self.managed_partitions)
+        self._jobs_seen = {j.job_id: j for j in jobs}
         self._requeued_at = {j: t for j, t in self._requeued_at.items() if now - t < 5}
         return self.view.snapshot
 
@@ -208,7 +217,26 @@ class SlurmCluster:
             failed=tuple(failed.items()),
         )
 
+    def give_back(self, reasons: Mapping[JobId, str]) -> dict[JobId, str]:
+        """Release held jobs the daemon cannot use to Slurm's own scheduling, the reason
+        in their comment (slurm_giveback.py); returns those that failed, with why."""
+        if self.view is None or not reasons:
+            return {}
+        scales = {o.job.id: o.job.scale_factor for o in self.view.snapshot.jobs}
+        orders = give_back_orders(dict(reasons), self._jobs_seen, scales)
+        failed: dict[JobId, str] = {}
+        if orders:
+            self._relabel(orders, failed)
+            relabelled = [o.job_id for o in orders if o.job_id not in failed]
+            if relabelled:
+                self._release(relabelled, failed)
+        return failed
+
     # --- primitives (SlurmRestCluster overrides these) ----------------------------------
+
+    def _relabel(self, orders: list[GiveBack], failed: dict[JobId, str]) -> None:
+        for o in orders:  # one command each: rare (a job is given back once)
+            note_errors(self.commands.run("give_back", o.argv()), [o.job_id], failed)
 
     def _hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         res = self.commands.run("hold", ["scontrol", "hold", job_list(ids)])
