@@ -95,7 +95,7 @@ def test_an_observation_turns_its_column_into_estimates_and_its_cell_into_a_meas
     assert rows.row(RESNET, 1)["h100"] == pytest.approx(9.0)
     # the source table is not changed, and estimates are marked as such in the copy
     assert "a100" not in learned.row(A3C, 1)
-    assert rows.filled.note(A3C, 1, "a100").startswith("estimate:")
+    assert (rows.filled.note(A3C, 1, "a100") or "").startswith("estimate:")
 
 
 def test_after_observations_the_round_reports_estimates_then_nothing():
