@@ -4,7 +4,7 @@ observe, two commands per round in the JSON format of the release (detected once
 slurm_release.detect_cli: `sinfo -V` + `squeue --json=list`):
 
     nodes        scontrol --json=vX show nodes   (22.05: sinfo --json)
-    jobs         squeue --json=vX -t <waiting and running states>
+    jobs         squeue --json=vX -t <waiting and running states>  (-t all the first time)
     ended        squeue --json=vX -t all -j ID,...  only in a round where a managed
                  job left that list (how it ended: completed or failed)
 
@@ -132,11 +132,13 @@ class SlurmCluster:
         return self._format
 
     def _fetch(self) -> tuple[dict, dict]:
-        """The nodes and (waiting or running) jobs JSON documents."""
+        """The nodes and (waiting or running) jobs JSON documents. The first observe
+        of this backend also lists finished jobs (-t all, once): jobs that ended
+        while the daemon was down are then reported done, as 22.05 always did."""
         fmt = self.cli_format
         return (
             self._json("observe", fmt.nodes_argv()),
-            self._json("observe", fmt.jobs_argv()),
+            self._json("observe", fmt.jobs_argv(finished_too=self.view is None)),
         )
 
     def _ended_jobs(self, ids: list[JobId]) -> list[SlurmJob]:

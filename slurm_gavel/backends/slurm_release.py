@@ -135,8 +135,8 @@ class CliFormat:
             return ["scontrol", self.json_flag, "show", "nodes"]
         return ["sinfo", "--json"]
 
-    def jobs_argv(self) -> list[str]:
-        return ["squeue", self.json_flag, "-t", ACTIVE_JOB_STATES]
+    def jobs_argv(self, *, finished_too: bool = False) -> list[str]:
+        return ["squeue", self.json_flag, "-t", "all" if finished_too else ACTIVE_JOB_STATES]
 
     def ended_jobs_argv(self, ids: list[str]) -> list[str]:
         return ["squeue", self.json_flag, "-t", "all", "-j", ",".join(ids)]

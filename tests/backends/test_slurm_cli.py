@@ -318,6 +318,7 @@ def test_a_managed_job_that_ends_between_rounds_is_reported_with_its_outcome(slu
 
 def test_the_jobs_read_per_round_do_not_grow_with_finished_jobs(slurm):
     b = backend(slurm)
+    b.observe()  # the first lists finished jobs too (those of earlier tests)
     b.observe()
     before = b.commands.jobs_listed()
     finished = [slurm.sbatch("-p", "k80", "-o", "/dev/null", "--wrap", "true") for _ in range(5)]

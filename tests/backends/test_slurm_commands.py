@@ -17,6 +17,7 @@ from slurm_gavel.backends.slurm_commands import (
     SlurmUnreachable,
     errors_by_job,
 )
+from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
 
 DATA = Path(__file__).parent / "data"
 SCENARIO = {
@@ -248,6 +249,7 @@ class Cli2411(SlurmCommands):
         self.all_jobs = json.loads((NEWER / "squeue-t-all.v0.0.42.json").read_text())
         self.active: set[str] = set()
         self.forgotten: set[str] = set()  # slurmctld no longer knows them
+        self.finished: set[str] = set()  # finished and still known (first observe)
         self.log: list[tuple[str, tuple[str, ...]]] = []
 
     def jobs(self, ids: set[str]) -> str:
@@ -269,6 +271,8 @@ class Cli2411(SlurmCommands):
         assert argv[:2] == ["squeue", "--json=v0.0.42"] and argv[2] == "-t", argv
         if argv[3] != "all":
             return CommandResult(tuple(argv), 0, self.jobs(self.active), "")
+        if "-j" not in argv:  # the first observe: finished jobs too
+            return CommandResult(tuple(argv), 0, self.jobs(self.active | self.finished), "")
         asked = set(argv[argv.index("-j") + 1].split(","))
         known = asked - self.forgotten
         if not known:
@@ -305,6 +309,17 @@ def test_a_job_that_ended_is_asked_for_by_id_once_and_reported_with_its_outcome(
     snap = b.observe()
     assert {j.job.id for j in snap.jobs} == {s["held"], s["run1"]}
     assert cli.counts["ended"] == 1 and cli.counts["detect"] == 2 and cli.counts["observe"] == 6
+    jobs_queries = [argv[3] for kind, argv in cli.log if kind == "observe" and argv[0] == "squeue"]
+    assert jobs_queries == ["all", ACTIVE_JOB_STATES, ACTIVE_JOB_STATES]
+
+
+def test_the_first_observe_reports_jobs_that_ended_while_the_daemon_was_down():
+    s = NEWER_SCENARIO
+    cli = Cli2411()
+    cli.active, cli.finished = {s["held"]}, {s["cancelled"], s["ok"]}
+    snap = SlurmCluster(commands=cli).observe()
+    states = {j.job.id: j.state for j in snap.jobs}  # ok is not managed: not there
+    assert states == {s["held"]: JobState.PENDING, s["cancelled"]: JobState.DONE}
 
 
 def test_a_job_slurmctld_forgot_is_reported_done_with_the_min_job_age_warning():
