@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster, note_errors
 from slurm_gavel.backends.slurm_commands import SlurmCommands
+from slurm_gavel.backends.slurm_fields import job_state
 from slurm_gavel.backends.slurm_snapshot import StartOrder, job_list
 from slurm_gavel.backends.slurmrestd_auth import DEFAULT_REREAD_S, TokenSource
 from slurm_gavel.backends.slurmrestd_client import (
@@ -205,8 +206,10 @@ class SlurmRestCluster(SlurmCluster):
         for raw in doc.get("jobs") or []:
             job_id = str(raw.get("job_id"))
             if job_id in wanted:
-                state = raw.get("job_state")
-                out[job_id] = state[0] if isinstance(state, list) and state else str(state)
+                # As squeue names it: 24.11+ list a requeued job still cleaning up as
+                # ["PENDING", "COMPLETING", ...], which must read as COMPLETING (a
+                # release before it is done lost the relaunch's batch script on 26.05).
+                out[job_id] = job_state(raw.get("job_state"))[0]
         return out
 
     def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:

@@ -196,3 +196,21 @@ def test_a_get_answered_with_errors_is_retried_then_raises(tmp_path):
         with pytest.raises(SlurmUnreachable, match="Failed while looking for jobs"):
             c.request("observe", "GET", "/slurm/v0.0.38/jobs")
     assert sleeps == [0.1, 0.2, 0.4] and c.counts["observe"] == len(seen) == 4
+
+
+def test_a_requeued_job_still_cleaning_up_reads_as_completing(tmp_path):
+    """26.05's /jobs lists a requeued job as ["PENDING", "COMPLETING"] until its last
+    run has cleaned up (squeue says COMPLETING). Before: read as PENDING, so act()
+    stopped waiting and released it at once; the relaunch then lost its batch script
+    ("execve(): .../slurm_script: No such file or directory") and ended FAILED."""
+    spec = load("26.05", "openapi-v3-excerpt.json")
+    doc = load("26.05", "jobs-requeued-completing.json")
+    job = str(doc["jobs"][0]["job_id"])
+    assert doc["jobs"][0]["job_state"] == ["PENDING", "COMPLETING"]
+
+    def route(req):
+        return (200, spec) if req.path == "/openapi/v3" else (200, doc)
+
+    sock = tmp_path / "rest.sock"
+    with replay(sock, route):
+        assert SlurmRestCluster(sock)._states([job]) == {job: "COMPLETING"}
