@@ -121,7 +121,9 @@ class Daemon:
             prices=config.prices,
         )
         self.state = SchedulerState()
-        self.progress = ProgressTracker(config.progress_dir) if config.progress_dir else None
+        self.progress = (
+            ProgressTracker(config.progress_dir, table=self.table) if config.progress_dir else None
+        )
         self.tap = DaemonTap(self)
         self.stop_event = threading.Event()
         self.started_at = time.time()
@@ -209,11 +211,8 @@ class Daemon:
         self.progress.changed = False
         from slurm_gavel import estimate
 
-        observations = [
-            estimate.Observation(o.job_type, o.scale_factor, o.gpu_type, o.steps_per_s, o.samples)
-            for o in self.progress.observations.values()
-        ]
-        table = estimate.update_table(self.table, observations)
+        # Only cells that several users' jobs agreed on, each bounded (daemon_progress.py).
+        table = estimate.update_table(self.table, self.progress.table_observations())
         self.sched_config = replace(self.sched_config, table=table)
         if not self.dry_run:
             # What the running jobs taught it, in the table format: an admin can review

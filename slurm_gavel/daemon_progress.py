@@ -1,133 +1,332 @@
 """Progress flowing back: the job-side spool read into the snapshot and the accounting.
 
-Jobs that use slurm_gavel.job write ``<progress_dir>/<job id>.json`` (format in
-slurm_gavel/job/progress.py). Each round the daemon:
+Jobs that use slurm_gavel.job write ``<progress_dir>/<uid>/<job id>.json`` (layout in
+daemon_spool.py, format in slurm_gavel/job/progress.py). Users write these files, so
+everything in them is hostile input (issue 12). Each round the daemon:
 
-* sets ``steps_done`` of every managed job that has a report (the scheduler then
-  uses it for steps remaining instead of its own estimate);
-* sets ``measured_throughput`` of a running job when the report comes from its
-  current run (same restart count) and is recent, and folds that rate into a
-  running mean per (job type, scale factor, GPU type): the throughput
-  observations persisted in the state file and handed to the estimator.
+* reads the report of every managed job of a known owner (Slurm's uid) from that
+  user's folder: never blocking, only a regular file of that uid, at most 64 KiB;
+* refuses the whole report (logged once per job and reason) unless its ``job_id`` is
+  the job's, every number is finite and in range, ``updated`` is neither in the
+  future nor older than the job's submission (a file left by an earlier job);
+* sets ``steps_done`` (capped at the job's total) and, for the job's current run
+  (same restart count, running, recent), ``measured_throughput``;
+* keeps each job's latest rate as a vote on its (job type, scale factor, GPU type)
+  cell: the job type comes from Slurm's comment and must be a row of the configured
+  table (no made-up rows), the GPU type from Slurm's allocation (a type new to the
+  table is learned, as cluster_rows.py expects on day one); only within
+  ABSURD_FACTOR of the cell's reference (estimate.cell_reference), at most
+  MAX_VOTES_PER_CELL per cell;
+* moves a cell only on agreement (:func:`agreed_value`): users, not jobs, vote (each
+  the median of their jobs), the cell heads for the median of QUORUM_USERS or more
+  users and never past what a second user also claims, by at most STEP_FACTOR per
+  round, and never beyond estimate.MAX_DRIFT of the configured table.
 
-A missing, stale or foreign report changes nothing: progress is an optional
+A missing, stale or refused report changes nothing: progress is an optional
 refinement, never a condition for scheduling. Jobs without reports get their steps
 estimated from the time they received (:func:`estimate_steps`).
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from slurm_gavel import estimate
 from slurm_gavel.backends.base import ClusterSnapshot, JobState, ObservedJob
+from slurm_gavel.daemon_spool import SpoolProblem, open_root, open_user_dir, read_user_report
 from slurm_gavel.errors import InputError
-from slurm_gavel.job.progress import read_report
+from slurm_gavel.job.progress import ReportRefused
+from slurm_gavel.logs import event
 from slurm_gavel.throughputs import ThroughputTable
+
+log = logging.getLogger("slurm_gavel.daemon")
+
+MAX_CLOCK_SKEW_S = 120.0  # compute nodes' clocks may run this much ahead of ours
+MAX_STEPS = 1e15
+ABSURD_FACTOR = estimate.ABSURD_FACTOR  # a rate this far from the cell is no measurement
+STEP_FACTOR = 1.25  # the most a cell moves in one round, either way
+QUORUM_USERS = 2
+MAX_VOTES_PER_CELL = 64
+VOTE_MAX_AGE_S = 7 * 86400.0
+FORMAT = 2  # of the "progress" entry in the daemon's state file
 
 
 @dataclass
-class Observation:
-    """Mean measured steps/s of one (job type, scale factor, GPU type)."""
+class Vote:
+    """A job's latest measured rate on a cell, as read at ``at`` (the daemon's clock)."""
+
+    uid: int
+    rate: float
+    at: float
+
+
+@dataclass
+class Cell:
+    """A learned cell: its value now, and the votes that move it."""
 
     job_type: str
     scale_factor: int
     gpu_type: str
-    steps_per_s: float
-    samples: int
+    value: float
+    agreed: int = 0  # users who agreed at the last move; 0 = never moved
+    votes: dict[str, Vote] = field(default_factory=dict)  # by job id
 
     def key(self) -> str:
         return f"{self.job_type}|{self.scale_factor}|{self.gpu_type}"
 
 
+def _finite(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def agreed_value(current: float, votes: list[float], quorum: int = QUORUM_USERS) -> float:
+    """Where a cell at ``current`` goes this round, given one vote per user.
+
+    Heads for the median of the votes, but upward no further than the ``quorum``-th
+    largest vote and downward no further than the ``quorum``-th smallest (so at
+    least ``quorum`` users claim the new value or beyond), and by at most STEP_FACTOR.
+    Fewer than ``quorum`` votes: no move. One user can therefore never move a cell.
+    """
+    if len(votes) < quorum:
+        return current
+    v = sorted(votes)
+    desired = statistics.median(v)
+    if desired > current:
+        target = min(desired, v[-quorum])
+    elif desired < current:
+        target = max(desired, v[quorum - 1])
+    else:
+        return current
+    if (target - current) * (desired - current) <= 0:
+        return current  # fewer than `quorum` users on the median's side
+    return min(max(target, current / STEP_FACTOR), current * STEP_FACTOR)
+
+
 @dataclass
 class ProgressTracker:
     folder: Path
+    table: ThroughputTable | None = None  # the configured table: the cells that exist
     # A report older than this is not trusted as the job's current rate.
     max_age_s: float = 600.0
-    observations: dict[str, Observation] = field(default_factory=dict)
-    # job id -> `updated` of the last report folded in (each report counts once)
-    _seen: dict[str, float] = field(default_factory=dict)
-    changed: bool = False  # observations changed since the caller last looked
+    quorum: int = QUORUM_USERS
+    cells: dict[str, Cell] = field(default_factory=dict)
+    changed: bool = False  # cells moved since the caller last looked
+    # What was last said about each job / user folder (logged once, pruned each round).
+    _said: dict[str, str] = field(default_factory=dict)
+    gid: int = field(default_factory=os.getegid)
+
+    # ---- each round -----------------------------------------------------------------------
 
     def merge(self, snap: ClusterSnapshot) -> ClusterSnapshot:
         """The snapshot with steps_done / measured_throughput filled from the spool."""
         jobs: list[ObservedJob] = []
-        alive: set[str] = set()
-        for o in snap.jobs:
-            if o.state is JobState.DONE:
-                jobs.append(o)
-                continue
-            alive.add(o.job.id)
-            report = read_report(self.folder / f"{o.job.id}.json")
-            jobs.append(o if report is None else self._apply(o, report, snap.time))
-        for gone in [j for j in self._seen if j not in alive]:
-            del self._seen[gone]
+        said: dict[str, str] = {}
+        user_fds: dict[int, int | None] = {}
+        root_fd: int | None = None
+        try:
+            root_fd = open_root(self.folder)
+        except SpoolProblem as e:
+            self._say(said, "spool", str(e))
+        try:
+            for o in snap.jobs:
+                if o.state is JobState.DONE or root_fd is None or o.user_id is None:
+                    jobs.append(o)
+                    continue
+                if o.user_id not in user_fds:
+                    user_fds[o.user_id] = self._user_dir(root_fd, o.user_id, said)
+                user_fd = user_fds[o.user_id]
+                jobs.append(o if user_fd is None else self._read(o, user_fd, snap.time, said))
+        finally:
+            for fd in [root_fd, *user_fds.values()]:
+                if fd is not None:
+                    os.close(fd)
+        self._said = said  # only what still holds: memory bounded by live jobs and users
+        self._learn(snap.time)
         return replace(snap, jobs=tuple(jobs))
 
-    def _apply(self, o: ObservedJob, r: dict[str, Any], now: float) -> ObservedJob:
-        if str(r.get("job_id")) != o.job.id:
-            return o  # a stale file from a recycled job id, or a copy
-        steps = _number(r.get("steps"))
-        out = o if steps is None or o.steps_done is not None else replace(o, steps_done=steps)
-        rate = _number(r.get("steps_per_s"))
-        updated = _number(r.get("updated")) or 0.0
-        current_run = r.get("restart_count") == o.restarts and r.get("state") == "running"
-        if (
-            o.state is JobState.RUNNING
-            and o.gpu_type is not None
-            and rate is not None
-            and rate > 0
-            and current_run
+    def _say(self, said: dict[str, str], key: str, problem: str) -> None:
+        said[key] = problem
+        if self._said.get(key) != problem:
+            event(log, "progress_refused", logging.WARNING, about=key, problem=problem)
+
+    def _user_dir(self, root_fd: int, uid: int, said: dict[str, str]) -> int | None:
+        try:
+            return open_user_dir(root_fd, self.folder, uid, self.gid)
+        except SpoolProblem as e:
+            self._say(said, f"uid {uid}", str(e))
+            return None
+
+    def _read(self, o: ObservedJob, user_fd: int, now: float, said: dict[str, str]) -> ObservedJob:
+        assert o.user_id is not None
+        try:
+            report = read_user_report(user_fd, o.job.id, o.user_id)
+            return o if report is None else self._apply(o, report, now)
+        except ReportRefused as e:
+            self._say(said, f"job {o.job.id}", f"report {o.user_id}/{o.job.id}.json: {e}")
+            return o
+
+    def _apply(self, o: ObservedJob, r: Mapping[str, Any], now: float) -> ObservedJob:
+        job_id = r.get("job_id")
+        if isinstance(job_id, bool) or not isinstance(job_id, str | int) or str(job_id) != o.job.id:
+            raise ReportRefused(f"its job_id {str(job_id)[:40]!r} is not this job's")
+        updated = _finite(r.get("updated"))
+        if updated is None:
+            raise ReportRefused("'updated' is not a finite number")
+        if updated > now + MAX_CLOCK_SKEW_S:
+            raise ReportRefused(f"'updated' is {updated - now:.0f} s in the future")
+        if o.job.arrival_time > 0 and updated < o.job.arrival_time - MAX_CLOCK_SKEW_S:
+            raise ReportRefused("written before the job was submitted (an earlier job's)")
+        steps = _finite(r.get("steps"))
+        if r.get("steps") is not None and (steps is None or not 0 <= steps <= MAX_STEPS):
+            raise ReportRefused(f"'steps' {str(r.get('steps'))[:40]} is not in 0..{MAX_STEPS:g}")
+        rate = _finite(r.get("steps_per_s"))
+        if r.get("steps_per_s") is not None and (rate is None or rate < 0):
+            raise ReportRefused(f"'steps_per_s' {str(r.get('steps_per_s'))[:40]} is not >= 0")
+        out = o
+        if steps is not None and o.steps_done is None:
+            cap = o.job.total_steps if o.job.total_steps > 0 else MAX_STEPS
+            out = replace(out, steps_done=min(steps, cap))
+        restarts = r.get("restart_count")
+        current_run = (
+            not isinstance(restarts, bool)
+            and restarts == o.restarts
+            and r.get("state") == "running"
             and now - updated <= self.max_age_s
-        ):
+        )
+        if o.state is JobState.RUNNING and o.gpu_type is not None and rate and current_run:
+            base = self._base(o.job.job_type, o.job.scale_factor, o.gpu_type)
+            if base is None:
+                return out  # a cell the table lacks: nothing to learn, no made-up rows
+            if not base / ABSURD_FACTOR <= rate <= base * ABSURD_FACTOR:
+                raise ReportRefused(
+                    f"'steps_per_s' {rate:g} is over {ABSURD_FACTOR:g}x off the table's "
+                    f"{base:g} for {o.job.job_type} on {o.gpu_type}"
+                )
             out = replace(out, measured_throughput=rate)
-            if self._seen.get(o.job.id) != updated:
-                self._seen[o.job.id] = updated
-                self._fold(o.job.job_type, o.job.scale_factor, o.gpu_type, rate)
+            self._vote(o, base, rate, now)
         return out
 
-    def _fold(self, job_type: str, scale_factor: int, gpu: str, rate: float) -> None:
-        key = f"{job_type}|{scale_factor}|{gpu}"
-        obs = self.observations.get(key)
-        if obs is None:
-            self.observations[key] = Observation(job_type, scale_factor, gpu, rate, 1)
-        else:
-            obs.samples += 1
-            obs.steps_per_s += (rate - obs.steps_per_s) / obs.samples
-        self.changed = True
+    def _base(self, job_type: str, scale_factor: int, gpu: str) -> float | None:
+        """Where a cell starts and is bounded around (estimate.cell_reference), or None:
+        a row the configured table lacks or a "cannot run there" cell learns nothing."""
+        if self.table is None:
+            return None
+        return estimate.cell_reference(self.table, job_type, scale_factor, gpu)
+
+    def _vote(self, o: ObservedJob, base: float, rate: float, now: float) -> None:
+        assert o.gpu_type is not None and o.user_id is not None
+        key = f"{o.job.job_type}|{o.job.scale_factor}|{o.gpu_type}"
+        cell = self.cells.get(key)
+        if cell is None:
+            cell = self.cells[key] = Cell(o.job.job_type, o.job.scale_factor, o.gpu_type, base)
+        cell.votes[o.job.id] = Vote(o.user_id, rate, now)
+        if len(cell.votes) > MAX_VOTES_PER_CELL:
+            del cell.votes[min(cell.votes, key=lambda j: cell.votes[j].at)]
+
+    def _learn(self, now: float) -> None:
+        for cell in self.cells.values():
+            for job in [j for j, v in cell.votes.items() if now - v.at > VOTE_MAX_AGE_S]:
+                del cell.votes[job]
+            by_user: dict[int, list[float]] = {}
+            for v in cell.votes.values():
+                by_user.setdefault(v.uid, []).append(v.rate)
+            votes = [statistics.median(r) for r in by_user.values()]
+            new = agreed_value(cell.value, votes, self.quorum)
+            base = self._base(cell.job_type, cell.scale_factor, cell.gpu_type) or cell.value
+            new = min(max(new, base / estimate.MAX_DRIFT), base * estimate.MAX_DRIFT)
+            if new != cell.value:
+                cell.value, cell.agreed = new, len(votes)
+                self.changed = True
+
+    def table_observations(self) -> list[estimate.Observation]:
+        """The cells that moved on agreement, for estimate.update_table."""
+        return [
+            estimate.Observation(c.job_type, c.scale_factor, c.gpu_type, c.value, c.agreed)
+            for c in self.cells.values()
+            if c.agreed >= self.quorum
+        ]
 
     # ---- persistence (inside the daemon's state file) -------------------------------
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "observations": [vars(o) for o in self.observations.values()],
-            "seen": dict(self._seen),
+            "format": FORMAT,
+            "cells": [
+                {
+                    "job_type": c.job_type,
+                    "scale_factor": c.scale_factor,
+                    "gpu_type": c.gpu_type,
+                    "value": c.value,
+                    "agreed": c.agreed,
+                    "votes": [
+                        {"job": j, "uid": v.uid, "rate": v.rate, "at": v.at}
+                        for j, v in c.votes.items()
+                    ],
+                }
+                for c in self.cells.values()
+            ],
         }
 
     def load(self, d: dict[str, Any] | None) -> None:
+        """Restore from the state file, dropping (and logging) what cannot be trusted:
+        an older version's unchecked observations, non-finite or out-of-range values,
+        cells the configured table no longer has."""
         if not d:
             return
-        for raw in d.get("observations", []):
-            obs = Observation(
-                str(raw["job_type"]),
-                int(raw["scale_factor"]),
-                str(raw["gpu_type"]),
-                float(raw["steps_per_s"]),
-                int(raw["samples"]),
+        if d.get("format") != FORMAT:
+            old = d.get("observations") or []
+            event(
+                log,
+                "progress_state_repaired",
+                logging.WARNING,
+                dropped=len(old) if isinstance(old, list) else 1,
+                why="saved by an older version without checks (NaN/forged rates possible); "
+                "the table relearns from running jobs",
             )
-            self.observations[obs.key()] = obs
-        self._seen = {str(k): float(v) for k, v in (d.get("seen") or {}).items()}
-        self.changed = bool(self.observations)
+            return
+        dropped = 0
+        for raw in d.get("cells") or []:
+            cell = self._cell_from_json(raw)
+            if cell is None:
+                dropped += 1
+            else:
+                self.cells[cell.key()] = cell
+        if dropped:
+            event(log, "progress_state_repaired", logging.WARNING, dropped=dropped,
+                  why="cells not finite, out of range or not in the throughput table")  # fmt: skip
+        self.changed = bool(self.cells)
 
-
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or v != v:
-        return None
-    return float(v)
+    def _cell_from_json(self, raw: Any) -> Cell | None:
+        try:
+            jt, sf, gpu = str(raw["job_type"]), int(raw["scale_factor"]), str(raw["gpu_type"])
+            value, agreed = _finite(raw["value"]), int(raw.get("agreed", 0))
+            base = self._base(jt, sf, gpu) if self.table is not None else value
+            if value is None or base is None:
+                return None
+            if not base / estimate.MAX_DRIFT <= value <= base * estimate.MAX_DRIFT:
+                return None
+            cell = Cell(jt, sf, gpu, value, agreed)
+            for v in raw.get("votes") or []:
+                rate, at = _finite(v["rate"]), _finite(v["at"])
+                if rate is None or at is None:
+                    continue
+                if base / ABSURD_FACTOR <= rate <= base * ABSURD_FACTOR:
+                    cell.votes[str(v["job"])] = Vote(int(v["uid"]), rate, at)
+            while len(cell.votes) > MAX_VOTES_PER_CELL:
+                del cell.votes[min(cell.votes, key=lambda j: cell.votes[j].at)]
+            return cell
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return None
 
 
 def estimate_steps(

@@ -135,6 +135,21 @@ def estimate_missing(
     return out, estimated
 
 
+# Observations come from users' jobs (issue 12): a value further than ABSURD_FACTOR
+# from the cell is no measurement, and no observation moves a cell beyond MAX_DRIFT
+# of the table it is folded into (re-profile with `slurm-gavel profile` for more).
+ABSURD_FACTOR = 100.0
+MAX_DRIFT = 10.0
+MAX_WEIGHT = 1e6
+
+
+def _finite_positive(v: object) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) and f > 0 else None
+
+
 @dataclass(frozen=True)
 class Observation:
     """A running job's measured throughput (from its progress report)."""
@@ -147,12 +162,48 @@ class Observation:
 
     @classmethod
     def from_report(cls, report: dict, gpu_type: GpuType, scale_factor: int) -> Observation | None:
-        """From a slurm-gavel-progress/1 report (None when it has no type or rate yet)."""
-        rate, jt = report.get("steps_per_s"), report.get("job_type")
-        if not jt or not isinstance(rate, int | float) or not rate > 0:
+        """From a slurm-gavel-progress/1 report (None when it has no type or a usable
+        rate: missing, zero, negative, NaN or infinite)."""
+        rate, jt = _finite_positive(report.get("steps_per_s")), report.get("job_type")
+        if not jt or not isinstance(jt, str) or rate is None:
             return None
-        weight = max(1.0, float(report.get("run_steps", 1)) / 1000.0)
-        return cls(str(jt), scale_factor, gpu_type, float(rate), weight)
+        run_steps = _finite_positive(report.get("run_steps")) or 1.0
+        weight = min(MAX_WEIGHT, max(1.0, run_steps / 1000.0))
+        return cls(jt, scale_factor, gpu_type, rate, weight)
+
+
+def cell_reference(
+    table: ThroughputTable, job_type: str, scale_factor: int, gpu: GpuType
+) -> float | None:
+    """The value observations of a cell are bounded around, or None: ignore them.
+
+    The cell's value when it has one > 0. A cell the row lacks (a GPU type new to the
+    table: GPU types come from Slurm, never from a user) is bounded around the row's
+    type-blind value, the geometric mean of its figures (cluster_rows.py uses the same).
+    None for a row the table lacks (a made-up job type or scale factor), a cell that
+    says "cannot run there" (0), or a row with no usable figure.
+    """
+    row = table.alone.get((job_type, scale_factor))
+    if row is None:
+        return None
+    if gpu in row:
+        return _finite_positive(row[gpu])
+    logs = [math.log(v) for v in row.values() if _finite_positive(v) is not None]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def _weighted_median(values: list[tuple[float, float]]) -> float:
+    """The median of (value, weight) pairs: one heavy outlier cannot drag it far."""
+    values = sorted(values)
+    half = sum(w for _, w in values) / 2
+    acc = 0.0
+    for i, (v, w) in enumerate(values):
+        acc += w
+        if acc > half:
+            return v
+        if acc == half:  # an exact split (even count, equal weights): the middle
+            return (v + values[i + 1][0]) / 2 if i + 1 < len(values) else v
+    return values[-1][0]
 
 
 def update_table(
@@ -164,28 +215,40 @@ def update_table(
 ) -> ThroughputTable:
     """A new table with the observations folded in (pure; the daemon calls it each round).
 
-    * An estimated or missing cell takes the observed value (mean of its observations)
-      and stops being an estimate.
+    Observations are hostile input (issue 12). Ignored: those of a job type or scale
+    factor the table lacks (no made-up rows), of a cell that says "cannot run there",
+    values that are not finite and > 0 or more than ABSURD_FACTOR from the cell's
+    :func:`cell_reference`; weights are capped at MAX_WEIGHT.
+
+    * An estimated or missing cell (a GPU type new to the table) takes the observed
+      value (weighted median of its observations) and stops being an estimate.
     * A measured cell moves toward the observations by ``smoothing`` (an exponential
       moving average: one noisy job does not rewrite a careful measurement).
+    * No cell ends further than MAX_DRIFT from its reference in ``table``.
     * Cells still estimated are then re-estimated with the new data.
     """
     out = copy.deepcopy(table)
-    grouped: dict[tuple[str, int, GpuType], list[Observation]] = {}
+    grouped: dict[tuple[str, int, GpuType], list[tuple[float, float]]] = {}
+    refs: dict[tuple[str, int, GpuType], float] = {}
     for ob in observations:
-        if ob.steps_per_s > 0 and math.isfinite(ob.steps_per_s):
-            grouped.setdefault((ob.job_type, ob.scale_factor, ob.gpu_type), []).append(ob)
+        key = (ob.job_type, ob.scale_factor, ob.gpu_type)
+        ref = cell_reference(table, *key)
+        rate = _finite_positive(ob.steps_per_s)
+        if ref is None or rate is None or not ref / ABSURD_FACTOR <= rate <= ref * ABSURD_FACTOR:
+            continue
+        refs[key] = ref
+        weight = min(MAX_WEIGHT, _finite_positive(ob.weight) or 1.0)
+        grouped.setdefault(key, []).append((rate, weight))
     if not grouped:
         return out
     stamp = time.strftime("%Y-%m-%d", time.gmtime())
     for (jt, sf, g), obs in grouped.items():
-        total_w = sum(o.weight for o in obs)
-        mean = sum(o.steps_per_s * o.weight for o in obs) / total_w
-        row = out.alone.setdefault((jt, sf), {})
-        if g in row and row[g] > 0 and not is_estimate(out, jt, sf, g):
-            row[g] = (1 - smoothing) * row[g] + smoothing * mean
-        else:
-            row[g] = mean
+        observed = _weighted_median(obs)
+        row = out.alone[(jt, sf)]
+        ref = refs[(jt, sf, g)]
+        measured = g in row and not is_estimate(out, jt, sf, g)
+        value = (1 - smoothing) * row[g] + smoothing * observed if measured else observed
+        row[g] = min(max(value, ref / MAX_DRIFT), ref * MAX_DRIFT)
         out.set_note(jt, sf, g, f"observed from {len(obs)} running job report(s), {stamp}")
     if any(n.startswith(ESTIMATE_PREFIX) for n in out.notes.values()):
         out, _ = estimate_missing(out, rank=rank, only_estimated=True)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from slurm_gavel.estimate import (
+    MAX_DRIFT,
     Observation,
     complete_matrix,
     estimate_missing,
@@ -110,3 +111,54 @@ def test_observation_from_a_progress_report() -> None:
     assert ob == Observation("A3C", 1, "v100", 2.5, 3.0)
     assert Observation.from_report({**rep, "steps_per_s": None}, "v100", 1) is None
     assert Observation.from_report({**rep, "job_type": None}, "v100", 1) is None
+
+
+# ---- hostile observations (issue 12: reports are written by users) -------------------------
+
+
+@pytest.mark.hostile
+def test_update_ignores_hostile_observations_and_adds_no_made_up_rows() -> None:
+    t = ThroughputTable(alone={("a", 1): {"v100": 10.0, "k80": 0.0}})
+    hostile = [
+        Observation("a", 1, "v100", math.nan),
+        Observation("a", 1, "v100", math.inf),
+        Observation("a", 1, "v100", -5.0),
+        Observation("a", 1, "v100", 0.0),
+        Observation("a", 1, "v100", 1e308),  # more than 100x off: no measurement
+        Observation("a", 1, "v100", 1e-300),
+        Observation("a", 1, "k80", 3.0),  # 0 = cannot run there: a fact, not data
+        Observation("made-up", 1, "v100", 3.0),  # no such job type: no new row
+        Observation("a", 8, "v100", 3.0),  # no such scale factor either
+    ]
+    new = update_table(t, hostile)
+    assert new.alone == t.alone and new.notes == {}
+
+
+@pytest.mark.hostile
+def test_update_stays_finite_and_within_the_drift_cap_whatever_the_weights() -> None:
+    t = ThroughputTable(alone={("a", 1): {"v100": 10.0, "k80": 2.0}})
+    obs = [
+        Observation("a", 1, "v100", 900.0, weight=math.inf),
+        Observation("a", 1, "v100", 11.0, weight=math.nan),
+        Observation("a", 1, "v100", 11.0, weight=1e308),
+        Observation("a", 1, "h100", 30.0, weight=1e308),  # a GPU type new to the table
+    ]
+    new = update_table(t, obs, smoothing=1.0)
+    row = new.alone[("a", 1)]
+    assert all(math.isfinite(v) for v in row.values())
+    assert row["v100"] == pytest.approx(11.0)  # the weighted median, not the 900 outlier
+    reference = math.sqrt(10.0 * 2.0)  # the row's type-blind value for a new GPU type
+    assert row["h100"] == pytest.approx(30.0) and row["h100"] <= reference * MAX_DRIFT
+    too_far = update_table(t, [Observation("a", 1, "v100", 500.0)], smoothing=1.0)
+    assert too_far.alone[("a", 1)]["v100"] == pytest.approx(10.0 * MAX_DRIFT)
+
+
+@pytest.mark.hostile
+def test_observation_from_a_hostile_report_is_none_or_bounded() -> None:
+    rep = {"job_type": "A3C", "steps_per_s": 2.5, "run_steps": 3000}
+    for bad in (math.nan, math.inf, -1.0, True, "2.5"):
+        assert Observation.from_report({**rep, "steps_per_s": bad}, "v100", 1) is None
+    assert Observation.from_report({**rep, "job_type": ["A3C"]}, "v100", 1) is None
+    for run_steps in (math.inf, math.nan, 1e308, "x"):
+        ob = Observation.from_report({**rep, "run_steps": run_steps}, "v100", 1)
+        assert ob is not None and 1.0 <= ob.weight <= 1e6

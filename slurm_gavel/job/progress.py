@@ -1,9 +1,14 @@
 """Progress reports from a running job to the slurm-gavel daemon, through a spool folder.
 
-The admin sets ``GAVEL_PROGRESS_DIR`` (a folder every job can write and the daemon
-can read, e.g. on the shared file system) in the jobs' environment. Each job keeps
-one file ``<SLURM_JOB_ID>.json`` there, replaced atomically (temp file + rename) so
-the daemon never reads half a report. Format (docs/user-guide.md repeats it)::
+The admin sets ``GAVEL_PROGRESS_DIR`` (the daemon's ``progress_dir``, e.g. on the
+shared file system) in the jobs' environment. The daemon makes one folder per user
+in it, ``<progress_dir>/<uid>/``, owned by that user (mode 2750, group the daemon's),
+so no user can write into another's. Each job keeps one file
+``<progress_dir>/<uid>/<SLURM_JOB_ID>.json`` there, replaced atomically (temp file +
+rename in the same folder) so the daemon never reads half a report; the library
+refuses a folder that is a symlink, not its user's, or writable by group or others,
+and never creates it (a warning says why no report is written). Format
+(docs/user-guide.md repeats it)::
 
     {"format": "slurm-gavel-progress/1",
      "job_id": "1234",
@@ -20,22 +25,106 @@ the daemon never reads half a report. Format (docs/user-guide.md repeats it)::
 
 A report is written at most every ``GAVEL_PROGRESS_INTERVAL`` seconds (default 30),
 and always on checkpoint and at the end.
+
+Reading (:func:`open_report`, the daemon's way, and :func:`read_report`) treats the
+file as hostile: opened with O_NOFOLLOW|O_NONBLOCK (a symlink is refused, a FIFO
+never blocks), it must be a regular file, of the expected owner, at most
+``REPORT_MAX_BYTES``, read with a bounded read, JSON without NaN/Infinity.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.job.checkpoint import warn, write_atomic
+from slurm_gavel.job.checkpoint import warn, write_atomic_at
 
 FORMAT = "slurm-gavel-progress/1"
+REPORT_MAX_BYTES = 64 * 1024  # a real report is ~350 bytes
+# Slurm job ids are digits (arrays: 123_4); anything else is never a file name here.
+JOB_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class ReportRefused(Exception):
+    """A file where a report should be that is not one the daemon may trust."""
+
+
+def report_path(folder: str | Path, job_id: str, uid: int | None = None) -> Path:
+    """``<folder>/<uid>/<job id>.json`` (uid: this process's by default)."""
+    return Path(folder) / str(os.geteuid() if uid is None else uid) / f"{job_id}.json"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a report may hold")
+
+
+def open_report(
+    name: str, *, dir_fd: int | None = None, owner: int | None = None
+) -> dict[str, Any] | None:
+    """The report in file ``name`` (relative to ``dir_fd``), None if there is none.
+
+    Raises :class:`ReportRefused` (the message says why) for a symlink, anything but a
+    regular file, a file of another owner than ``owner``, one over REPORT_MAX_BYTES, or
+    content that is not a slurm-gavel-progress/1 JSON object. Never blocks.
+    """
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    _check_file(before, owner)  # before opening: opening a device can have effects
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # ELOOP: swapped for a symlink since the stat
+        raise ReportRefused(f"cannot open it ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        _check_file(st, owner)
+        if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise ReportRefused("it was replaced while being opened")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= REPORT_MAX_BYTES:  # bounded even if the file grows meanwhile
+            chunk = os.read(fd, REPORT_MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise ReportRefused(f"cannot read it ({e.strerror})") from None
+    finally:
+        os.close(fd)
+    if size > REPORT_MAX_BYTES:
+        raise ReportRefused(f"more than {REPORT_MAX_BYTES} bytes")
+    try:
+        data = json.loads(b"".join(chunks).decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ReportRefused(f"not JSON ({type(e).__name__})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ReportRefused(f"not a {FORMAT} object")
+    return data
+
+
+def _check_file(st: os.stat_result, owner: int | None) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise ReportRefused("a symlink")
+    if not stat.S_ISREG(st.st_mode):
+        raise ReportRefused("not a regular file (a FIFO, device, socket or folder)")
+    if owner is not None and st.st_uid != owner:
+        raise ReportRefused(f"owned by uid {st.st_uid}, not by the job's user (uid {owner})")
+    if st.st_size > REPORT_MAX_BYTES:
+        raise ReportRefused(f"{st.st_size} bytes, more than {REPORT_MAX_BYTES}")
 
 
 def device_name() -> str:
@@ -75,6 +164,7 @@ class ProgressReporter:
     _first_step_end: float | None = None  # warm-up (first step) excluded from the rate
     _last_write: float = field(default=0.0)
     _gpu: str | None = None
+    _warned: set[str] = field(default_factory=set)  # each spool problem said once
 
     def __post_init__(self) -> None:
         self.steps = self.start_step
@@ -114,24 +204,64 @@ class ProgressReporter:
             "updated": time.time(),
         }
 
+    def _warn_once(self, msg: str) -> None:
+        if msg not in self._warned:
+            self._warned.add(msg)
+            warn(msg)
+
+    def _own_folder(self) -> int | None:
+        """An fd of ``<folder>/<uid>`` if it is this user's alone, else None (warned)."""
+        assert self.folder is not None
+        mine = self.folder / str(os.geteuid())
+        try:
+            fd = os.open(mine, _DIR_FLAGS)
+        except FileNotFoundError:
+            self._warn_once(
+                f"no progress report: {mine} does not exist yet (the slurm-gavel daemon "
+                f"makes it when it sees your job; if it never appears, ask the admin)"
+            )
+            return None
+        except OSError as e:
+            self._warn_once(f"no progress report: {mine} is a symlink or no folder ({e})")
+            return None
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            os.close(fd)
+            self._warn_once(
+                f"no progress report: {mine} is not yours alone (owner uid {st.st_uid}, "
+                f"mode {stat.S_IMODE(st.st_mode):04o}); the daemon would not trust it either"
+            )
+            return None
+        return fd
+
     def write(self, state: str) -> None:
         """Replace the job's report file; a failing spool never stops training."""
         self._last_write = time.monotonic()
         if self.folder is None or self.job_id is None:
             return
+        if not JOB_ID.match(self.job_id):
+            self._warn_once(f"no progress report: job id {self.job_id!r} is not a file name")
+            return
+        fd = self._own_folder()
+        if fd is None:
+            return
         try:
             data = json.dumps(self.report(state), sort_keys=True).encode() + b"\n"
-            path = self.folder / f"{self.job_id}.json"
-            write_atomic(path, data)
-            os.chmod(path, 0o644)
+            # 0640: the folder's group (the daemon's, by its setgid bit) may read it
+            write_atomic_at(fd, f"{self.job_id}.json", data, mode=0o640)
         except OSError as e:
-            warn(f"cannot write the progress report in {self.folder}: {e}")
+            self._warn_once(f"cannot write the progress report in {self.folder}: {e}")
+        finally:
+            os.close(fd)
 
 
-def read_report(path: str | Path) -> dict[str, Any] | None:
-    """A report written by :class:`ProgressReporter`, or None if absent or not one."""
+def read_report(path: str | Path, *, owner: int | None = None) -> dict[str, Any] | None:
+    """A report written by :class:`ProgressReporter`, or None if absent or not one.
+
+    As careful as the daemon (:func:`open_report`): a symlink, FIFO, device, huge file,
+    a file of another owner than ``owner``, or malformed content gives None.
+    """
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
+        return open_report(str(path), owner=owner)
+    except ReportRefused:
         return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.job import GavelJob, managed_steps, read_report
+from slurm_gavel.job.progress import report_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,7 +78,8 @@ def _wait_steps(report: Path, steps: int, timeout: float = 30) -> None:
 
 
 def test_signal_checkpoints_after_the_step_exits_99_and_restart_resumes(tmp_path: Path) -> None:
-    report = tmp_path / "pr" / "555.json"
+    report = report_path(tmp_path / "pr", "555")
+    report.parent.mkdir(mode=0o2750, parents=True)  # as the daemon makes it
     proc = subprocess.Popen(
         [sys.executable, "-c", JOB, "40"],
         env=_env(tmp_path, 0),

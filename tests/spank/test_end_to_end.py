@@ -14,6 +14,7 @@ import pytest
 from spank_build import REPO, ensure_built
 
 from slurm_gavel.job import read_report
+from slurm_gavel.job.progress import report_path
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
 TOTAL = 60
@@ -35,6 +36,7 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
         pytest.skip("no .venv: run tools/setup")
     progress, ckpt, out = tmp_path / "progress", tmp_path / "ck", tmp_path / "job.out"
     progress.mkdir()
+    (progress / str(os.geteuid())).mkdir(mode=0o2750)  # the job's user's, as the daemon makes it
     env = {
         **os.environ,
         **slurm.env,
@@ -69,7 +71,7 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
     assert slurm.state(job) == "PENDING"  # held until the daemon (here: we) release it
 
     slurm.cmd("scontrol", "release", job)
-    report = progress / f"{job}.json"
+    report = report_path(progress, job)
     _wait("3 steps reported", lambda: (r := read_report(report)) and r["steps"] >= 3)
     slurm.cmd("scancel", "--signal=USR1", "--batch", job)
     first = _wait(
