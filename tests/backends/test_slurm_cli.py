@@ -330,3 +330,32 @@ def test_the_jobs_read_per_round_do_not_grow_with_finished_jobs(slurm):
         assert listed == before
     else:  # 22.05's squeue --json ignores -t: every job slurmctld holds (MinJobAge)
         assert listed == before | set(finished)
+
+
+def test_a_round_issues_at_most_one_command_per_kind_whatever_the_jobs(slurm, tmp_path):
+    """Observe (2), then per action kind at most one command (signal, place,
+    release; requeuehold not due): the count does not depend on the number of jobs."""
+    jobs = [managed(slurm, tmp_path, f"n{i}") for i in range(8)]
+    nodes = ["v100-1", "v100-2", "p100-1", "p100-2"]
+    first = {j: (n.split("-")[0], [(n, 1)]) for j, n in zip(jobs[:4], nodes, strict=True)}
+    b = SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=60.0, wait_for_preempted=False)
+    b.observe()
+    assert sorted(b.act(place_ids(0, first)).started) == sorted(jobs[:4])
+    for j in jobs[:4]:
+        slurm.wait_state(j, "RUNNING")
+    before = dict(b.commands.counts)
+    b.observe()
+    # keep 2, preempt 2, start 4 others (on the k80s and next to the kept ones)
+    second = {
+        **{j: first[j] for j in jobs[:2]},
+        jobs[4]: ("k80", [("k80-1", 1)]),
+        jobs[5]: ("k80", [("k80-2", 1)]),
+        jobs[6]: ("v100", [("v100-1", 1)]),
+        jobs[7]: ("v100", [("v100-2", 1)]),
+    }
+    res = b.act(place_ids(1, second))
+    assert sorted(res.started) == sorted(jobs[4:]) and sorted(res.preempted) == sorted(jobs[2:4])
+    assert sorted(res.kept) == sorted(jobs[:2])
+    round_counts = {k: v - before.get(k, 0) for k, v in b.commands.counts.items()}
+    round_counts = {k: v for k, v in round_counts.items() if v}
+    assert round_counts == {"observe": 2, "signal": 1, "place": 1, "release": 1}
