@@ -51,6 +51,7 @@ class ClusterRows:
     _rows: dict[tuple[str, int], Mapping[GpuType, float]] = field(default_factory=dict)
     _blind: dict[tuple[str, int], tuple[GpuType, ...]] = field(default_factory=dict)
     _marks: dict[tuple[str, int], dict[GpuType, str]] = field(default_factory=dict)
+    _as_table: ThroughputTable | None = None
 
     def row(self, job_type: str, scale_factor: int) -> Mapping[GpuType, float]:
         """Steps/s on every type for this kind of job; the same object on every call (the
@@ -85,6 +86,22 @@ class ClusterRows:
                     out[t] = ESTIMATED
             self._marks[key] = out
         return dict(out)
+
+    def as_table(self) -> ThroughputTable:
+        """The completed rows as a table, for code that only reads rows (the daemon's
+        steps estimate of jobs that report none). It holds type-blind figures, which
+        are no measurement: never save it."""
+        if self.complete:
+            return self.table
+        if self._as_table is None:
+            rows = {}
+            for key in self.filled.alone:
+                rows[key] = dict(self.row(*key))
+            self._as_table = ThroughputTable(
+                alone=rows,
+                source=f"{self.table.source} (completed for {', '.join(self.gpu_types)})",
+            )
+        return self._as_table
 
     def marked_cells(self, kinds: Iterable[tuple[str, int]]) -> tuple[MarkedCell, ...]:
         """The unmeasured cells of these (job type, scale factor) kinds, sorted."""

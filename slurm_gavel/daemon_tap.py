@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from slurm_gavel.backends.base import ActResult, ClusterSnapshot, JobState, RoundPlacement
+from slurm_gavel.cluster_rows import ClusterRows, rows_for
 from slurm_gavel.daemon_progress import estimate_steps
 from slurm_gavel.daemon_views import planned_actions, rename_gpu_types
 from slurm_gavel.logs import event
@@ -45,6 +46,7 @@ class DaemonTap:
         self.daemon = daemon
         self.last_snapshot: ClusterSnapshot | None = None
         self._capped_logged: set[JobId] = set()
+        self._rows: ClusterRows | None = None
 
     def observe(self) -> ClusterSnapshot:
         d = self.daemon
@@ -57,11 +59,17 @@ class DaemonTap:
         if d.progress is not None:
             snap = d.progress.merge(snap)
             d._refresh_table()
+        # The rows the round uses (GPU types the table lacks included: cluster_rows.py);
+        # the scheduler's own when it last ran with this table, else the tap's.
+        rows = d.state.cluster_rows
+        if rows is None or rows.table is not d.sched_config.table:
+            rows = self._rows
+        rows = self._rows = rows_for(rows, d.sched_config.table, snap.capacity())
         snap = estimate_steps(
             snap,
             {j: a.received_s for j, a in d.state.jobs.items()},
             {j: a.restarts for j, a in d.state.jobs.items()},
-            d.sched_config.table,
+            rows.as_table(),
             d.config.preemption_overhead_seconds,
         )
         self.last_snapshot = snap

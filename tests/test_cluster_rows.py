@@ -157,3 +157,13 @@ def test_estimates_the_table_holds_are_marked_too():
     rows = cluster_rows(table, ["v100", "k80"])
     assert not rows.complete
     assert rows.marked_cells([(A3C, 1), (RESNET, 1)]) == ((A3C, 1, "k80", ESTIMATED),)
+
+
+def test_as_table_holds_the_completed_rows_and_is_the_table_when_complete():
+    assert cluster_rows(SHIPPED, ["v100", "k80"]).as_table() is SHIPPED
+    rows = cluster_rows(SHIPPED, ["a100", "h100"])
+    view = rows.as_table()
+    assert view.alone.keys() == SHIPPED.alone.keys()
+    for key in SHIPPED.alone:
+        assert view.row(*key) == rows.row(*key)
+    assert "a100" not in SHIPPED.row(A3C, 1)  # the source table is left alone

@@ -1,5 +1,6 @@
 import copy
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -176,3 +177,42 @@ def test_day_one_marks_follow_the_measurements(day_one, caplog, capsys):
     view = json.loads(capsys.readouterr().out)
     for j in view["jobs"]:
         assert j["unmeasured"] == {t: m for (k, t), m in cells.items() if k == j["job_type"]}
+
+
+class _StepsUnknown:
+    """The simulated cluster as Slurm reports it: no job's steps (the daemon estimates
+    them from the time each job received and the table's figures)."""
+
+    def __init__(self, sim):
+        self.sim = sim
+
+    def observe(self):
+        snap = self.sim.observe()
+        return replace(snap, jobs=tuple(replace(o, steps_done=None) for o in snap.jobs))
+
+    def act(self, placement):
+        return self.sim.act(placement)
+
+
+def test_day_one_steps_of_silent_jobs_count_on_unmeasured_types(tmp_path, capsys):
+    """Jobs without progress reports get steps from their time on a100/h100 at the
+    type-blind figure, as on a measured type (finish-time policies read steps left)."""
+    table = load_table()
+    jobs = [Job(str(i), A3C, 1, total_steps=1e7) for i in range(1, 5)]
+    sim = SimulatedCluster(parse_cluster_spec("a100:1x2,h100:1x2"), jobs, _day_one_truth(table))
+    cfg = parse_config({"partitions": ["gpu"], "round_seconds": 60, "state_dir": str(tmp_path)})
+    daemon = Daemon(cfg, _StepsUnknown(sim), table=table, metrics=DaemonMetrics())
+    daemon.start()
+    try:
+        for _ in range(3):
+            daemon.round()
+            sim.advance(sim.clock + 60)
+    finally:
+        daemon.store.release()
+    blind = math.exp(sum(math.log(v) for v in table.row(A3C, 1).values()) / 3)
+    assert main(["status", "--state-dir", str(tmp_path), "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    for j in view["jobs"]:
+        assert sum(j["received_s"].values()) == pytest.approx(120.0)  # two rounds credited
+        # estimated at the last round's observe, when one round (60 s) was credited
+        assert j["steps_done"] == pytest.approx(60.0 * blind)
