@@ -49,13 +49,7 @@ def test_users_cannot_release_or_relabel_managed_jobs(slurm):
         pytest.skip("no runuser or no user 'nobody' to submit as")
 
     def as_nobody(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [runuser, "-u", "nobody", "--", *argv],
-            capture_output=True,
-            text=True,
-            env={"PATH": "/usr/bin:/bin", **slurm.env},
-            timeout=30,
-        )
+        return slurm.as_user("nobody", *argv)  # runuser, or into a chroot release
 
     sub = as_nobody(
         "sbatch",
