@@ -143,14 +143,16 @@ class CliFormat:
 
 
 class _Runner(Protocol):
-    def run(self, kind: str, argv: Sequence[str]) -> CommandResult: ...
+    def run(
+        self, kind: str, argv: Sequence[str], *, retry_timeouts: bool = False
+    ) -> CommandResult: ...
 
 
 def detect_cli(commands: _Runner, data_parser: str | None = None) -> CliFormat:
     """The release (`sinfo -V`, no controller needed) and the newest known data_parser
     its CLI offers (`squeue --json=list`); two commands, counted as "detect".
     data_parser (an override) skips the newest-release check and the listing."""
-    res = commands.run("detect", ["sinfo", "-V"])
+    res = commands.run("detect", ["sinfo", "-V"], retry_timeouts=True)
     found = parse_release(res.stdout) if res.ok else None
     if found is None:
         raise SlurmReleaseError(
@@ -167,7 +169,7 @@ def detect_cli(commands: _Runner, data_parser: str | None = None) -> CliFormat:
     check_release(version)
     if version.release < PARSER_CHOICE_SINCE:
         return CliFormat(version, None)
-    res = commands.run("detect", ["squeue", "--json=list"])
+    res = commands.run("detect", ["squeue", "--json=list"], retry_timeouts=True)
     offered = [w for w in (res.stdout + "\n" + res.stderr).split() if "data_parser/" in w]
     if not res.ok or not offered:
         return CliFormat(version, None)  # a CLI without --json=VERSION: plain --json

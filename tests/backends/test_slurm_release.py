@@ -37,7 +37,8 @@ class CliOutput:
             listing.read_text() if listing.exists() else None,
         )
 
-    def run(self, kind: str, argv) -> CommandResult:
+    def run(self, kind: str, argv, *, retry_timeouts: bool = False) -> CommandResult:
+        assert retry_timeouts  # detection only reads
         assert kind == "detect"
         self.argvs.append(tuple(argv))
         if argv[:2] == ["sinfo", "-V"]:
