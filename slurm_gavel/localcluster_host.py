@@ -76,7 +76,9 @@ def ensure_installed() -> None:
         file=sys.stderr,
     )
     if setup.exists():
-        subprocess.run(["bash", str(setup), "--slurm-only"], check=True)
+        # The host's packages only: a chroot release is built by `up --slurm R` itself.
+        env = {**os.environ, "SLURM_GAVEL_SLURM": "22.05"}
+        subprocess.run(["bash", str(setup), "--slurm-only"], check=True, env=env)
     else:  # in a docker image without the repo's tools/
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
