@@ -11,15 +11,29 @@ import argparse
 import sys
 from pathlib import Path
 
+from slurm_gavel.managed import MAX_TYPE_CHARS, TYPE_CHARS
 from slurm_gavel.throughputs import ThroughputTable, load_table
+
+
+def fits_comment_grammar(job_type: str) -> bool:
+    """A type a gavel:type= comment can carry (the grammar's type rule)."""
+    return (
+        0 < len(job_type) <= MAX_TYPE_CHARS
+        and all(c in TYPE_CHARS for c in job_type)
+        and job_type == job_type.strip(" ")
+    )
 
 
 def job_types_text(table: ThroughputTable) -> str:
     """The file's text: a header comment, then the table's job types in table order."""
-    bad = [t for t in table.job_types if any(c in t for c in ",=\n")]
+    bad = [t for t in table.job_types if not fits_comment_grammar(t)]
     if bad:
-        # The daemon's comment form gavel:type=T[,scale=N] cannot carry these.
-        raise ValueError(f"job types must not contain ',' or '=': {bad}")
+        # The comment grammar (slurm_gavel/managed.py) cannot carry these: no job could
+        # name them, and the SPANK plugin would refuse them.
+        raise ValueError(
+            f"job types must not contain ',' or '=' or anything but A-Z a-z 0-9 space "
+            f"._()- ({MAX_TYPE_CHARS} characters at most, no space first or last): {bad}"
+        )
     lines = [f"# slurm-gavel job types from: {table.source or 'throughput table'}"]
     lines += table.job_types
     return "\n".join(lines) + "\n"

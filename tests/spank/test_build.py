@@ -42,9 +42,11 @@ def test_type_list_from_another_table(tmp_path: Path) -> None:
     assert (tmp_path / "types").read_text().splitlines()[1:] == ["my-llm", "A3C"]
 
 
-def test_types_that_would_break_the_comment_form_are_refused() -> None:
+@pytest.mark.parametrize("bad", ["a,b", "a=b", "GPT-2/small", "x\ny", "\u540d", " lead", "x" * 65])
+def test_types_that_would_break_the_comment_form_are_refused(bad: str) -> None:
+    # the shared grammar (slurm_gavel/managed.py): no comment could name such a type
     with pytest.raises(ValueError, match="must not contain"):
-        job_types_text(ThroughputTable(alone={("a,b", 1): {"x": 1.0}}))
+        job_types_text(ThroughputTable(alone={(bad, 1): {"x": 1.0}}))
 
 
 def test_install_writes_plugin_types_and_plugstack_line(tmp_path: Path) -> None:
