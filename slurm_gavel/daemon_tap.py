@@ -46,6 +46,7 @@ class DaemonTap:
         self.daemon = daemon
         self.last_snapshot: ClusterSnapshot | None = None
         self._capped_logged: set[JobId] = set()
+        self._given_back_logged: set[JobId] = set()  # dry run: they stay, log once
         self._rows: ClusterRows | None = None
 
     def observe(self) -> ClusterSnapshot:
@@ -119,8 +120,10 @@ class DaemonTap:
             except ThroughputError:
                 reasons[job_id] = why  # not in the table: no round will ever place it
         for job_id, why in sorted(reasons.items()):
-            event(log, "job_given_back", logging.WARNING, job=job_id, reason=why[:300],
-                  dry_run=d.dry_run)  # fmt: skip
+            if job_id not in self._given_back_logged:
+                event(log, "job_given_back", logging.WARNING, job=job_id, reason=why[:300],
+                      dry_run=d.dry_run)  # fmt: skip
+        self._given_back_logged = set(reasons)
         if not reasons or d.dry_run:
             return
         try:
