@@ -16,7 +16,7 @@ everything in them is hostile input (issue 12). Each round the daemon:
   table (no made-up rows), the GPU type from Slurm's allocation (a type new to the
   table is learned, as cluster_rows.py expects on day one); only within
   ABSURD_FACTOR of the cell's reference (estimate.cell_reference), at most
-  MAX_VOTES_PER_CELL per cell;
+  MAX_VOTES_PER_USER per user and MAX_VOTES_PER_CELL per cell;
 * moves a cell only on agreement (:func:`agreed_value`): users, not jobs, vote (each
   the median of their jobs), the cell heads for the median of QUORUM_USERS or more
   users and never past what a second user also claims, by at most STEP_FACTOR per
@@ -54,6 +54,7 @@ ABSURD_FACTOR = estimate.ABSURD_FACTOR  # a rate this far from the cell is no me
 STEP_FACTOR = 1.25  # the most a cell moves in one round, either way
 QUORUM_USERS = 2
 MAX_VOTES_PER_CELL = 64
+MAX_VOTES_PER_USER = 8  # per cell
 VOTE_MAX_AGE_S = 7 * 86400.0
 FORMAT = 2  # of the "progress" entry in the daemon's state file
 
@@ -229,9 +230,15 @@ class ProgressTracker:
         cell = self.cells.get(key)
         if cell is None:
             cell = self.cells[key] = Cell(o.job.job_type, o.job.scale_factor, o.gpu_type, base)
+        if o.job.id not in cell.votes:
+            # One user's many jobs must not crowd the others out: the user's oldest vote
+            # goes first, then the cell's oldest.
+            theirs = [j for j, v in cell.votes.items() if v.uid == o.user_id]
+            if len(theirs) >= MAX_VOTES_PER_USER:
+                del cell.votes[min(theirs, key=lambda j: cell.votes[j].at)]
+            elif len(cell.votes) >= MAX_VOTES_PER_CELL:
+                del cell.votes[min(cell.votes, key=lambda j: cell.votes[j].at)]
         cell.votes[o.job.id] = Vote(o.user_id, rate, now)
-        if len(cell.votes) > MAX_VOTES_PER_CELL:
-            del cell.votes[min(cell.votes, key=lambda j: cell.votes[j].at)]
 
     def _learn(self, now: float) -> None:
         for cell in self.cells.values():
@@ -285,6 +292,8 @@ class ProgressTracker:
             return
         if d.get("format") != FORMAT:
             old = d.get("observations") or []
+            if not old:
+                return
             event(
                 log,
                 "progress_state_repaired",

@@ -28,6 +28,7 @@ from slurm_gavel import estimate
 from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeSlice, ObservedJob
 from slurm_gavel.daemon_progress import (
     MAX_VOTES_PER_CELL,
+    MAX_VOTES_PER_USER,
     STEP_FACTOR,
     ProgressTracker,
     agreed_value,
@@ -450,6 +451,11 @@ def test_votes_per_cell_are_capped_and_what_is_said_follows_the_live_jobs(spool,
     jobs = {(str(i), 5000 + i): 11.0 for i in range(MAX_VOTES_PER_CELL * 3)}
     vote_rounds(spool, t, jobs, 1)
     assert len(t.cells[f"{A3C}|1|v100"].votes) == MAX_VOTES_PER_CELL
+    crowd = {(f"m{i}", MALLORY): 11.0 for i in range(100)}  # one user's many jobs
+    vote_rounds(spool, t, crowd, 1)
+    votes = t.cells[f"{A3C}|1|v100"].votes.values()
+    assert sum(v.uid == MALLORY for v in votes) == MAX_VOTES_PER_USER
+    assert len({v.uid for v in votes}) > MAX_VOTES_PER_CELL / 2  # the others still count
     liars = {(str(i), 5000 + i): 1e12 for i in range(50)}
     vote_rounds(spool, t, liars, 1)
     assert len(problems(events)) == 50 and len(t._said) == 50
