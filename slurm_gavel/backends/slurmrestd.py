@@ -30,7 +30,7 @@ import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster, note_errors
 from slurm_gavel.backends.slurm_commands import SlurmCommands
@@ -48,6 +48,7 @@ from slurm_gavel.model import JobId
 __all__ = ["RestClient", "SlurmRestCluster"]
 
 _REQUEUE_FAILED = re.compile(r"JobId=(\d+)")
+STATE_QUERY_IDS = 100  # job ids per /jobs/state/ request (the URL stays short)
 
 
 class SlurmRestCluster(SlurmCluster):
@@ -200,16 +201,30 @@ class SlurmRestCluster(SlurmCluster):
         return bad
 
     def _states(self, ids: list[JobId]) -> dict[JobId, str]:
-        doc = self._call("wait", "GET", "/jobs")
+        """States of these jobs, polled during the grace period: only theirs where the
+        version can (/jobs/state/, v0.0.40+), else the whole /jobs listing."""
         wanted = set(ids)
+        if self.api.job_states:
+            docs = [
+                self._call(
+                    "wait", "GET", "/jobs/state/?" + urlencode([("job_id", j) for j in chunk])
+                )
+                for chunk in (
+                    ids[i : i + STATE_QUERY_IDS] for i in range(0, len(ids), STATE_QUERY_IDS)
+                )
+            ]
+            field = "state"
+        else:
+            docs, field = [self._call("wait", "GET", "/jobs")], "job_state"
         out = {}
-        for raw in doc.get("jobs") or []:
-            job_id = str(raw.get("job_id"))
-            if job_id in wanted:
-                # As squeue names it: 24.11+ list a requeued job still cleaning up as
-                # ["PENDING", "COMPLETING", ...], which must read as COMPLETING (a
-                # release before it is done lost the relaunch's batch script on 26.05).
-                out[job_id] = job_state(raw.get("job_state"))[0]
+        for doc in docs:
+            for raw in doc.get("jobs") or []:
+                job_id = str(raw.get("job_id"))
+                if job_id in wanted:
+                    # As squeue names it: 24.11+ list a requeued job still cleaning up
+                    # as ["PENDING", "COMPLETING"], which must read as COMPLETING (a
+                    # release before it is done lost the relaunch's batch script on 26.05).
+                    out[job_id] = job_state(raw.get(field))[0]
         return out
 
     def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:

@@ -23,7 +23,10 @@ v0.0.45      yes        yes       yes           yes            26.05
 * batch signal: ``DELETE /jobs/`` with a ``kill_jobs_msg`` body (many jobs, one
   request);
 * requeue: ``POST /jobs/requeue`` with ``flags: ["Hold"]`` (as ``scontrol
-  requeuehold``).
+  requeuehold``);
+* job states (v0.0.40+): ``GET /jobs/state/?job_id=A&job_id=B`` answers the
+  states of those jobs only (the grace-period polls; a CSV list in one job_id
+  is refused by 26.05 with HTTP 500, an unknown id is left out).
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class RestApi:
     signal_batch_flag: bool = False  # DELETE /job/{id}?flags=BATCH_JOB
     batch_signal: bool = False  # DELETE /jobs/ with a kill_jobs_msg
     requeue: bool = False  # POST /jobs/requeue {"flags": ["Hold"], "jobs": [...]}
+    job_states: bool = False  # GET /jobs/state/?job_id=A&job_id=B (states only)
 
     @property
     def base(self) -> str:
@@ -129,6 +133,7 @@ def api_from_spec(spec: Mapping[str, Any], where: str = "slurmrestd") -> RestApi
         signal_batch_flag=any("BATCH_JOB" in f for f in flags),
         batch_signal=op("/jobs/", "delete") is not None,
         requeue=op("/jobs/requeue", "post") is not None,
+        job_states=op("/jobs/state/", "get") is not None,
     )
 
 

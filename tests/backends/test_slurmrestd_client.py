@@ -198,19 +198,31 @@ def test_a_get_answered_with_errors_is_retried_then_raises(tmp_path):
     assert sleeps == [0.1, 0.2, 0.4] and c.counts["observe"] == len(seen) == 4
 
 
-def test_a_requeued_job_still_cleaning_up_reads_as_completing(tmp_path):
-    """26.05's /jobs lists a requeued job as ["PENDING", "COMPLETING"] until its last
+@pytest.mark.parametrize(
+    ("release", "answer", "states_path"),
+    [("26.05", "jobs-requeued-completing.json", False),
+     ("24.11", "jobs-state-requeued-completing.json", True)],
+    ids=["26.05-jobs", "24.11-jobs-state"],
+)  # fmt: skip
+def test_a_requeued_job_still_cleaning_up_reads_as_completing(
+    tmp_path, release, answer, states_path
+):
+    """24.11 and 26.05 list a requeued job as ["PENDING", "COMPLETING"] until its last
     run has cleaned up (squeue says COMPLETING). Before: read as PENDING, so act()
-    stopped waiting and released it at once; the relaunch then lost its batch script
-    ("execve(): .../slurm_script: No such file or directory") and ended FAILED."""
-    spec = load("26.05", "openapi-v3-excerpt.json")
-    doc = load("26.05", "jobs-requeued-completing.json")
+    stopped waiting and released it at once; on 26.05 the relaunch then lost its batch
+    script ("execve(): .../slurm_script: No such file or directory"), ended FAILED."""
+    spec = load(release, "openapi-v3-excerpt.json")
+    if not states_path:  # the /jobs listing, as a version without /jobs/state/ polls
+        spec = {**spec, "paths": {p: e for p, e in spec["paths"].items() if "/state" not in p}}
+    doc = load(release, answer)
     job = str(doc["jobs"][0]["job_id"])
-    assert doc["jobs"][0]["job_state"] == ["PENDING", "COMPLETING"]
+    assert doc["jobs"][0]["state" if states_path else "job_state"] == ["PENDING", "COMPLETING"]
 
     def route(req):
         return (200, spec) if req.path == "/openapi/v3" else (200, doc)
 
     sock = tmp_path / "rest.sock"
-    with replay(sock, route):
-        assert SlurmRestCluster(sock)._states([job]) == {job: "COMPLETING"}
+    with replay(sock, route) as seen:
+        assert SlurmRestCluster(sock)._states([job, "99999"]) == {job: "COMPLETING"}
+    want = f"/jobs/state/?job_id={job}&job_id=99999" if states_path else "/jobs"
+    assert seen[-1].path.endswith(want)

@@ -21,10 +21,20 @@ from slurm_gavel.errors import InputError
 EXPECTED = {
     "22.05": RestApi("v0.0.38"),
     "24.11": RestApi(
-        "v0.0.42", node_list=True, signal_batch_flag=True, batch_signal=True, requeue=False
+        "v0.0.42",
+        node_list=True,
+        signal_batch_flag=True,
+        batch_signal=True,
+        requeue=False,
+        job_states=True,
     ),
     "26.05": RestApi(
-        "v0.0.45", node_list=True, signal_batch_flag=True, batch_signal=True, requeue=True
+        "v0.0.45",
+        node_list=True,
+        signal_batch_flag=True,
+        batch_signal=True,
+        requeue=True,
+        job_states=True,
     ),
 }
 OFFERED = {
@@ -49,7 +59,7 @@ def test_older_versions_of_a_release_have_fewer_abilities(release):
         one = {**spec, "paths": {p: e for p, e in spec["paths"].items() if f"/{v}/" in p}}
         api = api_from_spec(one)
         assert api.version == v
-        assert api.node_list and api.signal_batch_flag and api.batch_signal
+        assert api.node_list and api.signal_batch_flag and api.batch_signal and api.job_states
         assert api.requeue == (v == "v0.0.45")
         assert not api.legacy
 
