@@ -3,27 +3,40 @@
 * :class:`GavelJob` / :func:`managed_steps` wrap the training loop: on the checkpoint
   signal (SIGUSR1) they finish the step, save an atomic checkpoint and exit 99 so Slurm
   requeues and holds the job; after a requeue they resume from the newest valid one.
-* Progress (steps, steps/s) goes to ``$GAVEL_PROGRESS_DIR/<job id>.json`` for the daemon.
+* Progress (steps, steps/s) goes to ``$GAVEL_PROGRESS_DIR/<uid>/<job id>.json`` for the
+  daemon (the daemon makes that folder for the user; the library never does).
+* Checkpoint folders are private (0700, refused if someone else can write them) and
+  checkpoints load without running code unless ``allow_pickle=True``.
 * Outside Slurm everything is a no-op. torch is imported only when a checkpoint is
   written or read, so jobs without torch can use the library.
 
 See docs/user-guide.md.
 """
 
-from slurm_gavel.job.checkpoint import Checkpoint, load_latest, read_checkpoint, save_checkpoint
+from slurm_gavel.job.checkpoint import (
+    Checkpoint,
+    CheckpointDirError,
+    UnsafeCheckpointError,
+    load_latest,
+    read_checkpoint,
+    save_checkpoint,
+)
 from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.loop import GavelJob, managed_steps
-from slurm_gavel.job.progress import ProgressReporter, read_report
+from slurm_gavel.job.progress import ProgressReporter, read_report, report_path
 
 __all__ = [
     "Checkpoint",
+    "CheckpointDirError",
     "GavelJob",
     "JobEnv",
     "ProgressReporter",
+    "UnsafeCheckpointError",
     "load_latest",
     "managed_steps",
     "read_checkpoint",
     "read_env",
     "read_report",
+    "report_path",
     "save_checkpoint",
 ]
