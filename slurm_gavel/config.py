@@ -57,6 +57,8 @@ class SlurmConfig:
     rest_url: str = "http://localhost:6820"
     rest_token_file: Path | None = None  # a JWT (scontrol token), for http(s) URLs
     rest_user: str | None = None  # the user the JWT belongs to (X-SLURM-USER-NAME)
+    # Re-read rest_token_file this often (also at once when slurmrestd refuses it).
+    rest_token_reread_seconds: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,7 @@ _SLURM_KEYS = [
     "rest_url",
     "rest_token_file",
     "rest_user",
+    "rest_token_reread_seconds",
 ]
 
 
@@ -256,6 +259,12 @@ def _slurm(doc: Any, where: str, base_dir: Path) -> SlurmConfig:
             else None
         ),
         rest_user=_string(d["rest_user"], f"{where}.rest_user") if d.get("rest_user") else None,
+        rest_token_reread_seconds=_number(
+            d.get("rest_token_reread_seconds", base.rest_token_reread_seconds),
+            f"{where}.rest_token_reread_seconds",
+            minimum=0,
+            strict=True,
+        ),
     )
     if cfg.retry_max_seconds < cfg.retry_initial_seconds:
         raise ConfigError(

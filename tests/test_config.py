@@ -105,6 +105,10 @@ def test_signal_names_are_normalised():
             "retry_max_seconds: 1 is below",
         ),
         ({"partitions": ["gpu"], "slurm": {"rest_url": "localhost"}}, "not an http(s)://"),
+        (
+            {"partitions": ["gpu"], "slurm": {"rest_token_reread_seconds": 0}},
+            "rest_token_reread_seconds: 0 is out of range; it must be > 0",
+        ),
         (["gpu"], "expected a mapping of keys"),
     ],
 )

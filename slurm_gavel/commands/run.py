@@ -78,6 +78,7 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
         return SlurmRestCluster(
             url=config.slurm.rest_url,
             token_file=config.slurm.rest_token_file,
+            token_reread_s=config.slurm.rest_token_reread_seconds,
             user=config.slurm.rest_user,
             **options,
         )

@@ -77,13 +77,15 @@ def test_backend_is_built_from_the_config(tmp_path):
     token = tmp_path / "jwt"
     token.write_text("abc.def\n")
     token.chmod(0o600)  # slurmrestd_auth refuses a token file others can read
-    rest = {"rest_url": "https://ctl:6820", "rest_token_file": str(token), "rest_user": "slurm"}
+    rest = {"rest_url": "https://ctl:6820", "rest_token_file": str(token), "rest_user": "slurm",
+            "rest_token_reread_seconds": 60}  # fmt: skip
     cfg = parse_config({"partitions": ["gpu"], "backend": "rest", "slurm": rest})
     b = run_cmd.build_backend(cfg)
     assert type(b).__name__ == "SlurmRestCluster"
     assert b.rest.headers["X-SLURM-USER-TOKEN"] == "abc.def"
     assert b.rest.headers["X-SLURM-USER-NAME"] == "slurm"
     assert b.rest.token_source.path == token  # re-read on schedule and when refused
+    assert b.rest.token_source.reread_s == 60
     assert (b.rest.timeout, b.rest.sleep) == (b.commands.timeout, b.commands.sleep)
 
 
