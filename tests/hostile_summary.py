@@ -43,6 +43,7 @@ class Tally:
     inputs: int = 0
     tests: int = 0
     skipped: int = 0
+    errors: list[str] = field(default_factory=list)  # set-up/tear-down errors
     failures: dict[str, list[str]] = field(default_factory=lambda: {g: [] for g in GUARDS})
 
     def line(self) -> str:
@@ -50,6 +51,8 @@ class Tally:
         parts += [f"{GUARDS[g]} {len(ids)}" for g, ids in self.failures.items()]
         if self.skipped:
             parts.append(f"{self.skipped} hostile tests skipped (not counted)")
+        if self.errors:
+            parts.append(f"{len(self.errors)} hostile tests errored (not counted)")
         return ", ".join(parts)
 
 
@@ -107,15 +110,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if mark is None:
         return
     report = outcome.get_result()
-    result = item.stash.setdefault(_RESULT, {"failed": False, "skipped": False})
-    # An xfail-marked hostile test is a known hole: it counts as a failure.
-    if report.failed or hasattr(report, "wasxfail"):
+    result = item.stash.setdefault(_RESULT, {"failed": False, "skipped": False, "error": False})
+    # An xfail-marked hostile test is a known hole: it counts as a failure. A set-up
+    # or tear-down error says nothing about the input: an error, listed apart.
+    if report.failed and report.when != "call":
+        result["error"] = True
+    elif report.failed or hasattr(report, "wasxfail"):
         result["failed"] = True
     if report.skipped and report.when in ("setup", "call"):
         result["skipped"] = True
     if report.when != "teardown":
         return
     tally = item.config.stash[_TALLY]
+    if result["error"]:
+        tally.errors.append(item.nodeid)
+        return
     if result["skipped"] and not result["failed"]:
         tally.skipped += 1
         return
@@ -127,10 +136,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     tally = config.stash.get(_TALLY, None)
-    if tally is None or (tally.tests == 0 and tally.skipped == 0):
+    if tally is None or not (tally.tests or tally.skipped or tally.errors):
         return
     terminalreporter.write_sep("=", "hostile inputs")
     terminalreporter.write_line(tally.line())
     for guard, ids in tally.failures.items():
         for nodeid in ids:
             terminalreporter.write_line(f"  {GUARDS[guard]}: {nodeid}")
+    for nodeid in tally.errors:
+        terminalreporter.write_line(f"  errored: {nodeid}")

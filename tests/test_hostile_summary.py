@@ -37,6 +37,14 @@ def test_skipped():
 
 def test_not_hostile():
     assert False
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("the test's own set-up failed")
+
+@pytest.mark.hostile
+def test_errored(broken):
+    pass
 """
 
 
@@ -62,6 +70,7 @@ def test_the_figure_counts_inputs_and_failures_by_what_they_guard(tmp_path):
     assert "(6 tests)" in line
     assert "crashes 0, hangs 0, priority escalations 1, jobs stranded 0" in line
     assert "1 hostile tests skipped (not counted)" in line
+    assert "1 hostile tests errored (not counted)" in line
     assert "priority escalations: " in out and "test_five_inputs_one_escalation" in out
 
 
