@@ -18,17 +18,24 @@ backend issues the commands.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm_json import SlurmJob
 from slurm_gavel.backends.slurm_snapshot import is_managed_partition
-from slurm_gavel.managed import ManagedCommentError, is_managed_comment, parse_comment
+from slurm_gavel.managed import (
+    MAX_SCALE,
+    ManagedCommentError,
+    is_managed_comment,
+    parse_comment,
+)
 from slurm_gavel.model import JobId
 
 RELEASED_PREFIX = "gavel-released: "
 MAX_REASON_CHARS = 600  # Slurm refuses comments over 1024 bytes
 WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "SPECIAL_EXIT"})
+_SCALE = re.compile(r"(?:^gavel:|,)scale=([1-9][0-9]{0,3})(?:,|$)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,13 @@ def gres_back(scale: int | None, node_count: int) -> str | None:
     return f"gpu:{scale // nodes}" if scale % nodes == 0 else None
 
 
+def scale_in(comment: str) -> int | None:
+    """The GPU count the Lua moved into a comment (``scale=N``), read even where the
+    rest of the comment is refused, so a given-back job gets its GPUs back."""
+    m = _SCALE.search(comment)
+    return int(m.group(1)) if m and int(m.group(1)) <= MAX_SCALE else None
+
+
 def refused_held(
     jobs: Iterable[SlurmJob], managed_partitions: Collection[str] | None
 ) -> dict[JobId, str]:
@@ -84,12 +98,13 @@ def refused_held(
 def give_back_orders(
     reasons: dict[JobId, str], jobs: dict[JobId, SlurmJob], scales: dict[JobId, int]
 ) -> list[GiveBack]:
-    """The orders for the jobs still waiting; a job Slurm no longer lists is skipped."""
+    """The orders for the jobs still waiting; a job Slurm no longer lists is skipped.
+    scales: the managed jobs' scale factors; for the others the comment's scale=."""
     orders = []
     for job_id, reason in sorted(reasons.items()):
         sj = jobs.get(job_id)
         if sj is None or sj.state not in WAITING:
             continue
-        gres = gres_back(scales.get(job_id), sj.node_count)
+        gres = gres_back(scales.get(job_id) or scale_in(sj.comment), sj.node_count)
         orders.append(GiveBack(job_id, released_comment(reason), gres))
     return orders

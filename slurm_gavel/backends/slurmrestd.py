@@ -35,6 +35,7 @@ from urllib.parse import quote, urlencode
 from slurm_gavel.backends.slurm_cli import SlurmCluster, note_errors
 from slurm_gavel.backends.slurm_commands import SlurmCommands
 from slurm_gavel.backends.slurm_fields import job_state
+from slurm_gavel.backends.slurm_giveback import GiveBack
 from slurm_gavel.backends.slurm_snapshot import StartOrder, job_list
 from slurm_gavel.backends.slurmrestd_auth import DEFAULT_REREAD_S, TokenSource
 from slurm_gavel.backends.slurmrestd_client import (
@@ -181,6 +182,16 @@ class SlurmRestCluster(SlurmCluster):
     def _release(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         for j in ids:
             self._update("release", j, {"hold": False}, failed)
+
+    def _relabel(self, orders: list[GiveBack], failed: dict[JobId, str]) -> None:
+        """A held job given back to Slurm (slurm_giveback.py): its comment, its GPUs."""
+        for o in orders:
+            body: dict[str, Any] = {"comment": o.comment}
+            if o.gres:
+                body.update(
+                    {"gres": o.gres} if self.api.legacy else {"tres_per_node": f"gres/{o.gres}"}
+                )
+            self._update("give_back", o.job_id, body, failed)
 
     def _hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         for j in ids:

@@ -16,6 +16,7 @@ from slurm_gavel.backends.slurm_giveback import (
     gres_back,
     refused_held,
     released_comment,
+    scale_in,
 )
 from slurm_gavel.backends.slurm_json import parse_jobs
 from slurm_gavel.managed import classify
@@ -50,6 +51,15 @@ def test_gres_back_per_node_when_it_divides():
     assert gres_back(4, 0) == "gpu:4"
     assert gres_back(3, 2) is None
     assert gres_back(None, 1) is None
+
+
+@pytest.mark.hostile
+def test_scale_is_read_from_a_refused_comment_for_the_gpus_only():
+    assert scale_in("gavel:type=A3C,scale=2,weight=inf") == 2
+    assert scale_in("gavel:scale=4,type=\x1b") == 4
+    for comment in ("gavel:type=A3C,scale=0x10", "gavel:type=A3C,scale=5000", "x,scale=2 ",
+                    "gavel:type=A3C,xscale=2", "gavel:type=A3C,scale=02"):  # fmt: skip
+        assert scale_in(comment) is None, comment
 
 
 def test_refused_held_finds_held_jobs_with_a_comment_the_grammar_refuses():
