@@ -90,6 +90,12 @@ def _finite(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def _shown(v: Any) -> str:
+    """A user's value for a log line: repr (control characters escaped), cut short."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def agreed_value(current: float, votes: list[float], quorum: int = QUORUM_USERS) -> float:
     """Where a cell at ``current`` goes this round, given one vote per user.
 
@@ -179,7 +185,7 @@ class ProgressTracker:
     def _apply(self, o: ObservedJob, r: Mapping[str, Any], now: float) -> ObservedJob:
         job_id = r.get("job_id")
         if isinstance(job_id, bool) or not isinstance(job_id, str | int) or str(job_id) != o.job.id:
-            raise ReportRefused(f"its job_id {str(job_id)[:40]!r} is not this job's")
+            raise ReportRefused(f"its job_id {_shown(job_id)} is not this job's")
         updated = _finite(r.get("updated"))
         if updated is None:
             raise ReportRefused("'updated' is not a finite number")
@@ -189,10 +195,10 @@ class ProgressTracker:
             raise ReportRefused("written before the job was submitted (an earlier job's)")
         steps = _finite(r.get("steps"))
         if r.get("steps") is not None and (steps is None or not 0 <= steps <= MAX_STEPS):
-            raise ReportRefused(f"'steps' {str(r.get('steps'))[:40]} is not in 0..{MAX_STEPS:g}")
+            raise ReportRefused(f"'steps' {_shown(r.get('steps'))} is not in 0..{MAX_STEPS:g}")
         rate = _finite(r.get("steps_per_s"))
         if r.get("steps_per_s") is not None and (rate is None or rate < 0):
-            raise ReportRefused(f"'steps_per_s' {str(r.get('steps_per_s'))[:40]} is not >= 0")
+            raise ReportRefused(f"'steps_per_s' {_shown(r.get('steps_per_s'))} is not >= 0")
         out = o
         if steps is not None and o.steps_done is None:
             cap = o.job.total_steps if o.job.total_steps > 0 else MAX_STEPS

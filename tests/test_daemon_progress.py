@@ -354,10 +354,11 @@ def test_a_report_in_the_attackers_own_folder_does_not_count_for_the_victims_job
         json.dumps(report("2")),  # another job's report under this job's name
         json.dumps({**report("1"), "job_id": True}),
         "[" * 30_000 + "]" * 30_000,  # nesting that would blow the parser's stack
+        json.dumps(report("1", steps="\x1b]0;owned\x07\x1b[2J")),  # terminal escapes
     ],
     ids=["nan-rate", "inf-rate", "nan-time", "1e400", "1e308-rate", "1e12-rate", "negative-rate",
          "1e308-steps", "negative-steps", "future", "older-than-the-job", "other-job-id",
-         "bool-job-id", "deep-nesting"],
+         "bool-job-id", "deep-nesting", "escapes-in-steps"],
 )  # fmt: skip
 def test_a_report_with_a_hostile_number_is_refused_whole(spool, table, events, text):
     t = tracker(spool, table)
@@ -368,6 +369,7 @@ def test_a_report_with_a_hostile_number_is_refused_whole(spool, table, events, t
     assert got.jobs[0].steps_done is None  # not even the plausible step count
     assert got.jobs[0].measured_throughput is None and not t.cells
     assert problems(events), "refused without a word to the admin"
+    assert not any("\x1b" in p or "\x07" in p for p in problems(events))  # escaped for logs
     json.dumps(t.to_json(), allow_nan=False)  # raises on NaN/inf
 
 
