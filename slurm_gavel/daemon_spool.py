@@ -72,6 +72,12 @@ def open_user_dir(root_fd: int, root: Path, uid: int, gid: int) -> int:
             f"{where} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
             f"reports there are not trusted; fix: chmod {USER_DIR_MODE:o} {where}"
         )
+    if os.geteuid() != 0 and st.st_gid != gid and st.st_gid not in os.getgroups():
+        # e.g. made by a daemon that ran as root before: this one could not read it
+        raise SpoolProblem(
+            f"{where} has group {st.st_gid}, not the daemon's ({gid}): its reports cannot "
+            f"be read; fix: chgrp -R {gid} {where} && chmod {USER_DIR_MODE:o} {where}"
+        )
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=root_fd)
     except OSError as e:

@@ -255,6 +255,11 @@ def test_a_daemon_without_root_hands_folders_over_with_cap_chown_only_and_reads_
 
     assert as_user(daemon_uid, daemon_gid, unprivileged_read) == 1
 
+    # A folder made when the daemon ran as root (group root) is named with the fix.
+    os.chown(spool / str(ALICE), ALICE, 0)
+    said = as_user(daemon_uid, daemon_gid, unprivileged_merge)
+    assert any(f"fix: chgrp -R {daemon_gid}" in p for p in said), said
+
 
 @pytest.mark.parametrize(
     "setup, says",
