@@ -1,5 +1,6 @@
 import copy
 import json
+import logging
 import math
 from dataclasses import replace
 
@@ -120,7 +121,15 @@ def day_one(tmp_path, caplog):
     daemon = Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
     daemon.start()
     caplog.set_level("INFO", logger="slurm_gavel")
+    # An earlier test's CLI call (logs.configure) stops slurm_gavel.* from propagating to
+    # the root logger, where caplog listens: listen on the package's logger itself.
+    pkg = logging.getLogger("slurm_gavel")
+    propagate = pkg.propagate
+    pkg.propagate = False
+    pkg.addHandler(caplog.handler)
     yield tmp_path, daemon, sim
+    pkg.removeHandler(caplog.handler)
+    pkg.propagate = propagate
     daemon.store.release()
 
 
