@@ -88,9 +88,16 @@ class StateStore:
             raise
         # The pid is informational (for the message above and for `status`); the
         # flock, not the file's content, is what excludes a second daemon.
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            os.fsync(fd)
+        except OSError as e:
+            os.close(fd)  # drops the lock too
+            raise StateError(
+                f"{self.lock_path}: cannot record the daemon's pid ({e.strerror}); free "
+                f"space on or fix the file system of {self.dir}"
+            ) from e
         self._lock_fd = fd
 
     def release(self) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.state_store import StateError, StateLockedError, StateStore
+from slurm_gavel.state_store import StateError, StateLockedError, StateSaveError, StateStore
 
 # A child that takes the lock, says so, then sleeps until killed.
 HOLDER = """
@@ -114,3 +114,38 @@ def test_unwritable_state_dir_is_a_clear_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(StateError, match="cannot create the lock file"):
         StateStore(blocker / "state").acquire()
+
+
+def test_a_full_disk_at_start_is_a_clear_error_and_leaves_no_lock(tmp_path, monkeypatch):
+    # Before: the OSError of writing the pid escaped as a traceback (exit 1, restarted
+    # by systemd every 10 s with the same traceback).
+    import slurm_gavel.state_store as state_store
+
+    def no_space(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(state_store.os, "write", no_space)
+    store = StateStore(tmp_path / "state")
+    with pytest.raises(StateError, match=r"daemon.lock: cannot record .*No space left on device"):
+        store.acquire()
+    monkeypatch.undo()
+    assert not store.locked
+    other = StateStore(tmp_path / "state")
+    other.acquire()  # the failed attempt holds nothing
+    other.release()
+
+
+def test_a_failed_save_keeps_the_previous_state_and_names_the_file(tmp_path, monkeypatch):
+    store = StateStore(tmp_path / "state")
+    with store:
+        store.save({"round": 1})
+
+        def no_space(*args, **kwargs):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(store, "_write", no_space)
+        with pytest.raises(StateSaveError) as e:
+            store.save({"round": 2})
+    assert str(tmp_path / "state" / "state.json") in str(e.value)
+    assert "No space left on device" in str(e.value)
+    assert json.loads((tmp_path / "state" / "state.json").read_text())["round"] == 1
