@@ -29,8 +29,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import pwd
-import re
 import sys
 import threading
 import time
@@ -45,10 +43,10 @@ from slurm_gavel.backends.base import (
     JobState,
     RoundPlacement,
 )
-from slurm_gavel.cluster_rows import TYPE_BLIND
 from slurm_gavel.config import Config
+from slurm_gavel.daemon_events import RoundEvents
 from slurm_gavel.daemon_progress import ProgressTracker
-from slurm_gavel.daemon_tap import SETTLING, DaemonTap
+from slurm_gavel.daemon_tap import DaemonTap
 from slurm_gavel.daemon_views import (
     Inflight,
     cluster_view,
@@ -57,7 +55,6 @@ from slurm_gavel.daemon_views import (
     format_plan,
     is_slurm_unavailable,
     jobs_view,
-    log_ids,
 )
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.logs import event
@@ -74,10 +71,6 @@ from slurm_gavel.state_store import StateSaveError, StateStore
 from slurm_gavel.throughputs import ThroughputTable, load_table
 
 log = logging.getLogger(__name__)
-
-# How slurmctld refuses an action on another user's job to a non-operator: scontrol
-# says "Invalid user id" (update, release, hold), scancel "Access/permission denied".
-_DENIED = re.compile(r"Invalid user id|Access/permission denied|Permission denied", re.I)
 
 # The daemon's table with the running jobs' measurements folded in, in its state_dir.
 LEARNED_TABLE = "throughputs-learned.json"
@@ -129,11 +122,7 @@ class Daemon:
         self.started_at = time.time()
         self._inflight: Inflight | None = None
         self._needs_reconcile = False
-        self._skipped_logged: set[tuple[str, str]] = set()
-        self._unmeasured_logged: set[tuple[str, int, str, str]] = set()
-        self._done_logged: set[str] = set()
-        self._denied_logged = False
-        self._warned: set[str] = set()
+        self.events = RoundEvents()
         # After a Slurm outage: rounds observe but do not act until this clock() time.
         self._outage = False
         self._settle_until: float | None = None
@@ -327,97 +316,24 @@ class Daemon:
         )
 
     def _record(self, report: RoundReport, duration: float) -> None:
-        """Metrics and one log line per round."""
-        r = report.result
+        """Metrics, the round's log lines (daemon_events.py) and a dry run's plan."""
         issued = commands_issued(self.backend)
         commands = None
         if issued is not None and self._commands_before is not None:
             commands = issued - self._commands_before
-        self.metrics.record_round(report, self.tap.last_snapshot, duration, commands)
-        for job_id, reason in report.skipped:
-            if (job_id, reason) not in self._skipped_logged:
-                self._skipped_logged.add((job_id, reason))
-                event(log, "job_skipped", logging.WARNING, job=job_id, reason=reason)
-        # Forget jobs Slurm no longer lists: the set stays as small as the queue (it grew
-        # with every skipped job ever seen, and users choose how many that is).
         snap = self.tap.last_snapshot
-        if snap is not None and self._skipped_logged:
-            listed = {o.job.id for o in snap.jobs}
-            self._skipped_logged = {k for k in self._skipped_logged if k[0] in listed}
-        # Cells of the cluster's GPU types no job measured (cluster_rows.py): once per cell
-        # and mark (type-blind until some job reports from that GPU type at that scale
-        # factor, then an estimate until a job of this very kind reports from it).
-        for jt, sf, gpu, mark in report.unmeasured:
-            if (jt, sf, gpu, mark) not in self._unmeasured_logged:
-                self._unmeasured_logged.add((jt, sf, gpu, mark))
-                level = logging.WARNING if mark == TYPE_BLIND else logging.INFO
-                event(
-                    log,
-                    "throughput_unmeasured",
-                    level,
-                    job_type=jt,
-                    scale_factor=sf,
-                    gpu_type=gpu,
-                    mark=mark,
-                )
-        # What the backend found wrong in Slurm's data (a malformed gavel comment, GPUs
-        # without a type, a job gone unseen): once each while it lasts, not every round.
-        warnings = set(getattr(self.backend, "warnings", None) or ())
-        for text in sorted(warnings - self._warned):
-            event(log, "slurm_warning", logging.WARNING, warning=text)
-        self._warned = warnings
-        # Slurm lists a finished job for MinJobAge seconds: log it once, not every round.
-        done = {o.job.id for o in report.completed}
-        for o in report.completed:
-            if o.job.id not in self._done_logged:
-                event(log, "job_done", job=o.job.id, succeeded=o.succeeded, restarts=o.restarts)
-        self._done_logged = done
-        event(
-            log,
-            "round",
-            round=report.round_index,
-            duration_s=round(duration, 4),
-            solve_s=round(report.solve_seconds, 4),
-            reallocated=report.reallocated,
-            active=report.active_jobs,
-            started=len(r.started),
-            kept=len(r.kept),
-            preempted=len(r.preempted),
-            moved=len(r.moved),
-            failed=len(r.failed),
-            slurm_commands=commands,
+        self.metrics.record_round(report, snap, duration, commands)
+        self.events.record(
+            report,
+            snap,
+            getattr(self.backend, "warnings", None) or (),
+            duration=duration,
+            commands=commands,
             dry_run=self.dry_run,
-            started_jobs=log_ids(r.started),
-            preempted_jobs=log_ids(r.preempted + r.moved),
         )
-        # (a settling round "fails" every placement on purpose: its own event says so)
-        for job_id, why in [f for f in r.failed if f[1] != SETTLING][:50]:
-            event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
-        self._say_if_not_an_operator([j for j, why in r.failed if _DENIED.search(why)])
         if self.dry_run:
             self.out.write(format_plan(report, self.config))
             self.out.flush()
-
-    def _say_if_not_an_operator(self, denied: list[str]) -> None:
-        """slurmctld refused to act on other users' jobs: the daemon's account lacks
-        Slurm operator rights. Said once, at error level, with the fix."""
-        if not denied or self._denied_logged:
-            return
-        self._denied_logged = True
-        try:
-            user = pwd.getpwuid(os.geteuid()).pw_name
-        except KeyError:
-            user = f"uid {os.geteuid()}"
-        event(
-            log,
-            "not_a_slurm_operator",
-            logging.ERROR,
-            user=user,
-            jobs=log_ids(tuple(denied)),
-            fix=f"slurmctld refused to act on other users' jobs as {user}: make it an "
-            f"operator (sacctmgr -i add user {user} account=root adminlevel=Operator) or run "
-            "the daemon as SlurmUser (docs/admin-guide.md, Security)",
-        )
 
     # ---- the loop ------------------------------------------------------------------------
 

@@ -560,7 +560,7 @@ def test_other_local_os_errors_are_not_slurm_outages(tmp_path, table, daemon_log
 
 
 def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, table, daemon_log):
-    # Before: _skipped_logged kept every (job, reason) ever seen, growing without bound
+    # Before: the daemon kept every (job, reason) ever seen, growing without bound
     # with what users submit.
     jobs = [Job(str(i), "no such model", 1, total_steps=1e6) for i in range(50)]
     jobs.append(Job("ok", TYPES[0], 1, total_steps=1e9))
@@ -579,10 +579,10 @@ def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, ta
     d.start()
     try:
         rounds(d, sim, 2)
-        assert len(d._skipped_logged) == 50
+        assert len(d.events.skipped) == 50
         assert len(events_of(records, "job_skipped")) == 50  # once each, not per round
         backend.gone = frozenset(str(i) for i in range(50))
         rounds(d, sim, 2)
     finally:
         d.store.release()
-    assert d._skipped_logged == set()
+    assert d.events.skipped == set()

@@ -1,0 +1,131 @@
+"""What the daemon logs about each round: one `round` line, and each problem once.
+
+A problem that lasts (a job the table cannot serve, a malformed comment Slurm keeps
+listing, a cell no job measured, slurmctld refusing the daemon's account) is logged
+once while it lasts, not every round; what is remembered for that is bounded by what
+Slurm lists now, since users choose how many jobs there are.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import re
+from collections.abc import Iterable
+
+from slurm_gavel.backends.base import ClusterSnapshot
+from slurm_gavel.cluster_rows import TYPE_BLIND
+from slurm_gavel.daemon_tap import SETTLING
+from slurm_gavel.daemon_views import log_ids
+from slurm_gavel.logs import event
+from slurm_gavel.scheduler import RoundReport
+
+log = logging.getLogger("slurm_gavel.daemon")
+
+# How slurmctld refuses an action on another user's job to a non-operator: scontrol
+# says "Invalid user id" (update, release, hold), scancel "Access/permission denied".
+_DENIED = re.compile(r"Invalid user id|Access/permission denied|Permission denied", re.I)
+
+
+class RoundEvents:
+    """The daemon's log of its rounds, with the memory that makes problems log once."""
+
+    def __init__(self) -> None:
+        self.skipped: set[tuple[str, str]] = set()
+        self.unmeasured: set[tuple[str, int, str, str]] = set()
+        self.done: set[str] = set()
+        self.warned: set[str] = set()
+        self.denied = False
+
+    def record(
+        self,
+        report: RoundReport,
+        snap: ClusterSnapshot | None,
+        backend_warnings: Iterable[str],
+        *,
+        duration: float,
+        commands: int | None,
+        dry_run: bool,
+    ) -> None:
+        r = report.result
+        for job_id, reason in report.skipped:
+            if (job_id, reason) not in self.skipped:
+                self.skipped.add((job_id, reason))
+                event(log, "job_skipped", logging.WARNING, job=job_id, reason=reason)
+        # Forget jobs Slurm no longer lists: the set stays as small as the queue (it grew
+        # with every skipped job ever seen, and users choose how many that is).
+        if snap is not None and self.skipped:
+            listed = {o.job.id for o in snap.jobs}
+            self.skipped = {k for k in self.skipped if k[0] in listed}
+        # Cells of the cluster's GPU types no job measured (cluster_rows.py): once per cell
+        # and mark (type-blind until some job reports from that GPU type at that scale
+        # factor, then an estimate until a job of this very kind reports from it).
+        for jt, sf, gpu, mark in report.unmeasured:
+            if (jt, sf, gpu, mark) not in self.unmeasured:
+                self.unmeasured.add((jt, sf, gpu, mark))
+                level = logging.WARNING if mark == TYPE_BLIND else logging.INFO
+                event(
+                    log,
+                    "throughput_unmeasured",
+                    level,
+                    job_type=jt,
+                    scale_factor=sf,
+                    gpu_type=gpu,
+                    mark=mark,
+                )
+        # What the backend found wrong in Slurm's data (a malformed gavel comment, GPUs
+        # without a type, a job gone unseen): once each while it lasts, not every round.
+        warnings = set(backend_warnings)
+        for text in sorted(warnings - self.warned):
+            event(log, "slurm_warning", logging.WARNING, warning=text)
+        self.warned = warnings
+        # Slurm lists a finished job for MinJobAge seconds: log it once, not every round.
+        done = {o.job.id for o in report.completed}
+        for o in report.completed:
+            if o.job.id not in self.done:
+                event(log, "job_done", job=o.job.id, succeeded=o.succeeded, restarts=o.restarts)
+        self.done = done
+        event(
+            log,
+            "round",
+            round=report.round_index,
+            duration_s=round(duration, 4),
+            solve_s=round(report.solve_seconds, 4),
+            reallocated=report.reallocated,
+            active=report.active_jobs,
+            started=len(r.started),
+            kept=len(r.kept),
+            preempted=len(r.preempted),
+            moved=len(r.moved),
+            failed=len(r.failed),
+            slurm_commands=commands,
+            dry_run=dry_run,
+            started_jobs=log_ids(r.started),
+            preempted_jobs=log_ids(r.preempted + r.moved),
+        )
+        # (a settling round "fails" every placement on purpose: its own event says so)
+        for job_id, why in [f for f in r.failed if f[1] != SETTLING][:50]:
+            event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
+        self.say_if_not_an_operator([j for j, why in r.failed if _DENIED.search(why)])
+
+    def say_if_not_an_operator(self, denied: list[str]) -> None:
+        """slurmctld refused to act on other users' jobs: the daemon's account lacks
+        Slurm operator rights. Said once, at error level, with the fix."""
+        if not denied or self.denied:
+            return
+        self.denied = True
+        try:
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            user = f"uid {os.geteuid()}"
+        event(
+            log,
+            "not_a_slurm_operator",
+            logging.ERROR,
+            user=user,
+            jobs=log_ids(tuple(denied)),
+            fix=f"slurmctld refused to act on other users' jobs as {user}: make it an "
+            f"operator (sacctmgr -i add user {user} account=root adminlevel=Operator) or run "
+            "the daemon as SlurmUser (docs/admin-guide.md, Security)",
+        )
