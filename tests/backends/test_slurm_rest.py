@@ -55,7 +55,10 @@ def test_rest_observe_matches_cli(slurm, rest, tmp_path):
     a = rest().observe()
     b = SlurmCluster(env=slurm.env).observe()
     assert a.nodes == b.nodes
-    assert [(j.job, j.state) for j in a.jobs] == [(j.job, j.state) for j in b.jobs]
+    # Finished jobs of earlier tests: slurmrestd's /jobs lists them until MinJobAge,
+    # squeue -t (24.11+) does not; both backends agree on every job not done.
+    live_a = [(j.job, j.state) for j in a.jobs if j.state is not JobState.DONE]
+    assert live_a == [(j.job, j.state) for j in b.jobs if j.state is not JobState.DONE]
     assert a.capacity() == {"v100": 8, "p100": 8, "k80": 6}
 
 
