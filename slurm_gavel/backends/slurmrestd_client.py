@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from slurm_gavel.backends.slurm_commands import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm_json import SlurmJsonError
@@ -95,7 +96,7 @@ class RestClient:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self.address.startswith(("http://", "https://")):
-            host = self.address.split("://", 1)[1].rstrip("/")
+            host = urlsplit(self.address).netloc  # host:port, [v6]:port; no path
             if self.address.startswith("https://"):
                 return http.client.HTTPSConnection(host, timeout=self.timeout)
             return http.client.HTTPConnection(host, timeout=self.timeout)

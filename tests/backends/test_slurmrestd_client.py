@@ -226,3 +226,14 @@ def test_a_requeued_job_still_cleaning_up_reads_as_completing(
         assert SlurmRestCluster(sock)._states([job, "99999"]) == {job: "COMPLETING"}
     want = f"/jobs/state/?job_id={job}&job_id=99999" if states_path else "/jobs"
     assert seen[-1].path.endswith(want)
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "port"),
+    [("http://ctl:6820", "ctl", 6820), ("https://ctl:6820/", "ctl", 6820),
+     ("http://[::1]:6820/", "::1", 6820), ("http://127.0.0.1:6820/x/", "127.0.0.1", 6820)],
+)  # fmt: skip
+def test_the_url_gives_host_and_port_whatever_follows_them(url, host, port):
+    """Before: "http://127.0.0.1:6820/x/" failed every request ("nonnumeric port")."""
+    conn = RestClient(url)._connection()
+    assert (conn.host, conn.port) == (host, port)
