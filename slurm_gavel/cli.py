@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 
+from slurm_gavel import __version__
 from slurm_gavel.errors import InputError, SolveError
 
 # Subcommands in the order `--help` lists them.
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="slurm-gavel",
         description="Heterogeneity-aware GPU scheduling (Gavel's policies) for Slurm clusters.",
     )
+    parser.add_argument("--version", action="version", version=f"slurm-gavel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"slurm_gavel.commands.{name}").register(sub)

@@ -4,13 +4,14 @@
   comment). The message names the field and the fix. Exit code 2.
 * :class:`SolveError` - the input was valid but no allocation could be computed
   (solver failure, infeasible SLOs). Exit code 3.
+
+InputError lives in the job library (slurm_gavel/job/_errors.py), which must import
+without the rest of the package; it is the same class here.
 """
 
+from slurm_gavel.job._errors import InputError
 
-class InputError(ValueError):
-    """Bad input; the message names the field and how to fix it."""
-
-    exit_code = 2
+__all__ = ["InputError", "SolveError"]
 
 
 class SolveError(RuntimeError):

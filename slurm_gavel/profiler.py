@@ -72,8 +72,12 @@ def gpu_type_key(device_name: str) -> str:
 
 
 def workloads_path() -> Path:
+    """The folder to put on PYTHONPATH so that ``import workloads`` finds them."""
     if (REPO / "workloads" / "runner.py").exists():
         return REPO
+    shipped = Path(__file__).resolve().parent / "reference"  # a wheel install
+    if (shipped / "workloads" / "runner.py").exists():
+        return shipped
     raise ProfileError(
         f"the reference workloads are not next to the package ({REPO}/workloads); run "
         "`slurm-gavel profile` from a checkout of slurm-gavel"

@@ -19,7 +19,12 @@ from slurm_gavel.simulate.traces import load_trace, save_trace
 from slurm_gavel.simulate.window import Window, apply_window, parse_window
 from slurm_gavel.throughputs import load_table
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "conf" / "examples" / "trace.csv"
+# A wheel ships conf/examples as slurm_gavel/examples (pyproject.toml); a checkout has it
+# at the top.
+_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+if not (_EXAMPLES / "trace.csv").exists():
+    _EXAMPLES = Path(__file__).resolve().parents[2] / "conf" / "examples"
+DEFAULT_TRACE = _EXAMPLES / "trace.csv"
 DEFAULT_CLUSTER = "v100:3x4,p100:3x4,k80:3x4"
 DEFAULT_POLICIES = ["max_min_fairness", "slurm_fifo"]
 HOUR = 3600.0

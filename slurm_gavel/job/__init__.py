@@ -10,9 +10,12 @@
 * Outside Slurm everything is a no-op. torch is imported only when a checkpoint is
   written or read, so jobs without torch can use the library.
 
-See docs/user-guide.md.
+It needs only the Python standard library (3.9+) and ships on its own as the
+``slurm-gavel-job`` distribution (jobpkg/), so training environments need not install
+the scheduler. See docs/user-guide.md.
 """
 
+from slurm_gavel.job._version import __version__
 from slurm_gavel.job.checkpoint import (
     Checkpoint,
     CheckpointDirError,
@@ -32,6 +35,7 @@ __all__ = [
     "JobEnv",
     "ProgressReporter",
     "UnsafeCheckpointError",
+    "__version__",
     "load_latest",
     "managed_steps",
     "read_checkpoint",

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.errors import InputError
+from slurm_gavel.job._errors import InputError
 
 MAGIC = b"GAVELCK1"
 HEADER = len(MAGIC) + 32 + 8

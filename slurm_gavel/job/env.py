@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_gavel.errors import InputError
+from slurm_gavel.job._errors import InputError
 
 DEFAULT_REQUEUE_EXIT_CODE = 99
 DEFAULT_PROGRESS_INTERVAL = 30.0

@@ -11,8 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from slurm_gavel.managed import MAX_TYPE_CHARS, TYPE_CHARS
-from slurm_gavel.throughputs import ThroughputTable, load_table
+try:
+    from slurm_gavel.managed import MAX_TYPE_CHARS, TYPE_CHARS
+    from slurm_gavel.throughputs import ThroughputTable, load_table
+except ImportError as e:  # only the job library (slurm-gavel-job) is installed here
+    raise SystemExit(
+        f"python -m slurm_gavel.job.jobtypes is an admin tool: it needs the full slurm-gavel "
+        f"package (the daemon's), not only slurm-gavel-job ({e})"
+    ) from None
 
 
 def fits_comment_grammar(job_type: str) -> bool:
