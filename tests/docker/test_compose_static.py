@@ -265,7 +265,8 @@ def test_dockerignore_must_not_drop_a_copied_path(tmp_path):
     (tmp_path / "Dockerfile").write_text(
         DOCKERFILE.read_text().replace("COPY conf conf", "COPY src src")
     )
-    for rel in ("pyproject.toml", "README.md", "slurm_gavel", "tools", "spank", "workloads"):
+    copied = ("pyproject.toml", "README.md", "LICENSE", "requirements-ci.lock", "jobpkg")
+    for rel in (*copied, "slurm_gavel", "tools", "spank", "workloads"):
         (tmp_path / rel).mkdir() if "." not in rel else (tmp_path / rel).touch()
     (tmp_path / ".dockerignore").write_text("# sources stay out\nsrc\n")
     problems = check_dockerfile((tmp_path / "Dockerfile").read_text(), tmp_path)
