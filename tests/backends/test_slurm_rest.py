@@ -105,6 +105,39 @@ def test_rest_start_preempt_resume(slurm, rest, tmp_path):
     assert b.commands.total == (0 if b.api.node_list else 2)
 
 
+def test_rest_signal_reaches_the_batch_shell_only_where_the_version_can_say_so(
+    slurm, rest, tmp_path
+):
+    """As `scancel --batch`: 24.11+ send BATCH_JOB and the job's steps (srun) do not
+    get the checkpoint signal; 22.05's API has no such flag and signals them all.
+    (Without the flag 24.11 signals the steps only, never the batch shell: the
+    assertion on "batch" fails then, checked by removing it.)"""
+    out = tmp_path / "signals.log"
+    script = tmp_path / "steps.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"trap 'echo batch >> {out}' USR1\n"
+        f"srun -n1 bash -c \"trap 'echo step >> {out}' USR1; echo ready >> {out}; "
+        'while true; do sleep 0.2 & wait $!; done" &\n'
+        "while true; do sleep 0.2 & wait $!; done\n"
+    )
+    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null", str(script))
+    b = rest()
+    b.observe()
+    assert b.act(placement(0, {job: ("v100", [("v100-2", 1)])})).started == (job,)
+    slurm.wait_state(job, "RUNNING")
+    deadline = time.monotonic() + 20
+    while "ready" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "ready" in out.read_text(), slurm.why(job)
+    failed: dict[str, str] = {}
+    assert b._send_signal([job], failed) == set() and not failed
+    time.sleep(2)
+    got = out.read_text().split()
+    assert "batch" in got
+    assert ("step" in got) == (not b.api.signal_batch_flag), got
+
+
 def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
     job = managed(slurm, tmp_path, "t")
     b = rest(pin_nodes_with_cli=False)
