@@ -17,11 +17,20 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-# stderr of a command that never reached slurmctld (safe to retry: nothing happened).
+# stderr of a command that could not talk to slurmctld: retried while it lasts.
 _UNREACHABLE = re.compile(
     r"Unable to contact slurm controller|Socket timed out|Connection refused|"
     r"Zero Bytes were transmitted|Communication connection failure|"
     r"Slurm backup controller in standby mode|Transport endpoint is not connected",
+    re.IGNORECASE,
+)
+# Of those, the ones where the request may have reached slurmctld and only the reply was
+# lost (its MessageTimeout passed, or the connection broke after sending): like a timeout
+# of our own, an action that fails this way may have half happened, so it is never sent
+# again (a second `scancel --signal` would deliver the checkpoint signal twice).
+_REPLY_LOST = re.compile(
+    r"Socket timed out|Zero Bytes were transmitted|Communication connection failure|"
+    r"Transport endpoint is not connected",
     re.IGNORECASE,
 )
 
@@ -126,6 +135,12 @@ class SlurmCommands:
                 if result.ok or not _UNREACHABLE.search(proc.stderr):
                     return result
                 last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+                if not retry_timeouts and _REPLY_LOST.search(proc.stderr):
+                    raise SlurmActionTimedOut(
+                        f"{' '.join(argv[:2])}: {last} (it may have half happened): "
+                        "slurmctld did not answer in time; this round's remaining actions "
+                        "are skipped and the next round starts from what Slurm reports"
+                    )
             if attempt < self.retries:
                 self.sleep(delay)
                 delay *= 2

@@ -69,6 +69,34 @@ def test_timeouts_fail_actions_once_and_retry_reads():
     assert len(sleeps) == 2
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "scancel: error: Kill job error on job id 7: Socket timed out on send/recv operation",
+        "scontrol: error: slurm_receive_msg: Zero Bytes were transmitted or received",
+    ],
+)
+def test_an_action_whose_reply_was_lost_is_not_sent_again(message):
+    """slurmctld may have applied it (the request arrived, the answer did not): sending a
+    signal or requeue again could deliver it twice. A read is still retried."""
+    cmds, sleeps = runner(retries=3, backoff=0.5)
+    argv = ["sh", "-c", f"echo '{message}' >&2; exit 1"]
+    with pytest.raises(SlurmActionTimedOut, match="half happened"):
+        cmds.run("signal", argv)
+    assert sleeps == [] and cmds.counts["signal"] == 1
+    with pytest.raises(SlurmUnreachable):
+        cmds.run("observe", argv, retry_timeouts=True)
+    assert cmds.counts["observe"] == 4
+
+
+def test_an_action_that_never_reached_slurmctld_is_retried():
+    cmds, sleeps = runner(retries=2, backoff=0.5)
+    argv = ["sh", "-c", "echo 'scontrol: error: Unable to contact slurm controller' >&2; exit 1"]
+    with pytest.raises(SlurmUnreachable):
+        cmds.run("release", argv)
+    assert sleeps == [0.5, 1.0] and cmds.counts["release"] == 3
+
+
 def test_missing_binary_is_a_clear_error():
     cmds, _ = runner()
     with pytest.raises(SlurmUnreachable, match="not installed"):
