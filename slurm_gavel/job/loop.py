@@ -14,6 +14,10 @@ code (99) so Slurm keeps the job held in the queue. When the daemon starts it ag
 
 Outside Slurm (no SLURM_JOB_ID) ``steps`` is a plain ``range`` and nothing is saved,
 unless ``enabled=True`` is passed.
+
+Multi-rank jobs (torch.distributed initialised before the loop starts): the ranks agree
+on one stop step, rank 0 saves, all exit together and resume from the same step
+(job/ranks.py).
 """
 
 from __future__ import annotations
@@ -26,9 +30,16 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from slurm_gavel.job.checkpoint import load_latest, restore_rng, save_checkpoint, warn
+from slurm_gavel.job.checkpoint import (
+    capture_rng,
+    load_latest,
+    restore_rng,
+    save_checkpoint,
+    warn,
+)
 from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.progress import ProgressReporter
+from slurm_gavel.job.ranks import RANK_RNG_KEY, RankGroup, RankMismatchError
 
 T = TypeVar("T")
 
@@ -85,6 +96,7 @@ class GavelJob:
         self._requested = False
         self._old_handler: Any = None
         self._resumed = False
+        self._group: RankGroup | None = None  # found on resume (torch.distributed)
         self.progress = ProgressReporter(
             job_id=self.env.job_id,
             job_type=self.env.job_type,
@@ -126,15 +138,36 @@ class GavelJob:
         if self._resumed:
             return self.step
         self._resumed = True
-        if not (self.active and self.env.resuming and self.checkpoint_dir is not None):
-            return self.step
+        if self.active:
+            self._join_ranks()
+        if self.active and self.env.resuming and self.checkpoint_dir is not None:
+            self._load()
+        if self._group is not None:
+            low, high = self._group.step_range(self.step)
+            if low != high:
+                raise RankMismatchError(
+                    f"the ranks resumed at different steps ({low}..{high}): the checkpoint "
+                    f"folder {self.checkpoint_dir} must be on a file system every node sees "
+                    f"(--gavel-checkpoint-dir)"
+                )
+        return self.step
+
+    def _join_ranks(self) -> None:
+        """Find the job's process group; only rank 0 then writes progress reports."""
+        self._group = RankGroup.current()
+        if self._group is not None and self._group.rank != 0:
+            self.progress.folder = None
+
+    def _load(self) -> None:
+        assert self.checkpoint_dir is not None
         ckpt = load_latest(self.checkpoint_dir, allow_pickle=self.allow_pickle)
         if ckpt is None:
             warn(
                 f"restart {self.env.restart_count} but no valid checkpoint in "
                 f"{self.checkpoint_dir}: starting from step 0"
             )
-            return self.step
+            return
+        rank_rng = ckpt.state.pop(RANK_RNG_KEY, None)
         for name, obj in self.objects.items():
             if name not in ckpt.state:
                 warn(f"checkpoint {ckpt.path.name} has no '{name}': left as initialised")
@@ -142,11 +175,14 @@ class GavelJob:
                 obj.load_state_dict(ckpt.state[name])
             else:
                 self._restored_values[name] = ckpt.state[name]
-        restore_rng(ckpt.rng)
+        group = self._group
+        if group is not None and isinstance(rank_rng, list) and len(rank_rng) == group.world_size:
+            restore_rng(rank_rng[group.rank])  # this rank's own streams
+        else:
+            restore_rng(ckpt.rng)
         self.step = ckpt.step
         self.progress.start_step = self.progress.steps = ckpt.step
         warn(f"resumed from {ckpt.path} at step {ckpt.step}")
-        return self.step
 
     def restored(self, name: str, default: Any = None) -> Any:
         """A plain (non-state_dict) value restored from the checkpoint, else ``default``."""
@@ -155,18 +191,51 @@ class GavelJob:
     # ---- checkpoint ----------------------------------------------------------------------
 
     def checkpoint(self, **values: Any) -> Path | None:
-        """Save now (no exit). Plain ``values`` replace the stateful ones of that name."""
+        """Save now (no exit). Plain ``values`` replace the stateful ones of that name.
+
+        In a multi-rank job every rank must call it at the same step (a collective):
+        rank 0 writes the file, with every rank's RNG states; the others get None.
+        """
         if not self.active or self.checkpoint_dir is None:
             return None
+        group = self._group
+        if group is None:
+            return save_checkpoint(self.checkpoint_dir, self.step, self._state(values))
+        rank_rng = group.gather(capture_rng())
+        path: Path | None = None
+        error: BaseException | None = None
+        if group.rank == 0:
+            state = self._state(values)
+            state[RANK_RNG_KEY] = rank_rng
+            try:
+                path = save_checkpoint(self.checkpoint_dir, self.step, state)
+            except Exception as e:  # told to the other ranks first, raised below
+                error = e
+        # Nobody goes on (or exits for requeue) before the file is complete, and a
+        # failed save stops every rank instead of leaving them in the next collective.
+        if not group.all(error is None):
+            if error is not None:
+                raise error
+            raise RankMismatchError(f"rank 0 could not save the checkpoint at step {self.step}")
+        return path
+
+    def _state(self, values: dict[str, Any]) -> dict[str, Any]:
         state = {name: _state_of(obj) for name, obj in self.objects.items()}
         state.update(values)
-        return save_checkpoint(self.checkpoint_dir, self.step, state)
+        return state
+
+    def _stop_requested(self) -> bool:
+        """Whether to checkpoint and exit now: the same answer on every rank."""
+        if self._group is None:
+            return self._requested
+        return self._group.any(self._requested)
 
     def checkpoint_and_exit(self) -> NoReturn:
         """Save, report, and exit with the requeue-hold code so Slurm holds the job."""
         path = self.checkpoint()
         self.progress.write("checkpointed")
-        warn(f"checkpoint {path} at step {self.step}; exiting {self.env.requeue_exit_code}")
+        where = "" if self._group is None else f"rank {self._group.rank}: "
+        warn(f"{where}checkpoint {path} at step {self.step}; exiting {self.env.requeue_exit_code}")
         sys.stdout.flush()
         raise SystemExit(self.env.requeue_exit_code)
 
@@ -175,7 +244,7 @@ class GavelJob:
         self.progress.step_done()
         # A signal that lands during the last step is ignored: the work is done, and
         # exiting for requeue would cost a restart that only reloads and finishes.
-        if self._requested and not last:
+        if self._stop_requested() and not last:
             self.checkpoint_and_exit()
         if self.checkpoint_every and self.step % self.checkpoint_every == 0:
             self.checkpoint()
@@ -188,7 +257,7 @@ class GavelJob:
         if total is None:
             raise ValueError("steps(): give total steps (or set GAVEL_TOTAL_STEPS)")
         self.resume()
-        if self._requested:  # signalled during set-up: nothing new to save but the step
+        if self._stop_requested():  # signalled during set-up: nothing new but the step
             self.checkpoint_and_exit()
         while self.step < total:
             yield self.step
@@ -205,7 +274,7 @@ class GavelJob:
         one cannot say which item is last, so there the job still exits for requeue.
         """
         self.resume()
-        if self._requested:
+        if self._stop_requested():
             self.checkpoint_and_exit()
         try:
             last_index = len(batches) - 1  # type: ignore[arg-type]
