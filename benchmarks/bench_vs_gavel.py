@@ -26,6 +26,7 @@ Both sides, per case (Gavel's setting for its simulator timings):
 - one job per 2,400 s on average; heterogeneity-aware LAS (Gavel's
   ``max_min_fairness_perf`` with its default solver, ECOS; our ``max_min_fairness``);
 - single1000: 1,000 single-GPU jobs; multi400: 400 jobs with the Philly size mix;
+  single60 and multi60: 60 jobs of each kind, for quick checks;
 - Gavel's driver ``scripts/drivers/simulate_scheduler_with_trace.py`` with the
   measurement window = every job of the trace; ours ``slurm-gavel simulate --trace``
   with preemption overhead 0 (Gavel's simulator charges none for a restart;
@@ -59,6 +60,10 @@ ROOT = HERE.parent
 CASES: dict[str, dict[str, Any]] = {
     "single1000": {"jobs": 1000, "multi_gpu": False},
     "multi400": {"jobs": 400, "multi_gpu": True},
+    # Small traces (the first 60 jobs of the same generator): quick to run on both
+    # sides, and where the type-blind baseline's split over types showed first.
+    "single60": {"jobs": 60, "multi_gpu": False},
+    "multi60": {"jobs": 60, "multi_gpu": True},
 }
 INTERARRIVAL_S = 2400.0
 GAVEL_JCT = re.compile(r"Average job completion time: ([0-9.]+) seconds")
@@ -83,13 +88,13 @@ def write_gavel_trace(case: str, path: Path) -> None:
 
 
 def gavel_argv(
-    trace: Path, jobs: int, python: str, policy: str = "max_min_fairness_perf"
+    trace: Path, jobs: int, python: str, policy: str = "max_min_fairness_perf", seed: int = 0
 ) -> list[str]:
     """Gavel's trace driver on the case's cluster, run from GAVEL/scheduler."""
     return [
         python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(trace),
         "-p", policy, "-c", "12:12:12", "--num_gpus_per_server", "4:4:4",
-        "--seed", "0", "--time_per_iteration", "360",
+        "--seed", str(seed), "--time_per_iteration", "360",
         "--throughputs_file", "simulation_throughputs.json", "-s", "0", "-e", str(jobs),
     ]  # fmt: skip
 
@@ -155,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--gavel-dir", type=Path, required=True, help="GAVEL/scheduler")
     p.add_argument("--gavel-python", required=True, help="an interpreter with Gavel's needs")
-    p.add_argument("--case", action="append", choices=sorted(CASES), help="(default: both)")
+    p.add_argument(
+        "--case", action="append", choices=sorted(CASES), help="(default: single1000, multi400)"
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--our-overhead", type=float, default=0.0, metavar="S")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per run")
@@ -168,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     report: dict[str, Any] = {"load_before": os.getloadavg()[0], "cases": {}}
     work = Path(tempfile.mkdtemp(prefix="bench-vs-gavel-"))
-    for case in args.case or sorted(CASES, reverse=True):
+    for case in args.case or ["single1000", "multi400"]:
         trace = work / f"{case}.trace"
         write_gavel_trace(case, trace)
         runs = []

@@ -14,10 +14,13 @@ normalised throughput with the min held).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
+from slurm_gavel.policies.agnostic_split import spread_by_capacity
 from slurm_gavel.policies.classes import JobClasses, fairness_coefficients, group_jobs
 from slurm_gavel.policies.mm_disaggregate import job_fractions, pair_shares
 from slurm_gavel.policies.mm_lp import PairVars, solve_max_min_classes
@@ -29,6 +32,20 @@ def agnostic_throughput(throughput: np.ndarray) -> np.ndarray:
     return (throughput > 0).astype(np.float64)
 
 
+def agnostic_problem(problem: Problem) -> Problem:
+    """The problem as a type-blind policy sees it: 1 step/s wherever a job runs at all.
+
+    Grouping this problem's jobs puts every pair of jobs the type-blind LP cannot
+    tell apart into one class, so they get the same time (a vertex of the LP could
+    otherwise give one more than the other).
+    """
+    jobs = tuple(
+        replace(j, throughput={t: 1.0 if v > 0 else 0.0 for t, v in j.throughput.items()})
+        for j in problem.jobs
+    )
+    return replace(problem, jobs=jobs)
+
+
 def allocate_max_min(
     problem: Problem, options: PolicyOptions, policy: str, *, agnostic: bool, packed: bool
 ) -> Allocation:
@@ -36,7 +53,7 @@ def allocate_max_min(
         return _reference(
             problem, policy, agnostic=agnostic, packed=packed, second_stage=options.second_stage
         )
-    classes = group_jobs(problem, by_job_type=packed)
+    classes = group_jobs(agnostic_problem(problem) if agnostic else problem, by_job_type=packed)
     tput = agnostic_throughput(classes.throughput) if agnostic else classes.throughput
     coef = fairness_coefficients(classes, tput)
     pairs = class_pair_vars(problem, classes, tput) if packed else PairVars.empty()
@@ -50,9 +67,14 @@ def allocate_max_min(
         time_limit=options.time_limit,
         second_stage=options.second_stage,
     )
+    x = sol.x
+    if agnostic and not packed:  # the symmetric point of the type-blind optimum
+        x = spread_by_capacity(
+            x, classes.allowed(), classes.count * classes.scale, classes.count, classes.capacity
+        )
     alloc = Allocation(
         policy,
-        job_fractions(problem, classes, sol.x),
+        job_fractions(problem, classes, x),
         pair_shares(problem, classes, pairs, sol.y) if packed else [],
         objective=sol.objective,
     )
@@ -88,4 +110,13 @@ def _reference(
     for q, (i, j) in enumerate(lp.pair_jobs):
         pair_gain[q, :, 0] = norm[i] * lp.pair_rate[q, :, 0]
         pair_gain[q, :, 1] = norm[j] * lp.pair_rate[q, :, 1]
-    return solve_reference(problem, policy, lp, single, pair_gain, second_stage=second_stage)
+    alloc = solve_reference(problem, policy, lp, single, pair_gain, second_stage=second_stage)
+    if agnostic and not packed and problem.jobs:  # the same symmetric point, per job
+        types = problem.gpu_types
+        x = np.array([[alloc.fractions[j.id][t] for t in types] for j in problem.jobs])
+        x = spread_by_capacity(x, lp.allowed, lp.scale, np.ones(len(problem.jobs)), cap)
+        alloc.fractions = {
+            j.id: dict(zip(types, map(float, row), strict=True))
+            for j, row in zip(problem.jobs, x, strict=True)
+        }
+    return alloc

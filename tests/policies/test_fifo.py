@@ -4,16 +4,22 @@ replay of the queue)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_gavel.model import Problem, ProblemJob
 from slurm_gavel.policies import allocate
+from slurm_gavel.policies.fifo_agnostic import preferred
 
 
 def job(i, tput, since, sf=1) -> ProblemJob:
     return ProblemJob(str(i), "t", tput, sf, 1.0, time_since_start=since)
+
+
+PINNED_CHOICES = ["p", "k", "v", "v", "p", "v"]  # preferred() of j0..j5 over v, p, k
 
 
 def placed(alloc) -> dict[str, str]:
@@ -67,17 +73,49 @@ def test_job_that_can_never_run_does_not_block_the_queue():
     assert any("skipped: nowhere" in n for n in a.notes)
 
 
-def test_agnostic_ignores_speed_and_takes_the_first_type_with_room():
-    p = Problem(
-        {"k": 2, "v": 2},
-        (
-            job(0, {"v": 9.0, "k": 1.0}, since=3.0),
-            job(1, {"v": 9.0, "k": 1.0}, since=2.0),
-            job(2, {"v": 9.0, "k": 1.0}, since=1.0),
-        ),
+def test_agnostic_ignores_speed():
+    # Same jobs, speeds turned around: the agnostic choice does not move, the aware one does.
+    def jobs(tput):
+        return tuple(job(i, tput, since=10.0 - i) for i in range(12))
+
+    fast_v = Problem({"k": 12, "v": 12}, jobs({"v": 9.0, "k": 1.0}))
+    fast_k = Problem({"k": 12, "v": 12}, jobs({"v": 1.0, "k": 9.0}))
+    assert placed(allocate(fast_v, "fifo_agnostic")) == placed(allocate(fast_k, "fifo_agnostic"))
+    assert set(placed(allocate(fast_v, "fifo")).values()) == {"v"}
+    assert set(placed(allocate(fast_k, "fifo")).values()) == {"k"}
+
+
+def test_agnostic_spreads_jobs_over_types_by_capacity_not_by_listing_order():
+    # Room everywhere: each job's first choice. Taking the first listed type (as this
+    # policy once did) put every job on v, the fastest type in the usual listing.
+    cluster = {"v": 1000, "p": 2000, "k": 3000}
+    p = Problem(cluster, tuple(job(f"job-{i}", {"v": 3.0, "p": 2.0, "k": 1.0}, 0.0)
+                               for i in range(3000)))  # fmt: skip
+    counts = Counter(placed(allocate(p, "fifo_agnostic")).values())
+    for t, cap in cluster.items():
+        assert counts[t] / 3000 == pytest.approx(cap / 6000, abs=0.03)
+
+
+def test_agnostic_choice_is_fixed_per_job_and_independent_of_the_listing_order():
+    jobs = tuple(job(f"j{i}", {"v": 1.0, "p": 1.0, "k": 1.0}, since=50.0 - i) for i in range(30))
+    a = placed(allocate(Problem({"v": 4, "p": 4, "k": 4}, jobs), "fifo_agnostic"))
+    b = placed(allocate(Problem({"k": 4, "p": 4, "v": 4}, jobs), "fifo_agnostic"))
+    assert a == b and len(a) == 12
+    # The draws come from a hash without process salt: these ids always prefer these
+    # types (a changed hash would reshuffle every running job at the next upgrade).
+    assert [preferred(j, ["v", "p", "k"], {"v": 4, "p": 4, "k": 4}) for j in jobs[:6]] == (
+        PINNED_CHOICES
     )
-    assert placed(allocate(p, "fifo_agnostic")) == {"0": "k", "1": "k", "2": "v"}
-    assert placed(allocate(p, "fifo")) == {"0": "v", "1": "v", "2": "k"}
+    # A job keeps its type while it has room, whatever jobs behind it in the queue do.
+    fewer = placed(allocate(Problem({"v": 4, "p": 4, "k": 4}, jobs[:5]), "fifo_agnostic"))
+    assert all(a[j] == t for j, t in fewer.items())
+
+
+def test_agnostic_takes_its_next_choice_when_its_first_is_full():
+    p = Problem({"v": 1, "k": 1}, (job("a", {"v": 1.0, "k": 1.0}, 9.0),
+                                   job("b", {"v": 1.0, "k": 1.0}, 1.0)))  # fmt: skip
+    got = placed(allocate(p, "fifo_agnostic"))
+    assert sorted(got.values()) == ["k", "v"]  # both placed, one per type
 
 
 def test_ties_in_arrival_keep_problem_order_and_ties_in_speed_the_cluster_order():
@@ -96,7 +134,7 @@ def replay(p: Problem, fastest: bool) -> dict[str, str]:
         room = [t for t in ok if free[t] >= j.scale_factor]
         if not room:
             break
-        best = room[0]
+        best = room[0] if fastest else preferred(j, room, p.cluster)
         if fastest:
             for t in room:
                 if j.throughput[t] > j.throughput[best]:
