@@ -1,6 +1,7 @@
 """Time the daemon's round on the real local Slurm cluster with many pending managed jobs.
 
     .venv/bin/python benchmarks/bench_round.py --jobs 1000 --rounds 5
+    .venv/bin/python benchmarks/bench_round.py --slurm 24.11 --topology v100:32x8 --jobs 5000
 
 Starts a private local cluster (tools/local-cluster, default topology: 2 nodes x 4
 GPUs of each of v100/p100/k80 = 24 GPUs) in a temporary directory on free ports,
@@ -104,14 +105,21 @@ def main() -> int:
     ap.add_argument("--reallocate", action="store_true", help="reallocate in every round")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
+    ap.add_argument("--slurm", default="22.05", help="Slurm release (tools/local-cluster --slurm)")
+    ap.add_argument("--topology", default=ClusterSpec().topology, help="TYPE:NODESxGPUS,...")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-round-"))
     run = work / "cluster"
     t0 = time.perf_counter()
-    localcluster.up(ClusterSpec(), run, port_base_auto=True)
-    env = {**os.environ, "SLURM_CONF": str(run / "slurm.conf")}
-    os.environ["SLURM_CONF"] = env["SLURM_CONF"]
+    run.mkdir(mode=0o755)
+    work.chmod(0o755)  # 26.05's slurmctld runs as user slurm
+    spec = ClusterSpec(topology=args.topology, slurm=args.slurm)
+    localcluster.up(spec, run, port_base_auto=True)
+    # SLURM_CONF, and for a chroot release the client wrappers first on PATH: the
+    # daemon's backend calls sinfo/squeue/scontrol by name, as in production.
+    env = localcluster.slurm_env(run)
+    os.environ.update(SLURM_CONF=env["SLURM_CONF"], PATH=env["PATH"])
     print(f"cluster up in {time.perf_counter() - t0:.1f} s ({run})", file=sys.stderr)
     try:
         t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Round latency of SlurmCluster on a real local cluster with many pending jobs.
 
-    .venv/bin/python -m slurm_gavel.backends.slurm_bench --jobs 1000 [--repeat 5]
+    .venv/bin/python -m slurm_gavel.backends.slurm_bench --jobs 1000 [--repeat 5] [--slurm 24.11]
 
 Starts a private local cluster (tools/local-cluster, free ports), submits N held
 managed jobs, then times: observe (sinfo+squeue --json, parse, snapshot); act
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--topology", default="v100:2x4,p100:2x4,k80:2x4")
+    p.add_argument("--slurm", default="22.05", help="Slurm release (tools/local-cluster --slurm)")
     p.add_argument(
         "--no-lua",
         action="store_true",
@@ -75,14 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     run = Path(tempfile.mkdtemp(prefix="slurm-gavel-bench-"))
-    spec = ClusterSpec(topology=args.topology, hold_on_arrival=not args.no_lua)
+    run.chmod(0o755)  # 26.05's slurmctld runs as user slurm
+    spec = ClusterSpec(topology=args.topology, hold_on_arrival=not args.no_lua, slurm=args.slurm)
     localcluster.up(spec, run, port_base_auto=True)
     env = localcluster.slurm_env(run)
     try:
         t = time.perf_counter()
         _submit(env, args.jobs, run, ["--hold"] if args.no_lua else [])
         print(f"submitted {args.jobs} held managed jobs in {time.perf_counter() - t:.1f}s")
-        b = SlurmCluster(env={"SLURM_CONF": env["SLURM_CONF"]})
+        # SLURM_CONF, and a chroot release's client wrappers first on PATH
+        b = SlurmCluster(env={"SLURM_CONF": env["SLURM_CONF"], "PATH": env["PATH"]})
         obs_s, snap = _timed(b.observe, args.repeat)
         print(
             f"observe ({len(snap.jobs)} managed jobs, {len(snap.nodes)} nodes): "
