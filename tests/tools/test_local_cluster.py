@@ -196,6 +196,22 @@ def test_lifecycle_idempotent_status_port_clash_and_spank(slurm_session, tmp_pat
         assert "hello-spank-loaded" in (run / "log" / "slurmd-a100-1.log").read_text()
         version = subprocess.run(["sinfo", "-V"], env=env, capture_output=True, text=True)
         assert version.stdout.split()[-1].startswith(release + "."), version.stdout
+        # A relative script and -o path from the caller's working directory: the same
+        # paths inside the chroot (the job runs there) and out.
+        (tmp_path / "job.sh").write_text("#!/bin/sh\npwd\n")
+        job = subprocess.run(
+            ["sbatch", "--parsable", "--wait", "-p", "a100", "-o", "job.out", "job.sh"],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert job.returncode == 0, job.stderr
+        assert (tmp_path / "job.out").read_text().strip() == str(tmp_path)
+        if chroot.release(release).in_chroot:
+            # Only root enters a chroot: a plain user is told how to run the command.
+            plain = subprocess.run(
+                ["runuser", "-u", "nobody", "--", str(run / "bin" / "sinfo")],
+                capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+            assert plain.returncode == 126 and "only root can enter" in plain.stderr
         # Another cluster on the same ports is refused with the fix in the message.
         clash = subprocess.run(
             [
