@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.backends.simulated import parse_cluster_spec
+from slurm_gavel.config import Config, load_config
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
 from slurm_gavel.scheduler import BASELINE_NAMES
@@ -28,6 +29,13 @@ DEFAULT_TRACE = _EXAMPLES / "trace.csv"
 DEFAULT_CLUSTER = "v100:3x4,p100:3x4,k80:3x4"
 DEFAULT_POLICIES = ["max_min_fairness", "slurm_fifo"]
 HOUR = 3600.0
+# The simulator's own defaults of the settings --config can give instead.
+SETTING_DEFAULTS: dict[str, float] = {
+    "round_seconds": 360.0,
+    "preemption_overhead": 30.0,
+    "stay_credit": 0.0,
+    "min_reallocation_interval": 0.0,
+}
 
 
 def register(sub: Any) -> None:
@@ -77,14 +85,31 @@ def register(sub: Any) -> None:
             f"{', '.join([*policy_names(), *BASELINE_NAMES])}"
         ),
     )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help=(
+            "the daemon's YAML config (e.g. conf/gavel.yaml): simulate with its policy, "
+            "round_seconds, stay_credit_seconds, preemption_overhead_seconds (the restart "
+            "cost charged), min_reallocation_interval_seconds, solver time limit, "
+            "throughput_table, prices and account weights; options given here override it"
+        ),
+    )
     p.add_argument("--seed", type=int, default=0, help="seed for generation and gandiva")
-    p.add_argument("--round-seconds", type=float, default=360.0, metavar="R")
+    p.add_argument(
+        "--round-seconds",
+        type=float,
+        metavar="R",
+        help="seconds per scheduling round (default 360, or the config's round_seconds)",
+    )
     p.add_argument(
         "--preemption-overhead",
         type=float,
-        default=30.0,
         metavar="S",
-        help="checkpoint+restore seconds a restarted or moved job loses (default 30; 0 = Gavel)",
+        help=(
+            "checkpoint+restore seconds a restarted or moved job loses (default 30, or the "
+            "config's preemption_overhead_seconds; 0 = Gavel)"
+        ),
     )
     p.add_argument(
         "--overhead-for",
@@ -96,11 +121,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--stay-credit",
         type=float,
-        default=0.0,
         metavar="S",
         help=(
             "not Gavel: in underloaded rounds a job's current GPU type counts S seconds "
-            "less received time, so split allocations switch type less (default 0 = Gavel)"
+            "less received time, so split allocations switch type less (default 0 = Gavel, "
+            "or the config's stay_credit_seconds)"
         ),
     )
     p.add_argument(
@@ -109,11 +134,11 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--min-reallocation-interval",
         type=float,
-        default=0.0,
         metavar="S",
         help=(
             "recompute at most once per S seconds; a job-set change waits (default 0 = on "
-            "every change; Gavel's own simulator runs with 1920)"
+            "every change, or the config's min_reallocation_interval_seconds; Gavel's own "
+            "simulator runs with 1920)"
         ),
     )
     p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
@@ -164,7 +189,45 @@ def _check_policies(names: list[str]) -> None:
             raise InputError(f"--policy '{n}': unknown; choose one of: {', '.join(known)}")
 
 
+def apply_config(args: argparse.Namespace) -> Config | None:
+    """Fill the settings the command line left out: from --config, else the defaults.
+
+    With --config the simulation runs with the daemon's settings (the same fields
+    daemon.py hands its SchedulerConfig), so "try it in the simulator first" models
+    what the daemon will run; an option given on the command line still wins.
+    """
+    cfg = load_config(args.config) if args.config else None
+    given: dict[str, float] = {}
+    if cfg is not None:
+        given = {
+            "round_seconds": cfg.round_seconds,
+            "preemption_overhead": cfg.preemption_overhead_seconds,
+            "stay_credit": cfg.stay_credit_seconds,
+            "min_reallocation_interval": cfg.min_reallocation_interval_seconds,
+        }
+        if not args.policy:
+            args.policy = [cfg.policy]
+        if args.table is None and cfg.throughput_table is not None:
+            args.table = str(cfg.throughput_table)
+    for name, default in SETTING_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, given.get(name, default))
+    return cfg
+
+
+def _config_line(args: argparse.Namespace, cfg: Config) -> str:
+    limit = cfg.solver_time_limit_seconds
+    return (
+        f"settings: {args.config} (command-line options win): policy {', '.join(args.policy)}, "
+        f"round {args.round_seconds:g} s, stay credit {args.stay_credit:g} s, restart "
+        f"overhead {args.preemption_overhead:g} s, min reallocation interval "
+        f"{args.min_reallocation_interval:g} s, solver time limit "
+        f"{'none' if limit is None else f'{limit:g} s'}\n"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    cfg = apply_config(args)
     table = load_table(args.table)
     nodes = parse_cluster_spec(args.cluster, table)
     policies = args.policy or list(DEFAULT_POLICIES)
@@ -194,6 +257,14 @@ def run(args: argparse.Namespace) -> int:
         record_wall_time=not args.no_wall_time,
         progress=args.progress,
     )
+    if cfg is not None:
+        opts = replace(
+            opts,
+            time_limit=cfg.solver_time_limit_seconds,
+            accounts=dict(cfg.weights.accounts),
+            prices=dict(cfg.prices),
+        )
+        sys.stdout.write(_config_line(args, cfg))
     window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:
         return _run_sweep(args, policies, nodes, table, opts, window)

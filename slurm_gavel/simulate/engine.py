@@ -51,6 +51,11 @@ class SimulationOptions:
     stay_credit_s: float = 0.0
     # PolicyOptions.second_stage (False: Gavel's single max-min LP, for ablations)
     second_stage: bool = True
+    # The daemon's settings of the same name (simulate --config): PolicyOptions.time_limit,
+    # SchedulerConfig.accounts (hierarchical policies' entities) and .prices (min_cost).
+    time_limit: float | None = None
+    accounts: Mapping[str, float] = field(default_factory=dict)
+    prices: Mapping[GpuType, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,10 +86,14 @@ def simulate(
         table=table,
         policy=policy,
         round_seconds=opts.round_seconds,
-        policy_options=PolicyOptions(seed=opts.seed, second_stage=opts.second_stage),
+        policy_options=PolicyOptions(
+            seed=opts.seed, second_stage=opts.second_stage, time_limit=opts.time_limit
+        ),
         reallocate_every_s=opts.reallocate_every_s,
         min_reallocation_interval_s=opts.min_reallocation_interval_s,
         stay_credit_s=opts.stay_credit_s,
+        accounts=opts.accounts,
+        prices=opts.prices,
     )
     capacity: dict[GpuType, int] = {}
     for n in node_list:

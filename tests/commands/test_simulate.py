@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
+from pathlib import Path
 
 import pytest
 
 from slurm_gavel.cli import main
+from slurm_gavel.simulate.engine import SimulationOptions
+from slurm_gavel.throughputs import DEFAULT_TABLE
 
 SMALL = ["--generate", "25", "--interarrival", "600", "--no-progress"]
 
@@ -109,3 +113,115 @@ def test_a_bad_trace_names_the_file_line_and_field(tmp_path, capsys):
     assert main(["simulate", "--trace", str(p), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert f"{p}:2: field 'job_type'" in err and "\n" not in err
+
+
+# ---- --config: the daemon's settings ----------------------------------------------------
+
+SHIPPED = str(Path(__file__).resolve().parents[2] / "conf" / "gavel.yaml")
+
+
+@pytest.fixture
+def seen_options(monkeypatch):
+    """The SimulationOptions and policy each simulation ran with (the real simulate runs)."""
+    from slurm_gavel.commands import simulate as command
+
+    seen: list[tuple[str, SimulationOptions]] = []
+    real = command.simulate
+
+    def spy(jobs, nodes, table, policy, options):
+        seen.append((policy, options))
+        return real(jobs, nodes, table, policy, options)
+
+    monkeypatch.setattr(command, "simulate", spy)
+    return seen
+
+
+def test_config_shipped_gives_the_daemons_settings(seen_options, capsys):
+    assert main(["simulate", *SMALL, "--config", SHIPPED]) == 0
+    [(policy, opts)] = seen_options
+    assert policy == "max_min_fairness"
+    assert opts.stay_credit_s == 720.0  # the simulator's own default is 0
+    assert opts.round_seconds == 360.0
+    assert opts.preemption_overhead == 0.0  # the simulator's own default is 30
+    assert opts.min_reallocation_interval_s == 0.0
+    assert opts.time_limit is None
+    assert "stay credit 720 s" in capsys.readouterr().out
+
+
+def test_config_every_setting_reaches_the_simulator(tmp_path, seen_options, capsys):
+    table = tmp_path / "table.json"
+    table.write_bytes(resources.files("slurm_gavel.data").joinpath(DEFAULT_TABLE).read_bytes())
+    cfg = tmp_path / "gavel.yaml"
+    cfg.write_text(
+        "partitions: [gpu]\n"
+        "policy: hierarchical_max_min_fairness\n"
+        "round_seconds: 120\n"
+        "preemption_overhead_seconds: 12\n"
+        "stay_credit_seconds: 240\n"
+        "min_reallocation_interval_seconds: 600\n"
+        "solver_time_limit_seconds: 7\n"
+        "throughput_table: table.json\n"  # relative to the config's folder
+        "prices: {v100: 2.5, p100: 1.5, k80: 0.5}\n"
+        "weights: {accounts: {physics: 3}}\n"
+    )
+    assert main(["simulate", *SMALL, "--config", str(cfg)]) == 0
+    [(policy, opts)] = seen_options
+    assert policy == "hierarchical_max_min_fairness"
+    assert (opts.round_seconds, opts.preemption_overhead, opts.stay_credit_s) == (120, 12, 240)
+    assert opts.min_reallocation_interval_s == 600 and opts.time_limit == 7
+    assert dict(opts.prices) == {"v100": 2.5, "p100": 1.5, "k80": 0.5}
+    assert dict(opts.accounts) == {"physics": 3.0}
+    # The table named in the config is the one loaded: break it and the run fails.
+    table.write_text("{}")
+    assert main(["simulate", *SMALL, "--config", str(cfg)]) == 2
+    assert "table.json" in capsys.readouterr().err
+
+
+def test_command_line_options_win_over_the_config(seen_options):
+    argv = ["simulate", *SMALL, "--config", SHIPPED, "--stay-credit", "0", "--policy", "fifo"]
+    assert main([*argv, "--round-seconds", "60", "--preemption-overhead", "5"]) == 0
+    [(policy, opts)] = seen_options
+    assert policy == "fifo"
+    assert (opts.stay_credit_s, opts.round_seconds, opts.preemption_overhead) == (0, 60, 5)
+
+
+def test_without_config_the_simulators_defaults_stay(seen_options):
+    assert main(["simulate", *SMALL, "--policy", "isolated"]) == 0
+    [(_, opts)] = seen_options
+    assert (opts.stay_credit_s, opts.round_seconds, opts.preemption_overhead) == (0, 360, 30)
+    assert opts.min_reallocation_interval_s == 0
+
+
+def test_config_run_equals_the_same_settings_given_as_options(tmp_path):
+    # End to end: the summaries are byte-identical, and differ from the defaults'.
+    outs = {}
+    for name, extra in (
+        ("config", ["--config", SHIPPED]),
+        (
+            "flags",
+            ["--policy", "max_min_fairness", "--stay-credit", "720", "--preemption-overhead", "0"],
+        ),
+        ("defaults", ["--policy", "max_min_fairness"]),
+    ):
+        out = tmp_path / f"{name}.json"
+        argv = ["simulate", *SMALL, "--multi-gpu", "--no-wall-time", "--json", str(out)]
+        assert main([*argv, *extra]) == 0
+        outs[name] = out.read_bytes()
+    assert outs["config"] == outs["flags"]
+    assert outs["config"] != outs["defaults"]
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("partitions: [gpu]\nstay_credit_seconds: -5\n", "stay_credit_seconds"),
+        ("partitions: [gpu]\nround_secnds: 60\n", "round_secnds"),
+        ("partitions: [gpu]\npolicy: nope\n", "policy"),
+    ],
+)
+def test_a_bad_config_is_one_line_naming_the_key_and_exit_2(tmp_path, text, needle, capsys):
+    cfg = tmp_path / "gavel.yaml"
+    cfg.write_text(text)
+    assert main(["simulate", *SMALL, "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and str(cfg) in err and "\n" not in err
