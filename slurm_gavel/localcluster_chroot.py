@@ -54,11 +54,12 @@ PACKAGES = (
     "slurmctld,slurmd,slurm-client,slurmrestd,slurm-wlm-basic-plugins,munge,libslurm-dev,"
     "procps,python3,curl,ca-certificates"
 )
-# Client commands the bin dir wraps (every one that exists in the chroot).
+# Client commands the bin dir wraps (every one that exists in the chroot). Not munge:
+# the cluster's munged listens on its own socket (RUN/munge), which Slurm finds
+# through AuthInfo; `munge -S RUN/munge/munge.socket` tests it by hand.
 CLIENTS = (
     "sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "salloc", "sacct", "sattach",
-    "sbcast", "sdiag", "sprio", "sreport", "sshare", "sstat", "strigger", "scrontab", "munge",
-    "unmunge",
+    "sbcast", "sdiag", "sprio", "sreport", "sshare", "sstat", "strigger", "scrontab",
 )  # fmt: skip
 
 
