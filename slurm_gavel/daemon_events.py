@@ -14,7 +14,7 @@ import pwd
 import re
 from collections.abc import Iterable
 
-from slurm_gavel.backends.base import ClusterSnapshot
+from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeState
 from slurm_gavel.cluster_rows import TYPE_BLIND
 from slurm_gavel.daemon_tap import SETTLING
 from slurm_gavel.daemon_views import log_ids
@@ -28,6 +28,25 @@ log = logging.getLogger("slurm_gavel.daemon")
 _DENIED = re.compile(r"Invalid user id|Access/permission denied|Permission denied", re.I)
 
 
+# What the daemon does about the managed jobs of a node in each state (event node_state).
+NODE_NEWS = {
+    NodeState.UP: "in service: takes new work",
+    NodeState.NOT_RESPONDING: "slurmd does not answer: the jobs there keep running and keep "
+    "their place and time accounting (not preempted: the checkpoint signal cannot reach "
+    "them); nothing new is placed there; if Slurm declares the node DOWN it requeues them "
+    "and the daemon places them again",
+    NodeState.DOWN: "Slurm declared the node DOWN: it requeues (or ends) the jobs that ran "
+    "there; the daemon places them again once their old run is provably gone",
+    NodeState.DRAINED: "drained: its managed jobs are checkpointed and placed elsewhere; "
+    "nothing new is placed there",
+    NodeState.FAILING: "marked FAIL: its managed jobs are checkpointed and placed elsewhere; "
+    "nothing new is placed there",
+    NodeState.REBOOTING: "reboot requested or under way: its managed jobs are checkpointed "
+    "and placed elsewhere; nothing new is placed there",
+    NodeState.POWERED_DOWN: "powered down (power saving): nothing is placed there",
+}
+
+
 class RoundEvents:
     """The daemon's log of its rounds, with the memory that makes problems log once."""
 
@@ -37,6 +56,7 @@ class RoundEvents:
         self.done: set[str] = set()
         self.warned: set[str] = set()
         self.denied = False
+        self.node_states: dict[str, NodeState] = {}
 
     def record(
         self,
@@ -49,6 +69,8 @@ class RoundEvents:
         dry_run: bool,
     ) -> None:
         r = report.result
+        if snap is not None:
+            self.record_nodes(snap)
         for job_id, reason in report.skipped:
             if (job_id, reason) not in self.skipped:
                 self.skipped.add((job_id, reason))
@@ -108,6 +130,30 @@ class RoundEvents:
         for job_id, why in [f for f in r.failed if f[1] != SETTLING][:50]:
             event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
         self.say_if_not_an_operator([j for j, why in r.failed if _DENIED.search(why)])
+
+    def record_nodes(self, snap: ClusterSnapshot) -> None:
+        """A `node_state` line when a node changes state (and for a node first seen not
+        up): what Slurm says and what the daemon does about the managed jobs there."""
+        for n in snap.nodes:
+            was = self.node_states.get(n.name)
+            self.node_states[n.name] = n.state
+            if n.state is was or (was is None and n.state is NodeState.UP):
+                continue
+            jobs = tuple(
+                o.job.id
+                for o in snap.jobs
+                if o.state is JobState.RUNNING and any(s.node == n.name for s in o.nodes)
+            )
+            event(
+                log,
+                "node_state",
+                logging.INFO if n.state is NodeState.UP else logging.WARNING,
+                node=n.name,
+                state=n.state.value,
+                was=None if was is None else was.value,
+                jobs=log_ids(jobs),
+                what=NODE_NEWS[n.state],
+            )
 
     def say_if_not_an_operator(self, denied: list[str]) -> None:
         """slurmctld refused to act on other users' jobs: the daemon's account lacks

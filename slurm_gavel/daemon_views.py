@@ -16,6 +16,9 @@ from slurm_gavel.backends.base import (
     ClusterSnapshot,
     JobPlacement,
     JobState,
+    NodeSlice,
+    NodeState,
+    ObservedJob,
     RoundPlacement,
 )
 from slurm_gavel.config import Config
@@ -73,11 +76,16 @@ def jobs_view(
     unmeasured: dict[tuple[str, int], dict[str, str]] = {}
     for jt, sf, gpu, mark in report.unmeasured if report is not None else ():
         unmeasured.setdefault((jt, sf), {})[gpu] = mark
+    unresponsive = {n.name for n in snap.nodes if n.state is NodeState.NOT_RESPONDING}
     out: dict[str, dict[str, Any]] = {}
     for o in snap.jobs:
         if o.state is JobState.DONE:
             continue
         state, gpu_type, nodes, reason = o.state.value, o.gpu_type, o.nodes, None
+        stuck = [s.node for s in o.nodes if s.node in unresponsive]
+        if o.state is JobState.RUNNING and stuck:
+            out[o.job.id] = _job_row(o, "kept", o.gpu_type, o.nodes, kept_reason(stuck), {})
+            continue
         p = placed.get(o.job.id)
         if p is not None and o.job.id not in failed:
             # "starting" until an observe shows it running there (Slurm may lag).
@@ -90,21 +98,42 @@ def jobs_view(
             state, reason = "skipped", skipped[o.job.id]
         if o.job.id in failed:
             reason = failed[o.job.id]
-        out[o.job.id] = {
-            "job_type": o.job.job_type,
-            "scale_factor": o.job.scale_factor,
-            "state": state,
-            "reason": reason,
-            "restarts": o.restarts,
-            "steps_done": o.steps_done,
-            "total_steps": o.job.total_steps,
-            "account": o.job.account,
-            "gpu_type": gpu_type,
-            "nodes": [[s.node, s.gpus] for s in nodes],
-            # GPU types whose figure for this job is not measured (cluster_rows.py)
-            "unmeasured": unmeasured.get((o.job.job_type, o.job.scale_factor), {}),
-        }
+        cells = unmeasured.get((o.job.job_type, o.job.scale_factor), {})
+        out[o.job.id] = _job_row(o, state, gpu_type, nodes, reason, cells)
     return out
+
+
+def kept_reason(nodes: list[str]) -> str:
+    """Why a job on a node whose slurmd does not answer is neither moved nor preempted."""
+    return (
+        f"node {','.join(nodes)} not responding (slurmd unreachable): kept running there, "
+        "not preempted (the checkpoint signal cannot reach it); Slurm requeues it if it "
+        "declares the node DOWN, and the daemon places it again"
+    )
+
+
+def _job_row(
+    o: ObservedJob,
+    state: str,
+    gpu_type: str | None,
+    nodes: tuple[NodeSlice, ...],
+    reason: str | None,
+    unmeasured: dict[str, str],
+) -> dict[str, Any]:
+    return {
+        "job_type": o.job.job_type,
+        "scale_factor": o.job.scale_factor,
+        "state": state,
+        "reason": reason,
+        "restarts": o.restarts,
+        "steps_done": o.steps_done,
+        "total_steps": o.job.total_steps,
+        "account": o.job.account,
+        "gpu_type": gpu_type,
+        "nodes": [[s.node, s.gpus] for s in nodes],
+        # GPU types whose figure for this job is not measured (cluster_rows.py)
+        "unmeasured": unmeasured,
+    }
 
 
 def cluster_view(snap: ClusterSnapshot | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from slurm_gavel.backends.base import (
     ActResult,
@@ -25,6 +25,8 @@ from slurm_gavel.backends.base import (
     ClusterSnapshot,
     JobPlacement,
     JobState,
+    Node,
+    NodeState,
     ObservedJob,
     RoundPlacement,
 )
@@ -132,6 +134,56 @@ def _account_last_round(state: SchedulerState, now: float) -> float:
         row[p.gpu_type] = row.get(p.gpu_type, 0.0) + dt
     state.epoch_elapsed += dt
     return dt
+
+
+def kept_on_unresponsive_nodes(
+    active: list[ObservedJob], nodes: tuple[Node, ...], previous: Mapping[JobId, JobPlacement]
+) -> dict[JobId, JobPlacement]:
+    """Running jobs with a GPU on a NOT_RESPONDING node, each at the place it runs now
+    (the previous round's placement when it is the same: it knows if it is
+    consolidated). The round keeps them there whatever the allocation says."""
+    unresponsive = {n.name for n in nodes if n.state is NodeState.NOT_RESPONDING}
+    if not unresponsive:
+        return {}
+    kept: dict[JobId, JobPlacement] = {}
+    for o in active:
+        if o.state is not JobState.RUNNING or o.gpu_type is None:
+            continue
+        if any(s.node in unresponsive for s in o.nodes):
+            here = JobPlacement(o.job.id, o.gpu_type, o.nodes, o.partner)
+            prev = previous.get(o.job.id)
+            kept[o.job.id] = prev if prev is not None and prev.same_place(here) else here
+    return kept
+
+
+def allocation_capacity(nodes: tuple[Node, ...]) -> dict[GpuType, int]:
+    """GPUs per type the allocation is computed for: the usable ones (as
+    ClusterSnapshot.capacity) plus those of NOT_RESPONDING nodes. Slurm ends that
+    state in seconds (slurmd restarted) or declares the node DOWN after SlurmdTimeout:
+    the allocation is not recomputed, nor its accounting epoch reset, for every slurmd
+    restart; the mechanism still places nothing new there (usable_gpus is 0)."""
+    cap: dict[GpuType, int] = {}
+    for n in nodes:
+        gpus = n.usable_gpus
+        if n.state is NodeState.NOT_RESPONDING:
+            gpus = max(0, n.gpus - n.gpus_held_unmanaged)
+        cap[n.gpu_type] = cap.get(n.gpu_type, 0) + gpus
+    return cap
+
+
+def _without_kept(nodes: tuple[Node, ...], kept: Mapping[JobId, JobPlacement]) -> list[Node]:
+    """The nodes with the GPUs of kept jobs on responding nodes (a job spread over an
+    unresponsive and a responding node) taken out, so nothing else is put on them."""
+    held: dict[str, int] = {}
+    for p in kept.values():
+        for s in p.nodes:
+            held[s.node] = held.get(s.node, 0) + s.gpus
+    return [
+        replace(n, gpus_held_unmanaged=n.gpus_held_unmanaged + held[n.name])
+        if n.name in held and n.state is NodeState.UP
+        else n
+        for n in nodes
+    ]
 
 
 def _job_set_key(jobs: list[ObservedJob], capacity: Mapping[GpuType, int]) -> str:
@@ -321,7 +373,12 @@ def run_round(
         for gone in [j for j in accounts if j not in observed]:
             del accounts[gone]
 
-    capacity = snap.capacity()
+    # Jobs on a node whose slurmd does not answer keep running there (their processes
+    # outlive slurmd) and could not take the checkpoint signal: they keep their
+    # placement and their time accounting, and the node takes nothing new, until
+    # Slurm declares the node DOWN (then it requeues them itself) or it answers again.
+    kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
+    capacity = allocation_capacity(snap.nodes)
     reallocated = False
     solve_s = 0.0
     t0 = time.perf_counter()
@@ -329,6 +386,7 @@ def run_round(
         skipped: list[tuple[JobId, str]] = []
         unmeasured: tuple[MarkedCell, ...] = ()
         placed = baselines()[config.policy](snap, config)
+        placed.update(kept)
     else:
         considered, skipped, key, unmeasured = _round_jobs(state, active, config, capacity)
         usable = {t: n for t, n in capacity.items() if n > 0}
@@ -359,6 +417,10 @@ def run_round(
         placed = {}
         if state.allocation is not None and considered:
             jobs_m = _mechanism_jobs(considered, state)
+            nodes = snap.nodes
+            if kept:
+                jobs_m = {j: m for j, m in jobs_m.items() if j not in kept}
+                nodes = _without_kept(nodes, kept)
             credit = 0.0
             if config.stay_credit_s > 0.0:
                 # underloaded only: then the considered jobs fit in GPUs in total and
@@ -369,7 +431,7 @@ def run_round(
                     credit = config.stay_credit_s
             memo = state.memo
             singles = None
-            if memo is not None:
+            if memo is not None and not kept:  # (the memo's candidates are every job's)
                 if memo.singles_for is not state.allocation:
                     memo.singles = single_candidates(state.allocation, jobs_m, list(capacity))
                     memo.singles_for = state.allocation
@@ -377,12 +439,13 @@ def run_round(
             placed = assign(
                 state.allocation,
                 jobs_m,
-                snap.nodes,
+                nodes,
                 state.epoch_received,
                 state.epoch_elapsed,
                 stay_credit_s=credit,
                 singles=singles,
             )
+        placed.update(kept)
     mech_s = time.perf_counter() - t0 - solve_s
 
     placement = RoundPlacement(state.round_index, now, config.round_seconds, placed)

@@ -48,9 +48,21 @@ class cached_value(Generic[_T]):  # lower case: used like @property
 
 
 class NodeState(StrEnum):
+    """What a node is good for this round. Only UP nodes take new work; the jobs on a
+    NOT_RESPONDING node are kept where they are (the scheduler never preempts them:
+    they still run, and the checkpoint signal could not reach them), the jobs on the
+    others are preempted or already lost (slurm_json.SlurmNode.condition says which
+    Slurm state maps to which)."""
+
     UP = "up"  # schedulable
     DRAINED = "drained"  # running work may finish, nothing new may start (Slurm DRAIN)
     DOWN = "down"  # gone: jobs on it are lost
+    # slurmd does not answer slurmctld, but the node is not (yet) DOWN: its jobs'
+    # processes outlive slurmd, so they keep their place and time accounting.
+    NOT_RESPONDING = "not_responding"
+    FAILING = "failing"  # Slurm FAIL: expected to fail soon, treated like a drain
+    REBOOTING = "rebooting"  # a reboot is requested or under way: nothing new
+    POWERED_DOWN = "powered_down"  # power saving: off (or going off), nothing placed
 
 
 class JobState(StrEnum):

@@ -40,7 +40,20 @@ from slurm_gavel.backends.slurm_commands import (
     errors_by_job,
 )
 from slurm_gavel.backends.slurm_giveback import GiveBack, give_back_orders, refused_held
-from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_json import (
+    SlurmJob,
+    SlurmJsonError,
+    SlurmNode,
+    parse_jobs,
+    parse_nodes,
+)
+from slurm_gavel.backends.slurm_old_runs import (
+    DEFAULT_KILL_WAIT_S,
+    MARGIN_S,
+    UNREACHABLE,
+    OldRuns,
+    kill_wait_seconds,
+)
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import (
     RUNNING_STATES,
@@ -71,6 +84,7 @@ class SlurmCluster:
         wait_for_preempted: bool = True,
         clock: Callable[[], float] = time.time,
         data_parser: str | None = None,
+        old_run_clear_s: float | None = None,
     ) -> None:
         """managed_partitions: None manages every partition. env: e.g. SLURM_CONF.
         wait_for_preempted: act() blocks up to grace_s for preempted jobs to exit 99
@@ -96,6 +110,12 @@ class SlurmCluster:
         self._requeued_at: dict[JobId, float] = {}  # seen leaving its run in this act (clock)
         self.data_parser = data_parser or os.environ.get("SLURM_GAVEL_DATA_PARSER") or None
         self._format: CliFormat | None = None  # detected on the first observe
+        # Requeued jobs whose previous run may still be on a node (slurm_old_runs.py);
+        # old_run_clear_s None: KillWait + a margin, read from Slurm when first needed.
+        self.old_runs = OldRuns()
+        self._clear_s_known = old_run_clear_s is not None
+        if old_run_clear_s is not None:
+            self.old_runs.clear_s = old_run_clear_s
         self._allow_newer = False  # parse JSON of a release newer than known (override)
 
     # --- observe ---------------------------------------------------------------------
@@ -121,6 +141,7 @@ class SlurmCluster:
         self.refused_held = refused_held(jobs, self.managed_partitions)
         self._jobs_seen = {j.job_id: j for j in jobs}
         self._requeued_at = {j: t for j, t in self._requeued_at.items() if now - t < 5}
+        self.old_runs.observe(nodes, jobs, now, RUNNING_STATES)
         return self.view.snapshot
 
     @property
@@ -196,6 +217,7 @@ class SlurmCluster:
         assert self.view is not None
         plan = plan_act(placement, self.view, self.managed_partitions)
         failed: dict[JobId, str] = dict(plan.failed)
+        plan.starts = self._old_runs_gone(plan.starts, failed)
         told = set(self._signalled)  # signalled in an earlier act, grace not over
         told |= self._requeuehold_overdue(failed)
         signalled = self._signal(self._signallable(plan.to_signal, told, failed), failed)
@@ -218,6 +240,39 @@ class SlurmCluster:
             moved=tuple(moved),
             failed=tuple(failed.items()),
         )
+
+    def _old_runs_gone(
+        self, orders: list[StartOrder], failed: dict[JobId, str]
+    ) -> list[StartOrder]:
+        """The start orders of jobs whose previous run is provably gone from every node
+        it ran on; the others wait, with the reason (slurm_old_runs.py)."""
+        assert self.view is not None
+        if not any(r.unsure for r in self.old_runs.runs.values()):
+            return orders
+        self._read_clear_s()
+        now = self.clock()
+        out = []
+        for o in orders:
+            why = self.old_runs.why_not_yet(self.view.managed[o.job_id], now)
+            if why is None:
+                out.append(o)
+            else:
+                failed[o.job_id] = why
+        return out
+
+    def _read_clear_s(self) -> None:
+        """KillWait from `scontrol show config` (once, and only when a job waits on an
+        old run): how long Slurm may take to kill a run found on a returning node."""
+        if self._clear_s_known:
+            return
+        self._clear_s_known = True
+        kill_wait = None
+        try:
+            res = self.commands.run("config", ["scontrol", "show", "config"], retry_timeouts=True)
+            kill_wait = kill_wait_seconds(res.stdout) if res.ok else None
+        except SlurmUnreachable:
+            pass
+        self.old_runs.clear_s = (DEFAULT_KILL_WAIT_S if kill_wait is None else kill_wait) + MARGIN_S
 
     def give_back(self, reasons: Mapping[JobId, str]) -> dict[JobId, str]:
         """Release held jobs the daemon cannot use to Slurm's own scheduling, the reason
@@ -330,6 +385,12 @@ class SlurmCluster:
             time.sleep(self.poll_s)
         stuck = [j for j in running if self._states([j]).get(j) == "RUNNING"] if running else []
         if stuck:
+            nodes_doc, _ = self._fetch()  # now, not as the round's observe saw them
+            _, nodes = parse_nodes(nodes_doc, allow_newer=self._allow_newer)
+            reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
+            running = [j for j in running if j in reached or j not in stuck]  # not requeued
+            stuck = reached
+        if stuck:
             self._requeuehold(stuck, failed)
         # Wait (briefly) until requeued jobs have left COMPLETING, so a move can place them.
         settle = self.clock() + 15
@@ -372,11 +433,46 @@ class SlurmCluster:
         overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
         for j in [j for j in self._signalled if j not in running]:
             del self._signalled[j]
+        overdue = self._signal_reached(overdue, self.view.nodes, failed)
         if overdue:
             self._requeuehold(overdue, failed)
             for j in overdue:
                 self._signalled.pop(j, None)
         return set(overdue)
+
+    def _signal_reached(
+        self, ids: list[JobId], nodes: Mapping[str, SlurmNode], failed: dict[JobId, str]
+    ) -> list[JobId]:
+        """Of jobs still running after the grace, those that surely got the checkpoint
+        signal: requeue-holding the others would throw away their work.
+
+        `scancel --signal` succeeds even when the node's slurmd is down, and the signal
+        is then lost (not delivered when slurmd returns); slurmctld marks the node
+        NOT_RESPONDING once its signal RPC fails (within MessageTimeout). So a job with
+        a node that does not answer now, or whose slurmd (re)started after the signal,
+        is not requeue-held: it keeps running and is signalled again next round."""
+        out = []
+        for j in ids:
+            sj = self.view.managed.get(j) if self.view is not None else None
+            deadline = self._signalled.get(j)
+            sent = (deadline - self.grace_s) if deadline is not None else self.clock()
+            lost = []
+            for name in sj.nodes if sj is not None else ():
+                n = nodes.get(name)
+                if n is not None and (
+                    n.condition in UNREACHABLE or n.slurmd_start_time >= int(sent) - 1
+                ):
+                    lost.append(name)
+            if lost:
+                self._signalled.pop(j, None)
+                failed[j] = (
+                    f"the checkpoint signal may not have reached it: slurmd on "
+                    f"{','.join(lost)} did not answer or restarted since; not requeued "
+                    "(that would lose its work), signalled again in a later round"
+                )
+            else:
+                out.append(j)
+        return out
 
     @property
     def commands_issued(self) -> int:

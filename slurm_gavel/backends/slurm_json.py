@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from slurm_gavel.backends.base import NodeState
 from slurm_gavel.backends.slurm_fields import (
     INFINITE,
     exit_code,
@@ -63,6 +64,9 @@ class SlurmNode:
     gpus_used: int
     partitions: tuple[str, ...]
     reason: str = ""
+    # When the node's slurmd started (0: not reported, as in 23.11+ sinfo records): a
+    # change means slurmd restarted (slurm_old_runs.py).
+    slurmd_start_time: int = 0
 
     @property
     def drained(self) -> bool:
@@ -75,6 +79,44 @@ class SlurmNode:
         return self.state in ("down", "future", "unknown", "error") or bool(
             self.flags & {"NOT_RESPONDING", "POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN"}
         )
+
+    @property
+    def condition(self) -> NodeState:
+        """What the scheduler makes of the node (NodeState), from Slurm's base state and
+        flags as every release reports them (22.05: ``"mixed"`` + state_flags
+        ``["NOT_RESPONDING"]`` or ``"MIXED+DRAIN"``; 23.02+: ``["MIXED", "DRAIN"]``).
+
+        The order matters: a powered-down or rebooting node runs nothing (Slurm may
+        show it DOWN meanwhile); a node Slurm declared DOWN has lost its jobs (Slurm
+        requeues them), whatever else it says; a
+        node whose slurmd does not answer still runs its jobs (their processes outlive
+        slurmd), even when it is also drained or failing, so it is NOT_RESPONDING and
+        its jobs are kept; FAIL and DRAIN take no new work."""
+        flags = self.flags
+        if flags & _POWER_FLAGS or self.state in ("powered_down", "power_down"):
+            return NodeState.POWERED_DOWN
+        if flags & _REBOOT_FLAGS or self.state == "reboot":
+            return NodeState.REBOOTING
+        if self.state == "down":
+            return NodeState.DOWN
+        if self.state in ("future", "unknown", "error"):
+            return NodeState.DOWN  # never registered (or lost): it runs nothing known
+        if "NOT_RESPONDING" in flags:
+            return NodeState.NOT_RESPONDING
+        if flags & {"FAIL", "FAILING"} or self.state in ("fail", "failing"):
+            return NodeState.FAILING
+        if self.drained:
+            return NodeState.DRAINED
+        return NodeState.UP
+
+
+# Power saving: the node is off, going off, or booting for a job Slurm placed there.
+_POWER_FLAGS = frozenset(
+    {"POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN", "POWERING_UP", "POWER_UP", "POWER_DRAIN"}
+)
+# `scontrol reboot`: requested (waits for the node to be idle, or drains it with ASAP),
+# issued (rebooting now).
+_REBOOT_FLAGS = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED", "REBOOT"})
 
 
 @dataclass(frozen=True)
@@ -110,6 +152,9 @@ class SlurmJob:
     gpu_request_total: tuple[str | None, int] | None = None
     qos: str = ""
     user_id: int | None = None
+    # When Slurm lets the job start at the earliest (a requeued job: requeue + ~121 s,
+    # Slurm's own delay before a job runs again); 0 when unset.
+    eligible_time: int = 0
 
     @property
     def held(self) -> bool:
@@ -210,6 +255,7 @@ def _node(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmNode:
         reason.get("description", "") if isinstance(reason, Mapping) else reason,
         where,
         version,
+        raw.get("slurmd_start_time"),
     )
 
 
@@ -260,12 +306,14 @@ def _make_node(
     reason: str,
     where: str,
     version: SlurmVersion,
+    slurmd_start_time: Any = None,
 ) -> SlurmNode:
     try:
         states = state_list(state)
         flags = set(states[1:]) | set(state_list(state_flags))
         gpus = gpu_gres(gres)
         used = gpu_gres(gres_used)
+        started = max(0, number(slurmd_start_time))
     except ValueError as e:
         raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None
     typed = [(t, n) for t, n in gpus if t]
@@ -279,6 +327,7 @@ def _make_node(
         gpus_used=sum(n for t, n in used if t in (gpu_type, None)),
         partitions=tuple(str(p) for p in partitions if p),
         reason=str(reason or ""),
+        slurmd_start_time=started,
     )
 
 
@@ -326,6 +375,7 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             gpu_request_total=req_total[0] if req_total else None,
             qos=str(raw.get("qos") or ""),
             user_id=None if user_id is None else number(user_id),
+            eligible_time=max(0, number(raw.get("eligible_time"))),
         )
     except ValueError as e:
         raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None

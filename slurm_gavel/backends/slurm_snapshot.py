@@ -15,7 +15,6 @@ from slurm_gavel.backends.base import (
     JobState,
     Node,
     NodeSlice,
-    NodeState,
     ObservedJob,
     RoundPlacement,
 )
@@ -109,7 +108,7 @@ def build_view(
                 "and gpu:TYPE:N to slurm.conf (node ignored)"
             )
             continue
-        state = NodeState.DOWN if sn.down else NodeState.DRAINED if sn.drained else NodeState.UP
+        state = sn.condition
         part = next(
             (p for p in sn.partitions if managed_partitions is None or p in managed_partitions), ""
         )
