@@ -130,6 +130,7 @@ class Daemon:
         self.last_report: RoundReport | None = None
         self._started = False
         self._commands_before: int | None = None
+        self._failed_saves = 0  # in a row, since the last save that worked
 
     # ---- start / resume ------------------------------------------------------------------
 
@@ -252,8 +253,29 @@ class Daemon:
         return report
 
     def _save_failed(self, e: StateSaveError, *, round_index: int, acted: bool) -> None:
+        """A save failed (a full disk): error level, with the path and the cause.
+
+        What the daemon does meanwhile (docs/admin-guide.md, section 11): it does not
+        act without first saving the round's inflight record (the pre-round save),
+        so while saves fail it observes and retries with the round backoff, and
+        Slurm's jobs run on where they are. Pausing, not acting on in-memory state,
+        because a daemon killed while it cannot save would restart from an older
+        state.json and lose the accounting of everything it did since; the pause
+        loses nothing: once a save succeeds, the time every job ran meanwhile is
+        credited from what Slurm reports (the reconcile after a failed round)."""
+        self._failed_saves += 1
         self.metrics.round_errors.labels(cause="state_save").inc()
-        event(log, "state_save_failed", logging.ERROR, round=round_index, acted=acted, error=str(e))
+        self.metrics.state_save_failures.inc()
+        self.metrics.state_save_failing.set(1)
+        event(
+            log,
+            "state_save_failed",
+            logging.ERROR,
+            round=round_index,
+            acted=acted,
+            failed_saves=self._failed_saves,
+            error=str(e),
+        )
 
     def round_safely(self) -> bool:
         """One round with every failure logged and counted; True when it succeeded."""
@@ -296,6 +318,25 @@ class Daemon:
         report: RoundReport | None = None,
     ) -> None:
         snap = self.tap.last_snapshot
+        self._write_state(scheduler_json, inflight, report, snap)
+        self.metrics.state_save_failing.set(0)
+        if self._failed_saves:
+            event(
+                log,
+                "state_save_recovered",
+                logging.WARNING,
+                failed_saves=self._failed_saves,
+                path=str(self.store.path),
+            )
+            self._failed_saves = 0
+
+    def _write_state(
+        self,
+        scheduler_json: dict[str, Any],
+        inflight: Inflight | None,
+        report: RoundReport | None,
+        snap: ClusterSnapshot | None,
+    ) -> None:
         self.store.save(
             {
                 "saved_at": time.time(),

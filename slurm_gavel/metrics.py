@@ -91,7 +91,26 @@ class DaemonMetrics:
             "Unix time the last successful round ended (alert when it stops moving)",
             registry=r,
         )
+        self.state_save_failures = Counter(
+            "gavel_state_save_failures_total",
+            "Saves of state.json that failed (a full disk, an I/O error); while the "
+            "pre-round save fails the daemon does not act (docs/admin-guide.md, 11)",
+            registry=r,
+        )
+        self.state_save_failing = Gauge(
+            "gavel_state_save_failing",
+            "1 while the last save of state.json failed (the daemon then does not act), else 0",
+            registry=r,
+        )
+        self.nodes = Gauge(
+            "gavel_nodes",
+            "Nodes of the managed partitions by state (up, not_responding, down, drained, "
+            "failing, rebooting, powered_down)",
+            ["state"],
+            registry=r,
+        )
         self._seen_states: set[str] = set()
+        self._seen_node_states: set[str] = set()
         self._seen_types: set[str] = set()
 
     def record_round(
@@ -118,6 +137,10 @@ class DaemonMetrics:
                 if p.job_id not in failed:
                     in_use[p.gpu_type] = in_use.get(p.gpu_type, 0) + p.gpus
             self.set_gpus(in_use, snap.capacity())
+            by_state = Tally(n.state.value for n in snap.nodes)
+            self._seen_node_states |= set(by_state)
+            for st in self._seen_node_states:
+                self.nodes.labels(state=st).set(by_state.get(st, 0))
         if commands is not None:
             self.slurm_commands_per_round.observe(commands)
         self.last_round_timestamp.set(time.time())

@@ -586,3 +586,66 @@ def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, ta
     finally:
         d.store.release()
     assert d.events.skipped == set()
+
+
+# ---- issue 18: a full state disk ---------------------------------------------------------
+
+
+class SwitchableDisk(StateStore):
+    """A state store whose file system is full while `full` is set."""
+
+    full = False
+
+    def _write(self, data: bytes) -> None:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        super()._write(data)
+
+
+def test_while_the_disk_is_full_the_daemon_does_not_act_and_loses_no_accounting(
+    tmp_path, table, daemon_log
+):
+    """The written-down behaviour (admin guide, 11): no act without the inflight record,
+    so while saves fail the cluster is left as it is and the round is retried; each
+    failure is counted; once space returns the daemon saves and acts again, and the
+    time jobs ran meanwhile is credited (no reset of the fairness accounting)."""
+    sim = cluster(table)
+    store = SwitchableDisk(tmp_path / "state")
+    d = Daemon(config(tmp_path), sim, table=table, metrics=DaemonMetrics(), store=store)
+    records = daemon_log
+    d.start()
+    try:
+        for _ in range(3):
+            assert d.round_safely()
+            sim.advance(sim.clock + ROUND)
+        before = received(d)
+        placement = dict(sim.running())
+        assert d.metrics.exposition().count("gavel_state_save_failing 0.0") == 1
+        store.full = True
+        for _ in range(4):
+            assert not d.round_safely()
+            assert "gavel_state_save_failing 1.0" in d.metrics.exposition()
+            sim.advance(sim.clock + ROUND)
+        assert dict(sim.running()) == placement  # nothing was done to the cluster
+        store.full = False
+        assert d.round_safely()
+    finally:
+        d.store.release()
+    after = received(d)
+    for j in placement:  # ran through the pause: credited all of it
+        assert sum(after[j].values()) == pytest.approx(sum(before[j].values()) + 5 * ROUND)
+    for j in before:
+        assert sum(after[j].values()) >= sum(before[j].values())  # nothing reset
+    metrics = d.metrics.exposition()
+    assert "gavel_state_save_failures_total 4.0" in metrics
+    assert "gavel_state_save_failing 0.0" in metrics
+    failed = events_of(records, "state_save_failed")
+    assert [r.fields["failed_saves"] for r in failed] == [1, 2, 3, 4]
+    assert all(r.levelno == logging.ERROR and r.fields["acted"] is False for r in failed)
+    [recovered] = events_of(records, "state_save_recovered")
+    assert recovered.fields["failed_saves"] == 4
+    saved = StateStore(tmp_path / "state").load()
+    assert saved is not None and saved["inflight"] is None
+    assert {
+        j: sum(a["received_s"].values()) for j, a in saved["scheduler"]["jobs"].items()
+    } == pytest.approx({j: sum(v.values()) for j, v in after.items()})
