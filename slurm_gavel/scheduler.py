@@ -16,7 +16,7 @@ plain dataclass that round-trips through JSON; backends keep none of it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from slurm_gavel.backends.base import (
@@ -171,7 +171,7 @@ def allocation_capacity(nodes: tuple[Node, ...]) -> dict[GpuType, int]:
     return cap
 
 
-def _without_kept(nodes: tuple[Node, ...], kept: Mapping[JobId, JobPlacement]) -> list[Node]:
+def _without_kept(nodes: Iterable[Node], kept: Mapping[JobId, JobPlacement]) -> list[Node]:
     """The nodes with the GPUs of kept jobs on responding nodes (a job spread over an
     unresponsive and a responding node) taken out, so nothing else is put on them."""
     held: dict[str, int] = {}
@@ -417,7 +417,7 @@ def run_round(
         placed = {}
         if state.allocation is not None and considered:
             jobs_m = _mechanism_jobs(considered, state)
-            nodes = snap.nodes
+            nodes: Iterable[Node] = snap.nodes
             if kept:
                 jobs_m = {j: m for j, m in jobs_m.items() if j not in kept}
                 nodes = _without_kept(nodes, kept)

@@ -46,9 +46,9 @@ def test_a_node_that_stopped_answering_holds_the_requeued_job_until_it_answered_
     see(runs, node(flags={"NOT_RESPONDING"}), job(), 20)
     waiting = job("PENDING", restarts=1, eligible=60 + 121)  # Slurm: DOWN, requeued
     see(runs, node("v100-1", "down", {"NOT_RESPONDING"}), waiting, 60)
-    assert "does not answer" in runs.why_not_yet(waiting, 60)
+    assert "does not answer" in str(runs.why_not_yet(waiting, 60))
     see(runs, node("v100-1", "idle", started=1070), waiting, 70)  # slurmd is back
-    assert "answered again 0s ago" in runs.why_not_yet(waiting, 70)
+    assert "answered again 0s ago" in str(runs.why_not_yet(waiting, 70))
     assert runs.why_not_yet(waiting, 79) is not None
     assert runs.why_not_yet(waiting, 80) is None
 

@@ -38,7 +38,9 @@ def assert_checkpoint_protocol(sc, job_id: str) -> None:
 
 def stop_slurmd(slurm, node: str) -> list[str]:
     """SIGTERM one node's slurmd (by the pid the cluster recorded); its command line."""
-    pid = localcluster.read_state(slurm.run_dir)["pids"][f"slurmd:{node}"]
+    state = localcluster.read_state(slurm.run_dir)
+    assert state is not None, slurm.run_dir
+    pid = state["pids"][f"slurmd:{node}"]
     argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 20
@@ -61,7 +63,9 @@ def _alive(pid: int) -> bool:
 def start_slurmd(slurm, node: str, argv: list[str]) -> None:
     """Start it again with the same command line, recorded like the cluster's own."""
     run = slurm.run_dir
-    localcluster._start(run, localcluster.read_state(run), f"slurmd:{node}", argv)
+    state = localcluster.read_state(run)
+    assert state is not None, run
+    localcluster._start(run, state, f"slurmd:{node}", argv)
 
 
 def node_states(slurm) -> dict[str, NodeState]:
