@@ -1,17 +1,13 @@
 """Atomic, self-verifying checkpoints: a torn or corrupt file is never loaded.
 
-File ``ckpt-<step, 12 digits>.pt`` in the checkpoint folder::
-
-    b"GAVELCK1"  8 bytes   magic
-    sha256       32 bytes  of the payload
-    length       8 bytes   payload length, little endian
-    payload      torch.save() of {"step": int, "state": {...}, "rng": {...}}
-
-Written to a temporary file in the same folder, fsync'ed, renamed over the final
-name, and the folder fsync'ed, so a crash (or the node dying) at any point leaves
-either the previous checkpoints or the new one complete. On load the magic, the
-length and the hash are checked before unpickling; anything else is skipped with
-a warning and the next older checkpoint is tried.
+File ``ckpt-<step, 12 digits>.pt`` in the checkpoint folder: a plain ``torch.save``
+of ``{"step": int, "state": {...}, "rng": {...}}`` (``torch.load(path,
+weights_only=True)`` opens it), with its integrity record ``ckpt-<step>.pt.sha256``
+beside it (job/checkpoint_file.py: streamed to a temporary file, fsync'ed, renamed,
+the folder fsync'ed). A crash (or the node dying) at any point leaves either the
+previous checkpoints or the new one complete. On load the length and the hash are
+checked before unpickling; anything else is skipped with a warning and the next
+older checkpoint is tried.
 
 Whoever can write the checkpoint folder can make the job load a file of their
 choosing, and unpickling runs code. So (trust boundary, issue 12):
@@ -36,8 +32,6 @@ torch is imported lazily so that jobs without torch can use the rest of the libr
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
 import os
 import pickle
 import random
@@ -50,9 +44,16 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.job._errors import InputError
+from slurm_gavel.job.checkpoint_file import (
+    LEGACY_MAGIC,
+    Unverified,
+    load_payload,
+    open_verified,
+    remove_checkpoint_file,
+    write_checkpoint_file,
+)
 
-MAGIC = b"GAVELCK1"
-HEADER = len(MAGIC) + 32 + 8
+MAGIC = LEGACY_MAGIC  # files written before the integrity record (still read)
 NAME = re.compile(r"^ckpt-(\d{12})\.pt$")
 KEEP = 2  # the newest two: if the newest turns out unreadable, one older remains
 ALLOW_PICKLE_HINT = (
@@ -185,34 +186,6 @@ def restore_rng(rng: dict[str, Any]) -> None:
             torch.cuda.set_rng_state_all(rng["torch_cuda"])
 
 
-def _serialize(obj: Any) -> bytes:
-    buf = io.BytesIO()
-    try:
-        import torch
-
-        torch.save(obj, buf)
-    except ImportError:  # a job without torch: plain pickle of plain data
-        pickle.dump(obj, buf, protocol=pickle.HIGHEST_PROTOCOL)
-    return buf.getvalue()
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """Plain data only: a pickle that names any class or function is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
-
-
-def _deserialize(data: bytes, allow_pickle: bool) -> Any:
-    try:
-        import torch
-    except ImportError:
-        if allow_pickle:
-            return pickle.loads(data)
-        return _PlainUnpickler(io.BytesIO(data)).load()
-    return torch.load(io.BytesIO(data), weights_only=not allow_pickle, map_location="cpu")
-
-
 def write_atomic_at(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> None:
     """Write ``name`` in the folder ``dir_fd`` so readers see the old or the whole new file.
 
@@ -246,45 +219,21 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
 
 
 def save_checkpoint(folder: Path, step: int, state: dict[str, Any]) -> Path:
-    """Save ``state`` (already state_dicts / plain data) with the RNG states at ``step``."""
-    payload = _serialize({"step": step, "state": state, "rng": capture_rng()})
-    digest = hashlib.sha256(payload).digest()
-    blob = MAGIC + digest + len(payload).to_bytes(8, "little") + payload
+    """Save ``state`` (already state_dicts / plain data) with the RNG states at ``step``.
+
+    Streamed to disk (the payload is never held in memory a second time).
+    """
     path = checkpoint_path(folder, step)
     dir_fd = open_private_dir(Path(folder), create=True)
     assert dir_fd is not None  # created above
     try:
-        write_atomic_at(dir_fd, path.name, blob)
+        payload = {"step": step, "state": state, "rng": capture_rng()}
+        write_checkpoint_file(dir_fd, path.name, payload)
         for _, old in _names(dir_fd)[KEEP:]:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(old, dir_fd=dir_fd)
+            remove_checkpoint_file(dir_fd, old)
     finally:
         os.close(dir_fd)
     return path
-
-
-def _read_own_file(dir_fd: int, path: Path) -> bytes | None:
-    """The bytes of a regular file of the job's user in the checked folder, or None."""
-    try:
-        fd = os.open(path.name, _FILE_FLAGS, dir_fd=dir_fd)
-    except OSError as e:
-        warn(f"ignoring checkpoint {path}: cannot open it ({e.strerror}; a symlink?)")
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            warn(f"ignoring checkpoint {path}: not a regular file")
-            return None
-        if st.st_uid != os.geteuid():
-            warn(f"ignoring checkpoint {path}: belongs to uid {st.st_uid}, not to you")
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
-    except OSError as e:
-        warn(f"ignoring checkpoint {path}: cannot read it ({e.strerror})")
-        return None
-    finally:
-        os.close(fd)
 
 
 def read_checkpoint(path: Path, *, allow_pickle: bool = False) -> Checkpoint | None:
@@ -300,30 +249,20 @@ def read_checkpoint(path: Path, *, allow_pickle: bool = False) -> Checkpoint | N
         warn(f"ignoring checkpoint {path}: its folder does not exist")
         return None
     try:
-        blob = _read_own_file(dir_fd, path)
+        f, start = open_verified(dir_fd, path.name)
+    except Unverified as e:
+        warn(f"ignoring checkpoint {path}: {e}")
+        return None
     finally:
         os.close(dir_fd)
-    if blob is None:
-        return None
-    if len(blob) < HEADER or blob[: len(MAGIC)] != MAGIC:
-        warn(f"ignoring checkpoint {path}: not a slurm-gavel checkpoint or truncated header")
-        return None
-    digest = blob[len(MAGIC) : len(MAGIC) + 32]
-    length = int.from_bytes(blob[len(MAGIC) + 32 : HEADER], "little")
-    payload = blob[HEADER:]
-    if len(payload) != length:
-        warn(f"ignoring checkpoint {path}: torn ({len(payload)} of {length} payload bytes)")
-        return None
-    if hashlib.sha256(payload).digest() != digest:
-        warn(f"ignoring checkpoint {path}: checksum mismatch (corrupt)")
-        return None
     if allow_pickle:
         warn(
             f"loading {path} with full unpickling (allow_pickle): whoever can write "
             f"{path.parent} can run code as you"
         )
     try:
-        data = _deserialize(payload, allow_pickle)
+        with f:
+            data = load_payload(f, start, allow_pickle)
     except pickle.UnpicklingError as e:
         if allow_pickle:
             warn(f"ignoring checkpoint {path}: cannot load it ({e})")

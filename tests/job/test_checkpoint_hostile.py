@@ -220,3 +220,56 @@ def test_allow_pickle_flag_must_be_0_or_1(value: str) -> None:
         read_env({"GAVEL_CHECKPOINT_ALLOW_PICKLE": value})
     assert read_env({"GAVEL_CHECKPOINT_ALLOW_PICKLE": "1"}).checkpoint_allow_pickle
     assert not read_env({}).checkpoint_allow_pickle
+
+
+def _plant_current(folder: Path, step: int, marker: Path) -> Path:
+    """The current format (payload + a correct integrity record) running code."""
+    payload = pickle.dumps({"step": step, "state": {"x": Planted(marker)}, "rng": {}})
+    path = checkpoint_path(folder, step)
+    path.write_bytes(payload)
+    Path(f"{path}.sha256").write_text(
+        f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n"
+    )
+    return path
+
+
+def test_a_planted_payload_with_a_right_record_runs_no_code(
+    tmp_path: Path, torch_or_not: str
+) -> None:
+    folder = _private(tmp_path)
+    save_checkpoint(folder, 1, {"s": 1})
+    marker = tmp_path / "pwned"
+    _plant_current(folder, 2, marker)
+    with pytest.raises(UnsafeCheckpointError, match="GAVEL_CHECKPOINT_ALLOW_PICKLE=1"):
+        load_latest(folder)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("record", ["fifo", "symlink", "huge", "other_user", "folder"])
+def test_integrity_records_that_are_not_ours_never_load_or_block(
+    tmp_path: Path, record: str
+) -> None:
+    folder = _private(tmp_path)
+    save_checkpoint(folder, 1, {"s": 1})
+    newest = save_checkpoint(folder, 2, {"s": 2})
+    rec = Path(f"{newest}.sha256")
+    good = rec.read_bytes()
+    rec.unlink()
+    if record == "fifo":
+        os.mkfifo(rec)  # a plain read would wait for a writer forever
+    elif record == "symlink":
+        (tmp_path / "elsewhere").write_bytes(good)
+        rec.symlink_to(tmp_path / "elsewhere")
+    elif record == "huge":
+        rec.write_bytes(good + b" " * 10_000_000)
+    elif record == "other_user":
+        rec.write_bytes(good)
+        os.chown(rec, NOBODY, NOBODY)
+    else:
+        rec.mkdir()
+    got: list[Any] = []
+    t = threading.Thread(target=lambda: got.append(load_latest(folder)), daemon=True)
+    t.start()
+    t.join(timeout=20)
+    assert not t.is_alive(), "load_latest blocked on the record"
+    assert got and got[0] is not None and got[0].step == 1
