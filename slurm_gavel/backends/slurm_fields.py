@@ -16,7 +16,8 @@ INFINITE = -1  # what `number()` returns for {"infinite": true}
 
 
 def number(value: Any) -> int:
-    """A plain int, or the 23.02+ {"set", "infinite", "number"} object; unset -> 0."""
+    """A plain int, or the 23.02+ {"set", "infinite", "number"} object; unset -> 0.
+    With +complex (24.11+): plain ints, null when unset, "Infinity" when infinite."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
@@ -25,6 +26,8 @@ def number(value: Any) -> int:
         return int(value)
     if isinstance(value, str) and value.strip().isdigit():  # 24.11's meta.slurm.version
         return int(value)
+    if value == "Infinity":  # the data_parser flag +complex (slurm_release.py)
+        return INFINITE
     if isinstance(value, Mapping):
         if value.get("infinite"):
             return INFINITE

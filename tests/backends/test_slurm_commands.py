@@ -296,7 +296,7 @@ class Cli2411(SlurmCommands):
             return CommandResult(
                 tuple(argv), 0, (NEWER / "scontrol-nodes.v0.0.42.json").read_text(), ""
             )
-        assert argv[:2] == ["squeue", "--json=v0.0.42"] and argv[2] == "-t", argv
+        assert argv[:2] == ["squeue", "--json=v0.0.42+complex"] and argv[2] == "-t", argv
         if argv[3] != "all":
             return CommandResult(tuple(argv), 0, self.jobs(self.active), "")
         if "-j" not in argv:  # the first observe: finished jobs too
@@ -330,7 +330,7 @@ def test_a_job_that_ended_is_asked_for_by_id_once_and_reported_with_its_outcome(
     done = {j.job.id: j for j in snap.jobs if j.state is JobState.DONE}
     assert list(done) == [s["cancelled"]] and not done[s["cancelled"]].succeeded
     assert [argv for kind, argv in cli.log if kind == "ended"] == [
-        ("squeue", "--json=v0.0.42", "-t", "all", "-j", s["cancelled"])
+        ("squeue", "--json=v0.0.42+complex", "-t", "all", "-j", s["cancelled"])
     ]
     assert not any("MinJobAge" in w for w in b.warnings)
     # round 3: reported once; nothing asked again, detection not repeated

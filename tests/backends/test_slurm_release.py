@@ -62,13 +62,13 @@ def test_release_text():
             "24.11",
             "v0.0.42",
             ["scontrol", "--json=v0.0.42", "show", "nodes"],
-            ["squeue", "--json=v0.0.42"],
+            ["squeue", "--json=v0.0.42+complex"],
         ),
         (
             "26.05",
             "v0.0.45",
             ["scontrol", "--json=v0.0.45", "show", "nodes"],
-            ["squeue", "--json=v0.0.45"],
+            ["squeue", "--json=v0.0.45+complex"],
         ),
     ],
 )
