@@ -49,6 +49,8 @@ class _Run:
     restarts: int
     seen_at: float  # first observation of this run
     unsure: set[str] = field(default_factory=set)  # nodes that lost touch since
+    # Seen over (waiting or done): a node losing touch later cannot hold this run.
+    ended: bool = False
 
 
 class OldRuns:
@@ -95,8 +97,11 @@ class OldRuns:
             )
             if j.nodes and (new_run or (run is None and j.state in running)):
                 run = self.runs[j.job_id] = _Run(j.nodes, j.restarts, now)
-            if run is not None:
+            if run is not None and not run.ended:
+                # (a node that lost touch since the last observation may have done so
+                # before the run ended: the run counts as unsure)
                 run.unsure |= lost_touch & set(run.nodes)
+                run.ended = j.state not in running
         for gone in [j for j in self.runs if j not in listed]:
             del self.runs[gone]
 
@@ -118,7 +123,7 @@ class OldRuns:
             if back is not None and now - back < self.clear_s:
                 return (
                     f"its previous run may still be on {node} (slurmd answered again "
-                    f"{now - back:.0f}s ago); waiting {self.clear_s:.0f}s for Slurm to "
+                    f"{int(now - back)}s ago); waiting {self.clear_s:.0f}s for Slurm to "
                     "end it there, so the node is not drained for a duplicate job id"
                 )
         run.unsure.clear()  # proven gone: no need to look again

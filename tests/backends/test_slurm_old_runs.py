@@ -112,3 +112,15 @@ def test_a_job_whose_signal_may_have_been_lost_is_not_requeue_held():
         assert (reached == []) is lost, n
         if lost:
             assert "may not have reached it" in failed["7"] and "7" not in c._signalled
+
+
+def test_a_run_seen_over_before_its_node_restarted_is_not_held():
+    """A job preempted the normal way (exit 99, epilog done: Slurm's proof) and seen
+    waiting is not held back by a later slurmd restart on its old node (a rolling
+    restart would otherwise hold every preempted job of the node)."""
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    waiting = job("PENDING", restarts=1)
+    see(runs, node(), waiting, 10)
+    see(runs, node(started=1015), waiting, 20)
+    assert runs.why_not_yet(waiting, 20) is None
