@@ -40,6 +40,7 @@ from slurm_gavel.backends.slurm_commands import (
     errors_by_job,
 )
 from slurm_gavel.backends.slurm_giveback import GiveBack, give_back_orders, refused_held
+from slurm_gavel.backends.slurm_job_cache import JobRecordCache
 from slurm_gavel.backends.slurm_json import (
     SlurmJob,
     SlurmJsonError,
@@ -117,13 +118,14 @@ class SlurmCluster:
         if old_run_clear_s is not None:
             self.old_runs.clear_s = old_run_clear_s
         self._allow_newer = False  # parse JSON of a release newer than known (override)
+        self._job_cache = JobRecordCache()  # unchanged squeue records parsed once
 
     # --- observe ---------------------------------------------------------------------
 
     def observe(self) -> ClusterSnapshot:
         nodes_doc, jobs_doc = self._fetch()
         _, nodes = parse_nodes(nodes_doc, allow_newer=self._allow_newer)
-        _, jobs = parse_jobs(jobs_doc, allow_newer=self._allow_newer)
+        _, jobs = self._job_cache.parse(jobs_doc, allow_newer=self._allow_newer)
         listed = {j.job_id for j in jobs}
         ended = [j for j in self._active if j not in listed]
         if ended:
