@@ -143,7 +143,7 @@ class SlurmCluster:
         self.refused_held = refused_held(jobs, self.managed_partitions)
         self._jobs_seen = {j.job_id: j for j in jobs}
         self._requeued_at = {j: t for j, t in self._requeued_at.items() if now - t < 5}
-        self.old_runs.observe(nodes, jobs, now, RUNNING_STATES)
+        self.old_runs.observe(nodes, self.view.managed.values(), now, RUNNING_STATES)
         return self.view.snapshot
 
     @property

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel import localcluster
-from slurm_gavel.backends.base import NodeState
+from slurm_gavel.backends.base import JobPlacement, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -213,3 +213,37 @@ def test_a_rolling_slurmd_restart_under_full_load_loses_no_steps(scenario):
     for j in ids:
         assert_checkpoint_protocol(sc, j)
     assert not drained_reasons(sc.slurm)
+
+
+def test_a_checkpoint_signal_lost_to_a_stopped_slurmd_requeues_nothing(scenario):
+    """The race a rolling restart runs into, made certain: a managed job is preempted
+    right after its node's slurmd stopped. `scancel --signal` succeeds and the signal
+    is lost; slurmctld marks the node NOT_RESPONDING once the RPC fails (~10 s, its
+    MessageTimeout). With a grace longer than that, the job is not requeue-held (which
+    would kill it without a checkpoint) but left running, and it goes on once slurmd
+    is back. Before: requeue-held after the grace, its work since the start lost."""
+    slurm = scenario.slurm  # (no daemon: the backend is driven by hand)
+    job = scenario.submit("A3C", steps=200)
+    b = SlurmCluster(env=slurm.env, grace_s=20, poll_s=0.5)
+    b.observe()
+    place = JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))
+    res = b.act(RoundPlacement(0, 0.0, 60.0, {job: place}))
+    assert res.started == (job,), res
+    slurm.wait_state(job, "RUNNING")
+    time.sleep(2)
+    argv = stop_slurmd(slurm, "v100-2")
+    try:
+        b.observe()
+        res = b.act(RoundPlacement(1, 0.0, 60.0, {}))  # preempt it
+        reasons = dict(res.failed)
+        assert "may not have reached it" in reasons.get(job, ""), res
+        assert b.commands.counts["requeuehold"] == 0
+        assert slurm.state(job) == "RUNNING"
+    finally:
+        start_slurmd(slurm, "v100-2", argv)
+    wait_for(lambda: node_states(slurm)["v100-2"] is NodeState.UP, 60, "v100-2 back")
+    time.sleep(3)
+    assert slurm.state(job) == "RUNNING" and slurm.show(job)["Restarts"] == "0"
+    assert [s.how for s in scenario.segments(job)] == [None], scenario.segments(job)
+    slurm.cmd("scancel", job)
+    assert not drained_reasons(slurm)
