@@ -41,6 +41,8 @@ UNREACHABLE = frozenset(
 # What KillWait is when Slurm cannot be asked (Slurm's default), plus the margin.
 DEFAULT_KILL_WAIT_S = 30.0
 MARGIN_S = 5.0
+# How long Slurm keeps a requeued job from starting (BeginTime = requeue + 121 s).
+SLURM_REQUEUE_DELAY_S = 121.0
 
 
 @dataclass
@@ -49,8 +51,9 @@ class _Run:
     restarts: int
     seen_at: float  # first observation of this run
     unsure: set[str] = field(default_factory=set)  # nodes that lost touch since
-    # Seen over (waiting or done): a node losing touch later cannot hold this run.
-    ended: bool = False
+    # When it was first seen over (waiting or done): a node losing touch later cannot
+    # hold this run.
+    ended_at: float | None = None
 
 
 class OldRuns:
@@ -97,11 +100,12 @@ class OldRuns:
             )
             if j.nodes and (new_run or (run is None and j.state in running)):
                 run = self.runs[j.job_id] = _Run(j.nodes, j.restarts, now)
-            if run is not None and not run.ended:
+            if run is not None and run.ended_at is None:
                 # (a node that lost touch since the last observation may have done so
                 # before the run ended: the run counts as unsure)
                 run.unsure |= lost_touch & set(run.nodes)
-                run.ended = j.state not in running
+                if j.state not in running:
+                    run.ended_at = now
         for gone in [j for j in self.runs if j not in listed]:
             del self.runs[gone]
 
@@ -113,8 +117,11 @@ class OldRuns:
             return None
         for node in sorted(run.unsure):
             if node in self.unreachable:
-                if job.eligible_time and job.eligible_time <= now:
-                    continue  # Slurm's own delay has passed: no shorter than Slurm
+                # Slurm's own delay has passed: no shorter than Slurm (its eligible
+                # time, or Slurm's usual delay from when the run was seen over)
+                eligible = job.eligible_time or ((run.ended_at or now) + SLURM_REQUEUE_DELAY_S)
+                if eligible <= now:
+                    continue
                 return (
                     f"its previous run may still be on {node}, which does not answer "
                     "slurmctld; waiting for the node or for Slurm's requeue delay"

@@ -124,3 +124,12 @@ def test_a_run_seen_over_before_its_node_restarted_is_not_held():
     see(runs, node(), waiting, 10)
     see(runs, node(started=1015), waiting, 20)
     assert runs.why_not_yet(waiting, 20) is None
+
+
+def test_without_an_eligible_time_slurms_usual_delay_counts_from_the_runs_end():
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    waiting = job("PENDING", restarts=1, eligible=0)
+    see(runs, node("v100-1", "down", {"NOT_RESPONDING"}), waiting, 30)
+    assert runs.why_not_yet(waiting, 150) is not None
+    assert runs.why_not_yet(waiting, 151) is None
