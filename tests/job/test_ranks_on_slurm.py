@@ -27,14 +27,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _submit(slurm, out: Path, partition: str) -> str:  # type: ignore[no-untyped-def]
+def _submit(slurm, out: Path, partition: str, script: str = "ddp.sbatch") -> str:  # type: ignore[no-untyped-def]
     out.mkdir(mode=0o700)
     return slurm.sbatch(
         "-p", partition, "-N", "2", "--ntasks-per-node=1", "--requeue",
         "--open-mode=append", "-o", str(out / "slurm.out"), "--chdir", str(out),
         f"--export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT={_free_port()},"
         f"GAVEL_CHECKPOINT_DIR={out / 'ck'}",
-        str(JOBS / "ddp.sbatch"), sys.executable, str(JOBS / "ddp_train.py"), str(out),
+        str(JOBS / script), sys.executable, str(JOBS / "ddp_train.py"), str(out),
         str(STEPS),
     )  # fmt: skip
 
@@ -49,16 +49,22 @@ def _wait_for(path: Path, ok, timeout: float, what: str) -> str:  # type: ignore
     raise AssertionError(f"no {what} after {timeout}s: {path} holds {text!r}")
 
 
-def test_two_ranks_stop_on_one_step_move_and_resume_bit_identical(slurm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+# (scancel options, batch script): the daemon's form today, with the batch script passing
+# the signal on to srun; and --full, which signals every step's tasks directly.
+SIGNAL_FORMS = {"batch": (["--batch"], "ddp.sbatch"), "full": (["--full"], "ddp_full.sbatch")}
+
+
+@pytest.mark.parametrize("form", sorted(SIGNAL_FORMS))
+def test_two_ranks_stop_on_one_step_move_and_resume_bit_identical(slurm, tmp_path, form) -> None:  # type: ignore[no-untyped-def]
     tmp_path.chmod(0o700)
+    scancel_opts, script = SIGNAL_FORMS[form]
     moved, plain = tmp_path / "moved", tmp_path / "plain"
-    job = _submit(slurm, moved, "v100")
+    job = _submit(slurm, moved, "v100", script)
     ref = _submit(slurm, plain, "k80")  # the uninterrupted run, beside it
     assert slurm.wait_state(job, "RUNNING", timeout=60) == "RUNNING"
     _wait_for(moved / "step", lambda t: t.strip() and int(t) >= 5, 120, "5 steps")
 
-    # The daemon's own signal (backends/slurm_cli.py): the batch shell only.
-    slurm.cmd("scancel", "--signal=USR1", "--batch", job)
+    slurm.cmd("scancel", "--signal=USR1", *scancel_opts, job)
     slurm.wait_state(job, "SPECIAL_EXIT", "PENDING", timeout=90)
     info = slurm.show(job)
     assert info["Restarts"] == "1" and info["Reason"] == "JobHeldUser", slurm.why(job)
