@@ -60,10 +60,10 @@ def test_example_runs_on_the_local_cluster(slurm, tmp_path, script: str) -> None
     path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     job = slurm.sbatch(
         "-p", "gpu", "--comment=example", "--chdir", str(work),
-        f"--export=ALL,PATH={path},GAVEL_TOTAL_STEPS=300,MASTER_ADDR=127.0.0.1,"
+        f"--export=ALL,PATH={path},GAVEL_TOTAL_STEPS=50,MASTER_ADDR=127.0.0.1,"
         f"MASTER_PORT={port}",
         str(work / script),
     )  # fmt: skip
-    slurm.wait_state(job, "COMPLETED", timeout=240)
+    slurm.wait_state(job, "COMPLETED", timeout=300)
     (log,) = work.glob(f"gavel-*-{job}.out")
     assert "Traceback" not in log.read_text(), log.read_text()
