@@ -18,16 +18,29 @@ exactly what `slurm-gavel run` builds) back to back and reports, per round:
     persist   the rest: the state saves (write, fsync, rename) and bookkeeping
     commands  Slurm commands issued in the round, by action kind
 
+and, for the reads: cmd_s, the wall seconds of the observe commands themselves
+(sinfo/scontrol/squeue, Slurm's side and its JSON dump), and json_kb, the bytes of
+JSON they printed (what observe parses).
+
 Round 0 allocates and starts jobs; later rounds keep them (lease extension).
---reallocate forces a fresh allocation every round (the worst case: a job arrived
-or left in every round). The cluster is stopped at the end (--keep leaves it up).
+--pause S waits S seconds before each later round, so that the jobs round 0
+released have started (a steady round, as in production where rounds are minutes
+apart). --reallocate forces a fresh allocation every round (the worst case: a job
+arrived or left in every round). --finished N then submits N short unmanaged jobs
+(a job array of `true`), waits until they have all finished (slurmctld keeps them
+for MinJobAge = 300 s) and runs one more round: its json_kb against the rounds
+before shows whether the JSON read per round grows with finished jobs. The cluster
+is stopped at the end (--keep leaves it up).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -76,6 +89,55 @@ class Timed:
         return self.inner.commands_issued
 
 
+class CountedCommands:
+    """The backend's SlurmCommands with the bytes each kind printed counted."""
+
+    def __init__(self, commands) -> None:
+        self.commands = commands
+        self.stdout_bytes: Counter[str] = Counter()
+        self._run = commands.run
+        commands.run = self.run
+
+    def run(self, kind, argv, **kw):
+        res = self._run(kind, argv, **kw)
+        self.stdout_bytes[kind] += len(res.stdout)
+        return res
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (/proc/PID/stat), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def submit_finished(env: dict[str, str], n: int) -> float:
+    """N short unmanaged jobs (one array); returns when none is left waiting or running."""
+    t = time.perf_counter()
+    arrays = []
+    for first in range(0, n, 1000):  # MaxArraySize: 1001 by default
+        size = min(n, first + 1000) - first
+        argv = ["sbatch", "--parsable", "-p", "gpu", f"--array=0-{size - 1}", "-o", "/dev/null"]
+        res = subprocess.run([*argv, "--wrap", "true"], env=env, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+        if res.returncode:
+            raise SystemExit(f"{' '.join(argv)}: {res.stderr.strip()}")
+        arrays.append(res.stdout.strip().split(";")[0])
+    while True:
+        left = subprocess.run(["squeue", "-h", "-j", ",".join(arrays), "-o", "%i"], env=env,
+                              capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+        if not left.strip():
+            return time.perf_counter() - t
+        time.sleep(2)
+
+
 def submit(env: dict[str, str], n: int, seed: int) -> None:
     table = load_table()
     kinds = [(jt, sf) for jt in table.job_types for sf in (1, 2, 4) if table.has(jt, sf)]
@@ -107,6 +169,9 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--slurm", default="22.05", help="Slurm release (tools/local-cluster --slurm)")
     ap.add_argument("--topology", default=ClusterSpec().topology, help="TYPE:NODESxGPUS,...")
+    ap.add_argument("--pause", type=float, default=0.0, help="seconds before each later round")
+    ap.add_argument("--finished", type=int, default=0, help="then N finished jobs, one round")
+    ap.add_argument("--profile", help="cProfile the last of --rounds into this file")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-round-"))
@@ -132,33 +197,66 @@ def main() -> int:
         })  # fmt: skip
         configure("kv", "warning")  # per-job action failures, if any, on stderr
         backend = Timed(build_backend(cfg))
+        commands = backend.inner.commands
+        counted = CountedCommands(commands)
         daemon = Daemon(cfg, backend)
+        ctld = int(((localcluster.read_state(run) or {}).get("pids") or {}).get("slurmctld", 0))
         daemon.start()
         rows = []
-        print("round  total_s  observe_s  solve_s  assign_s  act_s  persist_s  jobs  started"
-              "  kept  commands (by kind)")  # fmt: skip
-        for r in range(args.rounds):
+        print(f"load average before the rounds: {os.getloadavg()[0]:.1f}")
+        print("round  total_s  observe_s  cmd_s  json_kb  solve_s  assign_s  act_s  persist_s"
+              "  jobs  started  kept  commands (by kind)")  # fmt: skip
+        plan = [("round", r) for r in range(args.rounds)]
+        if args.finished:
+            plan.append(("finished", args.rounds))
+        for what, r in plan:
+            if what == "finished":
+                took = submit_finished(env, args.finished)
+                print(f"{args.finished} short jobs submitted and finished in {took:.0f} s; "
+                      f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+            elif r and args.pause:
+                time.sleep(args.pause)
             if args.reallocate:
                 daemon.state.allocation_key = ""  # as if the job set changed
-            before = Counter(backend.inner.commands.counts)
+            before = Counter(commands.counts)
+            cpu0, kids0, ctld0 = time.process_time(), children_cpu(), cpu_seconds(ctld)
+            secs_before = dict(commands.seconds)
+            bytes_before = Counter(counted.stdout_bytes)
+            prof = cProfile.Profile() if args.profile and r == args.rounds - 1 else None
             t = time.perf_counter()
+            if prof:
+                prof.enable()
             report = daemon.round()
             total = time.perf_counter() - t
-            kinds = Counter(backend.inner.commands.counts) - before
+            cpu = (time.process_time() - cpu0, children_cpu() - kids0, cpu_seconds(ctld) - ctld0)
+            if prof:
+                prof.disable()
+                prof.dump_stats(args.profile)
+                pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+            kinds = Counter(commands.counts) - before
+            reads = ("observe", "ended")
+            cmd_s = sum(commands.seconds[k] - secs_before.get(k, 0.0) for k in reads)
+            json_kb = sum((counted.stdout_bytes - bytes_before)[k] for k in reads) / 1024
             persist = total - backend.observe_s - backend.act_s - report.solve_seconds - (
                 report.mechanism_seconds)  # fmt: skip
             rows.append((total, sum(kinds.values())))
             res = report.result
             print(
-                f"{r:5d}  {total:7.3f}  {backend.observe_s:9.3f}  {report.solve_seconds:7.3f}  "
+                f"{r:5d}  {total:7.3f}  {backend.observe_s:9.3f}  {cmd_s:5.3f}  {json_kb:7.0f}  "
+                f"{report.solve_seconds:7.3f}  "
                 f"{report.mechanism_seconds:8.3f}  {backend.act_s:5.3f}  {persist:9.3f}  "
                 f"{report.active_jobs:4d}  {len(res.started):7d}  {len(res.kept):4d}  "
                 f"{sum(kinds.values())} {dict(sorted(kinds.items()))}"
             )
+            by_kind = {k: round(v - secs_before.get(k, 0.0), 2) for k, v in commands.seconds.items()
+                    if v > secs_before.get(k, 0.0)}  # fmt: skip
+            print(f"       command seconds by kind {dict(sorted(by_kind.items()))}; CPU s: daemon "
+                  f"{cpu[0]:.2f}, commands {cpu[1]:.2f}, slurmctld {cpu[2]:.2f}")  # fmt: skip
         daemon.store.release()
         totals = [t for t, _ in rows]
         print(f"median round {statistics.median(totals):.3f} s, max {max(totals):.3f} s, "
-              f"commands per round median {statistics.median(c for _, c in rows)}")  # fmt: skip
+              f"commands per round median {statistics.median(c for _, c in rows)}; "
+              f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     finally:
         if not args.keep:
             localcluster.down(run)
