@@ -149,7 +149,8 @@ def submit(env: dict[str, str], n: int, seed: int) -> None:
         jt = rng.choice([k for k in kinds if k[1] == sf])[0]
         comment = f"--comment=gavel:type={jt},scale={sf}"
         # Checkpoint-aware like a real managed job: the signal means exit 99 (requeue-hold).
-        wrap = "trap 'exit 99' USR1; sleep 3600 & wait"
+        # (and kill the sleep: an `exit` leaves the background child orphaned)
+        wrap = "trap 'kill $! 2>/dev/null; exit 99' USR1; sleep 3600 & wait"
         argvs.append(["sbatch", "-p", "gpu", "-o", "/dev/null", comment, "--wrap", wrap])
 
     def one(argv: list[str]) -> None:
