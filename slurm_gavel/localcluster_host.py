@@ -26,8 +26,14 @@ def port_free(port: int) -> bool:
     return True
 
 
-def pick_port_base(count: int, start: int = 17000, stop: int = 30000) -> int:
-    """First base port with `count` consecutive free ports (for --port-base auto)."""
+def pick_port_base(count: int, start: int | None = None, stop: int = 30000) -> int:
+    """First base port with `count` consecutive free ports (for --port-base auto).
+
+    The search starts at SLURM_GAVEL_PORT_START (default 17000): test runs side by side
+    (tools/test runs one per Slurm release) search disjoint ranges, so two clusters
+    starting at the same moment cannot both find the same free ports."""
+    if start is None:
+        start = int(os.environ.get("SLURM_GAVEL_PORT_START", "17000"))
     base = start
     while base + count < stop:
         if all(port_free(base + i) for i in range(count)):

@@ -83,6 +83,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         wanted = set(only.args) if only else set(chroot.RELEASES)
         if item.get_closest_marker("torch"):
             wanted &= {chroot.HOST_RELEASE}  # see the module docstring
+        # SLURM_GAVEL_SLURM_ONLY=1: this run is one release's Slurm tests alone (tools/test
+        # runs the chroot releases beside the main run; the rest runs there once).
+        only_slurm = os.environ.get("SLURM_GAVEL_SLURM_ONLY") == "1"
+        if release is None and only_slurm:
+            drop.append(item)
+            continue
         (drop if release is not None and release not in wanted else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
