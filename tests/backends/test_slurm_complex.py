@@ -78,7 +78,8 @@ def test_infinity_and_null_are_numbers():
     ],
 )
 def test_squeue_asks_for_complex_values_from_24_11(release, parser, flag):
-    fmt = CliFormat(SlurmVersion(*release, plugin=parser or ""), parser)
+    major, minor, micro = release
+    fmt = CliFormat(SlurmVersion(major, minor, micro, plugin=parser or ""), parser)
     assert fmt.jobs_argv()[1] == flag
     assert fmt.ended_jobs_argv(["5"])[1] == flag
     # nodes keep the default shape (small; scontrol show nodes)
