@@ -23,6 +23,9 @@ CAPTURES = [
     "26.05/squeue-t-all.v0.0.45.json",
     "26.05/complex/squeue-t-all.v0.0.45+complex.json",
     "26.05/local-cluster/squeue-t-all.v0.0.45.json",
+    # slurmrestd's /jobs (SlurmRestCluster observes through the same cache)
+    "24.11/rest-v0.0.42-jobs.json",
+    "26.05/rest-v0.0.45-jobs.json",
 ]
 
 
