@@ -205,8 +205,10 @@ def local_capture(folder: Path) -> tuple[list, list]:
     if (folder / "squeue.json").exists() and (folder / "sinfo.json").exists():
         jobs_doc, nodes_doc = folder / "squeue.json", folder / "sinfo.json"
     else:
-        (jobs_doc,) = folder.glob("squeue-t-all.*.json")
-        (nodes_doc,) = folder.glob("scontrol-nodes.*.json")
+        # capture.sh also writes the `+complex` form beside the default one (the same
+        # jobs, tests/backends/test_slurm_complex.py): the default form is read here.
+        (jobs_doc,) = [p for p in folder.glob("squeue-t-all.*.json") if "+" not in p.name]
+        (nodes_doc,) = [p for p in folder.glob("scontrol-nodes.*.json") if "+" not in p.name]
     _, jobs = parse_jobs(json.loads(jobs_doc.read_text()))
     _, nodes = parse_nodes(json.loads(nodes_doc.read_text()))
     return jobs, nodes

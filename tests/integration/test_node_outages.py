@@ -224,7 +224,11 @@ def test_a_checkpoint_signal_lost_to_a_stopped_slurmd_requeues_nothing(scenario)
     is back. Before: requeue-held after the grace, its work since the start lost."""
     slurm = scenario.slurm  # (no daemon: the backend is driven by hand)
     job = scenario.submit("A3C", steps=200)
-    b = SlurmCluster(env=slurm.env, grace_s=20, poll_s=0.5)
+    # The guard needs slurmctld to have flagged the node by the end of the grace. 20 s
+    # (twice MessageTimeout) was not enough once on 24.11 with the three releases' tests
+    # running side by side (the job was requeue-held): 40 s leaves the margin the admin
+    # guide asks for (grace well above MessageTimeout).
+    b = SlurmCluster(env=slurm.env, grace_s=40, poll_s=0.5)
     b.observe()
     place = JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))
     res = b.act(RoundPlacement(0, 0.0, 60.0, {job: place}))
