@@ -26,6 +26,7 @@ release after the other (pytest groups the tests by the session fixture's param)
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -93,6 +94,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def _package_logger_reset() -> Iterator[None]:
+    """Undo what a test's `logs.configure` (any CLI call) did to the slurm_gavel logger:
+    it stops propagation to the root logger, where caplog listens, so a later test's
+    log assertions failed depending on the order the tests ran in."""
+    yield
+    pkg = logging.getLogger("slurm_gavel")
+    for handler in list(pkg.handlers):
+        pkg.removeHandler(handler)
+    pkg.propagate = True
+    pkg.setLevel(logging.NOTSET)
 
 
 @dataclass
