@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from slurm_gavel.errors import InputError
+from slurm_gavel.errors import InputError, read_utf8
 from slurm_gavel.policies import policy_names
 from slurm_gavel.shares import MAX_ADMIN_WEIGHT, WeightsConfig
 
@@ -507,17 +507,12 @@ _UniqueKeyLoader.add_constructor(
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read the config ({e.strerror}); check the path") from e
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        at = raw[: e.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{p}: not UTF-8 text (byte {raw[e.start]:#04x} at line {at}); save the config as UTF-8"
-        ) from None
+    text = read_utf8(
+        p,
+        ConfigError,
+        unreadable="cannot read the config ({strerror}); check the path",
+        save_as="the config as UTF-8",
+    )
     try:
         doc = yaml.load(
             text, Loader=_UniqueKeyLoader

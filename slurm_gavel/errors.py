@@ -9,12 +9,31 @@ InputError lives in the job library (slurm_gavel/job/_errors.py), which must imp
 without the rest of the package; it is the same class here.
 """
 
+from pathlib import Path
+
 from slurm_gavel.job._errors import InputError
 
-__all__ = ["InputError", "SolveError"]
+__all__ = ["InputError", "SolveError", "read_utf8"]
 
 
 class SolveError(RuntimeError):
     """Valid input, but the policy could not produce an allocation."""
 
     exit_code = 3
+
+
+def read_utf8(path: Path, error: type[InputError], *, unreadable: str, save_as: str) -> str:
+    """The text of an input file, or `error` naming the file and what is wrong with it:
+    "{path}: {unreadable} ({strerror})" when it cannot be read, and the byte and line of
+    the first non-UTF-8 byte with "save {save_as}" otherwise (never a traceback)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise error(f"{path}: {unreadable.format(strerror=e.strerror)}") from e
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = raw[: e.start].count(b"\n") + 1
+        raise error(
+            f"{path}: not UTF-8 text (byte {raw[e.start]:#04x} at line {at}); save {save_as}"
+        ) from None

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.errors import InputError
+from slurm_gavel.errors import InputError, read_utf8
 from slurm_gavel.model import Allocation, PairThroughput, Problem, ProblemJob
 
 
@@ -154,18 +154,12 @@ def parse_problem(data: Any) -> Problem:
 def load_problem(path: str | Path) -> Problem:
     """Read and validate a problem file; every problem is a ProblemError naming the file."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ProblemError(f"{p}: cannot read the problem file ({e.strerror})") from e
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        at = raw[: e.start].count(b"\n") + 1
-        raise ProblemError(
-            f"{p}: not UTF-8 text (byte {raw[e.start]:#04x} at line {at}); "
-            "save the problem as UTF-8 JSON"
-        ) from None
+    text = read_utf8(
+        p,
+        ProblemError,
+        unreadable="cannot read the problem file ({strerror})",
+        save_as="the problem as UTF-8 JSON",
+    )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
