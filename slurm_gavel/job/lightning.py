@@ -65,13 +65,7 @@ class GavelCallback(pl.Callback):
         self.checkpoint_dir: Path = folder if folder is not None else Path("gavel-checkpoints")
         self._requested = False
         self._old_handler: Any = None
-        self.progress = ProgressReporter(
-            job_id=self.env.job_id,
-            job_type=self.env.job_type,
-            folder=self.env.progress_dir if self.active else None,
-            interval=self.env.progress_interval,
-            restart_count=self.env.restart_count,
-        )
+        self.progress = ProgressReporter.for_job(self.env, active=self.active)
 
     # ---- resume ------------------------------------------------------------------------
 

@@ -97,13 +97,7 @@ class GavelJob:
         self._old_handler: Any = None
         self._resumed = False
         self._group: RankGroup | None = None  # found on resume (torch.distributed)
-        self.progress = ProgressReporter(
-            job_id=self.env.job_id,
-            job_type=self.env.job_type,
-            folder=self.env.progress_dir if self.active else None,
-            interval=self.env.progress_interval,
-            restart_count=self.env.restart_count,
-        )
+        self.progress = ProgressReporter.for_job(self.env, active=self.active)
         if self.active:
             self._install_handler()
 

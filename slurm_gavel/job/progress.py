@@ -43,9 +43,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_gavel.job.checkpoint import warn, write_atomic_at
+
+if TYPE_CHECKING:
+    from slurm_gavel.job.env import JobEnv
 
 FORMAT = "slurm-gavel-progress/1"
 REPORT_MAX_BYTES = 64 * 1024  # a real report is ~350 bytes
@@ -168,6 +171,18 @@ class ProgressReporter:
 
     def __post_init__(self) -> None:
         self.steps = self.start_step
+
+    @classmethod
+    def for_job(cls, env: JobEnv, *, active: bool) -> ProgressReporter:
+        """The reporter of one job as its environment describes it; it writes to the
+        spool only while `active` (inside a Slurm job, or when asked to)."""
+        return cls(
+            job_id=env.job_id,
+            job_type=env.job_type,
+            folder=env.progress_dir if active else None,
+            interval=env.progress_interval,
+            restart_count=env.restart_count,
+        )
 
     @property
     def run_steps(self) -> int:
