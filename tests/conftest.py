@@ -208,11 +208,17 @@ class LocalSlurm:
             ]
         return "\n".join(lines[-limit:]) or "(no log lines)"
 
-    def cancel_all(self) -> None:
+    def cancel_all(self, wait_s: float = 60.0) -> list[str]:
+        """Cancel every job and wait for the queue to empty; the jobs still there.
+
+        The wait is long because a COMPLETING job still holds its GPUs: under a loaded
+        CI machine (three releases' clusters at once) 26.05 took over 20 s to finish
+        killing jobs, and the next test saw 8 GPUs it did not expect in use."""
         ids = self.cmd("squeue", "-h", "-o", "%i", check=False).stdout.split()
         if ids:
             self.cmd("scancel", *ids, check=False)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + wait_s
+        left: list[str] = []
         while time.monotonic() < deadline:
             left = self.cmd(
                 "squeue",
@@ -228,6 +234,7 @@ class LocalSlurm:
             time.sleep(0.2)
         names = ",".join(n for n, _ in self.spec.node_names())
         self.cmd("scontrol", "update", f"NodeName={names}", "State=RESUME", check=False)
+        return left
 
 
 def _slurm_installed() -> bool:
