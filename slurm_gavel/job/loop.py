@@ -17,7 +17,8 @@ unless ``enabled=True`` is passed.
 
 Multi-rank jobs (torch.distributed initialised before the loop starts): the ranks agree
 on one stop step, rank 0 saves, all exit together and resume from the same step
-(job/ranks.py).
+(job/ranks.py). With ``sharded=True`` every rank saves its own shard through
+torch.distributed.checkpoint instead (FSDP-style sharded state, job/sharded.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from slurm_gavel.job.checkpoint import (
 from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.progress import ProgressReporter
 from slurm_gavel.job.ranks import RANK_RNG_KEY, RankGroup, RankMismatchError
+from slurm_gavel.job.sharded import SoloGroup, load_sharded, save_sharded
 
 T = TypeVar("T")
 
@@ -59,6 +61,11 @@ class GavelJob:
     unpickling: whoever can write the checkpoint folder can then run code as you).
     The checkpoint folder is made mode 0700 and refused when another user owns it or
     group/others can write it (:class:`~slurm_gavel.job.checkpoint.CheckpointDirError`).
+
+    ``sharded=True``: every rank saves its shard with torch.distributed.checkpoint
+    into one directory per step (for FSDP and other state split across ranks; the
+    model and optimizer go through ``get_state_dict``/``set_state_dict``). Without
+    it, rank 0 saves one plain ``torch.load``-able file (data-parallel training).
     """
 
     def __init__(
@@ -71,6 +78,7 @@ class GavelJob:
         env: Mapping[str, str] | None = None,
         checkpoint_dir: str | Path | None = None,
         allow_pickle: bool | None = None,
+        sharded: bool = False,
         **stateful: Any,
     ) -> None:
         self.env: JobEnv = read_env(env)
@@ -91,6 +99,7 @@ class GavelJob:
         self.allow_pickle = (
             self.env.checkpoint_allow_pickle if allow_pickle is None else allow_pickle
         )
+        self.sharded = sharded
         self.step = 0
         self._restored_values: dict[str, Any] = {}
         self._requested = False
@@ -154,6 +163,9 @@ class GavelJob:
 
     def _load(self) -> None:
         assert self.checkpoint_dir is not None
+        if self.sharded:
+            self._load_sharded()
+            return
         ckpt = load_latest(self.checkpoint_dir, allow_pickle=self.allow_pickle)
         if ckpt is None:
             warn(
@@ -178,6 +190,32 @@ class GavelJob:
         self.progress.start_step = self.progress.steps = ckpt.step
         warn(f"resumed from {ckpt.path} at step {ckpt.step}")
 
+    def _stateful(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            k: o for k, o in self.objects.items() if hasattr(o, "state_dict") and k not in values
+        }
+
+    def _load_sharded(self) -> None:
+        assert self.checkpoint_dir is not None
+        group = self._group or SoloGroup()
+        got = load_sharded(group, self.checkpoint_dir, self._stateful({}), self.allow_pickle)
+        if got is None:
+            warn(
+                f"restart {self.env.restart_count} but no complete sharded checkpoint in "
+                f"{self.checkpoint_dir}: starting from step 0"
+            )
+            return
+        path, step, extra = got
+        values, rngs = extra.get("values", {}), extra.get("rng")
+        for name in self.objects:
+            if name in values:
+                self._restored_values[name] = values[name]
+        if isinstance(rngs, list) and len(rngs) == group.world_size:
+            restore_rng(rngs[group.rank])
+        self.step = step
+        self.progress.start_step = self.progress.steps = step
+        warn(f"resumed from {path} at step {step}")
+
     def restored(self, name: str, default: Any = None) -> Any:
         """A plain (non-state_dict) value restored from the checkpoint, else ``default``."""
         return self._restored_values.get(name, default)
@@ -189,10 +227,17 @@ class GavelJob:
 
         In a multi-rank job every rank must call it at the same step (a collective):
         rank 0 writes the file, with every rank's RNG states; the others get None.
+        With ``sharded=True`` every rank writes its shard and gets the directory.
         """
         if not self.active or self.checkpoint_dir is None:
             return None
         group = self._group
+        if self.sharded:
+            solo = group or SoloGroup()
+            plain = {k: o for k, o in self.objects.items() if not hasattr(o, "state_dict")}
+            plain.update(values)
+            extra = {"step": self.step, "rng": solo.gather(capture_rng()), "values": plain}
+            return save_sharded(solo, self.checkpoint_dir, self.step, self._stateful(values), extra)
         if group is None:
             return save_checkpoint(self.checkpoint_dir, self.step, self._state(values))
         rank_rng = group.gather(capture_rng())
@@ -231,6 +276,8 @@ class GavelJob:
         where = "" if self._group is None else f"rank {self._group.rank}: "
         warn(f"{where}checkpoint {path} at step {self.step}; exiting {self.env.requeue_exit_code}")
         sys.stdout.flush()
+        if self._group is not None:
+            self._group.shutdown()
         raise SystemExit(self.env.requeue_exit_code)
 
     def _after_step(self, last: bool) -> None:

@@ -78,6 +78,19 @@ class RankGroup:
         high, neg_low = self._max([step, -step])
         return -neg_low, high
 
+    def shutdown(self) -> None:
+        """Leave the group together before exiting (a collective; errors ignored).
+
+        A rank that exits while its peers still hold connections can abort in gloo's
+        teardown ("terminate called without an active exception", exit 134 instead
+        of the requeue code); a barrier and destroying the group first avoids it.
+        """
+        try:
+            self._dist.barrier()
+            self._dist.destroy_process_group()
+        except Exception:  # exiting anyway: the exit code matters, not the teardown
+            pass
+
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's ``obj``, in rank order, on every rank (a collective)."""
         out: list[Any] = [None] * self.world_size

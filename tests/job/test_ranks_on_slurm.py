@@ -2,6 +2,9 @@
 is signalled as the daemon does it, checkpoints, is held, moved to other nodes, released
 and resumed; its final parameters are bit-identical to an uninterrupted run's.
 
+The same with sharded checkpoints: a 2-rank FSDP job whose ranks each save their shard
+with torch.distributed.checkpoint (GavelJob(..., sharded=True)).
+
 22.05 only (marker ``torch``): the ranks run the repository's .venv, which the 24.11 and
 26.05 chroots do not have (tests/conftest.py).
 """
@@ -27,14 +30,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _submit(slurm, out: Path, partition: str, script: str = "ddp.sbatch") -> str:  # type: ignore[no-untyped-def]
+def _submit(  # type: ignore[no-untyped-def]
+    slurm, out: Path, partition: str, script: str = "ddp.sbatch", train: str = "ddp_train.py"
+) -> str:
     out.mkdir(mode=0o700)
     return slurm.sbatch(
         "-p", partition, "-N", "2", "--ntasks-per-node=1", "--requeue",
         "--open-mode=append", "-o", str(out / "slurm.out"), "--chdir", str(out),
         f"--export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT={_free_port()},"
         f"GAVEL_CHECKPOINT_DIR={out / 'ck'}",
-        str(JOBS / script), sys.executable, str(JOBS / "ddp_train.py"), str(out),
+        str(JOBS / script), sys.executable, str(JOBS / train), str(out),
         str(STEPS),
     )  # fmt: skip
 
@@ -89,4 +94,41 @@ def test_two_ranks_stop_on_one_step_move_and_resume_bit_identical(slurm, tmp_pat
         assert f"rank={r} restart=1 step={stop} node=p100-" in second, second
     out = (moved / "slurm.out").read_text()
     assert out.count(f"at step {stop}; exiting 99") == 2, out  # both ranks, same step
+    assert (moved / "final").read_text() == (plain / "final").read_text()
+
+
+def test_two_fsdp_ranks_save_their_shards_move_and_resume_bit_identical(slurm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Sharded save path: every rank writes its shard of an FSDP model (torch DCP)."""
+    tmp_path.chmod(0o700)
+    moved, plain = tmp_path / "moved", tmp_path / "plain"
+    job = _submit(slurm, moved, "v100", train="fsdp_train.py")
+    ref = _submit(slurm, plain, "k80", train="fsdp_train.py")
+    assert slurm.wait_state(job, "RUNNING", timeout=60) == "RUNNING"
+    _wait_for(moved / "step", lambda t: t.strip() and int(t) >= 5, 120, "5 steps")
+
+    slurm.cmd("scancel", "--signal=USR1", "--batch", job)  # the daemon's form
+    slurm.wait_state(job, "SPECIAL_EXIT", "PENDING", timeout=90)
+    info = slurm.show(job)
+    assert info["Restarts"] == "1" and info["Reason"] == "JobHeldUser", slurm.why(job)
+    assert info["ExitCode"].startswith("99"), slurm.why(job)
+    (done,) = (moved / "ck" / job).iterdir()  # one complete directory, no partial left
+    assert done.name.startswith("dcp-"), done
+    assert sorted(p.name for p in done.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    assert (done / "GAVEL-COMPLETE").is_file()
+    stop = int(done.name.split("-")[1])
+    assert 5 <= stop < STEPS
+
+    slurm.cmd("scontrol", "update", f"JobId={job}", "Partition=p100", "NodeList=p100-[1-2]")
+    slurm.cmd("scontrol", "release", job)
+    slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+    slurm.wait_state(job, "COMPLETED", timeout=180)
+    slurm.wait_state(ref, "COMPLETED", timeout=180)
+
+    for r in (0, 1):
+        first, second = (moved / f"log-{r}").read_text().splitlines()
+        assert f"rank={r} restart=0 step=0 node=v100-" in first
+        assert f"rank={r} restart=1 step={stop} node=p100-" in second, second
+    out = (moved / "slurm.out").read_text()
+    assert out.count(f"at step {stop}; exiting 99") == 2, out  # both ranks, same step
+    assert out.count(f"resumed from {done} at step {stop}") == 2, out
     assert (moved / "final").read_text() == (plain / "final").read_text()
