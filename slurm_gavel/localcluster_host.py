@@ -26,14 +26,17 @@ def port_free(port: int) -> bool:
     return True
 
 
-def pick_port_base(count: int, start: int | None = None, stop: int = 30000) -> int:
+def pick_port_base(count: int, start: int | None = None, stop: int | None = None) -> int:
     """First base port with `count` consecutive free ports (for --port-base auto).
 
     The search starts at SLURM_GAVEL_PORT_START (default 17000): test runs side by side
     (tools/test runs one per Slurm release) search disjoint ranges, so two clusters
-    starting at the same moment cannot both find the same free ports."""
+    starting at the same moment cannot both find the same free ports. It ends at 30000,
+    or 3000 ports past a start above that (a start of 33000 found nothing)."""
     if start is None:
         start = int(os.environ.get("SLURM_GAVEL_PORT_START", "17000"))
+    if stop is None:
+        stop = max(30000, start + 3000)
     base = start
     while base + count < stop:
         if all(port_free(base + i) for i in range(count)):

@@ -231,6 +231,8 @@ class GavelJob:
         """
         if not self.active or self.checkpoint_dir is None:
             return None
+        if not self._resumed:  # called before the loop: find the ranks (else all save as 0)
+            self._join_ranks()
         group = self._group
         if self.sharded:
             solo = group or SoloGroup()
