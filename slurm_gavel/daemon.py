@@ -46,6 +46,7 @@ from slurm_gavel.backends.base import (
 from slurm_gavel.config import Config
 from slurm_gavel.daemon_events import RoundEvents
 from slurm_gavel.daemon_progress import ProgressTracker
+from slurm_gavel.daemon_publish import Publisher
 from slurm_gavel.daemon_tap import DaemonTap
 from slurm_gavel.daemon_views import (
     Inflight,
@@ -118,6 +119,7 @@ class Daemon:
             ProgressTracker(config.progress_dir, table=self.table) if config.progress_dir else None
         )
         self.tap = DaemonTap(self)
+        self.publisher = Publisher(self.store, backend)  # status.json, AdminComment
         self.stop_event = threading.Event()
         self.started_at = time.time()
         self._inflight: Inflight | None = None
@@ -249,6 +251,8 @@ class Daemon:
                 self._save(self.state.to_json(), inflight=None, report=report)
             except StateSaveError as e:
                 self._save_failed(e, round_index=report.round_index, acted=True)
+            else:
+                self.publisher.admin_comments()
         self.tap.give_back(report)  # held jobs no round can place go back to Slurm
         return report
 
@@ -337,24 +341,24 @@ class Daemon:
         report: RoundReport | None,
         snap: ClusterSnapshot | None,
     ) -> None:
-        self.store.save(
-            {
-                "saved_at": time.time(),
-                "daemon": {
-                    "pid": os.getpid(),
-                    "started_at": self.started_at,
-                    "config": str(self.config.source) if self.config.source else None,
-                    "policy": self.config.policy,
-                    "round_seconds": self.config.round_seconds,
-                    "partitions": list(self.config.partitions),
-                },
-                "scheduler": scheduler_json,
-                "inflight": inflight.to_json() if inflight else None,
-                "jobs": jobs_view(snap, report),
-                "cluster": cluster_view(snap),
-                "progress": self.progress.to_json() if self.progress else None,
-            }
-        )
+        doc = {
+            "saved_at": time.time(),
+            "daemon": {
+                "pid": os.getpid(),
+                "started_at": self.started_at,
+                "config": str(self.config.source) if self.config.source else None,
+                "policy": self.config.policy,
+                "round_seconds": self.config.round_seconds,
+                "partitions": list(self.config.partitions),
+            },
+            "scheduler": scheduler_json,
+            "inflight": inflight.to_json() if inflight else None,
+            "jobs": jobs_view(snap, report),
+            "cluster": cluster_view(snap),
+            "progress": self.progress.to_json() if self.progress else None,
+        }
+        self.store.save(doc)
+        self.publisher.save_view(doc)
 
     def _record(self, report: RoundReport, duration: float) -> None:
         """Metrics, the round's log lines (daemon_events.py) and a dry run's plan."""

@@ -129,6 +129,9 @@ def _job_row(
         "steps_done": o.steps_done,
         "total_steps": o.job.total_steps,
         "account": o.job.account,
+        "user": o.job.user,
+        "user_id": o.user_id,
+        "partition": o.job.partition,
         "gpu_type": gpu_type,
         "nodes": [[s.node, s.gpus] for s in nodes],
         # GPU types whose figure for this job is not measured (cluster_rows.py)
@@ -147,6 +150,7 @@ def cluster_view(snap: ClusterSnapshot | None) -> dict[str, Any]:
                 "name": n.name,
                 "gpu_type": n.gpu_type,
                 "gpus": n.gpus,
+                "partition": n.partition,
                 "state": n.state.value,
                 "usable": n.usable_gpus,
             }

@@ -36,6 +36,10 @@ class Job:
     account: str | None = None
     slo: float | None = None  # seconds after arrival by which the job should finish
     qos: str | None = None  # Slurm QOS: the admin's weight for it (slurm_gavel/shares.py)
+    # Who submitted it and where (Slurm's user name, partition list): shown by
+    # `slurm-gavel status`, never used to schedule.
+    user: str | None = None
+    partition: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,11 @@ Single writer: :meth:`StateStore.acquire` takes an exclusive ``fcntl.flock`` on
 when the holder dies (even by SIGKILL), so a stale lock file never blocks a
 restart, while a second live daemon on the same directory is refused with the
 pid of the first. Readers (`slurm-gavel status`) never take the lock.
+
+Two files, two audiences: ``state.json`` is private (0600, the daemon's memory);
+``status.json`` is the public view of it (0644, status_view.py), rewritten the
+same atomic way after every save, for `slurm-gavel status` and `explain` run by
+any user. The directory itself must be traversable (0755) for them to read it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from slurm_gavel.errors import InputError
 STATE_FORMAT = "slurm-gavel-state/1"
 STATE_FILE = "state.json"
 LOCK_FILE = "daemon.lock"
+STATUS_FILE = "status.json"
 
 
 class StateError(InputError):
@@ -63,6 +69,7 @@ class StateStore:
         self.path = self.dir / STATE_FILE
         self.prev_path = self.dir / (STATE_FILE + ".prev")
         self.lock_path = self.dir / LOCK_FILE
+        self.view_path = self.dir / STATUS_FILE
         self._lock_fd: int | None = None
 
     # ---- lock ------------------------------------------------------------------------
@@ -166,19 +173,56 @@ class StateStore:
                 "again next round)"
             ) from e
 
-    def _write(self, data: bytes) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{STATE_FILE}.", suffix=".tmp")
+    def save_view(self, view: dict[str, Any]) -> None:
+        """Write the public view (status.json, world-readable) atomically. Raises
+        StateSaveError like save(); the private state is saved first and stands."""
+        if self._lock_fd is None:
+            raise RuntimeError("StateStore.save_view() called without holding the lock")
+        data = json.dumps(view, separators=(",", ":")).encode()  # ensure_ascii
+        try:
+            self._write(data, self.view_path, mode=0o644)
+        except OSError as e:
+            raise StateSaveError(
+                f"{self.view_path}: cannot write the status view ({e.strerror or e}); free "
+                f"space on or fix the permissions of {self.dir}"
+            ) from e
+
+    def load_view(self) -> dict[str, Any] | None:
+        """The public view, or None when the daemon has not written one yet."""
+        try:
+            text = self.view_path.read_text()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise StateError(
+                f"{self.view_path}: cannot read the status view ({e.strerror}); the admin "
+                f"makes it readable with `chmod 0755 {self.dir}` (the state stays 0600)"
+            ) from e
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise StateError(f"{self.view_path}: not valid JSON (line {e.lineno}: {e.msg})") from e
+        if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+            raise StateError(f"{self.view_path}: not a slurm-gavel status view")
+        return doc
+
+    def _write(self, data: bytes, path: Path | None = None, mode: int = 0o600) -> None:
+        """Atomic replace of `path` (default the state, whose previous copy is kept)."""
+        target = path or self.path
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{target.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
+                if mode != 0o600:  # mkstemp's mode; fchmod, not umask: no window
+                    os.fchmod(f.fileno(), mode)
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            if self.path.exists():
+            if target == self.path and self.path.exists():
                 # A hard link keeps the previous round without a second full write.
                 with contextlib.suppress(FileNotFoundError):
                     self.prev_path.unlink()
                 os.link(self.path, self.prev_path)
-            os.replace(tmp, self.path)
+            os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -215,7 +259,7 @@ class StateStore:
     def cleanup_temporaries(self) -> int:
         """Remove temp files a killed writer left behind; returns how many."""
         n = 0
-        for p in self.dir.glob(f".{STATE_FILE}.*.tmp"):
+        for p in [*self.dir.glob(f".{STATE_FILE}.*.tmp"), *self.dir.glob(f".{STATUS_FILE}.*.tmp")]:
             with contextlib.suppress(OSError):
                 p.unlink()
                 n += 1

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 
 from slurm_gavel.backends.base import ActResult, ClusterSnapshot, JobState, RoundPlacement
+from slurm_gavel.backends.slurm_admin_comment import CommentOrder, comment_orders
 from slurm_gavel.backends.slurm_commands import (
     CommandResult,
     SlurmCommands,
@@ -291,7 +292,18 @@ class SlurmCluster:
                 self._release(relabelled, failed)
         return failed
 
+    def set_admin_comments(self, texts: Mapping[JobId, str]) -> dict[JobId, str]:
+        """Each job's AdminComment to the daemon's reason (slurm_admin_comment.py);
+        returns those that failed, with why."""
+        failed: dict[JobId, str] = {}
+        for order in comment_orders(texts):
+            self._admin_comment(order, failed)
+        return failed
+
     # --- primitives (SlurmRestCluster overrides these) ----------------------------------
+
+    def _admin_comment(self, order: CommentOrder, failed: dict[JobId, str]) -> None:
+        note_errors(self.commands.run("admin_comment", order.argv()), list(order.job_ids), failed)
 
     def _relabel(self, orders: list[GiveBack], failed: dict[JobId, str]) -> None:
         for o in orders:  # one command each: rare (a job is given back once)

@@ -145,6 +145,8 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
         account=sj.account or None,
         slo=spec.slo,
         qos=sj.qos or None,  # the admin's weight for it: slurm_gavel/shares.py
+        user=sj.user or None,
+        partition=",".join(sj.partitions) or None,
     )
     if sj.state in RUNNING_STATES:
         slices = tuple(NodeSlice(s.node, s.gpus) for s in sj.gpu_slices)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from slurm_gavel.backends.slurm_admin_comment import CommentOrder
 from slurm_gavel.backends.slurm_cli import SlurmCluster, note_errors
 from slurm_gavel.backends.slurm_commands import SlurmCommands
 from slurm_gavel.backends.slurm_fields import job_state
@@ -192,6 +193,10 @@ class SlurmRestCluster(SlurmCluster):
                     {"gres": o.gres} if self.api.legacy else {"tres_per_node": f"gres/{o.gres}"}
                 )
             self._update("give_back", o.job_id, body, failed)
+
+    def _admin_comment(self, order: CommentOrder, failed: dict[JobId, str]) -> None:
+        for j in order.job_ids:
+            self._update("admin_comment", j, {"admin_comment": order.text}, failed)
 
     def _hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         for j in ids:

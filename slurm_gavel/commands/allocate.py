@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions, allocate, policy_names
 from slurm_gavel.problem import allocation_to_json, load_problem
@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help=f"policy (default max_min_fairness); one of: {', '.join(policy_names())}",
     )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json_option(p, "the allocation (fractions per job and GPU type, objective)")
     p.add_argument("--seed", type=int, default=0, help="seed for randomised policies (gandiva)")
     p.add_argument(
         "--reference",
@@ -43,11 +43,37 @@ def run(args: argparse.Namespace) -> int:
     problem = load_problem(args.problem)
     alloc = allocate(problem, args.policy, PolicyOptions(seed=args.seed, reference=args.reference))
     if args.json:
-        json.dump(allocation_to_json(alloc), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(format_table(problem, alloc))
+        write_json(args.json, allocation_to_json(alloc))
+        if to_stdout(args):
+            return 0
+    sys.stdout.write(format_table(problem, alloc))
     return 0
+
+
+# What each policy's Allocation.objective measures (the policy modules' docstrings).
+OBJECTIVE_LABELS = {
+    "max_min_fairness": "minimum normalised throughput",
+    "max_min_fairness_agnostic": "minimum normalised throughput, type-blind",
+    "max_min_fairness_packed": "minimum normalised throughput",
+    "hierarchical_max_min_fairness": "weighted max-min level (first iteration)",
+    "max_sum_throughput": "total throughput, steps/s",
+    "min_cost": "steps per dollar, summed over jobs",
+    "finish_time_fairness": "largest finish-time fairness rho",
+    "min_total_duration": "makespan, s",
+    "fifo": "jobs placed",
+    "fifo_agnostic": "jobs placed",
+}
+
+
+def objective_line(alloc: Allocation) -> str:
+    """The objective labelled with what it measures, 4 significant digits."""
+    label = OBJECTIVE_LABELS.get(alloc.policy, "objective")
+    value = (
+        "none (this policy has no objective)"
+        if alloc.objective is None
+        else (f"{alloc.objective:.4g}")
+    )
+    return f"policy {alloc.policy}: {label} = {value}, solved in {alloc.solve_seconds:.3f} s"
 
 
 def format_table(problem: Problem, alloc: Allocation) -> str:
@@ -58,8 +84,7 @@ def format_table(problem: Problem, alloc: Allocation) -> str:
     head = f"{'job':<{id_w}}  {'type':<{type_w}}  {'gpus':>4}  "
     head += "  ".join(f"{t:>7}" for t in types) + "  {:>8}  {:>10}".format("paired", "steps/s")
     lines = [
-        f"policy {alloc.policy}: objective {alloc.objective!s}, "
-        f"solved in {alloc.solve_seconds:.3f} s",
+        objective_line(alloc),
         head,
         "-" * len(head),
     ]

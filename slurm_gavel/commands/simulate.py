@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from slurm_gavel.backends.simulated import parse_cluster_spec
+from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.config import Config, load_config
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
@@ -142,7 +142,7 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
-    p.add_argument("--json", metavar="OUT", help="write the summary JSON (a list for >1 policy)")
+    add_json_option(p, "the summary (a list for more than one policy)")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
     p.add_argument(
         "--sweep-rates",
@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
             accounts=dict(cfg.weights.accounts),
             prices=dict(cfg.prices),
         )
-        sys.stdout.write(_config_line(args, cfg))
+        _text(args).write(_config_line(args, cfg))
     window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:
         return _run_sweep(args, policies, nodes, table, opts, window)
@@ -298,10 +298,10 @@ def run(args: argparse.Namespace) -> int:
     if window is not None:
         summaries = [apply_window(s, jobs, window) for s in summaries]
         _warn_exhausted(summaries)
-    sys.stdout.write(f"trace: {source}; cluster: {args.cluster}\n")
-    sys.stdout.write(format_comparison(summaries))
+    _text(args).write(f"trace: {source}; cluster: {args.cluster}\n")
+    _text(args).write(format_comparison(summaries))
     if args.json:
-        _write_json(args.json, summaries[0] if len(summaries) == 1 else summaries)
+        write_json(args.json, summaries[0] if len(summaries) == 1 else summaries)
     if args.plot:
         from slurm_gavel.simulate import plots
 
@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
                 r.summary["policy"],
                 out / f"utilisation_{r.summary['policy']}.png",
             )
-        sys.stdout.write(f"plots written to {out}/\n")
+        _text(args).write(f"plots written to {out}/\n")
     return 0
 
 
@@ -363,22 +363,20 @@ def _run_sweep(
             f"{p.rate_jobs_per_hour:>7g}  {p.policy:<28}  {(s['avg_jct_s'] or 0) / HOUR:>9.2f}  "
             f"{s['utilization']:>5.2f}  {s['preemptions']:>8}"
         )
-    sys.stdout.write("\n".join(lines) + "\n")
+    _text(args).write("\n".join(lines) + "\n")
     if args.json:
-        _write_json(args.json, [p.summary for p in points])
+        write_json(args.json, [p.summary for p in points])
     if args.plot:
         from slurm_gavel.simulate import plots
 
         plots.jct_vs_rate(points, Path(args.plot) / "jct_vs_rate.png")
-        sys.stdout.write(f"plot written to {args.plot}/jct_vs_rate.png\n")
+        _text(args).write(f"plot written to {args.plot}/jct_vs_rate.png\n")
     return 0
 
 
-def _write_json(path: str, data: Any) -> None:
-    p = Path(path)
-    if p.parent != Path(""):
-        p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(data, indent=1) + "\n")
+def _text(args: argparse.Namespace) -> TextIO:
+    """Where the tables go: stderr while the JSON takes stdout (--json, --json -)."""
+    return sys.stderr if to_stdout(args) else sys.stdout
 
 
 def format_comparison(summaries: list[dict[str, Any]]) -> str:

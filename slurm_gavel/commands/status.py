@@ -1,44 +1,81 @@
 """`slurm-gavel status`: the managed jobs as the daemon last saw them, like squeue.
 
-Reads the daemon's state file only (no lock, no Slurm call), so it works while
-the daemon runs, after it stopped, and on a machine that can read state_dir.
+Reads the daemon's public view, status.json (status_view.py), which the daemon
+rewrites world-readable at every save: any user can run it, while the daemon
+runs or after it stopped, and no Slurm command is issued. Where no view exists
+yet (a state directory from before the view) it falls back to state.json, which
+only the daemon's user and root can read.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import os
+import pwd
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from slurm_gavel import __version__
+from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.errors import InputError
 from slurm_gavel.state_store import StateStore
+from slurm_gavel.status_fields import BY_NAME, DEFAULT, Column, format_help, parse_format, table
+from slurm_gavel.status_view import status_view
 
 DEFAULT_CONFIG = Path("/etc/slurm-gavel/gavel.yaml")
 
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "status",
-        help="show managed jobs: type, allocation, placement, time received, restarts",
-        description=(
-            "Show every managed job as of the daemon's last round: its job type and GPUs, "
-            "its allocation per GPU type, where it runs, the time it has received on each "
-            "type and its restarts. Reads the daemon's state file; the daemon need not run."
-        ),
-    )
+def add_source_options(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument(
-        "--config", metavar="FILE", help=f"the daemon config (default {DEFAULT_CONFIG})"
+        "--config", metavar="FILE", help=f"the daemon's config, to find its state_dir "
+        f"(default {DEFAULT_CONFIG})"
+    )  # fmt: skip
+    where.add_argument(
+        "--state-dir", metavar="DIR", help="the daemon's state directory (instead of --config)"
     )
-    where.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory")
-    p.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def register(sub: Any) -> None:
+    # add_help=False: -h is --noheader, as in squeue; --help stays.
+    p: argparse.ArgumentParser = sub.add_parser(
+        "status",
+        add_help=False,
+        help="show managed jobs like squeue: allocation, placement, time received, restarts",
+        description=(
+            "Show every managed job as of the daemon's last round: its user, account, "
+            "partition, job type and GPUs, its allocation per GPU type, where it runs, the "
+            "time it has run ([D-]HH:MM:SS) and its restarts. Reads the daemon's "
+            "public view (status.json in its state_dir); any user can run it."
+        ),
+    )
+    p.add_argument("--help", action="help", help="show this help and exit")
+    add_source_options(p)
+    p.add_argument(
+        "-u", "--user", metavar="USER[,...]", help="only these users' jobs (names or uids)"
+    )
+    p.add_argument("--me", action="store_true", help="only my own jobs (the user running this)")
+    p.add_argument("-j", "--jobs", metavar="ID[,ID...]", help="only these job ids")
+    p.add_argument("-p", "--partition", metavar="PART[,...]", help="only jobs in these partitions")
+    p.add_argument(
+        "-h", "--noheader", action="store_true",
+        help="print the job rows only: no header row, no daemon line, no notes (as squeue -h)",
+    )  # fmt: skip
+    p.add_argument(
+        "-o", "--format", metavar="FORMAT",
+        help=(
+            "columns to print, squeue-style '%.8i %u %j' (a dot right-justifies, a width "
+            "cuts) or names 'jobid,user,jobtype:30'; fields: " + format_help()
+        ).replace("%", "%%"),
+    )  # fmt: skip
+    add_json_option(p, "the view (squeue --json's shape: jobs, meta, errors, warnings)")
     p.set_defaults(func=run)
 
 
-def _state_dir(args: argparse.Namespace) -> Path:
+def state_dir(args: argparse.Namespace) -> Path:
     if args.state_dir:
         return Path(args.state_dir)
     from slurm_gavel.config import load_config  # imports the policy registry: only when needed
@@ -52,115 +89,130 @@ def _state_dir(args: argparse.Namespace) -> Path:
     return load_config(path).state_dir
 
 
-def status_view(doc: dict[str, Any], alive_pid: int | None) -> dict[str, Any]:
-    """The state file reduced to what an admin asks: one record per managed job."""
-    sched = doc.get("scheduler") or {}
-    alloc = sched.get("allocation") or {}
-    fractions: dict[str, dict[str, float]] = alloc.get("fractions") or {}
-    paired: dict[str, dict[str, float]] = {}
-    for pair in alloc.get("pairs") or []:
-        for j in pair["jobs"]:
-            row = paired.setdefault(j, {})
-            for t, x in pair["fractions"].items():
-                row[t] = row.get(t, 0.0) + x
-    accounts = sched.get("jobs") or {}
-    jobs = []
-    for job_id, v in (doc.get("jobs") or {}).items():
-        acct = accounts.get(job_id) or {}
-        jobs.append(
-            {
-                "id": job_id,
-                "job_type": v.get("job_type"),
-                "scale_factor": v.get("scale_factor"),
-                "state": v.get("state"),
-                "reason": v.get("reason"),
-                "allocation": fractions.get(job_id, {}),
-                "paired_allocation": paired.get(job_id, {}),
-                "gpu_type": v.get("gpu_type"),
-                "nodes": v.get("nodes") or [],
-                "received_s": acct.get("received_s", {}),
-                "rounds": acct.get("rounds", 0),
-                "restarts": max(int(v.get("restarts") or 0), int(acct.get("restarts") or 0)),
-                "steps_done": v.get("steps_done"),
-                "total_steps": v.get("total_steps"),
-                # {GPU type: "estimate" | "unmeasured: type-blind"}: its figures there
-                # are not measured (the throughput table lacks them; cluster_rows.py)
-                "unmeasured": v.get("unmeasured") or {},
-            }
+def load_view(directory: Path) -> tuple[dict[str, Any], list[str]]:
+    """The public view (or one built from state.json where none exists), and warnings."""
+    store = StateStore(directory)
+    warnings: list[str] = []
+    view = store.load_view()
+    if view is None:
+        doc = store.load()
+        if doc is None:
+            raise InputError(
+                f"{store.view_path} does not exist: the daemon has not completed a round with "
+                "this state_dir yet (start it with `slurm-gavel run --config FILE`)"
+            )
+        view = status_view(doc)
+        warnings.append(
+            f"{store.view_path} missing (a daemon from before the view): read {store.path}"
         )
-    jobs.sort(key=lambda j: (len(j["id"]), j["id"]))  # numeric ids in numeric order
-    daemon = dict(doc.get("daemon") or {})
-    daemon["alive_pid"] = alive_pid
-    return {
-        "daemon": daemon,
-        "round": sched.get("round_index", 0),
-        "saved_at": doc.get("saved_at"),
-        "interrupted_round": (doc.get("inflight") or {}).get("round_index"),
-        "policy": alloc.get("policy") or daemon.get("policy"),
-        "capacity": (doc.get("cluster") or {}).get("capacity", {}),
-        "jobs": jobs,
-    }
+    alive = store.daemon_alive()
+    view["daemon"]["alive_pid"] = alive
+    saved = view.get("saved_at")
+    round_s = view["daemon"].get("round_seconds") or 0
+    if saved and round_s and time.time() - saved > 3 * round_s + 60:
+        who = "no daemon holds the state directory" if not alive else f"pid {alive} runs"
+        warnings.append(f"the view is {round(time.time() - saved)} s old ({who})")
+    return view, warnings
 
 
-def _duration(seconds: float) -> str:
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+def select(view: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The jobs the filters (-u, --me, -j, -p) keep, in job id order."""
+    users = _split(args.user)
+    if args.me:
+        uid = os.getuid()
+        with contextlib.suppress(KeyError):  # a uid without a name: match the uid
+            users |= {pwd.getpwuid(uid).pw_name}
+        users |= {str(uid)}
+    ids, parts = _split(args.jobs), _split(args.partition)
+    out = []
+    for j in view["jobs"]:
+        if users and not ({j.get("user"), str(j.get("user_id"))} & users):
+            continue
+        if ids and j["id"] not in ids:
+            continue
+        if parts and not (set((j.get("partition") or "").split(",")) & parts):
+            continue
+        out.append(j)
+    return out
 
 
-def format_status(view: dict[str, Any], now: float | None = None) -> str:
+def _split(text: str | None) -> set[str]:
+    return {t.strip() for t in (text or "").split(",") if t.strip()}
+
+
+def run(args: argparse.Namespace) -> int:
+    columns = parse_format(args.format) if args.format else [Column(BY_NAME[n]) for n in DEFAULT]
+    view, warnings = load_view(state_dir(args))
+    jobs = select(view, args)
+    if args.json:
+        doc = {
+            **{k: v for k, v in view.items() if k != "jobs"},
+            "jobs": jobs,
+            "meta": {
+                "command": ["slurm-gavel", *sys.argv[1:]],
+                "slurm_gavel": {"version": __version__, "view_format": view.get("format")},
+            },
+            "errors": [],
+            "warnings": warnings,
+        }
+        write_json(args.json, doc)
+        if to_stdout(args):
+            return 0
+    for w in warnings:
+        print(f"slurm-gavel status: warning: {w}", file=sys.stderr)
+    shown = {**view, "jobs": jobs}
+    sys.stdout.write(format_status(printable(shown), columns, args.noheader, bool(args.format)))
+    return 0
+
+
+def format_status(
+    view: dict[str, Any],
+    columns: list[Column] | None = None,
+    noheader: bool = False,
+    rows_only: bool = False,
+    now: float | None = None,
+) -> str:
+    """The terminal output: a daemon line, the table, the reasons and notes (the table
+    alone with -o or -h)."""
+    columns = columns or [Column(BY_NAME[n]) for n in DEFAULT]
+    types = list(view["capacity"]) or sorted(
+        {t for j in view["jobs"] for t in (*j["allocation"], *j["received_s"])}
+    )
+    rows = table(view["jobs"], columns, types, header=not noheader)
+    if noheader or rows_only:
+        return "".join(r + "\n" for r in rows)
     now = time.time() if now is None else now
     d = view["daemon"]
     alive = f"running (pid {d['alive_pid']})" if d.get("alive_pid") else "not running"
     saved = view.get("saved_at")
-    ago = f", state saved {_duration(now - saved)} ago" if saved else ""
+    ago = f", state saved {_ago(now - saved)} ago" if saved else ""
     lines = [f"daemon {alive}; round {view['round']}, policy {view.get('policy')}{ago}"]
     if view.get("interrupted_round") is not None:
         lines.append(
             f"round {view['interrupted_round']} was interrupted while acting; the daemon "
             "reconciles it with Slurm on its next round"
         )
-    types = list(view["capacity"]) or sorted(
-        {t for j in view["jobs"] for t in (*j["allocation"], *j["received_s"])}
-    )
     if view["capacity"]:
         lines.append("usable GPUs: " + ", ".join(f"{t} {n}" for t, n in view["capacity"].items()))
     if not view["jobs"]:
         lines.append("no managed jobs")
         return "\n".join(lines) + "\n"
-    tw = "/".join(types)
-    id_w = max(5, *(len(j["id"]) for j in view["jobs"]))
-    type_w = min(28, max(4, *(len(j["job_type"] or "") for j in view["jobs"])))
-    head = (
-        f"{'JOBID':<{id_w}}  {'TYPE':<{type_w}}  GPUS  {'STATE':<9}  "
-        f"{'ALLOC ' + tw:<{max(16, 6 + len(tw))}}  {'PLACEMENT':<20}  "
-        f"{'RECEIVED ' + tw:<{max(20, 9 + len(tw))}}  RESTARTS"
-    )
-    lines.append(head)
-    for j in view["jobs"]:
-        alloc = "/".join(
-            f"{j['allocation'].get(t, 0.0) + j['paired_allocation'].get(t, 0.0):.2f}" for t in types
-        )
-        place = (
-            f"{j['gpu_type']}:" + ",".join(f"{n}" if g == 1 else f"{n}x{g}" for n, g in j["nodes"])
-            if j["gpu_type"]
-            else "-"
-        )
-        received = "/".join(_duration(j["received_s"].get(t, 0.0)) for t in types)
-        lines.append(
-            f"{j['id']:<{id_w}}  {(j['job_type'] or '?')[:type_w]:<{type_w}}  "
-            f"{j['scale_factor'] or '?':>4}  {j['state'] or '?':<9}  "
-            f"{alloc:<{max(16, 6 + len(tw))}}  {place:<20}  "
-            f"{received:<{max(20, 9 + len(tw))}}  {j['restarts']:>8}"
-        )
-    reasons = [f"  {j['id']}: {j['reason']}" for j in view["jobs"] if j.get("reason")]
-    if reasons:
-        lines += ["why not placed:", *reasons[:50]]
+    lines += rows
+    waiting = [j for j in view["jobs"] if j.get("state") not in ("running", "starting")]
+    if waiting:
+        lines.append("why (slurm-gavel explain JOBID for the figures):")
+        lines += [f"  {j['id']}: {j.get('why') or j.get('reason')}" for j in waiting[:50]]
     lines += _unmeasured_lines(view["jobs"])
     return "\n".join(lines) + "\n"
+
+
+def _ago(seconds: float) -> str:
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 def _unmeasured_lines(jobs: list[dict[str, Any]], limit: int = 50) -> list[str]:
@@ -182,23 +234,6 @@ def _unmeasured_lines(jobs: list[dict[str, Any]], limit: int = 50) -> list[str]:
         more = f" +{len(ids) - 10}" if len(ids) > 10 else ""
         lines.append(f"  {jt} x{sf}: {where} (jobs {', '.join(ids[:10])}{more})")
     return lines
-
-
-def run(args: argparse.Namespace) -> int:
-    store = StateStore(_state_dir(args))
-    doc = store.load()
-    if doc is None:
-        raise InputError(
-            f"{store.path} does not exist: the daemon has not completed a round with this "
-            "state_dir yet (start it with `slurm-gavel run --config FILE`)"
-        )
-    view = status_view(doc, store.daemon_alive())
-    if args.json:
-        json.dump(view, sys.stdout, indent=2)  # ensure_ascii: control characters escaped
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(format_status(printable(view)))
-    return 0
 
 
 def printable(value: Any) -> Any:

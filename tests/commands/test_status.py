@@ -44,16 +44,19 @@ def test_table_lists_every_managed_job(state_dir, capsys):
     assert out[0].startswith("daemon not running; round 3, policy max_min_fairness")
     assert out[1] == "usable GPUs: v100 2, k80 2"
     header = out[2].split()
-    assert header[:4] == ["JOBID", "TYPE", "GPUS", "STATE"]
-    assert "ALLOC" in header and "v100/k80" in header and header[-1] == "RESTARTS"
-    table_end = out.index("why not placed:")
+    assert header[:8] == ["JOBID", "PARTITION", "USER", "ACCOUNT", "JOBTYPE", "GPUS", "STATE",
+                          "TIME"]  # fmt: skip
+    assert "ALLOC(v100/k80)" in header and header[-1] == "RESTARTS"
+    table_end = out.index("why (slurm-gavel explain JOBID for the figures):")
     rows = {line.split()[0]: line for line in out[3:table_end]}
     assert sorted(rows, key=int) == [str(i) for i in range(1, 8)]
     assert " skipped " in rows["7"]
-    assert out[table_end + 1].startswith("  7: unknown job type 'Not A Table Type'")
+    assert out[table_end + 1:].count(
+        "  7: not scheduled: its job type is not in the site's throughput table"
+    ) == 1
     placed = daemon.state.placement
     for job_id, p in placed.items():
-        assert f"{p.gpu_type}:{p.nodes[0].node}" in rows[job_id]
+        assert f" {p.gpu_type} " in rows[job_id] and f" {p.nodes[0].node}" in rows[job_id]
         kept = daemon.last_report and job_id in daemon.last_report.result.kept
         assert (" running " if kept else " starting ") in rows[job_id]
 

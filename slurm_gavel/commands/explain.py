@@ -1,0 +1,105 @@
+"""`slurm-gavel explain JOBID`: why a managed job waits, runs where it runs, or moved.
+
+From the daemon's public view (status.json, as `status`): the round's decision
+for the job and its reason (the same line the daemon writes to the job's
+AdminComment), then the figures behind it: its allocation per GPU type, the
+time it received on each since the allocation was computed, its priority there
+(Gavel's: allocation / share of time received; the mechanism fills each type's
+GPUs in priority order) and its deficit (allocation x elapsed - received).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
+from slurm_gavel.commands.status import add_source_options, load_view, printable, state_dir
+from slurm_gavel.errors import InputError
+from slurm_gavel.status_fields import slurm_time
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "explain",
+        help="why a managed job waits or moved: its allocation, priority and the decision",
+        description=(
+            "Explain the daemon's last decision for one managed job: where it runs or why "
+            "it waits, its allocation per GPU type, the time received there since the "
+            "allocation was computed, its priority and deficit on each type. Reads the "
+            "daemon's public view; any user can run it. Put --json after JOBID."
+        ),
+    )
+    p.add_argument("jobid", metavar="JOBID", help="the Slurm job id of a managed job")
+    add_source_options(p)
+    add_json_option(p, "the job's record from the view")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    view, warnings = load_view(state_dir(args))
+    job = next((j for j in view["jobs"] if j["id"] == args.jobid), None)
+    if job is None:
+        raise InputError(
+            f"job {args.jobid} is not in the daemon's view of round {view['round']}: it is "
+            "not managed (no gavel: comment, or another partition), finished, or newer than "
+            "the last round (`squeue -j` shows it)"
+        )
+    if args.json:
+        write_json(args.json, {"job": job, "round": view["round"], "policy": view.get("policy"),
+                               "allocation_age_s": view.get("allocation_age_s"),
+                               "warnings": warnings})  # fmt: skip
+        if to_stdout(args):
+            return 0
+    for w in warnings:
+        print(f"slurm-gavel explain: warning: {w}", file=sys.stderr)
+    sys.stdout.write(format_explain(printable(job), view))
+    return 0
+
+
+def _prio(p: float | None) -> str:
+    return "inf" if p is None else f"{p:.3g}"
+
+
+def format_explain(job: dict[str, Any], view: dict[str, Any]) -> str:
+    types = list(view.get("capacity") or {}) or sorted(
+        {*job["allocation"], *job["paired_allocation"], *job["received_s"]}
+    )
+    age = float(view.get("allocation_age_s") or 0.0)
+    lines = [
+        f"job {job['id']} ({job.get('user') or job.get('user_id') or '?'}, account "
+        f"{job.get('account') or '-'}): {job.get('job_type') or '?'} on "
+        f"{job.get('scale_factor') or '?'} GPU(s), state {job.get('state')}",
+        f"round {view['round']}, policy {view.get('policy')}: {job.get('why')}",
+    ]
+    if job.get("reason"):
+        lines.append(f"  scheduler's note: {job['reason']}")
+    lines.append(
+        f"allocation in force for {slurm_time(age)}; priority = allocation / share of that "
+        "time received (inf: allocated there, not run there since), deficit = allocation "
+        "x time - received"
+    )
+    head = f"  {'GPU type':<12} {'alloc':>6} {'paired':>6} {'received':>11} {'priority':>9}"
+    head += f" {'deficit':>10}"
+    lines.append(head)
+    for t in types:
+        x = job["allocation"].get(t, 0.0)
+        paired = job["paired_allocation"].get(t, 0.0)
+        got = job.get("epoch_received_s", {}).get(t, 0.0)
+        prio = job.get("priority", {}).get(t, 0.0) if t in job["allocation"] else 0.0
+        deficit = job.get("deficit_s", {}).get(t, 0.0)
+        sign = "-" if deficit < 0 else ""
+        lines.append(
+            f"  {t:<12} {x:>6.2f} {paired:>6.2f} {slurm_time(got):>11} {_prio(prio):>9} "
+            f"{sign + slurm_time(abs(deficit)):>10}"
+        )
+    total = " + ".join(f"{t} {slurm_time(job['received_s'].get(t, 0.0))}" for t in types)
+    lines.append(
+        f"time received in all: {slurm_time(job.get('time_s'))} ({total}); "
+        f"{job.get('restarts', 0)} restart(s), placed in {job.get('rounds', 0)} round(s)"
+    )
+    if job.get("gpu_type"):
+        nodes = ",".join(f"{n}" if g == 1 else f"{n}x{g}" for n, g in job.get("nodes") or [])
+        lines.append(f"placement: {job['gpu_type']} on {nodes}")
+    return "\n".join(lines) + "\n"

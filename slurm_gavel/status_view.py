@@ -1,0 +1,176 @@
+"""The public status view: what `slurm-gavel status` and `explain` show, from the state.
+
+The daemon's state.json is private (0600: it is the daemon's memory, and an
+edited copy would be believed after a restart). Each round the daemon also
+writes this view, world-readable, as status.json (StateStore.save_view), so any
+user can run `status` and `explain`. It holds what squeue already shows to every
+user (job id, user, account, partition, state, nodes, the job type of the
+`gavel:` comment, restarts) and the scheduler's own figures for each job
+(allocation, time received, priority and deficit per GPU type, the round's
+decision): no comment, job name, path or progress report.
+
+`why` is the one-line reason the daemon also writes to the job's AdminComment.
+It is built here from the daemon's data only (states, GPU types, node names,
+the policy name, numbers the daemon parsed), never from text a user wrote: the
+scheduler's raw `reason` for a skipped job can quote the user's job type, so
+`why` maps it to a fixed sentence instead.
+
+Pure functions over the state document: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+VIEW_FORMAT = "slurm-gavel-status/1"
+# The settling marker of daemon_tap.SETTLING (not imported: that module pulls the daemon).
+SETTLING_PREFIX = "not acted on: settling"
+
+
+def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, Any]:
+    """The state document reduced to the public view: one record per managed job."""
+    sched = doc.get("scheduler") or {}
+    alloc = sched.get("allocation") or {}
+    policy = alloc.get("policy") or (doc.get("daemon") or {}).get("policy")
+    fractions: dict[str, dict[str, float]] = alloc.get("fractions") or {}
+    paired: dict[str, dict[str, float]] = {}
+    partner: dict[str, str] = {}
+    for pair in alloc.get("pairs") or []:
+        a, b = pair["jobs"]
+        partner[a], partner[b] = b, a
+        for j in pair["jobs"]:
+            row = paired.setdefault(j, {})
+            for t, x in pair["fractions"].items():
+                row[t] = row.get(t, 0.0) + x
+    accounts = sched.get("jobs") or {}
+    elapsed = float(sched.get("epoch_elapsed") or 0.0)
+    epoch_received: dict[str, dict[str, float]] = sched.get("epoch_received") or {}
+    cluster = doc.get("cluster") or {}
+    node_partition = {n["name"]: n.get("partition") for n in cluster.get("nodes") or []}
+    round_index = int(sched.get("round_index") or 0)
+    jobs = []
+    for job_id, v in (doc.get("jobs") or {}).items():
+        acct = accounts.get(job_id) or {}
+        row = fractions.get(job_id, {})
+        got = epoch_received.get(job_id, {})
+        received = acct.get("received_s") or {}
+        nodes = v.get("nodes") or []
+        part = v.get("partition") or next(
+            (node_partition.get(n) for n, _ in nodes if node_partition.get(n)), None
+        )
+        job = {
+            "id": job_id,
+            "user": v.get("user"),
+            "user_id": v.get("user_id"),
+            "account": v.get("account"),
+            "partition": part,
+            "job_type": v.get("job_type"),
+            "scale_factor": v.get("scale_factor"),
+            "state": v.get("state"),
+            "reason": v.get("reason"),
+            "allocation": row,
+            "paired_allocation": paired.get(job_id, {}),
+            "partner": partner.get(job_id),
+            "gpu_type": v.get("gpu_type"),
+            "nodes": nodes,
+            "received_s": received,
+            "time_s": sum(received.values()),
+            # Since the allocation was computed (the mechanism's figures), per GPU type.
+            "epoch_received_s": got,
+            "priority": {t: _priority(x, got.get(t, 0.0), elapsed) for t, x in row.items()},
+            "deficit_s": {t: x * elapsed - got.get(t, 0.0) for t, x in row.items()},
+            "rounds": acct.get("rounds", 0),
+            "restarts": max(int(v.get("restarts") or 0), int(acct.get("restarts") or 0)),
+            "steps_done": v.get("steps_done"),
+            "total_steps": v.get("total_steps"),
+            # {GPU type: "estimate" | "unmeasured: type-blind"}: its figures there
+            # are not measured (the throughput table lacks them; cluster_rows.py)
+            "unmeasured": v.get("unmeasured") or {},
+        }
+        job["why"] = why(job, policy)
+        jobs.append(job)
+    jobs.sort(key=lambda j: (len(j["id"]), j["id"]))  # numeric ids in numeric order
+    daemon = {k: val for k, val in (doc.get("daemon") or {}).items() if k != "config"}
+    daemon["alive_pid"] = alive_pid
+    return {
+        "format": VIEW_FORMAT,
+        "daemon": daemon,
+        "round": round_index,
+        "saved_at": doc.get("saved_at"),
+        "interrupted_round": (doc.get("inflight") or {}).get("round_index"),
+        "policy": policy,
+        "allocation_age_s": elapsed,
+        "capacity": cluster.get("capacity", {}),
+        "jobs": jobs,
+    }
+
+
+def _priority(x: float, got: float, elapsed: float) -> float | None:
+    """Gavel's priority (mechanism.py): allocation / share of time received. None
+    stands for infinity (allocated there, not run there since the allocation): JSON
+    has no infinity."""
+    if x <= 0.0:
+        return 0.0
+    if got <= 0.0 or elapsed <= 0.0:
+        return None
+    p = x / (got / elapsed)
+    return None if math.isinf(p) else p
+
+
+def why(job: dict[str, Any], policy: str | None) -> str:
+    """The round's decision for one job, in one line, from the daemon's data only.
+
+    Stable while the decision stays the same (no figures that move every round), so
+    the daemon rewrites the job's AdminComment only when the decision changes."""
+    state = job.get("state")
+    gpu_type = job.get("gpu_type")
+    where = f"{gpu_type} ({','.join(str(n) for n, _ in job.get('nodes') or [])})"
+    alloc = {t: x for t, x in job["allocation"].items() if x > 0.0}
+    alloc.update({t: x for t, x in job["paired_allocation"].items() if x > 0.0})
+    reason = job.get("reason") or ""
+    if state == "kept":
+        return (
+            f"kept on {where}: its node does not respond; not preempted (the checkpoint "
+            "signal cannot reach it)"
+        )
+    if state in ("starting", "running"):
+        shared = f", sharing its GPUs with job {job['partner']}" if job.get("partner") else ""
+        if gpu_type in alloc:
+            return (
+                f"running on {where}{shared}: among the highest priorities for {gpu_type} "
+                f"this round (policy {policy})"
+            )
+        return (
+            f"running on {where}{shared}: a {gpu_type} GPU nobody with an allocation there "
+            "wanted (work conservation)"
+        )
+    if state == "preempted":
+        return (
+            "preempted: jobs with a higher priority took its GPUs this round; it "
+            "checkpoints, waits held and resumes when a round places it again"
+        )
+    if state == "skipped":
+        if reason.startswith("unknown job type"):
+            return "not scheduled: its job type is not in the site's throughput table"
+        if reason.startswith("needs "):
+            return (
+                f"not scheduled: it needs {int(job.get('scale_factor') or 0)} GPUs of one "
+                "type, more than any usable GPU type has"
+            )
+        if reason.startswith("no usable GPU type"):
+            return "not scheduled: no usable GPU type has a throughput for its job type"
+        return "not scheduled: the daemon cannot consider it (the admin sees why in its log)"
+    if reason.startswith(SETTLING_PREFIX):
+        return "waiting: the daemon is settling after a Slurm outage and acts shortly"
+    if reason:
+        return "waiting: the daemon's last attempt to place it failed; it retries next round"
+    if not alloc:
+        return (
+            f"waiting: the policy ({policy}) gives it no GPU time in the current "
+            "allocation; it runs when jobs finish or arrive and the allocation changes"
+        )
+    return (
+        "waiting: jobs with a higher priority took every GPU of the types it is "
+        "allocated this round; its priority grows each round it waits"
+    )
