@@ -180,7 +180,7 @@ class StateStore:
             raise RuntimeError("StateStore.save_view() called without holding the lock")
         data = json.dumps(view, separators=(",", ":")).encode()  # ensure_ascii
         try:
-            self._write(data, self.view_path, mode=0o644)
+            self._write_file(data, self.view_path, mode=0o644)
         except OSError as e:
             raise StateSaveError(
                 f"{self.view_path}: cannot write the status view ({e.strerror or e}); free "
@@ -206,9 +206,11 @@ class StateStore:
             raise StateError(f"{self.view_path}: not a slurm-gavel status view")
         return doc
 
-    def _write(self, data: bytes, path: Path | None = None, mode: int = 0o600) -> None:
-        """Atomic replace of `path` (default the state, whose previous copy is kept)."""
-        target = path or self.path
+    def _write(self, data: bytes) -> None:
+        self._write_file(data, self.path)
+
+    def _write_file(self, data: bytes, target: Path, mode: int = 0o600) -> None:
+        """Atomic replace of `target` (of the state: its previous copy is kept)."""
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{target.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:

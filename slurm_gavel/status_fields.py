@@ -63,7 +63,7 @@ FIELDS = [
     Field("jobtype", "j", "JOBTYPE", lambda j, _: j.get("job_type") or "?", "job type, in full"),
     Field("gpus", "b", "GPUS", lambda j, _: str(j.get("scale_factor") or "?"), "GPUs it needs"),
     Field("state", "T", "STATE", lambda j, _: j.get("state") or "?", "scheduler state"),
-    Field("time", "M", "TIME", lambda j, _: slurm_time(j.get("time_s")), "time it ran, all GPU types"),
+    Field("time", "M", "TIME", lambda j, _: slurm_time(j.get("time_s")), "time it ran"),
     Field("gputype", None, "GPU_TYPE", lambda j, _: j.get("gpu_type") or "-", "type it runs on"),
     Field("nodelist", "N", "NODELIST", lambda j, _: _nodes(j), "nodes (xN: GPUs there)"),
     Field("allocation", None, "ALLOC", _alloc, "time fraction per GPU type"),

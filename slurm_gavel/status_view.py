@@ -152,7 +152,12 @@ def why(job: dict[str, Any], policy: str | None) -> str:
         )
     if state == "skipped":
         if reason.startswith("unknown job type"):
-            return "not scheduled: its job type is not in the site's throughput table"
+            return "not scheduled: its job type is not in the throughput table of the site"
+        if "has no figures at scale factor" in reason:
+            return (
+                "not scheduled: the throughput table of the site has no figures for its job type "
+                f"on {int(job.get('scale_factor') or 0)} GPUs"
+            )
         if reason.startswith("needs "):
             return (
                 f"not scheduled: it needs {int(job.get('scale_factor') or 0)} GPUs of one "
@@ -164,7 +169,7 @@ def why(job: dict[str, Any], policy: str | None) -> str:
     if reason.startswith(SETTLING_PREFIX):
         return "waiting: the daemon is settling after a Slurm outage and acts shortly"
     if reason:
-        return "waiting: the daemon's last attempt to place it failed; it retries next round"
+        return "waiting: the last attempt to place it failed; it retries next round"
     if not alloc:
         return (
             f"waiting: the policy ({policy}) gives it no GPU time in the current "

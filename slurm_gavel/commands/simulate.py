@@ -163,8 +163,16 @@ def register(sub: Any) -> None:
         help="leave wall-clock fields null so the JSON is byte-identical between runs",
     )
     bar = p.add_mutually_exclusive_group()
-    bar.add_argument("--progress", dest="progress", action="store_true", default=None)
-    bar.add_argument("--no-progress", dest="progress", action="store_false")
+    bar.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress bar on stderr (default: only when stderr is a terminal)",
+    )
+    bar.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="never show the progress bar"
+    )
     p.set_defaults(func=run)
 
 

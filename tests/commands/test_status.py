@@ -51,9 +51,12 @@ def test_table_lists_every_managed_job(state_dir, capsys):
     rows = {line.split()[0]: line for line in out[3:table_end]}
     assert sorted(rows, key=int) == [str(i) for i in range(1, 8)]
     assert " skipped " in rows["7"]
-    assert out[table_end + 1:].count(
-        "  7: not scheduled: its job type is not in the site's throughput table"
-    ) == 1
+    assert (
+        out[table_end + 1 :].count(
+            "  7: not scheduled: its job type is not in the throughput table of the site"
+        )
+        == 1
+    )
     placed = daemon.state.placement
     for job_id, p in placed.items():
         assert f" {p.gpu_type} " in rows[job_id] and f" {p.nodes[0].node}" in rows[job_id]

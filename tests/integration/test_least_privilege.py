@@ -68,11 +68,11 @@ def daemon_user() -> pwd.struct_passwd:
 
 @pytest.fixture
 def site(daemon_user: pwd.struct_passwd) -> Iterator[Path]:
-    """What the unit and tmpfiles.d set up: a state dir 0750 and a spool dir 0755, both
+    """What the unit and tmpfiles.d set up: a state dir and a spool dir 0755, both
     the daemon's; under a folder every user can traverse (tmp_path is root's 0700)."""
     top = Path(tempfile.mkdtemp(prefix="gavel-site-", dir="/tmp"))
     os.chmod(top, 0o755)
-    for name, mode in (("state", 0o750), ("progress", 0o755)):
+    for name, mode in (("state", 0o755), ("progress", 0o755)):
         (top / name).mkdir(mode=mode)
         os.chown(top / name, daemon_user.pw_uid, daemon_user.pw_gid)
     yield top
