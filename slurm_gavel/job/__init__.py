@@ -7,6 +7,9 @@
   daemon (the daemon makes that folder for the user; the library never does).
 * Checkpoint folders are private (0700, refused if someone else can write them) and
   checkpoints load without running code unless ``allow_pickle=True``.
+* Multi-rank jobs (torch.distributed): the ranks stop on one step; rank 0 saves, or
+  with ``GavelJob(..., sharded=True)`` every rank saves its shard through
+  torch.distributed.checkpoint (FSDP; job/sharded.py).
 * Outside Slurm everything is a no-op. torch is imported only when a checkpoint is
   written or read, so jobs without torch can use the library.
 

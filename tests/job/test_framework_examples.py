@@ -47,7 +47,9 @@ def test_examples_parse() -> None:
 @pytest.mark.slurm
 @pytest.mark.torch
 @pytest.mark.slow
-@pytest.mark.parametrize("script", ["plain.sbatch", "lightning.sbatch", "ddp.sbatch"])
+@pytest.mark.parametrize(
+    "script", ["plain.sbatch", "lightning.sbatch", "ddp.sbatch", "fsdp.sbatch"]
+)
 def test_example_runs_on_the_local_cluster(slurm, tmp_path, script: str) -> None:  # type: ignore[no-untyped-def]
     if script == "lightning.sbatch":
         pytest.importorskip("lightning")
