@@ -58,6 +58,10 @@ class Publisher:
             return 0
         try:
             failed = write(changed)
+        except NotImplementedError as e:  # the backend cannot (an old REST API): say it once
+            event(log, "admin_comment_unsupported", logging.WARNING, error=str(e)[:300])
+            self.backend = None
+            return 0
         except Exception as e:  # Slurm away: the next round tries again
             event(log, "admin_comment_failed", logging.WARNING, jobs=len(changed),
                   error=str(e)[:300])  # fmt: skip

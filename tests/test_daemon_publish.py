@@ -98,3 +98,21 @@ def test_why_never_echoes_user_text(text):
         line = why(job, "max_min_fairness")
         assert text not in line and all(" " <= c <= "~" for c in line), (state, line)
         assert admin_comment(line) == PREFIX + line  # nothing for Slurm's side to mangle
+
+
+def test_a_backend_that_cannot_write_is_asked_once(tmp_path):
+    """slurmrestd's 22.05 API has no admin_comment: one warning, then no more tries."""
+    d, sim = daemon_on(tmp_path, [Job("1", A3C, 1, total_steps=1e9)])
+
+    def cannot(texts):
+        sim.calls.append(dict(texts))
+        raise NotImplementedError("slurmrestd's API v0.0.38 cannot set admin_comment")
+
+    sim.set_admin_comments = cannot
+    try:
+        for _ in range(3):
+            d.round()
+            sim.advance(sim.clock + 60)
+        assert len(sim.calls) == 1
+    finally:
+        d.store.release()

@@ -195,6 +195,14 @@ class SlurmRestCluster(SlurmCluster):
             self._update("give_back", o.job_id, body, failed)
 
     def _admin_comment(self, order: CommentOrder, failed: dict[JobId, str]) -> None:
+        if self.api.legacy:  # v0.0.38 refuses the key ("Unknown key"): scontrol, if allowed
+            if not self.pin_nodes_with_cli:
+                raise NotImplementedError(
+                    f"slurmrestd's API {self.api.version} cannot set admin_comment "
+                    "(enable pin_nodes_with_cli to let the daemon use scontrol)"
+                )
+            super()._admin_comment(order, failed)
+            return
         for j in order.job_ids:
             self._update("admin_comment", j, {"admin_comment": order.text}, failed)
 
