@@ -89,3 +89,69 @@ def test_two_fsdp_ranks_save_shards_stop_together_and_resume_bit_identical(
             f"start rank={r} restart=1 step={stop}",
         ]
     assert (moved / "final").read_text() == (ref / "final").read_text()
+
+
+LOCAL = Path(__file__).resolve().parent / "jobs" / "sharded_local.py"
+
+
+def _local(dirs: list[Path], restarts: int, mode: str) -> list[subprocess.CompletedProcess[str]]:
+    port = str(_port())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "GAVEL_"))}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(LOCAL), str(r), port, str(dirs[r]), str(restarts), mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for r in (0, 1)
+    ]
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=120)
+        out.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+    return out
+
+
+def test_a_replicated_model_saved_before_the_loop_is_one_directory_and_loads(
+    tmp_path: Path,
+) -> None:
+    """checkpoint() before resume()/steps() still finds the ranks (it used to let every
+    rank save as rank 0); a DDP-style model, whole on every rank, also saves sharded."""
+    tmp_path.chmod(0o700)
+    ck = tmp_path / "ck"
+    saved = _local([ck, ck], 0, "save")
+    assert [p.returncode for p in saved] == [0, 0], [p.stderr for p in saved]
+    (done,) = (ck / "8").iterdir()
+    assert done.name == "dcp-000000000003"
+    assert [p.stdout.splitlines()[0] for p in saved] == [f"saved {done}"] * 2
+    weights = saved[0].stdout.split()[-1]
+    loaded = _local([ck, ck], 1, "load")
+    assert [p.returncode for p in loaded] == [0, 0], [p.stderr for p in loaded]
+    assert [p.stdout.split() for p in loaded] == [["loaded", "3", weights]] * 2
+
+    plain = tmp_path / "plain"
+    saved = _local([plain, plain], 0, "plain")  # rank 0 alone writes one file
+    assert [p.stdout.splitlines()[0] for p in saved] == [
+        f"saved {plain / '8' / 'ckpt-000000000003.pt'}",
+        "saved None",
+    ]
+
+
+def test_a_folder_that_is_not_shared_stops_every_rank_with_a_clear_error(tmp_path: Path) -> None:
+    tmp_path.chmod(0o700)
+    node0, node1 = tmp_path / "node0", tmp_path / "node1"
+    saved = _local([node0, node1], 0, "save")  # rank 1 cannot see rank 0's directory
+    assert [p.returncode for p in saved] == [1, 1]
+    assert "must be on a shared file system" in saved[1].stderr
+    assert "rank 1 could not open the checkpoint directory" in saved[0].stderr
+    assert not list((node0 / "8").glob("dcp-*"))  # nothing complete (a partial, never read)
+
+    shared = tmp_path / "shared"
+    assert [p.returncode for p in _local([shared, shared], 0, "save")] == [0, 0]
+    loaded = _local([shared, node1], 1, "load")  # rank 1 would start over from step 0
+    assert [p.returncode for p in loaded] == [1, 1]
+    for p in loaded:
+        assert "RankMismatchError: the ranks see different checkpoints" in p.stderr, p.stderr
+        assert "file system every node sees" in p.stderr

@@ -337,3 +337,11 @@ def test_dcp_values_are_loaded_weights_only(folder: Path) -> None:
         load_sharded(SoloGroup(), folder, {"odd": target}, False)
     load_sharded(SoloGroup(), folder, {"odd": target}, True)
     assert target.state == {"when": Path("p")}
+
+
+def test_saving_a_step_again_replaces_its_directory(folder: Path) -> None:
+    _save(folder, 2, seed=2)
+    newer = _save(folder, 2, seed=3)  # e.g. checkpoint_every, then the signal, same step
+    assert sorted(p.name for p in folder.iterdir()) == ["dcp-000000000002"]
+    got = _load(folder)
+    assert got is not None and got[0] == 2 and _same(got[1], newer)
