@@ -238,6 +238,21 @@ def _planner(allow_pickle: bool) -> Any:
     return DefaultLoadPlanner() if allow_pickle else WeightsOnlyPlanner()
 
 
+def _dcp() -> Any:
+    """torch.distributed.checkpoint, or an error naming the version it needs."""
+    try:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict  # noqa: F401
+    except ImportError as e:
+        raise ImportError(
+            f"GavelJob(..., sharded=True) needs torch.distributed.checkpoint with "
+            f"save/load and state_dict (torch 2.2 or later; tested with 2.13): {e}"
+        ) from None
+    if not hasattr(dcp, "save"):
+        raise ImportError("GavelJob(..., sharded=True) needs torch 2.2 or later (dcp.save)")
+    return dcp
+
+
 def save_sharded(
     group: Any, folder: Path, step: int, objects: dict[str, Any], extra: dict[str, Any]
 ) -> Path:
@@ -245,8 +260,7 @@ def save_sharded(
 
     ``extra`` (plain data: step, RNG states, values) is rank 0's and goes to gavel.pt.
     """
-    import torch.distributed.checkpoint as dcp
-
+    dcp = _dcp()
     partial = sd.partial_dir_name(step, secrets.token_hex(8))
 
     def create() -> str:
@@ -258,9 +272,8 @@ def save_sharded(
         group, "open the checkpoint directory", lambda: sd.check_partial(folder, partial)
     )
     writer = dcp.FileSystemWriter(str(folder / partial))  # fsyncs every file it writes
-    # no_dist: a job of one process (no process group), DCP's single-process mode
-    with _quiet_if_solo(group):
-        dcp.save({"app": _AppState(objects)}, storage_writer=writer, no_dist=group.world_size == 1)
+    with _quiet_if_solo(group):  # no process group: DCP saves as a single process
+        dcp.save({"app": _AppState(objects)}, storage_writer=writer)
 
     def write_extra() -> list[str]:
         fd = open_private_dir(folder, create=False)
@@ -293,9 +306,9 @@ def load_sharded(
 
     Returns (path, step, gavel.pt's payload), or None when there is none.
     """
-    import torch.distributed.checkpoint as dcp
-
     from slurm_gavel.job.checkpoint import warn
+
+    dcp = _dcp()
 
     lists = _on_every_rank(group, "list the checkpoint folder", lambda: sd.complete_dirs(folder))
     if any(seen != lists[0] for seen in lists):
@@ -324,7 +337,6 @@ def load_sharded(
                     {"app": _AppState(objects)},
                     storage_reader=reader,
                     planner=_planner(allow_pickle),
-                    no_dist=group.world_size == 1,
                 )
         except BaseException as e:  # DCP's CheckpointException wraps every rank's error
             failures = getattr(e, "failures", None) or {}
