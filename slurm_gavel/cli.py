@@ -16,7 +16,7 @@ from slurm_gavel import __version__
 from slurm_gavel.errors import InputError, SolveError
 
 # Subcommands in the order `--help` lists them.
-COMMANDS = ["run", "status", "explain", "allocate", "simulate", "profile"]
+COMMANDS = ["run", "status", "explain", "allocate", "simulate", "profile", "trace", "report"]
 
 
 def build_parser() -> argparse.ArgumentParser:

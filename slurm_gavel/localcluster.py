@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from slurm_gavel import localcluster_accounting as accounting
 from slurm_gavel import localcluster_chroot as chroot
 from slurm_gavel.localcluster_conf import (
     REPO,
@@ -84,16 +85,24 @@ def is_up(run: Path) -> bool:
     if not state:
         return False
     alive = running_daemons(run)
-    needed = [n for n in state.get("pids", {}) if n == "slurmctld" or n.startswith("slurmd:")]
+    daemons = ("slurmctld", "slurmdbd", "mariadbd")
+    needed = [n for n in state.get("pids", {}) if n in daemons or n.startswith("slurmd:")]
     return all(name in alive for name in needed) and "slurmctld" in alive
 
 
 def _start(
-    run: Path, state: dict, name: str, argv: list[str], env: dict[str, str] | None = None
+    run: Path,
+    state: dict,
+    name: str,
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    *,
+    on_host: bool = False,
 ) -> int:
-    """Start one daemon (inside the release's chroot view where it has one) and record
-    its pid. A command line read back from /proc (a restart) works too."""
-    if _release(state).in_chroot and argv[0] != "chroot":
+    """Start one daemon (inside the release's chroot view where it has one, unless
+    on_host: MariaDB) and record its pid. A command line read back from /proc (a
+    restart) works too."""
+    if _release(state).in_chroot and argv[0] != "chroot" and not on_host:
         argv = ["chroot", str(chroot.view(run)), *argv]
     out = open(run / "log" / f"{name.replace(':', '-')}.out", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
@@ -147,6 +156,8 @@ def up(spec: ClusterSpec, run: Path, *, port_base_auto: bool = False) -> dict:
         chroot.ensure_chroot(rel)
     else:
         ensure_installed()
+    if spec.accounting:
+        accounting.ensure_installed(spec)
     old = read_state(run)
     if old and is_up(run):
         if port_base_auto:
@@ -167,7 +178,7 @@ def up(spec: ClusterSpec, run: Path, *, port_base_auto: bool = False) -> dict:
             )
     run.mkdir(parents=True, exist_ok=True)
     # Clean start: no stale nodes or jobs, and logs of this run only.
-    for sub in ("state", "log", "bin"):
+    for sub in ("state", "log", "bin", "db"):
         shutil.rmtree(run / sub, ignore_errors=True)
     write_config(spec, run)
     state: dict = {"spec": asdict(spec), "pids": {}, "munged": None}
@@ -181,6 +192,10 @@ def up(spec: ClusterSpec, run: Path, *, port_base_auto: bool = False) -> dict:
             state["munged"] = ensure_munge()
             save_state(run, state)
             sbin = ""
+        if spec.accounting:  # before slurmctld, which registers with slurmdbd
+            accounting.start(
+                spec, run, lambda n, argv, host: _start(run, state, n, argv, on_host=host)
+            )
         _start(run, state, "slurmctld", [sbin + _exe("slurmctld", rel), "-D", "-f", conf])
         slurmd = sbin + _exe("slurmd", rel)
         for name, _ in spec.node_names():
@@ -264,7 +279,9 @@ def down(run: Path, *, stop_munge: bool = False) -> None:
     if "slurmctld" in pids and _ours(pids["slurmctld"], run):
         with contextlib.suppress(subprocess.TimeoutExpired, OSError):
             _cancel_all_jobs(run)
-    last = ("slurmctld", "munged")  # slurmds and slurmrestd first; munge for them all
+    # slurmds and slurmrestd first; slurmctld before slurmdbd (it sends it the last
+    # job records), slurmdbd before its database; munge for them all.
+    last = ("slurmctld", "slurmdbd", "mariadbd", "munged")
     terminate([pid for n, pid in pids.items() if n not in last], run)
     for name in last:
         if name in pids:

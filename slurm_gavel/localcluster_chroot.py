@@ -40,7 +40,7 @@ from slurm_gavel.localcluster_conf import (
 # The release table lives with the configuration; callers find it here too.
 __all__ = ["HOST_RELEASE", "RELEASES", "Release", "ensure_chroot", "mount_view", "release"]
 __all__ += ["munged_argv", "pids_inside", "prepare_munge", "unmount_view", "view", "write_bin"]
-__all__ += ["CACHE", "MARKER", "chroot_path", "chroot_version", "user_ids"]
+__all__ += ["CACHE", "MARKER", "build_lock", "chroot_path", "chroot_version", "user_ids"]
 
 VIEWS = Path("/run/slurm-gavel/view")
 # Written last into a finished build (the rename makes it visible); the bin dir's
@@ -52,7 +52,7 @@ CACHE = Path(os.environ.get("SLURM_GAVEL_CHROOT_CACHE", "/var/cache/slurm-gavel/
 # stdlib only), ps/pgrep, curl for slurmrestd by hand.
 PACKAGES = (
     "slurmctld,slurmd,slurm-client,slurmrestd,slurm-wlm-basic-plugins,munge,libslurm-dev,"
-    "procps,python3,curl,ca-certificates"
+    "procps,python3,curl,ca-certificates,slurmdbd"
 )
 # Client commands the bin dir wraps (every one that exists in the chroot). Not munge:
 # the cluster's munged listens on its own socket (RUN/munge), which Slurm finds
@@ -60,6 +60,7 @@ PACKAGES = (
 CLIENTS = (
     "sinfo", "squeue", "scontrol", "sbatch", "scancel", "srun", "salloc", "sacct", "sattach",
     "sbcast", "sdiag", "sprio", "sreport", "sshare", "sstat", "strigger", "scrontab",
+    "sacctmgr",
 )  # fmt: skip
 
 
@@ -88,6 +89,11 @@ def _lock(path: Path) -> Iterator[None]:
         yield
 
 
+def build_lock(rel: Release) -> contextlib.AbstractContextManager[None]:
+    """The lock held while the release's cached chroot is built or changed."""
+    return _lock(CACHE / f".{rel.name}.lock")
+
+
 def ensure_chroot(rel: Release) -> Path:
     """The release's chroot, built (atomically, under a lock) on first use."""
     root = chroot_path(rel)
@@ -95,7 +101,7 @@ def ensure_chroot(rel: Release) -> Path:
         return root
     if os.geteuid() != 0:
         raise ClusterError(f"Slurm {rel.name} runs in a chroot that only root can build: {root}")
-    with _lock(CACHE / f".{rel.name}.lock"):
+    with build_lock(rel):
         if (root / MARKER).exists():  # another process built it
             return root
         _build(rel, root)

@@ -63,6 +63,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--rest", action="store_true", help="with up: also start slurmrestd")
     p.add_argument(
+        "--accounting",
+        action="store_true",
+        help="with up: also start MariaDB and slurmdbd (sacct, sreport) and register "
+        "the cluster, accounts and users",
+    )
+    p.add_argument(
         "--foreground",
         action="store_true",
         help="with up: stay in the foreground and stop the cluster on SIGTERM",
@@ -102,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 spank=_spank_lines(args.spank),
                 hold_on_arrival=not args.no_hold,
                 slurm=args.slurm,
+                accounting=args.accounting,
             )
             parse_topology(spec.topology)
             lc.up(spec, run, port_base_auto=auto)

@@ -101,6 +101,7 @@ class ClusterSpec:
     spank: list[str] = field(default_factory=list)  # "optional PATH" / "required PATH"
     hold_on_arrival: bool = True  # JobSubmitPlugins=lua with conf/slurm/job_submit.lua
     slurm: str = HOST_RELEASE  # the release: the host's packages, or a chroot
+    accounting: bool = False  # slurmdbd + MariaDB (localcluster_accounting)
 
     def node_names(self) -> list[tuple[str, NodeGroup]]:
         return [
@@ -110,8 +111,9 @@ class ClusterSpec:
         ]
 
     def ports(self) -> list[int]:
-        """slurmctld, then one slurmd port per node."""
-        return [self.port_base + i for i in range(len(self.node_names()) + 1)]
+        """slurmctld, one slurmd port per node, then slurmdbd's and MariaDB's."""
+        count = len(self.node_names()) + 1 + (2 if self.accounting else 0)
+        return [self.port_base + i for i in range(count)]
 
 
 def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
@@ -141,7 +143,7 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "MpiDefault=none",
-        "AccountingStorageType=accounting_storage/none",
+        *accounting_lines(spec),
         "JobCompType=jobcomp/none",
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_interval=5,sched_min_interval=100000",
@@ -187,6 +189,12 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
                 f"Default={default} MaxTime=INFINITE State=UP"
             )
     return "\n".join(lines) + "\n"
+
+
+def accounting_lines(spec: ClusterSpec) -> list[str]:
+    from slurm_gavel.localcluster_accounting import slurm_conf_lines  # imports this module
+
+    return slurm_conf_lines(spec)
 
 
 def in_chroot(spec: ClusterSpec) -> bool:

@@ -26,6 +26,7 @@ release after the other (pytest groups the tests by the session fixture's param)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -79,7 +80,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep, drop = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        release = callspec.params.get("slurm_session") if callspec else None
+        params = callspec.params if callspec else {}
+        release = params.get("slurm_session", params.get("slurm_accounting_session"))
         only = item.get_closest_marker("slurm_release")
         wanted = set(only.args) if only else set(chroot.RELEASES)
         if item.get_closest_marker("torch"):
@@ -273,15 +275,17 @@ def _spank_for(release: str, path: str) -> str:
     return str(REPO / "spank" / build / "slurm-gavel.so")
 
 
-@pytest.fixture(scope="session", params=slurm_releases())
-def slurm_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
-    release: str = request.param
+@contextlib.contextmanager
+def _local_cluster(release: str, **spec_args: object) -> Iterator[LocalSlurm]:
+    """A cluster of the release on free ports in a private run dir, stopped after."""
     reuse = os.environ.get("SLURM_GAVEL_TEST_CLUSTER")
     if reuse:
         run = Path(reuse).resolve()
         if not localcluster.is_up(run):
             pytest.fail(f"SLURM_GAVEL_TEST_CLUSTER={run}: no cluster is up there")
         spec = ClusterSpec(**localcluster.read_state(run)["spec"])
+        if spec_args.get("accounting") and not spec.accounting:
+            pytest.fail(f"SLURM_GAVEL_TEST_CLUSTER={run}: start it with up --accounting")
         yield LocalSlurm(run, spec)
         return
     why = _cannot_run(release)
@@ -293,7 +297,9 @@ def slurm_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
     os.chmod(run, 0o755)
     spank = os.environ.get("SLURM_GAVEL_TEST_SPANK")
     spec = ClusterSpec(
-        spank=[f"optional {_spank_for(release, spank)}"] if spank else [], slurm=release
+        spank=[f"optional {_spank_for(release, spank)}"] if spank else [],
+        slurm=release,
+        **spec_args,  # type: ignore[arg-type]
     )
     try:
         localcluster.up(spec, run, port_base_auto=True)
@@ -301,6 +307,28 @@ def slurm_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
     finally:
         localcluster.down(run)
         shutil.rmtree(run, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", params=slurm_releases())
+def slurm_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
+    with _local_cluster(request.param) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session", params=slurm_releases())
+def slurm_accounting_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
+    """A second cluster with MariaDB and slurmdbd (up --accounting), for the tests that
+    read sacct: the other tests keep the faster cluster without them."""
+    with _local_cluster(request.param, accounting=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def slurm_accounting(slurm_accounting_session: LocalSlurm) -> Iterator[LocalSlurm]:
+    """The accounting cluster, with every job cancelled after the test."""
+    slurm_accounting_session.cancel_all()
+    yield slurm_accounting_session
+    slurm_accounting_session.cancel_all()
 
 
 @pytest.fixture

@@ -1,0 +1,217 @@
+"""`slurm-gavel report`: what the GPU jobs got, from sacct and the daemon's state."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from slurm_gavel.commands.status import printable
+from slurm_gavel.commands.trace import read_runs
+from slurm_gavel.errors import InputError
+from slurm_gavel.sacct_report import GROUPS, add_fairness, job_facts, job_json, summarise
+from slurm_gavel.throughputs import load_table
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "report",
+        help="JCT, queueing delay, restarts, GPU-hours and fairness of past jobs (sacct)",
+        description=(
+            "Report what the GPU jobs sacct recorded got: job completion time, queueing "
+            "delay, restarts (requeues), GPU-hours per GPU type and finish-time fairness "
+            "(rho: JCT over the time on an equal share of the cluster; <= 1 is fair), per "
+            "user, account or job type. --config/--state-dir add the daemon's restart "
+            "counts and the cluster's GPUs."
+        ),
+    )
+    p.add_argument("--since", default="now-7days", help="sacct -S (default now-7days)")
+    p.add_argument("--until", help="sacct -E (default now)")
+    p.add_argument("--partition", action="append", default=[], help="only this partition")
+    p.add_argument("--input", metavar="FILE", help="saved `sacct -a -X -D --json` output")
+    p.add_argument("--by", choices=GROUPS, help="one row per user, account or job type")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--config", metavar="FILE", help="the daemon config (its state_dir)")
+    where.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory")
+    p.add_argument(
+        "--capacity",
+        metavar="TYPE=N,...",
+        help="GPUs per type, for rho (default: the daemon's state, else sinfo)",
+    )
+    p.add_argument("--throughputs", metavar="FILE", help="throughput table (default shipped)")
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the report as JSON to FILE (no FILE or - : stdout) instead of the table",
+    )
+    p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR (needs matplotlib)")
+    p.set_defaults(func=run)
+
+
+def _daemon_state(args: argparse.Namespace) -> dict[str, Any] | None:
+    if not (args.config or args.state_dir):
+        return None
+    from slurm_gavel.commands.status import _state_dir, status_view
+    from slurm_gavel.state_store import StateStore
+
+    store = StateStore(_state_dir(args))
+    doc = store.load()
+    if doc is None:
+        raise InputError(f"{store.path} does not exist: the daemon has not run a round there")
+    return status_view(doc, None)
+
+
+def parse_capacity(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        gpu, eq, n = part.strip().partition("=")
+        if not eq or not gpu or not n.isdigit() or int(n) <= 0:
+            raise InputError(f"--capacity: cannot read {part!r}; write TYPE=N,... e.g. v100=8")
+        out[gpu] = int(n)
+    return out
+
+
+def sinfo_capacity() -> dict[str, int]:
+    """GPUs per type of every node sinfo lists (empty when sinfo fails)."""
+    try:
+        res = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N|%G"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    seen: dict[str, dict[str, int]] = {}
+    for line in res.stdout.splitlines() if res.returncode == 0 else []:
+        node, _, gres = line.partition("|")
+        for item in gres.split(","):
+            parts = item.split("(")[0].split(":")
+            if parts[0] == "gpu" and len(parts) == 3 and parts[2].isdigit():
+                seen.setdefault(node, {})[parts[1]] = int(parts[2])
+    cap: dict[str, int] = {}
+    for per_node in seen.values():  # a node in several partitions is listed once each
+        for gpu, n in per_node.items():
+            cap[gpu] = cap.get(gpu, 0) + n
+    return cap
+
+
+def build(args: argparse.Namespace) -> dict[str, Any]:
+    table = load_table(args.throughputs)
+    daemon = _daemon_state(args)
+    restarts = {j["id"]: int(j["restarts"]) for j in (daemon or {}).get("jobs", [])}
+    runs, unreadable = read_runs(args)
+    facts = job_facts(runs, table, restarts)
+    if args.capacity:
+        capacity = parse_capacity(args.capacity)
+    elif daemon and daemon.get("capacity"):
+        capacity = {k: int(v) for k, v in daemon["capacity"].items()}
+    else:
+        capacity = sinfo_capacity()
+    add_fairness(facts, table, capacity)
+    return {
+        "since": args.since if not args.input else None,
+        "until": args.until,
+        "by": args.by or "all",
+        "capacity": capacity,
+        "unreadable_sacct_lines": unreadable,
+        "groups": summarise(facts, args.by),
+        "jobs": [job_json(f) for f in facts],
+    }
+
+
+def _fmt(x: float | None, unit: str = "s") -> str:
+    if x is None:
+        return "-"
+    if unit == "s":
+        s = round(x)
+        h, m = divmod(s // 60, 60)
+        return f"{h}:{m:02d}:{s % 60:02d}"
+    return f"{x:.2f}"
+
+
+def format_table(report: dict[str, Any]) -> str:
+    gpus = sorted({g for row in report["groups"] for g in row["gpu_hours"]})
+    head = ["GROUP", "JOBS", "DONE", "JCT mean", "JCT p50", "QUEUE mean", "RESTARTS",
+            *[f"{g} GPU-h" for g in gpus], "RHO mean", "RHO max"]  # fmt: skip
+    rows = [head]
+    for r in report["groups"]:
+        rows.append(
+            [str(r["group"]), str(r["jobs"]), str(r["finished"]), _fmt(r["jct_s"]["mean"]),
+             _fmt(r["jct_s"]["p50"]), _fmt(r["queue_delay_s"]["mean"]), str(r["restarts"]),
+             *[_fmt(r["gpu_hours"].get(g, 0.0), "") for g in gpus],
+             _fmt(r["rho"]["mean"], ""), _fmt(r["rho"]["max"], "")]
+        )  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                       enumerate(zip(row, widths, strict=True))) for row in rows]  # fmt: skip
+    if not report["capacity"]:
+        lines.append("rho: no GPU capacity known (pass --capacity TYPE=N,... or --config)")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict[str, Any], out: Path) -> list[Path]:
+    try:
+        import matplotlib
+    except ImportError:
+        raise InputError(
+            "--plot needs matplotlib, which is not installed: pip install 'slurm-gavel[sim]'"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    groups = report["groups"]
+    names = [str(g["group"]) for g in groups]
+    written = []
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.bar(names, [(g["jct_s"]["mean"] or 0) / 3600 for g in groups])
+    ax.set_ylabel("mean JCT (hours)")
+    ax.set_title(f"Job completion time by {report['by']}")
+    fig.autofmt_xdate()
+    written.append(out / "jct.png")
+    fig.savefig(written[-1], dpi=100)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    gpus = sorted({t for g in groups for t in g["gpu_hours"]})
+    bottom = [0.0] * len(groups)
+    for t in gpus:
+        hours = [g["gpu_hours"].get(t, 0.0) for g in groups]
+        ax.bar(names, hours, bottom=bottom, label=t)
+        bottom = [b + h for b, h in zip(bottom, hours, strict=True)]
+    ax.set_ylabel("GPU-hours")
+    ax.set_title(f"GPU-hours per GPU type, by {report['by']}")
+    if gpus:
+        ax.legend()
+    fig.autofmt_xdate()
+    written.append(out / "gpu_hours.png")
+    fig.savefig(written[-1], dpi=100)
+    plt.close(fig)
+    rhos = sorted(j["rho"] for j in report["jobs"] if j["rho"] is not None)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(rhos, [(i + 1) / len(rhos) for i in range(len(rhos))], drawstyle="steps-post")
+    ax.axvline(1.0, linestyle="--", color="grey")
+    ax.set_xlabel("finish-time fairness rho (<= 1: fair)")
+    ax.set_ylabel("fraction of jobs")
+    written.append(out / "rho_cdf.png")
+    fig.savefig(written[-1], dpi=100)
+    plt.close(fig)
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    report = build(args)
+    if args.plot:
+        for path in plot(report, Path(args.plot)):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.json is None:
+        sys.stdout.write(format_table(printable(report)))
+    else:
+        text = json.dumps(report, indent=1) + "\n"  # ensure_ascii: controls escaped
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.json).write_text(text)
+    return 0
