@@ -34,10 +34,10 @@ from pathlib import Path
 from slurm_gavel.localcluster_conf import REPO, ClusterError, ClusterSpec, release
 from slurm_gavel.localcluster_state import log_tail, ours
 
-# Accounts and their users registered on `up --accounting`; the first user of each
-# account has it as default account. root submits the tests' jobs; nobody is the
-# plain user the tests act as (runuser, or SLURM_GAVEL_RUN_AS in a chroot).
-ACCOUNTS: dict[str, tuple[str, ...]] = {"physics": ("root",), "biology": ("nobody",)}
+# Accounts and their users registered on `up --accounting`; a user's default account
+# is the first one naming them. root submits the tests' jobs (either account, with
+# -A); nobody is the plain user the tests act as (runuser, or SLURM_GAVEL_RUN_AS).
+ACCOUNTS: dict[str, tuple[str, ...]] = {"physics": ("root",), "biology": ("nobody", "root")}
 DB_USER = "slurm"
 DB_NAME = "slurm_acct_db"
 # Starter is `start(name, argv, on_host)`: records the pid in the cluster's state.
@@ -263,11 +263,13 @@ def register(spec: ClusterSpec, run: Path) -> None:
     steps = [["add", "cluster", name]]
     for account in ACCOUNTS:
         steps.append(["add", "account", account, f"cluster={name}", f"description={account}"])
+    default: dict[str, str] = {}
     for account, users in ACCOUNTS.items():
         for user in users:
+            default.setdefault(user, account)
             steps.append(
-                ["add", "user", user, f"account={account}", f"defaultaccount={account}",
-                 f"cluster={name}"]
+                ["add", "user", user, f"account={account}",
+                 f"defaultaccount={default[user]}", f"cluster={name}"]
             )  # fmt: skip
     deadline = time.monotonic() + 30
     for argv in steps:

@@ -166,12 +166,15 @@ def _row(
     if last.state not in states:
         skipped.add(f"ended {last.state or 'in no state'} (kept: {','.join(states)})")
         return None
+    if not any(r.gpu_total for r in runs):
+        skipped.add("no GPUs")
+        return None
     ran = [r for r in runs if r.start is not None and r.elapsed > 0]
     if not ran:
         skipped.add("never ran")
         return None
     if any(r.gpu_total == 0 for r in ran):
-        skipped.add("no GPUs")
+        skipped.add("a run without GPUs")
         return None
     if any(r.gpu_type is None or r.gpus[r.gpu_type] != r.gpu_total for r in ran):
         skipped.add("GPU type not recorded, or several types at once")

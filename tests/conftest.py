@@ -50,6 +50,9 @@ __all__ = ["pytest_runtest_makereport"]  # the hook, imported to be found here
 pytest_plugins = ["hostile_summary"]
 REPO = Path(__file__).resolve().parent.parent
 OUR_PLUGIN = REPO / "spank" / "build" / "slurm-gavel.so"
+# The accounting cluster is small (3 nodes, 6 GPUs): its tests oversubscribe it with
+# a few jobs, and it runs beside the main cluster.
+ACCOUNTING_TOPOLOGY = "v100:1x2,p100:1x2,k80:1x2"
 
 
 def slurm_releases() -> list[str]:
@@ -319,7 +322,7 @@ def slurm_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
 def slurm_accounting_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
     """A second cluster with MariaDB and slurmdbd (up --accounting), for the tests that
     read sacct: the other tests keep the faster cluster without them."""
-    with _local_cluster(request.param, accounting=True) as cluster:
+    with _local_cluster(request.param, accounting=True, topology=ACCOUNTING_TOPOLOGY) as cluster:
         yield cluster
 
 

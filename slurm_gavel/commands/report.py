@@ -129,7 +129,7 @@ def _fmt(x: float | None, unit: str = "s") -> str:
         s = round(x)
         h, m = divmod(s // 60, 60)
         return f"{h}:{m:02d}:{s % 60:02d}"
-    return f"{x:.2f}"
+    return f"{x:.3f}"
 
 
 def format_table(report: dict[str, Any]) -> str:

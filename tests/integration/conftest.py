@@ -252,6 +252,13 @@ class Scenario:
 @pytest.fixture
 def scenario(slurm, tmp_path: Path):
     """A fresh state dir, job scripts and a (not yet started) daemon; stopped afterwards."""
+    sc = new_scenario(slurm, tmp_path)
+    yield sc
+    sc.daemon.stop()
+
+
+def new_scenario(slurm, tmp_path: Path) -> Scenario:
+    """A scenario on this cluster (its daemon not started; the caller stops it)."""
     (tmp_path / "logs").mkdir()
     (tmp_path / "managed.sh").write_text(MANAGED_JOB)
     (tmp_path / "unmanaged.sh").write_text(UNMANAGED_JOB)
@@ -273,6 +280,4 @@ def scenario(slurm, tmp_path: Path):
         "retry_max_seconds: 2}\n"
     )
     daemon = DaemonProcess(cfg, slurm.env, tmp_path / "daemon.log")
-    sc = Scenario(slurm, tmp_path, daemon, metrics_port=metrics_port)
-    yield sc
-    daemon.stop()
+    return Scenario(slurm, tmp_path, daemon, metrics_port=metrics_port)
