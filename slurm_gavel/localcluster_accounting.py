@@ -52,11 +52,15 @@ def mariadb_port(spec: ClusterSpec) -> int:
     return dbd_port(spec) + 1
 
 
-def slurm_conf_lines(spec: ClusterSpec) -> list[str]:
+def slurm_conf_lines(spec: ClusterSpec, run: Path) -> list[str]:
     """slurm.conf's accounting lines: none, or slurmdbd on loopback with the comment."""
     if not spec.accounting:
         return ["AccountingStorageType=accounting_storage/none"]
+    # Connections to slurmdbd find munge through AccountingStoragePass, not AuthInfo:
+    # a chroot release's own munged is on its own socket.
+    own_munge = release(spec.slurm).in_chroot
     return [
+        *([f"AccountingStoragePass={run}/munge/munge.socket"] if own_munge else []),
         "AccountingStorageType=accounting_storage/slurmdbd",
         "AccountingStorageHost=127.0.0.1",
         f"AccountingStoragePort={dbd_port(spec)}",

@@ -143,7 +143,7 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "MpiDefault=none",
-        *accounting_lines(spec),
+        *accounting_lines(spec, run),
         "JobCompType=jobcomp/none",
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_interval=5,sched_min_interval=100000",
@@ -191,10 +191,10 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def accounting_lines(spec: ClusterSpec) -> list[str]:
+def accounting_lines(spec: ClusterSpec, run: Path) -> list[str]:
     from slurm_gavel.localcluster_accounting import slurm_conf_lines  # imports this module
 
-    return slurm_conf_lines(spec)
+    return slurm_conf_lines(spec, run)
 
 
 def in_chroot(spec: ClusterSpec) -> bool:

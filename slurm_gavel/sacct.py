@@ -9,7 +9,8 @@ and GPUs; its restarts are its runs minus one.
 The JSON changed between releases; what this reads, seen in the captured output of
 22.05, 24.11 and 26.05 (tests/data/sacct/): times are integers (22.05) or
 ``{"set", "infinite", "number"}`` objects (later), ``state.current`` a string
-(22.05) or a list of flags (later), the comment under ``comment.job``; the GPUs
+(22.05) or a list, base state first, then flags (24.11: a requeued run is
+``["PENDING", "REQUEUED"]``), the comment under ``comment.job``; the GPUs
 allocated are the ``gres`` TRES named ``gpu:TYPE`` (slurm.conf must name them in
 AccountingStorageTRES; without it no GPU type is recorded).
 
@@ -100,7 +101,8 @@ def _state(value: Any) -> str:
     if isinstance(value, Mapping):
         value = value.get("current")
     if isinstance(value, list):  # 23.02+: ["COMPLETED"], flags after the base state
-        value = value[0] if value else ""
+        # a requeued run is ["PENDING", "REQUEUED"] (sacct -P: REQUEUED)
+        value = "REQUEUED" if "REQUEUED" in value[1:] else (value[0] if value else "")
     return _text(value).split(" ")[0]
 
 
