@@ -124,7 +124,11 @@ def ensure_chroot_slurmdbd(name: str) -> None:
         with contextlib.suppress(OSError):
             if not resolv.exists() or not resolv.read_text().strip():
                 shutil.copyfile("/etc/resolv.conf", resolv)
-        opts = [f"-o{o}" for o in rel.apt_options]
+        # apt.conf lines (mmdebstrap --aptopt) as apt-get -o KEY=VALUE
+        opts = [
+            f"-o{k}={v.strip().strip(chr(34))}"
+            for k, v in (o.split(" ", 1) for o in rel.apt_options)
+        ]
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"}
         for argv in (
             ["apt-get", *opts, "update", "-qq"],
