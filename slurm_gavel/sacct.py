@@ -7,10 +7,11 @@ record per run, the earlier ones in state REQUEUED, each with its own start, end
 and GPUs; its restarts are its runs minus one.
 
 The JSON changed between releases; what this reads, seen in the captured output of
-22.05, 24.11 and 26.05 (tests/data/sacct/): times are integers (22.05) or
-``{"set", "infinite", "number"}`` objects (later), ``state.current`` a string
-(22.05) or a list, base state first, then flags (24.11: a requeued run is
-``["PENDING", "REQUEUED"]``), the comment under ``comment.job``; the GPUs
+22.05, 24.11 and 26.05 (tests/data/sacct/): times are integers on all three
+(other numbers of 24.11+ are ``{"set", "infinite", "number"}`` objects, which
+:func:`_number` reads too), ``state.current`` a string (22.05) or a list, base
+state first, then flags (24.11+: a requeued run is ``["PENDING", "REQUEUED"]``),
+the comment under ``comment.job``; the GPUs
 allocated are the ``gres`` TRES named ``gpu:TYPE`` (slurm.conf must name them in
 AccountingStorageTRES; without it no GPU type is recorded).
 
