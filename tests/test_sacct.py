@@ -58,6 +58,7 @@ def test_json_runs_of_each_release(release):
     assert len(other) == 1 and other[0].gpu_total == 0
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize("release", RELEASES)
 def test_parsable_reads_the_same_runs_and_no_forged_record(release):
     text = (DATA / release / "sacct-P.txt").read_text()
@@ -117,6 +118,7 @@ def run(**kw) -> SacctRun:
         ("", "no gavel: comment and no mapping rule matches"),
     ],
 )
+@pytest.mark.hostile
 def test_hostile_comments_are_skipped_with_a_reason(comment, reason):
     jobs, skipped = to_trace([run(comment=comment)], TABLE)
     assert jobs == [] and dict(skipped.reasons) == {reason: 1}
@@ -236,6 +238,7 @@ def test_daemon_restart_counts_win_when_higher():
     assert facts[0].restarts == 3
 
 
+@pytest.mark.hostile(inputs=1)  # the capture's HOSTILE comment, in the terminal table
 def test_report_command_table_json_and_plot(tmp_path, capsys, monkeypatch):
     src = str(DATA / "24.11" / "sacct.json")
     cap = ["--capacity", "v100=2,p100=2,k80=2"]

@@ -40,6 +40,7 @@ def gavel(slurm, *argv: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.hostile(inputs=1)  # HOSTILE, through the real slurmdbd
 def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Path):
     slurm = slurm_accounting
     sc = new_scenario(slurm, tmp_path)
