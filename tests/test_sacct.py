@@ -252,6 +252,7 @@ def test_report_command_table_json_and_plot(tmp_path, capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out) == doc
     assert main(["report", "--input", src, "--json", str(tmp_path / "r.json"), *cap]) == 0
     assert json.loads((tmp_path / "r.json").read_text()) == doc
+    assert capsys.readouterr().out.startswith("GROUP")  # the table still on stdout
     assert not (Path.cwd() / "-").exists()
     assert main(["report", "--input", src, "--capacity", "v100=two"]) == 2
     assert "--capacity" in capsys.readouterr().err

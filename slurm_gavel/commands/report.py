@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.commands.status import printable
 from slurm_gavel.commands.trace import read_runs
 from slurm_gavel.errors import InputError
@@ -42,28 +42,21 @@ def register(sub: Any) -> None:
         help="GPUs per type, for rho (default: the daemon's state, else sinfo)",
     )
     p.add_argument("--throughputs", metavar="FILE", help="throughput table (default shipped)")
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="FILE",
-        help="write the report as JSON to FILE (no FILE or - : stdout) instead of the table",
-    )
+    add_json_option(p, "the groups and every job")
     p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR (needs matplotlib)")
     p.set_defaults(func=run)
 
 
 def _daemon_state(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The daemon's public view (status's), when --config or --state-dir names it."""
     if not (args.config or args.state_dir):
         return None
-    from slurm_gavel.commands.status import _state_dir, status_view
-    from slurm_gavel.state_store import StateStore
+    from slurm_gavel.commands.status import load_view, state_dir
 
-    store = StateStore(_state_dir(args))
-    doc = store.load()
-    if doc is None:
-        raise InputError(f"{store.path} does not exist: the daemon has not run a round there")
-    return status_view(doc, None)
+    view, warnings = load_view(state_dir(args))
+    for line in warnings:
+        print(f"slurm-gavel report: {line}", file=sys.stderr)
+    return view
 
 
 def parse_capacity(text: str) -> dict[str, int]:
@@ -206,12 +199,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         for path in plot(report, Path(args.plot)):
             print(f"wrote {path}", file=sys.stderr)
-    if args.json is None:
+    if args.json:
+        write_json(args.json, report)
+    if not to_stdout(args):
         sys.stdout.write(format_table(printable(report)))
-    else:
-        text = json.dumps(report, indent=1) + "\n"  # ensure_ascii: controls escaped
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text)
     return 0

@@ -20,7 +20,12 @@ def register(sub: Any) -> None:
         help="make job traces for the simulator (from-sacct: from Slurm's accounting)",
         description="Make job traces for `slurm-gavel simulate`.",
     )
-    tsub = p.add_subparsers(dest="trace_command", required=True, metavar="SOURCE")
+    tsub = p.add_subparsers(
+        dest="trace_command",
+        required=True,
+        metavar="SOURCE",
+        help="where the jobs come from: from-sacct (Slurm's accounting)",
+    )
     f: argparse.ArgumentParser = tsub.add_parser(
         "from-sacct",
         help="the site's past GPU jobs, from sacct, as a trace CSV",
