@@ -69,6 +69,8 @@ class Publisher:
         for job_id, text in changed.items():
             if job_id not in failed:
                 self.written[job_id] = text
+        event(log, "admin_comments_written", jobs=len(changed) - len(failed),
+              texts=len(set(changed.values())))  # fmt: skip
         if failed:
             first = sorted(failed.items())[0]
             event(log, "admin_comment_failed", logging.WARNING, jobs=len(failed),

@@ -122,10 +122,13 @@ def why(job: dict[str, Any], policy: str | None) -> str:
     """The round's decision for one job, in one line, from the daemon's data only.
 
     Stable while the decision stays the same (no figures that move every round), so
-    the daemon rewrites the job's AdminComment only when the decision changes."""
+    the daemon rewrites the job's AdminComment only when the decision changes. And
+    shared by every job with the same decision (no job id, no node: squeue has
+    those), so one scontrol command writes them all: the commands per round are
+    bounded by the kinds of decision (about a dozen per GPU type), not the jobs."""
     state = job.get("state")
     gpu_type = job.get("gpu_type")
-    where = f"{gpu_type} ({','.join(str(n) for n, _ in job.get('nodes') or [])})"
+    where = str(gpu_type)
     alloc = {t: x for t, x in job["allocation"].items() if x > 0.0}
     alloc.update({t: x for t, x in job["paired_allocation"].items() if x > 0.0})
     reason = job.get("reason") or ""
@@ -135,7 +138,7 @@ def why(job: dict[str, Any], policy: str | None) -> str:
             "signal cannot reach it)"
         )
     if state in ("starting", "running"):
-        shared = f", sharing its GPUs with job {job['partner']}" if job.get("partner") else ""
+        shared = ", sharing its GPUs with another job" if job.get("partner") else ""
         if gpu_type in alloc:
             return (
                 f"running on {where}{shared}: among the highest priorities for {gpu_type} "

@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             **{k: v for k, v in view.items() if k != "jobs"},
             "jobs": jobs,
             "meta": {
-                "command": ["slurm-gavel", *sys.argv[1:]],
+                "command": ["slurm-gavel", *getattr(args, "argv", ["status"])],
                 "slurm_gavel": {"version": __version__, "view_format": view.get("format")},
             },
             "errors": [],

@@ -88,7 +88,7 @@ def test_json_has_squeues_wrapper(state_dir, capsys):
     doc = status_json(d, capsys=capsys)
     assert doc["errors"] == [] and doc["warnings"] == []
     assert doc["meta"]["slurm_gavel"]["view_format"] == "slurm-gavel-status/1"
-    assert doc["meta"]["command"][:2] == ["slurm-gavel", *doc["meta"]["command"][1:2]]
+    assert doc["meta"]["command"] == ["slurm-gavel", "status", "--state-dir", str(d), "--json"]
     job = next(j for j in doc["jobs"] if j["id"] == "2")
     assert (job["user"], job["account"], job["partition"]) == ("alice", "nlp", "gpu")
     assert job["time_s"] == pytest.approx(sum(daemon.state.jobs["2"].received_s.values()))
