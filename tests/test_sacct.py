@@ -272,3 +272,39 @@ def test_trace_command_writes_a_trace_the_simulator_reads(tmp_path, capsys):
     assert len(load_trace(out, TABLE)) == 9
     assert main(["trace", "from-sacct", "--input", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+FAKE_SACCT = """#!{python}
+# A sacct without --json (before 21.08): prints the capture with the delimiter asked for.
+import sys
+args = sys.argv[1:]
+open({log!r}, "a").write(" ".join(args) + "\\n")
+if "--json" in args:
+    sys.exit("sacct: unrecognized option '--json'")
+delim = args[args.index("--delimiter") + 1]
+sys.stdout.write(open({capture!r}).read().replace({old!r}, delim))
+"""
+
+
+@pytest.mark.hostile(inputs=1)  # the capture's forged record, through query()'s own delimiter
+def test_query_falls_back_to_parsable_with_a_random_delimiter(tmp_path, monkeypatch):
+    from slurm_gavel.sacct import query
+
+    capture = DATA / "22.05" / "sacct-P.txt"
+    fake = tmp_path / "sacct"
+    log = tmp_path / "argv.log"
+    fake.write_text(FAKE_SACCT.format(python=sys.executable, log=str(log),
+                                      capture=str(capture), old=DELIM))  # fmt: skip
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    runs, bad, form = query("now-1day", "now", ["gpu"])
+    assert form == "parsable" and bad == 0
+    assert sorted(map(key, runs)) == sorted(map(key, captured("22.05")))
+    assert "999" not in {r.job_id for r in runs}
+    first, second = log.read_text().splitlines()
+    assert first == "-a -X -D -S now-1day -E now -r gpu --json"
+    delim = second.split("--delimiter ")[1].split(" ")[0]
+    assert len(delim) == 18 and delim != DELIM  # "|" + 16 random hex digits + "|"
+    runs2, _, _ = query("now-1day")
+    delim2 = log.read_text().splitlines()[-1].split("--delimiter ")[1].split(" ")[0]
+    assert delim2 != delim and len(runs2) == len(runs)
