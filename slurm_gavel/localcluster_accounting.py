@@ -99,7 +99,7 @@ def ensure_installed(spec: ClusterSpec) -> None:
     if missing:
         if os.geteuid() != 0:
             raise ClusterError(
-                f"--accounting needs {' '.join(missing)}: run tools/setup --accounting as root"
+                f"--accounting needs {' '.join(missing)}: run tools/setup as root"
             )
         subprocess.run(["bash", str(REPO / "tools" / "setup"), "--accounting-only"], check=True)
     if rel.in_chroot:
@@ -152,7 +152,7 @@ def start(spec: ClusterSpec, run: Path, launch: Starter) -> None:
     rel = release(spec.slurm)
     bins = mariadb_bins()
     if bins is None:
-        raise ClusterError("mariadb-server is not installed: run tools/setup --accounting")
+        raise ClusterError("mariadb-server is not installed: run tools/setup as root")
     daemon, install = bins
     db = run / "db"
     shutil.rmtree(db, ignore_errors=True)

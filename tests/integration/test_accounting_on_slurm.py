@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Pat
         ids = {str(j["job_id"]) for j in doc["jobs"]}
         if ids >= {*sc.managed, plain, other} and len(doc["jobs"]) >= 11 + restarts:
             break
-        slurm.cmd("sleep", "1")
+        time.sleep(1)
     delim = "|#7f3a#|"
     parsable = slurm.cmd(
         "sacct", "-a", "-X", "-D", "-S", "now-1hour", "-P", "--delimiter", delim,
