@@ -98,9 +98,7 @@ def ensure_installed(spec: ClusterSpec) -> None:
         missing.append("slurmdbd")
     if missing:
         if os.geteuid() != 0:
-            raise ClusterError(
-                f"--accounting needs {' '.join(missing)}: run tools/setup as root"
-            )
+            raise ClusterError(f"--accounting needs {' '.join(missing)}: run tools/setup as root")
         subprocess.run(["bash", str(REPO / "tools" / "setup"), "--accounting-only"], check=True)
     if rel.in_chroot:
         ensure_chroot_slurmdbd(rel.name)
