@@ -11,6 +11,8 @@ state the admin keeps (default COMPLETED):
 * total_steps: the work it did, sum over its runs of elapsed seconds x the
   throughput table's steps/s for that job type, GPU count and the run's GPU type
   (a job the daemon moved between types did work at each type's rate);
+* priority_weight and slo: as its comment declares them (1 and none otherwise; the
+  weight at most 1, the daemon's default cap on a user's weight);
 * account: its Slurm account.
 
 Anything else is skipped and counted by reason (`Skipped`), never guessed.
@@ -21,11 +23,16 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slurm_gavel.errors import InputError
-from slurm_gavel.managed import ManagedCommentError, parse_comment
+from slurm_gavel.managed import (
+    DEFAULT_MAX_USER_WEIGHT,
+    ManagedCommentError,
+    ManagedSpec,
+    parse_comment,
+)
 from slurm_gavel.model import Job
 from slurm_gavel.sacct import SacctRun, by_job
 from slurm_gavel.throughputs import ThroughputTable
@@ -103,8 +110,9 @@ class Skipped:
 
 def job_type_of(
     runs: Sequence[SacctRun], rules: Sequence[Rule], table: ThroughputTable
-) -> tuple[str | None, str]:
-    """(the job type, '') or (None, why not)."""
+) -> tuple[ManagedSpec | None, str]:
+    """(what the job declares, '') or (None, why not); a mapping rule's type is a
+    declaration with only the type."""
     comment = runs[0].comment
     try:
         spec = parse_comment(comment, max_weight=None)
@@ -113,10 +121,10 @@ def job_type_of(
     if spec is not None:
         if spec.job_type not in table.job_types:
             return None, "job type not in the throughput table"
-        return spec.job_type, ""
+        return spec, ""
     for rule in rules:
         if rule.matches(runs[0]):
-            return rule.job_type, ""
+            return ManagedSpec(rule.job_type), ""
     return None, "no gavel: comment and no mapping rule matches"
 
 
@@ -129,24 +137,14 @@ def to_trace(
     """The trace's jobs (sorted by arrival; simulate.traces.trace_csv writes them)
     and what was skipped, by reason."""
     skipped = Skipped()
-    kept: list[tuple[float, str, str, int, float, str]] = []
-    for job_id, job_runs in by_job(runs).items():
-        row = _row(job_id, job_runs, table, rules, states, skipped)
-        if row is not None:
-            kept.append(row)
-    kept.sort(key=lambda r: (r[0], _numeric(r[1])))
-    origin = kept[0][0] if kept else 0.0
-    jobs = [
-        Job(
-            id=job_id,
-            job_type=job_type,
-            scale_factor=scale,
-            total_steps=round(steps, 3),
-            arrival_time=round(arrival - origin, 3),
-            account=account or None,
-        )
-        for arrival, job_id, job_type, scale, steps, account in kept
+    kept = [
+        job
+        for job_id, job_runs in by_job(runs).items()
+        if (job := _job(job_id, job_runs, table, rules, states, skipped)) is not None
     ]
+    kept.sort(key=lambda j: (j.arrival_time, _numeric(j.id)))
+    origin = kept[0].arrival_time if kept else 0.0
+    jobs = [replace(j, arrival_time=round(j.arrival_time - origin, 3)) for j in kept]
     return jobs, skipped
 
 
@@ -154,14 +152,14 @@ def _numeric(job_id: str) -> tuple[int, str]:
     return (int(job_id), "") if job_id.isdigit() else (0, job_id)
 
 
-def _row(
+def _job(
     job_id: str,
     runs: list[SacctRun],
     table: ThroughputTable,
     rules: Sequence[Rule],
     states: Sequence[str],
     skipped: Skipped,
-) -> tuple[float, str, str, int, float, str] | None:
+) -> Job | None:
     last = runs[-1]
     if last.state not in states:
         skipped.add(f"ended {last.state or 'in no state'} (kept: {','.join(states)})")
@@ -184,10 +182,11 @@ def _row(
         skipped.add("GPU count changed between runs")
         return None
     scale = counts.pop()
-    job_type, why = job_type_of(runs, rules, table)
-    if job_type is None:
+    spec, why = job_type_of(runs, rules, table)
+    if spec is None:
         skipped.add(why)
         return None
+    job_type = spec.job_type
     if not table.has(job_type, scale):
         skipped.add("throughput table has no figures at this GPU count")
         return None
@@ -200,4 +199,16 @@ def _row(
     if not submits:
         skipped.add("no submit time")
         return None
-    return min(submits), job_id, job_type, scale, steps, last.account
+    # The user's own weight (at most the default cap, as the daemon clamps it) and SLO
+    # as declared; the admin's weights are the daemon's config, not part of a trace.
+    # The work is what the job did, not what it declared.
+    return Job(
+        id=job_id,
+        job_type=job_type,
+        scale_factor=scale,
+        priority_weight=min(spec.priority_weight, DEFAULT_MAX_USER_WEIGHT),
+        total_steps=round(steps, 3),
+        arrival_time=min(submits),
+        account=last.account or None,
+        slo=spec.slo,
+    )

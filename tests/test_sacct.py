@@ -151,6 +151,25 @@ def test_skip_reasons_and_kept_states():
     assert [j.id for j in jobs] == ["8"]
 
 
+@pytest.mark.hostile(inputs=3)
+def test_the_comments_weight_and_slo_go_into_the_trace_capped(tmp_path):
+    from slurm_gavel.simulate.traces import load_trace, save_trace
+
+    runs = [
+        run(job_id="1", comment="gavel:type=A3C,weight=0.25,slo=3600"),
+        run(job_id="2", comment="gavel:type=A3C,weight=1000"),  # above the cap
+        run(job_id="3", comment="gavel:type=A3C,steps=999999999"),  # declared, not done
+    ]
+    jobs, _ = to_trace(runs, TABLE)
+    assert [(j.priority_weight, j.slo) for j in jobs] == [(0.25, 3600), (1.0, None), (1.0, None)]
+    assert jobs[2].total_steps == pytest.approx(100 * TABLE.row("A3C", 1)["v100"], abs=1e-3)
+    save_trace(jobs, tmp_path / "t.csv")
+    back = load_trace(tmp_path / "t.csv", TABLE)
+    assert [(j.id, j.priority_weight, j.slo) for j in back] == [
+        ("1", 0.25, 3600), ("2", 1.0, None), ("3", 1.0, None)
+    ]  # fmt: skip
+
+
 def test_a_moved_job_did_work_at_each_types_rate():
     runs = [
         run(state="REQUEUED", elapsed=60.0, gpus={"k80": 1}),
