@@ -24,6 +24,15 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+def _failed(rc: int) -> bool:
+    """Exited with the error (1), not 0 or the requeue code. torch 2.13's gloo sometimes
+    aborts a rank after its traceback, in C++ teardown once Python has finished
+    ("terminate called without an active exception": -6), in about one exit of five
+    on this machine even with the process group destroyed first; the error is the
+    same, so that counts as failing too."""
+    return rc in (1, -6, 134)
+
+
 def _run(dirs: list[Path], restarts: int, *signal: int) -> list[subprocess.CompletedProcess[str]]:
     port = str(_port())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "GAVEL_"))}
@@ -68,7 +77,7 @@ def test_ranks_that_see_different_checkpoints_refuse_to_go_on(tmp_path: Path) ->
     shared = tmp_path / "ck"
     assert [p.returncode for p in _run([shared, shared], 0, 0, 3)] == [99, 99]
     second = _run([shared, tmp_path / "node-local"], 1)
-    assert [p.returncode for p in second] == [1, 1]
+    assert [_failed(p.returncode) for p in second] == [True, True], second
     for p in second:
         assert "RankMismatchError: the ranks resumed at different steps (0..4)" in p.stderr
         assert "file system every node sees" in p.stderr

@@ -32,6 +32,15 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
+def _failed(rc: int) -> bool:
+    """Exited with the error (1), not 0 or the requeue code. torch 2.13's gloo sometimes
+    aborts a rank after its traceback, in C++ teardown once Python has finished
+    ("terminate called without an active exception": -6), in about one exit of five
+    on this machine even with the process group destroyed first; the error is the
+    same, so that counts as failing too."""
+    return rc in (1, -6, 134)
+
+
 def _run(out: Path, restarts: int, signal_after: int | None = None) -> list[tuple[int, str]]:
     out.mkdir(mode=0o700, exist_ok=True)
     port = str(_port())
@@ -143,7 +152,7 @@ def test_a_folder_that_is_not_shared_stops_every_rank_with_a_clear_error(tmp_pat
     tmp_path.chmod(0o700)
     node0, node1 = tmp_path / "node0", tmp_path / "node1"
     saved = _local([node0, node1], 0, "save")  # rank 1 cannot see rank 0's directory
-    assert [p.returncode for p in saved] == [1, 1]
+    assert [_failed(p.returncode) for p in saved] == [True, True], saved
     assert "must be on a shared file system" in saved[1].stderr
     assert "rank 1 could not open the checkpoint directory" in saved[0].stderr
     assert not list((node0 / "8").glob("dcp-*"))  # nothing complete (a partial, never read)
@@ -151,7 +160,7 @@ def test_a_folder_that_is_not_shared_stops_every_rank_with_a_clear_error(tmp_pat
     shared = tmp_path / "shared"
     assert [p.returncode for p in _local([shared, shared], 0, "save")] == [0, 0]
     loaded = _local([shared, node1], 1, "load")  # rank 1 would start over from step 0
-    assert [p.returncode for p in loaded] == [1, 1]
+    assert [_failed(p.returncode) for p in loaded] == [True, True], loaded
     for p in loaded:
         assert "RankMismatchError: the ranks see different checkpoints" in p.stderr, p.stderr
         assert "file system every node sees" in p.stderr
