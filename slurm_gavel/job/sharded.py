@@ -31,7 +31,6 @@ torch is imported only inside the functions.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import pickle
 import secrets
@@ -161,20 +160,29 @@ class _AppState:
                 obj.load_state_dict(state[name])
 
 
+class _Refused(pickle.UnpicklingError):
+    """A global the metadata may not name (a malformed pickle is another error)."""
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     """DCP's ``.metadata``: its own classes, torch sizes, dtypes and layouts; nothing else."""
 
     def find_class(self, module: str, name: str) -> Any:
         import torch
 
-        obj = super().find_class(module, name) if module.startswith(("torch", "pathlib")) else None
-        if (module, name) == ("collections", "OrderedDict"):
-            return super().find_class(module, name)
+        # Only these modules are looked into (importing another could run its code).
+        refused = _Refused(f"{module}.{name} is not DCP metadata")
+        if module not in DCP_MODULES and module not in {m for m, _ in DCP_NAMES}:
+            raise refused
+        try:
+            obj = super().find_class(module, name)
+        except (AttributeError, ImportError):
+            raise refused from None
         if module in DCP_MODULES and isinstance(obj, type) and obj.__module__ == module:
             return obj
         if (module, name) in DCP_NAMES or (module == "torch" and isinstance(obj, torch.dtype)):
             return obj
-        raise pickle.UnpicklingError(f"{module}.{name} is not DCP metadata")
+        raise refused
 
 
 @contextlib.contextmanager
@@ -210,12 +218,18 @@ def _read_extra(folder: Path, name: str, allow_pickle: bool) -> Any:
                 extra = load_payload(f, start, allow_pickle)
             except pickle.UnpicklingError as e:
                 raise _unsafe(folder / name / sd.EXTRA, e) from None
+            except Exception as e:  # verified bytes that do not load: skipped, never a crash
+                raise Unverified(f"cannot load {sd.EXTRA} ({type(e).__name__}: {e})") from None
+        if not isinstance(extra, dict):
+            raise Unverified(f"{sd.EXTRA} is not a slurm-gavel payload")
         if not allow_pickle:
             with open_own_file(sub, ".metadata") as m:
                 try:
                     _MetadataUnpickler(m).load()
-                except pickle.UnpicklingError as e:
+                except _Refused as e:
                     raise _unsafe(folder / name / ".metadata", e) from None
+                except Exception as e:  # malformed: skipped, never a crash
+                    raise Unverified(f"cannot load .metadata ({type(e).__name__}: {e})") from None
     finally:
         os.close(sub)
     return extra
@@ -328,8 +342,23 @@ def load_sharded(
                 rank, why = problems[0]
                 warn(f"ignoring incomplete checkpoint {folder / name}: {why} (seen by rank {rank})")
             continue
-        read = functools.partial(_read_extra, folder, name, allow_pickle)
-        extra = _on_every_rank(group, "read the checkpoint", read)[group.rank]
+        extra, outcome = None, ("ok", "")
+        try:
+            extra = _read_extra(folder, name, allow_pickle)
+        except UnsafeCheckpointError as e:
+            outcome = ("unsafe", str(e))
+        except (Unverified, OSError) as e:
+            outcome = ("skip", str(e))
+        outcomes = group.gather(outcome)  # the same files on every rank: the same outcome
+        unsafe = [said for kind, said in outcomes if kind == "unsafe"]
+        if unsafe:
+            raise UnsafeCheckpointError(unsafe[0])
+        skipped = [(r, said) for r, (kind, said) in enumerate(outcomes) if kind == "skip"]
+        if skipped:
+            if group.rank == 0:
+                rank, why = skipped[0]
+                warn(f"ignoring checkpoint {folder / name}: {why} (seen by rank {rank})")
+            continue
         reader = dcp.FileSystemReader(str(folder / name))
         try:
             with _quiet_if_solo(group):

@@ -14,6 +14,7 @@ import hashlib
 import os
 import pickle
 import stat
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -345,3 +346,33 @@ def test_saving_a_step_again_replaces_its_directory(folder: Path) -> None:
     assert sorted(p.name for p in folder.iterdir()) == ["dcp-000000000002"]
     got = _load(folder)
     assert got is not None and got[0] == 2 and _same(got[1], newer)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pickle.dumps(os.system),  # posix.system
+        pickle.dumps(torch.load),  # torch.serialization.load: a torch module, not metadata
+        b"ctorch\nload\n.",  # torch.load through the allowed module "torch"
+        b"ctorch.utils.bottleneck.__main__\nmain\n.",  # importing it would run code
+        b"cpathlib\nPath.touch\n.",  # an allowed module, a method of a class in it
+    ],
+)
+def test_dcp_metadata_naming_anything_but_its_classes_is_refused(
+    folder: Path, two: Any, payload: bytes
+) -> None:
+    _replant(folder, 2, ".metadata", payload)
+    with pytest.raises(UnsafeCheckpointError, match="is not DCP metadata"):
+        _load(folder)
+    assert "torch.utils.bottleneck.__main__" not in sys.modules
+
+
+def test_vouched_for_metadata_that_is_no_pickle_is_skipped_never_a_crash(
+    folder: Path, two: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A .metadata the marker vouches for, which still does not load."""
+    _replant(folder, 2, ".metadata", b"\x80\x04not a pickle at all")
+    got = _load(folder)
+    assert got is not None and got[0] == 1 and _same(got[1], two[0])
+    err = capsys.readouterr().err
+    assert f"ignoring checkpoint {folder / step_dir_name(2)}: cannot load .metadata" in err
