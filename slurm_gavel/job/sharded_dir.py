@@ -223,17 +223,21 @@ def finish(folder: Path, partial: str, step: int, files: FileHashes) -> Path:
             os.rename(final, aside, src_dir_fd=fd, dst_dir_fd=fd)
         os.rename(partial, final, src_dir_fd=fd, dst_dir_fd=fd)
         os.fsync(fd)
-        _prune(fd, keep_partial=None)
+        _prune(fd)
     finally:
         os.close(fd)
     return folder / final
 
 
-def _prune(fd: int, keep_partial: str | None) -> None:
-    """Remove all but the newest KEEP complete directories, and every leftover partial."""
+def _prune(fd: int) -> None:
+    """Remove all but the newest KEEP complete directories, and every leftover partial.
+
+    Called by rank 0 once its own partial is renamed: any partial left is from a save
+    that died (one job writes one folder at a time).
+    """
     names = os.listdir(fd)
     steps = sorted((n for n in names if STEP_DIR.match(n)), reverse=True)
-    for n in steps[KEEP:] + [n for n in names if PARTIAL.match(n) and n != keep_partial]:
+    for n in steps[KEEP:] + [n for n in names if PARTIAL.match(n)]:
         remove_tree_at(fd, n)
 
 
