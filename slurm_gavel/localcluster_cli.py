@@ -69,6 +69,14 @@ def parser() -> argparse.ArgumentParser:
         "the cluster, accounts and users",
     )
     p.add_argument(
+        "--shards",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with up: N gres/shard per fake GPU, so jobs can share a GPU "
+        "(docs/admin-guide.md, shard set-up; default 0: none)",
+    )
+    p.add_argument(
         "--foreground",
         action="store_true",
         help="with up: stay in the foreground and stop the cluster on SIGTERM",
@@ -109,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 hold_on_arrival=not args.no_hold,
                 slurm=args.slurm,
                 accounting=args.accounting,
+                shards=args.shards,
             )
             parse_topology(spec.topology)
             lc.up(spec, run, port_base_auto=auto)

@@ -102,6 +102,7 @@ class ClusterSpec:
     hold_on_arrival: bool = True  # JobSubmitPlugins=lua with conf/slurm/job_submit.lua
     slurm: str = HOST_RELEASE  # the release: the host's packages, or a chroot
     accounting: bool = False  # slurmdbd + MariaDB (localcluster_accounting)
+    shards: int = 0  # gres/shard per fake GPU (0: none); docs/admin-guide.md, shard set-up
 
     def node_names(self) -> list[tuple[str, NodeGroup]]:
         return [
@@ -148,7 +149,7 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
         "SchedulerType=sched/backfill",
         "SchedulerParameters=bf_interval=5,sched_min_interval=100000",
         "PriorityType=priority/basic",
-        "GresTypes=gpu",
+        "GresTypes=gpu,shard" if spec.shards else "GresTypes=gpu",
         # The managed-job protocol: exit 99 = checkpointed, requeue and hold.
         "JobRequeue=1",
         f"RequeueExitHold={REQUEUE_HOLD_EXIT}",
@@ -169,7 +170,7 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
         lines.append(
             f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 "
             f"Port={spec.port_base + 1 + i} CPUs=16 RealMemory=64000 "
-            f"Gres=gpu:{g.gpu_type}:{g.gpus_per_node} State=UNKNOWN"
+            f"Gres=gpu:{g.gpu_type}:{g.gpus_per_node}{_shard_gres(spec, g)} State=UNKNOWN"
         )
     groups = parse_topology(spec.topology)
     if spec.partitions not in ("per-type", "shared", "both"):
@@ -209,13 +210,20 @@ def _munge_lines(spec: ClusterSpec, run: Path) -> list[str]:
     return [f"AuthInfo=socket={run}/munge/munge.socket", "CredType=cred/munge"]
 
 
+def _shard_gres(spec: ClusterSpec, g: NodeGroup) -> str:
+    if spec.shards < 0:
+        raise ClusterError(f"--shards {spec.shards}: give a count of shards per GPU, 0 for none")
+    return f",shard:{spec.shards * g.gpus_per_node}" if spec.shards else ""
+
+
 def gres_conf_text(spec: ClusterSpec, run: Path) -> str:
     lines = ["# Written by tools/local-cluster: empty files stand in for GPU devices."]
     for name, g in spec.node_names():
-        lines.append(
-            f"NodeName={name} Name=gpu Type={g.gpu_type} "
-            f"File={run}/dev/{name}/gpu[0-{g.gpus_per_node - 1}]"
-        )
+        files = f"{run}/dev/{name}/gpu[0-{g.gpus_per_node - 1}]"
+        lines.append(f"NodeName={name} Name=gpu Type={g.gpu_type} File={files}")
+        if spec.shards:
+            # Shards need no File=: slurmd spreads Count evenly over the node's GPUs.
+            lines.append(f"NodeName={name} Name=shard Count={spec.shards * g.gpus_per_node}")
     return "\n".join(lines) + "\n"
 
 

@@ -78,13 +78,17 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+# The session fixtures parametrized by release (a test module may add its own cluster).
+RELEASE_FIXTURES = ("slurm_session", "slurm_accounting_session", "slurm_shards_session")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Leave out (not skip: CI fails on skips) the release a test does not run on."""
     keep, drop = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
         params = callspec.params if callspec else {}
-        release = params.get("slurm_session", params.get("slurm_accounting_session"))
+        release = next((params[k] for k in RELEASE_FIXTURES if k in params), None)
         only = item.get_closest_marker("slurm_release")
         wanted = set(only.args) if only else set(chroot.RELEASES)
         if item.get_closest_marker("torch"):
@@ -323,6 +327,14 @@ def slurm_accounting_session(request: pytest.FixtureRequest) -> Iterator[LocalSl
     """A second cluster with MariaDB and slurmdbd (up --accounting), for the tests that
     read sacct: the other tests keep the faster cluster without them."""
     with _local_cluster(request.param, accounting=True, topology=ACCOUNTING_TOPOLOGY) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session", params=slurm_releases())
+def slurm_shards_session(request: pytest.FixtureRequest) -> Iterator[LocalSlurm]:
+    """A small cluster with 2 gres/shard per GPU (up --shards 2), for the GPU-sharing
+    tests: the other tests keep the cluster without shards."""
+    with _local_cluster(request.param, shards=2, topology="v100:1x2,k80:1x2") as cluster:
         yield cluster
 
 

@@ -152,3 +152,34 @@ def gpu_gres(text: str) -> list[tuple[str | None, int]]:
         if m:
             out.append((m.group(1), int(m.group(2))))
     return out
+
+
+# One node's allocation in a job's gres_detail or a node's gres_used: 22.05 writes
+# shard:1(IDX:0) and gpu:v100:1(IDX:1); 24.11+ write whole GPUs the same way but shards
+# as one used/total count per GPU of the node, shard:1(1/2,0/2) ('-' when none: 26.05).
+_IDX = re.compile(r"\(IDX:([0-9,\-]+)\)$")
+_PER_GPU = re.compile(r"\(((?:[0-9-]+/\d+,?)+)\)$")
+
+
+def gres_indices(detail: str, name: str) -> tuple[int, ...]:
+    """The GPU indices that one node's ``name`` (gpu or shard) allocation sits on:
+    ``shard:1(IDX:0)`` and ``shard:1(1/2,0/2)`` -> (0,); ``gpu:v100:2(IDX:0-1)`` -> (0, 1).
+    () when the string holds no such allocation or no index (IDX:N/A)."""
+    out: set[int] = set()
+    for item in re.split(r",(?![^()]*\))", detail or ""):
+        item = item.strip()
+        if item.split(":", 1)[0] != name:
+            continue
+        m = _IDX.search(item)
+        if m:
+            for part in m.group(1).split(","):
+                lo, _, hi = part.partition("-")
+                if lo.isdigit() and (not hi or hi.isdigit()):
+                    out.update(range(int(lo), int(hi or lo) + 1))
+            continue
+        m = _PER_GPU.search(item)
+        if m:
+            for i, used in enumerate(p.split("/")[0] for p in m.group(1).split(",")):
+                if used.isdigit() and int(used) > 0:
+                    out.add(i)
+    return tuple(sorted(out))

@@ -286,3 +286,20 @@ def _get_unix(path: Path, url: str) -> dict:
     conn = _UnixHTTP(path)
     conn.request("GET", url)
     return json.loads(conn.getresponse().read())
+
+
+def test_shards_add_a_shard_gres_per_fake_gpu(tmp_path):
+    plain = ClusterSpec(topology="v100:1x4,k80:1x2", port_base=20000)
+    assert "GresTypes=gpu" in slurm_conf_text(plain, tmp_path).splitlines()
+    assert ",shard" not in slurm_conf_text(plain, tmp_path)
+    assert "Name=shard" not in gres_conf_text(plain, tmp_path)
+    spec = ClusterSpec(topology="v100:1x4,k80:1x2", port_base=20000, shards=2)
+    conf = slurm_conf_text(spec, tmp_path).splitlines()
+    assert "GresTypes=gpu,shard" in conf
+    nodes = [ln for ln in conf if ln.startswith("NodeName=")]
+    assert "Gres=gpu:v100:4,shard:8 " in nodes[0] and "Gres=gpu:k80:2,shard:4 " in nodes[1]
+    gres = gres_conf_text(spec, tmp_path).splitlines()
+    assert "NodeName=v100-1 Name=shard Count=8" in gres
+    assert "NodeName=k80-1 Name=shard Count=4" in gres
+    with pytest.raises(ClusterError, match="--shards -1"):
+        slurm_conf_text(ClusterSpec(topology="v100:1x1", shards=-1), tmp_path)
