@@ -154,6 +154,24 @@ def gpu_gres(text: str) -> list[tuple[str | None, int]]:
     return out
 
 
+_SHARD_ITEM = re.compile(r"^shard(?::([^:=(]+))?[:=](\d+)(?:\(.*\))?$")
+
+
+def shard_gres(text: str) -> list[tuple[str | None, int]]:
+    """gres/shard entries of a GRES/TRES string: ``gpu:v100:2,shard:v100:4`` ->
+    [("v100", 4)]; ``shard:1(IDX:0)`` -> [(None, 1)]; ``gres/shard:2`` -> [(None, 2)]."""
+    out: list[tuple[str | None, int]] = []
+    for item in re.split(r",(?![^()]*\))", text or ""):
+        item = item.strip()
+        for prefix in ("gres:", "gres/"):
+            if item.startswith(prefix):
+                item = item[len(prefix) :]
+        m = _SHARD_ITEM.match(item)
+        if m:
+            out.append((m.group(1), int(m.group(2))))
+    return out
+
+
 # One node's allocation in a job's gres_detail or a node's gres_used: 22.05 writes
 # shard:1(IDX:0) and gpu:v100:1(IDX:1); 24.11+ write whole GPUs the same way but shards
 # as one used/total count per GPU of the node, shard:1(1/2,0/2) ('-' when none: 26.05).

@@ -38,8 +38,10 @@ from slurm_gavel.backends.slurm_fields import (
     exit_code,
     expand_hostlist,
     gpu_gres,
+    gres_indices,
     job_state,
     number,
+    shard_gres,
     state_list,
 )
 from slurm_gavel.backends.slurm_release import (
@@ -61,12 +63,13 @@ class SlurmNode:
     flags: frozenset[str]  # upper case: DRAIN, NOT_RESPONDING, ...
     gpu_type: str | None  # None: no typed GPU (untyped GPUs have no place in Gavel)
     gpus: int
-    gpus_used: int
+    gpus_used: int  # GPUs busy: whole-allocated or with any shard in use
     partitions: tuple[str, ...]
     reason: str = ""
     # When the node's slurmd started (0: not reported, as in 23.11+ sinfo records): a
     # change means slurmd restarted (slurm_old_runs.py).
     slurmd_start_time: int = 0
+    shards: int = 0  # gres/shard configured on the node (all its GPUs together)
 
     @property
     def drained(self) -> bool:
@@ -124,6 +127,10 @@ class GpuSlice:
     node: str
     gpu_type: str | None
     gpus: int
+    # The GPU indices on the node, where Slurm names them (gres_detail's IDX or, for
+    # shards on 24.11+, its per-GPU counts); () when it does not.
+    indices: tuple[int, ...] = ()
+    shards: int = 0  # gres/shard held on those GPUs; 0: whole GPUs
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,7 @@ class SlurmJob:
     # When Slurm lets the job start at the earliest (a requeued job: requeue + ~121 s,
     # Slurm's own delay before a job runs again); 0 when unset.
     eligible_time: int = 0
+    shard_request: int = 0  # gres/shard per node asked (tres_per_node)
 
     @property
     def held(self) -> bool:
@@ -324,11 +332,22 @@ def _make_node(
         flags=frozenset(flags),
         gpu_type=gpu_type,
         gpus=sum(n for t, n in typed if t == gpu_type),
-        gpus_used=sum(n for t, n in used if t in (gpu_type, None)),
+        gpus_used=_gpus_used(used, gpu_type, gres_used),
         partitions=tuple(str(p) for p in partitions if p),
         reason=str(reason or ""),
         slurmd_start_time=started,
+        shards=sum(n for _, n in shard_gres(gres)),
     )
+
+
+def _gpus_used(used: list[tuple[str | None, int]], gpu_type: str | None, text: str) -> int:
+    """gres_used's gpu entry leaves out GPUs handed out as shards (every release;
+    docs/admin-guide.md, shard set-up): those count as busy by their indices."""
+    whole = sum(n for t, n in used if t in (gpu_type, None))
+    by_shard = set(gres_indices(text, "shard"))
+    if not by_shard:
+        return whole
+    return len(set(gres_indices(text, "gpu")) | by_shard) or whole
 
 
 def parse_jobs(
@@ -373,6 +392,7 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             account=str(raw.get("account") or ""),
             user=str(raw.get("user_name") or ""),
             gpu_request_total=req_total[0] if req_total else None,
+            shard_request=sum(n for _, n in shard_gres(str(raw.get("tres_per_node") or ""))),
             qos=str(raw.get("qos") or ""),
             user_id=None if user_id is None else number(user_id),
             eligible_time=max(0, number(raw.get("eligible_time"))),
@@ -385,9 +405,15 @@ def _slices(nodes: Iterable[str], details: list[Any]) -> tuple[GpuSlice, ...]:
     """gres_detail holds one string per allocated node, in node-list order."""
     out = []
     for node, detail in zip(nodes, details, strict=False):
-        for gpu_type, count in gpu_gres(str(detail)):
+        text = str(detail)
+        for gpu_type, count in gpu_gres(text):
             if count:
-                out.append(GpuSlice(node, gpu_type, count))
+                out.append(GpuSlice(node, gpu_type, count, gres_indices(text, "gpu")))
+        shards = sum(n for _, n in shard_gres(text))
+        if shards:
+            # A job's shards on a node come from one GPU (all releases measured).
+            idx = gres_indices(text, "shard")
+            out.append(GpuSlice(node, None, max(1, len(idx)), idx, shards))
     return tuple(out)
 
 

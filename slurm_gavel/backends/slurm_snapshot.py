@@ -19,19 +19,19 @@ from slurm_gavel.backends.base import (
     RoundPlacement,
 )
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm_pairs import (
+    RUNNING_STATES,
+    pair_on_shards,
+    running,
+    shard_partners,
+    whole_gpu_as_shards,
+)
+from slurm_gavel.backends.slurm_pairs import (
+    managed_gpus as managed_gpus_of,
+)
 from slurm_gavel.managed import ManagedCommentError, ManagedSpec, parse_comment
 from slurm_gavel.model import Job, JobId
 
-RUNNING_STATES = {
-    "RUNNING",
-    "CONFIGURING",
-    "COMPLETING",
-    "SUSPENDED",
-    "STOPPED",
-    "SIGNALING",
-    "STAGE_OUT",
-    "RESIZING",
-}
 WAITING_STATES = {
     "PENDING",
     "REQUEUED",
@@ -75,6 +75,7 @@ def build_view(
     warnings: list[str] = []
     managed: dict[JobId, SlurmJob] = {}
     observed: list[ObservedJob] = []
+    specs: list[tuple[SlurmJob, ManagedSpec, float]] = []
     for sj in jobs:
         if not is_managed_partition(sj.partitions, managed_partitions):
             continue
@@ -90,14 +91,22 @@ def build_view(
         managed[sj.job_id] = sj
         arrival = min(float(sj.submit_time), first_submit.get(sj.job_id, float("inf")))
         first_submit[sj.job_id] = arrival
-        observed.append(_observed(sj, spec, arrival))
+        specs.append((sj, spec, arrival))
+    partners = shard_partners(managed.values())
+    for sj in running(managed.values()):
+        alone = [s for s in sj.gpu_slices if s.shards]
+        if alone and sj.job_id not in partners:
+            where = ", ".join(f"{s.node} GPU {list(s.indices) or '?'}" for s in alone)
+            warnings.append(
+                f"job {sj.job_id} holds shards of {where} and shares them with no other "
+                "managed job: its pair did not land on one GPU, or its partner ended"
+            )
+    types = {n.name: n.gpu_type for n in nodes}
+    for sj, spec, arrival in specs:
+        observed.append(_observed(sj, spec, arrival, partners.get(sj.job_id), types))
     for gone in [j for j in first_submit if j not in managed]:
         del first_submit[gone]
-    managed_gpus: dict[str, int] = {}
-    for sj in managed.values():
-        if sj.state in RUNNING_STATES:
-            for s in sj.gpu_slices:
-                managed_gpus[s.node] = managed_gpus.get(s.node, 0) + s.gpus
+    managed_gpus = managed_gpus_of(managed.values())
     out_nodes: list[Node] = []
     for sn in nodes:
         if not is_managed_partition(sn.partitions, managed_partitions) or sn.gpus == 0:
@@ -126,7 +135,13 @@ def build_view(
     return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings)
 
 
-def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
+def _observed(
+    sj: SlurmJob,
+    spec: ManagedSpec,
+    arrival: float,
+    partner: JobId | None = None,
+    node_types: dict[str, str | None] | None = None,
+) -> ObservedJob:
     scale = spec.scale_factor
     if scale is None and sj.gpu_request is not None:
         scale = sj.gpu_request[1] * max(1, sj.node_count)
@@ -154,11 +169,14 @@ def _observed(sj: SlurmJob, spec: ManagedSpec, arrival: float) -> ObservedJob:
         request = sj.gpu_request or sj.gpu_request_total
         if gpu_type is None and request is not None:
             gpu_type = request[0]
+        if gpu_type is None and slices and node_types:  # shards name no GPU type
+            gpu_type = node_types.get(slices[0].node)
         return ObservedJob(
             job=job,
             state=JobState.RUNNING,
             gpu_type=gpu_type,
             nodes=slices,
+            partner=partner,
             restarts=sj.restarts,
             user_id=uid,
         )
@@ -214,8 +232,11 @@ class StartOrder:
     gpu_type: str
     gpus_per_node: int
     nodes: tuple[str, ...]
+    shards: int = 0  # gres/shard per node instead of whole GPUs (one job of a pair)
 
     def gres(self) -> str:
+        if self.shards:
+            return f"shard:{self.shards}"  # untyped, as below
         # Untyped on purpose: the node list fixes the type, and Slurm 22.05 makes a
         # job "never runnable" (BadConstraints) once its GRES type is changed by an
         # update (gpu:v100:2 -> gpu:k80:1), while gpu:2 -> gpu:1 on other nodes works.
@@ -241,7 +262,7 @@ def plan_act(
 ) -> ActPlan:
     plan = ActPlan()
     by_id = {j.job.id: j for j in view.snapshot.jobs}
-    shared_with: set[JobId] = set()
+    apart: dict[JobId, str] = {}  # first job of a pair that cannot share -> why
     for job_id, jp in placement.jobs.items():
         obs = by_id.get(job_id)
         if obs is None:
@@ -250,20 +271,18 @@ def plan_act(
         if obs.state is JobState.DONE:
             plan.failed.append((job_id, "job has finished"))
             continue
-        if jp.partner is not None and jp.partner in shared_with:
-            plan.failed.append(
-                (
-                    job_id,
-                    f"GPU sharing with {jp.partner} is not supported on "
-                    "Slurm (needs shards); job left waiting",
-                )
-            )
+        if jp.partner is not None and jp.partner in apart:
+            plan.failed.append((job_id, f"not sharing with {jp.partner}: {apart[jp.partner]}"))
             continue
         if jp.partner is not None:
-            shared_with.add(job_id)
+            why = pair_on_shards(jp, view.nodes)
+            if isinstance(why, str):
+                apart[job_id] = why + "; the pair runs apart, this job waits"
+                jp = replace(jp, partner=None)
         current = None
         if obs.state is JobState.RUNNING and obs.gpu_type is not None:
-            current = JobPlacement(job_id, obs.gpu_type, obs.nodes, jp.partner)
+            partner = _current_partner(obs, jp, view, by_id, placement)
+            current = JobPlacement(job_id, obs.gpu_type, obs.nodes, partner)
         if current is not None and jp.same_place(current):
             plan.keep.append(job_id)
             continue
@@ -281,6 +300,26 @@ def plan_act(
         elif obs.state is JobState.PENDING and not view.managed[job_id].held:
             plan.hold.append(job_id)  # released in an earlier round, must not start now
     return plan
+
+
+def _current_partner(
+    obs: ObservedJob,
+    jp: JobPlacement,
+    view: SlurmView,
+    by_id: dict[JobId, ObservedJob],
+    placement: RoundPlacement,
+) -> JobId | None:
+    """The partner a running job has for the lease test. A job on shards keeps them
+    when its partner leaves (preempted or ended: it runs on alone, the other half of
+    the GPU stays free) and when it is paired with a job not running yet (that job
+    starts on the shards left beside it)."""
+    if obs.partner is not None and obs.partner in placement.jobs:
+        return obs.partner
+    on_shards = any(s.shards for s in view.managed[obs.job.id].gpu_slices)
+    if not on_shards or jp.partner is None:
+        return None
+    other = by_id.get(jp.partner)
+    return jp.partner if other is None or other.state is not JobState.RUNNING else None
 
 
 def _start_order(
@@ -317,7 +356,14 @@ def _start_order(
     # otherwise prefer a partition named after the GPU type, then the first.
     partition = next((p for p in current if p in candidates), None)
     partition = partition or (jp.gpu_type if jp.gpu_type in candidates else candidates[0])
-    return StartOrder(jp.job_id, partition, jp.gpu_type, counts.pop(), names)
+    shards: int | str = 0
+    if jp.partner is not None:
+        shards = pair_on_shards(jp, view.nodes)
+    elif view.managed[jp.job_id].shard_request:
+        shards = whole_gpu_as_shards(jp, view.nodes)
+    if isinstance(shards, str):
+        return shards
+    return StartOrder(jp.job_id, partition, jp.gpu_type, counts.pop(), names, shards)
 
 
 def render_update(order: StartOrder) -> str:

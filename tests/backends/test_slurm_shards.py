@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm_fields import gres_indices
-from slurm_gavel.backends.slurm_json import parse_jobs
+from slurm_gavel.backends.slurm_fields import gres_indices, shard_gres
+from slurm_gavel.backends.slurm_json import GpuSlice, parse_jobs, parse_nodes
 
 DATA = Path(__file__).parent / "data"
 CAPTURES = {
@@ -55,15 +55,25 @@ def test_two_shard_jobs_report_the_same_gpu_index(release):
 
 
 @pytest.mark.parametrize("release", sorted(CAPTURES))
-def test_shard_jobs_ask_no_gpu_and_hold_no_gpu_slice(release):
-    """The daemon's job parser sees a shard job as one without GPUs: the shard request
-    is not a gpu request, and its gres_detail yields no GPU slice."""
+def test_shard_jobs_hold_a_slice_of_one_gpu_with_its_index(release):
+    """A shard job asks no gpu (its request is a shard request) but holds one GPU's
+    shards: the parser gives it a slice of one GPU with the index and the shard count."""
     ids = scenario(release)
     _, jobs = parse_jobs(load(release, 0))
     by_id = {j.job_id: j for j in jobs}
-    for k in ("a", "b", "m"):
-        assert by_id[ids[k]].gpu_request is None and by_id[ids[k]].gpu_slices == ()
-    assert by_id[ids["c"]].gpu_slices[0].gpus == 1
+    for k, node in (("a", "v100-1"), ("b", "v100-1"), ("m", "k80-1")):
+        assert by_id[ids[k]].gpu_request is None
+        assert by_id[ids[k]].gpu_slices == (GpuSlice(node, None, 1, (0,), 1),)
+    assert by_id[ids["c"]].gpu_slices == (GpuSlice("v100-1", "v100", 1, (1,), 0),)
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_nodes_count_shard_held_gpus_as_busy(release):
+    _, nodes = parse_nodes(load(release, 1))
+    by_name = {n.name: n for n in nodes}
+    assert (by_name["v100-1"].gpus, by_name["v100-1"].gpus_used) == (2, 2)
+    assert (by_name["k80-1"].gpus, by_name["k80-1"].gpus_used) == (2, 1)
+    assert by_name["v100-1"].shards == by_name["k80-1"].shards == 4
 
 
 @pytest.mark.parametrize("release", sorted(CAPTURES))
@@ -97,3 +107,20 @@ def test_node_gres_used_leaves_shard_held_gpus_out_of_the_gpu_count(release):
 )
 def test_gres_indices(detail, name, want):
     assert gres_indices(detail, name) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("gpu:v100:2,shard:v100:4", [("v100", 4)]),
+        ("shard:1(IDX:0)", [(None, 1)]),
+        ("shard:1(1/2,0/2)", [(None, 1)]),
+        ("gres/shard:2", [(None, 2)]),
+        ("gres:shard:k80:1", [("k80", 1)]),
+        ("gpu:v100:2", []),
+        ("shards:2", []),
+        ("shard:x", []),
+    ],
+)
+def test_shard_gres(text, want):
+    assert shard_gres(text) == want

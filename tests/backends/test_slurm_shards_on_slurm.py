@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import time
 
+from slurm_gavel.backends.base import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_fields import gres_indices
+from tests.backends.test_slurm_cli import backend, managed
 
 
 def _wait_running(slurm, ids, timeout=30.0):
@@ -44,5 +46,97 @@ def test_two_shard_jobs_share_a_gpu_and_keep_whole_gpu_jobs_off_it(slurm_shards_
         e = slurm.sbatch("--gres=shard:1", *sub)
         time.sleep(6)  # a few scheduling passes (sched_min_interval, bf_interval=5)
         assert slurm.state(d) == slurm.state(e) == "PENDING"
+    finally:
+        slurm.cancel_all()
+
+
+# --- the daemon's backend enacting pairs (SlurmCluster.act) --------------------------
+
+
+def _pair(round_index, jobs):
+    """{job: (gpu type, node, partner or None)} -> the round's placement (one GPU each)."""
+    return RoundPlacement(
+        round_index,
+        0.0,
+        60.0,
+        {
+            j: JobPlacement(j, t, (NodeSlice(node, 1),), partner)
+            for j, (t, node, partner) in jobs.items()
+        },
+    )
+
+
+def _observed(b):
+    return {o.job.id: o for o in b.observe().jobs}
+
+
+def _shard_gpu(slurm, job_id):
+    (detail,) = _detail(slurm, job_id)
+    return gres_indices(detail, "shard")
+
+
+def _start_pair(slurm, tmp_path):
+    a, b_ = (managed(slurm, tmp_path, n) for n in ("a", "b"))
+    b = backend(slurm)
+    b.observe()
+    res = b.act(_pair(0, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
+    assert sorted(res.started) == sorted([a, b_]) and not res.failed, res
+    _wait_running(slurm, [a, b_])
+    return b, a, b_
+
+
+def test_a_pair_shares_one_gpu_and_keeps_its_lease(slurm_shards_session, tmp_path):
+    slurm = slurm_shards_session
+    slurm.cancel_all()
+    try:
+        b, a, b_ = _start_pair(slurm, tmp_path)
+        assert _shard_gpu(slurm, a) == _shard_gpu(slurm, b_) != ()  # what Slurm reports
+        obs = _observed(b)
+        assert (obs[a].partner, obs[b_].partner) == (b_, a)
+        assert obs[a].nodes == obs[b_].nodes == (NodeSlice("v100-1", 1),)
+        before = b.commands.total
+        res = b.act(_pair(1, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
+        assert sorted(res.kept) == sorted([a, b_]) and b.commands.total == before
+        # The node's two GPUs: one shared by the pair, one free for a whole-GPU job.
+        (node,) = [n for n in b.observe().nodes if n.name == "v100-1"]
+        assert node.gpus_held_unmanaged == 0
+    finally:
+        slurm.cancel_all()
+
+
+def test_one_of_a_pair_preempted_leaves_the_other_running(slurm_shards_session, tmp_path):
+    slurm = slurm_shards_session
+    slurm.cancel_all()
+    try:
+        b, a, b_ = _start_pair(slurm, tmp_path)
+        b.observe()
+        res = b.act(_pair(1, {a: ("v100", "v100-1", None)}))
+        assert res.preempted == (b_,) and res.kept == (a,) and not res.failed, res
+        assert slurm.show(b_)["JobState"] == "SPECIAL_EXIT"
+        assert slurm.state(a) == "RUNNING" and _shard_gpu(slurm, a) != ()
+    finally:
+        slurm.cancel_all()
+
+
+def test_a_job_moves_from_shared_to_whole_gpu_and_back(slurm_shards_session, tmp_path):
+    slurm = slurm_shards_session
+    slurm.cancel_all()
+    try:
+        b, a, b_ = _start_pair(slurm, tmp_path)
+        b.observe()
+        res = b.act(_pair(1, {a: ("k80", "k80-1", None)}))  # b_ preempted, a alone
+        assert res.moved == (a,) and res.preempted == (b_,) and not res.failed, res
+        slurm.wait_state(a, "RUNNING")
+        # Alone on a whole GPU: all the shards of one GPU of k80-1 (2 of its 4).
+        assert slurm.show(a)["NodeList"] == "k80-1" and len(_shard_gpu(slurm, a)) == 1
+        (node,) = [n for n in b.observe().nodes if n.name == "k80-1"]
+        assert node.gpus_held_unmanaged == 0
+        b.observe()
+        res = b.act(_pair(2, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
+        assert res.moved == (a,) and res.started == (b_,) and not res.failed, res
+        _wait_running(slurm, [a, b_], timeout=60)
+        assert _shard_gpu(slurm, a) == _shard_gpu(slurm, b_) != ()
+        obs = _observed(b)
+        assert (obs[a].partner, obs[b_].partner) == (b_, a)
     finally:
         slurm.cancel_all()

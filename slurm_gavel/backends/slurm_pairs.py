@@ -1,0 +1,94 @@
+"""Space-sharing pairs on Slurm through gres/shard: who shares a GPU (as Slurm reports
+it), how many GPUs that is, and what each job of a pair asks for. Pure; the facts per
+release are in docs/admin-guide.md, shard set-up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from slurm_gavel.backends.base import JobPlacement
+from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
+from slurm_gavel.model import JobId
+
+RUNNING_STATES = {
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "SUSPENDED",
+    "STOPPED",
+    "SIGNALING",
+    "STAGE_OUT",
+    "RESIZING",
+}
+
+
+def running(jobs: Iterable[SlurmJob]) -> Iterable[SlurmJob]:
+    return (sj for sj in jobs if sj.state in RUNNING_STATES)
+
+
+def managed_gpus(jobs: Iterable[SlurmJob]) -> dict[str, int]:
+    """GPUs per node the managed jobs hold: a GPU two jobs share as shards counts once."""
+    counts: dict[str, int] = {}
+    by_index: set[tuple[str, int]] = set()
+    for sj in running(jobs):
+        for s in sj.gpu_slices:
+            if s.indices:
+                by_index.update((s.node, i) for i in s.indices)
+            else:
+                counts[s.node] = counts.get(s.node, 0) + s.gpus
+    for node, _ in by_index:
+        counts[node] = counts.get(node, 0) + 1
+    return counts
+
+
+def shard_partners(jobs: Iterable[SlurmJob]) -> dict[JobId, JobId]:
+    """Running jobs that hold shards of exactly the same GPUs, two by two: what Slurm
+    says really shares (the GPU indices of gres_detail), not what was asked."""
+    groups: dict[tuple[tuple[str, tuple[int, ...]], ...], list[JobId]] = {}
+    for sj in running(jobs):
+        key = tuple(sorted((s.node, s.indices) for s in sj.gpu_slices if s.shards))
+        if key and all(idx for _, idx in key) and len(key) == len(sj.gpu_slices):
+            groups.setdefault(key, []).append(sj.job_id)
+    out: dict[JobId, JobId] = {}
+    for ids in groups.values():
+        if len(ids) == 2:
+            out[ids[0]], out[ids[1]] = ids[1], ids[0]
+    return out
+
+
+def pair_on_shards(jp: JobPlacement, nodes: Mapping[str, SlurmNode]) -> int | str:
+    """Shards per node each job of a pair asks for so that the two fill one GPU, or why
+    Slurm cannot put the pair on one GPU (docs/admin-guide.md, shard set-up)."""
+    if any(s.gpus != 1 for s in jp.nodes) or len(jp.nodes) != 1:
+        return (
+            f"a pair on {jp.gpus} GPUs: only one-GPU pairs can share through gres/shard "
+            "(a job's shards come from one GPU of a node)"
+        )
+    node = nodes.get(jp.nodes[0].node)
+    if node is None or node.gpus == 0:
+        return f"unknown node {jp.nodes[0].node}"
+    per_gpu = node.shards // node.gpus
+    if per_gpu < 2 or per_gpu % 2 or node.shards % node.gpus:
+        return (
+            f"node {node.name} has {node.shards} gres/shard for {node.gpus} GPUs; sharing "
+            "needs an even count of at least 2 per GPU (GresTypes=gpu,shard, "
+            "docs/admin-guide.md, shard set-up)"
+        )
+    return per_gpu // 2
+
+
+def whole_gpu_as_shards(jp: JobPlacement, nodes: Mapping[str, SlurmNode]) -> int | str:
+    """A job that once asked for shards goes on asking for shards: Slurm 22.05 refuses
+    any gpu request on it afterwards ("Invalid generic resource"). All the shards of
+    one GPU are that GPU alone, since a job's shards come from one GPU."""
+    per_gpu = {
+        n.shards // n.gpus if n.gpus and n.shards and not n.shards % n.gpus else 0
+        for n in (nodes[s.node] for s in jp.nodes)
+    }
+    if any(s.gpus != 1 for s in jp.nodes) or len(per_gpu) != 1 or 0 in per_gpu:
+        return (
+            f"it ran on shards before, and Slurm refuses a gpu request on such a job; "
+            f"as shards it can only have one GPU per node ({jp.gpus} GPUs on "
+            f"{','.join(s.node for s in jp.nodes)} asked, each with the same shards per GPU)"
+        )
+    return per_gpu.pop()

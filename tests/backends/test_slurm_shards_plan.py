@@ -1,0 +1,117 @@
+"""Pairs enacted with gres/shard, planned from the captures of each release
+(tests/backends/data/<release>/shards/): what Slurm reports decides who shares."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from slurm_gavel.backends.base import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_snapshot import build_view, plan_act, render_update
+from tests.backends.test_slurm_shards import CAPTURES, load, scenario
+
+MANAGED = "gavel:type=ResNet-18"
+
+
+def shard_view(release, managed=("a", "b", "c", "d", "e", "m")):
+    ids = scenario(release)
+    _, nodes = parse_nodes(load(release, 1))
+    _, jobs = parse_jobs(load(release, 0))
+    want = {ids[k] for k in managed}
+    jobs = [replace(j, comment=MANAGED) if j.job_id in want else j for j in jobs]
+    return ids, build_view(nodes, jobs, None, 1000.0)
+
+
+def jp(job_id, gpu_type, *slices, partner=None):
+    return JobPlacement(job_id, gpu_type, tuple(NodeSlice(n, g) for n, g in slices), partner)
+
+
+def pair(a, b, node, gpu_type, gpus=1):
+    return {
+        a: jp(a, gpu_type, (node, gpus), partner=b),
+        b: jp(b, gpu_type, (node, gpus), partner=a),
+    }
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_two_jobs_on_one_gpus_shards_are_partners_and_the_gpu_counts_once(release):
+    ids, v = shard_view(release)
+    obs = {o.job.id: o for o in v.snapshot.jobs}
+    a, b, c, m = (obs[ids[k]] for k in "abcm")
+    assert (a.partner, b.partner) == (ids["b"], ids["a"])
+    assert c.partner is None and m.partner is None  # m holds shards alone
+    (warning,) = [w for w in v.warnings if "shares them with no other" in w]
+    assert warning.startswith(f"job {ids['m']} holds shards of k80-1 GPU [0]")
+    assert (a.gpu_type, a.nodes) == ("v100", (NodeSlice("v100-1", 1),))
+    assert (m.gpu_type, m.nodes) == ("k80", (NodeSlice("k80-1", 1),))
+    nodes = {n.name: n for n in v.snapshot.nodes}
+    # v100-1: GPU 0 (a+b's shards) and GPU 1 (c), all managed: none held by others.
+    assert nodes["v100-1"].gpus_held_unmanaged == 0
+    assert nodes["k80-1"].gpus_held_unmanaged == 0
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_a_pair_that_stays_together_is_kept(release):
+    ids, v = shard_view(release)
+    a, b = ids["a"], ids["b"]
+    plan = plan_act(RoundPlacement(0, 0, 60, pair(a, b, "v100-1", "v100")), v, None)
+    assert sorted(plan.keep) == sorted([a, b]) and not plan.moves and not plan.failed
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_a_job_left_alone_on_shards_is_kept_beside_its_new_partner(release):
+    ids, v = shard_view(release)
+    m, d = ids["m"], ids["d"]  # m alone on k80-1's shards, d waiting
+    plan = plan_act(RoundPlacement(0, 0, 60, pair(m, d, "k80-1", "k80")), v, None)
+    assert plan.keep == [m] and [o.job_id for o in plan.starts] == [d]
+    assert plan.starts[0].shards == 1
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_a_new_pair_asks_half_a_gpus_shards_each(release):
+    ids, v = shard_view(release)
+    d, e = ids["d"], ids["e"]  # waiting
+    plan = plan_act(RoundPlacement(0, 0, 60, pair(d, e, "k80-1", "k80")), v, None)
+    assert [o.job_id for o in plan.starts] == [d, e] and not plan.failed
+    for order in plan.starts:
+        assert order.shards == 1  # 2 shards per GPU: one each fills GPU
+        assert "NodeList=k80-1 Gres=shard:1 StartTime=now" in render_update(order)
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_moves_between_shared_and_whole_gpus(release):
+    ids, v = shard_view(release)
+    a, b, c = ids["a"], ids["b"], ids["c"]
+    # b preempted, a placed alone where it is: a keeps its shards and runs on.
+    plan = plan_act(RoundPlacement(0, 0, 60, {a: jp(a, "v100", ("v100-1", 1))}), v, None)
+    assert plan.keep == [a] and b in plan.preempt
+    assert not plan.moves
+    # a alone on a whole GPU elsewhere: it moves, asking all the shards of one GPU
+    # (22.05 refuses a gpu request on a job that asked for shards).
+    plan = plan_act(RoundPlacement(0, 0, 60, {a: jp(a, "k80", ("k80-1", 1))}), v, None)
+    assert [o.job_id for o in plan.moves] == [a] and plan.moves[0].shards == 2
+    assert "NodeList=k80-1 Gres=shard:2 " in render_update(plan.moves[0])
+    # ... which cannot give it two GPUs of one node: it is not moved, and says why.
+    plan = plan_act(RoundPlacement(0, 0, 60, {a: jp(a, "k80", ("k80-1", 2))}), v, None)
+    ((job, why),) = plan.failed
+    assert job == a and "ran on shards before" in why and not plan.moves
+    # c never asked for shards: placed alone elsewhere, it moves on a whole GPU.
+    plan = plan_act(RoundPlacement(0, 0, 60, {c: jp(c, "k80", ("k80-1", 1))}), v, None)
+    assert "NodeList=k80-1 Gres=gpu:1 " in render_update(plan.moves[0])
+    # c, on a whole GPU now, paired with a: c moves onto shards, a stays.
+    placement = pair(a, c, "v100-1", "v100")
+    plan = plan_act(RoundPlacement(0, 0, 60, placement), v, None)
+    assert [o.job_id for o in plan.moves] == [a, c]  # a's partner changes: b -> c
+    assert all(o.shards == 1 for o in plan.moves)
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_a_pair_that_cannot_share_runs_apart_and_says_why(release):
+    ids, v = shard_view(release)
+    d, e = ids["d"], ids["e"]
+    plan = plan_act(RoundPlacement(0, 0, 60, pair(d, e, "v100-1", "v100", gpus=2)), v, None)
+    assert [o.job_id for o in plan.starts] == [d] and plan.starts[0].shards == 0
+    ((job, why),) = plan.failed
+    assert job == e and f"not sharing with {d}" in why and "one-GPU pairs" in why
