@@ -5,10 +5,14 @@ release are in docs/admin-guide.md, shard set-up."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-from slurm_gavel.backends.base import JobPlacement
+from slurm_gavel.backends.base import JobPlacement, RoundPlacement
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.model import JobId
+
+if TYPE_CHECKING:
+    from slurm_gavel.backends.slurm_snapshot import StartOrder
 
 RUNNING_STATES = {
     "RUNNING",
@@ -92,3 +96,45 @@ def whole_gpu_as_shards(jp: JobPlacement, nodes: Mapping[str, SlurmNode]) -> int
             f"{','.join(s.node for s in jp.nodes)} asked, each with the same shards per GPU)"
         )
     return per_gpu.pop()
+
+
+def defer_pairs_beside_leaving_shards(
+    starts: list[StartOrder],
+    failed: list[tuple[JobId, str]],
+    leaving: Iterable[JobId],
+    managed: Mapping[JobId, SlurmJob],
+    placement: RoundPlacement,
+) -> None:
+    """Slurm gives shards first fit: a pair member started while another job holds
+    half of a GPU on its node (one stopping this round, or one running on alone) lands
+    beside that job, and its partner on another GPU. Such a pair does not start; it
+    waits (in place: starts shrinks, failed says why) until the half is free."""
+    gone = set(leaving)
+    paired = shard_partners(managed.values())
+    busy: dict[str, tuple[JobId, str]] = {}
+    for sj in running(managed.values()):
+        if sj.job_id in gone:
+            why = "stops this round; its shards are not free yet"
+        elif sj.job_id not in paired:
+            why = "runs alone on half a GPU there"
+        else:
+            continue
+        for s in sj.gpu_slices:
+            if s.shards:
+                busy.setdefault(s.node, (sj.job_id, why))
+    deferred: dict[JobId, tuple[JobId, str]] = {}
+    for o in starts:
+        holder = busy.get(o.nodes[0]) if o.shards else None
+        if holder is not None and holder[0] != placement.jobs[o.job_id].partner:
+            deferred[o.job_id] = holder
+    starting = {o.job_id for o in starts}
+    for job_id, holder in list(deferred.items()):
+        partner = placement.jobs[job_id].partner
+        if partner is not None and partner in starting:
+            deferred.setdefault(partner, holder)
+    if deferred:
+        starts[:] = [o for o in starts if o.job_id not in deferred]
+        failed += [
+            (j, f"pair waits: job {who} {why}, and Slurm would put this job beside it")
+            for j, (who, why) in deferred.items()
+        ]

@@ -21,6 +21,7 @@ from slurm_gavel.backends.base import (
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_pairs import (
     RUNNING_STATES,
+    defer_pairs_beside_leaving_shards,
     pair_on_shards,
     running,
     shard_partners,
@@ -299,6 +300,9 @@ def plan_act(
             plan.preempt.append(job_id)
         elif obs.state is JobState.PENDING and not view.managed[job_id].held:
             plan.hold.append(job_id)  # released in an earlier round, must not start now
+    defer_pairs_beside_leaving_shards(
+        plan.starts, plan.failed, plan.to_signal, view.managed, placement
+    )
     return plan
 
 

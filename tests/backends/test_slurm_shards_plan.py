@@ -15,10 +15,11 @@ from tests.backends.test_slurm_shards import CAPTURES, load, scenario
 MANAGED = "gavel:type=ResNet-18"
 
 
-def shard_view(release, managed=("a", "b", "c", "d", "e", "m")):
+def shard_view(release, managed=("a", "b", "c", "d", "e", "m"), drop=()):
     ids = scenario(release)
     _, nodes = parse_nodes(load(release, 1))
     _, jobs = parse_jobs(load(release, 0))
+    jobs = [j for j in jobs if j.job_id not in {ids[k] for k in drop}]
     want = {ids[k] for k in managed}
     jobs = [replace(j, comment=MANAGED) if j.job_id in want else j for j in jobs]
     return ids, build_view(nodes, jobs, None, 1000.0)
@@ -71,7 +72,7 @@ def test_a_job_left_alone_on_shards_is_kept_beside_its_new_partner(release):
 
 @pytest.mark.parametrize("release", sorted(CAPTURES))
 def test_a_new_pair_asks_half_a_gpus_shards_each(release):
-    ids, v = shard_view(release)
+    ids, v = shard_view(release, drop=("m",))  # k80-1 has no shard in use
     d, e = ids["d"], ids["e"]  # waiting
     plan = plan_act(RoundPlacement(0, 0, 60, pair(d, e, "k80-1", "k80")), v, None)
     assert [o.job_id for o in plan.starts] == [d, e] and not plan.failed
@@ -115,3 +116,22 @@ def test_a_pair_that_cannot_share_runs_apart_and_says_why(release):
     assert [o.job_id for o in plan.starts] == [d] and plan.starts[0].shards == 0
     ((job, why),) = plan.failed
     assert job == e and f"not sharing with {d}" in why and "one-GPU pairs" in why
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_a_pair_waits_a_round_beside_shards_that_are_leaving(release):
+    ids, v = shard_view(release)
+    d, e, m = ids["d"], ids["e"], ids["m"]
+    # m (on k80-1's shards) is preempted: a new pair on k80-1 would land beside it.
+    plan = plan_act(RoundPlacement(0, 0, 60, pair(d, e, "k80-1", "k80")), v, None)
+    assert m in plan.preempt and not plan.starts
+    assert sorted(j for j, _ in plan.failed) == sorted([d, e])
+    assert all(f"job {m} stops this round" in why for _, why in plan.failed)
+    # m kept, alone on half of GPU 0: the pair would split the same way; it waits too.
+    placement = {**pair(d, e, "k80-1", "k80"), m: jp(m, "k80", ("k80-1", 1))}
+    plan = plan_act(RoundPlacement(0, 0, 60, placement), v, None)
+    assert plan.keep == [m] and not plan.starts
+    assert all(f"job {m} runs alone on half a GPU" in why for _, why in plan.failed)
+    # A whole-GPU job is not held back (Slurm gives it a GPU with no shard in use).
+    plan = plan_act(RoundPlacement(0, 0, 60, {d: jp(d, "k80", ("k80-1", 1))}), v, None)
+    assert [o.job_id for o in plan.starts] == [d]

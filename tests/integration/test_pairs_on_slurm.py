@@ -1,0 +1,59 @@
+"""`slurm-gavel run` with a packed policy on the local cluster with gres/shard
+(up --shards 2): the daemon pairs jobs on one GPU, Slurm reports both jobs of a pair
+on the same GPU index, and every job completes through the checkpoint protocol."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from slurm_gavel.backends.slurm_fields import gres_indices
+from tests.integration.conftest import FINISHED, new_scenario
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def shared_gpus(slurm) -> set[tuple[str, int]]:
+    """(node, GPU index) held as shards by two running jobs at once, as squeue says."""
+    flag = "--json" if slurm.release == "22.05" else "--json=v0.0.42"
+    doc = json.loads(slurm.cmd("squeue", flag, "-t", "RUNNING").stdout)
+    seen: dict[tuple[str, int], int] = {}
+    for job in doc["jobs"]:
+        state = job["job_state"]
+        if (state if isinstance(state, str) else state[0]) != "RUNNING":
+            continue
+        for detail in job.get("gres_detail") or []:
+            for i in gres_indices(detail, "shard"):
+                key = (job["nodes"], i)
+                seen[key] = seen.get(key, 0) + 1
+    return {k for k, n in seen.items() if n == 2}
+
+
+def test_packed_policy_runs_pairs_on_one_gpu(slurm_shards_session, tmp_path):
+    slurm = slurm_shards_session
+    slurm.cancel_all()
+    sc = new_scenario(slurm, tmp_path)
+    cfg = sc.daemon.config
+    cfg.write_text(cfg.read_text().replace("policy: max_min_fairness\n",
+                                           "policy: max_min_fairness_packed\n"))  # fmt: skip
+    try:
+        # 8 one-GPU jobs on 4 GPUs: the packed policy pairs some of them.
+        for job_type in ("ResNet-18 (batch size 32)", "A3C") * 4:
+            sc.submit(job_type, steps=10)
+        sc.daemon.start()
+        pairs: set[tuple[str, int]] = set()
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            pairs |= shared_gpus(slurm)
+            if all(s in FINISHED for s in sc.states(list(sc.managed)).values()):
+                break
+            time.sleep(0.5)
+        states = sc.wait_finished(list(sc.managed), timeout=5)
+        sc.assert_all_completed(states)
+        assert pairs, "no two jobs were ever seen on the same GPU's shards"
+        assert not sc.daemon.events("round_failed")
+    finally:
+        sc.daemon.stop()
+        slurm.cancel_all()
