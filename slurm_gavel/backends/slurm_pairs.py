@@ -30,6 +30,17 @@ def running(jobs: Iterable[SlurmJob]) -> Iterable[SlurmJob]:
     return (sj for sj in jobs if sj.state in RUNNING_STATES)
 
 
+def holds_half_a_gpu(sj: SlurmJob, nodes: Mapping[str, SlurmNode]) -> bool:
+    """Whether the job holds some but not all of a GPU's shards somewhere (all of them
+    is that GPU alone: a whole GPU asked as shards)."""
+    for s in sj.gpu_slices:
+        node = nodes.get(s.node)
+        per_gpu = node.shards // node.gpus if node is not None and node.gpus else 0
+        if s.shards and s.shards < per_gpu * max(1, len(s.indices)):
+            return True
+    return False
+
+
 def managed_gpus(jobs: Iterable[SlurmJob]) -> dict[str, int]:
     """GPUs per node the managed jobs hold: a GPU two jobs share as shards counts once."""
     counts: dict[str, int] = {}
@@ -103,6 +114,7 @@ def defer_pairs_beside_leaving_shards(
     failed: list[tuple[JobId, str]],
     leaving: Iterable[JobId],
     managed: Mapping[JobId, SlurmJob],
+    nodes: Mapping[str, SlurmNode],
     placement: RoundPlacement,
 ) -> None:
     """Slurm gives shards first fit: a pair member started while another job holds
@@ -113,6 +125,8 @@ def defer_pairs_beside_leaving_shards(
     paired = shard_partners(managed.values())
     busy: dict[str, tuple[JobId, str]] = {}
     for sj in running(managed.values()):
+        if not holds_half_a_gpu(sj, nodes):
+            continue
         if sj.job_id in gone:
             why = "stops this round; its shards are not free yet"
         elif sj.job_id not in paired:
@@ -124,8 +138,9 @@ def defer_pairs_beside_leaving_shards(
                 busy.setdefault(s.node, (sj.job_id, why))
     deferred: dict[JobId, tuple[JobId, str]] = {}
     for o in starts:
-        holder = busy.get(o.nodes[0]) if o.shards else None
-        if holder is not None and holder[0] != placement.jobs[o.job_id].partner:
+        partner = placement.jobs[o.job_id].partner
+        holder = busy.get(o.nodes[0]) if o.shards and partner is not None else None
+        if holder is not None and holder[0] != partner:
             deferred[o.job_id] = holder
     starting = {o.job_id for o in starts}
     for job_id, holder in list(deferred.items()):
@@ -138,3 +153,17 @@ def defer_pairs_beside_leaving_shards(
             (j, f"pair waits: job {who} {why}, and Slurm would put this job beside it")
             for j, (who, why) in deferred.items()
         ]
+
+
+def lone_shard_holders(
+    managed: Mapping[JobId, SlurmJob], nodes: Mapping[str, SlurmNode]
+) -> dict[str, JobId]:
+    """Per node, a running managed job on shards with no partner (half a GPU in use)."""
+    paired = shard_partners(managed.values())
+    return {
+        s.node: sj.job_id
+        for sj in running(managed.values())
+        if sj.job_id not in paired and holds_half_a_gpu(sj, nodes)
+        for s in sj.gpu_slices
+        if s.shards
+    }

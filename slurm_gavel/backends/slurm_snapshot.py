@@ -22,6 +22,8 @@ from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_pairs import (
     RUNNING_STATES,
     defer_pairs_beside_leaving_shards,
+    holds_half_a_gpu,
+    lone_shard_holders,
     pair_on_shards,
     running,
     shard_partners,
@@ -94,9 +96,10 @@ def build_view(
         first_submit[sj.job_id] = arrival
         specs.append((sj, spec, arrival))
     partners = shard_partners(managed.values())
+    by_name = {n.name: n for n in nodes}
     for sj in running(managed.values()):
         alone = [s for s in sj.gpu_slices if s.shards]
-        if alone and sj.job_id not in partners:
+        if sj.job_id not in partners and holds_half_a_gpu(sj, by_name):
             where = ", ".join(f"{s.node} GPU {list(s.indices) or '?'}" for s in alone)
             warnings.append(
                 f"job {sj.job_id} holds shards of {where} and shares them with no other "
@@ -301,9 +304,30 @@ def plan_act(
         elif obs.state is JobState.PENDING and not view.managed[job_id].held:
             plan.hold.append(job_id)  # released in an earlier round, must not start now
     defer_pairs_beside_leaving_shards(
-        plan.starts, plan.failed, plan.to_signal, view.managed, placement
+        plan.starts, plan.failed, plan.to_signal, view.managed, view.nodes, placement
     )
+    _stop_moves_beside_lone_shards(plan, view, placement)
     return plan
+
+
+def _stop_moves_beside_lone_shards(
+    plan: ActPlan, view: SlurmView, placement: RoundPlacement
+) -> None:
+    """A pair member moved next to a job alone on half a GPU would land beside it (first
+    fit): it is stopped now and starts once the half is free (as for starts)."""
+    lone = lone_shard_holders(view.managed, view.nodes)
+    for o in list(plan.moves):
+        partner = placement.jobs[o.job_id].partner
+        holder = lone.get(o.nodes[0]) if o.shards and partner is not None else None
+        if holder is None or partner is None or holder in (o.job_id, partner):
+            continue
+        plan.moves.remove(o)
+        plan.preempt.append(o.job_id)
+        why = f"pair waits: job {holder} runs alone on half a GPU there; stopped meanwhile"
+        plan.failed.append((o.job_id, why))
+        if any(p.job_id == partner for p in plan.starts):
+            plan.starts = [p for p in plan.starts if p.job_id != partner]
+            plan.failed.append((partner, why))
 
 
 def _current_partner(
@@ -363,7 +387,12 @@ def _start_order(
     shards: int | str = 0
     if jp.partner is not None:
         shards = pair_on_shards(jp, view.nodes)
-    elif view.managed[jp.job_id].shard_request:
+    elif view.managed[jp.job_id].shard_request or isinstance(
+        whole_gpu_as_shards(jp, view.nodes), int
+    ):
+        # On nodes with shards a one-GPU-per-node job asks for one GPU's shards: 22.05
+        # refuses to switch a job between gpu and shard requests in either direction
+        # once the daemon has set one, so a job that may be paired later never asks gpu.
         shards = whole_gpu_as_shards(jp, view.nodes)
     if isinstance(shards, str):
         return shards

@@ -98,9 +98,13 @@ def test_moves_between_shared_and_whole_gpus(release):
     plan = plan_act(RoundPlacement(0, 0, 60, {a: jp(a, "k80", ("k80-1", 2))}), v, None)
     ((job, why),) = plan.failed
     assert job == a and "ran on shards before" in why and not plan.moves
-    # c never asked for shards: placed alone elsewhere, it moves on a whole GPU.
+    # c never asked for shards: on a node with shards one GPU is still asked as that
+    # GPU's shards (22.05 would refuse to pair it later otherwise) ...
     plan = plan_act(RoundPlacement(0, 0, 60, {c: jp(c, "k80", ("k80-1", 1))}), v, None)
-    assert "NodeList=k80-1 Gres=gpu:1 " in render_update(plan.moves[0])
+    assert "NodeList=k80-1 Gres=shard:2 " in render_update(plan.moves[0])
+    # ... and two GPUs of one node as gpu:2.
+    plan = plan_act(RoundPlacement(0, 0, 60, {c: jp(c, "k80", ("k80-1", 2))}), v, None)
+    assert "NodeList=k80-1 Gres=gpu:2 " in render_update(plan.moves[0])
     # c, on a whole GPU now, paired with a: c moves onto shards, a stays.
     placement = pair(a, c, "v100-1", "v100")
     plan = plan_act(RoundPlacement(0, 0, 60, placement), v, None)
@@ -135,3 +139,17 @@ def test_a_pair_waits_a_round_beside_shards_that_are_leaving(release):
     # A whole-GPU job is not held back (Slurm gives it a GPU with no shard in use).
     plan = plan_act(RoundPlacement(0, 0, 60, {d: jp(d, "k80", ("k80-1", 1))}), v, None)
     assert [o.job_id for o in plan.starts] == [d]
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_a_pair_member_moved_beside_a_lone_shard_job_is_stopped_and_waits(release):
+    ids, v = shard_view(release)
+    c, d, m = ids["c"], ids["d"], ids["m"]
+    # c (whole GPU on v100-1) paired with d on k80-1, where m runs alone on half a GPU.
+    placement = {**pair(c, d, "k80-1", "k80"), m: jp(m, "k80", ("k80-1", 1))}
+    plan = plan_act(RoundPlacement(0, 0, 60, placement), v, None)
+    assert plan.keep == [m] and not plan.moves and not plan.starts
+    assert c in plan.preempt
+    reasons = dict(plan.failed)
+    assert f"job {m} runs alone on half a GPU" in reasons[c]
+    assert f"job {m} runs alone on half a GPU" in reasons[d]

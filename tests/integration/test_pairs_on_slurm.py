@@ -54,6 +54,9 @@ def test_packed_policy_runs_pairs_on_one_gpu(slurm_shards_session, tmp_path):
         sc.assert_all_completed(states)
         assert pairs, "no two jobs were ever seen on the same GPU's shards"
         assert not sc.daemon.events("round_failed")
+        # No placement was refused by Slurm (22.05 refuses gpu <-> shard switches).
+        refused = [e for e in sc.daemon.events("action_failed") if "Invalid" in str(e)]
+        assert not refused, refused
     finally:
         sc.daemon.stop()
         slurm.cancel_all()
