@@ -41,6 +41,14 @@ class CheckpointConfig:
     signal: str = "USR1"
     # Seconds a job gets to exit after the signal before the daemon requeue-holds it.
     grace_seconds: float = 30.0
+    # Most seconds a job may ask for with grace= (--gavel-grace); a longer ask is capped.
+    # None: grace_seconds, so no job gets longer than the site's grace until the admin says.
+    max_grace_seconds: float | None = None
+
+    @property
+    def grace_cap(self) -> float:
+        return self.grace_seconds if self.max_grace_seconds is None else self.max_grace_seconds
+
     # Exit code meaning "checkpointed, requeue me held"; must equal RequeueExitHold.
     requeue_exit_code: int = 99
 
@@ -199,7 +207,7 @@ _TOP_KEYS = [
     "log_format",
     "log_level",
 ]
-_CHECKPOINT_KEYS = ["signal", "grace_seconds", "requeue_exit_code"]
+_CHECKPOINT_KEYS = ["signal", "grace_seconds", "max_grace_seconds", "requeue_exit_code"]
 _SLURM_KEYS = [
     "command_timeout_seconds",
     "retry_initial_seconds",
@@ -219,6 +227,11 @@ def _checkpoint(doc: Any, where: str) -> CheckpointConfig:
         signal=_signal_name(d["signal"], f"{where}.signal") if "signal" in d else base.signal,
         grace_seconds=_number(
             d.get("grace_seconds", base.grace_seconds), f"{where}.grace_seconds", minimum=0
+        ),
+        max_grace_seconds=(
+            None
+            if d.get("max_grace_seconds") is None
+            else _number(d["max_grace_seconds"], f"{where}.max_grace_seconds", minimum=0)
         ),
         requeue_exit_code=_integer(
             d.get("requeue_exit_code", base.requeue_exit_code),
@@ -414,6 +427,24 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
     return cfg
 
 
+def _check_max_grace(cfg: Config, w: str) -> None:
+    ck = cfg.checkpoint
+    if ck.max_grace_seconds is None:
+        return
+    if ck.max_grace_seconds < ck.grace_seconds:
+        raise ConfigError(
+            f"{w}checkpoint.max_grace_seconds ({ck.max_grace_seconds:g}) is below "
+            f"checkpoint.grace_seconds ({ck.grace_seconds:g}): a job asking grace= could get "
+            "less than one asking nothing; raise max_grace_seconds or lower grace_seconds"
+        )
+    if ck.max_grace_seconds >= cfg.round_seconds:
+        raise ConfigError(
+            f"{w}checkpoint.max_grace_seconds ({ck.max_grace_seconds:g}) must be shorter than "
+            f"round_seconds ({cfg.round_seconds:g}), or a job given the most grace would hold "
+            "its GPUs for the whole next round; lower the maximum or lengthen the round"
+        )
+
+
 def _cross_checks(cfg: Config, w: str) -> None:
     """Values that are each fine alone but impossible together."""
     if cfg.checkpoint.grace_seconds >= cfg.round_seconds:
@@ -422,6 +453,7 @@ def _cross_checks(cfg: Config, w: str) -> None:
             f"than round_seconds ({cfg.round_seconds:g}), or preempted jobs would hold their "
             "GPUs for the whole next round; shorten the grace or lengthen the round"
         )
+    _check_max_grace(cfg, w)
     if cfg.preemption_overhead_seconds >= cfg.round_seconds:
         raise ConfigError(
             f"{w}preemption_overhead_seconds ({cfg.preemption_overhead_seconds:g}) is not "

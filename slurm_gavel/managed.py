@@ -18,6 +18,8 @@ strings, run against all three; docs/admin-guide.md section 4 is the written spe
     scale   = integer 1..1024                GPUs (Gavel's scale factor)
     steps   = integer 1..10^12               total steps, for finish-time policies
     slo     = decimal, 0 < slo <= 10^9       seconds after submission
+    grace   = integer 1..86400               seconds the job needs to checkpoint and exit
+                                             (capped by the admin's checkpoint.max_grace_seconds)
     weight  = decimal, 0 < weight <= cap     the user's own factor; cap default 1
     integer = "0" / [1-9][0-9]*              at most 13 digits
     decimal = integer ["." 1-6 digits]       integer part at most 10 digits
@@ -42,8 +44,10 @@ from enum import StrEnum
 from slurm_gavel.errors import InputError
 
 PREFIX = "gavel:"
-FORM = "--comment=gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS]"
-KEYS = ("type", "scale", "weight", "steps", "slo")
+FORM = (
+    "--comment=gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS][,grace=SECONDS]"
+)
+KEYS = ("type", "scale", "weight", "steps", "slo", "grace")
 MAX_COMMENT_BYTES = 256
 MAX_TYPE_CHARS = 64
 TYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ._()-")
@@ -52,6 +56,7 @@ MICRO = 1_000_000  # decimals are compared exactly, in millionths
 MAX_SCALE = 1024
 MAX_STEPS = 10**12
 MAX_SLO_SECONDS = 10**9
+MAX_GRACE_SECONDS = 86400  # a day; the admin caps it lower in the daemon config
 ASCII_SPACE = " \t\n\v\f\r"
 
 _INTEGER = re.compile(r"(?:0|[1-9][0-9]{0,12})", re.ASCII)
@@ -77,6 +82,7 @@ class ManagedSpec:
     priority_weight: float = 1.0  # the user's own factor, <= the admin's cap
     total_steps: float | None = None
     slo: float | None = None
+    grace: int | None = None
 
     def to_comment(self) -> str:
         parts = [f"type={self.job_type}"]
@@ -88,6 +94,8 @@ class ManagedSpec:
             parts.append(f"steps={_num(self.total_steps)}")
         if self.slo is not None:
             parts.append(f"slo={_num(self.slo)}")
+        if self.grace is not None:
+            parts.append(f"grace={self.grace}")
         return PREFIX + ",".join(parts)
 
 
@@ -168,6 +176,7 @@ def parse_comment(
             None if "steps" not in seen else float(_integer(job_id, "steps", seen, MAX_STEPS))
         ),
         slo=None if "slo" not in seen else _slo(job_id, seen["slo"]),
+        grace=(None if "grace" not in seen else _integer(job_id, "grace", seen, MAX_GRACE_SECONDS)),
     )
 
 

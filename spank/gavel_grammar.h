@@ -24,9 +24,10 @@
 #define GAVEL_MICRO 1000000LL
 #define GAVEL_MAX_SCALE 1024LL
 #define GAVEL_MAX_STEPS 1000000000000LL
+#define GAVEL_MAX_GRACE 86400LL
 #define GAVEL_MAX_SLO_MICRO (1000000000LL * GAVEL_MICRO)
 #define GAVEL_DEFAULT_MAX_WEIGHT_MICRO GAVEL_MICRO /* a user may lower, never raise */
-#define GAVEL_FORM "gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS]"
+#define GAVEL_FORM "gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS][,grace=SECONDS]"
 
 enum gavel_verdict { GAVEL_REFUSED = -1, GAVEL_PLAIN = 0, GAVEL_MANAGED = 1 };
 
@@ -124,8 +125,10 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 		}
 		return true;
 	}
-	if (GAVEL_KEY("scale") || GAVEL_KEY("steps")) {
-		long long max = GAVEL_KEY("scale") ? GAVEL_MAX_SCALE : GAVEL_MAX_STEPS;
+	if (GAVEL_KEY("scale") || GAVEL_KEY("steps") || GAVEL_KEY("grace")) {
+		long long max = GAVEL_KEY("scale")   ? GAVEL_MAX_SCALE
+				: GAVEL_KEY("steps") ? GAVEL_MAX_STEPS
+						     : GAVEL_MAX_GRACE;
 		if (!gavel_parse_integer(val, val_n, &v) || v < 1 || v > max) {
 			snprintf(why, why_size, "%.*s=%.*s must be a whole number from 1 to %lld",
 				 (int)key_n, key, val_n > 40 ? 40 : (int)val_n, val, max);
@@ -159,7 +162,7 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 	}
 #undef GAVEL_KEY
 	snprintf(why, why_size, "unknown key '%.*s' (known, in lower case: type, scale, weight, "
-		 "steps, slo)", key_n > 40 ? 40 : (int)key_n, key);
+		 "steps, slo, grace)", key_n > 40 ? 40 : (int)key_n, key);
 	return false;
 }
 
@@ -167,7 +170,7 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 static inline int gavel_check_comment(const char *comment, long long max_weight_micro,
 				      char *why, size_t why_size)
 {
-	static const char *const keys[] = {"type", "scale", "weight", "steps", "slo"};
+	static const char *const keys[] = {"type", "scale", "weight", "steps", "slo", "grace"};
 	const size_t prefix_n = sizeof(GAVEL_PREFIX) - 1;
 	const char *p = comment, *part;
 	unsigned seen = 0;
@@ -217,7 +220,7 @@ static inline int gavel_check_comment(const char *comment, long long max_weight_
 				break;
 		if (k == sizeof(keys) / sizeof(keys[0])) {
 			snprintf(why, why_size, "unknown key '%.*s' (known, in lower case: type, "
-				 "scale, weight, steps, slo)", key_n > 40 ? 40 : (int)key_n, part);
+				 "scale, weight, steps, slo, grace)", key_n > 40 ? 40 : (int)key_n, part);
 			return GAVEL_REFUSED;
 		}
 		if (seen & (1u << k)) {

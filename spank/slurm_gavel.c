@@ -63,12 +63,13 @@ SPANK_PLUGIN(slurm_gavel, 1);
 #define MAX_TYPES 1024
 #define COMMENT_PREFIX "gavel:type="
 
-enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR, OPT_STEPS };
+enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR, OPT_STEPS, OPT_GRACE };
 
 static char job_type[MAX_VALUE];
 static char scale[32];
 static char priority[32];
 static char steps[32];
+static char grace[32];
 static long long max_weight_micro = GAVEL_DEFAULT_MAX_WEIGHT_MICRO;
 static char ckpt_dir[4096];
 
@@ -94,6 +95,10 @@ static struct spank_option gavel_options[] = {
 	{"gavel-steps", "S",
 	 "total training steps (read by finish-time policies; exported as GAVEL_TOTAL_STEPS)",
 	 1, OPT_STEPS, opt_cb},
+	{"gavel-grace", "SECONDS",
+	 "seconds this job needs to checkpoint and exit after the signal (whole seconds, "
+	 "1-86400; the admin's checkpoint.max_grace_seconds caps it; default: the site's grace)",
+	 1, OPT_GRACE, opt_cb},
 	{"gavel-checkpoint-dir", "DIR",
 	 "where slurm_gavel.job saves and finds checkpoints (exported as GAVEL_CHECKPOINT_DIR)",
 	 1, OPT_CKPT_DIR, opt_cb},
@@ -215,6 +220,10 @@ static int opt_cb(int val, const char *optarg, int remote)
 		if (copy_value(steps, sizeof(steps), optarg, "gavel-steps"))
 			return -1;
 		return check_value("steps", steps, "gavel-steps");
+	case OPT_GRACE:
+		if (copy_value(grace, sizeof(grace), optarg, "gavel-grace"))
+			return -1;
+		return check_value("grace", grace, "gavel-grace");
 	case OPT_CKPT_DIR:
 		return copy_value(ckpt_dir, sizeof(ckpt_dir), optarg, "gavel-checkpoint-dir");
 	}
@@ -300,7 +309,7 @@ static int set_submit_options(void)
 	void *opt = dlsym(RTLD_DEFAULT, "opt");
 	option_get_f get = (option_get_f)dlsym(RTLD_DEFAULT, "slurm_option_get");
 	option_set_f set = (option_set_f)dlsym(RTLD_DEFAULT, "slurm_option_set");
-	char comment[MAX_VALUE + 160];
+	char comment[MAX_VALUE + 200];
 	char why[512];
 	char *old;
 
@@ -310,10 +319,10 @@ static int set_submit_options(void)
 			    "--comment='gavel:type=%s' instead", job_type);
 		return -1;
 	}
-	/* Keys as slurm_gavel/managed.py reads them: type, scale, weight, steps. */
-	snprintf(comment, sizeof(comment), COMMENT_PREFIX "%s%s%s%s%s%s%s", job_type,
+	/* Keys as slurm_gavel/managed.py reads them: type, scale, weight, steps, grace. */
+	snprintf(comment, sizeof(comment), COMMENT_PREFIX "%s%s%s%s%s%s%s%s%s", job_type,
 		 scale[0] ? ",scale=" : "", scale, priority[0] ? ",weight=" : "", priority,
-		 steps[0] ? ",steps=" : "", steps);
+		 steps[0] ? ",steps=" : "", steps, grace[0] ? ",grace=" : "", grace);
 	/* The daemon reads the comment whole: it must follow the grammar as a whole too. */
 	if (gavel_check_comment(comment, max_weight_micro, why, sizeof(why)) != GAVEL_MANAGED) {
 		slurm_error("slurm-gavel: the job comment '%s' would be refused: %s", comment, why);
@@ -407,10 +416,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
 	if (!job_type[0]) {
 		bool submits = ctx == S_CTX_ALLOCATOR || (ctx == S_CTX_LOCAL && !getenv("SLURM_JOB_ID"));
-		if (scale[0] || priority[0] || ckpt_dir[0] || steps[0]) {
+		if (scale[0] || priority[0] || ckpt_dir[0] || steps[0] || grace[0]) {
 			if (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL) {
 				slurm_error("slurm-gavel: --gavel-scale/--gavel-priority/--gavel-steps/"
-					    "--gavel-checkpoint-dir need --gavel-job-type=TYPE");
+					    "--gavel-grace/--gavel-checkpoint-dir need "
+					    "--gavel-job-type=TYPE");
 				return refuse_submit();
 			}
 		}

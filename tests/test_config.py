@@ -97,6 +97,20 @@ def test_signal_names_are_normalised():
             },
             "every restart would cost a whole round",
         ),
+        (
+            {"partitions": ["gpu"], "checkpoint": {"grace_seconds": 30, "max_grace_seconds": 10}},
+            "checkpoint.max_grace_seconds (10) is below checkpoint.grace_seconds (30)",
+        ),
+        (
+            {"partitions": ["gpu"], "checkpoint": {"max_grace_seconds": 360}},
+            "checkpoint.max_grace_seconds (360) must be shorter than round_seconds (360)",
+        ),
+        ({"partitions": ["gpu"], "checkpoint": {"max_grace_seconds": "300s"}}, "expected a number"),
+        ({"partitions": ["gpu"], "checkpoint": {"max_grace_seconds": -1}}, "out of range"),
+        (
+            {"partitions": ["gpu"], "checkpoint": {"max_grace_seconds": float("inf")}},
+            "not a finite number",
+        ),
         ({"partitions": ["gpu"], "throughput_table": "/nonexistent.json"}, "does not exist"),
         ({"partitions": ["gpu"], "gpu_types": ["v100"]}, "gpu_types: expected a mapping"),
         ({"partitions": ["gpu"], "gpu_types": {"tesla v100": "v100"}}, "not a Slurm GRES type"),
@@ -238,3 +252,10 @@ def test_bad_weights_are_named(weights, needle):
     with pytest.raises(ConfigError) as e:
         parse_config({"partitions": ["gpu"], "weights": weights})
     assert needle in str(e.value)
+
+
+def test_max_grace_defaults_to_the_global_grace_and_is_parsed():
+    ck = parse_config({"partitions": ["gpu"]}).checkpoint
+    assert (ck.max_grace_seconds, ck.grace_cap) == (None, 30.0)
+    ck = parse_config({"partitions": ["gpu"], "checkpoint": {"max_grace_seconds": 300}}).checkpoint
+    assert (ck.max_grace_seconds, ck.grace_cap) == (300.0, 300.0)

@@ -1,7 +1,7 @@
 -- job_submit.lua: hold slurm-gavel managed jobs on arrival; refuse bad gavel comments.
 --
 -- A job is managed when its comment follows the slurm-gavel grammar
--- (gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS]; the SPANK
+-- (gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS][,grace=SECONDS]; the SPANK
 -- plugin writes the same). Slurm must never start such a job on its own: the gavel
 -- daemon picks its GPU type and nodes each round, then releases it. Setting priority
 -- to 0 holds it (the daemon's `scontrol release` lifts the hold).
@@ -23,14 +23,16 @@ local MAX_USER_WEIGHT = "1"
 local DAEMON_UIDS = { [0] = true }
 
 local PREFIX = "gavel:"
-local FORM = "gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS]"
+local FORM = "gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS][,grace=SECONDS]"
 local MAX_COMMENT_BYTES = 256
 local MAX_TYPE_CHARS = 64
 local MICRO = 1000000
 local MAX_SCALE = 1024
 local MAX_STEPS = 1000000000000
+local MAX_GRACE = 86400
 local MAX_SLO_MICRO = 1000000000 * MICRO
-local KEYS = { type = true, scale = true, weight = true, steps = true, slo = true }
+local KEYS = { type = true, scale = true, weight = true, steps = true, slo = true,
+               grace = true }
 
 -- Explicit byte ranges, never %d/%s/%a: those follow the C locale.
 
@@ -72,8 +74,9 @@ local function check_value(key, v)
       if string.sub(v, 1, 1) == " " or string.sub(v, -1) == " " then
          return "the job type starts or ends with a space"
       end
-   elseif key == "scale" or key == "steps" then
-      local max = key == "scale" and MAX_SCALE or MAX_STEPS
+   elseif key == "scale" or key == "steps" or key == "grace" then
+      local max = MAX_GRACE
+      if key == "scale" then max = MAX_SCALE elseif key == "steps" then max = MAX_STEPS end
       local n = parse_integer(v)
       if n == nil or n < 1 or n > max then
          return string.format("%s=%s must be a whole number from 1 to %.0f", key,
@@ -126,7 +129,7 @@ local function classify(comment)
       local key, value = string.sub(part, 1, eq - 1), string.sub(part, eq + 1)
       if not KEYS[key] then
          return "refuse", "unknown key '" .. string.sub(key, 1, 40) ..
-                "' (known, in lower case: type, scale, weight, steps, slo)"
+                "' (known, in lower case: type, scale, weight, steps, slo, grace)"
       end
       if seen[key] then return "refuse", "key '" .. key .. "' appears twice" end
       if value == "" then return "refuse", "key '" .. key .. "' has no value" end

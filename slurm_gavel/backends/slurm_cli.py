@@ -28,6 +28,7 @@ slurm-gavel are never named in a command.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -41,6 +42,7 @@ from slurm_gavel.backends.slurm_commands import (
     errors_by_job,
 )
 from slurm_gavel.backends.slurm_giveback import GiveBack, give_back_orders, refused_held
+from slurm_gavel.backends.slurm_grace import job_grace
 from slurm_gavel.backends.slurm_job_cache import JobRecordCache
 from slurm_gavel.backends.slurm_json import (
     SlurmJob,
@@ -70,6 +72,8 @@ from slurm_gavel.backends.slurm_snapshot import (
 )
 from slurm_gavel.model import Job, JobId
 
+log = logging.getLogger(__name__)
+
 
 class SlurmCluster:
     """A real Slurm cluster driven through sinfo/squeue/scontrol/scancel."""
@@ -81,6 +85,7 @@ class SlurmCluster:
         env: Mapping[str, str] | None = None,
         commands: SlurmCommands | None = None,
         grace_s: float = 60.0,
+        max_grace_s: float | None = None,
         checkpoint_signal: str = "USR1",
         poll_s: float = 0.5,
         wait_for_preempted: bool = True,
@@ -89,7 +94,10 @@ class SlurmCluster:
         old_run_clear_s: float | None = None,
     ) -> None:
         """managed_partitions: None manages every partition. env: e.g. SLURM_CONF.
-        wait_for_preempted: act() blocks up to grace_s for preempted jobs to exit 99
+        grace_s: a job's grace when its comment asks none (grace=); max_grace_s caps an
+        ask (None: grace_s).
+        wait_for_preempted: act() blocks, each preempted job up to its own grace, for
+        them to exit 99
         (False: signal and return; overdue jobs are requeue-held by a later act()).
         data_parser: e.g. "v0.0.45", the JSON format to ask the CLI for, skipping the
         check that Slurm is a release slurm-gavel knows (default: the environment's
@@ -97,6 +105,8 @@ class SlurmCluster:
         self.managed_partitions = None if managed_partitions is None else set(managed_partitions)
         self.commands = commands or SlurmCommands(env)
         self.grace_s = grace_s
+        self.max_grace_s = max_grace_s
+        self._grace_capped_told: set[JobId] = set()  # logged once per job
         self.checkpoint_signal = checkpoint_signal
         self.poll_s = poll_s
         self.wait_for_preempted = wait_for_preempted
@@ -106,6 +116,7 @@ class SlurmCluster:
         self._jobs_seen: dict[JobId, SlurmJob] = {}
         self.warnings: list[str] = []
         self._signalled: dict[JobId, float] = {}  # job -> grace deadline (clock)
+        self._signal_sent: dict[JobId, float] = {}  # job -> when signalled (clock)
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
         self._first_submit: dict[JobId, float] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
@@ -328,11 +339,25 @@ class SlurmCluster:
         if not ids:
             return []
         bad = self._send_signal(ids, failed)
-        deadline = self.clock() + self.grace_s
+        now = self.clock()
         ok = [j for j in ids if j not in bad]
         for j in ok:
-            self._signalled[j] = deadline
+            self._signalled[j] = now + self._grace_of(j)
+            self._signal_sent[j] = now
         return ok
+
+    def _grace_of(self, j: JobId) -> float:
+        sj = self.view.managed.get(j) if self.view is not None else None
+        if sj is None:
+            return self.grace_s
+        g = job_grace(sj.comment, default_s=self.grace_s, cap_s=self.max_grace_s)
+        if g.capped and j not in self._grace_capped_told:
+            self._grace_capped_told.add(j)
+            log.warning(
+                "job %s asks grace=%s; given %gs, the admin's checkpoint.max_grace_seconds",
+                j, g.asked, g.seconds,
+            )  # fmt: skip
+        return g.seconds
 
     def _start(self, orders: list[StartOrder], failed: dict[JobId, str]) -> list[JobId]:
         """Place, then release only the jobs whose update fully succeeded (a failed
@@ -389,34 +414,50 @@ class SlurmCluster:
         return out
 
     def _wait_and_requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
-        deadline = self.clock() + self.grace_s
+        """Wait for signalled jobs to exit, each up to its own grace deadline: a job
+        still running at its deadline is requeue-held then, not when the longest grace
+        of the round ends, and the wait stops once no job is inside its grace."""
+        start = self.clock()
+        deadline = {j: self._signalled.get(j, start + self._grace_of(j)) for j in ids}
         running = list(ids)
+        leaving: list[JobId] = []  # requeue-held (or exiting) jobs to let settle
         while running:
             states = self._states(running)
             running = [j for j in running if states.get(j) in RUNNING_STATES]
-            if not running or self.clock() >= deadline:
-                break
-            time.sleep(self.poll_s)
-        stuck = [j for j in running if self._states([j]).get(j) == "RUNNING"] if running else []
-        if stuck:
-            nodes_doc, _ = self._fetch()  # now, not as the round's observe saw them
-            _, nodes = parse_nodes(nodes_doc, allow_newer=self._allow_newer)
-            reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
-            running = [j for j in running if j in reached or j not in stuck]  # not requeued
-            stuck = reached
-        if stuck:
-            self._requeuehold(stuck, failed)
+            now = self.clock()
+            due = [j for j in running if deadline[j] <= now]
+            if due:
+                leaving += self._requeuehold_due(due, failed)
+                running = [j for j in running if j not in due]
+            if running:
+                soonest = min(deadline[j] for j in running)
+                time.sleep(max(0.0, min(self.poll_s, soonest - now)))
         # Wait (briefly) until requeued jobs have left COMPLETING, so a move can place them.
         settle = self.clock() + 15
-        while running and self.clock() < settle:
-            states = self._states(running)
-            running = [j for j in running if states.get(j) in RUNNING_STATES]
-            if running:
+        while leaving and self.clock() < settle:
+            states = self._states(leaving)
+            leaving = [j for j in leaving if states.get(j) in RUNNING_STATES]
+            if leaving:
                 time.sleep(self.poll_s)
         now = self.clock()
         for j in ids:
             self._signalled.pop(j, None)
+            self._signal_sent.pop(j, None)
             self._requeued_at[j] = now
+
+    def _requeuehold_due(self, due: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
+        """Requeue-hold the jobs whose grace is over and that still run and surely got
+        the signal; returns the ones to wait for (not those whose signal was lost)."""
+        stuck = [j for j in due if self._states([j]).get(j) == "RUNNING"]
+        if stuck:
+            nodes_doc, _ = self._fetch()  # now, not as the round's observe saw them
+            _, nodes = parse_nodes(nodes_doc, allow_newer=self._allow_newer)
+            reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
+            due = [j for j in due if j in reached or j not in stuck]  # not requeued
+            stuck = reached
+        if stuck:
+            self._requeuehold(stuck, failed)
+        return due
 
     def _signallable(
         self, ids: list[JobId], told: set[JobId], failed: dict[JobId, str]
@@ -447,11 +488,13 @@ class SlurmCluster:
         overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
         for j in [j for j in self._signalled if j not in running]:
             del self._signalled[j]
+            self._signal_sent.pop(j, None)
         overdue = self._signal_reached(overdue, self.view.nodes, failed)
         if overdue:
             self._requeuehold(overdue, failed)
             for j in overdue:
                 self._signalled.pop(j, None)
+                self._signal_sent.pop(j, None)
         return set(overdue)
 
     def _signal_reached(
@@ -468,8 +511,7 @@ class SlurmCluster:
         out = []
         for j in ids:
             sj = self.view.managed.get(j) if self.view is not None else None
-            deadline = self._signalled.get(j)
-            sent = (deadline - self.grace_s) if deadline is not None else self.clock()
+            sent = self._signal_sent.get(j, self.clock())
             lost = []
             for name in sj.nodes if sj is not None else ():
                 n = nodes.get(name)

@@ -68,6 +68,7 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
         "managed_partitions": config.partitions,
         "commands": commands,
         "grace_s": config.checkpoint.grace_seconds,
+        "max_grace_s": config.checkpoint.max_grace_seconds,
         "checkpoint_signal": config.checkpoint.signal,
     }
     if config.backend == "rest":

@@ -43,6 +43,7 @@ def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Pat
         "--gavel-job-type=resnet-50 (batch size 64)",
         "--gavel-priority=0.5",
         "--gavel-steps=500",
+        "--gavel-grace=300",
         f"--gavel-checkpoint-dir={tmp_path}/ck",
         "-o",
         str(out),
@@ -53,7 +54,7 @@ def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Pat
     assert spec is not None
     # the case-insensitive match is canonicalised to the table's spelling
     assert spec.job_type == "ResNet-50 (batch size 64)"
-    assert (spec.priority_weight, spec.total_steps) == (0.5, 500)
+    assert (spec.priority_weight, spec.total_steps, spec.grace) == (0.5, 500, 300)
     assert cluster.show(job)["Priority"] == "0"  # held on arrival (job_submit.lua)
     cluster.cmd("scontrol", "release", job)
     cluster.wait_state(job, "COMPLETED", "GONE", timeout=60)
@@ -142,6 +143,23 @@ HOSTILE_OPTIONS = [
     (["--gavel-scale=99999999999999999999999"], "must be a whole number"),
     (["--gavel-steps=1e6"], "must be a whole number from 1 to 1000000000000"),
     (["--gavel-steps=-5"], "must be a whole number"),
+    *(
+        ([f"--gavel-grace={v}"], "must be a whole number from 1 to 86400")
+        for v in (
+            "inf",
+            "nan",
+            "-1",
+            "0",
+            "1e3",
+            "0x10",
+            "99999999999999999999",
+            " 30",
+            "30s",
+            "30.5",
+            "86401",
+        )
+    ),
+    (["--gavel-grace="], "--gavel-grace needs a value"),
 ]
 HOSTILE_TYPES = [
     ("A3C\nweight=1000", "outside A-Z a-z 0-9"),
@@ -156,6 +174,8 @@ HOSTILE_COMMENTS = [
     ("GAVEL:type=A3C", "must open the comment"),
     ("gavel:type=A3C,scale=0x10", "must be a whole number"),
     ("gavel:type=A3C,weight=inf", "must be a decimal number > 0"),
+    ("gavel:type=A3C,grace=1e3", "must be a whole number from 1 to 86400"),
+    ("gavel:type=A3C,grace=30s", "must be a whole number from 1 to 86400"),
 ]
 
 
