@@ -1,0 +1,71 @@
+"""Per-job grace on the real cluster of each release, through scontrol (the CLI
+backend) and slurmrestd (the REST backend): jobs that ignore the checkpoint signal
+are requeue-held each after its own grace (grace= in the comment, capped by the
+admin's maximum), not all after the longest one."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slurm_gavel import localcluster
+from slurm_gavel.backends.base import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+
+pytestmark = pytest.mark.slurm
+
+
+def ignoring_the_signal(slurm, grace: str) -> str:
+    return slurm.sbatch(f"--comment=gavel:type=A3C{grace}", "-p", "gpu", "-o", "/dev/null",
+                        "--wrap", "trap '' USR1; sleep 300")  # fmt: skip
+
+
+def placement(round_index: int, jobs: list[str]) -> RoundPlacement:
+    return RoundPlacement(
+        round_index,
+        0.0,
+        60.0,
+        {j: JobPlacement(j, "v100", (NodeSlice("v100-1", 1),)) for j in jobs},
+    )
+
+
+@pytest.mark.parametrize("backend", ["cli", "rest"])
+def test_each_job_is_requeue_held_after_its_own_grace(slurm, backend):
+    options = {"grace_s": 1.0, "max_grace_s": 7.0, "poll_s": 0.2}
+    if backend == "rest":
+        sock = localcluster.rest_up(slurm.run_dir)
+        cluster: SlurmCluster = SlurmRestCluster(sock, env=slurm.env, **options)
+    else:
+        cluster = SlurmCluster(env=slurm.env, **options)
+    default, short, long_, capped = (
+        ignoring_the_signal(slurm, g) for g in ("", ",grace=3", ",grace=7", ",grace=3600")
+    )
+    jobs = [default, short, long_, capped]
+    cluster.observe()
+    cluster.act(placement(0, jobs))
+    for j in jobs:
+        slurm.wait_state(j, "RUNNING")
+    time.sleep(1)  # the scripts' trap is set
+    held_after: dict[str, float] = {}
+    requeuehold = cluster._requeuehold
+
+    def timed(ids, failed):  # type: ignore[no-untyped-def]
+        held_after.update({j: time.monotonic() - start for j in ids})
+        requeuehold(ids, failed)
+
+    cluster._requeuehold = timed  # type: ignore[method-assign]
+    cluster.observe()
+    start = time.monotonic()
+    res = cluster.act(placement(1, []))
+    assert sorted(res.preempted) == sorted(jobs) and not dict(res.failed)
+    # each at its own deadline (plus a poll and Slurm's answer), not at the longest
+    assert 1.0 <= held_after[default] < 3.0, held_after
+    assert 3.0 <= held_after[short] < 5.0, held_after
+    assert 7.0 <= held_after[long_] < 9.5, held_after
+    assert 7.0 <= held_after[capped] < 9.5, held_after  # 3600 asked, the admin's 7 given
+    for j in jobs:
+        slurm.wait_state(j, "PENDING")
+    obs = {o.job.id: o for o in cluster.observe().jobs}
+    assert all(obs[j].restarts == 1 for j in jobs)
