@@ -40,6 +40,9 @@ class Job:
     # `slurm-gavel status`, never used to schedule.
     user: str | None = None
     partition: str | None = None
+    # Seconds each restart of this job costs (checkpoint + restore), where the trace
+    # says so (its `overhead` column); None: the simulator's per-type or global figure.
+    restart_overhead: float | None = None
 
 
 @dataclass(frozen=True)

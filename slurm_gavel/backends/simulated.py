@@ -6,7 +6,9 @@ than necessary = the table's unconsolidated figure, or sharing GPUs with a
 partner = the pair figure), and complete at the exact instant their last step
 is done, even inside a round. A job that is restarted (resumed after a
 preemption, or moved to other GPUs) first pays the checkpoint+restore overhead:
-it holds its GPUs but makes no progress for that many seconds. A first start
+it holds its GPUs but makes no progress for that many seconds (the job's own
+``restart_overhead`` where its trace row gives one, else the per-type or global
+figure). A first start
 pays nothing (there is no checkpoint to load), a kept job pays nothing (lease
 extension).
 
@@ -212,7 +214,12 @@ class SimulatedCluster:
             overhead = 0.0
             if sj.ran_before:
                 sj.restarts += 1
-                overhead = self.overhead_by_type.get(sj.job.job_type, self.overhead)
+                own = sj.job.restart_overhead
+                overhead = (
+                    self.overhead_by_type.get(sj.job.job_type, self.overhead)
+                    if own is None
+                    else own
+                )
             sj.placement = valid[job_id]
             sj.ran_before = True
             sj.progress_from = now + overhead

@@ -1,7 +1,8 @@
 """Job traces: the CSV of DESIGN.md and Gavel's own tab-separated .trace files.
 
 CSV header: job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account
-(slo and account may be empty; priority_weight defaults to 1).
+(slo and account may be empty; priority_weight defaults to 1). An optional last
+column `overhead` gives a job's own seconds per restart (checkpoint + restore).
 
 Gavel's .trace rows are tab-separated, in two generations:
   10 fields: job_type, command, working_dir, num_steps_arg, needs_data_dir,
@@ -35,6 +36,10 @@ CSV_FIELDS = (
     "slo",
     "account",
 )
+# Optional: seconds each restart of the job costs (its own checkpoint + restore; e.g.
+# a job asking a long grace= for a big checkpoint). Written only when a job has it,
+# so traces without it round-trip byte for byte.
+OVERHEAD_FIELD = "overhead"
 REQUIRED = ("job_id", "arrival_time", "job_type", "scale_factor", "total_steps")
 
 
@@ -70,6 +75,10 @@ def _check_job(job: Job, where: str, table: ThroughputTable | None, last_arrival
         raise TraceError(f"{where}: field 'priority_weight': {job.priority_weight:g} must be > 0")
     if job.slo is not None and job.slo <= 0:
         raise TraceError(f"{where}: field 'slo': {job.slo:g} must be > 0 seconds")
+    if job.restart_overhead is not None and job.restart_overhead < 0:
+        raise TraceError(
+            f"{where}: field '{OVERHEAD_FIELD}': {job.restart_overhead:g} must be >= 0 seconds"
+        )
     if table is not None:
         if job.job_type not in table.job_types:
             raise TraceError(
@@ -121,6 +130,7 @@ def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> l
         seen.add(job_id)
         weight = get("priority_weight")
         slo = get("slo")
+        overhead = get(OVERHEAD_FIELD)
         job = Job(
             id=job_id,
             job_type=get("job_type"),
@@ -130,6 +140,7 @@ def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> l
             arrival_time=_num(get("arrival_time"), where, "arrival_time"),
             account=get("account") or None,
             slo=_num(slo, where, "slo") if slo else None,
+            restart_overhead=_num(overhead, where, OVERHEAD_FIELD) if overhead else None,
         )
         _check_job(job, where, table, last)
         last = job.arrival_time
@@ -193,10 +204,17 @@ def _fmt(x: float) -> str:
 
 
 def trace_csv(jobs: Iterable[Job]) -> str:
+    jobs = list(jobs)
+    with_overhead = any(j.restart_overhead is not None for j in jobs)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(CSV_FIELDS)
+    w.writerow(CSV_FIELDS + ((OVERHEAD_FIELD,) if with_overhead else ()))
     for j in jobs:
+        extra = (
+            []
+            if not with_overhead
+            else ["" if j.restart_overhead is None else _fmt(j.restart_overhead)]
+        )
         w.writerow(
             [
                 j.id,
@@ -207,6 +225,7 @@ def trace_csv(jobs: Iterable[Job]) -> str:
                 _fmt(j.priority_weight),
                 "" if j.slo is None else _fmt(j.slo),
                 j.account or "",
+                *extra,
             ]
         )
     return out.getvalue()

@@ -109,6 +109,28 @@ def test_per_job_type_overhead_override():
     assert sim.completions[0].finish_time == pytest.approx(505.0)
 
 
+def test_a_job_s_own_overhead_beats_the_type_and_global_figures():
+    rate = TABLE.throughput(LM, 1, "v100")
+    sim = _cluster(
+        [
+            Job("a", LM, 1, total_steps=rate * 500.0, restart_overhead=120.0),
+            Job("b", LM, 1, total_steps=rate * 500.0),
+        ],
+        overhead=20.0,
+        overhead_by_job_type={LM: 5.0},
+    )
+    sim.observe()
+    first = {"a": _place("a"), "b": _place("b", nodes=(("v100-000", 1),))}
+    sim.act(RoundPlacement(0, 0.0, 100.0, first))
+    sim.advance(100.0)
+    sim.observe()
+    moved = {j: _place(j, nodes=(("v100-001", 1),)) for j in ("a", "b")}
+    sim.act(RoundPlacement(1, 100.0, 100.0, moved))
+    sim.advance(10_000.0)
+    finish = {c.job.id: c.finish_time for c in sim.completions}
+    assert finish == {"a": pytest.approx(620.0), "b": pytest.approx(505.0)}
+
+
 def test_spread_jobs_run_at_the_unconsolidated_throughput():
     sf = 4
     fast = TABLE.throughput(RESNET, sf, "v100")

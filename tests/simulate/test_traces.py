@@ -38,6 +38,24 @@ def test_optional_fields(tmp_path):
     assert j == Job("7", "LM (batch size 5)", 2, 2.5, 10.0, 5.5, "physics", 3600.0)
 
 
+def test_a_job_s_own_restart_overhead_column(tmp_path):
+    header = HEADER.rstrip("\n") + ",overhead\n"
+    p = _write(
+        tmp_path, header + GOOD.rstrip("\n") + ",\n" + "7,5,LM (batch size 5),1,10,1,,,240\n"
+    )
+    a, b = load_trace(p, TABLE)
+    assert (a.restart_overhead, b.restart_overhead) == (None, 240.0)
+    save_trace([a, b], tmp_path / "out.csv")
+    assert (tmp_path / "out.csv").read_text() == p.read_text()
+    # without the column, the file is written exactly as before
+    save_trace([a], tmp_path / "plain.csv")
+    assert (tmp_path / "plain.csv").read_text() == HEADER + GOOD
+    for bad in ("-1", "inf", "nan", "1e400", "30s"):
+        q = _write(tmp_path, header + f"7,5,LM (batch size 5),1,10,1,,,{bad}\n", "bad.csv")
+        with pytest.raises(TraceError, match="'overhead'"):
+            load_trace(q, TABLE)
+
+
 @pytest.mark.parametrize(
     "row, line, field",
     [
