@@ -61,9 +61,6 @@ class ProblemJob:
     account: str | None = None
     slo: float | None = None  # seconds from now by which the job must finish
 
-    def best_throughput(self) -> float:
-        return max(self.throughput.values(), default=0.0)
-
 
 @dataclass(frozen=True)
 class PairThroughput:

@@ -48,11 +48,6 @@ def class_pair_vars(
     return _build(problem, classes, classes.scale / np.where(norm > 0, norm, np.inf))
 
 
-def class_pair_vars_raw(problem: Problem, classes: JobClasses) -> PairVars:
-    """Pair variables whose gains are plain steps/s (for throughput-sum objectives)."""
-    return _build(problem, classes, np.ones(classes.n_classes))
-
-
 def _build(problem: Problem, classes: JobClasses, factor: np.ndarray) -> PairVars:
     table = pair_lookup(problem)
     allowed = classes.allowed()
