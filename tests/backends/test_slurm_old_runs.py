@@ -92,7 +92,8 @@ def overdue_backend(now: float, grace: float) -> SlurmCluster:
     c = SlurmCluster(grace_s=grace, clock=lambda: now)
     snap = ClusterSnapshot(now, (), ())
     c.view = SlurmView(snap, {"7": job()}, {}, [])
-    c._signalled["7"] = now - 1  # signalled grace + 1 s ago
+    c._signal_sent["7"] = now - 1 - grace  # signalled grace + 1 s ago
+    c._signalled["7"] = now - 1  # its grace ended 1 s ago
     return c
 
 
