@@ -6,7 +6,7 @@ Two views of a job exist on purpose:
   The simulator and the daemon keep these.
 * :class:`ProblemJob` is what an allocation policy sees for one round: the job's
   throughput on every GPU type already looked up, plus its progress. It is exactly
-  one entry of the problem JSON (DESIGN.md), so `slurm-gavel allocate` and the
+  one entry of the problem JSON (docs/design.md §2.1), so `slurm-gavel allocate` and the
   round loop feed policies the same thing.
 
 GPU types are plain strings everywhere ("v100", "a100", "mi250x", ...): no code

@@ -1,4 +1,4 @@
-"""The allocation problem JSON of DESIGN.md: parsing, validation and the output form.
+"""The allocation problem JSON of docs/design.md §2.1: parsing, validation and the output form.
 
 Validation errors are :class:`ProblemError` with a one-line message naming the
 field and the fix; the CLI turns them into exit code 2.
@@ -211,7 +211,7 @@ def problem_to_json(problem: Problem) -> dict[str, Any]:
 
 
 def allocation_to_json(alloc: Allocation) -> dict[str, Any]:
-    """The `--json` output of `slurm-gavel allocate` (DESIGN.md)."""
+    """The `--json` output of `slurm-gavel allocate` (docs/design.md §2.1)."""
     return {
         "policy": alloc.policy,
         "allocation": {j: dict(row) for j, row in alloc.fractions.items()},

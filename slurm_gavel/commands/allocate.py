@@ -1,4 +1,4 @@
-"""`slurm-gavel allocate`: solve one allocation problem (DESIGN.md's problem JSON)."""
+"""`slurm-gavel allocate`: solve one allocation problem (docs/design.md §2.1)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ def register(sub: Any) -> None:
         help="compute one allocation for a problem file",
         description=(
             "Read an allocation problem (cluster, jobs with per-GPU-type throughputs, optional "
-            "pair throughputs, account weights and prices; format in DESIGN.md) and print the "
-            "fraction of time each job should spend on each GPU type."
+            "pair throughputs, account weights and prices; format in docs/design.md section "
+            "2.1) and print the fraction of time each job should spend on each GPU type."
         ),
     )
     p.add_argument("--problem", required=True, metavar="FILE", help="problem JSON file")

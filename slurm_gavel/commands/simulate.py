@@ -43,7 +43,8 @@ def register(sub: Any) -> None:
         "simulate",
         help="simulate scheduling policies on a job trace",
         description=(
-            "Replay a job trace (CSV of DESIGN.md, or Gavel's .trace) or a generated one on a "
+            "Replay a job trace (the CSV of docs/design.md section 2.3, or Gavel's .trace) "
+            "or a generated one on a "
             "simulated heterogeneous cluster, once per policy, and compare JCT, makespan, "
             "utilisation, restarts and finish-time fairness. Without --trace/--generate it "
             f"replays the shipped example trace on {DEFAULT_CLUSTER}."

@@ -1,4 +1,4 @@
-"""Allocation policies: one module each, looked up by the stable names of DESIGN.md.
+"""Allocation policies: one module each, looked up by the stable names of docs/design.md §2.2.
 
 Every policy module exposes ``allocate(problem: Problem, options: PolicyOptions)
 -> Allocation``: a pure function of plain data. Modules are imported on first

@@ -95,7 +95,7 @@ def group_jobs(problem: Problem, *, by_job_type: bool = False) -> JobClasses:
 def capacity_share_throughput(throughput: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """P_j = sum_t T_jt cap_t / sum_t cap_t: a job's rate on a capacity-proportional share.
 
-    This is the normaliser DESIGN.md gives for max-min fairness (rows of `throughput`).
+    This is the normaliser docs/design.md §2.2 gives for max-min fairness (rows of `throughput`).
     """
     total = float(capacity.sum())
     if total <= 0:

@@ -1,7 +1,7 @@
 """max_min_fairness: Gavel's heterogeneity-aware max-min fairness (MaxMinFairnessPolicyWithPerf).
 
 Maximise min_j s_j * sum_t T_jt x_jt / (w_j * P_j), P_j = sum_t T_jt cap_t / sum_t cap_t
-(the normalisation DESIGN.md writes; Gavel's code divides by the job's rate under its
+(the normalisation docs/design.md §2.2 writes; Gavel's code divides by the job's rate under its
 isolated share, which for unequal scale factors weighs them differently). Feasible
 set: sum_t x_jt <= 1, sum_j s_j x_jt <= cap_t, x_jt = 0 where T_jt = 0 or s_j > cap_t.
 

@@ -1,6 +1,6 @@
 """Space-sharing candidates: which jobs may share GPUs of a type, and at what rates.
 
-Candidate rule (DESIGN.md): two jobs of the same scale factor whose job types have
+Candidate rule (docs/design.md §2.1): two jobs of the same scale factor whose job types have
 a pair_throughputs entry. On GPU type t the pair additionally needs an entry for
 t, room for the scale factor (s <= cap_t) and both jobs able to run on t alone
 (so no job ever gets time on a type where its own throughput is 0).

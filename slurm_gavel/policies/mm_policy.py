@@ -1,6 +1,6 @@
 """The max-min fairness family, shared by its three policy modules.
 
-Objective (DESIGN.md): maximise min_j s_j * rate_j / (w_j * P_j), where rate_j is
+Objective (docs/design.md §2.2): maximise min_j s_j * rate_j / (w_j * P_j), where rate_j is
 the job's average steps/s (alone and, with space sharing, its side of each pair)
 and P_j = sum_t T_jt cap_t / sum_t cap_t. Jobs that cannot run anywhere (zero
 throughput on every type that has room for them) are left out of the minimum,

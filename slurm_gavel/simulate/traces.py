@@ -1,4 +1,4 @@
-"""Job traces: the CSV of DESIGN.md and Gavel's own tab-separated .trace files.
+"""Job traces: the CSV of docs/design.md §2.3 and Gavel's own tab-separated .trace files.
 
 CSV header: job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account
 (slo and account may be empty; priority_weight defaults to 1). An optional last

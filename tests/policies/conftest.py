@@ -33,7 +33,7 @@ def _normalised_values(
     """s_j * rate_j / (w_j * P_j) per job, recomputed from the allocation alone.
 
     rate_j comes from Allocation.effective_throughput (single and paired time), P_j
-    from DESIGN.md's formula; agnostic counts 1 step/s on every type a job runs on
+    from the formula of docs/design.md §2.2; agnostic counts 1 step/s on every type a job runs on
     (and then rate_j is the agnostic rate: time on types, not steps).
     """
     cap_total = sum(problem.cluster.values())

@@ -14,12 +14,11 @@
 # plain --json (squeue.json, sinfo.json), later releases the newest data_parser's
 # squeue -t all, scontrol --json show nodes and sinfo.
 #
-# chroot: the one-node cluster of ../shared/notes/newer-slurm/chroot-cluster.sh
-# (Debian trixie = 24.11, sid = 26.05), for every data_parser the release offers:
-#   mmdebstrap ... trixie /tmp/h2-trixie ...                (HOWTO.md there)
-#   chroot-cluster.sh start /tmp/h2-trixie 7817 7818
-#   tests/backends/data/capture.sh chroot /tmp/h2-trixie [OUTDIR]   # -> 24.11/
-#   chroot-cluster.sh stop /tmp/h2-trixie 7817 7818
+# chroot: a one-node Slurm already running inside a Debian root file system ROOT
+# (trixie = 24.11, sid = 26.05; built with mmdebstrap, slurmctld/slurmd on ports
+# 7817/7818; the script that started it is not part of this repository), for every
+# data_parser the release offers:
+#   tests/backends/data/capture.sh chroot ROOT [OUTDIR]   # -> 24.11/
 # It first reshapes that cluster (same ports): v100-1 with 4 GPUs, a k80 node that
 # never answers (drained by the scenario), RequeueExitHold=99, a clean state; jobs
 # run as user gavel.
