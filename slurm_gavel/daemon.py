@@ -47,6 +47,7 @@ from slurm_gavel.config import Config
 from slurm_gavel.daemon_events import RoundEvents
 from slurm_gavel.daemon_progress import ProgressTracker
 from slurm_gavel.daemon_publish import Publisher
+from slurm_gavel.daemon_reload import reload_daemon, scheduler_config
 from slurm_gavel.daemon_tap import DaemonTap
 from slurm_gavel.daemon_views import (
     Inflight,
@@ -60,10 +61,9 @@ from slurm_gavel.daemon_views import (
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.logs import event
 from slurm_gavel.metrics import DaemonMetrics
-from slurm_gavel.policies import PolicyOptions, get_policy
+from slurm_gavel.policies import get_policy
 from slurm_gavel.scheduler import (
     RoundReport,
-    SchedulerConfig,
     SchedulerState,
     _account_last_round,  # the scheduler's own crediting rule, reused on resume
     run_round,
@@ -104,16 +104,7 @@ class Daemon:
         self.dry_run = dry_run
         self.out = out or sys.stdout
         self.clock = clock
-        self.sched_config = SchedulerConfig(
-            table=self.table,
-            policy=config.policy,
-            round_seconds=config.round_seconds,
-            policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
-            stay_credit_s=config.stay_credit_seconds,
-            min_reallocation_interval_s=config.min_reallocation_interval_seconds,
-            accounts=config.weights.accounts,  # hierarchical_max_min_fairness's entities
-            prices=config.prices,
-        )
+        self.sched_config = scheduler_config(config, self.table)
         self.state = SchedulerState()
         self.progress = (
             ProgressTracker(config.progress_dir, table=self.table) if config.progress_dir else None
@@ -121,6 +112,8 @@ class Daemon:
         self.tap = DaemonTap(self)
         self.publisher = Publisher(self.store, backend)  # status.json, AdminComment
         self.stop_event = threading.Event()
+        self.reload_requested = threading.Event()  # SIGHUP: read the config between rounds
+        self._wake = threading.Event()  # ends the wait between rounds early
         self.started_at = time.time()
         self._inflight: Inflight | None = None
         self._needs_reconcile = False
@@ -411,13 +404,42 @@ class Daemon:
                         in_s=round(wait, 3),
                         failures=self.consecutive_failures,
                     )
-                if self.stop_event.wait(max(0.0, wait)):
+                if self._idle(wait):
                     event(log, "stopping", round=self.state.round_index)
                     return 0
         finally:
             self.store.release()
             self._started = False
 
+    def _idle(self, seconds: float) -> bool:
+        """Wait `seconds` (real time) for the next round; True when asked to stop. A
+        reload asked meanwhile, or during the round that just ended, is applied at once:
+        between rounds, never during one, and its errors are logged now, not a round later.
+        """
+        due = time.monotonic() + max(0.0, seconds)
+        while not self.stop_event.is_set():
+            if self.reload_requested.is_set():
+                self.reload()
+            left = due - time.monotonic()
+            if left <= 0:
+                return False
+            self._wake.wait(left)
+            self._wake.clear()
+        return True
+
     def stop(self) -> None:
         """Ask the loop to end after the current round (signal handlers call this)."""
         self.stop_event.set()
+        self._wake.set()
+
+    # ---- reload (SIGHUP) -----------------------------------------------------------------
+
+    def request_reload(self) -> None:
+        """Ask for the config file to be read again between rounds (the SIGHUP handler)."""
+        self.reload_requested.set()
+        self._wake.set()
+
+    def reload(self) -> bool:
+        """Read the config file and its table again now (daemon_reload.py); never raises.
+        True when the new config is in use, False when it was refused."""
+        return reload_daemon(self)

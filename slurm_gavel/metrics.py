@@ -97,6 +97,13 @@ class DaemonMetrics:
             "pre-round save fails the daemon does not act (docs/admin-guide.md, 11)",
             registry=r,
         )
+        self.config_reloads = Counter(
+            "gavel_config_reloads_total",
+            "Config reloads asked with SIGHUP, by result (applied, refused: the daemon "
+            "kept its running config; the log names the problem)",
+            ["result"],
+            registry=r,
+        )
         self.state_save_failing = Gauge(
             "gavel_state_save_failing",
             "1 while the last save of state.json failed (the daemon then does not act), else 0",

@@ -96,3 +96,13 @@ def test_the_unit_can_write_where_the_default_config_writes():
     assert any(Path(suggested.group(1)).is_relative_to(p) for p in writable)
     made = {ln.split()[1]: ln.split() for ln in TMPFILES.read_text().splitlines() if ln[:2] == "d "}
     assert made[suggested.group(1)][2:5] == ["0755", "slurm-gavel", "slurm-gavel"]
+
+
+def test_reload_sends_the_signal_the_daemon_reloads_on():
+    """`systemctl reload` must send SIGHUP (run.py's reload handler), to the main
+    process, and SIGTERM must stay the stop signal (a clean end after the round)."""
+    d = directives(UNIT)
+    assert d["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    assert d["KillSignal"] == ["SIGTERM"]
+    run_py = (Path(__file__).resolve().parent.parent / "slurm_gavel/commands/run.py").read_text()
+    assert "signal.SIGHUP, on_hangup" in run_py

@@ -22,7 +22,9 @@ def register(sub: Any) -> None:
             "Every round: observe the managed jobs and GPU nodes in Slurm, compute the "
             "policy's allocation, pick this round's placement and carry it out (release, "
             "checkpoint-signal, requeue-hold), then save the state. SIGTERM/SIGINT end the "
-            "loop after the current round."
+            "loop after the current round; SIGHUP (systemctl reload) reads the config file "
+            "and the throughput table again between rounds, and a file that does not "
+            "validate is refused with an error while the daemon runs on with the old one."
         ),
     )
     p.add_argument("--config", required=True, metavar="FILE", help="daemon YAML config")
@@ -103,8 +105,15 @@ def run(args: argparse.Namespace) -> int:
         event(daemon_log, "signal", signal=signal.Signals(signum).name)
         daemon.stop()
 
+    def on_hangup(_signum: int, _frame: FrameType | None) -> None:
+        # Only ask: the file is read between rounds (Daemon.reload), never mid-round.
+        event(daemon_log, "signal", signal="SIGHUP", action="reload")
+        daemon.request_reload()
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if not args.once:  # one round and exit: nothing to reload into (SIGHUP ends it)
+        signal.signal(signal.SIGHUP, on_hangup)
     # Lock the state first: a second daemon must fail on the lock, naming the pid of
     # the first, not on the metrics port the first one already holds.
     daemon.start()
