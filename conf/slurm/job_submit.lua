@@ -11,7 +11,10 @@
 -- (tests/data/comment_grammar.json; spec in docs/admin-guide.md section 4). A
 -- comment the daemon would refuse is refused here, at submit, with the reason.
 --
--- Install: copy next to slurm.conf and set JobSubmitPlugins=lua.
+-- Install: copy next to slurm.conf and set JobSubmitPlugins=lua. A site that already
+-- has a job_submit.lua keeps it: install this one beside it under another name and
+-- call it from the site's (docs/admin-guide.md section 4, "A site with its own
+-- job_submit.lua").
 
 -- The cap on the weight a user may give their own job (weight=W, --gavel-priority):
 -- a user may only lower their share. Keep it equal to the daemon config's
@@ -193,11 +196,17 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    if per_node ~= nil then job_desc.tres_per_node = "" end
    if per_job ~= nil then job_desc.tres_per_job = "" end
    job_desc.priority = 0
+   -- Requeue-able whatever the site's JobRequeue or the user's --no-requeue: the daemon
+   -- preempts with `scontrol requeuehold`, which Slurm refuses for a job that is not
+   -- ("Requested operation is presently disabled"). Only managed jobs: the site's
+   -- default stays for every other job (admin guide section 2).
+   job_desc.requeue = 1
    return slurm.SUCCESS
 end
 
 -- Users may not release a managed job themselves (Slurm would then start it
--- wherever it fits), nor add, remove or change a gavel comment on an existing job
+-- wherever it fits), nor make it not requeue-able (see slurm_job_submit), nor add,
+-- remove or change a gavel comment on an existing job
 -- (that would make a running job managed, or a held one unmanaged); the daemon
 -- (DAEMON_UIDS) may. Holding one's own job stays allowed.
 
@@ -212,6 +221,12 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
       (ours or classify(job_desc.comment) ~= "plain") then
       slurm.log_user("slurm-gavel: a gavel: comment cannot be added to, changed on or " ..
                      "removed from job %u; submit a new job instead", job_rec.job_id)
+      return slurm.ERROR
+   end
+   if ours and job_desc.requeue == 0 then
+      slurm.log_user("slurm-gavel: job %u is managed by the gavel scheduler, which " ..
+                     "preempts it by requeueing it; it must stay requeue-able",
+                     job_rec.job_id)
       return slurm.ERROR
    end
    if ours and set(job_desc.priority) and job_desc.priority ~= 0 then
