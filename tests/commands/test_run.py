@@ -1,4 +1,8 @@
 import json
+import os
+import signal
+import threading
+import time
 
 import pytest
 
@@ -106,3 +110,36 @@ def test_a_hostile_config_file_is_exit_2_naming_the_file(tmp_path, sim, capsys, 
     err = capsys.readouterr().err
     assert err == f"slurm-gavel run: error: {path}: {err.split(': ', 3)[-1]}"
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_sighup_reloads_the_config_and_sigterm_still_stops(tmp_path, sim, capsys):
+    """The real handlers of `slurm-gavel run`, in this process: SIGHUP while the daemon
+    waits for its next round reloads the file (policy fifo), SIGTERM then ends it."""
+    path = write_config(tmp_path)
+    state = tmp_path / "state" / "state.json"
+
+    def signals() -> None:
+        deadline = time.monotonic() + 30
+        while not state.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with open(path, "a") as f:
+            f.write("policy: fifo\n")
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)}
+    t = threading.Thread(target=signals)
+    t.start()
+    try:
+        assert main(["run", "--config", path]) == 0
+    finally:
+        t.join(30)
+        for s, h in saved.items():
+            signal.signal(s, h)
+    logs = [json.loads(x) for x in capsys.readouterr().err.splitlines()]
+    names = [x.get("event") for x in logs]
+    (reloaded,) = [x for x in logs if x.get("event") == "config_reloaded"]
+    assert reloaded["policy"] == "fifo" and reloaded["changed"] == "policy"
+    assert names.index("config_reloaded") < names.index("stopping")
+    assert names.count("round") == 1  # the reload did not start a round
