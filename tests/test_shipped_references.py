@@ -88,3 +88,18 @@ def test_design_section_references_exist() -> None:
 @pytest.mark.parametrize("text", ["see DESIGN.md", "../shared/notes/x.sh"])
 def test_the_pattern_catches_both_forms(text: str) -> None:
     assert DANGLING.search(text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_into_the_design_page_land_on_a_heading() -> None:
+    text = (ROOT / "docs" / "design.md").read_text()
+    anchors = {slug(h) for h in re.findall(r"^#{1,4} (.+)$", text, re.MULTILINE)}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    for p in shipped_files():
+        links += re.findall(r"docs/design\.md#([\w-]+)", p.read_text(errors="replace"))
+    assert len(links) >= 12, links
+    assert not [a for a in links if a not in anchors], sorted(anchors)
