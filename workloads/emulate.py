@@ -111,6 +111,13 @@ class Pacer:
         self.start = self.clock()
         self.done = 0
 
+    def set_rate(self, rate: float) -> None:
+        """Steps from now on are due at ``rate``; the deadlines already met stay (the
+        job's sharing of its GPU changed: workloads/emulate_pairs.py)."""
+        if self.start is not None:
+            self.start += self.done / self.rate - self.done / rate
+        self.rate = rate
+
     def step_done(self) -> None:
         now = self.clock()
         if self.start is None:

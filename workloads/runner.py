@@ -27,7 +27,7 @@ from torch import nn
 
 from slurm_gavel.errors import InputError
 from slurm_gavel.job import GavelJob
-from workloads import emulate
+from workloads import emulate, emulate_pairs
 
 
 @dataclass
@@ -136,7 +136,7 @@ def run(
     ``emulate_speed`` (a factor, see workloads/emulate.py) paces the steps to Gavel's
     published steps/s for this job type on the node's GPU type, times the factor.
     """
-    pacer = _pacer(job_type, emulate_speed)
+    pacer, watch = _pacer(job_type, emulate_speed)
     trainer = build(job_type, tiny=tiny, device=pick_device(device), seed=seed)
     loss = float("nan")
     with GavelJob(enabled=enabled, checkpoint_every=checkpoint_every, **trainer.state) as job:
@@ -144,6 +144,7 @@ def run(
         t0 = time.perf_counter()
         if pacer is not None:
             pacer.begin()
+            emulate_pairs.follow(watch, pacer)
         for _ in job.steps(steps):
             began = time.perf_counter()
             loss = trainer.step()
@@ -152,13 +153,17 @@ def run(
                 time.sleep(left)
             if pacer is not None:
                 pacer.step_done()
+                emulate_pairs.follow(watch, pacer)
         wall = time.perf_counter() - t0
+        if watch is not None:
+            watch.finish()
     extra = (
         {}
         if pacer is None
         else {
             "emulated_steps_per_s": round(pacer.rate, 4),
             "emulation_behind_s": round(pacer.behind_s, 3),
+            **({} if watch is None else {"emulated_paired_s": round(watch.paired_s, 1)}),
         }
     )
     return {
@@ -173,14 +178,19 @@ def run(
     }
 
 
-def _pacer(job_type: str, factor_cli: float | None) -> emulate.Pacer | None:
-    """The emulated-speed pacer (and one line saying so), or None when not asked for."""
+def _pacer(
+    job_type: str, factor_cli: float | None
+) -> tuple[emulate.Pacer | None, emulate_pairs.PairWatch | None]:
+    """The emulated-speed pacer (and one line saying so) and, in a Slurm job, what
+    watches for a GPU partner; (None, None) when not asked for."""
+    env = os.environ
     try:
-        factor = emulate.factor_from(factor_cli, os.environ)
+        factor = emulate.factor_from(factor_cli, env)
         if factor is None:
-            return None
-        scale = int(os.environ.get("GAVEL_SCALE") or os.environ.get("SLURM_SPANK_GAVEL_SCALE") or 1)
+            return None, None
+        scale = int(env.get("GAVEL_SCALE") or env.get("SLURM_SPANK_GAVEL_SCALE") or 1)
         emu = emulate.emulation_for(job_type, scale, factor)
+        watch = emulate_pairs.watch_for(job_type, scale, emu.gpu_type, factor, emu.rate, env)
     except (ValueError, InputError) as e:
         raise SystemExit(f"--emulate-gpu-speed: {e}") from None
     print(
@@ -191,7 +201,7 @@ def _pacer(job_type: str, factor_cli: float | None) -> emulate.Pacer | None:
         ),
         flush=True,
     )
-    return emulate.Pacer(emu.rate)
+    return emulate.Pacer(emu.rate), watch
 
 
 def measure(
