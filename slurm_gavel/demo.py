@@ -28,6 +28,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from slurm_gavel import demo_packed as packed
 from slurm_gavel import demo_report as rep
 from slurm_gavel.demo_report import DemoJob, Outcome
 
@@ -134,7 +135,10 @@ class Demo:
             f"node, fake GPU devices with typed GRES) in {self.run_dir}"
         )
         spec = ClusterSpec(
-            topology=self.args.topology, partitions="shared", spank=[f"optional {PLUGIN}"]
+            topology=self.args.topology,
+            partitions="shared",
+            spank=[f"optional {PLUGIN}"],
+            shards=packed.SHARDS_PER_GPU if packed.packs(self.args.policy) else 0,
         )
         localcluster.up(spec, self.run_dir, port_base_auto=True)
 
@@ -154,7 +158,7 @@ class Demo:
         for j in self.jobs:
             script = REPO / "workloads" / "sbatch" / f"{j.script}.sbatch"
             common = ["-p", "gpu", "-J", f"demo-{j.label}", "-o", str(base / "out" / "%j.out")]
-            if phase == "gavel":
+            if phase != "slurm":
                 argv = [
                     *common,
                     f"--gavel-job-type={j.job_type}",
@@ -181,16 +185,16 @@ class Demo:
             times.append(time.time())
         return ids, times
 
-    def start_daemon(self) -> Path:
+    def start_daemon(self, phase: str, policy: str) -> Path:
         from slurm_gavel.throughputs import load_table
 
-        base = self.run_dir / "gavel"
+        base = self.run_dir / phase
         table = base / "table.json"
         table.write_text(json.dumps(rep.scaled_table(load_table().to_json(), self.args.speed)))
         cfg = base / "gavel.yaml"
         cfg.write_text(
             rep.daemon_config(
-                policy=self.args.policy,
+                policy=policy,
                 round_seconds=self.args.round_seconds,
                 state_dir=str(base / "state"),
                 progress_dir=str(base / "progress"),
@@ -208,7 +212,7 @@ class Demo:
                 env=self.env,
             )
         say(
-            f"[demo] slurm-gavel run --config {cfg} (policy {self.args.policy}, "
+            f"[demo] slurm-gavel run --config {cfg} (policy {policy}, "
             f"{self.args.round_seconds:g} s rounds"
             + (f", stay credit {self.args.stay_credit:g} s" if self.args.stay_credit else "")
             + f"; log {base / 'daemon.log'})"
@@ -271,7 +275,7 @@ class Demo:
             if self.daemon is not None and self.daemon.poll() is not None:
                 raise RuntimeError(
                     f"the daemon exited ({self.daemon.returncode}); see "
-                    f"{self.run_dir / 'gavel' / 'daemon.log'}"
+                    f"{self.run_dir / phase / 'daemon.log'}"
                 )
             if time.monotonic() > deadline:
                 say(
@@ -287,6 +291,38 @@ class Demo:
             self.outcome(j, t, seen_end.get(j), out / f"{j}.out")
             for j, t in zip(ids, times, strict=True)
         ]
+
+    def gavel_phase(self, phase: str, policy: str) -> tuple[list[Outcome], list[float]]:
+        """Submit the jobs, run the daemon with `policy` until all are done."""
+        ids, times = self.submit_all(phase)
+        state_file = self.start_daemon(phase, policy)
+        outcomes = self.wait(phase, ids, times, state_file)
+        self.stop_daemon()
+        self.wait_idle()
+        return outcomes, times
+
+    def predict(self, times: list[float], policies: list[str]) -> dict[str, float] | None:
+        """The simulator's average JCT for the same jobs, cluster, rounds and table."""
+        base = self.run_dir / "simulator"
+        base.mkdir(exist_ok=True)
+        (base / "trace.csv").write_text(packed.trace_csv(self.jobs, times))
+        try:
+            got = packed.predict(
+                base / "trace.csv",
+                self.run_dir / "gavel" / "table.json",
+                self.args.topology,
+                [*policies, "slurm_fifo"],
+                self.args.round_seconds,
+                base / "summary.json",
+            )
+        except (subprocess.SubprocessError, OSError, ValueError, KeyError) as e:
+            say(f"[demo] the simulator's prediction failed: {e}")
+            return None
+        say(
+            f"[demo] simulator, same jobs and cluster ({packed.PREDICT_OVERHEAD_S:g} s per "
+            f"restart assumed): " + ", ".join(f"{p} {v:.0f} s" for p, v in got.items())
+        )
+        return got
 
     def run(self) -> int:
         a = self.args
@@ -304,11 +340,14 @@ class Demo:
             "[demo] phase 1: gavel. sbatch --gavel-job-type=... (held on arrival), then "
             "the daemon places, preempts and moves them each round"
         )
-        ids, times = self.submit_all("gavel")
-        state_file = self.start_daemon()
-        gavel = self.wait("gavel", ids, times, state_file)
-        self.stop_daemon()
-        self.wait_idle()
+        gavel, times = self.gavel_phase("gavel", a.policy)
+        unpacked: list[Outcome] | None = None
+        if a.compare_policy:
+            say(
+                f"[demo] phase 1b: gavel with {a.compare_policy} (no GPU sharing): the same "
+                "jobs, for comparison"
+            )
+            unpacked, _ = self.gavel_phase("unpacked", a.compare_policy)
         slurm: list[Outcome] | None = None
         if not a.no_baseline:
             say(
@@ -317,8 +356,16 @@ class Demo:
             )
             ids, times = self.submit_all("slurm")
             slurm = self.wait("slurm", ids, times, None)
+        predicted = self.predict(times, [a.policy, a.compare_policy]) if unpacked else None
         say()
-        say(rep.final_table(self.jobs, gavel, slurm, a.policy))
+        if unpacked is not None and a.compare_policy:
+            say(
+                packed.final_table(
+                    self.jobs, gavel, unpacked, slurm, a.policy, a.compare_policy, predicted
+                )
+            )
+        else:
+            say(rep.final_table(self.jobs, gavel, slurm, a.policy))
         say(
             "(JCT: seconds from submission to completion; GPU speeds emulated from Gavel's "
             "published table, the GPUs are fake)"
@@ -330,8 +377,12 @@ class Demo:
             "topology": a.topology,
             **rep.results_json(self.jobs, gavel, slurm),
         }
+        if unpacked is not None:
+            results["compare_policy"] = a.compare_policy
+            results["simulator_avg_jct_s"] = predicted
+            results.update(packed.results_json(self.jobs, unpacked, gavel))
         (self.run_dir / "results.json").write_text(json.dumps(results, indent=1))
-        ok = all(o.state == "COMPLETED" for o in [*gavel, *(slurm or [])])
+        ok = all(o.state == "COMPLETED" for o in [*gavel, *(unpacked or []), *(slurm or [])])
         return 0 if ok else 1
 
 
@@ -397,13 +448,27 @@ def parser() -> argparse.ArgumentParser:
         help="run dir: cluster, job outputs, daemon state, results.json",
     )
     p.add_argument("--plots", type=Path, help="--simulate: plot dir (default DIR/plots)")
-    p.add_argument("--jobs", default=rep.DEFAULT_JOBS, help="TYPE=STEPS;TYPE=STEPS;...")
-    p.add_argument("--topology", default=rep.DEFAULT_TOPOLOGY, help="TYPE:NODESxGPUS,...")
+    p.add_argument(
+        "--jobs",
+        help="TYPE=STEPS;TYPE=STEPS;... (default: 8 jobs; with a packed policy 8 others, "
+        "slurm_gavel/demo_packed.py)",
+    )
+    p.add_argument(
+        "--topology",
+        help=f"TYPE:NODESxGPUS,... (default {rep.DEFAULT_TOPOLOGY}; with a packed policy "
+        f"{packed.PACKED_TOPOLOGY}, {packed.SHARDS_PER_GPU} gres/shard per GPU)",
+    )
     # Gavel's heterogeneity-aware FIFO against Slurm's type-blind FIFO: the same queue
     # order, only the GPU type differs. max_min_fairness time-shares (most jobs move every
     # round), which on a couple of cores costs 10-20 s per restart (python + torch).
     p.add_argument(
         "--policy", default="fifo", help="gavel policy (default fifo: heterogeneity-aware FIFO)"
+    )
+    p.add_argument(
+        "--compare-policy",
+        help="with a packed policy (max_min_fairness_packed, gandiva): also run the jobs "
+        "under this policy (default: the policy without sharing, max_min_fairness); "
+        "'none' skips it",
     )
     p.add_argument("--round-seconds", type=float, default=30.0)
     p.add_argument(
@@ -426,6 +491,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    pack = packed.packs(args.policy)
+    args.jobs = args.jobs or (packed.PACKED_JOBS if pack else rep.DEFAULT_JOBS)
+    args.topology = args.topology or (packed.PACKED_TOPOLOGY if pack else rep.DEFAULT_TOPOLOGY)
+    if args.compare_policy is None and pack:
+        args.compare_policy = packed.unpacked_of(args.policy)
+    elif args.compare_policy == "none":
+        args.compare_policy = None
     if args.simulate:
         return simulate(args)
     try:

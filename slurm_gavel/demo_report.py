@@ -33,6 +33,9 @@ EMULATE_LINE = re.compile(
     r"node (?P<node>\S+) gpu (?P<gpu>\S+):"
 )
 
+# A paced job sharing its GPU says so (workloads/emulate_pairs.py), naming its partner.
+PAIRED_LINE = re.compile(r"^\[slurm-gavel emulate\] job (\d+) paired with job (\d+) ")
+
 
 @dataclass(frozen=True)
 class DemoJob:
@@ -127,6 +130,7 @@ class JobRun:
     gpus: list[str] = field(default_factory=list)  # GPU type of each run, in order
     nodes: list[str] = field(default_factory=list)
     behind_s: float | None = None  # how far the emulation fell behind (final summary)
+    partners: list[str] = field(default_factory=list)  # job ids it shared a GPU with
     finished: bool = False
 
 
@@ -134,7 +138,11 @@ def parse_output(text: str) -> JobRun:
     run = JobRun()
     for line in text.splitlines():
         m = EMULATE_LINE.match(line)
-        if m:
+        pair = PAIRED_LINE.match(line)
+        if pair:
+            if pair.group(2) not in run.partners:
+                run.partners.append(pair.group(2))
+        elif m:
             run.gpus.append(m.group("gpu"))
             run.nodes.append(m.group("node"))
         elif line.startswith('{"job_type"'):
