@@ -259,3 +259,21 @@ def test_max_grace_defaults_to_the_global_grace_and_is_parsed():
     assert (ck.max_grace_seconds, ck.grace_cap) == (None, 30.0)
     ck = parse_config({"partitions": ["gpu"], "checkpoint": {"max_grace_seconds": 300}}).checkpoint
     assert (ck.max_grace_seconds, ck.grace_cap) == (300.0, 300.0)
+
+
+def test_shipped_config_says_how_to_enable_the_packed_policy(tmp_path):
+    """conf/gavel.yaml's comment names a policy line that, put in place of the shipped
+    one, loads, is a packing policy, and points at the admin guide's shard set-up."""
+    from slurm_gavel.policies import PACKING_POLICIES
+
+    text = (REPO / "conf" / "gavel.yaml").read_text()
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("#   policy: ")]
+    assert "Shard set-up" in text and "docs/admin-guide.md" in text
+    assert "### Shard set-up" in (REPO / "docs" / "admin-guide.md").read_text()
+    enabled = text.replace("\npolicy: max_min_fairness\n", "\n" + line[len("#   ") :] + "\n")
+    cfg = load_config(write(tmp_path, enabled))
+    assert cfg.policy == "max_min_fairness_packed" and cfg.policy in PACKING_POLICIES
+    assert (
+        cfg.round_seconds == 360
+        and cfg.partitions == load_config(REPO / "conf" / "gavel.yaml").partitions
+    )

@@ -155,6 +155,49 @@ def defer_pairs_beside_leaving_shards(
         ]
 
 
+def lone_half_warnings(
+    managed: Mapping[JobId, SlurmJob],
+    jobs: Iterable[SlurmJob],
+    partners: Mapping[JobId, JobId],
+    nodes: Mapping[str, SlurmNode],
+) -> list[str]:
+    """What is worth a warning about managed jobs alone on half a GPU. Alone is normal
+    (the partner ended, was preempted, or waits to start: the next pair placed there
+    fills the half), so it is not. Two such halves on different GPUs of one node are
+    (the shards of a GPU idle twice over: a pair Slurm's first fit split, or two pairs
+    that each lost a job), and so is a half shared with a job the daemon does not
+    manage (a user's own --gres=shard job beside a managed one)."""
+    everyone = shard_partners(jobs)
+    lone = [
+        sj
+        for sj in running(managed.values())
+        if sj.job_id not in partners and holds_half_a_gpu(sj, nodes)
+    ]
+    out: list[str] = []
+    by_node: dict[str, list[tuple[JobId, tuple[int, ...]]]] = {}
+    for sj in lone:
+        other = everyone.get(sj.job_id)
+        halves = [s for s in sj.gpu_slices if s.shards]
+        where = ", ".join(f"{s.node} GPU {list(s.indices) or '?'}" for s in halves)
+        if other is not None:
+            out.append(
+                f"job {sj.job_id} shares {where} with job {other}, which is not a managed job "
+                "(a user's own gres/shard job): its speed there is not the table's"
+            )
+            continue
+        for s in halves:
+            by_node.setdefault(s.node, []).append((sj.job_id, s.indices))
+    for node, held in sorted(by_node.items()):
+        if len({idx for _, idx in held}) > 1:
+            out.append(
+                f"jobs {', '.join(j for j, _ in held)} each hold half of a different GPU of "
+                f"node {node} ({', '.join(f'{j}: GPU {list(i)}' for j, i in held)}): "
+                "the other halves idle (a pair split by Slurm's first fit, or pairs that "
+                "each lost a job); the next rounds place them again"
+            )
+    return out
+
+
 def lone_shard_holders(
     managed: Mapping[JobId, SlurmJob], nodes: Mapping[str, SlurmNode]
 ) -> dict[str, JobId]:

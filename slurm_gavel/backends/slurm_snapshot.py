@@ -22,10 +22,9 @@ from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_pairs import (
     RUNNING_STATES,
     defer_pairs_beside_leaving_shards,
-    holds_half_a_gpu,
+    lone_half_warnings,
     lone_shard_holders,
     pair_on_shards,
-    running,
     shard_partners,
     whole_gpu_as_shards,
 )
@@ -97,14 +96,7 @@ def build_view(
         specs.append((sj, spec, arrival))
     partners = shard_partners(managed.values())
     by_name = {n.name: n for n in nodes}
-    for sj in running(managed.values()):
-        alone = [s for s in sj.gpu_slices if s.shards]
-        if sj.job_id not in partners and holds_half_a_gpu(sj, by_name):
-            where = ", ".join(f"{s.node} GPU {list(s.indices) or '?'}" for s in alone)
-            warnings.append(
-                f"job {sj.job_id} holds shards of {where} and shares them with no other "
-                "managed job: its pair did not land on one GPU, or its partner ended"
-            )
+    warnings += lone_half_warnings(managed, jobs, partners, by_name)
     types = {n.name: n.gpu_type for n in nodes}
     for sj, spec, arrival in specs:
         observed.append(_observed(sj, spec, arrival, partners.get(sj.job_id), types))
