@@ -58,6 +58,7 @@ from slurm_gavel.backends.slurm_old_runs import (
     OldRuns,
     kill_wait_seconds,
 )
+from slurm_gavel.backends.slurm_pairs import AfterExit
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import (
     RUNNING_STATES,
@@ -232,6 +233,8 @@ class SlurmCluster:
         plan = plan_act(placement, self.view, self.managed_partitions)
         failed: dict[JobId, str] = dict(plan.failed)
         plan.starts = self._old_runs_gone(plan.starts, failed)
+        fine = {o.job_id for o in self._old_runs_gone([a.order for a in plan.after_exit], failed)}
+        plan.after_exit = [a for a in plan.after_exit if a.order.job_id in fine]
         told = set(self._signalled)  # signalled in an earlier act, grace not over
         told |= self._requeuehold_overdue(failed)
         signalled = self._signal(self._signallable(plan.to_signal, told, failed), failed)
@@ -244,9 +247,12 @@ class SlurmCluster:
             self._wait_and_requeuehold(signalled, failed)
             moving = [o for o in plan.moves if o.job_id in signalled and o.job_id not in failed]
             moved = self._start(moving, failed)
-        elif plan.moves:
+            started += self._start(self._half_freed(plan.after_exit, failed), failed)
+        else:
             for o in plan.moves:  # started by a later act(), once the job has exited
                 failed.setdefault(o.job_id, "preempted; restarts in a later round after exit")
+            for a in plan.after_exit:
+                failed.setdefault(a.order.job_id, a.why)
         return ActResult(
             started=tuple(started),
             kept=tuple(plan.keep),
@@ -254,6 +260,22 @@ class SlurmCluster:
             moved=tuple(moved),
             failed=tuple(failed.items()),
         )
+
+    def _half_freed(self, after: list[AfterExit], failed: dict[JobId, str]) -> list[StartOrder]:
+        """The pair members whose GPU's stopping job has now left it (the act waited for
+        it): started now rather than a round later. A pair whose stopping job still runs
+        (its requeue failed, or it is still completing) waits, both of it."""
+        if not after:
+            return []
+        holders = sorted({a.holder for a in after})
+        states = self._states(holders)
+        stuck = {h for h in holders if h in failed or states.get(h) in RUNNING_STATES}
+        waiting = {a.order.job_id for a in after if a.holder in stuck}
+        waiting |= {a.partner for a in after if a.order.job_id in waiting and a.partner}
+        for a in after:
+            if a.order.job_id in waiting:
+                failed.setdefault(a.order.job_id, a.why)
+        return [a.order for a in after if a.order.job_id not in waiting]
 
     def _old_runs_gone(
         self, orders: list[StartOrder], failed: dict[JobId, str]

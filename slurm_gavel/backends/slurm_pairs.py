@@ -5,6 +5,7 @@ release are in docs/admin-guide.md, shard set-up."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from slurm_gavel.backends.base import JobPlacement, RoundPlacement
@@ -109,6 +110,23 @@ def whole_gpu_as_shards(jp: JobPlacement, nodes: Mapping[str, SlurmNode]) -> int
     return per_gpu.pop()
 
 
+@dataclass(frozen=True)
+class AfterExit:
+    """A pair member that starts once ``holder``, stopping this round, has left the
+    half GPU it would otherwise land beside (started after the act's wait for exits)."""
+
+    order: StartOrder
+    holder: JobId
+    partner: JobId | None
+
+    @property
+    def why(self) -> str:
+        return (
+            f"pair waits: job {self.holder} stops this round; its shards are not free yet, "
+            "and Slurm would put this job beside it"
+        )
+
+
 def defer_pairs_beside_leaving_shards(
     starts: list[StartOrder],
     failed: list[tuple[JobId, str]],
@@ -116,11 +134,15 @@ def defer_pairs_beside_leaving_shards(
     managed: Mapping[JobId, SlurmJob],
     nodes: Mapping[str, SlurmNode],
     placement: RoundPlacement,
+    after_exit: list[AfterExit] | None = None,
 ) -> None:
     """Slurm gives shards first fit: a pair member started while another job holds
     half of a GPU on its node (one stopping this round, or one running on alone) lands
-    beside that job, and its partner on another GPU. Such a pair does not start; it
-    waits (in place: starts shrinks, failed says why) until the half is free."""
+    beside that job, and its partner on another GPU. Such a pair does not start with
+    the round's other starts. Beside a job that stops this round it goes into
+    ``after_exit`` (when given): the backend starts it once the stopping jobs have
+    exited, in the same act. Otherwise it waits (failed says why) until the half is
+    free."""
     gone = set(leaving)
     paired = shard_partners(managed.values())
     busy: dict[str, tuple[JobId, str]] = {}
@@ -147,12 +169,21 @@ def defer_pairs_beside_leaving_shards(
         partner = placement.jobs[job_id].partner
         if partner is not None and partner in starting:
             deferred.setdefault(partner, holder)
-    if deferred:
-        starts[:] = [o for o in starts if o.job_id not in deferred]
-        failed += [
-            (j, f"pair waits: job {who} {why}, and Slurm would put this job beside it")
-            for j, (who, why) in deferred.items()
-        ]
+    if not deferred:
+        return
+    orders = {o.job_id: o for o in starts}
+    starts[:] = [o for o in starts if o.job_id not in deferred]
+    for j, (who, why) in deferred.items():
+        partner = placement.jobs[j].partner
+        pair_leaving = all(
+            deferred[k][0] in gone for k in (j, partner) if k is not None and k in deferred
+        )
+        if after_exit is not None and pair_leaving:
+            after_exit.append(AfterExit(orders[j], who, partner))
+        else:
+            failed.append(
+                (j, f"pair waits: job {who} {why}, and Slurm would put this job beside it")
+            )
 
 
 def lone_half_warnings(

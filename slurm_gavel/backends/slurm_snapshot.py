@@ -21,6 +21,7 @@ from slurm_gavel.backends.base import (
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_pairs import (
     RUNNING_STATES,
+    AfterExit,
     defer_pairs_beside_leaving_shards,
     lone_half_warnings,
     lone_shard_holders,
@@ -246,6 +247,8 @@ class ActPlan:
     keep: list[JobId] = field(default_factory=list)
     preempt: list[JobId] = field(default_factory=list)  # running, not placed
     hold: list[JobId] = field(default_factory=list)  # released earlier, not placed now
+    # pair members that start once this round's stopping jobs have left their GPU
+    after_exit: list[AfterExit] = field(default_factory=list)
     failed: list[tuple[JobId, str]] = field(default_factory=list)
 
     @property
@@ -296,7 +299,13 @@ def plan_act(
         elif obs.state is JobState.PENDING and not view.managed[job_id].held:
             plan.hold.append(job_id)  # released in an earlier round, must not start now
     defer_pairs_beside_leaving_shards(
-        plan.starts, plan.failed, plan.to_signal, view.managed, view.nodes, placement
+        plan.starts,
+        plan.failed,
+        plan.to_signal,
+        view.managed,
+        view.nodes,
+        placement,
+        plan.after_exit,
     )
     _stop_moves_beside_lone_shards(plan, view, placement)
     return plan
@@ -319,6 +328,9 @@ def _stop_moves_beside_lone_shards(
         plan.failed.append((o.job_id, why))
         if any(p.job_id == partner for p in plan.starts):
             plan.starts = [p for p in plan.starts if p.job_id != partner]
+            plan.failed.append((partner, why))
+        if any(a.order.job_id == partner for a in plan.after_exit):
+            plan.after_exit = [a for a in plan.after_exit if a.order.job_id != partner]
             plan.failed.append((partner, why))
 
 

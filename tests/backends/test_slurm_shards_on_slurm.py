@@ -140,3 +140,23 @@ def test_a_job_moves_from_shared_to_whole_gpu_and_back(slurm_shards_session, tmp
         assert (obs[a].partner, obs[b_].partner) == (b_, a)
     finally:
         slurm.cancel_all()
+
+
+def test_a_new_pair_starts_in_the_act_that_stops_the_pair_before_it(slurm_shards_session, tmp_path):
+    """Pair (a, b) on v100-1 stopped, pair (c, d) placed there in the same round: c and
+    d start once a and b have exited (the act waits for them), not a round later, and
+    share one GPU (started beside a stopping job, Slurm's first fit would split them)."""
+    slurm = slurm_shards_session
+    slurm.cancel_all()
+    try:
+        b, a, b_ = _start_pair(slurm, tmp_path)
+        c, d = (managed(slurm, tmp_path, n) for n in ("c", "d"))
+        b.observe()
+        res = b.act(_pair(1, {c: ("v100", "v100-1", d), d: ("v100", "v100-1", c)}))
+        assert sorted(res.preempted) == sorted([a, b_]) and not res.failed, res
+        assert sorted(res.started) == sorted([c, d]), res
+        _wait_running(slurm, [c, d])
+        assert _shard_gpu(slurm, c) == _shard_gpu(slurm, d) != ()
+        assert slurm.show(a)["JobState"] == slurm.show(b_)["JobState"] == "SPECIAL_EXIT"
+    finally:
+        slurm.cancel_all()

@@ -147,14 +147,20 @@ def test_a_pair_that_cannot_share_runs_apart_and_says_why(release):
 
 
 @pytest.mark.parametrize("release", sorted(CAPTURES))
-def test_a_pair_waits_a_round_beside_shards_that_are_leaving(release):
+def test_a_pair_beside_shards_that_are_leaving_starts_after_they_left(release):
     ids, v = shard_view(release)
     d, e, m = ids["d"], ids["e"], ids["m"]
-    # m (on k80-1's shards) is preempted: a new pair on k80-1 would land beside it.
+    # m (on k80-1's shards) is preempted: a new pair on k80-1 started with the round's
+    # other starts would land beside it; it starts after the act's wait for exits.
     plan = plan_act(RoundPlacement(0, 0, 60, pair(d, e, "k80-1", "k80")), v, None)
-    assert m in plan.preempt and not plan.starts
-    assert sorted(j for j, _ in plan.failed) == sorted([d, e])
-    assert all(f"job {m} stops this round" in why for _, why in plan.failed)
+    assert m in plan.preempt and not plan.starts and not plan.failed
+    assert [(a.order.job_id, a.holder, a.partner) for a in plan.after_exit] == [
+        (d, m, e),
+        (e, m, d),
+    ]
+    assert all(
+        a.order.shards == 1 and f"job {m} stops this round" in a.why for a in plan.after_exit
+    )
     # m kept, alone on half of GPU 0: the pair would split the same way; it waits too.
     placement = {**pair(d, e, "k80-1", "k80"), m: jp(m, "k80", ("k80-1", 1))}
     plan = plan_act(RoundPlacement(0, 0, 60, placement), v, None)

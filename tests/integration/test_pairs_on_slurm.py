@@ -60,3 +60,49 @@ def test_packed_policy_runs_pairs_on_one_gpu(slurm_shards_session, tmp_path):
     finally:
         sc.daemon.stop()
         slurm.cancel_all()
+
+
+def _running_on(slurm, node: str, ids: list[str]) -> list[str]:
+    out = slurm.cmd("squeue", "-h", "-t", "RUNNING", "-w", node, "-o", "%i", check=False).stdout
+    return [j for j in out.split() if j in ids]
+
+
+def test_a_drained_node_with_a_pair_on_it(slurm_shards_session, tmp_path):
+    """A node drained under a pair sharing one of its GPUs: both jobs are checkpointed
+    and placed elsewhere (nothing new starts there), and every job completes, each
+    run but the last ended by the checkpoint signal."""
+    from tests.integration.test_node_outages import assert_checkpoint_protocol, wait_for
+
+    slurm = slurm_shards_session
+    slurm.cancel_all()
+    sc = new_scenario(slurm, tmp_path)
+    cfg = sc.daemon.config
+    cfg.write_text(cfg.read_text().replace("policy: max_min_fairness\n",
+                                           "policy: max_min_fairness_packed\n"))  # fmt: skip
+    node = None
+    try:
+        ids = [sc.submit(t, steps=40) for t in ("ResNet-18 (batch size 32)", "A3C") * 3]
+        sc.daemon.start()
+        pair = wait_for(lambda: shared_gpus(slurm), 90, "two jobs on one GPU's shards")
+        node, _ = sorted(pair)[0]
+        on_node = _running_on(slurm, node, ids)
+        slurm.cmd("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=pairs")
+        drained = time.time()
+        assert len(on_node) >= 2, on_node
+        wait_for(lambda: not _running_on(slurm, node, ids), 60, f"{node} emptied")
+        states = sc.wait_finished(ids, timeout=300)
+        sc.assert_all_completed(states)
+        for j in ids:
+            assert_checkpoint_protocol(sc, j)
+            late = [s for s in sc.segments(j) if s.node == node and s.start > drained + 5]
+            assert not late, (j, late)  # nothing started on the drained node
+        for j in on_node:  # the pair's run there ended by the signal, or it was done
+            (last,) = [s for s in sc.segments(j) if s.node == node][-1:]
+            assert last.how in ("signal", "done"), (j, sc.segments(j))
+        refused = [e for e in sc.daemon.events("action_failed") if "Invalid" in str(e)]
+        assert not refused, refused
+    finally:
+        if node is not None:
+            slurm.cmd("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
+        sc.daemon.stop()
+        slurm.cancel_all()
