@@ -50,3 +50,26 @@ def test_gres_type_updates_of_a_held_job(slurm):
         assert got == CASES
     else:
         assert got == dict.fromkeys(CASES, OK)
+
+
+def test_requeue_exit_hold_and_requeuehold_on_plain_jobs(slurm):
+    """What RequeueExitHold=99 and JobRequeue do to jobs that are not slurm-gavel's
+    (admin guide section 2): a plain job exiting 99 is requeued held; a --no-requeue
+    one too on 22.05, while from 24.11 on it ends FAILED as any other failure. And
+    `scontrol requeuehold` (the daemon's preemption) is refused for a --no-requeue job
+    on every release, which is why job_submit.lua makes managed jobs requeue-able."""
+    requeue = slurm.sbatch("--requeue", "-p", "gpu", "-o", "/dev/null", "--wrap", "exit 99")
+    no_requeue = slurm.sbatch("--no-requeue", "-p", "gpu", "-o", "/dev/null", "--wrap", "exit 99")
+    ordinary = slurm.sbatch("-p", "gpu", "-o", "/dev/null", "--wrap", "exit 3")
+    slurm.wait_state(requeue, "SPECIAL_EXIT", timeout=60)
+    info = slurm.show(requeue)
+    assert info["Restarts"] == "1" and info["Priority"] == "0", info
+    want = "SPECIAL_EXIT" if slurm.release == "22.05" else "FAILED"
+    slurm.wait_state(no_requeue, want, timeout=60)
+    slurm.wait_state(ordinary, "FAILED", timeout=60)  # other exit codes: unchanged
+
+    runs = slurm.sbatch("--no-requeue", "-p", "gpu", "-o", "/dev/null", "--wrap", "sleep 300")
+    slurm.wait_state(runs, "RUNNING", timeout=60)
+    res = slurm.cmd("scontrol", "requeuehold", runs, check=False)
+    assert res.returncode != 0 and "disabled" in (res.stdout + res.stderr), res
+    assert slurm.state(runs) == "RUNNING"
