@@ -12,7 +12,9 @@
 
 The GPUs are fake, so each job paces its steps to the steps/s Gavel *published* for
 its type on its node's GPU type (workloads/emulate.py, ``GAVEL_EMULATE_SPEED``).
-``--simulate`` instead replays the shipped example trace in the simulator.
+``--simulate`` instead replays the shipped example trace in the simulator. With a
+packed policy (``--policy max_min_fairness_packed``) the cluster has GPU shards and
+the jobs also run under the unpacked policy; slurm_gavel/demo_packed.py.
 """
 
 from __future__ import annotations

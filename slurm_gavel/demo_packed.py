@@ -134,7 +134,13 @@ def results_json(
     return {
         "shared_gpu_with": {j.label: s for j, s in zip(jobs, shared, strict=True)},
         "unpacked": {
-            j.label: {"job_id": o.job_id, "state": o.state, "jct_s": o.jct, "gpu_types": o.run.gpus}
+            j.label: {
+                "job_id": o.job_id,
+                "state": o.state,
+                "jct_s": o.jct,
+                "restarts": o.restarts,
+                "gpu_types": o.run.gpus,
+            }
             for j, o in zip(jobs, unpacked, strict=True)
         },
     }

@@ -131,6 +131,7 @@ def test_final_table_says_who_shared_and_puts_the_prediction_beside_the_runs():
     res = demo_packed.results_json(jobs, unpacked, packed)
     assert res["shared_gpu_with"] == {"a3c-1": "rec-2", "rec-2": "a3c-1", "a3c-3": "-"}
     assert res["unpacked"]["a3c-3"]["state"] == "CANCELLED"
+    assert res["unpacked"]["a3c-3"]["restarts"] == 1 and res["unpacked"]["rec-2"]["jct_s"] == 100
 
 
 @pytest.mark.parametrize(

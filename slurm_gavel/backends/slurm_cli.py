@@ -122,6 +122,8 @@ class SlurmCluster:
         self._first_submit: dict[JobId, float] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
         self._requeued_at: dict[JobId, float] = {}  # seen leaving its run in this act (clock)
+        # the orders the last act released (job -> order): still pending, not re-issued
+        self._released: dict[JobId, StartOrder] = {}
         self.data_parser = data_parser or os.environ.get("SLURM_GAVEL_DATA_PARSER") or None
         self._format: CliFormat | None = None  # detected on the first observe
         # Requeued jobs whose previous run may still be on a node (slurm_old_runs.py);
@@ -232,6 +234,7 @@ class SlurmCluster:
         assert self.view is not None
         plan = plan_act(placement, self.view, self.managed_partitions)
         failed: dict[JobId, str] = dict(plan.failed)
+        plan.starts = self._not_released_already(plan, self.view)
         plan.starts = self._old_runs_gone(plan.starts, failed)
         fine = {o.job_id for o in self._old_runs_gone([a.order for a in plan.after_exit], failed)}
         plan.after_exit = [a for a in plan.after_exit if a.order.job_id in fine]
@@ -253,6 +256,9 @@ class SlurmCluster:
                 failed.setdefault(o.job_id, "preempted; restarts in a later round after exit")
             for a in plan.after_exit:
                 failed.setdefault(a.order.job_id, a.why)
+        orders = {o.job_id: o for o in [*plan.starts, *plan.moves]}
+        orders.update((a.order.job_id, a.order) for a in plan.after_exit)
+        self._released = {j: orders[j] for j in [*started, *moved]}
         return ActResult(
             started=tuple(started),
             kept=tuple(plan.keep),
@@ -260,6 +266,21 @@ class SlurmCluster:
             moved=tuple(moved),
             failed=tuple(failed.items()),
         )
+
+    def _not_released_already(self, plan: ActPlan, view: SlurmView) -> list[StartOrder]:
+        """The starts to issue: not those the last act released with the same order and
+        that Slurm has not started yet (pending, not held). Updating such a job again
+        races Slurm's own start of it (22.05: "Invalid node name specified"); it keeps
+        its lease instead. Jobs started at the end of an act (moves, pairs beside a
+        stopping job) are often still pending when the next round comes."""
+        out = []
+        for o in plan.starts:
+            sj = view.managed.get(o.job_id)
+            if self._released.get(o.job_id) == o and sj is not None and not sj.held:
+                plan.keep.append(o.job_id)
+            else:
+                out.append(o)
+        return out
 
     def _half_freed(self, after: list[AfterExit], failed: dict[JobId, str]) -> list[StartOrder]:
         """The pair members whose GPU's stopping job has now left it (the act waited for
