@@ -183,3 +183,25 @@ def test_a_pair_member_moved_beside_a_lone_shard_job_is_stopped_and_waits(releas
     reasons = dict(plan.failed)
     assert f"job {m} runs alone on half a GPU" in reasons[c]
     assert f"job {m} runs alone on half a GPU" in reasons[d]
+
+
+@pytest.mark.parametrize("release", sorted(CAPTURES))
+def test_a_job_the_last_act_released_and_slurm_has_not_started_is_not_updated_again(release):
+    from slurm_gavel.backends.slurm_cli import SlurmCluster
+
+    ids, v = shard_view(release, drop=("m",))
+    d, e = ids["d"], ids["e"]  # pending, not held (waiting for resources)
+    placement = RoundPlacement(1, 0, 60, pair(d, e, "k80-1", "k80"))
+    plan = plan_act(placement, v, None)
+    cluster = SlurmCluster()  # no command runs here
+    cluster._released = {d: plan.starts[0]}
+    assert [o.job_id for o in cluster._not_released_already(plan, v)] == [e]
+    assert d in plan.keep  # released, same order: keeps its lease
+    # Released elsewhere last time, or held since: the order is issued again.
+    plan = plan_act(placement, v, None)
+    cluster._released = {d: replace(plan.starts[0], nodes=("v100-1",))}
+    assert [o.job_id for o in cluster._not_released_already(plan, v)] == [d, e]
+    plan = plan_act(placement, v, None)
+    cluster._released = {d: plan.starts[0]}
+    v.managed[d] = replace(v.managed[d], priority=0)  # held
+    assert [o.job_id for o in cluster._not_released_already(plan, v)] == [d, e]
