@@ -8,6 +8,7 @@ so the list must come from the same throughput table the daemon uses.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         # replace, never rewrite in place: sbatch processes read it at any moment
         out = Path(args.out)
-        tmp = out.with_name(f".{out.name}.tmp")
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")  # per process: builds run at once
         tmp.write_text(text)
         tmp.replace(out)
     return 0
