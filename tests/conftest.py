@@ -241,8 +241,18 @@ class LocalSlurm:
             if not left:
                 break
             time.sleep(0.2)
-        names = ",".join(n for n, _ in self.spec.node_names())
-        self.cmd("scontrol", "update", f"NodeName={names}", "State=RESUME", check=False)
+        names = [n for n, _ in self.spec.node_names()]
+        self.cmd("scontrol", "update", f"NodeName={','.join(names)}", "State=RESUME", check=False)
+        if not left:
+            # Every node idle again before the next test: a test that drained a node or
+            # restarted a slurmd must not leave a smaller cluster to the next one (a CI run
+            # saw 2 of 6 K80s in a test that counts them).
+            try:
+                localcluster.wait_idle(
+                    self.run_dir, names, timeout=max(10.0, deadline - time.monotonic())
+                )
+            except localcluster.ClusterError as e:
+                left = [f"(no job left, but {e})"]
         return left
 
 

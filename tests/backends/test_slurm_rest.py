@@ -51,7 +51,7 @@ def managed(slurm, tmp_path: Path, name: str, scale: int = 1) -> str:
 def test_rest_observe_matches_cli(slurm, rest, tmp_path):
     # The capacity asserted below needs every GPU free but the k80 job's.
     left = slurm.cancel_all(wait_s=180)
-    assert not left, f"jobs of earlier tests still hold GPUs after 180 s: {left}"
+    assert not left, f"earlier tests still hold GPUs or nodes after 180 s: {left}"
     managed(slurm, tmp_path, "x")
     other = slurm.sbatch("-p", "k80", "--gres=gpu:k80:2", "-o", "/dev/null", "--wrap", "sleep 60")
     slurm.wait_state(other, "RUNNING")
