@@ -30,6 +30,7 @@ from slurm_gavel.job.checkpoint import (
 from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.loop import GavelJob, managed_steps
 from slurm_gavel.job.progress import ProgressReporter, read_report, report_path
+from slurm_gavel.job.ranks import exit_ranks
 
 __all__ = [
     "Checkpoint",
@@ -39,6 +40,7 @@ __all__ = [
     "ProgressReporter",
     "UnsafeCheckpointError",
     "__version__",
+    "exit_ranks",
     "load_latest",
     "managed_steps",
     "read_checkpoint",

@@ -40,7 +40,12 @@ from slurm_gavel.job.checkpoint import (
 )
 from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.progress import ProgressReporter
-from slurm_gavel.job.ranks import RANK_RNG_KEY, RankGroup, RankMismatchError
+from slurm_gavel.job.ranks import (
+    RANK_RNG_KEY,
+    RankGroup,
+    RankMismatchError,
+    hard_exit_at_interpreter_exit,
+)
 from slurm_gavel.job.sharded import SoloGroup, load_sharded, save_sharded
 
 T = TypeVar("T")
@@ -280,6 +285,9 @@ class GavelJob:
         sys.stdout.flush()
         if self._group is not None:
             self._group.shutdown()
+            # gloo can abort a rank in the interpreter's teardown (exit 134: the job
+            # FAILED, not held); once the stack has unwound, leave before it.
+            hard_exit_at_interpreter_exit(self.env.requeue_exit_code)
         raise SystemExit(self.env.requeue_exit_code)
 
     def _after_step(self, last: bool) -> None:

@@ -21,8 +21,12 @@ torch.distributed; this module imports nothing else.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import logging
+import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 # The key, inside a checkpoint's state, of the list of every rank's RNG states.
 RANK_RNG_KEY = "_gavel_rank_rng"
@@ -83,7 +87,8 @@ class RankGroup:
 
         A rank that exits while its peers still hold connections can abort in gloo's
         teardown ("terminate called without an active exception", exit 134 instead
-        of the requeue code); a barrier and destroying the group first avoids it.
+        of the requeue code); a barrier and destroying the group first make it rare,
+        skipping the teardown (:func:`hard_exit`) ends it.
         """
         try:
             self._dist.barrier()
@@ -96,3 +101,36 @@ class RankGroup:
         out: list[Any] = [None] * self.world_size
         self._dist.all_gather_object(out, obj)
         return out
+
+
+def exit_ranks(code: int = 0) -> NoReturn:
+    """End a multi-rank job: the ranks leave the process group together, then each
+    process exits with ``code`` without the interpreter's teardown.
+
+    Call it last in a torch.distributed script instead of ``destroy_process_group()``.
+    torch 2.13's gloo can abort a rank in the teardown when a peer leaves at another
+    moment ("terminate called without an active exception", exit 134): Slurm then
+    records a finished job as FAILED. The standard streams and logging handlers are
+    flushed first; atexit handlers do not run. Without a group it is ``sys.exit(code)``.
+    """
+    group = RankGroup.current()
+    if group is None:
+        sys.exit(code)
+    group.shutdown()
+    hard_exit(code)
+
+
+def hard_exit(code: int) -> NoReturn:
+    """Flush what Python buffers (streams, logging) and leave with ``code`` at once."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed stream: nothing left to lose
+            stream.flush()
+    os._exit(code)
+
+
+def hard_exit_at_interpreter_exit(code: int) -> None:
+    """After the stack unwinds (the job's own ``finally`` and ``with`` blocks run), exit
+    with ``code`` before the teardown that can abort a rank (see :func:`exit_ranks`).
+    Registered last, it runs first of the atexit handlers: the others are skipped."""
+    atexit.register(hard_exit, code)

@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from slurm_gavel.job import GavelJob
+from slurm_gavel.job import GavelJob, exit_ranks
 
 rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
 backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -30,4 +30,4 @@ with GavelJob(model, optimizer) as job:  # every rank resumes from the same step
         optimizer.step()
         if rank == 0 and step % 1000 == 0:
             print(f"step {step} loss {loss.item():.4f}", flush=True)
-dist.destroy_process_group()
+exit_ranks(0)  # leave together, then exit without torch's teardown (see the guide)

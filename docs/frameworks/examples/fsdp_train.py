@@ -8,7 +8,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 
-from slurm_gavel.job import GavelJob
+from slurm_gavel.job import GavelJob, exit_ranks
 
 rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
 backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -36,5 +36,4 @@ with GavelJob(model, optimizer, sharded=True) as job:
         optimizer.step()
         if rank == 0 and step % 1000 == 0:
             print(f"step {step} loss {loss.item():.4f}", flush=True)
-dist.barrier()  # leave together: a rank that exits first can make gloo abort the others
-dist.destroy_process_group()
+exit_ranks(0)  # leave together, then exit without torch's teardown (see the guide)

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from slurm_gavel.job import GavelJob
+from slurm_gavel.job import GavelJob, exit_ranks
 
 out, total = Path(sys.argv[1]), int(sys.argv[2])
 rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
@@ -55,4 +55,4 @@ if rank == 0:
     for s in opt.state_dict()["state"].values():
         h.update(s["momentum_buffer"].numpy().tobytes())
     (out / "final").write_text(h.hexdigest() + "\n")
-dist.destroy_process_group()
+exit_ranks(0)

@@ -22,7 +22,7 @@ from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 from torch.distributed.fsdp import fully_shard
 
-from slurm_gavel.job import GavelJob
+from slurm_gavel.job import GavelJob, exit_ranks
 
 out, total = Path(sys.argv[1]), int(sys.argv[2])
 rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
@@ -65,5 +65,4 @@ if rank == 0:
         for k, v in sorted(state.items()):
             h.update(f"{key}.{k}".encode() + torch.as_tensor(v).contiguous().numpy().tobytes())
     (out / "final").write_text(h.hexdigest() + "\n")
-dist.barrier()
-dist.destroy_process_group()
+exit_ranks(0)

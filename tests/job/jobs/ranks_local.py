@@ -11,7 +11,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from slurm_gavel.job import GavelJob
+from slurm_gavel.job import GavelJob, exit_ranks
 
 rank, port, ckdir, restarts = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 sig_rank, sig_step = (int(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 6 else (-1, -1)
@@ -30,4 +30,4 @@ with GavelJob(env=env, w=w) as job:
         if rank == sig_rank and step == sig_step:
             job.request_checkpoint()
 print("done", job.step, w.tolist(), flush=True)
-dist.destroy_process_group()
+exit_ranks(0)

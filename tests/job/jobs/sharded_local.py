@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from slurm_gavel.job import GavelJob
+from slurm_gavel.job import GavelJob, exit_ranks
 
 rank, port, ckdir, restarts, mode = sys.argv[1:6]
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
@@ -33,5 +33,4 @@ else:
     print("saved", job.checkpoint(), flush=True)
     h = hashlib.sha256(b"".join(t.numpy().tobytes() for t in model.state_dict().values()))
     print("weights", h.hexdigest(), flush=True)
-dist.barrier()
-dist.destroy_process_group()
+exit_ranks(0)
