@@ -118,6 +118,22 @@ def _package_logger_reset() -> Iterator[None]:
     pkg.setLevel(logging.NOTSET)
 
 
+@pytest.fixture
+def daemon_log() -> Iterator[list[logging.LogRecord]]:
+    """Records of the daemon's logger, every level (the CLI's set-up, run by other tests
+    in the same process, stops propagation to the root logger, where caplog listens)."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("slurm_gavel.daemon")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
 @dataclass
 class LocalSlurm:
     """A running local cluster and small helpers for tests."""

@@ -456,22 +456,6 @@ def test_min_reallocation_interval_reaches_the_scheduler(tmp_path, table):
 # ---- issue 12: the smaller items -------------------------------------------------------
 
 
-@pytest.fixture
-def daemon_log():
-    """Records of the daemon's logger, every level (the CLI's set-up, run by other tests
-    in the same process, stops propagation to the root logger, where caplog listens)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("slurm_gavel.daemon")
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
-    logger.setLevel(level)
-
-
 def events_of(records, name):
     return [r for r in records if getattr(r, "event", None) == name]
 

@@ -62,17 +62,8 @@ def spool() -> Iterator[Path]:
 
 
 @pytest.fixture
-def events() -> Iterator[list[logging.LogRecord]]:
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("slurm_gavel.daemon")
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+def events(daemon_log: list[logging.LogRecord]) -> list[logging.LogRecord]:
+    return daemon_log  # tests/conftest.py
 
 
 def problems(records: list[logging.LogRecord], name: str = "progress_refused") -> list[str]:

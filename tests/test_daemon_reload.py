@@ -4,7 +4,6 @@ a refused one leaves the daemon running on its old config, losing nothing."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -54,21 +53,6 @@ def daemon(tmp_path, cfg_path, table):
     d.start()
     yield d
     d.store.release()
-
-
-@pytest.fixture
-def daemon_log():
-    """Records of the daemon's logger (the CLI's set-up stops propagation to caplog)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("slurm_gavel.daemon")
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
-    logger.setLevel(level)
 
 
 def events(records, name):
