@@ -45,6 +45,7 @@ from lightning.fabric.plugins.environments import SLURMEnvironment
 from slurm_gavel.job.checkpoint import CheckpointDirError, open_private_dir, warn
 from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.progress import ProgressReporter
+from slurm_gavel.job.ranks import RankGroup, hard_exit_at_interpreter_exit
 
 CHECKPOINT_NAME = "gavel-last.ckpt"
 
@@ -185,4 +186,6 @@ class GavelCallback(pl.Callback):
         warn(f"rank {trainer.global_rank}: checkpoint {path} at step {trainer.global_step}; "
              f"exiting {code}")  # fmt: skip
         sys.stdout.flush()
+        if RankGroup.current() is not None:  # DDP: gloo can abort a rank in the teardown
+            hard_exit_at_interpreter_exit(code)
         raise SystemExit(code)
