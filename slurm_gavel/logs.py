@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -72,6 +73,48 @@ class KeyValueFormatter(logging.Formatter):
         return " ".join(f"{k}={_kv_value(v)}" for k, v in _fields(record).items())
 
 
+def syslog_priority(levelno: int) -> int:
+    """The syslog priority journald reads from a leading "<N>" (sd-daemon(3)):
+    3 error and critical, 4 warning, 6 info, 7 debug."""
+    if levelno >= logging.ERROR:
+        return 3
+    if levelno >= logging.WARNING:
+        return 4
+    return 6 if levelno >= logging.INFO else 7
+
+
+def stream_is_journal(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
+    """True when `stream` is the journal socket systemd gave the unit (JOURNAL_STREAM).
+
+    systemd sets JOURNAL_STREAM=<device>:<inode> of the unit's stdout/stderr when they
+    go to the journal; comparing it with the stream's own file keeps a child whose
+    stderr was redirected elsewhere (a pipe, a file) on plain lines, as sd_journal
+    documents.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get("JOURNAL_STREAM", "")
+    dev, sep, ino = value.partition(":")
+    if not sep or not dev.isdigit() or not ino.isdigit():
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False  # no file behind it (a StringIO in tests): not the journal
+    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+
+
+class JournalPrefix(logging.Formatter):
+    """Prefixes each line with its syslog priority, for `journalctl -p warning`."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        # Both inner formats escape newlines, so one record is one line and one prefix.
+        return f"<{syslog_priority(record.levelno)}>{self.inner.format(record)}"
+
+
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is at the time of the record (tests swap it)."""
 
@@ -84,10 +127,22 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
-def configure(fmt: str = "kv", level: str = "info", stream: TextIO | None = None) -> None:
-    """Send every slurm_gavel.* logger to `stream` (stderr) in the chosen format."""
+def configure(
+    fmt: str = "kv",
+    level: str = "info",
+    stream: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Send every slurm_gavel.* logger to `stream` (stderr) in the chosen format.
+
+    When that stream is the journal (see :func:`stream_is_journal`) each line starts
+    with its syslog priority, so journald files it at the record's level.
+    """
     handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else KeyValueFormatter())
+    formatter: logging.Formatter = JsonFormatter() if fmt == "json" else KeyValueFormatter()
+    if stream_is_journal(stream if stream is not None else sys.stderr, environ):
+        formatter = JournalPrefix(formatter)
+    handler.setFormatter(formatter)
     root = logging.getLogger(ROOT)
     for h in list(root.handlers):
         root.removeHandler(h)

@@ -53,3 +53,50 @@ def test_user_chosen_text_reaches_the_log_escaped():
     assert (
         dict(tok.split("=", 1) for tok in shlex.split(line))["reason"] == json.dumps(hostile)[1:-1]
     )
+
+
+def _journal_env(path) -> dict[str, str]:
+    st = path.stat()
+    return {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+
+
+def _emit_to_file(path, environ, fmt="kv") -> list[str]:
+    with open(path, "w") as f:
+        configure(fmt, "debug", f, environ)
+        log = logging.getLogger("slurm_gavel.test")
+        event(log, "dbg", logging.DEBUG, x=1)
+        event(log, "inf", note="two\nlines")
+        log.warning("warn")
+        log.error("err")
+        log.critical("crit")
+    configure("kv", "info")  # restore stderr for the other tests
+    return path.read_text().splitlines()
+
+
+def test_journal_stderr_lines_carry_their_syslog_priority(tmp_path):
+    out = tmp_path / "journal"
+    out.touch()
+    lines = _emit_to_file(out, _journal_env(out))
+    assert [ln[:3] for ln in lines] == ["<7>", "<6>", "<4>", "<3>", "<3>"]
+    # The prefix comes once per record: the newline in a field stays escaped.
+    assert len(lines) == 5 and lines[1].startswith("<6>ts=")
+    assert json.loads(_emit_to_file(out, _journal_env(out), "json")[2][3:])["msg"] == "warn"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, "", "garbage", "1:", ":2", "-1:2", "12:34"],  # unset, malformed, another file
+)
+def test_plain_lines_when_stderr_is_not_the_journal(tmp_path, value):
+    out = tmp_path / "plain"
+    environ = {} if value is None else {"JOURNAL_STREAM": value}
+    lines = _emit_to_file(out, environ)
+    assert len(lines) == 5 and all(ln.startswith("ts=") for ln in lines)
+
+
+def test_a_stream_without_a_file_is_not_the_journal():
+    buf = io.StringIO()
+    configure("kv", "info", buf, {"JOURNAL_STREAM": "1:2"})
+    logging.getLogger("slurm_gavel.test").warning("w")
+    configure("kv", "info")
+    assert buf.getvalue().startswith("ts=")
