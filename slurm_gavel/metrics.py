@@ -18,9 +18,13 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    Info,
+    disable_created_metrics,
     generate_latest,
     start_http_server,
 )
+
+from slurm_gavel import __version__
 
 if TYPE_CHECKING:  # only for annotations: the metrics module stays import-light
     from slurm_gavel.backends.base import ClusterSnapshot
@@ -34,8 +38,14 @@ _COMMAND_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)
 
 class DaemonMetrics:
     def __init__(self) -> None:
+        # No `<counter>_created` series: they double the series count and Slurm
+        # dashboards do not use them (process-wide, but this process is the daemon).
+        disable_created_metrics()
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        Info("slurm_gavel_build", "The running slurm-gavel's version (always 1)", registry=r).info(
+            {"version": __version__}
+        )
         self.rounds = Counter("gavel_rounds_total", "Scheduling rounds completed", registry=r)
         self.round_errors = Counter(
             "gavel_round_errors_total",

@@ -52,3 +52,20 @@ def test_http_endpoint_serves_the_registry():
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert "gavel_rounds_total 5.0" in body
     assert "python_gc" not in body  # only our registry, not the process collectors
+
+
+def test_build_info_and_no_created_series():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from slurm_gavel import __version__
+
+    m = DaemonMetrics()
+    m.rounds.inc()
+    m.round_errors.labels(cause="solver").inc()
+    m.round_duration.observe(0.3)
+    text = m.exposition()
+    families = {f.name: f for f in text_string_to_metric_families(text)}  # strict parse
+    (info,) = families["slurm_gavel_build_info"].samples
+    assert info.name == "slurm_gavel_build_info"
+    assert info.labels == {"version": __version__} and info.value == 1
+    assert not [ln for ln in text.splitlines() if "_created" in ln]
