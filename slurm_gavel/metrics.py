@@ -126,6 +126,30 @@ class DaemonMetrics:
             ["state"],
             registry=r,
         )
+        # Named as the common Slurm exporters name theirs, so existing GPU panels
+        # take them with a prefix change; labels are bounded by the cluster's
+        # partitions, GPU types and accounts (no per-job label).
+        gpu_labels = ["gpu_type", "partition"]
+        self.gpus_total = Gauge(
+            "slurm_gavel_gpus_total", "GPUs of the managed partitions", gpu_labels, registry=r
+        )
+        self.gpus_alloc = Gauge(
+            "slurm_gavel_gpus_alloc",
+            "GPUs held by jobs (managed and unmanaged); a space-shared GPU counts once",
+            gpu_labels,
+            registry=r,
+        )
+        self.gpus_idle = Gauge(
+            "slurm_gavel_gpus_idle", "GPUs on up nodes held by no job", gpu_labels, registry=r
+        )
+        self.account_jobs = Gauge(
+            "slurm_gavel_account_jobs",
+            "Managed jobs by Slurm account and state (pending, running)",
+            ["account", "state"],
+            registry=r,
+        )
+        self._seen_gpu_keys: set[tuple[str, str]] = set()
+        self._seen_accounts: set[tuple[str, str]] = set()
         self._seen_states: set[str] = set()
         self._seen_node_states: set[str] = set()
         self._seen_types: set[str] = set()
@@ -154,6 +178,7 @@ class DaemonMetrics:
                 if p.job_id not in failed:
                     in_use[p.gpu_type] = in_use.get(p.gpu_type, 0) + p.gpus
             self.set_gpus(in_use, snap.capacity())
+            self.set_cluster(snap)
             by_state = Tally(n.state.value for n in snap.nodes)
             self._seen_node_states |= set(by_state)
             for st in self._seen_node_states:
@@ -174,6 +199,24 @@ class DaemonMetrics:
             self.gpus_in_use.labels(gpu_type=t).set(in_use.get(t, 0))
             self.gpus_usable.labels(gpu_type=t).set(usable.get(t, 0))
 
+    def set_cluster(self, snap: ClusterSnapshot) -> None:
+        """GPU gauges by (GPU type, partition) and job gauges by account; label
+        sets seen before and absent now drop to 0."""
+        total, alloc, idle = gpu_counts(snap)
+        self._seen_gpu_keys |= set(total)
+        for key in self._seen_gpu_keys:
+            self.gpus_total.labels(*key).set(total.get(key, 0))
+            self.gpus_alloc.labels(*key).set(alloc.get(key, 0))
+            self.gpus_idle.labels(*key).set(idle.get(key, 0))
+        jobs = Tally(
+            (o.job.account or "", o.state.value)
+            for o in snap.jobs
+            if o.state.value in ("pending", "running")
+        )
+        self._seen_accounts |= set(jobs)
+        for acct, state in self._seen_accounts:
+            self.account_jobs.labels(account=acct, state=state).set(jobs.get((acct, state), 0))
+
     def count_command_failures(self, failures: Mapping[str, int]) -> None:
         for command, n in failures.items():
             if n:
@@ -186,3 +229,31 @@ class DaemonMetrics:
     def exposition(self) -> str:
         """The text a scrape would return (for tests and `--once` debugging)."""
         return generate_latest(self.registry).decode()
+
+
+GpuKey = tuple[str, str]  # (gpu_type, partition)
+
+
+def gpu_counts(
+    snap: ClusterSnapshot,
+) -> tuple[dict[GpuKey, int], dict[GpuKey, int], dict[GpuKey, int]]:
+    """Total, allocated and idle GPUs per (GPU type, partition) of one snapshot."""
+    running = {o.job.id: o for o in snap.jobs if o.state.value == "running"}
+    held: Tally[str] = Tally()
+    for o in running.values():
+        # A space-shared pair runs on the same GPUs: count them under one job only.
+        if o.partner is not None and o.partner in running and str(o.partner) < str(o.job.id):
+            continue
+        for sl in o.nodes:
+            held[sl.node] += sl.gpus
+    total: dict[GpuKey, int] = {}
+    alloc: dict[GpuKey, int] = {}
+    idle: dict[GpuKey, int] = {}
+    for n in snap.nodes:
+        key = (str(n.gpu_type), n.partition)
+        used = min(n.gpus, n.gpus_held_unmanaged + held[n.name])
+        total[key] = total.get(key, 0) + n.gpus
+        alloc[key] = alloc.get(key, 0) + used
+        free = n.gpus - used if n.state.value == "up" else 0
+        idle[key] = idle.get(key, 0) + free
+    return total, alloc, idle

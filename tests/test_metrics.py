@@ -69,3 +69,65 @@ def test_build_info_and_no_created_series():
     assert info.name == "slurm_gavel_build_info"
     assert info.labels == {"version": __version__} and info.value == 1
     assert not [ln for ln in text.splitlines() if "_created" in ln]
+
+
+def _snapshot(account_a: str):
+    from slurm_gavel.backends.base import (
+        ClusterSnapshot,
+        JobState,
+        Node,
+        NodeSlice,
+        NodeState,
+        ObservedJob,
+    )
+    from slurm_gavel.model import Job
+
+    nodes = (
+        Node("n1", "v100", 4, "gpu", gpus_held_unmanaged=1),
+        Node("n2", "v100", 4, "gpu"),
+        Node("n3", "k80", 8, "old", state=NodeState.DOWN),
+    )
+    run = JobState.RUNNING
+    jobs = (
+        # A space-shared pair on n1's GPUs 2: counted once.
+        ObservedJob(Job("1", "t", 2, account=account_a), run, "v100", (NodeSlice("n1", 2),), "2"),
+        ObservedJob(Job("2", "t", 2, account=account_a), run, "v100", (NodeSlice("n1", 2),), "1"),
+        ObservedJob(Job("3", "t", 1, account="b"), run, "v100", (NodeSlice("n2", 1),)),
+        ObservedJob(Job("4", "t", 1, account=account_a), JobState.PENDING),
+        ObservedJob(Job("5", "t", 1), JobState.PENDING),
+    )
+    return ClusterSnapshot(time=0.0, nodes=nodes, jobs=jobs)
+
+
+def test_gpu_and_account_gauges_on_a_known_snapshot_with_a_hostile_account():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    hostile = 'a"b\nc\\'
+    m = DaemonMetrics()
+    m.set_cluster(_snapshot(hostile))
+    text = m.exposition()
+    assert 'account="a\\"b\\nc\\\\"' in text  # escaped per the exposition format
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)  # strict parse: raises on bad lines
+        for s in f.samples
+    }
+
+    def gpus(name: str, t: str, p: str) -> float:
+        return got[(name, (("gpu_type", t), ("partition", p)))]
+
+    assert gpus("slurm_gavel_gpus_total", "v100", "gpu") == 8
+    assert gpus("slurm_gavel_gpus_alloc", "v100", "gpu") == 4  # 1 unmanaged + 2 shared + 1
+    assert gpus("slurm_gavel_gpus_idle", "v100", "gpu") == 4
+    assert gpus("slurm_gavel_gpus_total", "k80", "old") == 8
+    assert gpus("slurm_gavel_gpus_idle", "k80", "old") == 0  # the node is down
+
+    def jobs(acct: str, state: str) -> float:
+        return got[("slurm_gavel_account_jobs", (("account", acct), ("state", state)))]
+
+    assert jobs(hostile, "running") == 2 and jobs(hostile, "pending") == 1
+    assert jobs("b", "running") == 1 and jobs("", "pending") == 1
+    # Label sets that go away drop to 0 instead of keeping stale values.
+    m.set_cluster(_snapshot("z"))
+    assert sample(m, 'slurm_gavel_account_jobs{account="a\\"b\\nc\\\\",state="running"}') == 0
+    assert sample(m, 'slurm_gavel_account_jobs{account="z",state="running"}') == 2
