@@ -83,6 +83,14 @@ def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
     )
     assert metrics['gavel_gpus_usable{gpu_type="v100"}'] == 8
     assert metrics["gavel_slurm_commands_per_round_count"] == metrics["gavel_rounds_total"]
+    # The exporter-style GPU gauges add up to the cluster's 24 GPUs (from sinfo), and
+    # no GPU is counted both held and idle.
+    by = {k: v for k, v in metrics.items() if k.startswith("slurm_gavel_gpus_")}
+    total = sum(v for k, v in by.items() if k.startswith("slurm_gavel_gpus_total{"))
+    held = sum(v for k, v in by.items() if k.startswith("slurm_gavel_gpus_alloc{"))
+    idle = sum(v for k, v in by.items() if k.startswith("slurm_gavel_gpus_idle{"))
+    assert total == 24 and held + idle <= total
+    assert any(k.startswith("slurm_gavel_build_info{") for k in metrics)
 
 
 def wait_for(predicate, timeout: float, what: str, poll: float = 0.02):
