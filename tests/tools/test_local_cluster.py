@@ -106,7 +106,11 @@ def test_spank_option_needs_an_existing_file(tmp_path):
 
 
 def _free_port_base(n: int) -> int:
-    return localcluster.pick_port_base(n, start=23000)
+    # Inside this run's own port range (tools/test gives each release's run 4000 ports
+    # from SLURM_GAVEL_PORT_START): a fixed 23000 raced the other releases' runs.
+    return localcluster.pick_port_base(
+        n, start=int(os.environ.get("SLURM_GAVEL_PORT_START", "17000")) + 2000
+    )
 
 
 def _build_hello_plugin(tmp_path: Path, release: str) -> Path:
