@@ -113,12 +113,8 @@ def simulate(
         metrics.reallocations += int(report.reallocated)
         metrics.solve_seconds += report.solve_seconds
         metrics.mechanism_seconds += report.mechanism_seconds
-        allocated: dict[GpuType, float] = {}
         running = backend.running()
-        for p in running.values():
-            share = 0.5 if p.partner is not None else 1.0
-            allocated[p.gpu_type] = allocated.get(p.gpu_type, 0.0) + share * p.gpus
-        metrics.on_round(backend.clock, allocated)
+        metrics.on_round(backend.clock, backend.busy_gpu_seconds)
 
         end = backend.clock + opts.round_seconds
         nxt_arrival = backend.next_arrival_time()
@@ -126,6 +122,7 @@ def simulate(
             if nxt_arrival is None:
                 # nothing runs, nothing will arrive: the rest can never be placed
                 unfinished = backend.active_count()
+                metrics.on_round_end(backend.clock, backend.busy_gpu_seconds)
                 break
             end = max(backend.clock, nxt_arrival) if event_driven else end
         elif event_driven:
@@ -138,6 +135,7 @@ def simulate(
                 end = _skip_to(backend, opts, state, nxt_arrival)
             end = min(end, backend.last_completion_of_running())
         backend.advance(end)
+        metrics.on_round_end(backend.clock, backend.busy_gpu_seconds)
         if backend.completions:
             for c in backend.completions:
                 metrics.on_completion(c)

@@ -2,8 +2,8 @@
 
 Memory stays flat in the number of completed jobs apart from one float per job
 (its JCT, which the summary reports) and one per job for its rho: no job
-objects are kept after completion. The utilisation timeline has one point per
-round.
+objects are kept after completion. The utilisation timeline has one span per
+round that ran (a jump over stable rounds is one span).
 
 Finish-time fairness (Themis / Gavel): rho_j = JCT_j / T_iso_j, where T_iso_j is
 the time the job would need on an equal 1/n share of the cluster, n being the
@@ -29,10 +29,33 @@ from slurm_gavel.throughputs import ThroughputTable
 
 @dataclass
 class UtilisationTimeline:
-    """Fraction of each type's GPUs allocated at the start of every round."""
+    """Mean fraction of each type's GPUs held by jobs over every round, as spans.
+
+    Round i covers [times[i], ends[i]): a jump over stable rounds is one span (its
+    placement does not change, so neither does its utilisation), and a gap between one
+    span's end and the next one's start is an empty cluster waiting for an arrival. The
+    means come from the cluster's busy GPU-seconds, so the timeline integrates to the
+    summary's utilisation (a job that finishes mid-round frees its GPUs mid-round).
+    """
 
     times: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
     by_type: dict[GpuType, list[float]] = field(default_factory=dict)
+
+    def steps(self, gpu_type: GpuType) -> tuple[list[float], list[float]]:
+        """One type's step function: ys[i] holds from xs[i] until xs[i+1]; the last
+        point, the end of the last span, is 0 (as is any idle gap)."""
+        xs: list[float] = []
+        ys: list[float] = []
+        for start, end, frac in zip(self.times, self.ends, self.by_type[gpu_type], strict=True):
+            if end <= start:
+                continue
+            if xs and xs[-1] == start:  # this span continues the last one: no gap
+                xs.pop()
+                ys.pop()
+            xs += [start, end]
+            ys += [frac, 0.0]
+        return xs, ys
 
 
 @dataclass
@@ -49,13 +72,23 @@ class MetricsCollector:
     solve_seconds: float = 0.0
     mechanism_seconds: float = 0.0
     timeline: UtilisationTimeline = field(default_factory=UtilisationTimeline)
+    _busy_at_start: dict[GpuType, float] = field(default_factory=dict, init=False, repr=False)
 
-    def on_round(self, time: float, allocated: Mapping[GpuType, float]) -> None:
+    def on_round(self, time: float, busy_gpu_seconds: Mapping[GpuType, float]) -> None:
+        """A round starts at `time`; `busy_gpu_seconds` is the cluster's count so far."""
         self.rounds += 1
         self.timeline.times.append(time)
+        self._busy_at_start = dict(busy_gpu_seconds)
+
+    def on_round_end(self, time: float, busy_gpu_seconds: Mapping[GpuType, float]) -> None:
+        """The round that started last (with the stable rounds it jumped over) ends."""
+        tl = self.timeline
+        tl.ends.append(time)
+        length = time - tl.times[-1]
         for t, cap in self.capacity.items():
-            frac = allocated.get(t, 0.0) / cap if cap else 0.0
-            self.timeline.by_type.setdefault(t, []).append(frac)
+            busy = busy_gpu_seconds.get(t, 0.0) - self._busy_at_start.get(t, 0.0)
+            frac = busy / (cap * length) if cap and length > 0 else 0.0
+            tl.by_type.setdefault(t, []).append(frac)
 
     def on_completion(self, c: Completion) -> None:
         job = c.job

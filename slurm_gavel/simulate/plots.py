@@ -61,9 +61,9 @@ def utilisation(
     timeline: UtilisationTimeline, policy: str, path: str | Path, bins: int = 200
 ) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-    t = np.asarray(timeline.times, dtype=float)
-    for gpu_type, fracs in timeline.by_type.items():
-        x, y = _binned(t, np.asarray(fracs, dtype=float), bins)
+    for gpu_type in timeline.by_type:
+        xs, ys = timeline.steps(gpu_type)
+        x, y = _binned(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), bins)
         ax.plot(x / HOUR, 100 * y, label=gpu_type, linewidth=1.2)
     ax.set_xlabel(f"simulated time (hours; mean over {bins} equal bins)")
     ax.set_ylabel("GPUs allocated (% of the type)")
