@@ -194,10 +194,12 @@ class Daemon:
         if self.progress is None or not self.progress.changed:
             return
         self.progress.changed = False
-        from slurm_gavel import estimate
+        from slurm_gavel import estimate, pair_cells
 
-        # Only cells that several users' jobs agreed on, each bounded (daemon_progress.py).
+        # Only cells that several users' jobs agreed on, each bounded (daemon_progress.py);
+        # pair cells learned so are marked as estimates until profiled (pair_cells.py).
         table = estimate.update_table(self.table, self.progress.table_observations())
+        table = pair_cells.update_pairs(table, self.progress.pair_observations())
         self.sched_config = replace(self.sched_config, table=table)
         if not self.dry_run:
             # What the running jobs taught it, in the table format: an admin can review
@@ -346,7 +348,7 @@ class Daemon:
             },
             "scheduler": scheduler_json,
             "inflight": inflight.to_json() if inflight else None,
-            "jobs": jobs_view(snap, report),
+            "jobs": jobs_view(snap, report, self.sched_config.table),
             "cluster": cluster_view(snap),
             "progress": self.progress.to_json() if self.progress else None,
         }

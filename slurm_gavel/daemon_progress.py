@@ -17,6 +17,13 @@ everything in them is hostile input (issue 12). Each round the daemon:
   table is learned, as cluster_rows.py expects on day one); only within
   ABSURD_FACTOR of the cell's reference (estimate.cell_reference), at most
   MAX_VOTES_PER_USER per user and MAX_VOTES_PER_CELL per cell;
+* a job Slurm shows sharing its GPU (ObservedJob.partner: the same GPU index as its
+  partner's) votes on its side of the pair cell instead (pair_cells.py), and only when
+  its report names that same partner (``partner``: the job library restarts its rate
+  window when the partner changes, so the rate is all shared time): a report naming
+  another job, or none while sharing, teaches nothing (its rate may be another
+  pairing's or mix alone and shared time); the partner must be a managed job running
+  on the same GPUs with this job as its partner, the pair cell one the table has;
 * moves a cell only on agreement (:func:`agreed_value`): users, not jobs, vote (each
   the median of their jobs), the cell heads for the median of QUORUM_USERS or more
   users and never past what a second user also claims, by at most STEP_FACTOR per
@@ -42,8 +49,21 @@ from slurm_gavel import estimate
 from slurm_gavel.backends.base import ClusterSnapshot, JobState, ObservedJob
 from slurm_gavel.daemon_spool import SpoolProblem, open_root, open_user_dir, read_user_report
 from slurm_gavel.errors import InputError
-from slurm_gavel.job.progress import ReportRefused
+from slurm_gavel.job.progress import JOB_ID, ReportRefused
 from slurm_gavel.logs import event
+from slurm_gavel.pair_cells import PairObservation, pair_reference
+from slurm_gavel.progress_cells import (
+    MAX_VOTES_PER_CELL,
+    MAX_VOTES_PER_USER,
+    QUORUM_USERS,
+    READS,
+    Cell,
+    Vote,
+    agreed_value,
+    cell_from_json,
+    cells_to_json,
+    finite,
+)
 from slurm_gavel.throughputs import ThroughputTable
 
 log = logging.getLogger("slurm_gavel.daemon")
@@ -51,72 +71,13 @@ log = logging.getLogger("slurm_gavel.daemon")
 MAX_CLOCK_SKEW_S = 120.0  # compute nodes' clocks may run this much ahead of ours
 MAX_STEPS = 1e15
 ABSURD_FACTOR = estimate.ABSURD_FACTOR  # a rate this far from the cell is no measurement
-STEP_FACTOR = 1.25  # the most a cell moves in one round, either way
-QUORUM_USERS = 2
-MAX_VOTES_PER_CELL = 64
-MAX_VOTES_PER_USER = 8  # per cell
 VOTE_MAX_AGE_S = 7 * 86400.0
-FORMAT = 2  # of the "progress" entry in the daemon's state file
-
-
-@dataclass
-class Vote:
-    """A job's latest measured rate on a cell, as read at ``at`` (the daemon's clock)."""
-
-    uid: int
-    rate: float
-    at: float
-
-
-@dataclass
-class Cell:
-    """A learned cell: its value now, and the votes that move it."""
-
-    job_type: str
-    scale_factor: int
-    gpu_type: str
-    value: float
-    agreed: int = 0  # users who agreed at the last move; 0 = never moved
-    votes: dict[str, Vote] = field(default_factory=dict)  # by job id
-
-    def key(self) -> str:
-        return f"{self.job_type}|{self.scale_factor}|{self.gpu_type}"
-
-
-def _finite(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
 
 
 def _shown(v: Any) -> str:
     """A user's value for a log line: repr (control characters escaped), cut short."""
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-def agreed_value(current: float, votes: list[float], quorum: int = QUORUM_USERS) -> float:
-    """Where a cell at ``current`` goes this round, given one vote per user.
-
-    Heads for the median of the votes, but upward no further than the ``quorum``-th
-    largest vote and downward no further than the ``quorum``-th smallest (so at
-    least ``quorum`` users claim the new value or beyond), and by at most STEP_FACTOR.
-    Fewer than ``quorum`` votes: no move. One user can therefore never move a cell.
-    """
-    if len(votes) < quorum:
-        return current
-    v = sorted(votes)
-    desired = statistics.median(v)
-    if desired > current:
-        target = min(desired, v[-quorum])
-    elif desired < current:
-        target = max(desired, v[quorum - 1])
-    else:
-        return current
-    if (target - current) * (desired - current) <= 0:
-        return current  # fewer than `quorum` users on the median's side
-    return min(max(target, current / STEP_FACTOR), current * STEP_FACTOR)
 
 
 @dataclass
@@ -139,6 +100,7 @@ class ProgressTracker:
         jobs: list[ObservedJob] = []
         said: dict[str, str] = {}
         user_fds: dict[int, int | None] = {}
+        by_id = {o.job.id: o for o in snap.jobs}
         root_fd: int | None = None
         try:
             root_fd = open_root(self.folder)
@@ -152,7 +114,10 @@ class ProgressTracker:
                 if o.user_id not in user_fds:
                     user_fds[o.user_id] = self._user_dir(root_fd, o.user_id, said)
                 user_fd = user_fds[o.user_id]
-                jobs.append(o if user_fd is None else self._read(o, user_fd, snap.time, said))
+                if user_fd is None:
+                    jobs.append(o)
+                else:
+                    jobs.append(self._read(o, user_fd, snap.time, said, by_id))
         finally:
             for fd in [root_fd, *user_fds.values()]:
                 if fd is not None:
@@ -173,32 +138,47 @@ class ProgressTracker:
             self._say(said, f"uid {uid}", str(e))
             return None
 
-    def _read(self, o: ObservedJob, user_fd: int, now: float, said: dict[str, str]) -> ObservedJob:
+    def _read(
+        self,
+        o: ObservedJob,
+        user_fd: int,
+        now: float,
+        said: dict[str, str],
+        jobs: Mapping[str, ObservedJob],
+    ) -> ObservedJob:
         assert o.user_id is not None
         try:
             report = read_user_report(user_fd, o.job.id, o.user_id)
-            return o if report is None else self._apply(o, report, now)
+            return o if report is None else self._apply(o, report, now, jobs)
         except ReportRefused as e:
             self._say(said, f"job {o.job.id}", f"report {o.user_id}/{o.job.id}.json: {e}")
             return o
 
-    def _apply(self, o: ObservedJob, r: Mapping[str, Any], now: float) -> ObservedJob:
+    def _apply(
+        self, o: ObservedJob, r: Mapping[str, Any], now: float, jobs: Mapping[str, ObservedJob]
+    ) -> ObservedJob:
         job_id = r.get("job_id")
         if isinstance(job_id, bool) or not isinstance(job_id, str | int) or str(job_id) != o.job.id:
             raise ReportRefused(f"its job_id {_shown(job_id)} is not this job's")
-        updated = _finite(r.get("updated"))
+        updated = finite(r.get("updated"))
         if updated is None:
             raise ReportRefused("'updated' is not a finite number")
         if updated > now + MAX_CLOCK_SKEW_S:
             raise ReportRefused(f"'updated' is {updated - now:.0f} s in the future")
         if o.job.arrival_time > 0 and updated < o.job.arrival_time - MAX_CLOCK_SKEW_S:
             raise ReportRefused("written before the job was submitted (an earlier job's)")
-        steps = _finite(r.get("steps"))
+        steps = finite(r.get("steps"))
         if r.get("steps") is not None and (steps is None or not 0 <= steps <= MAX_STEPS):
             raise ReportRefused(f"'steps' {_shown(r.get('steps'))} is not in 0..{MAX_STEPS:g}")
-        rate = _finite(r.get("steps_per_s"))
+        rate = finite(r.get("steps_per_s"))
         if r.get("steps_per_s") is not None and (rate is None or rate < 0):
             raise ReportRefused(f"'steps_per_s' {_shown(r.get('steps_per_s'))} is not >= 0")
+        named = _named_partner(r)
+        if named is not None and named != o.partner:
+            seen = "alone" if o.partner is None else f"sharing with job {o.partner}"
+            raise ReportRefused(
+                f"it names job {_shown(named)} as its GPU partner; Slurm shows it {seen}"
+            )
         out = o
         if steps is not None and o.steps_done is None:
             cap = o.job.total_steps if o.job.total_steps > 0 else MAX_STEPS
@@ -211,6 +191,8 @@ class ProgressTracker:
             and now - updated <= self.max_age_s
         )
         if o.state is JobState.RUNNING and o.gpu_type is not None and rate and current_run:
+            if o.partner is not None:
+                return self._apply_paired(out, rate, named, now, jobs)
             base = self._base(o.job.job_type, o.job.scale_factor, o.gpu_type)
             if base is None:
                 return out  # a cell the table lacks: nothing to learn, no made-up rows
@@ -223,6 +205,39 @@ class ProgressTracker:
             self._vote(o, base, rate, now)
         return out
 
+    def _apply_paired(
+        self,
+        o: ObservedJob,
+        rate: float,
+        named: str | None,
+        now: float,
+        jobs: Mapping[str, ObservedJob],
+    ) -> ObservedJob:
+        """A sharing job's rate, as a vote on its side of the pair cell."""
+        mate = jobs.get(o.partner or "")
+        if (
+            named != o.partner  # no partner named: the rate may mix alone and shared
+            or mate is None
+            or mate.state is not JobState.RUNNING
+            or mate.partner != o.job.id
+            or (mate.gpu_type, mate.nodes) != (o.gpu_type, o.nodes)
+            or mate.job.scale_factor != o.job.scale_factor
+            or self.table is None
+        ):
+            return o
+        assert o.gpu_type is not None
+        jt, pt, sf = o.job.job_type, mate.job.job_type, o.job.scale_factor
+        base = pair_reference(self.table, jt, pt, sf, o.gpu_type)
+        if base is None:
+            return o  # a pair the table says cannot share, or a made-up row
+        if not base / ABSURD_FACTOR <= rate <= base * ABSURD_FACTOR:
+            raise ReportRefused(
+                f"'steps_per_s' {rate:g} is over {ABSURD_FACTOR:g}x off the table's "
+                f"{base:g} for {jt} sharing with {pt} on {o.gpu_type}"
+            )
+        self._vote(o, base, rate, now, partner_type=pt)
+        return replace(o, measured_throughput=rate)
+
     def _base(self, job_type: str, scale_factor: int, gpu: str) -> float | None:
         """Where a cell starts and is bounded around (estimate.cell_reference), or None:
         a row the configured table lacks or a "cannot run there" cell learns nothing."""
@@ -230,12 +245,19 @@ class ProgressTracker:
             return None
         return estimate.cell_reference(self.table, job_type, scale_factor, gpu)
 
-    def _vote(self, o: ObservedJob, base: float, rate: float, now: float) -> None:
+    def _cell_base(self, c: Cell) -> float | None:
+        if c.partner_type is None:
+            return self._base(c.job_type, c.scale_factor, c.gpu_type)
+        if self.table is None:
+            return None
+        return pair_reference(self.table, c.job_type, c.partner_type, c.scale_factor, c.gpu_type)
+
+    def _vote(
+        self, o: ObservedJob, base: float, rate: float, now: float, partner_type: str | None = None
+    ) -> None:
         assert o.gpu_type is not None and o.user_id is not None
-        key = f"{o.job.job_type}|{o.job.scale_factor}|{o.gpu_type}"
-        cell = self.cells.get(key)
-        if cell is None:
-            cell = self.cells[key] = Cell(o.job.job_type, o.job.scale_factor, o.gpu_type, base)
+        new = Cell(o.job.job_type, o.job.scale_factor, o.gpu_type, base, partner_type=partner_type)
+        cell = self.cells.setdefault(new.key(), new)
         if o.job.id not in cell.votes:
             # One user's many jobs must not crowd the others out: the user's oldest vote
             # goes first, then the cell's oldest.
@@ -255,7 +277,7 @@ class ProgressTracker:
                 by_user.setdefault(v.uid, []).append(v.rate)
             votes = [statistics.median(r) for r in by_user.values()]
             new = agreed_value(cell.value, votes, self.quorum)
-            base = self._base(cell.job_type, cell.scale_factor, cell.gpu_type) or cell.value
+            base = self._cell_base(cell) or cell.value
             new = min(max(new, base / estimate.MAX_DRIFT), base * estimate.MAX_DRIFT)
             if new != cell.value:
                 cell.value, cell.agreed = new, len(votes)
@@ -266,29 +288,23 @@ class ProgressTracker:
         return [
             estimate.Observation(c.job_type, c.scale_factor, c.gpu_type, c.value, c.agreed)
             for c in self.cells.values()
-            if c.agreed >= self.quorum
+            if c.agreed >= self.quorum and c.partner_type is None
+        ]
+
+    def pair_observations(self) -> list[PairObservation]:
+        """The sides of pair cells that moved on agreement, for pair_cells.update_pairs."""
+        return [
+            PairObservation(
+                c.job_type, c.partner_type, c.scale_factor, c.gpu_type, c.value, c.agreed
+            )
+            for c in self.cells.values()
+            if c.agreed >= self.quorum and c.partner_type is not None
         ]
 
     # ---- persistence (inside the daemon's state file) -------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "cells": [
-                {
-                    "job_type": c.job_type,
-                    "scale_factor": c.scale_factor,
-                    "gpu_type": c.gpu_type,
-                    "value": c.value,
-                    "agreed": c.agreed,
-                    "votes": [
-                        {"job": j, "uid": v.uid, "rate": v.rate, "at": v.at}
-                        for j, v in c.votes.items()
-                    ],
-                }
-                for c in self.cells.values()
-            ],
-        }
+        return cells_to_json(self.cells)
 
     def load(self, d: dict[str, Any] | None) -> None:
         """Restore from the state file, dropping (and logging) what cannot be trusted:
@@ -296,7 +312,7 @@ class ProgressTracker:
         cells the configured table no longer has."""
         if not d:
             return
-        if d.get("format") != FORMAT:
+        if d.get("format") not in READS:
             old = d.get("observations") or []
             if not old:
                 return
@@ -311,7 +327,8 @@ class ProgressTracker:
             return
         dropped = 0
         for raw in d.get("cells") or []:
-            cell = self._cell_from_json(raw)
+            base_of = self._cell_base if self.table is not None else None
+            cell = cell_from_json(raw, base_of)
             if cell is None:
                 dropped += 1
             else:
@@ -321,27 +338,15 @@ class ProgressTracker:
                   why="cells not finite, out of range or not in the throughput table")  # fmt: skip
         self.changed = bool(self.cells)
 
-    def _cell_from_json(self, raw: Any) -> Cell | None:
-        try:
-            jt, sf, gpu = str(raw["job_type"]), int(raw["scale_factor"]), str(raw["gpu_type"])
-            value, agreed = _finite(raw["value"]), int(raw.get("agreed", 0))
-            base = self._base(jt, sf, gpu) if self.table is not None else value
-            if value is None or base is None:
-                return None
-            if not base / estimate.MAX_DRIFT <= value <= base * estimate.MAX_DRIFT:
-                return None
-            cell = Cell(jt, sf, gpu, value, agreed)
-            for v in raw.get("votes") or []:
-                rate, at = _finite(v["rate"]), _finite(v["at"])
-                if rate is None or at is None:
-                    continue
-                if base / ABSURD_FACTOR <= rate <= base * ABSURD_FACTOR:
-                    cell.votes[str(v["job"])] = Vote(int(v["uid"]), rate, at)
-            while len(cell.votes) > MAX_VOTES_PER_CELL:
-                del cell.votes[min(cell.votes, key=lambda j: cell.votes[j].at)]
-            return cell
-        except (KeyError, TypeError, ValueError, OverflowError):
-            return None
+
+def _named_partner(r: Mapping[str, Any]) -> str | None:
+    """The job id a report names as its GPU partner (``partner``), None when none."""
+    named = r.get("partner")
+    if named is None:
+        return None
+    if not isinstance(named, str) or not JOB_ID.fullmatch(named):
+        raise ReportRefused(f"'partner' {_shown(named)} is not a job id")
+    return str(named)
 
 
 def estimate_steps(

@@ -23,6 +23,7 @@ from slurm_gavel.backends.base import (
 )
 from slurm_gavel.config import Config
 from slurm_gavel.scheduler import RoundReport
+from slurm_gavel.throughputs import ThroughputTable
 
 
 def planned_actions(snap: ClusterSnapshot, placement: RoundPlacement) -> ActResult:
@@ -58,7 +59,9 @@ def rename_gpu_types(snap: ClusterSnapshot, names: Mapping[str, str]) -> Cluster
 
 
 def jobs_view(
-    snap: ClusterSnapshot | None, report: RoundReport | None
+    snap: ClusterSnapshot | None,
+    report: RoundReport | None,
+    table: ThroughputTable | None = None,
 ) -> dict[str, dict[str, Any]]:
     """What `slurm-gavel status` shows that the scheduler state does not hold.
 
@@ -66,6 +69,8 @@ def jobs_view(
     "running" when they already ran there), running jobs it preempted are
     "preempted" (checkpointing, then held), jobs it could not consider are
     "skipped" with the reason. Without one (mid-round save): what Slurm showed.
+    With the ``table`` the round used, a job sharing GPUs says whether its pair cell
+    is an estimate (learned from reports or derived, not measured).
     """
     if snap is None:
         return {}
@@ -77,6 +82,7 @@ def jobs_view(
     for jt, sf, gpu, mark in report.unmeasured if report is not None else ():
         unmeasured.setdefault((jt, sf), {})[gpu] = mark
     unresponsive = {n.name for n in snap.nodes if n.state is NodeState.NOT_RESPONDING}
+    by_id = {o.job.id: o for o in snap.jobs}
     out: dict[str, dict[str, Any]] = {}
     for o in snap.jobs:
         if o.state is JobState.DONE:
@@ -100,6 +106,16 @@ def jobs_view(
             reason = failed[o.job.id]
         cells = unmeasured.get((o.job.job_type, o.job.scale_factor), {})
         out[o.job.id] = _job_row(o, state, gpu_type, nodes, reason, cells)
+        partner = p.partner if p is not None and o.job.id not in failed else o.partner
+        mate = by_id.get(partner or "")
+        if table is not None and mate is not None and gpu_type is not None:
+            jt, pt, sf = o.job.job_type, mate.job.job_type, o.job.scale_factor
+            if table.pair(jt, pt, sf, gpu_type) is not None:
+                out[o.job.id]["pair_cell"] = {
+                    "partner": mate.job.id,
+                    "partner_type": pt,
+                    "estimate": table.pair_is_estimate(jt, pt, sf, gpu_type),
+                }
     return out
 
 

@@ -87,6 +87,9 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             # {GPU type: "estimate" | "unmeasured: type-blind"}: its figures there
             # are not measured (the throughput table lacks them; cluster_rows.py)
             "unmeasured": v.get("unmeasured") or {},
+            # sharing GPUs: {partner, partner_type, estimate: its pair cell is not
+            # measured}; None when not sharing
+            "pair_cell": v.get("pair_cell"),
         }
         job["why"] = why(job, policy)
         jobs.append(job)

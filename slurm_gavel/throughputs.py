@@ -8,7 +8,10 @@ File format (JSON, documented in conf/THROUGHPUTS.md)::
      "unconsolidated": {same shape: the job's GPUs spread over several nodes},
      "pairs": [{"a": "<job type>", "b": "<job type>", "scale_factor": 1,
                 "throughput": {"<gpu type>": [a_steps_per_s, b_steps_per_s]}}],
-     "notes": {"<job type>|<scale factor>|<gpu type>": "measured on ... / estimate ..."}}
+     "notes": {"<job type>|<scale factor>|<gpu type>": "measured on ... / estimate ...",
+               "pair|<a>|<b>|<scale factor>|<gpu type>": "measured ... / estimate: ..."}}
+
+A note starting with ``estimate:`` marks a cell (alone or pair) as not measured.
 
 GPU types and job types are data: a new type is a new key, nothing else.
 """
@@ -37,6 +40,11 @@ class ThroughputError(InputError):
 
 def _cell_key(job_type: str, scale_factor: int, gpu: GpuType) -> str:
     return f"{job_type}|{scale_factor}|{gpu}"
+
+
+def pair_note_key(a: str, b: str, scale_factor: int, gpu: GpuType) -> str:
+    """The note key of a pair cell, in the orientation the table stores it."""
+    return f"pair|{a}|{b}|{scale_factor}|{gpu}"
 
 
 @dataclass
@@ -125,7 +133,24 @@ class ThroughputTable:
         return (alone_a * base[0] / alone_a1, alone_b * base[1] / alone_b1)
 
     def pair_is_estimate(self, a: str, b: str, scale_factor: int, gpu: GpuType) -> bool:
-        return self._pair_exact(a, b, scale_factor, gpu) is None
+        """Not measured: derived from scale factor 1 (:meth:`pair`), or noted as an
+        estimate (learned from paired jobs' progress reports: pair_cells.py)."""
+        if self._pair_exact(a, b, scale_factor, gpu) is None:
+            return True
+        note = self.pair_note(a, b, scale_factor, gpu)
+        return note is not None and note.startswith("estimate:")
+
+    def pair_key(self, a: str, b: str, scale_factor: int) -> tuple[str, str, int] | None:
+        """The key the table stores the pair of ``a`` and ``b`` under, None if neither
+        orientation is there."""
+        for key in ((a, b, scale_factor), (b, a, scale_factor)):
+            if key in self.pairs:
+                return key
+        return None
+
+    def pair_note(self, a: str, b: str, scale_factor: int, gpu: GpuType) -> str | None:
+        key = self.pair_key(a, b, scale_factor) or (a, b, scale_factor)
+        return self.notes.get(pair_note_key(*key, gpu))
 
     def _pair_exact(
         self, a: str, b: str, scale_factor: int, gpu: GpuType

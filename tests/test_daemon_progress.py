@@ -26,11 +26,11 @@ import pytest
 
 from slurm_gavel import estimate
 from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeSlice, ObservedJob
-from slurm_gavel.daemon_progress import (
+from slurm_gavel.daemon_progress import ProgressTracker
+from slurm_gavel.progress_cells import (
     MAX_VOTES_PER_CELL,
     MAX_VOTES_PER_USER,
     STEP_FACTOR,
-    ProgressTracker,
     agreed_value,
 )
 from slurm_gavel.job.progress import FORMAT, ProgressReporter

@@ -203,6 +203,7 @@ def format_status(
         lines.append("why (slurm-gavel explain JOBID for the figures):")
         lines += [f"  {j['id']}: {j.get('why') or j.get('reason')}" for j in waiting[:50]]
     lines += _unmeasured_lines(view["jobs"])
+    lines += _pair_estimate_lines(view["jobs"])
     return "\n".join(lines) + "\n"
 
 
@@ -233,6 +234,26 @@ def _unmeasured_lines(jobs: list[dict[str, Any]], limit: int = 50) -> list[str]:
         where = ", ".join(f"{t} {mark}" for t, mark in cells)
         more = f" +{len(ids) - 10}" if len(ids) > 10 else ""
         lines.append(f"  {jt} x{sf}: {where} (jobs {', '.join(ids[:10])}{more})")
+    return lines
+
+
+def _pair_estimate_lines(jobs: list[dict[str, Any]], limit: int = 50) -> list[str]:
+    """One line per pair of job types sharing GPUs on a pair cell that is an estimate."""
+    cells: dict[tuple[str, str, Any, Any], list[str]] = {}
+    for j in jobs:
+        cell = j.get("pair_cell") or {}
+        if cell.get("estimate") and j["id"] < str(cell.get("partner")):
+            types = sorted([j["job_type"] or "?", cell.get("partner_type") or "?"])
+            key = (types[0], types[1], j["scale_factor"], j.get("gpu_type"))
+            cells.setdefault(key, []).extend([j["id"], str(cell.get("partner"))])
+    if not cells:
+        return []
+    lines = [
+        "pair cells that are estimates (learned from paired jobs' progress reports, or "
+        "derived from scale factor 1; `slurm-gavel profile --pairs` measures them):"
+    ]
+    for (a, b, sf, gpu), ids in sorted(cells.items(), key=lambda kv: str(kv[0]))[:limit]:
+        lines.append(f"  {a} + {b} x{sf} on {gpu} (jobs {', '.join(ids[:10])})")
     return lines
 
 
