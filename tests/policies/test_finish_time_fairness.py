@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from policy_strategies import clusters, templated_jobs
 
 from slurm_gavel.errors import InputError
 from slurm_gavel.model import Problem, ProblemJob
@@ -105,18 +106,9 @@ def test_missing_steps_remaining_is_an_input_error():
 
 @st.composite
 def problems(draw: st.DrawFn) -> Problem:
-    types = ["v", "p", "k"][: draw(st.integers(1, 3))]
-    cluster = {t: draw(st.integers(0, 6)) for t in types}
-    cluster[types[0]] = max(cluster[types[0]], 1)
-    speed = st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.5])
-    templates = [
-        ({t: draw(speed) for t in types}, draw(st.sampled_from([1, 1, 2, 4])))
-        for _ in range(draw(st.integers(1, 3)))
-    ]
-    picks = draw(st.lists(st.integers(0, len(templates) - 1), min_size=1, max_size=7))
+    cluster = draw(clusters())
     jobs = []
-    for i, k in enumerate(picks):
-        row, sf = templates[k]
+    for i, (row, sf) in enumerate(draw(templated_jobs(list(cluster)))):
         steps = draw(st.sampled_from([0.0, 10.0, 1000.0, 5e4]))
         since = draw(st.sampled_from([0.0, 60.0, 3600.0]))
         jobs.append(ProblemJob(str(i), "t", row, sf, 1.0, steps, since))

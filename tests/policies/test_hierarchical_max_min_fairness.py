@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from policy_strategies import clusters, templated_jobs
 
 from slurm_gavel.errors import SolveError
 from slurm_gavel.model import Allocation, Problem, ProblemJob
@@ -145,25 +146,18 @@ def test_no_bottleneck_found_raises_instead_of_degrading(monkeypatch):
 
 @st.composite
 def problems(draw: st.DrawFn) -> Problem:
-    types = ["v", "p", "k"][: draw(st.integers(1, 3))]
-    cluster = {t: draw(st.integers(0, 5)) for t in types}
-    cluster[types[0]] = max(cluster[types[0]], 1)
-    speed = st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0])
-    templates = [
-        ({t: draw(speed) for t in types}, draw(st.sampled_from([1, 1, 2, 4])))
-        for _ in range(draw(st.integers(1, 3)))
-    ]
-    picks = draw(st.lists(st.integers(0, len(templates) - 1), min_size=1, max_size=6))
+    cluster = draw(clusters(max_gpus=5))
+    drawn = draw(templated_jobs(list(cluster), speeds=(0.0, 0.5, 1.0, 2.0, 3.0), max_jobs=6))
     jobs = tuple(
         ProblemJob(
             str(i),
             "t",
-            templates[k][0],
-            templates[k][1],
+            row,
+            sf,
             draw(st.sampled_from([1.0, 2.0])),
             account=draw(st.sampled_from(["a", "b", None])),
         )
-        for i, k in enumerate(picks)
+        for i, (row, sf) in enumerate(drawn)
     )
     return Problem(cluster, jobs, accounts={"a": draw(st.sampled_from([1.0, 3.0])), "b": 1.0})
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from policy_strategies import clusters, templated_jobs
 
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.model import Problem, ProblemJob
@@ -113,19 +114,11 @@ def test_no_price_needed_for_a_type_with_no_gpus():
 
 @st.composite
 def problems(draw: st.DrawFn) -> Problem:
-    types = ["v", "p", "k"][: draw(st.integers(1, 3))]
-    cluster = {t: draw(st.integers(1, 6)) for t in types}
-    prices = {t: draw(st.sampled_from([0.5, 1.0, 3.0])) for t in types}
-    speed = st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.5])
-    templates = []
-    for _ in range(draw(st.integers(1, 3))):
-        row = {t: draw(speed) for t in types}
-        row[types[0]] = max(row[types[0]], 0.5)
-        templates.append((row, draw(st.sampled_from([1, 1, 2]))))
-    picks = draw(st.lists(st.integers(0, len(templates) - 1), min_size=1, max_size=7))
+    cluster = draw(clusters(min_gpus=1))
+    prices = {t: draw(st.sampled_from([0.5, 1.0, 3.0])) for t in cluster}
     jobs = []
-    for i, k in enumerate(picks):
-        row, sf = templates[k]
+    drawn = draw(templated_jobs(list(cluster), scales=(1, 1, 2), min_first_speed=0.5))
+    for i, (row, sf) in enumerate(drawn):
         # SLOs loose enough to be usually (not always) feasible together.
         slack = draw(st.sampled_from([None, None, 4.0, 10.0, 40.0]))
         best = max((v for t, v in row.items() if sf <= cluster[t]), default=0.0)

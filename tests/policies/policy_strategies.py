@@ -1,0 +1,49 @@
+"""Hypothesis strategies shared by the policy property tests.
+
+Small random problems whose jobs are drawn from a few templates (a throughput row and
+a scale factor), so that classes of identical jobs appear: the class code paths of the
+LP policies only run when jobs repeat. Each test module adds what its policy reads
+(steps, SLOs, accounts, prices) on top. Imported as a plain module: pytest puts this
+folder on sys.path (tests/ is not a package).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import strategies as st
+
+SPEEDS = (0.0, 0.5, 1.0, 2.0, 3.5)
+
+
+@st.composite
+def clusters(
+    draw: st.DrawFn, *, types: Sequence[str] = ("v", "p", "k"), min_gpus: int = 0, max_gpus: int = 6
+) -> dict[str, int]:
+    """One to three GPU types; the first always has a GPU, so some job can run."""
+    chosen = list(types)[: draw(st.integers(1, len(types)))]
+    cluster = {t: draw(st.integers(min_gpus, max_gpus)) for t in chosen}
+    cluster[chosen[0]] = max(cluster[chosen[0]], 1)
+    return cluster
+
+
+@st.composite
+def templated_jobs(
+    draw: st.DrawFn,
+    types: Sequence[str],
+    *,
+    speeds: Sequence[float] = SPEEDS,
+    scales: Sequence[int] = (1, 1, 2, 4),
+    max_jobs: int = 7,
+    min_first_speed: float = 0.0,
+) -> list[tuple[dict[str, float], int]]:
+    """(throughput row, scale factor) per job, from one to three templates.
+
+    min_first_speed > 0 makes every template runnable on the first type."""
+    templates = []
+    for _ in range(draw(st.integers(1, 3))):
+        row = {t: draw(st.sampled_from(speeds)) for t in types}
+        row[types[0]] = max(row[types[0]], min_first_speed)
+        templates.append((row, draw(st.sampled_from(scales))))
+    picks = draw(st.lists(st.integers(0, len(templates) - 1), min_size=1, max_size=max_jobs))
+    return [templates[k] for k in picks]
