@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
+from slurm_gavel.commands.plotting import require_matplotlib
 from slurm_gavel.commands.status import printable
 from slurm_gavel.commands.trace import read_runs
 from slurm_gavel.errors import InputError
@@ -43,7 +44,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--throughputs", metavar="FILE", help="throughput table (default shipped)")
     add_json_option(p, "the groups and every job")
-    p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR (needs matplotlib)")
+    p.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="write PNG plots into DIR, each with its data as CSV beside it (needs matplotlib)",
+    )
     p.set_defaults(func=run)
 
 
@@ -146,28 +151,25 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 def plot(report: dict[str, Any], out: Path) -> list[Path]:
-    try:
-        import matplotlib
-    except ImportError:
-        raise InputError(
-            "--plot needs matplotlib, which is not installed: pip install 'slurm-gavel[sim]'"
-        ) from None
-    matplotlib.use("Agg")
+    """jct, gpu_hours and rho_cdf as PNG, each with its data beside it as CSV."""
+    require_matplotlib()
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
+    from slurm_gavel.simulate.plots import save
+
     groups = report["groups"]
-    names = [str(g["group"]) for g in groups]
+    names = [printable(str(g["group"])) for g in groups]  # labels; the CSV keeps the raw name
     written = []
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     ax.bar(names, [(g["jct_s"]["mean"] or 0) / 3600 for g in groups])
     ax.set_ylabel("mean JCT (hours)")
     ax.set_title(f"Job completion time by {report['by']}")
     fig.autofmt_xdate()
-    written.append(out / "jct.png")
-    fig.savefig(written[-1], dpi=100)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    rows = [[str(g["group"]), g["jobs"], g["finished"], g["jct_s"]["mean"]] for g in groups]
+    written.append(
+        save(fig, out / "jct.png", [report["by"], "jobs", "finished", "mean_jct_s"], rows)
+    )
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     gpus = sorted({t for g in groups for t in g["gpu_hours"]})
     bottom = [0.0] * len(groups)
     for t in gpus:
@@ -179,18 +181,18 @@ def plot(report: dict[str, Any], out: Path) -> list[Path]:
     if gpus:
         ax.legend()
     fig.autofmt_xdate()
-    written.append(out / "gpu_hours.png")
-    fig.savefig(written[-1], dpi=100)
-    plt.close(fig)
-    rhos = sorted(j["rho"] for j in report["jobs"] if j["rho"] is not None)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(rhos, [(i + 1) / len(rhos) for i in range(len(rhos))], drawstyle="steps-post")
+    rows = [[str(g["group"]), *(g["gpu_hours"].get(t, 0.0) for t in gpus)] for g in groups]
+    header = [report["by"], *(f"{t}_gpu_hours" for t in gpus)]
+    written.append(save(fig, out / "gpu_hours.png", header, rows))
+    jobs = sorted((j["rho"], str(j["job_id"])) for j in report["jobs"] if j["rho"] is not None)
+    fractions = [(i + 1) / len(jobs) for i in range(len(jobs))]
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.plot([r for r, _ in jobs], fractions, drawstyle="steps-post")
     ax.axvline(1.0, linestyle="--", color="grey")
     ax.set_xlabel("finish-time fairness rho (<= 1: fair)")
     ax.set_ylabel("fraction of jobs")
-    written.append(out / "rho_cdf.png")
-    fig.savefig(written[-1], dpi=100)
-    plt.close(fig)
+    rows = [[j, r, f] for (r, j), f in zip(jobs, fractions, strict=True)]
+    written.append(save(fig, out / "rho_cdf.png", ["job", "rho", "fraction_of_jobs"], rows))
     return written
 
 

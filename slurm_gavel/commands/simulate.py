@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from slurm_gavel.backends.simulated import parse_cluster_spec
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
+from slurm_gavel.commands.plotting import require_matplotlib
 from slurm_gavel.config import Config, load_config
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
@@ -144,7 +145,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
     add_json_option(p, "the summary (a list for more than one policy)")
-    p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
+    p.add_argument(
+        "--plot",
+        metavar="DIR",
+        help=(
+            "write PNG plots into DIR, each with its data as CSV beside it: jct_cdf, "
+            "utilisation_POLICY, comparison (the policies on shared axes); with "
+            "--sweep-rates, jct_vs_rate (needs matplotlib: the [sim] extra)"
+        ),
+    )
     p.add_argument(
         "--sweep-rates",
         metavar="R1,R2,...",
@@ -288,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
             size_first=args.size_first,
         )
         source = f"generated: {args.generate} jobs, mean inter-arrival {args.interarrival:g} s"
+        title = f"trace: {args.generate} generated jobs (seed {args.seed})"
         if args.save_trace:
             save_trace(jobs, args.save_trace)
     else:
@@ -295,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
         if not path.exists() and not args.trace:
             raise InputError(f"the default trace {path} is missing; give --trace FILE")
         jobs = load_trace(path, table)
-        source = str(path)
+        source, title = str(path), f"trace: {path.name}"
 
     if window is not None:
         opts = replace(opts, stop_when_completed=window.ids(jobs))
@@ -312,19 +322,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, summaries[0] if len(summaries) == 1 else summaries)
     if args.plot:
+        require_matplotlib()
         from slurm_gavel.simulate import plots
 
-        out = Path(args.plot)
-        plots.jct_cdf(
-            {s["policy"]: list(s["jct_s"].values()) for s in summaries}, out / "jct_cdf.png"
-        )
-        for r in results:
-            plots.utilisation(
-                r.metrics.timeline,
-                r.summary["policy"],
-                out / f"utilisation_{r.summary['policy']}.png",
-            )
-        _text(args).write(f"plots written to {out}/\n")
+        runs = [(s, r.metrics.timeline) for s, r in zip(summaries, results, strict=True)]
+        plots.write_all(Path(args.plot), f"{title}; cluster: {args.cluster}", runs)
+        _text(args).write(f"plots (PNG, and their data as CSV) written to {args.plot}/\n")
     return 0
 
 
@@ -376,10 +379,14 @@ def _run_sweep(
     if args.json:
         write_json(args.json, [p.summary for p in points])
     if args.plot:
+        require_matplotlib()
         from slurm_gavel.simulate import plots
 
-        plots.jct_vs_rate(points, Path(args.plot) / "jct_vs_rate.png")
-        _text(args).write(f"plot written to {args.plot}/jct_vs_rate.png\n")
+        where = (
+            f"{args.generate} generated jobs per rate (seed {args.seed}); cluster: {args.cluster}"
+        )
+        plots.jct_vs_rate(points, where, Path(args.plot) / "jct_vs_rate.png")
+        _text(args).write(f"plot written to {args.plot}/jct_vs_rate.png (data: jct_vs_rate.csv)\n")
     return 0
 
 
