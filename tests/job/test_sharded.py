@@ -10,15 +10,14 @@ tests/job/test_sharded_hostile.py tampers with the directories.
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from two_ranks import clean_env, failed, free_port, run_two_ranks
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -26,25 +25,10 @@ SCRIPT = Path(__file__).resolve().parent / "jobs" / "fsdp_train.py"
 STEPS = 30
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _failed(rc: int) -> bool:
-    """Exited with the error (1), not 0 or the requeue code. torch 2.13's gloo sometimes
-    aborts a rank after its traceback, in C++ teardown once Python has finished
-    ("terminate called without an active exception": -6), in about one exit of five
-    on this machine even with the process group destroyed first; the error is the
-    same, so that counts as failing too."""
-    return rc in (1, -6, 134)
-
-
 def _run(out: Path, restarts: int, signal_after: int | None = None) -> list[tuple[int, str]]:
     out.mkdir(mode=0o700, exist_ok=True)
-    port = str(_port())
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "GAVEL_"))}
+    port = str(free_port())
+    base = clean_env()
     procs = []
     for rank in (0, 1):
         env = {
@@ -104,23 +88,8 @@ LOCAL = Path(__file__).resolve().parent / "jobs" / "sharded_local.py"
 
 
 def _local(dirs: list[Path], restarts: int, mode: str) -> list[subprocess.CompletedProcess[str]]:
-    port = str(_port())
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "GAVEL_"))}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(LOCAL), str(r), port, str(dirs[r]), str(restarts), mode],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for r in (0, 1)
-    ]
-    out = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=120)
-        out.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
-    return out
+    port = str(free_port())
+    return run_two_ranks(LOCAL, [[str(r), port, str(dirs[r]), str(restarts), mode] for r in (0, 1)])
 
 
 def test_a_replicated_model_saved_before_the_loop_is_one_directory_and_loads(
@@ -152,7 +121,7 @@ def test_a_folder_that_is_not_shared_stops_every_rank_with_a_clear_error(tmp_pat
     tmp_path.chmod(0o700)
     node0, node1 = tmp_path / "node0", tmp_path / "node1"
     saved = _local([node0, node1], 0, "save")  # rank 1 cannot see rank 0's directory
-    assert [_failed(p.returncode) for p in saved] == [True, True], saved
+    assert [failed(p.returncode) for p in saved] == [True, True], saved
     assert "must be on a shared file system" in saved[1].stderr
     assert "rank 1 could not open the checkpoint directory" in saved[0].stderr
     assert not list((node0 / "8").glob("dcp-*"))  # nothing complete (a partial, never read)
@@ -160,7 +129,7 @@ def test_a_folder_that_is_not_shared_stops_every_rank_with_a_clear_error(tmp_pat
     shared = tmp_path / "shared"
     assert [p.returncode for p in _local([shared, shared], 0, "save")] == [0, 0]
     loaded = _local([shared, node1], 1, "load")  # rank 1 would start over from step 0
-    assert [_failed(p.returncode) for p in loaded] == [True, True], loaded
+    assert [failed(p.returncode) for p in loaded] == [True, True], loaded
     for p in loaded:
         assert "RankMismatchError: the ranks see different checkpoints" in p.stderr, p.stderr
         assert "file system every node sees" in p.stderr
