@@ -27,14 +27,14 @@ import pytest
 from slurm_gavel import estimate
 from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeSlice, ObservedJob
 from slurm_gavel.daemon_progress import ProgressTracker
+from slurm_gavel.job.progress import FORMAT, ProgressReporter
+from slurm_gavel.model import Job
 from slurm_gavel.progress_cells import (
     MAX_VOTES_PER_CELL,
     MAX_VOTES_PER_USER,
     STEP_FACTOR,
     agreed_value,
 )
-from slurm_gavel.job.progress import FORMAT, ProgressReporter
-from slurm_gavel.model import Job
 from slurm_gavel.throughputs import ThroughputTable
 
 pytestmark = pytest.mark.hostile

@@ -150,7 +150,7 @@ def test_a_partner_that_is_not_a_job_id_refuses_the_report(spool, table, events,
     rounds(spool, t, jobs, {"1": 3.0, "3": 3.0}, 2, names={"1": named, "3": named})
     assert not t.cells
     said = problems(events)
-    assert any("'partner'" in p and "is not a job id" in p or "not JSON" in p for p in said)
+    assert any(("'partner'" in p and "is not a job id" in p) or "not JSON" in p for p in said)
 
 
 def test_a_paired_job_naming_no_partner_teaches_nothing(spool, table):

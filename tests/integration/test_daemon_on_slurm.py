@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from slurm_gavel import localcluster
 
@@ -91,16 +92,6 @@ def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
     idle = sum(v for k, v in by.items() if k.startswith("slurm_gavel_gpus_idle{"))
     assert total == 24 and held + idle <= total
     assert any(k.startswith("slurm_gavel_build_info{") for k in metrics)
-
-
-def wait_for(predicate, timeout: float, what: str, poll: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def test_sigkilled_daemon_resumes_its_accounting(scenario):

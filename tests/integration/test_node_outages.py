@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for as _wait_for
 
 from slurm_gavel import localcluster
 from slurm_gavel.backends.base import JobPlacement, NodeSlice, NodeState, RoundPlacement
@@ -82,14 +83,9 @@ def drained_reasons(slurm) -> dict[str, str]:
     }
 
 
-def wait_for(what, timeout: float, why: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(1)
-    raise AssertionError(f"not after {timeout:.0f}s: {why}")
+def wait_for(what, timeout: float, why: str):  # type: ignore[no-untyped-def]
+    """Slurm is asked once a second here (each poll runs squeue/sinfo)."""
+    return _wait_for(what, timeout, why, poll=1.0)
 
 
 @pytest.mark.parametrize(

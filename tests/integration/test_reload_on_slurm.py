@@ -5,23 +5,13 @@ refused with an error naming the problem while the daemon runs on with the old o
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
+from waiting import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 JOB_TYPES = ("ResNet-50 (batch size 64)", "A3C", "Recommendation (batch size 2048)")
-
-
-def wait_for(predicate, timeout: float, what: str, poll: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def test_sighup_changes_the_policy_and_a_broken_config_keeps_the_daemon(scenario):

@@ -12,22 +12,13 @@ from pathlib import Path
 
 import pytest
 from spank_build import REPO, ensure_built
+from waiting import wait_for
 
 from slurm_gavel.job import read_report
 from slurm_gavel.job.progress import report_path
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
 TOTAL = 60
-
-
-def _wait(what: str, check, timeout: float = 90.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -> None:
@@ -72,21 +63,25 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
 
     slurm.cmd("scontrol", "release", job)
     report = report_path(progress, job)
-    _wait("3 steps reported", lambda: (r := read_report(report)) and r["steps"] >= 3)
+    wait_for(lambda: (r := read_report(report)) and r["steps"] >= 3, 90, "3 steps reported", 0.2)
     slurm.cmd("scancel", "--signal=USR1", "--batch", job)
-    first = _wait(
-        "the checkpointed report",
+    first = wait_for(
         lambda: (r := read_report(report)) and r["state"] == "checkpointed" and r,
+        90,
+        "the checkpointed report",
+        0.2,
     )
     assert first["steps"] < TOTAL and first["restart_count"] == 0
 
     # exit 99 -> requeued and held with one more restart; nothing was lost
-    _wait(
-        "held after exit 99",
+    wait_for(
         lambda: (
             slurm.cmd("squeue", "-h", "-j", job, "-o", "%T %r").stdout.split()
             == ["SPECIAL_EXIT", "JobHeldUser"]
         ),
+        90,
+        "held after exit 99",
+        0.2,
     )
     info = slurm.show(job)
     assert info["Restarts"] == "1" and info["ExitCode"].startswith("99")
@@ -102,10 +97,11 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
     slurm.cmd("scontrol", "release", job)
     slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now")
     try:
-        final = _wait(
-            "the finished report",
+        final = wait_for(
             lambda: (r := read_report(report)) and r["state"] == "finished" and r,
-            timeout=120,
+            120,
+            "the finished report",
+            0.2,
         )
     except AssertionError as e:
         state = slurm.cmd("scontrol", "show", "job", job).stdout
