@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 SPEEDS = (0.0, 0.5, 1.0, 2.0, 3.5)
@@ -47,3 +48,14 @@ def templated_jobs(
         templates.append((row, draw(st.sampled_from(scales))))
     picks = draw(st.lists(st.integers(0, len(templates) - 1), min_size=1, max_size=max_jobs))
     return [templates[k] for k in picks]
+
+
+def against_solvers(max_examples: int) -> settings:
+    """Settings of property tests that compare with a numerical solver: the same
+    examples in every CI run (derandomize), no deadline (a solve may take a while)."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        derandomize=True,
+    )

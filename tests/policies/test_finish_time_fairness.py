@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from policy_strategies import clusters, templated_jobs
+from policy_strategies import against_solvers, clusters, templated_jobs
 
 from slurm_gavel.errors import InputError
 from slurm_gavel.model import Problem, ProblemJob
@@ -115,12 +115,7 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(cluster, tuple(jobs))
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,  # compared against numerical solvers: same examples in every CI run
-)
+@against_solvers(30)
 @given(problems())
 def test_property_feasible_optimal_and_consistent(assert_work_conserving, p):
     fast = allocate(p, "finish_time_fairness")

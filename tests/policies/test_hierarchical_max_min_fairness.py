@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from policy_strategies import clusters, templated_jobs
+from policy_strategies import against_solvers, clusters, templated_jobs
 
 from slurm_gavel.errors import SolveError
 from slurm_gavel.model import Allocation, Problem, ProblemJob
@@ -162,12 +162,7 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(cluster, jobs, accounts={"a": draw(st.sampled_from([1.0, 3.0])), "b": 1.0})
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,  # compared against numerical solvers: same examples in every CI run
-)
+@against_solvers(25)
 @given(problems())
 def test_property_feasible_and_equal_to_reference(p):
     fast = allocate(p, NAME)

@@ -4,9 +4,9 @@ and missing prices give errors that name the jobs / type."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from policy_strategies import clusters, templated_jobs
+from policy_strategies import against_solvers, clusters, templated_jobs
 
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.model import Problem, ProblemJob
@@ -127,12 +127,7 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(cluster, tuple(jobs), prices=prices)
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,  # compared against numerical solvers: same examples in every CI run
-)
+@against_solvers(40)
 @given(problems())
 def test_property_fast_equals_reference_or_both_refuse(p):
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from policy_strategies import clusters, templated_jobs
+from policy_strategies import against_solvers, clusters, templated_jobs
 from scipy.optimize import linprog
 
 from slurm_gavel.errors import InputError
@@ -136,12 +136,7 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(cluster, tuple(jobs))
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-    derandomize=True,  # compared against numerical solvers: same examples in every CI run
-)
+@against_solvers(40)
 @given(problems())
 def test_property_feasible_and_optimal(assert_work_conserving, p):
     fast = allocate(p, "min_total_duration")
