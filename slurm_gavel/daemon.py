@@ -51,6 +51,7 @@ from slurm_gavel.daemon_reload import reload_daemon, scheduler_config
 from slurm_gavel.daemon_tap import DaemonTap
 from slurm_gavel.daemon_views import (
     Inflight,
+    checkpoint_waits,
     cluster_view,
     commands_issued,
     failed_command,
@@ -362,7 +363,9 @@ class Daemon:
         if issued is not None and self._commands_before is not None:
             commands = issued - self._commands_before
         snap = self.tap.last_snapshot
-        self.metrics.record_round(report, snap, duration, commands)
+        self.metrics.record_round(
+            report, snap, duration, commands, self.state.allocation, checkpoint_waits(self.backend)
+        )
         self.events.record(
             report,
             snap,

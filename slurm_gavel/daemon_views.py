@@ -22,6 +22,7 @@ from slurm_gavel.backends.base import (
     RoundPlacement,
 )
 from slurm_gavel.config import Config
+from slurm_gavel.model import JobId
 from slurm_gavel.scheduler import RoundReport
 from slurm_gavel.throughputs import ThroughputTable
 
@@ -249,3 +250,10 @@ def commands_issued(backend: object) -> int | None:
     """Slurm commands the backend has run so far, if it counts them (retries included)."""
     n = getattr(backend, "commands_issued", None)
     return n if isinstance(n, int) else None
+
+
+def checkpoint_waits(backend: object) -> dict[JobId, float]:
+    """Seconds the backend's last act waited on each job it signalled (none where the
+    backend does not wait, as the simulator's)."""
+    waits = getattr(backend, "checkpoint_waits", None)
+    return dict(waits) if isinstance(waits, dict) else {}

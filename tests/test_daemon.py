@@ -257,7 +257,7 @@ def test_stop_ends_the_loop_after_the_round(tmp_path, table):
     d.stop()
     t.join(10)
     assert codes == [0] and not t.is_alive()
-    assert "gavel_rounds_total 1.0" in d.metrics.exposition()
+    assert "slurm_gavel_rounds_total 1.0" in d.metrics.exposition()
 
 
 class SiteNames(FlakyBackend):
@@ -473,7 +473,7 @@ def test_min_cost_with_prices_in_the_config_schedules(tmp_path, table):
     finally:
         d.store.release()
     assert d.last_report is not None and d.last_report.placement.jobs
-    assert "gavel_round_errors_total{cause" not in d.metrics.exposition()
+    assert "slurm_gavel_round_errors_total{cause" not in d.metrics.exposition()
 
 
 class FullDisk(StateStore):
@@ -512,7 +512,7 @@ def test_a_full_disk_is_a_state_save_failure_not_a_slurm_outage(
     assert not events_of(records, "slurm_unavailable")  # before: every OSError was one
     assert not d._outage and d._settle_until is None  # and the next round would settle
     metrics = d.metrics.exposition()
-    assert 'gavel_round_errors_total{cause="state_save"} 1.0' in metrics
+    assert 'slurm_gavel_round_errors_total{cause="state_save"} 1.0' in metrics
     assert 'cause="slurm_unavailable"' not in metrics
     rounds_logged = events_of(records, "round")
     if ok_saves == 0:
@@ -604,11 +604,11 @@ def test_while_the_disk_is_full_the_daemon_does_not_act_and_loses_no_accounting(
             sim.advance(sim.clock + ROUND)
         before = received(d)
         placement = dict(sim.running())
-        assert d.metrics.exposition().count("gavel_state_save_failing 0.0") == 1
+        assert d.metrics.exposition().count("slurm_gavel_state_save_failing 0.0") == 1
         store.full = True
         for _ in range(4):
             assert not d.round_safely()
-            assert "gavel_state_save_failing 1.0" in d.metrics.exposition()
+            assert "slurm_gavel_state_save_failing 1.0" in d.metrics.exposition()
             sim.advance(sim.clock + ROUND)
         assert dict(sim.running()) == placement  # nothing was done to the cluster
         store.full = False
@@ -621,8 +621,8 @@ def test_while_the_disk_is_full_the_daemon_does_not_act_and_loses_no_accounting(
     for j in before:
         assert sum(after[j].values()) >= sum(before[j].values())  # nothing reset
     metrics = d.metrics.exposition()
-    assert "gavel_state_save_failures_total 4.0" in metrics
-    assert "gavel_state_save_failing 0.0" in metrics
+    assert "slurm_gavel_state_save_failures_total 4.0" in metrics
+    assert "slurm_gavel_state_save_failing 0.0" in metrics
     failed = events_of(records, "state_save_failed")
     assert [r.fields["failed_saves"] for r in failed] == [1, 2, 3, 4]
     assert all(r.levelno == logging.ERROR and r.fields["acted"] is False for r in failed)

@@ -216,7 +216,7 @@ def test_reload_changes_the_policy_of_the_next_round(tmp_path, cfg_path, daemon,
     assert daemon.sched_config.policy == "max_sum_throughput"
     (done,) = events(daemon_log, "config_reloaded")
     assert done["changed"] == "policy" and done["policy"] == "max_sum_throughput"
-    assert 'gavel_config_reloads_total{result="applied"} 1.0' in daemon.metrics.exposition()
+    assert 'slurm_gavel_config_reloads_total{result="applied"} 1.0' in daemon.metrics.exposition()
 
 
 def test_a_refused_reload_keeps_everything(tmp_path, cfg_path, daemon, daemon_log):
@@ -231,7 +231,7 @@ def test_a_refused_reload_keeps_everything(tmp_path, cfg_path, daemon, daemon_lo
     assert "did you mean 'max_min_fairness'" in refused["error"]
     assert refused["kept_policy"] == "max_min_fairness"
     assert not daemon.round().reallocated  # the same allocation runs on
-    assert 'gavel_config_reloads_total{result="refused"} 1.0' in daemon.metrics.exposition()
+    assert 'slurm_gavel_config_reloads_total{result="refused"} 1.0' in daemon.metrics.exposition()
 
 
 def test_restart_only_changes_are_warned_about(tmp_path, cfg_path, daemon, daemon_log):

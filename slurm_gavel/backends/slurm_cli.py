@@ -118,6 +118,8 @@ class SlurmCluster:
         self.warnings: list[str] = []
         self._signalled: dict[JobId, float] = {}  # job -> grace deadline (clock)
         self._signal_sent: dict[JobId, float] = {}  # job -> when signalled (clock)
+        # the last act's signalled jobs -> seconds until they left (metrics)
+        self.checkpoint_waits: dict[JobId, float] = {}
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
         self._first_submit: dict[JobId, float] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
@@ -233,6 +235,7 @@ class SlurmCluster:
             self.observe()
         assert self.view is not None
         plan = plan_act(placement, self.view, self.managed_partitions)
+        self.checkpoint_waits = {}
         failed: dict[JobId, str] = dict(plan.failed)
         plan.starts = self._not_released_already(plan, self.view)
         plan.starts = self._old_runs_gone(plan.starts, failed)
@@ -462,14 +465,19 @@ class SlurmCluster:
         of the round ends, and the wait stops once no job is inside its grace."""
         start = self.clock()
         deadline = {j: self._signalled.get(j, start + self._grace_of(j)) for j in ids}
+        sent = {j: self._signal_sent.get(j, start) for j in ids}
         running = list(ids)
         leaving: list[JobId] = []  # requeue-held (or exiting) jobs to let settle
         while running:
             states = self._states(running)
-            running = [j for j in running if states.get(j) in RUNNING_STATES]
             now = self.clock()
+            for j in running:
+                if states.get(j) not in RUNNING_STATES:
+                    self.checkpoint_waits[j] = now - sent[j]
+            running = [j for j in running if states.get(j) in RUNNING_STATES]
             due = [j for j in running if deadline[j] <= now]
             if due:
+                self.checkpoint_waits.update((j, now - sent[j]) for j in due)
                 leaving += self._requeuehold_due(due, failed)
                 running = [j for j in running if j not in due]
             if running:

@@ -128,6 +128,8 @@ def test_preempt_checkpoints_exits_99_is_held_and_resumes_elsewhere(slurm, tmp_p
     res = b.act(place_ids(1, {}))
     assert res.preempted == (job,) and not res.failed
     assert b.commands.counts["requeuehold"] == 0  # it exited 99 by itself
+    # Waited on (for the metrics) until it left, well inside the 60-s grace.
+    assert list(b.checkpoint_waits) == [job] and 0 <= b.checkpoint_waits[job] < 30
     info = slurm.show(job)
     assert info["JobState"] == "SPECIAL_EXIT" and info["Restarts"] == "1"
     step = int((tmp_path / "ck").read_text().split()[0])
@@ -170,6 +172,7 @@ def test_job_ignoring_the_signal_is_requeue_held_after_the_grace(slurm, tmp_path
     res = b.act(place_ids(1, {}))
     assert res.preempted == (job,)
     assert b.commands.counts["requeuehold"] == 1
+    assert 1.0 <= b.checkpoint_waits[job] < 10  # the grace, then the requeue-hold
     slurm.wait_state(job, "PENDING")
     obs = {j.job.id: j for j in b.observe().jobs}[job]
     assert obs.state is JobState.HELD and obs.restarts == 1

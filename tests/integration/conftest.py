@@ -161,9 +161,10 @@ class Scenario:
     def state_file(self) -> Path:
         return self.dir / "state" / "state.json"
 
-    def submit(self, job_type: str, steps: int, scale: int = 1) -> str:
+    def submit(self, job_type: str, steps: int, scale: int = 1, account: str = "") -> str:
         job_id = self.slurm.sbatch(
             "-p", "gpu", "-o", "/dev/null", f"--comment=gavel:type={job_type},scale={scale}",
+            *(["-A", account] if account else []),
             str(self.dir / "managed.sh"), str(self.dir / "logs"), str(steps),
         )  # fmt: skip
         self.managed[job_id] = job_type

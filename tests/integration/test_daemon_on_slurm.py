@@ -10,6 +10,7 @@ import os
 import signal
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -48,9 +49,11 @@ def v100_share(sc, job_id: str) -> float:
 def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
     sc = scenario
     # 36 one-GPU jobs on 24 GPUs: 1.5x oversubscribed, so rounds time-share and preempt.
+    account = {}  # job id -> its Slurm account: the jobs alternate between two
     for job_type in (BIG_V100_SPEEDUP, SMALL_V100_SPEEDUP, V100_SLOWER):
-        for _ in range(12):
-            sc.submit(job_type, steps=8)
+        for i in range(12):
+            acct = ("physics", "biology")[i % 2]
+            account[sc.submit(job_type, steps=8, account=acct)] = acct
     bystander = sc.submit_unmanaged("gpu:k80:1", seconds=25)
     sc.daemon.start()
     sc.wait_finished([*sc.managed, bystander], timeout=150)
@@ -78,12 +81,13 @@ def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
     assert rounds and max(r["slurm_commands"] for r in rounds) <= 12
 
     # The Prometheus endpoint agrees with the logs and the cluster.
-    assert metrics["gavel_rounds_total"] >= len(rounds) - 1
-    assert metrics["gavel_preemptions_total"] == sum(
-        r["preempted"] + r["moved"] for r in rounds[: int(metrics["gavel_rounds_total"])]
+    rounds_done = int(metrics["slurm_gavel_rounds_total"])
+    assert rounds_done >= len(rounds) - 1
+    assert metrics["slurm_gavel_preemptions_total"] == sum(
+        r["preempted"] + r["moved"] for r in rounds[:rounds_done]
     )
-    assert metrics['gavel_gpus_usable{gpu_type="v100"}'] == 8
-    assert metrics["gavel_slurm_commands_per_round_count"] == metrics["gavel_rounds_total"]
+    assert metrics['slurm_gavel_gpus_usable{gpu_type="v100"}'] == 8
+    assert metrics["slurm_gavel_slurm_commands_per_round_count"] == rounds_done
     # The exporter-style GPU gauges add up to the cluster's 24 GPUs (from sinfo), and
     # no GPU is counted both held and idle.
     by = {k: v for k, v in metrics.items() if k.startswith("slurm_gavel_gpus_")}
@@ -92,6 +96,84 @@ def test_mixed_jobs_share_the_cluster_by_speedup(scenario):
     idle = sum(v for k, v in by.items() if k.startswith("slurm_gavel_gpus_idle{"))
     assert total == 24 and held + idle <= total
     assert any(k.startswith("slurm_gavel_build_info{") for k in metrics)
+
+    # Per account: the restarts the rounds logged for its jobs, each at least the
+    # requeues Slurm counted (a job signalled after its last step finishes instead);
+    # each preempted or moved job was waited on, within its 3-s grace and a poll.
+    logged = Counter(
+        account[j] for r in rounds[:rounds_done] for j in r["preempted_jobs"].split(",") if j
+    )
+    assert sum(logged.values()) == metrics["slurm_gavel_preemptions_total"]
+    for acct in ("physics", "biology"):
+
+        def of(name: str, acct: str = acct) -> float:
+            return metrics.get(f'slurm_gavel_account_{name}{{account="{acct}"}}', 0.0)
+
+        slurm_restarts = sum(
+            int(sc.slurm.show(j)["Restarts"]) for j, a in account.items() if a == acct
+        )
+        assert of("restarts_total") == logged[acct] >= slurm_restarts, acct
+        assert of("checkpoint_waits_total") >= of("restarts_total"), acct
+        assert of("checkpoint_wait_seconds_total") <= 5 * of("checkpoint_waits_total"), acct
+    assert sum(logged.values()) > 0
+
+
+def test_per_account_series_on_a_small_job_set(scenario):
+    """Two 2-GPU jobs of one account, a 1-GPU job of another, on 24 GPUs: everything
+    fits, so the policy gives each job all of its GPUs' time and every job runs.
+    The per-account series show exactly that, and drop to 0 once the jobs are done."""
+    sc = scenario
+    jobs = [
+        sc.submit(BIG_V100_SPEEDUP, steps=12, scale=2, account="physics"),
+        sc.submit(BIG_V100_SPEEDUP, steps=12, scale=2, account="physics"),
+        sc.submit(SMALL_V100_SPEEDUP, steps=12, scale=1, account="biology"),
+    ]
+    sc.daemon.start()
+
+    def by_account(metrics: dict[str, float], name: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for key, value in metrics.items():
+            if key.startswith(f"slurm_gavel_account_{name}{{"):
+                acct = key.split('account="', 1)[1].split('"', 1)[0]
+                out[acct] = out.get(acct, 0.0) + value
+        return out
+
+    def all_running():
+        try:
+            m = sc.metrics()
+        except OSError:  # the daemon's endpoint is not up yet
+            return None
+        running = {k: v for k, v in m.items() if k.startswith("slurm_gavel_account_jobs{")}
+        want = {
+            'slurm_gavel_account_jobs{account="physics",state="running"}': 2.0,
+            'slurm_gavel_account_jobs{account="biology",state="running"}': 1.0,
+        }
+        if {k: v for k, v in running.items() if v} != want:
+            return None
+        return m if by_account(m, "gpus_alloc") == {"physics": 4.0, "biology": 1.0} else None
+
+    metrics = wait_for(all_running, 60, "all three jobs running in one scrape", poll=0.5)
+    share = by_account(metrics, "gpus_share")
+    assert share.keys() == {"physics", "biology"}
+    assert share["physics"] == pytest.approx(4.0, abs=1e-6), share
+    assert share["biology"] == pytest.approx(1.0, abs=1e-6), share
+    # The received GPUs carry the partition of the nodes the jobs run on.
+    for key, value in metrics.items():
+        if key.startswith("slurm_gavel_account_gpus_alloc{") and value:
+            assert 'partition="' in key and 'partition=""' not in key, key
+    info = {j: sc.slurm.show(j)["JobState"] for j in jobs}
+    assert set(info.values()) <= {"RUNNING", "COMPLETED", "COMPLETING"}, info
+
+    sc.assert_all_completed(sc.wait_finished(jobs, timeout=90))
+    done = wait_for(
+        lambda: (m := sc.metrics()) and not any(by_account(m, "jobs").values()) and m,
+        20,
+        "the account gauges to drop to 0",
+        poll=0.5,
+    )
+    assert set(by_account(done, "jobs")) == {"physics", "biology"}  # 0, not vanished
+    assert not any(by_account(done, "gpus_alloc").values())
+    assert not any(by_account(done, "gpus_share").values())
 
 
 def test_sigkilled_daemon_resumes_its_accounting(scenario):
