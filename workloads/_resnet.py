@@ -96,13 +96,9 @@ def image_classifier(
     model = model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
 
-    def step() -> float:
+    def loss() -> torch.Tensor:
         x = torch.randn(batch, 3, size, size).to(device)
         y = torch.randint(0, classes, (batch,)).to(device)
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.item()
+        return F.cross_entropy(model(x), y)
 
-    return Trainer(step=step, state={"model": model, "optimizer": opt})
+    return Trainer.of(model, opt, loss)

@@ -36,7 +36,7 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
     model = ActorCritic(channels, hidden, actions).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
 
-    def step() -> float:
+    def loss() -> torch.Tensor:
         hc = (torch.zeros(1, hidden, device=device), torch.zeros(1, hidden, device=device))
         logps, values, entropies, rewards = [], [], [], []
         for _ in range(rollout):
@@ -59,14 +59,9 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
             gae = gae * gamma * tau + delta
             policy_loss = policy_loss - logps[i] * gae - 0.01 * entropies[i]
             next_value = values[i].detach()
-        opt.zero_grad(set_to_none=True)
-        loss = (policy_loss + 0.5 * value_loss).sum()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 50.0)
-        opt.step()
-        return loss.item()
+        return (policy_loss + 0.5 * value_loss).sum()
 
-    return Trainer(step=step, state={"model": model, "optimizer": opt})
+    return Trainer.of(model, opt, loss, clip=50.0)
 
 
 FAMILY = Family("A3C", (1,), build, fixed_type="A3C")

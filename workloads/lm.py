@@ -31,19 +31,14 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
     model = LSTMLM(vocab, emb, hidden, layers, dropout=0.5).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=20.0)
 
-    def step() -> float:
+    def loss() -> torch.Tensor:
         # Fresh hidden state every step: carrying it over would be state the
         # checkpoint does not hold, and resumed runs would then differ.
         tokens = torch.randint(0, vocab, (batch, bptt + 1)).to(device)
-        opt.zero_grad(set_to_none=True)
         logits = model(tokens[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-        opt.step()
-        return loss.item()
+        return F.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
 
-    return Trainer(step=step, state={"model": model, "optimizer": opt})
+    return Trainer.of(model, opt, loss, clip=0.25)
 
 
 FAMILY = Family("LM", (5, 10, 20, 40, 80), build)

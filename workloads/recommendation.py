@@ -31,19 +31,15 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
     model = autoencoder(items, layers, dropout=0.8).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.005, momentum=0.9)
 
-    def step() -> float:
+    def loss() -> torch.Tensor:
         mask = (torch.rand(batch, items) < density).float()
         ratings = (torch.randint(1, 6, (batch, items)).float() * mask).to(device)
         mask = mask.to(device)
-        opt.zero_grad(set_to_none=True)
         pred = model(ratings)
         # Masked MSE: only observed ratings count (DeepRecommender's MMSE loss).
-        loss = ((pred - ratings) ** 2 * mask).sum() / mask.sum().clamp(min=1.0)
-        loss.backward()
-        opt.step()
-        return loss.item()
+        return ((pred - ratings) ** 2 * mask).sum() / mask.sum().clamp(min=1.0)
 
-    return Trainer(step=step, state={"model": model, "optimizer": opt})
+    return Trainer.of(model, opt, loss)
 
 
 FAMILY = Family("Recommendation", (512, 1024, 2048, 4096, 8192), build)

@@ -37,6 +37,28 @@ class Trainer:
     step: Callable[[], float]  # trains on one batch, returns the loss
     state: dict[str, Any]  # name -> module/optimizer (anything with state_dict)
 
+    @classmethod
+    def of(
+        cls,
+        model: nn.Module,
+        opt: torch.optim.Optimizer,
+        loss_of: Callable[[], torch.Tensor],
+        clip: float | None = None,
+    ) -> Trainer:
+        """One model, one optimizer: a step draws its batch and computes the loss
+        (loss_of), then backward, optional gradient-norm clipping, an optimizer step."""
+
+        def step() -> float:
+            opt.zero_grad(set_to_none=True)
+            loss = loss_of()
+            loss.backward()
+            if clip is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            return float(loss.item())
+
+        return cls(step=step, state={"model": model, "optimizer": opt})
+
     def parameters_vector(self) -> torch.Tensor:
         """All module parameters flattened (tests compare runs with it)."""
         parts = [

@@ -35,17 +35,13 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
     model = Seq2Seq(vocab, d, heads, layers, ff, seq + 1).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
-    def step() -> float:
+    def loss() -> torch.Tensor:
         src = torch.randint(0, vocab, (batch, seq)).to(device)
         tgt = torch.randint(0, vocab, (batch, seq + 1)).to(device)
-        opt.zero_grad(set_to_none=True)
         logits = model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, vocab), tgt[:, 1:].reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss.item()
+        return F.cross_entropy(logits.reshape(-1, vocab), tgt[:, 1:].reshape(-1))
 
-    return Trainer(step=step, state={"model": model, "optimizer": opt})
+    return Trainer.of(model, opt, loss)
 
 
 FAMILY = Family("Transformer", (16, 32, 64, 128, 256), build)
