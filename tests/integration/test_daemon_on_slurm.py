@@ -157,10 +157,10 @@ def test_per_account_series_on_a_small_job_set(scenario):
     assert share.keys() == {"physics", "biology"}
     assert share["physics"] == pytest.approx(4.0, abs=1e-6), share
     assert share["biology"] == pytest.approx(1.0, abs=1e-6), share
-    # The received GPUs carry the partition of the nodes the jobs run on.
+    # The received GPUs carry the managed partition of the nodes the jobs run on.
     for key, value in metrics.items():
         if key.startswith("slurm_gavel_account_gpus_alloc{") and value:
-            assert 'partition="' in key and 'partition=""' not in key, key
+            assert key.endswith(',partition="gpu"}'), key
     info = {j: sc.slurm.show(j)["JobState"] for j in jobs}
     assert set(info.values()) <= {"RUNNING", "COMPLETED", "COMPLETING"}, info
 
