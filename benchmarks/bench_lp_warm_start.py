@@ -34,8 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench_simulate import CASES  # this folder: the cases are defined once
 
-from slurm_gavel.policies import mm_lp
-from slurm_gavel.policies.mm_lp_single import solve_single_classes
+from slurm_gavel.policies.solvers import mm_lp
+from slurm_gavel.policies.solvers.mm_lp_single import solve_single_classes
 
 INF = highspy.kHighsInf
 SLACK = 1e-9

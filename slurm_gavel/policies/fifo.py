@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from slurm_gavel.model import Allocation, GpuType, Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.fifo_queue import fifo_allocate
+from slurm_gavel.policies.solvers.fifo_queue import fifo_allocate
 
 
 def fastest(job: ProblemJob, room: list[GpuType], free: dict[GpuType, int]) -> GpuType:

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 
 from slurm_gavel.model import Allocation, GpuType, Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.fifo_queue import fifo_allocate
+from slurm_gavel.policies.solvers.fifo_queue import fifo_allocate
 
 
 def unit_draw(job_id: str, gpu_type: GpuType) -> float:

@@ -40,15 +40,15 @@ import numpy as np
 
 from slurm_gavel.model import Allocation, JobId, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.ftf_jobs import (
+from slurm_gavel.policies.solvers.ftf_jobs import (
     JobArrays,
     fractions_dict,
     group,
     job_arrays,
     steps_remaining,
 )
-from slurm_gavel.policies.ftf_solver import minimise_stretch
-from slurm_gavel.policies.lp import SolverError
+from slurm_gavel.policies.solvers.ftf_solver import minimise_stretch
+from slurm_gavel.policies.solvers.lp import SolverError
 
 NAME = "finish_time_fairness"
 

@@ -30,7 +30,7 @@ import numpy as np
 from slurm_gavel.model import Allocation, PairShare, Problem, ProblemJob, pair_lookup
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.isolated import allocate as isolated_allocate
-from slurm_gavel.policies.mm_pairs import PairTable, pair_rates
+from slurm_gavel.policies.solvers.mm_pairs import PairTable, pair_rates
 
 NAME = "gandiva"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.mm_policy import allocate_max_min
+from slurm_gavel.policies.solvers.mm_policy import allocate_max_min
 
 
 def allocate(problem: Problem, options: PolicyOptions) -> Allocation:

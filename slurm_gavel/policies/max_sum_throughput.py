@@ -18,9 +18,9 @@ import numpy as np
 
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.classes import group_jobs
-from slurm_gavel.policies.mm_disaggregate import job_fractions
-from slurm_gavel.policies.mm_lp import solve_sum_classes
+from slurm_gavel.policies.solvers.classes import group_jobs
+from slurm_gavel.policies.solvers.mm_disaggregate import job_fractions
+from slurm_gavel.policies.solvers.mm_lp import solve_sum_classes
 
 NAME = "max_sum_throughput"
 
@@ -28,7 +28,7 @@ NAME = "max_sum_throughput"
 def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     if options.reference:
         # cvxpy (~1 s to import) only for the reference path
-        from slurm_gavel.policies.mm_reference import job_level, solve_reference
+        from slurm_gavel.policies.solvers.mm_reference import job_level, solve_reference
 
         lp = job_level(problem, with_pairs=False)
         gain = np.where(lp.allowed, lp.throughput, 0.0)

@@ -30,10 +30,10 @@ import scipy.sparse as sp
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.ftf_jobs import JobArrays, fractions_dict, group, job_arrays
-from slurm_gavel.policies.ftf_requirements import requirement_rows, split_class
-from slurm_gavel.policies.ftf_solver import solve_lp_sized
-from slurm_gavel.policies.lp import SolverError
+from slurm_gavel.policies.solvers.ftf_jobs import JobArrays, fractions_dict, group, job_arrays
+from slurm_gavel.policies.solvers.ftf_requirements import requirement_rows, split_class
+from slurm_gavel.policies.solvers.ftf_solver import solve_lp_sized
+from slurm_gavel.policies.solvers.lp import SolverError
 
 NAME = "min_cost"
 SECONDS_PER_HOUR = 3600.0

@@ -16,7 +16,7 @@ import pytest
 
 from slurm_gavel.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
-from slurm_gavel.policies.agnostic_split import spread_by_capacity
+from slurm_gavel.policies.solvers.agnostic_split import spread_by_capacity
 from slurm_gavel.synthetic import random_problem
 
 NAME = "max_min_fairness_agnostic"

@@ -10,8 +10,8 @@ from scipy.optimize import linprog
 
 from slurm_gavel.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
-from slurm_gavel.policies.classes import fairness_coefficients, group_jobs
-from slurm_gavel.policies.mm_lp import solve_max_min_classes
+from slurm_gavel.policies.solvers.classes import fairness_coefficients, group_jobs
+from slurm_gavel.policies.solvers.mm_lp import solve_max_min_classes
 from slurm_gavel.synthetic import random_problem
 
 REF = PolicyOptions(reference=True)
@@ -260,7 +260,7 @@ def test_more_gpus_with_the_normaliser_held_never_lowers_the_minimum() -> None:
 @pytest.mark.parametrize("packed", [False, True])
 def test_interior_point_and_simplex_agree(packed: bool) -> None:
     # Large problems switch stage 1 to HiGHS's IPM (+ crossover); force both on small ones.
-    from slurm_gavel.policies.mm_pairs import class_pair_vars
+    from slurm_gavel.policies.solvers.mm_pairs import class_pair_vars
 
     for seed in range(6):
         p = random_problem(60, 5, seed=seed, with_pairs=packed, weights=(1.0, 2.0))

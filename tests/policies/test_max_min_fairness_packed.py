@@ -7,8 +7,8 @@ import pytest
 
 from slurm_gavel.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
-from slurm_gavel.policies.classes import group_jobs
-from slurm_gavel.policies.mm_disaggregate import cyclic_pairs, northwest_corner
+from slurm_gavel.policies.solvers.classes import group_jobs
+from slurm_gavel.policies.solvers.mm_disaggregate import cyclic_pairs, northwest_corner
 from slurm_gavel.synthetic import random_problem
 
 NAME = "max_min_fairness_packed"
@@ -187,9 +187,9 @@ def test_fast_path_matches_reference_at_100_jobs() -> None:
 def test_pricing_pair_columns_in_reaches_the_full_lp_optimum(weights) -> None:
     # Many pair columns enter the LP by pricing (column generation); it must land on
     # the optimum of the LP that has them all, in both stages.
-    from slurm_gavel.policies.classes import fairness_coefficients
-    from slurm_gavel.policies.mm_lp import solve_max_min_classes
-    from slurm_gavel.policies.mm_pairs import class_pair_vars
+    from slurm_gavel.policies.solvers.classes import fairness_coefficients
+    from slurm_gavel.policies.solvers.mm_lp import solve_max_min_classes
+    from slurm_gavel.policies.solvers.mm_pairs import class_pair_vars
 
     for seed in range(4):
         p = random_problem(150, 12, seed=seed, with_pairs=True, weights=weights)

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
-from slurm_gavel.policies.lp import SolverError, solve_lp
-from slurm_gavel.policies.mm_lp_single import solve_single_classes
-from slurm_gavel.policies.mm_pricing import PricedLp
+from slurm_gavel.policies.solvers.lp import SolverError, solve_lp
+from slurm_gavel.policies.solvers.mm_lp_single import solve_single_classes
+from slurm_gavel.policies.solvers.mm_pricing import PricedLp
 
 # scipy.sparse is imported inside the functions that build a matrix: the simulator's
 # common path (mm_lp_single) never needs it, and importing it costs ~0.2 s a process.

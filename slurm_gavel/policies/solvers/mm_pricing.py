@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from slurm_gavel.policies.lp import highs_model, run_to_optimum
+from slurm_gavel.policies.solvers.lp import highs_model, run_to_optimum
 
 if TYPE_CHECKING:  # only annotations here: see mm_lp.py
     import scipy.sparse as sp

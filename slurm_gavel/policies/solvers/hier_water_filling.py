@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.lp import IPM_COLUMNS, highs_model
+from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
 
 MARGIN = 1e-4  # relative lift that counts as "not bottlenecked"
 MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)

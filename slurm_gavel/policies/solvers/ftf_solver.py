@@ -34,9 +34,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.ftf_jobs import Classes
-from slurm_gavel.policies.ftf_requirements import RequirementRows, requirement_rows, split_class
-from slurm_gavel.policies.lp import IPM_COLUMNS, highs_model, run_to_optimum, solve_lp
+from slurm_gavel.policies.solvers.ftf_jobs import Classes
+from slurm_gavel.policies.solvers.ftf_requirements import (
+    RequirementRows,
+    requirement_rows,
+    split_class,
+)
+from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model, run_to_optimum, solve_lp
 
 REL_GAP = 1e-10
 ROOT_TOL = 1e-12  # beta this close to 1 from below: theta is the root

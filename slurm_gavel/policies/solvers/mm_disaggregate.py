@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_gavel.model import GpuType, JobId, PairShare, Problem
-from slurm_gavel.policies.classes import JobClasses
-from slurm_gavel.policies.mm_lp import PairVars
+from slurm_gavel.policies.solvers.classes import JobClasses
+from slurm_gavel.policies.solvers.mm_lp import PairVars
 
 EPS = 1e-12  # below this a fraction is solver noise, not time
 

@@ -17,8 +17,8 @@ from collections import defaultdict
 import numpy as np
 
 from slurm_gavel.model import GpuType, Problem, pair_lookup
-from slurm_gavel.policies.classes import JobClasses, capacity_share_throughput
-from slurm_gavel.policies.mm_lp import PairVars
+from slurm_gavel.policies.solvers.classes import JobClasses, capacity_share_throughput
+from slurm_gavel.policies.solvers.mm_lp import PairVars
 
 PairTable = dict[tuple[str, str, int], dict[GpuType, tuple[float, float]]]
 

@@ -21,7 +21,7 @@ from typing import Any
 import highspy
 import numpy as np
 
-from slurm_gavel.policies.lp import SolverError, run_to_optimum
+from slurm_gavel.policies.solvers.lp import SolverError, run_to_optimum
 
 INF = highspy.kHighsInf
 

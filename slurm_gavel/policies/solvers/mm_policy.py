@@ -20,11 +20,11 @@ import numpy as np
 
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.agnostic_split import spread_by_capacity
-from slurm_gavel.policies.classes import JobClasses, fairness_coefficients, group_jobs
-from slurm_gavel.policies.mm_disaggregate import job_fractions, pair_shares
-from slurm_gavel.policies.mm_lp import PairVars, solve_max_min_classes
-from slurm_gavel.policies.mm_pairs import class_pair_vars
+from slurm_gavel.policies.solvers.agnostic_split import spread_by_capacity
+from slurm_gavel.policies.solvers.classes import JobClasses, fairness_coefficients, group_jobs
+from slurm_gavel.policies.solvers.mm_disaggregate import job_fractions, pair_shares
+from slurm_gavel.policies.solvers.mm_lp import PairVars, solve_max_min_classes
+from slurm_gavel.policies.solvers.mm_pairs import class_pair_vars
 
 
 def agnostic_throughput(throughput: np.ndarray) -> np.ndarray:
@@ -98,7 +98,7 @@ def _reference(
 ) -> Allocation:
     # Imported here: cvxpy takes ~1 s to import, which every simulator run and daemon
     # start would otherwise pay for a path only tests and benchmarks use.
-    from slurm_gavel.policies.mm_reference import job_level, solve_reference
+    from slurm_gavel.policies.solvers.mm_reference import job_level, solve_reference
 
     lp = job_level(problem, with_pairs=packed)
     tput = agnostic_throughput(lp.throughput) if agnostic else lp.throughput
