@@ -28,6 +28,7 @@ from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs
 from slurm_gavel.backends.slurm_pairs import shard_partners
 from slurm_gavel.backends.slurm_release import CliFormat, SlurmReleaseError, detect_cli
 from slurm_gavel.errors import InputError
+from slurm_gavel.job.progress import ProgressReporter
 from slurm_gavel.managed import ManagedCommentError, parse_comment
 from slurm_gavel.throughputs import ThroughputTable, load_table
 from workloads.emulate import ENV_TABLE, Pacer
@@ -111,11 +112,15 @@ def sharing_of(
     )
 
 
-def follow(watch: PairWatch | None, pacer: Pacer) -> None:
-    """After a step: pace at the pair cell while Slurm shows the job sharing its GPU."""
+def follow(watch: PairWatch | None, pacer: Pacer, progress: ProgressReporter | None = None) -> None:
+    """After a step: pace at the pair cell while Slurm shows the job sharing its GPU,
+    and name the partner in the progress report (its rate window restarts with each
+    change: the daemon learns the pair cell from it, slurm_gavel/job/progress.py)."""
     rate = watch.poll() if watch is not None else None
     if rate is not None:
         pacer.set_rate(rate)
+    if progress is not None and watch is not None and watch.current is not None:
+        progress.set_partner(watch.current.partner)
 
 
 def watch_for(

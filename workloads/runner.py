@@ -166,7 +166,7 @@ def run(
         t0 = time.perf_counter()
         if pacer is not None:
             pacer.begin()
-            emulate_pairs.follow(watch, pacer)
+            emulate_pairs.follow(watch, pacer, job.progress)
         for _ in job.steps(steps):
             began = time.perf_counter()
             loss = trainer.step()
@@ -175,7 +175,7 @@ def run(
                 time.sleep(left)
             if pacer is not None:
                 pacer.step_done()
-                emulate_pairs.follow(watch, pacer)
+                emulate_pairs.follow(watch, pacer, job.progress)
         wall = time.perf_counter() - t0
         if watch is not None:
             watch.finish()

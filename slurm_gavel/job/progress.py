@@ -18,6 +18,8 @@ and never creates it (a warning says why no report is written). Format
                                  # null until two steps have been timed
      "run_steps": 400,           # steps done in the current run (since the last start)
      "restart_count": 2,         # SLURM_RESTART_COUNT of the current run
+     "partner": "1235",          # the job sharing its GPU over the whole rate window
+                                 # (set_partner), null when alone or not known
      "state": "running",         # running | checkpointed | finished
      "hostname": "v100-1",
      "gpu": "NVIDIA H100 80GB HBM3",   # first visible GPU's name, or "cpu"
@@ -25,6 +27,13 @@ and never creates it (a warning says why no report is written). Format
 
 A report is written at most every ``GAVEL_PROGRESS_INTERVAL`` seconds (default 30),
 and always on checkpoint and at the end.
+
+Sharing a GPU (space sharing, gres/shard): a job that knows its partner (the emulated
+workloads read it from Slurm: workloads/emulate_pairs.py) calls
+:meth:`ProgressReporter.set_partner`; the rate window restarts at each change, so
+``steps_per_s`` is all time with that partner (or all time alone). The daemon learns
+the pair cell from it when Slurm shows the same partner, and refuses a report naming
+another (daemon_progress.py); a sharing job naming none teaches nothing.
 
 Reading (:func:`open_report`, the daemon's way, and :func:`read_report`) treats the
 file as hostile: opened with O_NOFOLLOW|O_NONBLOCK (a symlink is refused, a FIFO
@@ -164,7 +173,9 @@ class ProgressReporter:
     restart_count: int = 0
     start_step: int = 0
     steps: int = 0
+    partner: str | None = None  # the job sharing its GPU (set_partner)
     _first_step_end: float | None = None  # warm-up (first step) excluded from the rate
+    _rate_from: int | None = None  # steps when the rate window began
     _last_write: float = field(default=0.0)
     _gpu: str | None = None
     _warned: set[str] = field(default_factory=set)  # each spool problem said once
@@ -189,15 +200,25 @@ class ProgressReporter:
         return self.steps - self.start_step
 
     def steps_per_s(self, now: float | None = None) -> float | None:
-        if self._first_step_end is None or self.run_steps < 2:
+        if self._first_step_end is None or self._rate_from is None:
             return None
+        steps = self.steps - self._rate_from
         elapsed = (time.monotonic() if now is None else now) - self._first_step_end
-        return (self.run_steps - 1) / elapsed if elapsed > 0 else None
+        return steps / elapsed if steps >= 1 and elapsed > 0 else None
+
+    def set_partner(self, job_id: str | None) -> None:
+        """The job now sharing this job's GPU (None: alone). A change restarts the rate
+        window, so the reported rate never mixes two pairings."""
+        if job_id == self.partner:
+            return
+        self.partner = job_id
+        if self._first_step_end is not None:
+            self._first_step_end, self._rate_from = time.monotonic(), self.steps
 
     def step_done(self) -> None:
         self.steps += 1
         if self._first_step_end is None:
-            self._first_step_end = time.monotonic()
+            self._first_step_end, self._rate_from = time.monotonic(), self.steps
         if self.folder is not None and time.monotonic() - self._last_write >= self.interval:
             self.write("running")
 
@@ -213,6 +234,7 @@ class ProgressReporter:
             "steps_per_s": None if rate is None else round(rate, 6),
             "run_steps": self.run_steps,
             "restart_count": self.restart_count,
+            "partner": self.partner,
             "state": state,
             "hostname": socket.gethostname(),
             "gpu": self._gpu,

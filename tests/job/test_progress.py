@@ -50,6 +50,7 @@ def test_report_file_is_written_atomically_with_the_documented_fields(tmp_path: 
         "steps_per_s",
         "run_steps",
         "restart_count",
+        "partner",
         "state",
         "hostname",
         "gpu",
@@ -57,6 +58,30 @@ def test_report_file_is_written_atomically_with_the_documented_fields(tmp_path: 
     }
     assert read_report(mine / "9.json", owner=os.geteuid()) == data
     assert [p.name for p in mine.iterdir()] == ["9.json"]
+
+
+def test_a_new_partner_restarts_the_rate_window_and_is_reported(tmp_path: Path) -> None:
+    mine = _user_dir(tmp_path)
+    clock = [100.0]
+    rep = ProgressReporter("9", "A3C", tmp_path, interval=3600)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("slurm_gavel.job.progress.time.monotonic", lambda: clock[0])
+        rep.step_done()  # the first (warm-up) step ends the timing start
+        for _ in range(10):  # alone: 10 steps/s
+            clock[0] += 0.1
+            rep.step_done()
+        assert rep.steps_per_s() == pytest.approx(10.0)
+        rep.set_partner("12")
+        for _ in range(4):  # shared: 2 steps/s
+            clock[0] += 0.5
+            rep.step_done()
+        assert rep.steps_per_s() == pytest.approx(2.0)  # not a mix with the alone time
+        rep.set_partner("12")  # the same partner again: the window goes on
+        assert rep.steps_per_s() == pytest.approx(2.0)
+        rep.write("running")
+    assert json.loads((mine / "9.json").read_text())["partner"] == "12"
+    rep.set_partner(None)
+    assert rep.steps_per_s() is None  # nothing timed alone yet
 
 
 def test_rate_is_unknown_until_two_steps_are_timed(tmp_path: Path) -> None:

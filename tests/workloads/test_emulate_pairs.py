@@ -117,6 +117,26 @@ def test_watch_looks_every_interval_and_reports_changes_once():
     assert w.poll() is None and "cannot read Slurm" in lines[-1]  # rate kept
 
 
+def test_follow_names_slurms_partner_in_the_progress_report():
+    """The partner the report names is the one Slurm shows (the daemon checks it)."""
+    from slurm_gavel.job.progress import ProgressReporter
+
+    ids, paired = jobs("22.05", {"a": f"gavel:type={R50}", "b": f"gavel:type={A3C}"})
+    alone = [j for j in paired if j.job_id != ids["b"]]
+    seen = [paired, alone]
+    clock = Clock()
+    w = emulate_pairs.PairWatch(
+        ids["a"], R50, 1, "v100", TABLE, 1.0, 4.39, lambda: seen.pop(0), 2.0, clock, print
+    )
+    pacer = emulate.Pacer(4.39)
+    progress = ProgressReporter(ids["a"], R50, None)
+    emulate_pairs.follow(w, pacer, progress)
+    assert progress.partner == ids["b"] and progress.report("running")["partner"] == ids["b"]
+    clock.now = 2.0
+    emulate_pairs.follow(w, pacer, progress)
+    assert progress.partner is None
+
+
 def test_pacer_set_rate_keeps_the_deadlines_met_and_paces_the_rest_at_the_new_rate():
     now = [0.0]
     p = emulate.Pacer(2.0, clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
