@@ -6,7 +6,11 @@ alone at scale factor 1; N data-parallel ones for scale factor N (one per GPU); 
 the same device, measured over the same window, for a co-located pair. The device's
 name comes from NVML (nvidia-ml-py's ``pynvml``), "cpu" when there is no GPU; the table
 column is a short key of it ("NVIDIA H100 80GB HBM3" -> "h100") unless --gpu-type says
-otherwise. Every measured cell gets a note with the device name and the date.
+otherwise. Every measured cell gets a note with the device name and the date; a pair
+cell's note (``pair|a|b|1|gpu``) replaces an ``estimate:`` one the daemon wrote when it
+learned the cell from paired jobs' reports (pair_cells.py). Without a GPU the figures
+are the CPU's: the tool runs (the tests use it so), but they say nothing of any GPU,
+and the notes say so.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_gavel.errors import InputError
-from slurm_gavel.throughputs import ThroughputTable
+from slurm_gavel.throughputs import ThroughputTable, pair_note_key
+
+CPU_CAVEAT = "CPU figures, meaningless as GPU figures (no GPU was visible)"
 
 REPO = Path(__file__).resolve().parent.parent  # where workloads/ lives in a checkout
 
@@ -209,8 +215,9 @@ def merge(
     """Write the measurements into ``table`` (in place, and returned) with notes."""
     date = date or time.strftime("%Y-%m-%d", time.gmtime())
     what = "tiny config (tests only), " if tiny else ""
+    if device_name == "cpu":
+        what += f"{CPU_CAVEAT}, "
     note = f"measured by slurm-gavel profile on {device_name}, {what}{date}"
-    measured_pairs = 0
     for m in results:
         if m.partner is None:
             table.alone.setdefault((m.job_type, m.scale_factor), {})[gpu_type] = m.steps_per_s
@@ -221,9 +228,9 @@ def merge(
         if (m.partner, m.job_type, 1) in table.pairs:  # keep the stored orientation
             key, value = (m.partner, m.job_type, 1), (value[1], value[0])
         table.pairs.setdefault(key, {})[gpu_type] = value
-        measured_pairs += 1
-    if measured_pairs:
-        table.notes[f"pairs|1|{gpu_type}"] = f"{measured_pairs} pair(s) {note}"
+        # two workload processes on one device over the same window: measured, so no
+        # longer an estimate learned from reports
+        table.notes[pair_note_key(*key, gpu_type)] = f"{note}, both jobs on one device at once"
     extra = f"{gpu_type}: slurm-gavel profile on {device_name}, {what}{date}"
     if extra not in table.source:
         table.source = f"{table.source}; {extra}" if table.source else extra

@@ -12,7 +12,8 @@ import pytest
 
 from slurm_gavel.commands.profile import _scale_factors
 from slurm_gavel.estimate import is_estimate
-from slurm_gavel.profiler import Measurement, ProfileError, gpu_type_key, merge
+from slurm_gavel.pair_cells import PairObservation, estimated_pair_cells, update_pairs
+from slurm_gavel.profiler import CPU_CAVEAT, Measurement, ProfileError, gpu_type_key, merge
 from slurm_gavel.throughputs import ThroughputTable, load_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,6 +62,27 @@ def test_merge_adds_a_column_with_notes_and_keeps_pair_orientation() -> None:
         "measured by slurm-gavel profile on NVIDIA H100 80GB HBM3, 2026-11-22"
     )
     assert table.source.startswith("paper; h100: slurm-gavel profile on NVIDIA H100")
+    assert table.pair_note("A", "B", 1, "h100") == (
+        "measured by slurm-gavel profile on NVIDIA H100 80GB HBM3, 2026-11-22, "
+        "both jobs on one device at once"
+    )
+    assert not table.pair_is_estimate("A", "B", 1, "h100")
+
+
+def test_a_measured_pair_replaces_the_estimate_learned_from_reports() -> None:
+    table = ThroughputTable(
+        alone={("A", 1): {"v100": 3.0}, ("B", 1): {"v100": 1.0}},
+        pairs={("B", "A", 1): {"v100": (0.5, 2.0)}},
+    )
+    learned = update_pairs(table, [PairObservation("A", "B", 1, "v100", 1.5, 2)])
+    assert learned.pair_is_estimate("A", "B", 1, "v100")
+    merge(learned, [Measurement("B", 1, 0.6, 30, "A", 1.8)], gpu_type="v100",
+          device_name="Tesla V100-SXM2-16GB")  # fmt: skip
+    assert learned.pairs[("B", "A", 1)]["v100"] == (0.6, 1.8)
+    assert not learned.pair_is_estimate("A", "B", 1, "v100")
+    assert estimated_pair_cells(learned) == []
+    merge(learned, [Measurement("B", 1, 0.1, 3, "A", 0.2)], gpu_type="cpu", device_name="cpu")
+    assert CPU_CAVEAT in (learned.pair_note("A", "B", 1, "cpu") or "")
 
 
 @pytest.mark.torch
@@ -101,6 +123,10 @@ def test_profile_command_measures_alone_and_pairs_on_cpu(tmp_path: Path) -> None
         "Recommendation (batch size 512)", "Recommendation (batch size 512)", 1, "cpu"
     )
     assert pair is not None and min(pair) > 0
+    rec = "Recommendation (batch size 512)"
+    note = table.pair_note(rec, rec, 1, "cpu") or ""
+    assert CPU_CAVEAT in note and not table.pair_is_estimate(rec, rec, 1, "cpu"), note
+    assert "no GPU visible" in res.stderr and "meaningless as GPU figures" in res.stderr
     # the published figures are still there, and the other types were estimated
     assert table.alone[("A3C", 1)]["v100"] == load_table().alone[("A3C", 1)]["v100"]
     assert is_estimate(table, "A3C", 1, "cpu")

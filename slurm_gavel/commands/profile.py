@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.estimate import estimate_missing
-from slurm_gavel.profiler import ProfileError, gpu_type_key, gpus, merge, profile
+from slurm_gavel.profiler import CPU_CAVEAT, ProfileError, gpu_type_key, gpus, merge, profile
 from slurm_gavel.throughputs import load_table
 
 
@@ -98,6 +98,12 @@ def run(args: argparse.Namespace) -> int:
     unknown = [t for t in types if not table.has(t, 1)]
     if unknown:  # a type the table lacks may still be a workload; the worker says if not
         print(f"note: not in the base table yet: {', '.join(unknown)}", file=sys.stderr)
+    if device_name == "cpu":
+        print(
+            f"warning: no GPU visible: {CPU_CAVEAT}; the tool runs (tests use it "
+            "so), but measure on a GPU node for the table",
+            file=sys.stderr,
+        )
     print(
         f"profiling {len(types)} job type(s) on {device_name} as '{gpu_type}', "
         f"scale factors {sfs}, {args.seconds:g} s each",
