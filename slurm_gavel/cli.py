@@ -1,8 +1,10 @@
 """`slurm-gavel` command line: one module per subcommand under slurm_gavel.commands.
 
-Each command module exposes ``register(subparsers)``, which adds its parser and
-sets ``func`` to a function taking the parsed arguments and returning an exit
-code. Errors the user can fix (:class:`InputError`) and solver failures
+Each command module exposes ``SUMMARY`` (its line in ``slurm-gavel --help``),
+``add_arguments(parser)``, whose docstring is the command's ``--help`` description,
+optional ``PARSER_OPTIONS`` (keyword arguments of the parser) and ``run(args)``,
+which returns the exit code (a command with sub-commands sets ``func`` on each
+instead). Errors the user can fix (:class:`InputError`) and solver failures
 (:class:`SolveError`) become one line on stderr, never a traceback.
 """
 
@@ -10,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
+from types import ModuleType
+from typing import Any
 
 from slurm_gavel import __version__
 from slurm_gavel.errors import InputError, SolveError
@@ -27,8 +32,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"slurm-gavel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"slurm_gavel.commands.{name}").register(sub)
+        add_command(sub, name, importlib.import_module(f"slurm_gavel.commands.{name}"))
     return parser
+
+
+def add_command(sub: Any, name: str, module: ModuleType) -> None:
+    if hasattr(module, "register"):  # the older form, until every command moves over
+        module.register(sub)
+        return
+    p: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=module.SUMMARY,
+        description=inspect.getdoc(module.add_arguments),
+        **getattr(module, "PARSER_OPTIONS", {}),
+    )
+    module.add_arguments(p)
+    if hasattr(module, "run"):
+        p.set_defaults(func=module.run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,24 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions, allocate, policy_names
 from slurm_gavel.problem import allocation_to_json, load_problem
 
+SUMMARY = "compute one allocation for a problem file"
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "allocate",
-        help="compute one allocation for a problem file",
-        description=(
-            "Read an allocation problem (cluster, jobs with per-GPU-type throughputs, optional "
-            "pair throughputs, account weights and prices; format in docs/design.md section "
-            "2.1) and print the fraction of time each job should spend on each GPU type."
-        ),
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Read an allocation problem (cluster, jobs with per-GPU-type throughputs, optional
+    pair throughputs, account weights and prices; format in docs/design.md
+    section 2.1) and print the fraction of time each job should spend on each GPU
+    type."""
     p.add_argument("--problem", required=True, metavar="FILE", help="problem JSON file")
     p.add_argument(
         "--policy",
@@ -36,7 +32,6 @@ def register(sub: Any) -> None:
         action="store_true",
         help="use the plain cvxpy reference formulation instead of the fast path",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,22 +19,17 @@ from slurm_gavel.commands.status import add_source_options, load_view, printable
 from slurm_gavel.errors import InputError
 from slurm_gavel.status_fields import slurm_time
 
+SUMMARY = "why a managed job waits or moved: its allocation, priority and the decision"
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "explain",
-        help="why a managed job waits or moved: its allocation, priority and the decision",
-        description=(
-            "Explain the daemon's last decision for one managed job: where it runs or why "
-            "it waits, its allocation per GPU type, the time received there since the "
-            "allocation was computed, its priority and deficit on each type. Reads the "
-            "daemon's public view; any user can run it. Put --json after JOBID."
-        ),
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Explain the daemon's last decision for one managed job: where it runs or why it
+    waits, its allocation per GPU type, the time received there since the
+    allocation was computed, its priority and deficit on each type. Reads the
+    daemon's public view; any user can run it. Put --json after JOBID."""
     p.add_argument("jobid", metavar="JOBID", help="the Slurm job id of a managed job")
     add_source_options(p)
     add_json_option(p, "the job's record from the view")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

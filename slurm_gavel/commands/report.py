@@ -16,19 +16,15 @@ from slurm_gavel.errors import InputError
 from slurm_gavel.sacct_report import GROUPS, add_fairness, job_facts, job_json, summarise
 from slurm_gavel.throughputs import load_table
 
+SUMMARY = "JCT, queueing delay, restarts, GPU-hours and fairness of past jobs (sacct)"
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "report",
-        help="JCT, queueing delay, restarts, GPU-hours and fairness of past jobs (sacct)",
-        description=(
-            "Report what the GPU jobs sacct recorded got: job completion time, queueing "
-            "delay, restarts (requeues), GPU-hours per GPU type and finish-time fairness "
-            "(rho: JCT over the time on an equal share of the cluster; <= 1 is fair), per "
-            "user, account or job type. --config/--state-dir add the daemon's restart "
-            "counts and the cluster's GPUs."
-        ),
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Report what the GPU jobs sacct recorded got: job completion time, queueing delay,
+    restarts (requeues), GPU-hours per GPU type and finish-time fairness (rho:
+    JCT over the time on an equal share of the cluster; <= 1 is fair), per user,
+    account or job type. --config/--state-dir add the daemon's restart counts and
+    the cluster's GPUs."""
     p.add_argument("--since", default="now-7days", help="sacct -S (default now-7days)")
     p.add_argument("--until", help="sacct -E (default now)")
     p.add_argument("--partition", action="append", default=[], help="only this partition")
@@ -49,7 +45,6 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help="write PNG plots into DIR, each with its data as CSV beside it (needs matplotlib)",
     )
-    p.set_defaults(func=run)
 
 
 def _daemon_state(args: argparse.Namespace) -> dict[str, Any] | None:

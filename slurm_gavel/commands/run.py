@@ -13,20 +13,16 @@ from slurm_gavel.backends.base import ClusterBackend
 from slurm_gavel.config import Config, load_config
 from slurm_gavel.logs import configure, event
 
+SUMMARY = "run the scheduler daemon against Slurm (rounds until stopped)"
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "run",
-        help="run the scheduler daemon against Slurm (rounds until stopped)",
-        description=(
-            "Every round: observe the managed jobs and GPU nodes in Slurm, compute the "
-            "policy's allocation, pick this round's placement and carry it out (release, "
-            "checkpoint-signal, requeue-hold), then save the state. SIGTERM/SIGINT end the "
-            "loop after the current round; SIGHUP (systemctl reload) reads the config file "
-            "and the throughput table again between rounds, and a file that does not "
-            "validate is refused with an error while the daemon runs on with the old one."
-        ),
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Every round: observe the managed jobs and GPU nodes in Slurm, compute the
+    policy's allocation, pick this round's placement and carry it out (release,
+    checkpoint-signal, requeue-hold), then save the state. SIGTERM/SIGINT end the
+    loop after the current round; SIGHUP (systemctl reload) reads the config file
+    and the throughput table again between rounds, and a file that does not
+    validate is refused with an error while the daemon runs on with the old one."""
     p.add_argument("--config", required=True, metavar="FILE", help="daemon YAML config")
     p.add_argument(
         "--dry-run",
@@ -35,7 +31,6 @@ def register(sub: Any) -> None:
         "(reads Slurm, writes no state)",
     )
     p.add_argument("--once", action="store_true", help="run one round and exit (cron-style)")
-    p.set_defaults(func=run)
 
 
 class RetryWatch:

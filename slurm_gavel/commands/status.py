@@ -39,19 +39,16 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def register(sub: Any) -> None:
-    # add_help=False: -h is --noheader, as in squeue; --help stays.
-    p: argparse.ArgumentParser = sub.add_parser(
-        "status",
-        add_help=False,
-        help="show managed jobs like squeue: allocation, placement, time received, restarts",
-        description=(
-            "Show every managed job as of the daemon's last round: its user, account, "
-            "partition, job type and GPUs, its allocation per GPU type, where it runs, the "
-            "time it has run ([D-]HH:MM:SS) and its restarts. Reads the daemon's "
-            "public view (status.json in its state_dir); any user can run it."
-        ),
-    )
+SUMMARY = "show managed jobs like squeue: allocation, placement, time received, restarts"
+# add_help=False: -h is --noheader, as in squeue; --help stays.
+PARSER_OPTIONS = {"add_help": False}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Show every managed job as of the daemon's last round: its user, account,
+    partition, job type and GPUs, its allocation per GPU type, where it runs, the
+    time it has run ([D-]HH:MM:SS) and its restarts. Reads the daemon's public
+    view (status.json in its state_dir); any user can run it."""
     p.add_argument("--help", action="help", help="show this help and exit")
     add_source_options(p)
     p.add_argument(
@@ -72,7 +69,6 @@ def register(sub: Any) -> None:
         ).replace("%", "%%"),
     )  # fmt: skip
     add_json_option(p, "the view (squeue --json's shape: jobs, meta, errors, warnings)")
-    p.set_defaults(func=run)
 
 
 def state_dir(args: argparse.Namespace) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from slurm_gavel import sacct
 from slurm_gavel.errors import InputError
@@ -13,13 +12,11 @@ from slurm_gavel.sacct_trace import DEFAULT_STATES, load_mapping, to_trace
 from slurm_gavel.simulate.traces import trace_csv
 from slurm_gavel.throughputs import load_table
 
+SUMMARY = "make job traces for the simulator (from-sacct: from Slurm's accounting)"
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "trace",
-        help="make job traces for the simulator (from-sacct: from Slurm's accounting)",
-        description="Make job traces for `slurm-gavel simulate`.",
-    )
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Make job traces for `slurm-gavel simulate`."""
     tsub = p.add_subparsers(
         dest="trace_command",
         required=True,
