@@ -13,7 +13,6 @@ a config and the table it names can be moved together.
 from __future__ import annotations
 
 import difflib
-import math
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from slurm_gavel.checks import Checks, show
 from slurm_gavel.errors import InputError, read_utf8
 from slurm_gavel.policies import policy_names
 from slurm_gavel.shares import MAX_ADMIN_WEIGHT, WeightsConfig
@@ -103,51 +103,19 @@ class Config:
 
 
 # ---- field checkers ------------------------------------------------------------------
-# Each takes (value, where) and returns the cleaned value or raises ConfigError.
+# The generic ones are slurm_gavel.checks'; these know the config's own fields.
 
 
-def _number(value: Any, where: str, *, minimum: float, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}: expected a number, got {_show(value)}")
-    f = float(value)
-    if not math.isfinite(f):
-        raise ConfigError(f"{where}: {value!r} is not a finite number; give a real value")
-    if f < minimum or (strict and f == minimum):
-        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        raise ConfigError(f"{where}: {value!r} is out of range; it must be {bound}")
-    return f
-
-
-def _integer(value: Any, where: str, *, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{where}: expected a whole number, got {_show(value)}")
-    if not lo <= value <= hi:
-        raise ConfigError(f"{where}: {value} is out of range; it must be in {lo}..{hi}")
-    return value
-
-
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: expected a non-empty string, got {_show(value)}")
-    return value.strip()
-
-
-def _choice(value: Any, where: str, choices: tuple[str, ...] | list[str]) -> str:
-    s = _string(value, where)
-    if s not in choices:
-        hint = difflib.get_close_matches(s, choices, n=1)
-        did = f" (did you mean '{hint[0]}'?)" if hint else ""
-        raise ConfigError(f"{where}: unknown value '{s}'{did}; choose one of: {', '.join(choices)}")
-    return s
+_check = Checks(ConfigError)
 
 
 def _path(value: Any, where: str, base: Path) -> Path:
-    p = Path(_string(value, where)).expanduser()
+    p = Path(_check.string(value, where)).expanduser()
     return p if p.is_absolute() else (base / p)
 
 
 def _signal_name(value: Any, where: str) -> str:
-    s = _string(value, where).upper()
+    s = _check.string(value, where).upper()
     s = s.removeprefix("SIG")
     try:
         signal.Signals[f"SIG{s}"]
@@ -160,27 +128,6 @@ def _signal_name(value: Any, where: str) -> str:
             f"{where}: SIG{s} cannot be trapped, so no job could checkpoint; use USR1 or TERM"
         )
     return s
-
-
-def _show(value: Any) -> str:
-    kind = {dict: "a mapping", list: "a list", type(None): "nothing (null)"}.get(type(value))
-    return kind or f"{type(value).__name__} {value!r}"
-
-
-def _check_keys(doc: Mapping[str, Any], allowed: list[str], where: str) -> None:
-    for key in doc:
-        if not isinstance(key, str):
-            raise ConfigError(f"{where}: key {key!r} is not a string")
-        if key not in allowed:
-            hint = difflib.get_close_matches(key, allowed, n=1)
-            did = f"did you mean '{hint[0]}'?" if hint else f"known keys: {', '.join(allowed)}"
-            raise ConfigError(f"{where}: unknown key '{key}'; {did}")
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: expected a mapping of keys, got {_show(value)}")
-    return value
 
 
 # ---- sections ------------------------------------------------------------------------
@@ -220,20 +167,20 @@ _SLURM_KEYS = [
 
 
 def _checkpoint(doc: Any, where: str) -> CheckpointConfig:
-    d = _mapping(doc, where)
-    _check_keys(d, _CHECKPOINT_KEYS, where)
+    d = _check.mapping(doc, where)
+    _check.keys(d, _CHECKPOINT_KEYS, where)
     base = CheckpointConfig()
     return CheckpointConfig(
         signal=_signal_name(d["signal"], f"{where}.signal") if "signal" in d else base.signal,
-        grace_seconds=_number(
+        grace_seconds=_check.number(
             d.get("grace_seconds", base.grace_seconds), f"{where}.grace_seconds", minimum=0
         ),
         max_grace_seconds=(
             None
             if d.get("max_grace_seconds") is None
-            else _number(d["max_grace_seconds"], f"{where}.max_grace_seconds", minimum=0)
+            else _check.number(d["max_grace_seconds"], f"{where}.max_grace_seconds", minimum=0)
         ),
-        requeue_exit_code=_integer(
+        requeue_exit_code=_check.integer(
             d.get("requeue_exit_code", base.requeue_exit_code),
             f"{where}.requeue_exit_code",
             lo=1,
@@ -243,36 +190,38 @@ def _checkpoint(doc: Any, where: str) -> CheckpointConfig:
 
 
 def _slurm(doc: Any, where: str, base_dir: Path) -> SlurmConfig:
-    d = _mapping(doc, where)
-    _check_keys(d, _SLURM_KEYS, where)
+    d = _check.mapping(doc, where)
+    _check.keys(d, _SLURM_KEYS, where)
     base = SlurmConfig()
     cfg = SlurmConfig(
-        command_timeout_seconds=_number(
+        command_timeout_seconds=_check.number(
             d.get("command_timeout_seconds", base.command_timeout_seconds),
             f"{where}.command_timeout_seconds",
             minimum=0,
             strict=True,
         ),
-        retry_initial_seconds=_number(
+        retry_initial_seconds=_check.number(
             d.get("retry_initial_seconds", base.retry_initial_seconds),
             f"{where}.retry_initial_seconds",
             minimum=0,
             strict=True,
         ),
-        retry_max_seconds=_number(
+        retry_max_seconds=_check.number(
             d.get("retry_max_seconds", base.retry_max_seconds),
             f"{where}.retry_max_seconds",
             minimum=0,
             strict=True,
         ),
-        rest_url=_string(d.get("rest_url", base.rest_url), f"{where}.rest_url"),
+        rest_url=_check.string(d.get("rest_url", base.rest_url), f"{where}.rest_url"),
         rest_token_file=(
             _path(d["rest_token_file"], f"{where}.rest_token_file", base_dir)
             if d.get("rest_token_file") is not None
             else None
         ),
-        rest_user=_string(d["rest_user"], f"{where}.rest_user") if d.get("rest_user") else None,
-        rest_token_reread_seconds=_number(
+        rest_user=_check.string(d["rest_user"], f"{where}.rest_user")
+        if d.get("rest_user")
+        else None,
+        rest_token_reread_seconds=_check.number(
             d.get("rest_token_reread_seconds", base.rest_token_reread_seconds),
             f"{where}.rest_token_reread_seconds",
             minimum=0,
@@ -298,7 +247,7 @@ def _partitions(value: Any, where: str) -> tuple[str, ...]:
         raise ConfigError(
             f"{where}: expected a non-empty list of Slurm partition names, e.g. [gpu]"
         )
-    names = tuple(_string(v, f"{where}[{i}]") for i, v in enumerate(value))
+    names = tuple(_check.string(v, f"{where}[{i}]") for i, v in enumerate(value))
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise ConfigError(f"{where}: partition '{sorted(dup)[0]}' is listed twice; list it once")
@@ -306,14 +255,15 @@ def _partitions(value: Any, where: str) -> tuple[str, ...]:
 
 
 def _gpu_types(value: Any, where: str) -> dict[str, str]:
-    d = _mapping(value, where)
-    return {_string(k, where): _string(v, f"{where}.{k}") for k, v in d.items()}
+    d = _check.mapping(value, where)
+    return {_check.string(k, where): _check.string(v, f"{where}.{k}") for k, v in d.items()}
 
 
 def _prices(value: Any, where: str) -> dict[str, float]:
-    d = _mapping(value, where)
+    d = _check.mapping(value, where)
     return {
-        _string(k, where): _number(v, f"{where}.{k}", minimum=0, strict=True) for k, v in d.items()
+        _check.string(k, where): _check.number(v, f"{where}.{k}", minimum=0, strict=True)
+        for k, v in d.items()
     }
 
 
@@ -322,11 +272,11 @@ _WEIGHTS_KEYS = ["max_user_weight", "qos", "accounts"]
 
 def _weights(doc: Any, where: str) -> WeightsConfig:
     """weights: {max_user_weight: W, qos: {NAME: W}, accounts: {NAME: W}}."""
-    d = _mapping(doc, where)
-    _check_keys(d, _WEIGHTS_KEYS, where)
+    d = _check.mapping(doc, where)
+    _check.keys(d, _WEIGHTS_KEYS, where)
 
     def weight(value: Any, at: str) -> float:
-        w = _number(value, at, minimum=0, strict=True)
+        w = _check.number(value, at, minimum=0, strict=True)
         if w > MAX_ADMIN_WEIGHT:
             raise ConfigError(
                 f"{at}: {value!r} is out of range; it must be <= {MAX_ADMIN_WEIGHT:g}"
@@ -334,7 +284,10 @@ def _weights(doc: Any, where: str) -> WeightsConfig:
         return w
 
     def by_name(value: Any, at: str) -> dict[str, float]:
-        return {_string(k, at): weight(v, f"{at}.{k}") for k, v in _mapping(value, at).items()}
+        return {
+            _check.string(k, at): weight(v, f"{at}.{k}")
+            for k, v in _check.mapping(value, at).items()
+        }
 
     cap = weight(
         d.get("max_user_weight", WeightsConfig.max_user_weight), f"{where}.max_user_weight"
@@ -357,8 +310,8 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
     base_dir = source.parent.resolve() if source else Path.cwd()
     if doc is None:
         raise ConfigError(f"{origin}: the file is empty; it needs at least 'partitions'")
-    d = _mapping(doc, origin)
-    _check_keys(d, _TOP_KEYS, origin)
+    d = _check.mapping(doc, origin)
+    _check.keys(d, _TOP_KEYS, origin)
     if "partitions" not in d:
         raise ConfigError(
             f"{origin}: missing key 'partitions'; list the Slurm partitions the daemon manages"
@@ -367,8 +320,8 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
     base = Config(partitions=())
     cfg = Config(
         partitions=_partitions(d["partitions"], w + "partitions"),
-        policy=_choice(d.get("policy", base.policy), w + "policy", policy_names()),
-        round_seconds=_number(
+        policy=_check.choice(d.get("policy", base.policy), w + "policy", policy_names()),
+        round_seconds=_check.number(
             d.get("round_seconds", base.round_seconds), w + "round_seconds", minimum=0, strict=True
         ),
         gpu_types=_gpu_types(d.get("gpu_types") or {}, w + "gpu_types"),
@@ -380,23 +333,23 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
             else None
         ),
         checkpoint=_checkpoint(d.get("checkpoint") or {}, w + "checkpoint"),
-        preemption_overhead_seconds=_number(
+        preemption_overhead_seconds=_check.number(
             d.get("preemption_overhead_seconds", base.preemption_overhead_seconds),
             w + "preemption_overhead_seconds",
             minimum=0,
         ),
-        stay_credit_seconds=_number(
+        stay_credit_seconds=_check.number(
             d.get("stay_credit_seconds", base.stay_credit_seconds),
             w + "stay_credit_seconds",
             minimum=0,
         ),
-        min_reallocation_interval_seconds=_number(
+        min_reallocation_interval_seconds=_check.number(
             d.get("min_reallocation_interval_seconds", base.min_reallocation_interval_seconds),
             w + "min_reallocation_interval_seconds",
             minimum=0,
         ),
         solver_time_limit_seconds=(
-            _number(
+            _check.number(
                 d["solver_time_limit_seconds"],
                 w + "solver_time_limit_seconds",
                 minimum=0,
@@ -411,16 +364,18 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
             if d.get("progress_dir") is not None
             else None
         ),
-        metrics_port=_integer(
+        metrics_port=_check.integer(
             d.get("metrics_port", base.metrics_port), w + "metrics_port", lo=0, hi=65535
         ),
-        metrics_address=_string(
+        metrics_address=_check.string(
             d.get("metrics_address", base.metrics_address), w + "metrics_address"
         ),
-        backend=_choice(d.get("backend", base.backend), w + "backend", BACKENDS),
+        backend=_check.choice(d.get("backend", base.backend), w + "backend", BACKENDS),
         slurm=_slurm(d.get("slurm") or {}, w + "slurm", base_dir),
-        log_format=_choice(d.get("log_format", base.log_format), w + "log_format", LOG_FORMATS),
-        log_level=_choice(d.get("log_level", base.log_level), w + "log_level", LOG_LEVELS),
+        log_format=_check.choice(
+            d.get("log_format", base.log_format), w + "log_format", LOG_FORMATS
+        ),
+        log_level=_check.choice(d.get("log_level", base.log_level), w + "log_level", LOG_LEVELS),
         source=source,
     )
     _cross_checks(cfg, w)
@@ -520,7 +475,7 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) 
         if not isinstance(key, str | int | float | bool | None):
             # A list or mapping as a key (`[a, b]: 1`, `? {x: 1}`): no key of ours is one.
             raise ConfigError(
-                f"line {key_node.start_mark.line + 1}: a {_show(key).removeprefix('a ')} "
+                f"line {key_node.start_mark.line + 1}: a {show(key).removeprefix('a ')} "
                 "cannot be a key; keys are plain names such as 'policy'"
             )
         if key in seen:

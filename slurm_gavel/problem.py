@@ -7,11 +7,10 @@ field and the fix; the CLI turns them into exit code 2.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from slurm_gavel.checks import Checks
 from slurm_gavel.errors import InputError, read_utf8
 from slurm_gavel.model import Allocation, PairThroughput, Problem, ProblemJob
 
@@ -20,31 +19,22 @@ class ProblemError(InputError):
     """The problem input is malformed; the message names the field and the fix."""
 
 
+_check = Checks(ProblemError)
+
+
 def _number(value: Any, where: str, *, minimum: float | None = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ProblemError(f"{where}: expected a number, got {value!r}")
-    f = float(value)
-    if not math.isfinite(f):
-        raise ProblemError(f"{where}: {value!r} is not a finite number; give a real value")
-    if minimum is not None and f < minimum:
-        raise ProblemError(f"{where}: {value!r} is negative; it must be >= {minimum:g}")
-    return f
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ProblemError(f"{where}: expected an object, got {type(value).__name__}")
-    return value
+    """Numbers in a problem are >= 0 unless said otherwise."""
+    return _check.number(value, where, minimum=minimum)
 
 
 def parse_problem(data: Any) -> Problem:
     """Validate a decoded problem JSON document and build a :class:`Problem`."""
-    doc = _mapping(data, "problem")
+    doc = _check.mapping(data, "problem")
     for key in ("cluster", "jobs"):
         if key not in doc:
             raise ProblemError(f"missing key '{key}': the problem needs 'cluster' and 'jobs'")
     cluster: dict[str, int] = {}
-    for t, n in _mapping(doc["cluster"], "cluster").items():
+    for t, n in _check.mapping(doc["cluster"], "cluster").items():
         count = _number(n, f"cluster.{t}")
         if count != int(count):
             raise ProblemError(f"cluster.{t}: {n!r} is not a whole number of GPUs")
@@ -62,7 +52,7 @@ def parse_problem(data: Any) -> Problem:
     seen: set[str] = set()
     for i, raw in enumerate(raw_jobs):
         where = f"jobs[{i}]"
-        rj = _mapping(raw, where)
+        rj = _check.mapping(raw, where)
         for key in ("id", "throughput"):
             if key not in rj:
                 raise ProblemError(f"{where}: missing key '{key}'")
@@ -72,7 +62,7 @@ def parse_problem(data: Any) -> Problem:
             raise ProblemError(f"{where}: duplicate job id; ids must be unique")
         seen.add(job_id)
         tput: dict[str, float] = {}
-        for t, v in _mapping(rj["throughput"], f"{where}.throughput").items():
+        for t, v in _check.mapping(rj["throughput"], f"{where}.throughput").items():
             if t not in cluster:
                 known = ", ".join(cluster)
                 raise ProblemError(
@@ -120,12 +110,12 @@ def parse_problem(data: Any) -> Problem:
     pairs: list[PairThroughput] = []
     for i, raw in enumerate(doc.get("pair_throughputs") or []):
         where = f"pair_throughputs[{i}]"
-        rp = _mapping(raw, where)
+        rp = _check.mapping(raw, where)
         for key in ("a", "b", "throughput"):
             if key not in rp:
                 raise ProblemError(f"{where}: missing key '{key}'")
         per_type: dict[str, tuple[float, float]] = {}
-        for t, v in _mapping(rp["throughput"], f"{where}.throughput").items():
+        for t, v in _check.mapping(rp["throughput"], f"{where}.throughput").items():
             if t not in cluster:
                 continue  # pair data for types this cluster lacks is harmless
             if not isinstance(v, list | tuple) or len(v) != 2:
@@ -139,14 +129,14 @@ def parse_problem(data: Any) -> Problem:
 
     accounts = {
         str(k): _number(v, f"accounts.{k}")
-        for k, v in _mapping(doc.get("accounts") or {}, "accounts").items()
+        for k, v in _check.mapping(doc.get("accounts") or {}, "accounts").items()
     }
     for k, v in accounts.items():
         if v <= 0:
             raise ProblemError(f"accounts.{k}: weight must be > 0")
     prices = {
         str(k): _number(v, f"prices.{k}")
-        for k, v in _mapping(doc.get("prices") or {}, "prices").items()
+        for k, v in _check.mapping(doc.get("prices") or {}, "prices").items()
     }
     return Problem(cluster, tuple(jobs), tuple(pairs), accounts, prices)
 

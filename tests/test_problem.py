@@ -35,7 +35,7 @@ def test_defaults_and_absent_type_means_cannot_run():
     [
         ({"jobs": []}, "missing key 'cluster'"),
         ({"cluster": {"v100": 1}, "jobs": []}, "list is empty"),
-        (minimal(throughput={"v100": -1.0}), "negative"),
+        (minimal(throughput={"v100": -1.0}), "out of range; it must be >= 0"),
         (minimal(throughput={"v100": math.nan}), "not a finite number"),
         (minimal(throughput={"a100": 1.0}), "unknown GPU type 'a100'"),
         (minimal(scale_factor=4), "more than any type has"),
