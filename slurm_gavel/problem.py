@@ -33,100 +33,24 @@ def parse_problem(data: Any) -> Problem:
     for key in ("cluster", "jobs"):
         if key not in doc:
             raise ProblemError(f"missing key '{key}': the problem needs 'cluster' and 'jobs'")
-    cluster: dict[str, int] = {}
-    for t, n in _check.mapping(doc["cluster"], "cluster").items():
-        count = _number(n, f"cluster.{t}")
-        if count != int(count):
-            raise ProblemError(f"cluster.{t}: {n!r} is not a whole number of GPUs")
-        cluster[str(t)] = int(count)
-    if not cluster:
-        raise ProblemError('cluster: no GPU types; give at least one, e.g. {"v100": 4}')
-
+    cluster = _parse_cluster(doc["cluster"])
     raw_jobs = doc["jobs"]
     if not isinstance(raw_jobs, list):
         raise ProblemError("jobs: expected a list of job objects")
     if not raw_jobs:
         raise ProblemError("jobs: the list is empty; give at least one job to allocate")
-    max_cap = max(cluster.values())
     jobs: list[ProblemJob] = []
     seen: set[str] = set()
     for i, raw in enumerate(raw_jobs):
-        where = f"jobs[{i}]"
-        rj = _check.mapping(raw, where)
-        for key in ("id", "throughput"):
-            if key not in rj:
-                raise ProblemError(f"{where}: missing key '{key}'")
-        job_id = str(rj["id"])
-        where = f"jobs[{i}] (id {job_id})"
-        if job_id in seen:
-            raise ProblemError(f"{where}: duplicate job id; ids must be unique")
-        seen.add(job_id)
-        tput: dict[str, float] = {}
-        for t, v in _check.mapping(rj["throughput"], f"{where}.throughput").items():
-            if t not in cluster:
-                known = ", ".join(cluster)
-                raise ProblemError(
-                    f"{where}.throughput: unknown GPU type '{t}'; the cluster has {known}"
-                )
-            tput[t] = _number(v, f"{where}.throughput.{t}")
-        for t in cluster:
-            tput.setdefault(t, 0.0)  # an absent type means the job cannot run there
-        if not any(v > 0 for v in tput.values()):
-            raise ProblemError(
-                f"{where}.throughput: zero on every GPU type; the job could never run"
-            )
-        sf_raw = rj.get("scale_factor", 1)
-        sf = _number(sf_raw, f"{where}.scale_factor", minimum=1)
-        if sf != int(sf):
-            raise ProblemError(f"{where}.scale_factor: {sf_raw!r} is not a whole number of GPUs")
-        if sf > max_cap:
-            raise ProblemError(
-                f"{where}.scale_factor: {int(sf)} GPUs is more than any type has "
-                f"(largest: {max_cap}); lower it or add GPUs to 'cluster'"
-            )
-        weight = _number(rj.get("priority_weight", 1.0), f"{where}.priority_weight")
-        if weight <= 0:
-            raise ProblemError(f"{where}.priority_weight: must be > 0")
-        steps = rj.get("steps_remaining")
-        slo = rj.get("slo")
-        jobs.append(
-            ProblemJob(
-                id=job_id,
-                job_type=str(rj.get("job_type", job_id)),
-                throughput=tput,
-                scale_factor=int(sf),
-                priority_weight=weight,
-                steps_remaining=None
-                if steps is None
-                else _number(steps, f"{where}.steps_remaining"),
-                time_since_start=_number(
-                    rj.get("time_since_start", 0.0), f"{where}.time_since_start"
-                ),
-                account=None if rj.get("account") is None else str(rj["account"]),
-                slo=None if slo is None else _number(slo, f"{where}.slo"),
-            )
-        )
-
-    pairs: list[PairThroughput] = []
-    for i, raw in enumerate(doc.get("pair_throughputs") or []):
-        where = f"pair_throughputs[{i}]"
-        rp = _check.mapping(raw, where)
-        for key in ("a", "b", "throughput"):
-            if key not in rp:
-                raise ProblemError(f"{where}: missing key '{key}'")
-        per_type: dict[str, tuple[float, float]] = {}
-        for t, v in _check.mapping(rp["throughput"], f"{where}.throughput").items():
-            if t not in cluster:
-                continue  # pair data for types this cluster lacks is harmless
-            if not isinstance(v, list | tuple) or len(v) != 2:
-                raise ProblemError(f"{where}.throughput.{t}: expected [a, b], got {v!r}")
-            per_type[t] = (
-                _number(v[0], f"{where}.throughput.{t}[0]"),
-                _number(v[1], f"{where}.throughput.{t}[1]"),
-            )
-        sf = _number(rp.get("scale_factor", 1), f"{where}.scale_factor", minimum=1)
-        pairs.append(PairThroughput(str(rp["a"]), str(rp["b"]), int(sf), per_type))
-
+        job = _parse_job(raw, i, cluster)
+        if job.id in seen:
+            raise ProblemError(f"jobs[{i}] (id {job.id}): duplicate job id; ids must be unique")
+        seen.add(job.id)
+        jobs.append(job)
+    pairs = [
+        _parse_pair(raw, f"pair_throughputs[{i}]", cluster)
+        for i, raw in enumerate(doc.get("pair_throughputs") or [])
+    ]
     accounts = {
         str(k): _number(v, f"accounts.{k}")
         for k, v in _check.mapping(doc.get("accounts") or {}, "accounts").items()
@@ -139,6 +63,84 @@ def parse_problem(data: Any) -> Problem:
         for k, v in _check.mapping(doc.get("prices") or {}, "prices").items()
     }
     return Problem(cluster, tuple(jobs), tuple(pairs), accounts, prices)
+
+
+def _parse_cluster(raw: Any) -> dict[str, int]:
+    cluster: dict[str, int] = {}
+    for t, n in _check.mapping(raw, "cluster").items():
+        count = _number(n, f"cluster.{t}")
+        if count != int(count):
+            raise ProblemError(f"cluster.{t}: {n!r} is not a whole number of GPUs")
+        cluster[str(t)] = int(count)
+    if not cluster:
+        raise ProblemError('cluster: no GPU types; give at least one, e.g. {"v100": 4}')
+    return cluster
+
+
+def _parse_job(raw: Any, i: int, cluster: dict[str, int]) -> ProblemJob:
+    rj = _check.mapping(raw, f"jobs[{i}]")
+    for key in ("id", "throughput"):
+        if key not in rj:
+            raise ProblemError(f"jobs[{i}]: missing key '{key}'")
+    job_id = str(rj["id"])
+    where = f"jobs[{i}] (id {job_id})"
+    tput: dict[str, float] = {}
+    for t, v in _check.mapping(rj["throughput"], f"{where}.throughput").items():
+        if t not in cluster:
+            known = ", ".join(cluster)
+            raise ProblemError(
+                f"{where}.throughput: unknown GPU type '{t}'; the cluster has {known}"
+            )
+        tput[t] = _number(v, f"{where}.throughput.{t}")
+    for t in cluster:
+        tput.setdefault(t, 0.0)  # an absent type means the job cannot run there
+    if not any(v > 0 for v in tput.values()):
+        raise ProblemError(f"{where}.throughput: zero on every GPU type; the job could never run")
+    sf_raw = rj.get("scale_factor", 1)
+    sf = _number(sf_raw, f"{where}.scale_factor", minimum=1)
+    if sf != int(sf):
+        raise ProblemError(f"{where}.scale_factor: {sf_raw!r} is not a whole number of GPUs")
+    max_cap = max(cluster.values())
+    if sf > max_cap:
+        raise ProblemError(
+            f"{where}.scale_factor: {int(sf)} GPUs is more than any type has "
+            f"(largest: {max_cap}); lower it or add GPUs to 'cluster'"
+        )
+    weight = _number(rj.get("priority_weight", 1.0), f"{where}.priority_weight")
+    if weight <= 0:
+        raise ProblemError(f"{where}.priority_weight: must be > 0")
+    steps = rj.get("steps_remaining")
+    slo = rj.get("slo")
+    return ProblemJob(
+        id=job_id,
+        job_type=str(rj.get("job_type", job_id)),
+        throughput=tput,
+        scale_factor=int(sf),
+        priority_weight=weight,
+        steps_remaining=None if steps is None else _number(steps, f"{where}.steps_remaining"),
+        time_since_start=_number(rj.get("time_since_start", 0.0), f"{where}.time_since_start"),
+        account=None if rj.get("account") is None else str(rj["account"]),
+        slo=None if slo is None else _number(slo, f"{where}.slo"),
+    )
+
+
+def _parse_pair(raw: Any, where: str, cluster: dict[str, int]) -> PairThroughput:
+    rp = _check.mapping(raw, where)
+    for key in ("a", "b", "throughput"):
+        if key not in rp:
+            raise ProblemError(f"{where}: missing key '{key}'")
+    per_type: dict[str, tuple[float, float]] = {}
+    for t, v in _check.mapping(rp["throughput"], f"{where}.throughput").items():
+        if t not in cluster:
+            continue  # pair data for types this cluster lacks is harmless
+        if not isinstance(v, list | tuple) or len(v) != 2:
+            raise ProblemError(f"{where}.throughput.{t}: expected [a, b], got {v!r}")
+        per_type[t] = (
+            _number(v[0], f"{where}.throughput.{t}[0]"),
+            _number(v[1], f"{where}.throughput.{t}[1]"),
+        )
+    sf = _number(rp.get("scale_factor", 1), f"{where}.scale_factor", minimum=1)
+    return PairThroughput(str(rp["a"]), str(rp["b"]), int(sf), per_type)
 
 
 def load_problem(path: str | Path) -> Problem:
