@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from slurm_gavel.backends.base import (  # noqa: E402
+from slurm_gavel.cluster_model import (  # noqa: E402
     ClusterSnapshot,
     JobState,
     NodeSlice,

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TextIO
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.cluster_model import (
     ClusterBackend,
     ClusterSnapshot,
     JobPlacement,

@@ -14,7 +14,7 @@ import pwd
 import re
 from collections.abc import Iterable
 
-from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeState
+from slurm_gavel.cluster_model import ClusterSnapshot, JobState, NodeState
 from slurm_gavel.cluster_rows import TYPE_BLIND
 from slurm_gavel.daemon_tap import SETTLING
 from slurm_gavel.daemon_views import log_ids

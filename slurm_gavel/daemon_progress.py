@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel import estimate
-from slurm_gavel.backends.base import ClusterSnapshot, JobState, ObservedJob
+from slurm_gavel.cluster_model import ClusterSnapshot, JobState, ObservedJob
 from slurm_gavel.daemon_spool import SpoolProblem, open_root, open_user_dir, read_user_report
 from slurm_gavel.errors import InputError
 from slurm_gavel.job.progress import JOB_ID, ReportRefused

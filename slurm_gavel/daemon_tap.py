@@ -12,7 +12,7 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from slurm_gavel.backends.base import ActResult, ClusterSnapshot, JobState, RoundPlacement
+from slurm_gavel.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
 from slurm_gavel.cluster_rows import ClusterRows, rows_for
 from slurm_gavel.daemon_progress import estimate_steps
 from slurm_gavel.daemon_views import planned_actions, rename_gpu_types

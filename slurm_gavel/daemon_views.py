@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobPlacement,

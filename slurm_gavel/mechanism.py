@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import NamedTuple
 
-from slurm_gavel.backends.base import JobPlacement, Node, NodeSlice, slices_fit
+from slurm_gavel.cluster_model import JobPlacement, Node, NodeSlice, slices_fit
 from slurm_gavel.model import Allocation, GpuType, JobId
 
 INF = math.inf

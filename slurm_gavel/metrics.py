@@ -29,7 +29,7 @@ from prometheus_client import (
 from slurm_gavel import __version__
 
 if TYPE_CHECKING:  # only for annotations: the metrics module stays import-light
-    from slurm_gavel.backends.base import ClusterSnapshot
+    from slurm_gavel.cluster_model import ClusterSnapshot
     from slurm_gavel.model import Allocation, JobId
     from slurm_gavel.scheduler import RoundReport
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.cluster_model import (
     ActResult,
     ClusterBackend,
     ClusterSnapshot,

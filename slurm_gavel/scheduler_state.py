@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.backends.base import JobPlacement
+from slurm_gavel.cluster_model import JobPlacement
 from slurm_gavel.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.errors import InputError
 from slurm_gavel.mechanism import MechanismJob, SingleCandidates

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.backends.base import ClusterSnapshot
+from slurm_gavel.cluster_model import ClusterSnapshot
 from slurm_gavel.managed import DEFAULT_MAX_USER_WEIGHT
 from slurm_gavel.model import JobId
 

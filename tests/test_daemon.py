@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_gavel.backends.base import ActResult, RoundPlacement
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.backends.slurm_commands import SlurmUnreachable
+from slurm_gavel.cluster_model import ActResult, RoundPlacement
 from slurm_gavel.config import parse_config
 from slurm_gavel.daemon import Daemon
 from slurm_gavel.daemon_views import rename_gpu_types
@@ -301,7 +301,7 @@ def test_gpu_type_names_are_mapped_both_ways(tmp_path, table):
 
 
 def test_steps_of_silent_jobs_are_estimated_from_time_received(table):
-    from slurm_gavel.backends.base import ClusterSnapshot, JobState, ObservedJob
+    from slurm_gavel.cluster_model import ClusterSnapshot, JobState, ObservedJob
     from slurm_gavel.daemon_progress import estimate_steps
 
     jt = "ResNet-50 (batch size 64)"

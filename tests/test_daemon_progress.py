@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from slurm_gavel import estimate
-from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
 from slurm_gavel.daemon_progress import ProgressTracker
 from slurm_gavel.job.progress import FORMAT, ProgressReporter
 from slurm_gavel.model import Job

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from slurm_gavel import estimate
-from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
 from slurm_gavel.daemon_progress import ProgressTracker
 from slurm_gavel.model import Job
 from slurm_gavel.pair_cells import PairObservation, estimated_pair_cells, update_pairs

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from slurm_gavel.backends.base import JobPlacement, Node
+from slurm_gavel.cluster_model import JobPlacement, Node
 from slurm_gavel.mechanism import MechanismJob, assign, entries, pair_key
 from slurm_gavel.model import Allocation, PairShare
 
@@ -109,7 +109,7 @@ def test_a_spread_job_is_marked_unconsolidated():
 
 
 def _slice(node: str, gpus: int):
-    from slurm_gavel.backends.base import NodeSlice
+    from slurm_gavel.cluster_model import NodeSlice
 
     return NodeSlice(node, gpus)
 

@@ -75,7 +75,7 @@ def test_build_info_and_no_created_series():
 
 
 def _snapshot(account_a: str):
-    from slurm_gavel.backends.base import (
+    from slurm_gavel.cluster_model import (
         ClusterSnapshot,
         JobState,
         Node,
@@ -137,7 +137,7 @@ def test_gpu_and_account_gauges_on_a_known_snapshot_with_a_hostile_account():
 
 
 def _round(snap, placed, result, allocation):
-    from slurm_gavel.backends.base import RoundPlacement
+    from slurm_gavel.cluster_model import RoundPlacement
     from slurm_gavel.scheduler import RoundReport
 
     placement = RoundPlacement(1, 0.0, 60.0, {p.job_id: p for p in placed})
@@ -145,7 +145,7 @@ def _round(snap, placed, result, allocation):
 
 
 def test_account_shares_received_restarts_and_checkpoint_waits_by_hand():
-    from slurm_gavel.backends.base import ActResult, JobPlacement, NodeSlice
+    from slurm_gavel.cluster_model import ActResult, JobPlacement, NodeSlice
     from slurm_gavel.model import Allocation, PairShare
 
     snap = _snapshot("a")  # 1, 2 (a, 2 GPUs each), 3 (b), 4 (a), 5 (no account): 1 GPU

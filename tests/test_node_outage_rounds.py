@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobPlacement,

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobState,
@@ -15,7 +16,6 @@ from slurm_gavel.backends.base import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.model import Job
 from slurm_gavel.scheduler import SchedulerConfig, SchedulerState, run_round
 from slurm_gavel.throughputs import load_table

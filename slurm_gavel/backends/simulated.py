@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobPlacement,
@@ -111,7 +111,7 @@ class Completion:
 
 
 class SimulatedCluster:
-    """Implements slurm_gavel.backends.base.ClusterBackend over a virtual clock."""
+    """Implements slurm_gavel.cluster_model.ClusterBackend over a virtual clock."""
 
     def __init__(
         self,

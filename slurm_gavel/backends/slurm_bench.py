@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from slurm_gavel import localcluster
-from slurm_gavel.backends.base import ActResult, JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.cluster_model import ActResult, JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.localcluster_conf import ClusterSpec
 
 T = TypeVar("T")

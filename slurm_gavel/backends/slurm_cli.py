@@ -33,7 +33,6 @@ import os
 import time
 from collections.abc import Callable, Collection, Mapping
 
-from slurm_gavel.backends.base import ActResult, ClusterSnapshot, JobState, RoundPlacement
 from slurm_gavel.backends.slurm_admin_comment import CommentOrder, comment_orders
 from slurm_gavel.backends.slurm_commands import (
     CommandResult,
@@ -71,6 +70,7 @@ from slurm_gavel.backends.slurm_snapshot import (
     plan_act,
     render_update,
 )
+from slurm_gavel.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
 from slurm_gavel.model import Job, JobId
 
 log = logging.getLogger(__name__)

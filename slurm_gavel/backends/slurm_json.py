@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from slurm_gavel.backends.base import NodeState
 from slurm_gavel.backends.slurm_fields import (
     INFINITE,
     exit_code,
@@ -49,6 +48,7 @@ from slurm_gavel.backends.slurm_release import (
     SlurmVersion,
     check_release,
 )
+from slurm_gavel.cluster_model import NodeState
 from slurm_gavel.errors import InputError
 
 

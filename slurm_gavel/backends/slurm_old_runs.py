@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from slurm_gavel.backends.base import NodeState
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
+from slurm_gavel.cluster_model import NodeState
 from slurm_gavel.model import JobId
 
 # States in which slurmctld cannot hear from the node's slurmd: a run there may

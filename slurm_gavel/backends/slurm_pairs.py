@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slurm_gavel.backends.base import JobPlacement, RoundPlacement
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
+from slurm_gavel.cluster_model import JobPlacement, RoundPlacement
 from slurm_gavel.model import JobId
 
 if TYPE_CHECKING:

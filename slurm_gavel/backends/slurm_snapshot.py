@@ -9,15 +9,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.backends.base import (
-    ClusterSnapshot,
-    JobPlacement,
-    JobState,
-    Node,
-    NodeSlice,
-    ObservedJob,
-    RoundPlacement,
-)
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_pairs import (
     RUNNING_STATES,
@@ -31,6 +22,15 @@ from slurm_gavel.backends.slurm_pairs import (
 )
 from slurm_gavel.backends.slurm_pairs import (
     managed_gpus as managed_gpus_of,
+)
+from slurm_gavel.cluster_model import (
+    ClusterSnapshot,
+    JobPlacement,
+    JobState,
+    Node,
+    NodeSlice,
+    ObservedJob,
+    RoundPlacement,
 )
 from slurm_gavel.managed import ManagedCommentError, ManagedSpec, parse_comment
 from slurm_gavel.model import Job, JobId

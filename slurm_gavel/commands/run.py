@@ -9,7 +9,7 @@ import time
 from types import FrameType
 from typing import Any
 
-from slurm_gavel.backends.base import ClusterBackend
+from slurm_gavel.cluster_model import ClusterBackend
 from slurm_gavel.config import Config, load_config
 from slurm_gavel.logs import configure, event
 

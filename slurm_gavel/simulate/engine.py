@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.backends.base import Node
 from slurm_gavel.backends.simulated import SimulatedCluster
+from slurm_gavel.cluster_model import Node
 from slurm_gavel.model import GpuType, Job
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.scheduler import (

@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.backends.base import ClusterSnapshot, JobPlacement, JobState, NodeSlice
+from slurm_gavel.cluster_model import ClusterSnapshot, JobPlacement, JobState, NodeSlice
 from slurm_gavel.model import GpuType, Job, JobId
 from slurm_gavel.throughputs import ThroughputError, ThroughputTable
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from slurm_gavel.backends.base import Node
+from slurm_gavel.cluster_model import Node
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.backends.simulated import ClusterSpecError, SimulatedCluster, parse_cluster_spec
+from slurm_gavel.cluster_model import (
     ClusterBackend,
     JobPlacement,
     JobState,
     NodeSlice,
     RoundPlacement,
 )
-from slurm_gavel.backends.simulated import ClusterSpecError, SimulatedCluster, parse_cluster_spec
 from slurm_gavel.model import Job
 from slurm_gavel.throughputs import load_table
 

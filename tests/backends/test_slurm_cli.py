@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm_commands import CommandResult, SlurmCommands
+from slurm_gavel.backends.slurm_json import number
+from slurm_gavel.cluster_model import (
     JobPlacement,
     JobState,
     NodeSlice,
     NodeState,
     RoundPlacement,
 )
-from slurm_gavel.backends.slurm_cli import SlurmCluster
-from slurm_gavel.backends.slurm_commands import CommandResult, SlurmCommands
-from slurm_gavel.backends.slurm_json import number
 
 pytestmark = pytest.mark.slurm
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.base import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_commands import (
     CommandResult,
@@ -18,6 +17,7 @@ from slurm_gavel.backends.slurm_commands import (
     errors_by_job,
 )
 from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
+from slurm_gavel.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parent / "data"
 SCENARIO = {

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from slurm_gavel import localcluster
-from slurm_gavel.backends.base import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+from slurm_gavel.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 
 pytestmark = pytest.mark.slurm
 

@@ -6,11 +6,11 @@ On the real cluster: tests/integration/test_node_outages.py."""
 
 from __future__ import annotations
 
-from slurm_gavel.backends.base import ClusterSnapshot
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_old_runs import OldRuns, kill_wait_seconds
 from slurm_gavel.backends.slurm_snapshot import RUNNING_STATES, SlurmView
+from slurm_gavel.cluster_model import ClusterSnapshot
 
 
 def node(name="v100-1", state="mixed", flags=(), started=1000) -> SlurmNode:

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel import localcluster
-from slurm_gavel.backends.base import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
 from slurm_gavel.backends.slurmrestd_versions import choose_version, offered_versions
+from slurm_gavel.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 pytestmark = pytest.mark.slurm
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.base import (
+from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_snapshot import build_view, plan_act, render_update
+from slurm_gavel.cluster_model import (
     JobPlacement,
     JobState,
     NodeSlice,
     NodeState,
     RoundPlacement,
 )
-from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
-from slurm_gavel.backends.slurm_snapshot import build_view, plan_act, render_update
 
 DATA = Path(__file__).parent / "data"
 S = {

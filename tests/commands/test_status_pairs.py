@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from slurm_gavel.backends.base import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
 from slurm_gavel.commands.status import format_status
 from slurm_gavel.daemon_views import jobs_view
 from slurm_gavel.model import Job

@@ -19,8 +19,8 @@ import pytest
 from waiting import wait_for as _wait_for
 
 from slurm_gavel import localcluster
-from slurm_gavel.backends.base import JobPlacement, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

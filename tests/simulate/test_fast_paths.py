@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from slurm_gavel.backends.base import JobPlacement, Node, NodeSlice, RoundPlacement
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.cluster_model import JobPlacement, Node, NodeSlice, RoundPlacement
 from slurm_gavel.mechanism import (
     MechanismJob,
     assign,

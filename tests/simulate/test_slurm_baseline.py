@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slurm_gavel.backends.base import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.cluster_model import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
 from slurm_gavel.model import Job
 from slurm_gavel.simulate.slurm_baseline import _placement
 from slurm_gavel.throughputs import load_table

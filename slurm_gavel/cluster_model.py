@@ -1,4 +1,5 @@
-"""The backend interface: how the round loop observes a cluster and acts on it.
+"""What the round sees of a cluster and what it asks of it: the domain types shared by
+the scheduler, the mechanism, the backends, the simulator and the daemon.
 
 The scheduler (slurm_gavel.scheduler) runs the same round against every backend:
 
@@ -6,10 +7,11 @@ The scheduler (slurm_gavel.scheduler) runs the same round against every backend:
     ... policy + mechanism compute a RoundPlacement (pure functions) ...
     result = backend.act(placement)       # make the cluster match it
 
-A backend only reports what it can see and carries out placements. It never
-keeps fairness accounting: Slurm cannot tell how many rounds a job received, so
-the time each job received per GPU type lives in the scheduler's
-``SchedulerState`` (serialisable, persisted by the daemon), not here.
+A backend (slurm_gavel.backends) implements :class:`ClusterBackend`: it only reports
+what it can see and carries out placements. It never keeps fairness accounting:
+Slurm cannot tell how many rounds a job received, so the time each job received per
+GPU type lives in the scheduler's ``SchedulerState`` (serialisable, persisted by the
+daemon), not here.
 
 Everything here is a frozen dataclass of plain values, so snapshots and
 placements can be logged, compared and written to JSON without adapters.
