@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 import highspy
 import numpy as np
@@ -137,87 +138,118 @@ def solve_max_min_classes(
         )  # fmt: skip
         value = (coef * x).sum(axis=1)
         return ClassSolution(x, np.zeros(0), value, float(value[runnable].min()), runnable)
-    xc, xt = np.nonzero(allowed)
-    nx, npair = len(xc), len(pairs)
-    zcol = nx + npair
-    pcls, pcol, ptime, pgain, _ = per_job_pair_terms(pairs, count)
-    runnable = np.zeros(n_cls, dtype=bool)
-    runnable[xc] = True
-    runnable[pcls] = True
-    fair_rows = np.cumsum(runnable) - 1  # row of each runnable class in block 1
-    n_fair = int(runnable.sum())
-    if n_fair == 0:
+    m = _MaxMinLp.build(coef, allowed, scale, count, capacity, pairs)
+    if not m.runnable.any():
         return ClassSolution(
-            np.zeros((n_cls, n_types)), np.zeros(npair), np.zeros(n_cls), 0.0, runnable
+            np.zeros((n_cls, n_types)), np.zeros(len(pairs)), np.zeros(n_cls), 0.0, m.runnable
         )
-
-    # Block 1 (n_fair rows):  z - value_c <= 0
-    # Block 2 (n_cls rows):   time_c <= 1
-    # Block 3 (n_types rows): GPUs used on t <= cap_t
-    b2, b3 = n_fair, n_fair + n_cls
-    rows = np.concatenate(
-        [
-            fair_rows[xc],
-            fair_rows[pcls],
-            np.arange(n_fair),
-            b2 + xc,
-            b2 + pcls,
-            b3 + xt,
-            b3 + pairs.t,
-        ]
-    )
-    cols = np.concatenate(
-        [np.arange(nx), nx + pcol, np.full(n_fair, zcol),
-         np.arange(nx), nx + pcol,
-         np.arange(nx), nx + np.arange(npair)]
-    )  # fmt: skip
-    vals = np.concatenate(
-        [
-            -coef[xc, xt], -pgain, np.ones(n_fair),
-            np.ones(nx), ptime,
-            count[xc] * scale[xc], pairs.gpus,
-        ]
-    )  # fmt: skip
-    n_rows = b3 + n_types
-    import scipy.sparse as sp
-
-    a = sp.csc_matrix((vals, (rows, cols)), shape=(n_rows, zcol + 1))
-    a.sum_duplicates()
-    row_lower = np.full(n_rows, -highspy.kHighsInf)
-    row_upper = np.concatenate([np.zeros(n_fair), np.ones(n_cls), capacity.astype(np.float64)])
-    cost = np.zeros(zcol + 1)
-    cost[zcol] = 1.0
     # Many pair columns: let them in by pricing (mm_pricing.py); few: all at once.
-    active = np.ones(zcol + 1, dtype=bool)
-    use_pricing = npair > PRICING_MIN_PAIRS if priced is None else priced
+    active = np.ones(m.zcol + 1, dtype=bool)
+    use_pricing = len(pairs) > PRICING_MIN_PAIRS if priced is None else priced
     if use_pricing:
-        active[nx:zcol] = False
+        active[m.nx : m.zcol] = False
     if solver is None:
         solver = "ipm" if int(active.sum()) >= IPM_MIN_COLUMNS else "simplex"
+    cost = np.zeros(m.zcol + 1)
+    cost[m.zcol] = 1.0
     lp = PricedLp(
-        a, row_lower, row_upper, np.full(zcol + 1, highspy.kHighsInf), cost, active,
+        m.a, m.row_lower, m.row_upper, np.full(m.zcol + 1, highspy.kHighsInf), cost, active,
         solver=solver, time_limit=time_limit,
     )  # fmt: skip
     sol = lp.solve("max-min stage 1")
-    z_star = float(sol[zcol])
-
     if second_stage:
         # Total normalised throughput: n_c * value_c summed over classes.
-        stage2 = np.zeros(zcol + 1)
-        stage2[:nx] = count[xc] * coef[xc, xt]
-        np.add.at(stage2, nx + pcol, pgain * count[pcls])
-        lp.set_lower(zcol, max(z_star * (1 - STAGE2_SLACK), 0.0))
-        lp.set_cost(stage2)
+        lp.set_lower(m.zcol, max(float(sol[m.zcol]) * (1 - STAGE2_SLACK), 0.0))
+        lp.set_cost(m.stage2_cost(coef, count))
         # On failure keep stage 1's optimum: stage 2 is an improvement, never a requirement.
         with contextlib.suppress(SolverError):
             sol = lp.solve("max-min stage 2")
 
     x = np.zeros((n_cls, n_types))
-    x[xc, xt] = np.clip(sol[:nx], 0.0, 1.0)
-    y = np.clip(sol[nx:zcol], 0.0, None)
+    x[m.xc, m.xt] = np.clip(sol[: m.nx], 0.0, 1.0)
+    y = np.clip(sol[m.nx : m.zcol], 0.0, None)
     value = class_values(coef, x, pairs, y, count)
-    objective = float(value[runnable].min())
-    return ClassSolution(x, y, value, objective, runnable)
+    objective = float(value[m.runnable].min())
+    return ClassSolution(x, y, value, objective, m.runnable)
+
+
+@dataclass
+class _MaxMinLp:
+    """The class max-min LP in HiGHS's row form: columns x (allowed class-type cells),
+    then y (pair columns), then z; rows: z - value_c <= 0 per runnable class, time_c
+    <= 1 per class, GPUs used on t <= cap_t per type."""
+
+    a: Any  # scipy.sparse.csc_matrix
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    xc: np.ndarray
+    xt: np.ndarray
+    pcls: np.ndarray
+    pcol: np.ndarray
+    pgain: np.ndarray
+    runnable: np.ndarray
+    nx: int
+    zcol: int
+
+    @classmethod
+    def build(
+        cls,
+        coef: np.ndarray,
+        allowed: np.ndarray,
+        scale: np.ndarray,
+        count: np.ndarray,
+        capacity: np.ndarray,
+        pairs: PairVars,
+    ) -> _MaxMinLp:
+        n_cls, n_types = coef.shape
+        xc, xt = np.nonzero(allowed)
+        nx, npair = len(xc), len(pairs)
+        zcol = nx + npair
+        pcls, pcol, ptime, pgain, _ = per_job_pair_terms(pairs, count)
+        runnable = np.zeros(n_cls, dtype=bool)
+        runnable[xc] = True
+        runnable[pcls] = True
+        fair_rows = np.cumsum(runnable) - 1  # row of each runnable class in block 1
+        n_fair = int(runnable.sum())
+        b2, b3 = n_fair, n_fair + n_cls  # first rows of blocks 2 and 3
+        rows = np.concatenate(
+            [
+                fair_rows[xc],
+                fair_rows[pcls],
+                np.arange(n_fair),
+                b2 + xc,
+                b2 + pcls,
+                b3 + xt,
+                b3 + pairs.t,
+            ]
+        )
+        cols = np.concatenate(
+            [np.arange(nx), nx + pcol, np.full(n_fair, zcol),
+             np.arange(nx), nx + pcol,
+             np.arange(nx), nx + np.arange(npair)]
+        )  # fmt: skip
+        vals = np.concatenate(
+            [
+                -coef[xc, xt], -pgain, np.ones(n_fair),
+                np.ones(nx), ptime,
+                count[xc] * scale[xc], pairs.gpus,
+            ]
+        )  # fmt: skip
+        n_rows = b3 + n_types
+        import scipy.sparse as sp
+
+        a = sp.csc_matrix((vals, (rows, cols)), shape=(n_rows, zcol + 1))
+        a.sum_duplicates()
+        row_lower = np.full(n_rows, -highspy.kHighsInf)
+        row_upper = np.concatenate([np.zeros(n_fair), np.ones(n_cls), capacity.astype(np.float64)])
+        return cls(a, row_lower, row_upper, xc, xt, pcls, pcol, pgain, runnable, nx, zcol)
+
+    def stage2_cost(self, coef: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """Stage 2's objective: the total normalised throughput, n_c * value_c."""
+        cost = np.zeros(self.zcol + 1)
+        cost[: self.nx] = count[self.xc] * coef[self.xc, self.xt]
+        np.add.at(cost, self.nx + self.pcol, self.pgain * count[self.pcls])
+        return cost
 
 
 def class_values(
