@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,29 +178,35 @@ def measure_pair(
     return Measurement(a, 1, ra["steps_per_s"], ra["steps"], b, rb["steps_per_s"])
 
 
-def profile(
-    job_types: Iterable[str],
-    *,
-    seconds: float,
-    device: str,
-    scale_factors: Iterable[int] = (1,),
-    pairs: bool = False,
-    tiny: bool = False,
-    log: Callable[[str], None] = lambda _: None,
-) -> list[Measurement]:
-    """Measure every job type at every scale factor, then every unordered pair at 1."""
+@dataclass(frozen=True)
+class Cell:
+    """One measurement: a job type alone at a scale factor, or with a partner at 1."""
+
+    job_type: str
+    scale_factor: int = 1
+    partner: str | None = None
+
+    def label(self) -> str:
+        if self.partner is not None:
+            return f"{self.job_type} + {self.partner}"
+        return f"{self.job_type} x{self.scale_factor}"
+
+
+def plan(job_types: Iterable[str], scale_factors: Iterable[int], pairs: bool) -> list[Cell]:
+    """Every job type at every scale factor, then (with `pairs`) every unordered pair."""
     types = list(job_types)
-    out: list[Measurement] = []
-    for jt, sf in itertools.product(types, scale_factors):
-        m = measure_alone(jt, sf, seconds=seconds, device=device, tiny=tiny)
-        log(f"{jt} x{sf}: {m.steps_per_s:.3f} steps/s ({m.steps} steps)")
-        out.append(m)
+    cells = [Cell(jt, sf) for jt, sf in itertools.product(types, scale_factors)]
     if pairs:
-        for a, b in itertools.combinations_with_replacement(types, 2):
-            m = measure_pair(a, b, seconds=seconds, device=device, tiny=tiny)
-            log(f"{a} + {b}: {m.steps_per_s:.3f} + {m.partner_steps_per_s:.3f} steps/s")
-            out.append(m)
-    return out
+        cells += [Cell(a, 1, b) for a, b in itertools.combinations_with_replacement(types, 2)]
+    return cells
+
+
+def measure(cell: Cell, *, seconds: float, device: str, tiny: bool = False) -> Measurement:
+    if cell.partner is not None:
+        return measure_pair(cell.job_type, cell.partner, seconds=seconds, device=device, tiny=tiny)
+    return measure_alone(
+        cell.job_type, cell.scale_factor, seconds=seconds, device=device, tiny=tiny
+    )
 
 
 def merge(

@@ -115,6 +115,10 @@ def test_profile_command_measures_alone_and_pairs_on_cpu(tmp_path: Path) -> None
         timeout=300,
     )
     assert res.returncode == 0, res.stderr
+    progress = [ln for ln in res.stderr.splitlines() if ln.startswith("[")]
+    assert [ln[:5] for ln in progress] == ["[1/2]", "[2/2]"] and "ETA 0:00:00" in progress[1]
+    record = json.loads((tmp_path / "table.profile.json").read_text())
+    assert len(record["measurements"]) == 2 and record["setup"]["tiny"] is True
     table = load_table(out)
     rate = table.alone[("Recommendation (batch size 512)", 1)]["cpu"]
     assert rate > 0
