@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from running import python_module, run_ok
 
 import slurm_gavel
 from slurm_gavel.job import __version__
@@ -207,45 +208,17 @@ def test_simulate_and_profile_work_from_the_wheels(wheels: dict[str, Path], tmp_
         check=True,
     )
     assert where.stdout.startswith(str(site))
-    sim = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_gavel",
-            "simulate",
-            "--no-progress",
-            "--policy",
-            "slurm_fifo",
-        ],
+    sim = run_ok(
+        python_module("slurm_gavel", "simulate", "--no-progress", "--policy", "slurm_fifo"),
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
-    assert sim.returncode == 0, sim.stderr
     assert f"trace: {site}/slurm_gavel/examples/trace.csv" in sim.stdout
-    prof = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_gavel",
-            "profile",
-            "--types",
-            "ResNet-18 (batch size 16)",
-            "--seconds",
-            "1",
-            "--tiny",
-            "--device",
-            "cpu",
-            "--out",
-            str(tmp_path / "t.json"),
-        ],
+    out = str(tmp_path / "t.json")
+    profile = ["profile", "--types", "ResNet-18 (batch size 16)", "--seconds", "1", "--tiny"]
+    prof = run_ok(
+        python_module("slurm_gavel", *profile, "--device", "cpu", "--out", out),
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
-    assert prof.returncode == 0, prof.stderr
     assert "steps/s" in prof.stdout + prof.stderr

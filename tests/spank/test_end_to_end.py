@@ -6,11 +6,11 @@ from the checkpoint (SLURM_RESTART_COUNT=1) and finishes."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from running import run_ok
 from spank_build import REPO, ensure_built
 from waiting import wait_for
 
@@ -34,28 +34,11 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
         "GAVEL_PROGRESS_DIR": str(progress),
         "GAVEL_PROGRESS_INTERVAL": "0",
     }
-    res = subprocess.run(
-        [
-            "sbatch",
-            "--parsable",
-            f"--gavel-steps={TOTAL}",
-            f"--gavel-checkpoint-dir={ckpt}",
-            "-o",
-            str(out),
-            str(REPO / "workloads" / "sbatch" / "lm.sbatch"),
-            "--tiny",
-            "--device",
-            "cpu",
-            "--min-step-seconds",
-            "0.1",
-        ],  # ~6 s of steps: time to signal
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=60,
-    )
-    assert res.returncode == 0, res.stderr
+    gavel = [f"--gavel-steps={TOTAL}", f"--gavel-checkpoint-dir={ckpt}"]
+    script = [str(REPO / "workloads" / "sbatch" / "lm.sbatch"), "--tiny", "--device", "cpu"]
+    # ~6 s of steps: time to signal
+    argv = ["sbatch", "--parsable", *gavel, "-o", str(out), *script, "--min-step-seconds", "0.1"]
+    res = run_ok(argv, env=env, cwd=REPO, timeout=60)
     job = res.stdout.strip().split(";")[0]
     comment = slurm.cmd("squeue", "-h", "-j", job, "-o", "%k").stdout.strip()
     assert comment.startswith("gavel:type=LM (batch size 20),steps=60")

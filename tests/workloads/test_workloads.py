@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from running import python_module, run_ok
 
 torch = pytest.importorskip("torch")
 
@@ -82,15 +81,7 @@ def _cli(*args: str, extra_env: dict[str, str] | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env["PYTHONPATH"] = str(REPO)
     env.update(extra_env or {})
-    res = subprocess.run(
-        [sys.executable, "-m", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stderr
+    res = run_ok(python_module(*args), env=env, cwd=REPO, timeout=120)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
