@@ -5,6 +5,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from daemon_rounds import TYPES, run_daemon
 
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.cli import main
@@ -15,25 +16,14 @@ from slurm_gavel.metrics import DaemonMetrics
 from slurm_gavel.model import Job
 from slurm_gavel.throughputs import load_table
 
-TYPES = ["ResNet-50 (batch size 64)", "A3C", "LM (batch size 5)"]
-
 
 @pytest.fixture(scope="module")
 def state_dir(tmp_path_factory):
     """A state directory left by a daemon that ran three rounds and stopped."""
-    table = load_table()
     d = tmp_path_factory.mktemp("gavel")
     jobs = [Job(str(i), TYPES[i % 3], 1 + (i == 3), total_steps=1e7) for i in range(1, 7)]
     jobs.append(Job("7", "Not A Table Type"))
-    sim = SimulatedCluster(parse_cluster_spec("v100:1x2,k80:1x2"), jobs, table)
-    cfg = parse_config({"partitions": ["gpu"], "round_seconds": 60, "state_dir": str(d),
-                        "checkpoint": {"grace_seconds": 5}})  # fmt: skip
-    daemon = Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
-    daemon.start()
-    for _ in range(3):
-        daemon.round()
-        sim.advance(sim.clock + 60)
-    daemon.store.release()
+    daemon = run_daemon(d, jobs)
     return d, daemon
 
 

@@ -9,25 +9,19 @@ import pwd
 import stat
 
 import pytest
+from daemon_rounds import TYPES, run_daemon
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.cli import main
-from slurm_gavel.config import parse_config
-from slurm_gavel.daemon import Daemon
 from slurm_gavel.errors import InputError
-from slurm_gavel.metrics import DaemonMetrics
 from slurm_gavel.model import Job
 from slurm_gavel.status_fields import parse_format, slurm_time
-from slurm_gavel.throughputs import load_table
 
-TYPES = ["ResNet-50 (batch size 64)", "A3C", "LM (batch size 5)"]
 ME = pwd.getpwuid(os.getuid()).pw_name
 
 
 @pytest.fixture(scope="module")
 def state_dir(tmp_path_factory):
     """Three rounds of a daemon on 4 GPUs with 7 jobs of two users in two accounts."""
-    table = load_table()
     d = tmp_path_factory.mktemp("gavel")
     users = {1: ME, 2: "alice", 3: ME, 4: "bob", 5: "alice", 6: "bob"}
     jobs = [
@@ -36,15 +30,7 @@ def state_dir(tmp_path_factory):
         for i in range(1, 7)
     ]  # fmt: skip
     jobs.append(Job("7", "Not A Table Type", user="carol", partition="debug"))
-    sim = SimulatedCluster(parse_cluster_spec("v100:1x2,k80:1x2"), jobs, table)
-    cfg = parse_config({"partitions": ["gpu"], "round_seconds": 60, "state_dir": str(d),
-                        "checkpoint": {"grace_seconds": 5}})  # fmt: skip
-    daemon = Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
-    daemon.start()
-    for _ in range(3):
-        daemon.round()
-        sim.advance(sim.clock + 60)
-    daemon.store.release()
+    daemon = run_daemon(d, jobs)
     return d, daemon
 
 
