@@ -17,7 +17,8 @@ Every point runs in its own child process (a fresh interpreter: no state carried
 over, and --parallel can use more cores) and writes DIR/points/<key>.json; a point
 whose JSON exists is skipped, so an interrupted run resumes where it stopped. Points
 run in priority order: those Gavel's published notebook quotes first, then the rest
-of the rate grid. At the end the script prints a Markdown table and writes the plots.
+of the rate grid. At the end the script prints a Markdown table and writes the plots,
+each PNG with its data beside it as CSV (same stem).
 """
 
 from __future__ import annotations
@@ -378,6 +379,8 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from slurm_gavel.simulate.plots import save  # the PNG and its data beside it as CSV
+
     written = []
     base = [
         r
@@ -397,6 +400,7 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         if not mine:
             continue
         fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+        rows: list[list[Any]] = []
         for i, policy in enumerate(CONTINUOUS):
             pts = sorted((r["x"], _metric(r)) for r in mine if r["policy"] == policy)
             pts = [(x, y) for x, y in pts if y is not None]
@@ -408,6 +412,8 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
             if ref:
                 xs, ys = zip(*ref, strict=True)
                 ax.scatter(xs, ys, marker="x", s=70, color=color)
+            published = dict(ref)
+            rows += [[policy, x, y, published.get(x)] for x, y in pts]
         ax.set_xlabel("input job rate (jobs/hour)")
         first, end = mine[0]["window"]
         ax.set_ylabel(f"average JCT of jobs {first}-{end - 1} (hours)")
@@ -418,20 +424,20 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(_minor_label))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="best")
-        fig.tight_layout()
-        path = out / name
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        header = ["policy", "jobs_per_hour", "avg_jct_h", "gavel_avg_jct_h"]
+        written.append(save(fig, out / name, header, rows))
     static = [r for r in base if r["experiment"] == "static"]
     if static:
         sizes = sorted({r["x"] for r in static})
         fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
         width = 0.8 / len(STATIC)
+        rows = []
         for i, policy in enumerate(STATIC):
             for j, n in enumerate(sizes):
                 got = [_metric(r) for r in static if r["x"] == n and r["policy"] == policy]
                 if got and got[0] is not None:
+                    gavel_h = GAVEL.get(("static", n), {}).get(policy)
+                    rows.append([policy, n, got[0], gavel_h])
                     ax.bar(
                         j + i * width,
                         got[0],
@@ -450,11 +456,8 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
         ax.set_title("Static multi-GPU traces; x = Gavel's published value")
         ax.legend(fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
-        fig.tight_layout()
-        path = out / "static_makespan.png"
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        header = ["policy", "jobs", "makespan_h", "gavel_makespan_h"]
+        written.append(save(fig, out / "static_makespan.png", header, rows))
     return written
 
 

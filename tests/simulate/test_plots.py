@@ -184,3 +184,35 @@ def test_report_csvs_match_the_report_and_quote_hostile_groups(tmp_path):
         ("8", 0.6, 0.5),
         ("7", 1.2, 1.0),
     ]
+
+
+def test_paper_experiment_plots_have_their_csv(tmp_path, monkeypatch):
+    """benchmarks/paper_experiments.py's figures (EXPERIMENTS.md) get their data too."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "paper_experiments.py"
+    spec = importlib.util.spec_from_file_location("paper_experiments", script)
+    assert spec is not None and spec.loader is not None
+    paper = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "paper_experiments", paper)  # for its dataclasses
+    spec.loader.exec_module(paper)
+
+    def point(exp: str, x: float, policy: str, hours: float) -> dict:
+        key = "makespan_s" if exp == "static" else "avg_jct_s"
+        return {"experiment": exp, "x": x, "policy": policy, "preemption_overhead_s": 0,
+                "window": [4000, 5000], "summary": {key: hours * 3600}}  # fmt: skip
+
+    results = {
+        "a": point("single", 5.6, "max_min_fairness", 30.0),
+        "b": point("single", 2.0, "max_min_fairness", 20.0),
+        "c": point("static", 700, "fifo", 500.0),
+    }
+    written = paper.plots(results, tmp_path)
+    assert [p.name for p in written] == ["single_gpu_jct_vs_rate.png", "static_makespan.png"]
+    single = _csv(tmp_path / "single_gpu_jct_vs_rate.csv")
+    assert [(r["jobs_per_hour"], r["avg_jct_h"], r["gavel_avg_jct_h"]) for r in single] == [
+        ("2.0", "20.0", ""),
+        ("5.6", "30.0", str(paper.GAVEL[("single", 5.6)]["max_min_fairness"])),
+    ]
+    (static,) = _csv(tmp_path / "static_makespan.csv")
+    assert (static["policy"], static["jobs"], static["makespan_h"]) == ("fifo", "700", "500.0")
