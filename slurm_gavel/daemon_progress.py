@@ -21,9 +21,10 @@ everything in them is hostile input (issue 12). Each round the daemon:
   partner's) votes on its side of the pair cell instead (pair_cells.py), and only when
   its report names that same partner (``partner``: the job library restarts its rate
   window when the partner changes, so the rate is all shared time): a report naming
-  another job, or none while sharing, teaches nothing (its rate may be another
-  pairing's or mix alone and shared time); the partner must be a managed job running
-  on the same GPUs with this job as its partner, the pair cell one the table has;
+  another job is refused (last round's partner excepted: a pair just split, its
+  steps count), one naming none while sharing teaches nothing (its rate may mix alone
+  and shared time); the partner must be a managed job running on the same GPUs with
+  this job as its partner, the pair cell one the table has;
 * moves a cell only on agreement (:func:`agreed_value`): users, not jobs, vote (each
   the median of their jobs), the cell heads for the median of QUORUM_USERS or more
   users and never past what a second user also claims, by at most STEP_FACTOR per
@@ -91,6 +92,9 @@ class ProgressTracker:
     changed: bool = False  # cells moved since the caller last looked
     # What was last said about each job / user folder (logged once, pruned each round).
     _said: dict[str, str] = field(default_factory=dict)
+    # Each sharing job's partner at the last round: a report may still name it for one
+    # report interval after the pair split (not refused, not counted).
+    _partners: dict[str, str] = field(default_factory=dict)
     gid: int = field(default_factory=os.getegid)
 
     # ---- each round -----------------------------------------------------------------------
@@ -123,6 +127,7 @@ class ProgressTracker:
                 if fd is not None:
                     os.close(fd)
         self._said = said  # only what still holds: memory bounded by live jobs and users
+        self._partners = {o.job.id: o.partner for o in snap.jobs if o.partner is not None}
         self._learn(snap.time)
         return replace(snap, jobs=tuple(jobs))
 
@@ -174,7 +179,8 @@ class ProgressTracker:
         if r.get("steps_per_s") is not None and (rate is None or rate < 0):
             raise ReportRefused(f"'steps_per_s' {_shown(r.get('steps_per_s'))} is not >= 0")
         named = _named_partner(r)
-        if named is not None and named != o.partner:
+        stale = named is not None and named == self._partners.get(o.job.id)
+        if named is not None and named != o.partner and not stale:
             seen = "alone" if o.partner is None else f"sharing with job {o.partner}"
             raise ReportRefused(
                 f"it names job {_shown(named)} as its GPU partner; Slurm shows it {seen}"
@@ -190,6 +196,8 @@ class ProgressTracker:
             and r.get("state") == "running"
             and now - updated <= self.max_age_s
         )
+        if named != o.partner:
+            return out  # written before the pair split: its rate is the old pairing's
         if o.state is JobState.RUNNING and o.gpu_type is not None and rate and current_run:
             if o.partner is not None:
                 return self._apply_paired(out, rate, named, now, jobs)

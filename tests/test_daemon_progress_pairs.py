@@ -153,6 +153,25 @@ def test_a_partner_that_is_not_a_job_id_refuses_the_report(spool, table, events,
     assert any(("'partner'" in p and "is not a job id" in p) or "not JSON" in p for p in said)
 
 
+def test_a_report_naming_last_rounds_partner_is_kept_quietly_and_teaches_nothing(
+    spool, table, events
+):
+    """A pair split (one preempted): the other's report names the old partner until the
+    job notices; its steps count, its rate (the old pairing's) teaches nothing."""
+    t = ProgressTracker(spool, table=table)
+    rounds(spool, t, two_pairs(), {"1": 3.0, "3": 3.0}, 1)
+    split = [job("1", ALICE, None), job("3", BOB, None)]  # Slurm: both alone now
+    t.cells.clear()
+    for o, old in zip(split, ("2", "4"), strict=True):
+        doc = report(o.job.id, steps_per_s=10.0, updated=NOW - 1, partner=old)
+        put(spool / str(o.user_id) / f"{o.job.id}.json", doc, o.user_id or 0)
+    merged = t.merge(ClusterSnapshot(NOW, (), tuple(split)))
+    assert not t.cells and not problems(events)
+    assert {o.job.id: o.steps_done for o in merged.jobs} == {"1": 10, "3": 10}
+    t.merge(ClusterSnapshot(NOW + 60, (), tuple(split)))
+    assert len(problems(events)) == 2  # a round later it is no longer last round's
+
+
 def test_a_paired_job_naming_no_partner_teaches_nothing(spool, table):
     """Its rate may mix time alone and time shared: neither cell learns from it."""
     t = ProgressTracker(spool, table=table)
