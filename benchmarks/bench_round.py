@@ -29,8 +29,13 @@ apart). --reallocate forces a fresh allocation every round (the worst case: a jo
 arrived or left in every round). --finished N then submits N short unmanaged jobs
 (a job array of `true`), waits until they have all finished (slurmctld keeps them
 for MinJobAge = 300 s) and runs one more round: its json_kb against the rounds
-before shows whether the JSON read per round grows with finished jobs. The cluster
-is stopped at the end (--keep leaves it up).
+before shows whether the JSON read per round grows with finished jobs. --alone then
+times the round's two observe commands by themselves (wall and CPU seconds), and
+signals the running jobs by themselves: how long Slurm takes until all have exited
+and been requeue-held (the exit flood a rotation round waits through). --timeline
+prints each round's Slurm commands in the order issued (start, in seconds into the
+round, and duration): in a rotation round it shows which step sat in slurmctld while
+the signalled jobs exited. The cluster is stopped at the end (--keep leaves it up).
 """
 
 from __future__ import annotations
@@ -90,16 +95,20 @@ class Timed:
 
 
 class CountedCommands:
-    """The backend's SlurmCommands with the bytes each kind printed counted."""
+    """The backend's SlurmCommands with the bytes each kind printed counted, and each
+    command's start and seconds kept (the round's timeline: which step waited on what)."""
 
     def __init__(self, commands) -> None:
         self.commands = commands
         self.stdout_bytes: Counter[str] = Counter()
+        self.timeline: list[tuple[float, str, float]] = []  # (start, kind, seconds)
         self._run = commands.run
         commands.run = self.run
 
     def run(self, kind, argv, **kw):
+        t = time.perf_counter()
         res = self._run(kind, argv, **kw)
+        self.timeline.append((t, kind, time.perf_counter() - t))
         self.stdout_bytes[kind] += len(res.stdout)
         return res
 
@@ -138,6 +147,36 @@ def submit_finished(env: dict[str, str], n: int) -> float:
         time.sleep(2)
 
 
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int, int]:
+    """Run a command by itself: wall seconds, its CPU seconds, bytes printed, rc."""
+    cpu0, t = children_cpu(), time.perf_counter()
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    return time.perf_counter() - t, children_cpu() - cpu0, len(res.stdout), res.returncode
+
+
+def alone(env: dict[str, str], reads: list[list[str]], signal: str, ctld: int) -> None:
+    """--alone: each observe command by itself (3 times), then the exit flood by itself:
+    the running jobs signalled in one `scancel --batch` (as a rotation round does; they
+    exit 99 and Slurm requeue-holds them), timed until none is RUNNING or COMPLETING."""
+    for argv in [*reads, ["squeue", "-h", "-o", "%i %T"]]:
+        for _ in range(3):
+            wall, cpu, size, _ = timed(argv, env)
+            print(f"alone: {' '.join(argv[:2])}{' ...' if len(argv) > 2 else ''}: wall "
+                  f"{wall:.2f} s, CPU {cpu:.2f} s, {size / 1024:.0f} KiB; "
+                  f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    ids = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], env=env, capture_output=True,
+                         text=True, timeout=60).stdout.split()  # fmt: skip
+    ctld0, t = cpu_seconds(ctld), time.perf_counter()
+    wall, _, _, rc = timed(["scancel", f"--signal={signal}", "--batch", *ids], env)
+    poll = ["squeue", "-h", "-j", ",".join(ids), "-t", "R,CG", "-o", "%i"]
+    while ids and subprocess.run(poll, env=env, capture_output=True, text=True,
+                                 timeout=60).stdout.split():  # fmt: skip
+        time.sleep(0.1)
+    print(f"alone: exit flood: {len(ids)} running jobs signalled in {wall:.2f} s (rc {rc}), "
+          f"none running or completing after {time.perf_counter() - t:.2f} s; slurmctld CPU "
+          f"{cpu_seconds(ctld) - ctld0:.2f} s; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+
+
 def submit(env: dict[str, str], n: int, seed: int) -> None:
     table = load_table()
     kinds = [(jt, sf) for jt in table.job_types for sf in (1, 2, 4) if table.has(jt, sf)]
@@ -173,6 +212,11 @@ def main() -> int:
     ap.add_argument("--pause", type=float, default=0.0, help="seconds before each later round")
     ap.add_argument("--finished", type=int, default=0, help="then N finished jobs, one round")
     ap.add_argument("--profile", help="cProfile the last of --rounds into this file")
+    ap.add_argument("--alone", action="store_true",
+                    help="then time observe commands, exit flood alone")  # fmt: skip
+    ap.add_argument("--timeline", action="store_true",
+                    help="print each round's commands in order: start (s into the round) "
+                         "kind seconds")  # fmt: skip
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-round-"))
@@ -224,6 +268,7 @@ def main() -> int:
             secs_before = dict(commands.seconds)
             bytes_before = Counter(counted.stdout_bytes)
             prof = cProfile.Profile() if args.profile and r == args.rounds - 1 else None
+            counted.timeline.clear()
             t = time.perf_counter()
             if prof:
                 prof.enable()
@@ -252,8 +297,15 @@ def main() -> int:
             by_kind = {k: round(v - secs_before.get(k, 0.0), 2) for k, v in commands.seconds.items()
                     if v > secs_before.get(k, 0.0)}  # fmt: skip
             print(f"       command seconds by kind {dict(sorted(by_kind.items()))}; CPU s: daemon "
-                  f"{cpu[0]:.2f}, commands {cpu[1]:.2f}, slurmctld {cpu[2]:.2f}")  # fmt: skip
+                  f"{cpu[0]:.2f}, commands {cpu[1]:.2f}, slurmctld {cpu[2]:.2f}; "
+                  f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+            if args.timeline:
+                steps = ", ".join(f"{s - t:.2f} {k} {d:.2f}" for s, k, d in counted.timeline)
+                print(f"       timeline (start kind seconds): {steps}")
         daemon.store.release()
+        if args.alone:
+            fmt = backend.inner.cli_format
+            alone(env, [fmt.jobs_argv(), fmt.nodes_argv()], cfg.checkpoint.signal, ctld)
         totals = [t for t, _ in rows]
         print(f"median round {statistics.median(totals):.3f} s, max {max(totals):.3f} s, "
               f"commands per round median {statistics.median(c for _, c in rows)}; "
