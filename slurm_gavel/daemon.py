@@ -66,7 +66,7 @@ from slurm_gavel.policies import get_policy
 from slurm_gavel.scheduler import (
     RoundReport,
     SchedulerState,
-    _account_last_round,  # the scheduler's own crediting rule, reused on resume
+    account_last_round,  # the scheduler's own crediting rule, reused on resume
     run_round,
 )
 from slurm_gavel.state_store import StateSaveError, StateStore
@@ -119,9 +119,6 @@ class Daemon:
         self._inflight: Inflight | None = None
         self._needs_reconcile = False
         self.events = RoundEvents()
-        # After a Slurm outage: rounds observe but do not act until this clock() time.
-        self._outage = False
-        self._settle_until: float | None = None
         self.consecutive_failures = 0
         self.last_report: RoundReport | None = None
         self._started = False
@@ -163,7 +160,13 @@ class Daemon:
             inflight=self._inflight.round_index if self._inflight else None,
         )
 
-    def _reconcile(self, snap: ClusterSnapshot) -> None:
+    # ---- the tap's hooks (daemon_tap.TapHost) --------------------------------------------
+
+    def reconcile_next_round(self) -> None:
+        """The round did not act (settling): the next observe trusts reality again."""
+        self._needs_reconcile = True
+
+    def reconcile(self, snap: ClusterSnapshot) -> None:
         """After a restart or a failed round: account the lost time, trust reality."""
         if not self._needs_reconcile:
             return
@@ -172,7 +175,7 @@ class Daemon:
         if infl is not None and infl.round_index == st.round_index:
             # The killed round acted (at least partly) at infl.time: until then the
             # previous placement ran; count the round as done.
-            _account_last_round(st, infl.time)
+            account_last_round(st, infl.time)
             st.last_round_time = infl.time
             st.round_index += 1
         # From then until now, what runs is what Slurm says runs.
@@ -187,7 +190,7 @@ class Daemon:
         self._inflight = None
         self._needs_reconcile = False
 
-    def _refresh_table(self) -> None:
+    def refresh_table(self) -> None:
         """Fold the measured throughputs into the table the policy uses, when new ones
         arrived. Always from the configured table with every observation so far: the
         result does not depend on how many rounds ran (or on restarts in between), and
@@ -212,12 +215,13 @@ class Daemon:
             except OSError as e:
                 event(log, "learned_table_not_saved", logging.WARNING, error=str(e))
 
-    # ---- one round -------------------------------------------------------------------------
-
-    def _before_act(self, placement: RoundPlacement) -> None:
+    def before_act(self, placement: RoundPlacement) -> None:
+        """Save the pre-round state with the placement about to be carried out."""
         self._inflight = Inflight(placement.round_index, placement.start, dict(placement.jobs))
         if not self.dry_run:
             self._save(self._pre_round_state, inflight=self._inflight)
+
+    # ---- one round -------------------------------------------------------------------------
 
     def round(self) -> RoundReport:
         """One round; raises on failure after rolling the in-memory state back."""
@@ -298,7 +302,7 @@ class Daemon:
         except Exception as e:
             if is_slurm_unavailable(e):
                 self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
-                self._outage = True
+                self.tap.outage = True
                 self.metrics.count_command_failures({failed_command(e): 1})
                 event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
             elif isinstance(e, OSError):
@@ -398,8 +402,9 @@ class Daemon:
                     return 0 if ok else 1
                 if ok:
                     wait = self.config.round_seconds - (self.clock() - t0)
-                    if self._settle_until is not None:  # act as soon as the settling ends
-                        wait = min(wait, self._settle_until - self.clock() + 0.1)
+                    settling = self.tap.settle_left()
+                    if settling is not None:  # act as soon as the settling ends
+                        wait = min(wait, settling + 0.1)
                 else:
                     wait = self.backoff_seconds()
                     event(

@@ -22,19 +22,19 @@ from __future__ import annotations
 
 import logging
 import stat
+import threading
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from slurm_gavel.config import Config, ConfigError, load_config
+from slurm_gavel.daemon_progress import ProgressTracker
 from slurm_gavel.errors import InputError
 from slurm_gavel.logs import ROOT, configure, event
+from slurm_gavel.metrics import DaemonMetrics
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.scheduler import SchedulerConfig
+from slurm_gavel.scheduler import SchedulerConfig, SchedulerState
 from slurm_gavel.throughputs import ThroughputTable, load_table
-
-if TYPE_CHECKING:
-    from slurm_gavel.daemon import Daemon
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -138,7 +138,19 @@ def scheduler_config(config: Config, table: ThroughputTable) -> SchedulerConfig:
     )
 
 
-def reload_daemon(d: Daemon) -> bool:
+class Reloadable(Protocol):
+    """The settings of the daemon (daemon.Daemon) a reload replaces."""
+
+    reload_requested: threading.Event
+    config: Config
+    table: ThroughputTable
+    sched_config: SchedulerConfig
+    progress: ProgressTracker | None
+    state: SchedulerState
+    metrics: DaemonMetrics
+
+
+def reload_daemon(d: Reloadable) -> bool:
     """Daemon.reload: prepare, then apply to the daemon's public settings. Never raises
     (a reload must not end the daemon); True when the new config is in use."""
     d.reload_requested.clear()

@@ -9,21 +9,26 @@ only reports the plan.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from slurm_gavel.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
+from slurm_gavel.cluster_model import (
+    ActResult,
+    ClusterBackend,
+    ClusterSnapshot,
+    JobState,
+    RoundPlacement,
+)
 from slurm_gavel.cluster_rows import ClusterRows, rows_for
-from slurm_gavel.daemon_progress import estimate_steps
+from slurm_gavel.config import Config
+from slurm_gavel.daemon_progress import ProgressTracker, estimate_steps
 from slurm_gavel.daemon_views import planned_actions, rename_gpu_types
 from slurm_gavel.logs import event
 from slurm_gavel.model import JobId
-from slurm_gavel.scheduler import RoundReport
+from slurm_gavel.scheduler import RoundReport, SchedulerConfig, SchedulerState
 from slurm_gavel.shares import apply_weights, capped_message
 from slurm_gavel.throughputs import ThroughputError
-
-if TYPE_CHECKING:
-    from slurm_gavel.daemon import Daemon
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -34,16 +39,40 @@ SETTLE_AFTER_OUTAGE_S = 20.0
 SETTLING = "not acted on: settling after a Slurm outage"
 
 
+class TapHost(Protocol):
+    """What the tap reads of the daemon (daemon.Daemon) and asks of it."""
+
+    config: Config
+    backend: ClusterBackend
+    state: SchedulerState
+    sched_config: SchedulerConfig
+    progress: ProgressTracker | None
+    dry_run: bool
+    clock: Callable[[], float]
+    retried_unreachable: Callable[[], bool]
+
+    def reconcile(self, snap: ClusterSnapshot) -> None: ...
+    def reconcile_next_round(self) -> None: ...
+    def refresh_table(self) -> None: ...
+    def before_act(self, placement: RoundPlacement) -> None: ...
+
+
 class DaemonTap:
     """The backend as the daemon hands it to run_round: the real one plus hooks.
 
     observe(): reconciles a resumed state with reality (see module doc) and keeps
     the snapshot for metrics and the status view. act(): saves the inflight
     record first; in dry-run mode it only reports the plan and touches nothing.
+    The tap owns the settling after a Slurm outage (settle_until).
     """
 
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: TapHost) -> None:
         self.daemon = daemon
+        # A Slurm outage was seen (the daemon's failed round, or a backend that waited
+        # one out): the next observe starts the settling.
+        self.outage = False
+        # While clock() is before this, rounds observe but do not act.
+        self.settle_until: float | None = None
         self.last_snapshot: ClusterSnapshot | None = None
         self._capped_logged: set[JobId] = set()
         self._given_back_logged: set[JobId] = set()  # dry run: they stay, log once
@@ -53,13 +82,13 @@ class DaemonTap:
         d = self.daemon
         snap = d.backend.observe()
         if d.retried_unreachable():
-            d._outage = True  # the backend waited out slurmctld inside this observe
+            self.outage = True  # the backend waited out slurmctld inside this observe
         if d.config.gpu_types:
             snap = rename_gpu_types(snap, d.config.gpu_types)
         snap = self._admin_weights(snap)
         if d.progress is not None:
             snap = d.progress.merge(snap)
-            d._refresh_table()
+            d.refresh_table()
         # The rows the round uses (GPU types the table lacks included: cluster_rows.py);
         # the scheduler's own when it last ran with this table, else the tap's.
         rows = d.state.cluster_rows
@@ -74,11 +103,17 @@ class DaemonTap:
             d.config.preemption_overhead_seconds,
         )
         self.last_snapshot = snap
-        if d._outage:
-            d._outage = False
-            d._settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
-        d._reconcile(snap)
+        if self.outage:
+            self.outage = False
+            self.settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
+        d.reconcile(snap)
         return snap
+
+    def settle_left(self) -> float | None:
+        """Seconds until rounds act again after an outage; None when not settling."""
+        if self.settle_until is None:
+            return None
+        return self.settle_until - self.daemon.clock()
 
     def _admin_weights(self, snap: ClusterSnapshot) -> ClusterSnapshot:
         """Priority weights from the admin (QOS), the user's own factor capped; a job
@@ -136,20 +171,20 @@ class DaemonTap:
 
     def act(self, placement: RoundPlacement) -> ActResult:
         d = self.daemon
-        d._before_act(placement)
+        d.before_act(placement)
         if d.dry_run:
             assert self.last_snapshot is not None
             return planned_actions(self.last_snapshot, placement)
-        if d._settle_until is not None and d.clock() < d._settle_until:
+        left = self.settle_left()
+        if left is not None and left > 0:
             # slurmctld came back moments ago: it may still list as running jobs that
             # finished while it was down (slurmstepd re-sends a batch completion only
             # on a retry timer), and preempting one would requeue a finished job. Act
             # once the settle time has passed; meanwhile everything runs where it is.
-            d._needs_reconcile = True
-            left = d._settle_until - d.clock()
+            d.reconcile_next_round()
             event(log, "settling", round=placement.round_index, act_in_s=round(left, 1))
             return ActResult(failed=tuple((j, SETTLING) for j in placement.jobs))
-        d._settle_until = None
+        self.settle_until = None
         if d.config.gpu_types:
             back = {v: k for k, v in d.config.gpu_types.items()}
             placement = replace(
@@ -162,5 +197,5 @@ class DaemonTap:
         result = d.backend.act(placement)
         if d.retried_unreachable():
             # slurmctld went away during the act: settle before the next one acts.
-            d._settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
+            self.settle_until = d.clock() + SETTLE_AFTER_OUTAGE_S
         return result

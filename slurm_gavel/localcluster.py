@@ -16,7 +16,6 @@ docker images, which have no virtual environment.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
@@ -42,7 +41,6 @@ from slurm_gavel.localcluster_host import (
     port_free,
     which_sbin,
 )
-from slurm_gavel.localcluster_rest import rest_up
 from slurm_gavel.localcluster_state import (
     STATE_FILE,
     log_tail,
@@ -58,7 +56,7 @@ from slurm_gavel.localcluster_state import (
     ours as _ours,
 )
 
-__all__ = ["down", "is_up", "read_state", "rest_up", "running_daemons", "slurm_env", "up"]
+__all__ = ["down", "is_up", "read_state", "running_daemons", "slurm_env", "up"]
 __all__ += ["_alive", "_ours", "pick_port_base"]  # for tests
 
 DEFAULT_DIR = REPO / "run" / "cluster"
@@ -358,22 +356,3 @@ def stay_up(run: Path, poll_seconds: float = 2.0) -> int:
             down(run)
         finally:
             signal.signal(signal.SIGTERM, previous)
-
-
-# --- command line (localcluster_cli) ---------------------------------------------------
-
-
-def _parser() -> argparse.ArgumentParser:
-    from slurm_gavel.localcluster_cli import parser
-
-    return parser()
-
-
-def main(argv: list[str] | None = None) -> int:
-    from slurm_gavel.localcluster_cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ DIR/cluster.json and stopped by `down`:
   on the next port, talking to MariaDB over TCP loopback;
 * then registers the cluster, the accounts and their users with sacctmgr, before
   slurmctld starts (slurm.conf names accounting_storage/slurmdbd; see
-  :func:`slurm_conf_lines`).
+  localcluster_conf.accounting_lines).
 
 The comment of a job reaches the database only with AccountingStoreFlags=job_comment
 (Slurm >= 21.08; before, AccountingStoreJobComment): `slurm-gavel trace from-sacct`
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from slurm_gavel.localcluster_conf import REPO, ClusterError, ClusterSpec, release
+from slurm_gavel.localcluster_conf import REPO, ClusterError, ClusterSpec, dbd_port, release
 from slurm_gavel.localcluster_state import log_tail, ours
 
 # Accounts and their users registered on `up --accounting`; a user's default account
@@ -44,35 +44,8 @@ DB_NAME = "slurm_acct_db"
 Starter = Callable[[str, list[str], bool], int]
 
 
-def dbd_port(spec: ClusterSpec) -> int:
-    return spec.port_base + len(spec.node_names()) + 1
-
-
 def mariadb_port(spec: ClusterSpec) -> int:
     return dbd_port(spec) + 1
-
-
-def slurm_conf_lines(spec: ClusterSpec, run: Path) -> list[str]:
-    """slurm.conf's accounting lines: none, or slurmdbd on loopback with the comment."""
-    if not spec.accounting:
-        return ["AccountingStorageType=accounting_storage/none"]
-    # Connections to slurmdbd find munge through AccountingStoragePass, not AuthInfo:
-    # a chroot release's own munged is on its own socket.
-    own_munge = release(spec.slurm).in_chroot
-    return [
-        *([f"AccountingStoragePass={run}/munge/munge.socket"] if own_munge else []),
-        "AccountingStorageType=accounting_storage/slurmdbd",
-        "AccountingStorageHost=127.0.0.1",
-        f"AccountingStoragePort={dbd_port(spec)}",
-        # The gavel: comment in the database, for `trace from-sacct` and `report`.
-        "AccountingStoreFlags=job_comment",
-        # GPUs per type in sacct's TRES (AllocTRES gres/gpu:v100=2).
-        "AccountingStorageTRES=gres/gpu,gres/gpu:" + ",gres/gpu:".join(_gpu_types(spec)),
-    ]
-
-
-def _gpu_types(spec: ClusterSpec) -> list[str]:
-    return list(dict.fromkeys(g.gpu_type for _, g in spec.node_names()))
 
 
 # --- installation ------------------------------------------------------------------

@@ -17,6 +17,7 @@ from slurm_gavel.localcluster_conf import (
     ClusterSpec,
     parse_topology,
 )
+from slurm_gavel.localcluster_rest import rest_up
 
 
 def parser() -> argparse.ArgumentParser:
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             parse_topology(spec.topology)
             lc.up(spec, run, port_base_auto=auto)
             if args.rest:
-                print(f"slurmrestd: unix:{lc.rest_up(run)}")
+                print(f"slurmrestd: unix:{rest_up(run)}")
             print(lc.status(run))
             print(lc.env_lines(run))
             if args.foreground:
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             lc.down(run, stop_munge=args.munge)
             print(f"down: {run}")
         elif args.command == "rest":
-            print(f"slurmrestd: unix:{lc.rest_up(run)}")
+            print(f"slurmrestd: unix:{rest_up(run)}")
         elif args.command == "env":
             print(lc.env_lines(run))
         else:
@@ -143,3 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

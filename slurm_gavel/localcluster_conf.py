@@ -192,10 +192,31 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def accounting_lines(spec: ClusterSpec, run: Path) -> list[str]:
-    from slurm_gavel.localcluster_accounting import slurm_conf_lines  # imports this module
+def dbd_port(spec: ClusterSpec) -> int:
+    return spec.port_base + len(spec.node_names()) + 1
 
-    return slurm_conf_lines(spec, run)
+
+def accounting_lines(spec: ClusterSpec, run: Path) -> list[str]:
+    """slurm.conf's accounting lines: none, or slurmdbd on loopback with the comment."""
+    if not spec.accounting:
+        return ["AccountingStorageType=accounting_storage/none"]
+    # Connections to slurmdbd find munge through AccountingStoragePass, not AuthInfo:
+    # a chroot release's own munged is on its own socket.
+    own_munge = release(spec.slurm).in_chroot
+    return [
+        *([f"AccountingStoragePass={run}/munge/munge.socket"] if own_munge else []),
+        "AccountingStorageType=accounting_storage/slurmdbd",
+        "AccountingStorageHost=127.0.0.1",
+        f"AccountingStoragePort={dbd_port(spec)}",
+        # The gavel: comment in the database, for `trace from-sacct` and `report`.
+        "AccountingStoreFlags=job_comment",
+        # GPUs per type in sacct's TRES (AllocTRES gres/gpu:v100=2).
+        "AccountingStorageTRES=gres/gpu,gres/gpu:" + ",gres/gpu:".join(_gpu_types(spec)),
+    ]
+
+
+def _gpu_types(spec: ClusterSpec) -> list[str]:
+    return list(dict.fromkeys(g.gpu_type for _, g in spec.node_names()))
 
 
 def in_chroot(spec: ClusterSpec) -> bool:

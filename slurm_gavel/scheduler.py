@@ -78,6 +78,14 @@ class SchedulerConfig:
     # seconds less received time in the mechanism's priority, so fractional
     # allocations are worked off in longer stints with fewer restarts.
     stay_credit_s: float = 0.0
+    # A pseudo-policy that places the jobs itself, bypassing allocation and mechanism
+    # (the simulator's Slurm FIFO baselines, simulate/slurm_baseline.BASELINES): set
+    # by whoever runs the round, so the round imports no simulator. None: the policy.
+    baseline: BaselineFn | None = None
+
+
+# Called with the snapshot and the round's config; returns the placement.
+BaselineFn = Callable[[ClusterSnapshot, SchedulerConfig], dict[JobId, JobPlacement]]
 
 
 @dataclass(frozen=True)
@@ -100,22 +108,7 @@ class RoundReport:
     unmeasured: tuple[MarkedCell, ...] = ()
 
 
-# A pseudo-policy that produces the placement itself (e.g. the Slurm FIFO baseline),
-# bypassing allocation and mechanism. Registered by name in BASELINES.
-BaselineFn = Callable[[ClusterSnapshot, "SchedulerConfig"], dict[JobId, JobPlacement]]
-
-
-def baselines() -> dict[str, BaselineFn]:
-    # imported lazily: the baseline lives with the simulator code
-    from slurm_gavel.simulate.slurm_baseline import slurm_fifo, slurm_fifo_pinned
-
-    return {"slurm_fifo": slurm_fifo, "slurm_fifo_pinned": slurm_fifo_pinned}
-
-
-BASELINE_NAMES = ("slurm_fifo", "slurm_fifo_pinned")
-
-
-def _account_last_round(state: SchedulerState, now: float) -> float:
+def account_last_round(state: SchedulerState, now: float) -> float:
     """Credit last round's placement with the wall time since it was acted on."""
     if state.last_round_time is None:
         return 0.0
@@ -352,7 +345,7 @@ def run_round(
     """One round: observe, account, (re)allocate, assign, act. Mutates and returns state."""
     snap = backend.observe()
     now = snap.time if now is None else now
-    _account_last_round(state, now)
+    account_last_round(state, now)
 
     completed = tuple(o for o in snap.jobs if o.state is JobState.DONE)
     for o in completed:
@@ -382,10 +375,10 @@ def run_round(
     reallocated = False
     solve_s = 0.0
     t0 = time.perf_counter()
-    if config.policy in BASELINE_NAMES:
+    if config.baseline is not None:
         skipped: list[tuple[JobId, str]] = []
         unmeasured: tuple[MarkedCell, ...] = ()
-        placed = baselines()[config.policy](snap, config)
+        placed = config.baseline(snap, config)
         placed.update(kept)
     else:
         considered, skipped, key, unmeasured = _round_jobs(state, active, config, capacity)
@@ -500,10 +493,12 @@ def placement_is_stable(state: SchedulerState, report: RoundReport) -> bool:
 
 
 __all__ = [
+    "BaselineFn",
     "JobAccount",
     "RoundReport",
     "SchedulerConfig",
     "SchedulerState",
+    "account_last_round",
     "copy_state",
     "fresh_state",
     "placement_is_stable",

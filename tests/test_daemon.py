@@ -210,7 +210,7 @@ def test_failure_during_act_is_reconciled_and_the_next_round_only_observes(tmp_p
         assert received(d)[j] == pytest.approx(row), j
     sim.advance(sim.clock + ROUND)  # past the settle time
     report = d.round()  # acts again
-    assert d._settle_until is None and not report.result.failed
+    assert d.tap.settle_until is None and not report.result.failed
     sim.advance(sim.clock + ROUND)
     d.round()
     assert sum(sum(r.values()) for r in received(d).values()) == pytest.approx(5 * ROUND * 6)
@@ -343,7 +343,7 @@ def test_an_outage_the_backend_rode_out_still_makes_the_daemon_settle(tmp_path, 
     assert dict(sim.running()) == before
     sim.advance(sim.clock + 25)  # past SETTLE_AFTER_OUTAGE_S
     report = d.round()
-    assert not report.result.failed and d._settle_until is None
+    assert not report.result.failed and d.tap.settle_until is None
 
 
 def test_retry_watch_reports_each_retry_once(monkeypatch):
@@ -510,7 +510,7 @@ def test_a_full_disk_is_a_state_save_failure_not_a_slurm_outage(
     assert "No space left on device" in failed[0].fields["error"]
     assert str(tmp_path / "state" / "state.json") in failed[0].fields["error"]
     assert not events_of(records, "slurm_unavailable")  # before: every OSError was one
-    assert not d._outage and d._settle_until is None  # and the next round would settle
+    assert not d.tap.outage and d.tap.settle_until is None  # and the next round would settle
     metrics = d.metrics.exposition()
     assert 'slurm_gavel_round_errors_total{cause="state_save"} 1.0' in metrics
     assert 'cause="slurm_unavailable"' not in metrics
@@ -538,7 +538,7 @@ def test_other_local_os_errors_are_not_slurm_outages(tmp_path, table, daemon_log
         assert not d.round_safely()
     finally:
         d.store.release()
-    assert not events_of(records, "slurm_unavailable") and not d._outage
+    assert not events_of(records, "slurm_unavailable") and not d.tap.outage
     [failed] = events_of(records, "round_failed")
     assert failed.fields["cause"] == "io" and "/var/spool/slurm-gavel/x" in failed.fields["error"]
 

@@ -16,8 +16,10 @@ from slurm_gavel.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
+from slurm_gavel.errors import InputError
 from slurm_gavel.model import Job
 from slurm_gavel.scheduler import SchedulerConfig, SchedulerState, run_round
+from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.throughputs import load_table
 
 TABLE = load_table()
@@ -136,10 +138,17 @@ def test_failed_starts_are_not_credited_and_unknown_types_are_skipped():
 
 def test_slurm_fifo_pseudo_policy_runs_through_the_same_round():
     sim = _sim([Job("a", RESNET, 1, total_steps=LONG), Job("b", RESNET, 8, total_steps=LONG)])
-    config = SchedulerConfig(table=TABLE, policy="slurm_fifo")
+    config = SchedulerConfig(table=TABLE, policy="slurm_fifo", baseline=BASELINES["slurm_fifo"])
     _, report = run_round(SchedulerState(), sim, config)
     assert set(report.placement.jobs) == {"a"}  # 8 GPUs of one type do not exist
     assert not report.reallocated
+
+
+def test_a_baseline_name_without_the_baseline_is_an_unknown_policy():
+    # The round knows no baseline by name: whoever runs it hands one in (the simulator).
+    sim = _sim([Job("a", RESNET, 1, total_steps=LONG)])
+    with pytest.raises(InputError, match="slurm_fifo"):
+        run_round(SchedulerState(), sim, SchedulerConfig(table=TABLE, policy="slurm_fifo"))
 
 
 STAY_TYPES = [RESNET, "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]

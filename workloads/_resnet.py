@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from workloads.runner import Trainer
+from workloads.trainer import Trainer
 
 
 class Basic(nn.Module):

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from workloads.runner import Family, Trainer, main
+from workloads.trainer import Family, Trainer, main
 
 
 class ResBlock(nn.Module):

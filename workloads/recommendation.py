@@ -8,7 +8,7 @@ import itertools
 import torch
 from torch import nn
 
-from workloads.runner import Family, Trainer, main
+from workloads.trainer import Family, Trainer, main
 
 
 def autoencoder(items: int, layers: list[int], dropout: float) -> nn.Module:

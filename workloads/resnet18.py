@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from workloads._resnet import Basic, ResNet, image_classifier
-from workloads.runner import Family, Trainer, main
+from workloads.trainer import Family, Trainer, main
 
 
 def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:

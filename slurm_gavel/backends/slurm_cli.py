@@ -57,13 +57,12 @@ from slurm_gavel.backends.slurm_old_runs import (
     OldRuns,
     kill_wait_seconds,
 )
-from slurm_gavel.backends.slurm_pairs import AfterExit
+from slurm_gavel.backends.slurm_pairs import AfterExit, StartOrder
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import (
     RUNNING_STATES,
     ActPlan,
     SlurmView,
-    StartOrder,
     add_vanished,
     build_view,
     job_list,

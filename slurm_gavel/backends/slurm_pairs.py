@@ -6,14 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.cluster_model import JobPlacement, RoundPlacement
 from slurm_gavel.model import JobId
-
-if TYPE_CHECKING:
-    from slurm_gavel.backends.slurm_snapshot import StartOrder
 
 RUNNING_STATES = {
     "RUNNING",
@@ -108,6 +104,26 @@ def whole_gpu_as_shards(jp: JobPlacement, nodes: Mapping[str, SlurmNode]) -> int
             f"{','.join(s.node for s in jp.nodes)} asked, each with the same shards per GPU)"
         )
     return per_gpu.pop()
+
+
+@dataclass(frozen=True)
+class StartOrder:
+    """Make a waiting job run on these nodes: scontrol update ... + release."""
+
+    job_id: JobId
+    partition: str
+    gpu_type: str
+    gpus_per_node: int
+    nodes: tuple[str, ...]
+    shards: int = 0  # gres/shard per node instead of whole GPUs (one job of a pair)
+
+    def gres(self) -> str:
+        if self.shards:
+            return f"shard:{self.shards}"  # untyped, as below
+        # Untyped on purpose: the node list fixes the type, and Slurm 22.05 makes a
+        # job "never runnable" (BadConstraints) once its GRES type is changed by an
+        # update (gpu:v100:2 -> gpu:k80:1), while gpu:2 -> gpu:1 on other nodes works.
+        return f"gpu:{self.gpus_per_node}"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_pairs import (
     RUNNING_STATES,
     AfterExit,
+    StartOrder,
     defer_pairs_beside_leaving_shards,
     lone_half_warnings,
     lone_shard_holders,
@@ -218,26 +219,6 @@ def add_vanished(view: SlurmView, active_before: dict[JobId, Job], now: float) -
 
 
 # --- act planning --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartOrder:
-    """Make a waiting job run on these nodes: scontrol update ... + release."""
-
-    job_id: JobId
-    partition: str
-    gpu_type: str
-    gpus_per_node: int
-    nodes: tuple[str, ...]
-    shards: int = 0  # gres/shard per node instead of whole GPUs (one job of a pair)
-
-    def gres(self) -> str:
-        if self.shards:
-            return f"shard:{self.shards}"  # untyped, as below
-        # Untyped on purpose: the node list fixes the type, and Slurm 22.05 makes a
-        # job "never runnable" (BadConstraints) once its GRES type is changed by an
-        # update (gpu:v100:2 -> gpu:k80:1), while gpu:2 -> gpu:1 on other nodes works.
-        return f"gpu:{self.gpus_per_node}"
 
 
 @dataclass

@@ -14,9 +14,9 @@ from slurm_gavel.commands.plotting import require_matplotlib
 from slurm_gavel.config import Config, load_config
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
-from slurm_gavel.scheduler import BASELINE_NAMES
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
+from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.traces import load_trace, save_trace
 from slurm_gavel.simulate.window import Window, apply_window, parse_window
 from slurm_gavel.throughputs import load_table
@@ -84,7 +84,7 @@ def register(sub: Any) -> None:
         help=(
             "policy to simulate; repeat to compare (the first is the reference). Default: "
             f"{' and '.join(DEFAULT_POLICIES)}. One of: "
-            f"{', '.join([*policy_names(), *BASELINE_NAMES])}"
+            f"{', '.join([*policy_names(), *BASELINES])}"
         ),
     )
     p.add_argument(
@@ -201,7 +201,7 @@ def _overrides(items: list[str]) -> dict[str, float]:
 
 
 def _check_policies(names: list[str]) -> None:
-    known = [*policy_names(), *BASELINE_NAMES]
+    known = [*policy_names(), *BASELINES]
     for n in names:
         if n not in known:
             raise InputError(f"--policy '{n}': unknown; choose one of: {', '.join(known)}")

@@ -21,13 +21,13 @@ from slurm_gavel.cluster_model import Node
 from slurm_gavel.model import GpuType, Job
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.scheduler import (
-    BASELINE_NAMES,
     SchedulerConfig,
     SchedulerState,
     placement_is_stable,
     run_round,
 )
 from slurm_gavel.simulate.metrics import MetricsCollector
+from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.throughputs import ThroughputTable
 
 
@@ -94,13 +94,14 @@ def simulate(
         stay_credit_s=opts.stay_credit_s,
         accounts=opts.accounts,
         prices=opts.prices,
+        baseline=BASELINES.get(policy),
     )
     capacity: dict[GpuType, int] = {}
     for n in node_list:
         capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.usable_gpus
     metrics = MetricsCollector(table, capacity)
     state = SchedulerState()
-    event_driven = policy in BASELINE_NAMES
+    event_driven = config.baseline is not None
     bar = _progress_bar(len(job_list), policy, opts.progress)
     unfinished = 0
     waiting = set(opts.stop_when_completed) if opts.stop_when_completed else None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from slurm_gavel.cluster_model import ClusterSnapshot, JobPlacement, JobState, NodeSlice
 from slurm_gavel.model import GpuType, Job, JobId
+from slurm_gavel.scheduler import BaselineFn, SchedulerConfig
 from slurm_gavel.throughputs import ThroughputError, ThroughputTable
 
 
@@ -172,9 +173,17 @@ def _reserve(
     return None
 
 
-def slurm_fifo(snap: ClusterSnapshot, config: object) -> dict[JobId, JobPlacement]:
-    return _placement(snap, config.table, pinned=False)  # type: ignore[attr-defined]
+def slurm_fifo(snap: ClusterSnapshot, config: SchedulerConfig) -> dict[JobId, JobPlacement]:
+    return _placement(snap, config.table, pinned=False)
 
 
-def slurm_fifo_pinned(snap: ClusterSnapshot, config: object) -> dict[JobId, JobPlacement]:
-    return _placement(snap, config.table, pinned=True)  # type: ignore[attr-defined]
+def slurm_fifo_pinned(snap: ClusterSnapshot, config: SchedulerConfig) -> dict[JobId, JobPlacement]:
+    return _placement(snap, config.table, pinned=True)
+
+
+# The simulator's pseudo-policies by name: the engine hands the one simulated to the
+# round as SchedulerConfig.baseline, the simulate command lists them beside the policies.
+BASELINES: dict[str, BaselineFn] = {
+    "slurm_fifo": slurm_fifo,
+    "slurm_fifo_pinned": slurm_fifo_pinned,
+}

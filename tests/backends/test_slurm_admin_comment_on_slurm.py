@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from slurm_gavel import localcluster
 from slurm_gavel.backends.slurm_admin_comment import PREFIX
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+from slurm_gavel.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 
@@ -32,7 +32,7 @@ def admin_comment(slurm, job_id: str) -> str:
 @pytest.mark.parametrize("backend", ["cli", "rest"])
 def test_admin_comment_reaches_slurm_whole(slurm, backend):
     if backend == "rest":
-        sock = localcluster.rest_up(slurm.run_dir)
+        sock = rest_up(slurm.run_dir)
         cluster: SlurmCluster = SlurmRestCluster(sock, env=slurm.env)
     else:
         cluster = SlurmCluster(env=slurm.env)

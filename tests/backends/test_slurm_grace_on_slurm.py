@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from slurm_gavel import localcluster
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
 from slurm_gavel.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 
@@ -35,7 +35,7 @@ def placement(round_index: int, jobs: list[str]) -> RoundPlacement:
 def test_each_job_is_requeue_held_after_its_own_grace(slurm, backend):
     options = {"grace_s": 1.0, "max_grace_s": 7.0, "poll_s": 0.2}
     if backend == "rest":
-        sock = localcluster.rest_up(slurm.run_dir)
+        sock = rest_up(slurm.run_dir)
         cluster: SlurmCluster = SlurmRestCluster(sock, env=slurm.env, **options)
     else:
         cluster = SlurmCluster(env=slurm.env, **options)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel import localcluster
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
 from slurm_gavel.backends.slurmrestd_versions import choose_version, offered_versions
 from slurm_gavel.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 
@@ -23,7 +23,7 @@ JOB = str(Path(__file__).parent / "jobs" / "checkpoint_job.sh")
 
 @pytest.fixture
 def rest(slurm):
-    sock = localcluster.rest_up(slurm.run_dir)
+    sock = rest_up(slurm.run_dir)
     return lambda **kw: SlurmRestCluster(sock, env=slurm.env, poll_s=0.2, **{"grace_s": 10.0, **kw})
 
 

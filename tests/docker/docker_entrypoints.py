@@ -10,14 +10,14 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from slurm_gavel import cli, localcluster
+from slurm_gavel import cli, localcluster_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
 # Entry points the test suite runs natively, by their path in the image's WORKDIR,
 # with the parser that decides what they accept.
 TESTED_ENTRYPOINTS: dict[str, Callable[[], argparse.ArgumentParser]] = {
-    "tools/local-cluster": localcluster._parser,
+    "tools/local-cluster": localcluster_cli.parser,
     ".venv/bin/slurm-gavel": cli.build_parser,
 }
 # Files the image builds rather than copies, and the RUN command that must build them.

@@ -15,7 +15,7 @@ from docker_entrypoints import REPO
 from dockerfile_check import _ignored, check_dockerfile, parse_dockerfile
 from wiring_check import check_all, check_document
 
-from slurm_gavel import localcluster
+from slurm_gavel import localcluster_cli
 from slurm_gavel.localcluster_conf import ClusterSpec, parse_topology
 
 DOCKER = REPO / "docker"
@@ -35,7 +35,7 @@ def test_the_cluster_service_starts_several_slurmds_of_mixed_types():
     """Parsed by the cluster tool's own parser, as the container will run it."""
     argv = _doc()["services"]["cluster"]["command"]
     assert argv[0] == "tools/local-cluster"
-    args = localcluster._parser().parse_args(argv[1:])
+    args = localcluster_cli.parser().parse_args(argv[1:])
     assert (args.command, args.foreground) == ("up", True)
     spec = ClusterSpec(topology=args.topology, partitions=args.partitions)
     nodes = spec.node_names()

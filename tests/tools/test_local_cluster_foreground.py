@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel import localcluster
+from slurm_gavel import localcluster, localcluster_cli
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_foreground_flag_hands_over_to_stay_up(monkeypatch, tmp_path):
     monkeypatch.setattr(localcluster, "up", lambda spec, run, port_base_auto: calls.append("up"))
     monkeypatch.setattr(localcluster, "status", lambda run: "up")
     monkeypatch.setattr(localcluster, "stay_up", lambda run: calls.append("stay") or 1)
-    code = localcluster.main(
+    code = localcluster_cli.main(
         ["up", "--foreground", "--dir", str(tmp_path), "--topology", "v100:1x2"]
     )
     assert (code, calls) == (1, ["up", "stay"])

@@ -1,6 +1,6 @@
 """A paced job without torch (the chroot releases' jobs have python3 and the standard
 library only): the runner's emulation loop -- workloads/emulate.py's pacer and
-emulate_pairs' watch, as workloads/runner.py wires them -- around steps that do no
+emulate_pairs' watch, as workloads/trainer.py wires them -- around steps that do no
 work. Runs SECONDS, exits 99 on SIGUSR1 (the daemon's checkpoint signal), prints the
 emulate lines and a JSON summary.
 
