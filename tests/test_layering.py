@@ -1,0 +1,200 @@
+"""The package's layering, read from the import statements of its source (docs/design.md §3).
+
+The core (the domain model, the policies, the mechanism, the round) imports no backend,
+no simulator, no daemon and no module that does I/O, so the simulator and the daemon
+run the very same round; and no two modules of the package (or of the reference
+workloads) import each other, directly or round a loop. Every import counts: those
+inside functions and under ``TYPE_CHECKING`` too, since a lazy import hides a
+dependency without removing it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The core: pure functions of plain data, shared by the simulator and the daemon.
+CORE = (
+    "slurm_gavel.model",
+    "slurm_gavel.cluster_model",
+    "slurm_gavel.problem",
+    "slurm_gavel.policies",
+    "slurm_gavel.mechanism",
+    "slurm_gavel.scheduler",
+    "slurm_gavel.scheduler_state",
+)
+# What the core must not reach, directly or through the modules it imports.
+FORBIDDEN = (
+    "slurm_gavel.backends",
+    "slurm_gavel.simulate",
+    "slurm_gavel.daemon",  # daemon.py and every daemon_*.py
+    "slurm_gavel.commands",
+    "slurm_gavel.cli",
+    "slurm_gavel.config",
+    "slurm_gavel.state_store",
+    "slurm_gavel.metrics",
+    "slurm_gavel.logs",
+    "slurm_gavel.localcluster",  # and localcluster_*.py
+    "slurm_gavel.profiler",
+    "slurm_gavel.sacct",
+    "slurm_gavel.job",
+)
+# InputError lives in the job library so that it imports without the rest of the
+# package (errors.py); the module is the exception class and nothing else.
+ALLOWED = ("slurm_gavel.job._errors",)
+
+
+def modules(packages: Iterable[str], root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> source file, for every .py file under the packages."""
+    found: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def import_graph(mods: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of `mods` it imports (a from-import of a submodule
+    names the submodule, of anything else the module it comes from)."""
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in mods)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = here[: len(here) - node.level + 1]
+                    source = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    source = node.module or ""
+                for a in node.names:
+                    if f"{source}.{a.name}" in mods:
+                        deps.add(f"{source}.{a.name}")
+                    elif source in mods:
+                        deps.add(source)
+        graph[name] = deps
+    return graph
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (or a module that
+    imports itself): Tarjan's algorithm, iterative."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    found.append(sorted(component))
+    return found
+
+
+def reachable(graph: Mapping[str, set[str]], start: str) -> dict[str, str]:
+    """Every module `start` imports, directly or not -> the module that imports it."""
+    via: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        node = todo.pop()
+        for dep in graph[node]:
+            if dep not in via and dep != start:
+                via[dep] = node
+                todo.append(dep)
+    return via
+
+
+def _in(module: str, prefixes: Iterable[str]) -> bool:
+    # "slurm_gavel.daemon" covers daemon_tap.py too: the daemon's modules share the prefix
+    return any(module == p or module.startswith((p + ".", p + "_")) for p in prefixes)
+
+
+def test_the_core_imports_no_backend_simulator_daemon_or_io_module() -> None:
+    mods = modules(["slurm_gavel"])
+    graph = import_graph(mods)
+    core = [m for m in mods if _in(m, CORE)]
+    assert "slurm_gavel.policies.solvers.lp" in core and "slurm_gavel.scheduler" in core
+    leaks = []
+    for module in core:
+        via = reachable(graph, module)
+        for dep in sorted(d for d in via if _in(d, FORBIDDEN) and d not in ALLOWED):
+            chain = [dep]
+            while chain[-1] != module:
+                chain.append(via[chain[-1]])
+            leaks.append(" <- ".join(chain))
+    assert not leaks, "the core reaches outside it:\n" + "\n".join(leaks)
+
+
+def test_no_import_cycles() -> None:
+    mods = modules(["slurm_gavel", "workloads"])
+    found = cycles(import_graph(mods))
+    assert not found, "modules that import each other (directly or round a loop):\n" + (
+        "\n".join(" <-> ".join(c) for c in found)
+    )
+
+
+def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
+    # The checks above pass on an empty graph too: these show they find a cycle, a
+    # self-import, what a module reaches, and imports written every way the package does.
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}, "e": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"], ["d"]]
+    assert reachable(graph, "e") == {"a": "e", "b": "a", "c": "b"}
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from pkg.sub.leaf import x\n")
+    (pkg / "sub" / "leaf.py").write_text("from .. import top\nx = 1\n")
+    (pkg / "top.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.lazy\n"
+    )
+    (pkg / "lazy.py").write_text("def f():\n    from pkg import sub\n    from pkg.sub import x\n")
+    tiny = import_graph(modules(["pkg"], root=tmp_path))
+    assert tiny == {
+        "pkg": set(),
+        "pkg.lazy": {"pkg.sub"},
+        "pkg.sub": {"pkg.sub.leaf"},
+        "pkg.sub.leaf": {"pkg.top"},
+        "pkg.top": {"pkg.lazy"},
+    }
+    assert cycles(tiny) == [["pkg.lazy", "pkg.sub", "pkg.sub.leaf", "pkg.top"]]
+    mods = modules(["slurm_gavel"])
+    graph = import_graph(mods)
+    assert "slurm_gavel.model" in graph["slurm_gavel.mechanism"]
+    assert "slurm_gavel.policies.solvers.lp" in graph["slurm_gavel.policies.solvers.mm_lp"]
+    assert _in("slurm_gavel.daemon_tap", FORBIDDEN) and not _in("slurm_gavel.model", FORBIDDEN)
