@@ -353,7 +353,7 @@ class Daemon:
             },
             "scheduler": scheduler_json,
             "inflight": inflight.to_json() if inflight else None,
-            "jobs": jobs_view(snap, report, self.sched_config.table),
+            "jobs": jobs_view(snap, report, self.sched_config.table, previous=self.last_report),
             "cluster": cluster_view(snap),
             "progress": self.progress.to_json() if self.progress else None,
         }

@@ -63,6 +63,7 @@ def jobs_view(
     snap: ClusterSnapshot | None,
     report: RoundReport | None,
     table: ThroughputTable | None = None,
+    previous: RoundReport | None = None,
 ) -> dict[str, dict[str, Any]]:
     """What `slurm-gavel status` shows that the scheduler state does not hold.
 
@@ -71,7 +72,10 @@ def jobs_view(
     "preempted" (checkpointing, then held), jobs it could not consider are
     "skipped" with the reason. Without one (mid-round save): what Slurm showed.
     With the ``table`` the round used, a job sharing GPUs says whether its pair cell
-    is an estimate (learned from reports or derived, not measured).
+    is an estimate (learned from reports or derived, not measured). A mid-round save
+    keeps the ``previous`` round's unmeasured marks: the table the round uses is the
+    one they were made with, and a view without them would drop the status notes
+    for the seconds the round acts.
     """
     if snap is None:
         return {}
@@ -80,7 +84,8 @@ def jobs_view(
     failed = dict(report.result.failed) if report is not None else {}
     skipped = dict(report.skipped) if report is not None else {}
     unmeasured: dict[tuple[str, int], dict[str, str]] = {}
-    for jt, sf, gpu, mark in report.unmeasured if report is not None else ():
+    marks_from = report if report is not None else previous
+    for jt, sf, gpu, mark in marks_from.unmeasured if marks_from is not None else ():
         unmeasured.setdefault((jt, sf), {})[gpu] = mark
     unresponsive = {n.name for n in snap.nodes if n.state is NodeState.NOT_RESPONDING}
     by_id = {o.job.id: o for o in snap.jobs}

@@ -184,9 +184,13 @@ def format_status(
     ago = f", state saved {_ago(now - saved)} ago" if saved else ""
     lines = [f"daemon {alive}; round {view['round']}, policy {view.get('policy')}{ago}"]
     if view.get("interrupted_round") is not None:
+        # The daemon saves before it acts: with the daemon alive that is a round under
+        # way, not one that was cut short.
         lines.append(
-            f"round {view['interrupted_round']} was interrupted while acting; the daemon "
-            "reconciles it with Slurm on its next round"
+            f"round {view['interrupted_round']} is being carried out now"
+            if d.get("alive_pid")
+            else f"round {view['interrupted_round']} was interrupted while acting; the "
+            "daemon reconciles it with Slurm on its next round"
         )
     if view["capacity"]:
         lines.append("usable GPUs: " + ", ".join(f"{t} {n}" for t, n in view["capacity"].items()))

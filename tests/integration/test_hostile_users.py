@@ -309,12 +309,14 @@ def test_the_daemon_never_crashed(hostile_run, record_property):
 @pytest.mark.hostile(guards="hang", inputs=0)
 def test_rounds_finish_in_time_under_hostile_load(hostile_run):
     done = rounds(hostile_run)
-    slow = [e for e in done if e["duration_s"] >= ROUND_S]
+    # A hang (a FIFO read without O_NONBLOCK, a symlink to /dev/zero) is unbounded; a
+    # round on a loaded 2-core CI machine takes up to ~7 s. Speed is benchmarks' job.
+    slow = [e for e in done if e["duration_s"] >= 3 * ROUND_S]
     assert not slow, slow[:5]
-    # No round went missing: consecutive rounds at most two round lengths apart.
+    # No round went missing: consecutive rounds at most four round lengths apart.
     times = [datetime.fromisoformat(e["ts"].replace("Z", "+00:00")).timestamp() for e in done]
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    assert max(gaps) <= 2 * ROUND_S + 1, gaps
+    assert max(gaps) <= 4 * ROUND_S + 1, gaps
     print(f"hostile load: {len(done)} rounds, longest {max(e['duration_s'] for e in done):.3f} s")
 
 
