@@ -26,10 +26,10 @@ import errno
 import fcntl
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from slurm_gavel.atomic import write_atomic
 from slurm_gavel.errors import InputError
 
 STATE_FORMAT = "slurm-gavel-state/1"
@@ -211,29 +211,15 @@ class StateStore:
 
     def _write_file(self, data: bytes, target: Path, mode: int = 0o600) -> None:
         """Atomic replace of `target` (of the state: its previous copy is kept)."""
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                if mode != 0o600:  # mkstemp's mode; fchmod, not umask: no window
-                    os.fchmod(f.fileno(), mode)
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if target == self.path and self.path.exists():
-                # A hard link keeps the previous round without a second full write.
-                with contextlib.suppress(FileNotFoundError):
-                    self.prev_path.unlink()
-                os.link(self.path, self.prev_path)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        dir_fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        keep = self._keep_previous if target == self.path else None
+        write_atomic(target, data, mode=mode, before_replace=keep)
+
+    def _keep_previous(self) -> None:
+        if self.path.exists():
+            # A hard link keeps the previous round without a second full write.
+            with contextlib.suppress(FileNotFoundError):
+                self.prev_path.unlink()
+            os.link(self.path, self.prev_path)
 
     def load(self) -> dict[str, Any] | None:
         """The saved state, or None when no daemon has saved one yet."""

@@ -19,14 +19,13 @@ GPU types and job types are data: a new type is a new key, nothing else.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from slurm_gavel.atomic import write_atomic
 from slurm_gavel.errors import InputError
 from slurm_gavel.model import GpuType, Job, PairThroughput, ProblemJob
 
@@ -241,19 +240,11 @@ class ThroughputTable:
         }
 
     def save(self, path: str | Path) -> None:
-        """Write atomically (temp file + rename): a crash never leaves half a table."""
+        """Write atomically (atomic.py): a crash never leaves half a table."""
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_json(), f, indent=1, sort_keys=False)
-                f.write("\n")
-            os.chmod(tmp, 0o644)  # mkstemp makes it 0600; tables are for everyone to read
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        text = json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+        write_atomic(p, text.encode(), mode=0o644)  # tables are for everyone to read
 
     def set_note(self, job_type: str, scale_factor: int, gpu: GpuType, note: str) -> None:
         self.notes[_cell_key(job_type, scale_factor, gpu)] = note

@@ -1,0 +1,52 @@
+"""Replace a file so that a crash or a power cut leaves the old file or the new one, never
+half of either: the state, the status view and throughput tables are written this way.
+
+The job library (slurm_gavel/job/) keeps its own copy for checkpoints: it must import
+without the rest of the package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def write_atomic(
+    target: Path,
+    data: bytes,
+    *,
+    mode: int = 0o600,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
+    """Write `data` to a temporary file ``.<name>.<random>.tmp`` in `target`'s folder
+    (a rename is atomic only within one file system), fsync it, rename it over
+    `target`, then fsync the folder so that the rename itself survives a power cut.
+
+    `mode` is set on the open file (no window in which it has mkstemp's 0600 or the
+    umask's). `before_replace` runs once the data is on disk, just before the rename
+    (the state store links the previous state aside there). On any error the
+    temporary file is removed and `target` is left as it was; the error propagates.
+    """
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if mode != 0o600:
+                os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if before_replace is not None:
+            before_replace()
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
