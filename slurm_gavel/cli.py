@@ -37,9 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_command(sub: Any, name: str, module: ModuleType) -> None:
-    if hasattr(module, "register"):  # the older form, until every command moves over
-        module.register(sub)
-        return
     p: argparse.ArgumentParser = sub.add_parser(
         name,
         help=module.SUMMARY,

@@ -7,7 +7,6 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from slurm_gavel.commands.progress import Progress
 from slurm_gavel.estimate import estimate_missing
@@ -28,20 +27,17 @@ from slurm_gavel.throughputs import load_table
 _BATCH = re.compile(r"^(.+) \(batch size (\d+)\)$")
 
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "profile",
-        help="measure job types on this machine's GPU and merge into a throughput table",
-        description=(
-            "Run each reference workload (workloads/, synthetic data) for a measured window "
-            "on the local device and write steps/s into a throughput table: alone at scale "
-            "factor 1 (and more where GPUs allow), and co-located pairs with --pairs. The "
-            "device is named with NVML ('cpu' without a GPU); every cell gets a note with "
-            "the device and the date. Each measurement is saved as it completes (in "
-            "TABLE's .profile.json) and the table is written at the end; after a failure "
-            "or Ctrl-C, the same command measures only the rest."
-        ),
-    )
+SUMMARY = "measure job types on this machine's GPU and merge into a throughput table"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Run each reference workload (workloads/, synthetic data) for a measured window on
+    the local device and write steps/s into a throughput table: alone at scale factor 1
+    (and more where GPUs allow), and co-located pairs with --pairs. The device is named
+    with NVML ('cpu' without a GPU); every cell gets a note with the device and the
+    date. Each measurement is saved as it completes (in TABLE's .profile.json) and the
+    table is written at the end; after a failure or Ctrl-C, the same command measures
+    only the rest."""
     p.add_argument(
         "--types",
         nargs="+",
@@ -104,7 +100,6 @@ def register(sub: Any) -> None:
         action="store_true",
         help="discard the record of an earlier run and measure everything again",
     )
-    p.set_defaults(func=run)
 
 
 def _scale_factors(text: str | None, n_gpus: int) -> list[int]:

@@ -39,18 +39,14 @@ SETTING_DEFAULTS: dict[str, float] = {
 }
 
 
-def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "simulate",
-        help="simulate scheduling policies on a job trace",
-        description=(
-            "Replay a job trace (the CSV of docs/design.md section 2.3, or Gavel's .trace) "
-            "or a generated one on a "
-            "simulated heterogeneous cluster, once per policy, and compare JCT, makespan, "
-            "utilisation, restarts and finish-time fairness. Without --trace/--generate it "
-            f"replays the shipped example trace on {DEFAULT_CLUSTER}."
-        ),
-    )
+SUMMARY = "simulate scheduling policies on a job trace"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Replay a job trace (the CSV of docs/design.md section 2.3, or Gavel's .trace) or a
+    generated one on a simulated heterogeneous cluster, once per policy, and compare
+    JCT, makespan, utilisation, restarts and finish-time fairness. Without
+    --trace/--generate it replays the shipped example trace on the default --cluster."""
     src = p.add_mutually_exclusive_group()
     src.add_argument("--trace", metavar="FILE", help="trace CSV (or Gavel .trace)")
     src.add_argument("--generate", type=int, metavar="N", help="generate a trace of N jobs")
@@ -183,7 +179,6 @@ def register(sub: Any) -> None:
     bar.add_argument(
         "--no-progress", dest="progress", action="store_false", help="never show the progress bar"
     )
-    p.set_defaults(func=run)
 
 
 def _overrides(items: list[str]) -> dict[str, float]:
