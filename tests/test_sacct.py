@@ -327,3 +327,17 @@ def test_query_falls_back_to_parsable_with_a_random_delimiter(tmp_path, monkeypa
     runs2, _, _ = query("now-1day")
     delim2 = log.read_text().splitlines()[-1].split("--delimiter ")[1].split(" ")[0]
     assert delim2 != delim and len(runs2) == len(runs)
+
+
+@pytest.mark.hostile
+def test_a_saved_parsable_file_is_read_with_a_warning_and_json_without(tmp_path, capsys):
+    """sacct -P saved with its own '|': a comment holding '|' and newlines can forge
+    records in it, so reading one says so; a JSON file reads quietly."""
+    saved = tmp_path / "sacct-P.txt"
+    saved.write_text((DATA / "22.05" / "sacct-P.txt").read_text().replace(DELIM, "|"))
+    out = tmp_path / "t.csv"
+    assert main(["trace", "from-sacct", "--input", str(saved), "-o", str(out)]) == 0
+    assert "comment can forge records; save sacct --json" in capsys.readouterr().err
+    js = str(DATA / "26.05" / "sacct.json")
+    assert main(["trace", "from-sacct", "--input", js, "-o", str(out)]) == 0
+    assert "forge" not in capsys.readouterr().err

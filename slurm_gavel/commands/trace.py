@@ -66,6 +66,13 @@ def read_runs(args: argparse.Namespace) -> tuple[list[sacct.SacctRun], int]:
         text = read_utf8(
             path, sacct.SacctError, unreadable="cannot read it ({strerror})", save_as="UTF-8"
         )
+        if not text.lstrip().startswith("{"):
+            # Saved with sacct's own '|' and raw newlines: a comment can forge records.
+            print(
+                f"slurm-gavel: warning: {path} is sacct -P output, in which any user's job "
+                "comment can forge records; save sacct --json output instead",
+                file=sys.stderr,
+            )
         return sacct.parse_text(text, str(path))
     runs, bad, _ = sacct.query(args.since, args.until, args.partition)
     return runs, bad
