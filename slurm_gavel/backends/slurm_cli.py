@@ -33,6 +33,7 @@ import os
 import time
 from collections.abc import Callable, Collection, Mapping
 
+from slurm_gavel.backends.retry import attempts
 from slurm_gavel.backends.slurm_admin_comment import CommentOrder, comment_orders
 from slurm_gavel.backends.slurm_commands import (
     CommandResult,
@@ -204,9 +205,9 @@ class SlurmCluster:
         list and an "errors" entry ("Failed while looking for jobs") when slurmctld
         is unreachable, and say nothing on stderr: such a document is retried like
         an unreachable controller, never read as "no jobs"."""
-        delay = self.commands.backoff
-        for attempt in range(self.commands.retries + 1):
-            res = self.commands.run(kind, argv, retry_timeouts=True)
+        c = self.commands
+        for _ in attempts(c.retries, c.backoff, c.sleep):
+            res = c.run(kind, argv, retry_timeouts=True)
             if not res.ok:
                 raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
             try:
@@ -218,9 +219,6 @@ class SlurmCluster:
             errors = doc.get("errors") if isinstance(doc, dict) else None
             if not errors:
                 return doc
-            if attempt < self.commands.retries:
-                self.commands.sleep(delay)
-                delay *= 2
         assert errors  # the loop returned every document without errors
         raise SlurmUnreachable(
             f"{' '.join(argv)} reported {errors[0]} after {self.commands.retries + 1} tries; "

@@ -17,6 +17,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from slurm_gavel.backends.retry import attempts
+
 # stderr of a command that could not talk to slurmctld: retried while it lasts.
 _UNREACHABLE = re.compile(
     r"Unable to contact slurm controller|Socket timed out|Connection refused|"
@@ -99,9 +101,8 @@ class SlurmCommands:
         A timeout is retried only when `retry_timeouts` (read-only commands): an
         action that timed out may have half happened, so it raises
         SlurmActionTimedOut at once (see there)."""
-        delay = self.backoff
         last = ""
-        for attempt in range(self.retries + 1):
+        for _ in attempts(self.retries, self.backoff, self.sleep):
             self.counts[kind] += 1
             started = time.perf_counter()
             try:
@@ -141,9 +142,6 @@ class SlurmCommands:
                         "slurmctld did not answer in time; this round's remaining actions "
                         "are skipped and the next round starts from what Slurm reports"
                     )
-            if attempt < self.retries:
-                self.sleep(delay)
-                delay *= 2
         raise SlurmUnreachable(
             f"{' '.join(argv[:2])}: slurmctld unreachable after {self.retries + 1} tries "
             f"({last}); is slurmctld running and SLURM_CONF right?"

@@ -1,5 +1,5 @@
 """RestClient: HTTP to slurmrestd over a unix socket or http(s), with the CLI
-backend's retry rule (slurm_commands.py).
+backend's retry rule (retry.py, as slurm_commands.py).
 
 * A request that never reached slurmrestd (connect refused, socket missing) is
   retried with exponential backoff, whatever its method: nothing happened.
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from slurm_gavel.backends.retry import attempts
 from slurm_gavel.backends.slurm_commands import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm_json import SlurmJsonError
 from slurm_gavel.backends.slurmrestd_auth import (
@@ -128,14 +129,34 @@ class RestClient:
         """The JSON answer (which may carry per-job "errors"); see the module notes.
         idempotent: default GET only; say False for a GET that acts."""
         idempotent = method == "GET" if idempotent is None else idempotent
-        delay, last, reread = self.backoff, "", False
-        attempt = 0
+        last, reread = "", False
+        for _ in attempts(self.retries, self.backoff, self.sleep):
+            doc, last, reread = self._attempt(kind, method, path, body, idempotent, reread)
+            if doc is not None:
+                return doc
+        raise SlurmUnreachable(
+            f"slurmrestd at {self.address} ({method} {path}) failed after "
+            f"{self.retries + 1} tries: {last}"
+        )
+
+    def _attempt(
+        self,
+        kind: str,
+        method: str,
+        path: str,
+        body: Any,
+        idempotent: bool,
+        reread: bool,
+    ) -> tuple[dict | None, str, bool]:
+        """One try of request(): (the document, "", reread) or (None, why, reread) for
+        another try. A refused token is read again once per request, and the request
+        sent again at once (a refused request did nothing)."""
         while True:
             self.counts[kind] += 1
             try:
                 status, raw = self._send(method, path, body)
             except _NotSent as e:
-                last = f"cannot connect: {e}"
+                return None, f"cannot connect: {e}", reread
             except (OSError, http.client.HTTPException) as e:
                 if not idempotent:
                     raise SlurmActionTimedOut(
@@ -144,40 +165,29 @@ class RestClient:
                         "round's remaining actions are skipped and the next round starts "
                         "from what Slurm reports"
                     ) from None
-                last = str(e) or type(e).__name__
-            else:
-                doc = _json(raw)
-                if auth_refused(status, doc):
-                    if self.token_source is not None and not reread:
-                        reread = True
-                        self.token_source.refresh()
-                        continue  # a refused request did nothing: safe to send again
-                    raise self._auth_error(status, raw, doc)
-                if doc is None:
-                    if status == 404:
-                        raise SlurmRestEndpointGone(
-                            f"slurmrestd at {self.address} does not serve {path} (HTTP 404); "
-                            "the API version is discovered again at the next round"
-                        )
-                    raise SlurmJsonError(
-                        f"slurmrestd {method} {path}: HTTP {status}, not JSON: {raw[:200]!r}"
+                return None, str(e) or type(e).__name__, reread
+            doc = _json(raw)
+            if auth_refused(status, doc):
+                if self.token_source is not None and not reread:
+                    reread = True
+                    self.token_source.refresh()
+                    continue
+                raise self._auth_error(status, raw, doc)
+            if doc is None:
+                if status == 404:
+                    raise SlurmRestEndpointGone(
+                        f"slurmrestd at {self.address} does not serve {path} (HTTP 404); "
+                        "the API version is discovered again at the next round"
                     )
-                # A GET with errors is retried: with slurmctld down, 22.05's /jobs and
-                # /nodes answer an empty list plus "Failed while looking for jobs" /
-                # "Unspecified error", which must never be read as "no jobs".
-                if _unreachable(doc) or (method == "GET" and idempotent and doc.get("errors")):
-                    last = first_error(doc)
-                else:
-                    return doc
-            if attempt >= self.retries:
-                break
-            attempt += 1
-            self.sleep(delay)
-            delay *= 2
-        raise SlurmUnreachable(
-            f"slurmrestd at {self.address} ({method} {path}) failed after "
-            f"{attempt + 1} tries: {last}"
-        )
+                raise SlurmJsonError(
+                    f"slurmrestd {method} {path}: HTTP {status}, not JSON: {raw[:200]!r}"
+                )
+            # A GET with errors is retried: with slurmctld down, 22.05's /jobs and
+            # /nodes answer an empty list plus "Failed while looking for jobs" /
+            # "Unspecified error", which must never be read as "no jobs".
+            if _unreachable(doc) or (method == "GET" and idempotent and doc.get("errors")):
+                return None, first_error(doc), reread
+            return doc, "", reread
 
     def _auth_error(self, status: int, raw: bytes, doc: dict | None) -> SlurmRestAuthError:
         said = first_error(doc) if doc else raw[:100].decode("utf-8", "replace").strip()
