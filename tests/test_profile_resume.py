@@ -7,6 +7,7 @@ workloads (tiny, on CPU)."""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from slurm_gavel import profiler
 from slurm_gavel.cli import main
 from slurm_gavel.commands import profile as profile_cmd
 from slurm_gavel.commands.profile import default_types
+from slurm_gavel.commands.progress import Progress
 from slurm_gavel.throughputs import load_table
 
 TYPES = ["A3C", "CycleGAN", "LM (batch size 5)", "ResNet-18 (batch size 16)"]
@@ -221,3 +223,22 @@ def test_a_record_that_is_fine_is_resumed(tmp_path, workers, capsys):
     assert profile(tmp_path) == 0
     assert workers.measured() == TYPES[1:]
     assert load_table(tmp_path / "table.json").alone[("A3C", 1)]["cpu"] == 7.0
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_measurement_under_way_is_shown_in_place():
+    term = Terminal()
+    p = Progress(4, 2, [10.0, 20.0], stream=term)  # two recorded: 15 s each so far
+    assert p.eta() == "0:00:30"
+    p.start("A3C x1")
+    assert term.getvalue() == "\r\x1b[K[3/4] measuring A3C x1...; ETA 0:00:30"
+    p.done("A3C x1", "0.300 steps/s (5 steps)", 30.0)
+    assert term.getvalue().endswith(
+        "\r\x1b[K[3/4] A3C x1: 0.300 steps/s (5 steps) in 30.0 s; ETA 0:00:20\n"
+    )
+    p.start("\x1b]0;owned\x07CycleGAN x1")  # a type name is shown, never obeyed
+    assert "\x1b]" not in term.getvalue() and "\\x1b]0;owned" in term.getvalue()
