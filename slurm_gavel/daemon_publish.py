@@ -14,6 +14,8 @@ Failures are logged and retried next round; the round stands.
 from __future__ import annotations
 
 import logging
+import os
+import pwd
 from typing import Any
 
 from slurm_gavel.logs import event
@@ -66,6 +68,19 @@ class Publisher:
             event(log, "admin_comment_failed", logging.WARNING, jobs=len(changed),
                   error=str(e)[:300])  # fmt: skip
             return 0
+        if (
+            failed
+            and len(failed) == len(changed)
+            and all("permission denied" in why.lower() for why in failed.values())
+        ):
+            # Slurm lets only root, SlurmUser and AdminLevel=Administrator set AdminComment
+            # (Operator is enough for everything else the daemon does): say it once and
+            # stop, rather than a warning every round.
+            event(log, "admin_comment_denied", logging.ERROR, user=_user(),
+                  fix=f"sacctmgr -i modify user {_user()} set adminlevel=Administrator, or "
+                  "leave it: `slurm-gavel status` and `explain` show the same reasons")  # fmt: skip
+            self.backend = None
+            return 0
         for job_id, text in changed.items():
             if job_id not in failed:
                 self.written[job_id] = text
@@ -76,3 +91,11 @@ class Publisher:
             event(log, "admin_comment_failed", logging.WARNING, jobs=len(failed),
                   job=first[0], error=first[1][:300])  # fmt: skip
         return len(changed)
+
+
+def _user() -> str:
+    """The account the daemon runs as (for the fix it prints)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())

@@ -120,3 +120,32 @@ def test_a_backend_that_cannot_write_is_asked_once(tmp_path):
         assert len(sim.calls) == 1
     finally:
         d.store.release()
+
+
+class Denied(Recording):
+    """Slurm refusing AdminComment to an account below AdminLevel=Administrator."""
+
+    def set_admin_comments(self, texts):
+        self.calls.append(dict(texts))
+        return {j: f"Access/permission denied for job {j}" for j in texts}
+
+
+def test_an_account_that_may_not_set_admin_comments_is_told_once_and_left_alone(tmp_path, caplog):
+    table = load_table()
+    sim = Denied(parse_cluster_spec("v100:1x2"), [Job("1", A3C, 1, total_steps=1e9)], table)
+    cfg = parse_config({"partitions": ["gpu"], "round_seconds": 60, "state_dir": str(tmp_path),
+                        "checkpoint": {"grace_seconds": 5}})  # fmt: skip
+    d = Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
+    d.start()
+    try:
+        with caplog.at_level("INFO", logger="slurm_gavel.daemon"):
+            for _ in range(3):
+                d.round()
+                sim.advance(sim.clock + 60)
+    finally:
+        d.store.release()
+    assert len(sim.calls) == 1  # tried once, then never again
+    said = [r for r in caplog.records if "admin_comment_denied" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "ERROR"
+    assert "adminlevel=Administrator" in said[0].fields["fix"]  # type: ignore[attr-defined]
+    assert not [r for r in caplog.records if "admin_comment_failed" in r.getMessage()]

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,3 +130,62 @@ def test_the_daemon_runs_as_its_own_unprivileged_user(slurm, daemon_user, site):
     assert f"sacctmgr -i add user {DAEMON_USER} account=root adminlevel=Operator" in said["fix"]
     assert res.returncode == 0  # the round itself succeeded: it observed and saved
     assert slurm.state(job_id) == "PENDING"
+
+
+def test_with_operator_rights_from_sacctmgr_it_acts_on_other_users_jobs(
+    slurm_accounting, daemon_user, site
+):
+    """The fix the daemon prints when it is not an operator, carried out on a cluster
+    with slurmdbd: the same unprivileged account then releases and places another
+    user's managed job (hold, release and update of other users' jobs need
+    AdminLevel=Operator; the unit keeps CAP_CHOWN only)."""
+    slurm = slurm_accounting
+    grant = subprocess.run(
+        ["sacctmgr", "-i", "add", "user", DAEMON_USER, "account=root", "adminlevel=Operator"],
+        capture_output=True, text=True, env={**os.environ, **slurm.env}, timeout=60,
+    )  # fmt: skip
+    assert grant.returncode == 0 or "Nothing new added" in grant.stdout + grant.stderr, (
+        grant.stdout + grant.stderr
+    )
+    # ... and the admin guide's other step: the daemon's uid in job_submit.lua's
+    # DAEMON_UIDS (slurmctld re-reads the script when it changes).
+    lua = slurm.run_dir / "job_submit.lua"
+    shipped = lua.read_text()
+    line = "local DAEMON_UIDS = { [0] = true }"
+    assert line in shipped
+    uids = f"local DAEMON_UIDS = {{ [0] = true, [{daemon_user.pw_uid}] = true }}"
+    lua.write_text(shipped.replace(line, uids))
+    try:
+        _operator_round(slurm, daemon_user, site)
+    finally:
+        lua.write_text(shipped)
+
+
+def _operator_round(slurm, daemon_user, site) -> None:
+    cfg = site / "gavel.yaml"
+    cfg.write_text(
+        "round_seconds: 10\npartitions: [gpu]\ncheckpoint: {grace_seconds: 3}\n"
+        f"state_dir: {site / 'state'}\nprogress_dir: {site / 'progress'}\nlog_format: json\n"
+    )
+    job = slurm.as_user(
+        "nobody", "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu",
+        "-A", "biology", "--comment=gavel:type=A3C", "--wrap", "sleep 30",
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip().split(";")[0]
+    assert slurm.state(job_id) == "PENDING"  # held on arrival by job_submit.lua
+
+    res = run_as_daemon_user(daemon_user, slurm, ["run", "--config", str(cfg), "--once"])
+    events = [json.loads(line) for line in res.stderr.splitlines() if line.startswith("{")]
+    [rnd] = [e for e in events if e["event"] == "round"]
+    assert rnd["started"] == 1 and rnd["failed"] == 0, res.stderr[-3000:]
+    assert not [e for e in events if e["event"] == "not_a_slurm_operator"], res.stderr[-3000:]
+    # AdminComment needs AdminLevel=Administrator: said once, with the fix, not per round.
+    [denied] = [e for e in events if e["event"] == "admin_comment_denied"]
+    assert denied["level"] == "error" and "adminlevel=Administrator" in denied["fix"]
+    assert not [e for e in events if e["event"] == "admin_comment_failed"]
+    assert res.returncode == 0
+    deadline = time.monotonic() + 60
+    while slurm.state(job_id) != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert slurm.state(job_id) == "RUNNING", slurm.why(job_id)
