@@ -22,9 +22,11 @@ everything in them is hostile input (issue 12). Each round the daemon:
   its report names that same partner (``partner``: the job library restarts its rate
   window when the partner changes, so the rate is all shared time): a report naming
   another job is refused (last round's partner excepted: a pair just split, its
-  steps count), one naming none while sharing teaches nothing (its rate may mix alone
-  and shared time); the partner must be a managed job running on the same GPUs with
-  this job as its partner, the pair cell one the table has;
+  steps count); the partner must be a managed job running on the same GPUs with
+  this job as its partner, the pair cell one the table has. A report naming none
+  (real jobs do not know their partner) has its ``steps_per_s`` ignored (it may mix
+  alone and shared time): the daemon derives the paired rate from two of its reports
+  inside a window in which it saw the pair together every round (pair_windows.py);
 * moves a cell only on agreement (:func:`agreed_value`): users, not jobs, vote (each
   the median of their jobs), the cell heads for the median of QUORUM_USERS or more
   users and never past what a second user also claims, by at most STEP_FACTOR per
@@ -53,6 +55,7 @@ from slurm_gavel.errors import InputError
 from slurm_gavel.job.progress import JOB_ID, ReportRefused
 from slurm_gavel.logs import event
 from slurm_gavel.pair_cells import PairObservation, pair_reference
+from slurm_gavel.pair_windows import Mark, PairWindows, mate_of, pairings
 from slurm_gavel.progress_cells import (
     MAX_VOTES_PER_CELL,
     MAX_VOTES_PER_USER,
@@ -95,6 +98,7 @@ class ProgressTracker:
     # Each sharing job's partner at the last round: a report may still name it for one
     # report interval after the pair split (not refused, not counted).
     _partners: dict[str, str] = field(default_factory=dict)
+    _windows: PairWindows = field(default_factory=PairWindows)
     gid: int = field(default_factory=os.getegid)
 
     # ---- each round -----------------------------------------------------------------------
@@ -105,6 +109,7 @@ class ProgressTracker:
         said: dict[str, str] = {}
         user_fds: dict[int, int | None] = {}
         by_id = {o.job.id: o for o in snap.jobs}
+        self._windows.observe(snap.time, pairings(by_id))
         root_fd: int | None = None
         try:
             root_fd = open_root(self.folder)
@@ -196,6 +201,8 @@ class ProgressTracker:
             and r.get("state") == "running"
             and now - updated <= self.max_age_s
         )
+        if named is None and o.partner is not None:
+            return self._derived(out, r, steps, updated, now, jobs) if current_run else out
         if named != o.partner:
             return out  # written before the pair split: its rate is the old pairing's
         if o.state is JobState.RUNNING and o.gpu_type is not None and rate and current_run:
@@ -222,18 +229,9 @@ class ProgressTracker:
         jobs: Mapping[str, ObservedJob],
     ) -> ObservedJob:
         """A sharing job's rate, as a vote on its side of the pair cell."""
-        mate = jobs.get(o.partner or "")
-        if (
-            named != o.partner  # no partner named: the rate may mix alone and shared
-            or mate is None
-            or mate.state is not JobState.RUNNING
-            or mate.partner != o.job.id
-            or (mate.gpu_type, mate.nodes) != (o.gpu_type, o.nodes)
-            or mate.job.scale_factor != o.job.scale_factor
-            or self.table is None
-        ):
+        mate = mate_of(o, jobs)
+        if named != o.partner or mate is None or o.gpu_type is None or self.table is None:
             return o
-        assert o.gpu_type is not None
         jt, pt, sf = o.job.job_type, mate.job.job_type, o.job.scale_factor
         base = pair_reference(self.table, jt, pt, sf, o.gpu_type)
         if base is None:
@@ -245,6 +243,22 @@ class ProgressTracker:
             )
         self._vote(o, base, rate, now, partner_type=pt)
         return replace(o, measured_throughput=rate)
+
+    def _derived(
+        self,
+        o: ObservedJob,
+        r: Mapping[str, Any],
+        steps: float | None,
+        updated: float,
+        now: float,
+        jobs: Mapping[str, ObservedJob],
+    ) -> ObservedJob:
+        """A report naming no partner: the paired rate over its window (pair_windows.py)."""
+        run_steps = finite(r.get("run_steps"))
+        if steps is None or (run_steps is None and r.get("run_steps") is not None):
+            return o
+        rate = self._windows.rate(o.job.id, Mark(steps, run_steps, updated), now)
+        return o if rate is None else self._apply_paired(o, rate, o.partner, now, jobs)
 
     def _base(self, job_type: str, scale_factor: int, gpu: str) -> float | None:
         """Where a cell starts and is bounded around (estimate.cell_reference), or None:

@@ -1,5 +1,6 @@
 """Progress reports of jobs that share a GPU feed the pair cells (issue 17), as hostile
-input: only a job Slurm shows paired, whose report names that same partner, votes; on
+input: only a job Slurm shows paired, whose report names that same partner, votes its
+steps_per_s (naming none: tests/test_daemon_progress_pair_windows.py); on
 its side of the pair cell, not its alone cell; quorum of users, bounded steps, drift
 cap as for single cells; folded cells are marked as estimates."""
 
@@ -172,8 +173,9 @@ def test_a_report_naming_last_rounds_partner_is_kept_quietly_and_teaches_nothing
     assert len(problems(events)) == 2  # a round later it is no longer last round's
 
 
-def test_a_paired_job_naming_no_partner_teaches_nothing(spool, table):
-    """Its rate may mix time alone and time shared: neither cell learns from it."""
+def test_a_paired_job_naming_no_partner_has_its_steps_per_s_ignored(spool, table):
+    """Its rate may mix time alone and time shared: neither cell learns from it (its
+    steps do not move here, so the daemon derives no rate either: pair_windows.py)."""
     t = ProgressTracker(spool, table=table)
     rounds(spool, t, two_pairs(), {"1": 3.0, "3": 3.0}, 3, names={"1": ..., "3": None})
     assert not t.cells

@@ -33,7 +33,9 @@ workloads read it from Slurm: workloads/emulate_pairs.py) calls
 :meth:`ProgressReporter.set_partner`; the rate window restarts at each change, so
 ``steps_per_s`` is all time with that partner (or all time alone). The daemon learns
 the pair cell from it when Slurm shows the same partner, and refuses a report naming
-another (daemon_progress.py); a sharing job naming none teaches nothing.
+another (daemon_progress.py). A sharing job naming none (partner unknown) is measured
+by the daemon from two of its reports while it saw the pair together (pair_windows.py):
+keep ``steps`` and ``run_steps`` honest.
 
 Reading (:func:`open_report`, the daemon's way, and :func:`read_report`) treats the
 file as hostile: opened with O_NOFOLLOW|O_NONBLOCK (a symlink is refused, a FIFO
