@@ -8,6 +8,7 @@ DIR/<release>/: that is how tests/data/sacct/ was captured.
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import os
@@ -142,11 +143,17 @@ def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Pat
     # the terminal table shows the hostile comment's job escaped, not raw
     res = gavel(slurm, "report", "--since", "now-1hour", "--by", "user")
     assert res.returncode == 0 and "\x1b" not in res.stdout and "root" in res.stdout
-    # --plot: PNGs, or without matplotlib a clear error
-    res = gavel(slurm, "report", "--since", "now-1hour", "--plot", str(tmp_path / "plots"))
+    # --plot: PNGs with their data as CSV, or without matplotlib a clear error
+    plots = tmp_path / "plots"
+    res = gavel(slurm, "report", "--since", "now-1hour", "--by", "type", "--plot", str(plots))
     if importlib.util.find_spec("matplotlib"):
         assert res.returncode == 0, res.stderr
-        assert (tmp_path / "plots" / "gpu_hours.png").stat().st_size > 0
+        assert (plots / "gpu_hours.png").stat().st_size > 0
+        with (plots / "gpu_hours.csv").open(newline="") as f:
+            rows = {r.pop("type"): r for r in csv.DictReader(f)}
+        for t in TYPES:
+            got = {k.removesuffix("_gpu_hours"): float(v) for k, v in rows[t].items() if float(v)}
+            assert got == pytest.approx(groups[t]["gpu_hours"]), (t, rows[t])
     else:
         assert res.returncode != 0 and "matplotlib" in res.stderr
 
