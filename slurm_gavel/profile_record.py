@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.job.checkpoint import write_atomic
+from slurm_gavel.atomic import write_atomic
 from slurm_gavel.profiler import Cell, Measurement, ProfileError
 
 FORMAT = "slurm-gavel-profile/1"
@@ -59,6 +59,7 @@ class Record:
             for c, m in self.done.items()
         ]
         doc = {"format": FORMAT, "setup": self.setup, "measurements": rows}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.path, (json.dumps(doc, indent=1) + "\n").encode(), mode=0o644)
 
 

@@ -158,6 +158,12 @@ def test_a_changed_setup_is_refused_and_the_record_kept(tmp_path, workers, capsy
     assert workers.measured() == TYPES
 
 
+def test_the_record_goes_beside_a_table_in_a_new_folder(tmp_path, workers):
+    out = tmp_path / "new" / "t.json"
+    assert main(["profile", "--device", "cpu", "--out", str(out), "--types", "A3C"]) == 0
+    assert (tmp_path / "new" / "t.profile.json").exists() and out.exists()
+
+
 def test_resume_needs_a_record(tmp_path, workers, capsys):
     assert profile(tmp_path, "--resume") == 2
     assert "there is no" in capsys.readouterr().err and workers.measured() == []
