@@ -19,6 +19,7 @@ def write_atomic(
     data: bytes,
     *,
     mode: int = 0o600,
+    owner: int | None = None,
     before_replace: Callable[[], None] | None = None,
 ) -> None:
     """Write `data` to a temporary file ``.<name>.<random>.tmp`` in `target`'s folder
@@ -26,13 +27,17 @@ def write_atomic(
     `target`, then fsync the folder so that the rename itself survives a power cut.
 
     `mode` is set on the open file (no window in which it has mkstemp's 0600 or the
-    umask's). `before_replace` runs once the data is on disk, just before the rename
+    umask's). `owner`: the uid the file is given (os.fchown, needs CAP_CHOWN), also
+    before the rename, so the file never appears under `target` with another owner.
+    `before_replace` runs once the data is on disk, just before the rename
     (the state store links the previous state aside there). On any error the
     temporary file is removed and `target` is left as it was; the error propagates.
     """
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
+            if owner is not None:
+                os.fchown(f.fileno(), owner, -1)
             if mode != 0o600:
                 os.fchmod(f.fileno(), mode)
             f.write(data)

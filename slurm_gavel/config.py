@@ -29,6 +29,10 @@ from slurm_gavel.shares import MAX_ADMIN_WEIGHT, WeightsConfig
 BACKENDS = ("cli", "rest")
 LOG_FORMATS = ("json", "kv")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# Who sees which managed jobs in `slurm-gavel status` (status_private.py): auto follows
+# Slurm's PrivateData (private when it hides jobs), public = every user sees every job,
+# private = each user sees only their own.
+STATUS_PRIVACY = ("auto", "public", "private")
 
 
 class ConfigError(InputError):
@@ -92,6 +96,7 @@ class Config:
     min_reallocation_interval_seconds: float = 0.0
     solver_time_limit_seconds: float | None = None
     state_dir: Path = Path("/var/lib/slurm-gavel")
+    status_privacy: str = "auto"  # one of STATUS_PRIVACY
     progress_dir: Path | None = None  # the job-side progress spool (GAVEL_PROGRESS_DIR)
     metrics_port: int = 0  # 0 = no metrics endpoint
     metrics_address: str = "127.0.0.1"
@@ -146,6 +151,7 @@ _TOP_KEYS = [
     "min_reallocation_interval_seconds",
     "solver_time_limit_seconds",
     "state_dir",
+    "status_privacy",
     "progress_dir",
     "metrics_port",
     "metrics_address",
@@ -359,6 +365,9 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
             else None
         ),
         state_dir=_path(d.get("state_dir", str(base.state_dir)), w + "state_dir", base_dir),
+        status_privacy=_check.choice(
+            d.get("status_privacy", base.status_privacy), w + "status_privacy", STATUS_PRIVACY
+        ),
         progress_dir=(
             _path(d["progress_dir"], w + "progress_dir", base_dir)
             if d.get("progress_dir") is not None

@@ -137,6 +137,7 @@ class Daemon:
         if not self.dry_run:
             self.store.acquire()
             self.store.cleanup_temporaries()
+            self.publisher.resolve_privacy(self.config.status_privacy)
         try:
             doc = self.store.load()
         except BaseException:

@@ -1,8 +1,12 @@
-"""What the daemon publishes after saving: the public status view and the jobs'
-AdminComment.
+"""What the daemon publishes after saving: the status views and the jobs' AdminComment.
 
-The view (status_view.py) is written world-readable beside the private state at
-every save, so `slurm-gavel status` and `explain` work for every user. The
+The view (status_view.py) is written beside the private state at every save, so
+`slurm-gavel status` and `explain` work for every user: world-readable as it is in
+public mode; in private mode (status_private.py) status.json without job rows and
+one view per user that only that user can read (status_d.py). Which mode is in
+force is decided once at start (resolve_privacy) and logged with the reason:
+``status_privacy: auto`` is private when Slurm's PrivateData hides jobs, and when
+the backend cannot tell (slurmrestd without the scontrol fallback, Slurm away). The
 one-line reason of each job (status_view.why) goes to its AdminComment through
 the backend (backends/slurm_admin_comment.py), after the round's post-save only,
 and only for jobs whose reason changed since the daemon last wrote it: a round
@@ -18,12 +22,19 @@ import os
 import pwd
 from typing import Any
 
+from slurm_gavel.backends.slurm_private_data import hides_jobs
 from slurm_gavel.logs import event
 from slurm_gavel.model import JobId
 from slurm_gavel.state_store import StateSaveError, StateStore
+from slurm_gavel.status_d import remove_views, write_views
+from slurm_gavel.status_private import public_summary, user_views
 from slurm_gavel.status_view import status_view
 
 log = logging.getLogger("slurm_gavel.daemon")
+CHOWN_FIX = (
+    "the daemon needs CAP_CHOWN (the shipped unit grants it) to give each user their "
+    "view; or set status_privacy: public"
+)
 
 
 class Publisher:
@@ -33,19 +44,49 @@ class Publisher:
         self.view: dict[str, Any] | None = None
         self.written: dict[JobId, str] = {}  # job -> the reason its AdminComment holds
         self._view_failing = False
+        self.private = True  # until resolve_privacy says: nothing leaks before it ran
+        self._users_failing: set[int] = set()
+
+    def resolve_privacy(self, setting: str) -> None:
+        """Decide public or private from the config's status_privacy (and, for auto,
+        Slurm's PrivateData) and log which, and why. Public mode removes the user
+        views a private run left."""
+        self.private, why = privacy(setting, self.backend)
+        event(log, "status_privacy", mode="private" if self.private else "public", why=why)
+        if not self.private:
+            try:
+                remove_views(self.store.dir)
+            except OSError as e:
+                event(log, "status_views_not_removed", logging.WARNING, error=str(e)[:300])
 
     def save_view(self, doc: dict[str, Any]) -> None:
-        """The public view of the state document just saved; a failure is logged (the
+        """The views of the state document just saved; a failure is logged (the
         private state, already saved, is what crash safety needs)."""
         self.view = status_view(doc)
         try:
-            self.store.save_view(self.view)
+            self.store.save_view(public_summary(self.view) if self.private else self.view)
         except StateSaveError as e:
             if not self._view_failing:
                 event(log, "status_view_not_saved", logging.WARNING, error=str(e)[:300])
             self._view_failing = True
             return
         self._view_failing = False
+        if self.private:
+            self._save_user_views(self.view)
+
+    def _save_user_views(self, view: dict[str, Any]) -> None:
+        """status.d/<uid>.json for every user with managed jobs; a user whose view
+        cannot be written is logged once until it can again."""
+        try:
+            failed = write_views(self.store.dir, user_views(view))
+        except OSError as e:
+            failed = {-1: f"{self.store.dir}/status.d: {e}"}
+        new = set(failed) - self._users_failing
+        if new:
+            uid = min(new)
+            event(log, "status_user_view_not_saved", logging.WARNING, users=len(new), uid=uid,
+                  error=failed[uid][:300], fix=CHOWN_FIX)  # fmt: skip
+        self._users_failing = set(failed)
 
     def admin_comments(self) -> int:
         """Write the reasons that changed to the jobs' AdminComment; returns how many
@@ -99,3 +140,25 @@ def _user() -> str:
         return pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         return str(os.geteuid())
+
+
+def privacy(setting: str, backend: object) -> tuple[bool, str]:
+    """(private, why) for a status_privacy setting; auto asks the backend for Slurm's
+    PrivateData, and is private whenever that cannot be read."""
+    if setting != "auto":
+        return setting == "private", f"status_privacy: {setting} in the config"
+    read = getattr(backend, "private_data", None)
+    if read is None:
+        return True, "status_privacy: auto, and this backend cannot read Slurm's PrivateData"
+    try:
+        value = read()
+    except Exception as e:  # fail closed: an unknown PrivateData may hide jobs
+        return True, f"status_privacy: auto, and PrivateData is unknown ({str(e)[:200]})"
+    if value is None:
+        return True, (
+            "status_privacy: auto, and `scontrol show config` did not give PrivateData "
+            "(Slurm away or scontrol failing); restart the daemon once Slurm answers"
+        )
+    if hides_jobs(value):
+        return True, f"status_privacy: auto, and Slurm's PrivateData ({value}) hides jobs"
+    return False, f"status_privacy: auto, and Slurm's PrivateData ({value}) does not hide jobs"

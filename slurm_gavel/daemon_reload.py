@@ -13,9 +13,10 @@ is the same), the preemption overhead estimate, the stay credit, the reallocatio
 interval, the solver time limit and logging. What needs a restart (RESTART_KEYS):
 the objects the daemon built once at start from them. The backend (``backend``,
 ``partitions``, ``slurm``) and the grace deadlines of jobs it has already signalled
-(``checkpoint``), the locked state folder, the progress spool and the metrics
-listener. Those keep their running values; the reload names each one that changed
-in a warning, so an admin never believes a setting took effect that did not.
+(``checkpoint``), the locked state folder and who may read its status views
+(``status_privacy``, resolved against Slurm's PrivateData at start), the progress
+spool and the metrics listener. Those keep their running values; the reload names
+each one that changed in a warning, so an admin never believes a setting took effect that did not.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ RESTART_KEYS = (
     "slurm",
     "checkpoint",
     "state_dir",
+    "status_privacy",
     "progress_dir",
     "metrics_port",
     "metrics_address",

@@ -146,6 +146,11 @@ class SimulatedCluster:
 
     # ---- the backend interface ---------------------------------------------------------
 
+    def private_data(self) -> str:
+        """Slurm's PrivateData for `status_privacy: auto`: "none", Slurm's default (a
+        simulated cluster has no users to hide from each other)."""
+        return "none"
+
     def observe(self) -> ClusterSnapshot:
         self._admit_arrivals()
         jobs: list[ObservedJob] = []

@@ -59,6 +59,7 @@ from slurm_gavel.backends.slurm_old_runs import (
     kill_wait_seconds,
 )
 from slurm_gavel.backends.slurm_pairs import AfterExit, StartOrder
+from slurm_gavel.backends.slurm_private_data import read_private_data
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import (
     RUNNING_STATES,
@@ -330,6 +331,11 @@ class SlurmCluster:
         except SlurmUnreachable:
             pass
         self.old_runs.clear_s = (DEFAULT_KILL_WAIT_S if kill_wait is None else kill_wait) + MARGIN_S
+
+    def private_data(self) -> str | None:
+        """Slurm's PrivateData ("none", "jobs,usage"), or None when it cannot be read:
+        what `status_privacy: auto` follows (status_private.py)."""
+        return read_private_data(self.commands)
 
     def give_back(self, reasons: Mapping[JobId, str]) -> dict[JobId, str]:
         """Release held jobs the daemon cannot use to Slurm's own scheduling, the reason

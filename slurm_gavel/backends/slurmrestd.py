@@ -102,6 +102,15 @@ class SlurmRestCluster(SlurmCluster):
         self.cli_fallback = cli_fallback
         self._api: RestApi | None = None
 
+    def private_data(self) -> str | None:
+        """slurmrestd does not publish PrivateData: scontrol reads it, where the scontrol
+        fallbacks are allowed."""
+        if not self.cli_fallback:
+            raise NotImplementedError(
+                "slurmrestd does not publish Slurm's PrivateData and the scontrol fallback is off"
+            )
+        return super().private_data()
+
     @property
     def commands_issued(self) -> int:
         return self.rest.total + self.commands.total

@@ -15,7 +15,13 @@ import sys
 from typing import Any
 
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
-from slurm_gavel.commands.status import add_source_options, load_view, printable, state_dir
+from slurm_gavel.commands.status import (
+    HIDDEN_BY_PRIVACY,
+    add_source_options,
+    load_view,
+    printable,
+    state_dir,
+)
 from slurm_gavel.errors import InputError
 from slurm_gavel.status_fields import slurm_time
 
@@ -35,6 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     view, warnings = load_view(state_dir(args))
     job = next((j for j in view["jobs"] if j["id"] == args.jobid), None)
+    if job is None and view.get("user_id") is not None:
+        raise InputError(
+            f"job {args.jobid} is not one of your managed jobs in the daemon's view of round "
+            f"{view['round']}: {HIDDEN_BY_PRIVACY}"
+        )
     if job is None:
         raise InputError(
             f"job {args.jobid} is not in the daemon's view of round {view['round']}: it is "

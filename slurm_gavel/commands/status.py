@@ -5,6 +5,10 @@ rewrites world-readable at every save: any user can run it, while the daemon
 runs or after it stopped, and no Slurm command is issued. Where no view exists
 yet (a state directory from before the view) it falls back to state.json, which
 only the daemon's user and root can read.
+
+When the view is private (status_private.py: Slurm's PrivateData hides jobs), a
+user reads their own view, status.d/<uid>.json (status_d.py), and sees their own
+jobs only; root and the daemon's user read every job from state.json.
 """
 
 from __future__ import annotations
@@ -22,10 +26,16 @@ from slurm_gavel import __version__
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.errors import InputError
 from slurm_gavel.state_store import StateStore
+from slurm_gavel.status_d import read_view
 from slurm_gavel.status_fields import BY_NAME, DEFAULT, Column, format_help, parse_format, table
+from slurm_gavel.status_private import empty_user_view
 from slurm_gavel.status_view import status_view
 
 DEFAULT_CONFIG = Path("/etc/slurm-gavel/gavel.yaml")
+HIDDEN_BY_PRIVACY = (
+    "the daemon's status view is private (status_privacy; Slurm's PrivateData=jobs "
+    "prevents users from viewing jobs belonging to other users): you see your own jobs only"
+)
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
@@ -86,11 +96,14 @@ def state_dir(args: argparse.Namespace) -> Path:
 
 
 def load_view(directory: Path) -> tuple[dict[str, Any], list[str]]:
-    """The public view (or one built from state.json where none exists), and warnings."""
+    """The public view (or one built from state.json where none exists, or a private
+    view for this user), and warnings."""
     store = StateStore(directory)
     warnings: list[str] = []
     view = store.load_view()
-    if view is None:
+    if view is not None and view.get("private"):
+        view = _private_view(store, view)
+    elif view is None:
         doc = store.load()
         if doc is None:
             raise InputError(
@@ -111,6 +124,18 @@ def load_view(directory: Path) -> tuple[dict[str, Any], list[str]]:
     return view, warnings
 
 
+def _private_view(store: StateStore, summary: dict[str, Any]) -> dict[str, Any]:
+    """Every job, from state.json, for root and the daemon's user; anyone else's own
+    view (status.d/<uid>.json), or none of their jobs when they have no view."""
+    euid = os.geteuid()
+    with contextlib.suppress(FileNotFoundError):
+        if euid == 0 or store.path.stat().st_uid == euid:
+            doc = store.load()
+            if doc is not None:
+                return status_view(doc)
+    return read_view(store.dir, euid) or empty_user_view(summary, euid)
+
+
 def select(view: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any]]:
     """The jobs the filters (-u, --me, -j, -p) keep, in job id order."""
     users = _split(args.user)
@@ -119,6 +144,8 @@ def select(view: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any
         with contextlib.suppress(KeyError):  # a uid without a name: match the uid
             users |= {pwd.getpwuid(uid).pw_name}
         users |= {str(uid)}
+    if users and view.get("user_id") is not None:
+        _only_own(users, view["user_id"])
     ids, parts = _split(args.jobs), _split(args.partition)
     out = []
     for j in view["jobs"]:
@@ -130,6 +157,16 @@ def select(view: dict[str, Any], args: argparse.Namespace) -> list[dict[str, Any
             continue
         out.append(j)
     return out
+
+
+def _only_own(users: set[str], uid: int) -> None:
+    """-u naming another user on a private view: say so, rather than list nothing."""
+    own = {str(uid)}
+    with contextlib.suppress(KeyError):
+        own.add(pwd.getpwuid(uid).pw_name)
+    others = sorted(users - own)
+    if others:
+        raise InputError(f"-u {','.join(others)}: {HIDDEN_BY_PRIVACY}")
 
 
 def _split(text: str | None) -> set[str]:
@@ -195,7 +232,7 @@ def format_status(
     if view["capacity"]:
         lines.append("usable GPUs: " + ", ".join(f"{t} {n}" for t, n in view["capacity"].items()))
     if not view["jobs"]:
-        lines.append("no managed jobs")
+        lines.append("no managed jobs" + (" of yours" if view.get("user_id") is not None else ""))
         return "\n".join(lines) + "\n"
     lines += rows
     waiting = [j for j in view["jobs"] if j.get("state") not in ("running", "starting")]
