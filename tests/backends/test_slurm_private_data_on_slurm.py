@@ -6,10 +6,10 @@ private view follows)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
+from private_data import private_data_jobs
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
@@ -30,27 +30,10 @@ def seen_by_nobody(slurm, job_id: str) -> bool:
     return job_id in res.stdout.split()
 
 
-def reconfigure(slurm, want: str) -> None:
-    """`scontrol reconfigure` and wait until scontrol reports PrivateData `want`."""
-    slurm.cmd("scontrol", "reconfigure")
-    cluster = SlurmCluster(env=slurm.env)
-    deadline = time.monotonic() + 60
-    while cluster.private_data() != want:
-        assert time.monotonic() < deadline, f"PrivateData still {cluster.private_data()!r}"
-        time.sleep(1)
-
-
 @pytest.fixture
 def private_jobs(slurm) -> Iterator[object]:
-    conf = slurm.run_dir / "slurm.conf"
-    before = conf.read_text()
-    conf.write_text(before + "PrivateData=jobs\n")
-    try:
-        reconfigure(slurm, "jobs")
+    with private_data_jobs(slurm):
         yield slurm
-    finally:
-        conf.write_text(before)
-        reconfigure(slurm, "none")
 
 
 def test_auto_is_public_where_slurm_hides_nothing(slurm):
