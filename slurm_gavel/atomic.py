@@ -21,6 +21,7 @@ def write_atomic(
     mode: int = 0o600,
     owner: int | None = None,
     before_replace: Callable[[], None] | None = None,
+    sync_folder: bool = True,
 ) -> None:
     """Write `data` to a temporary file ``.<name>.<random>.tmp`` in `target`'s folder
     (a rename is atomic only within one file system), fsync it, rename it over
@@ -32,6 +33,8 @@ def write_atomic(
     `before_replace` runs once the data is on disk, just before the rename
     (the state store links the previous state aside there). On any error the
     temporary file is removed and `target` is left as it was; the error propagates.
+    `sync_folder=False` leaves the folder's fsync to the caller, who
+    writes many files in it and syncs it once (fsync_folder).
     """
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -50,7 +53,13 @@ def write_atomic(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
+    if sync_folder:
+        fsync_folder(target.parent)
+
+
+def fsync_folder(folder: Path) -> None:
+    """fsync a folder, so that the renames in it survive a power cut."""
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

@@ -23,7 +23,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.atomic import write_atomic
+from slurm_gavel.atomic import fsync_folder, write_atomic
 from slurm_gavel.errors import InputError
 
 VIEWS_DIR = "status.d"
@@ -69,10 +69,14 @@ def write_views(state_dir: Path, views: dict[int, dict[str, Any]]) -> dict[int, 
     for uid, view in views.items():
         data = json.dumps(view, separators=(",", ":")).encode()  # ensure_ascii
         try:
-            write_atomic(view_path(state_dir, uid), data, owner=None if uid == me else uid)
+            write_atomic(view_path(state_dir, uid), data, owner=None if uid == me else uid,
+                         sync_folder=False)  # fmt: skip
         except OSError as e:
             failed[uid] = f"{e.strerror or e}"
     _remove_others(folder, {f"{uid}.json" for uid in views})
+    # One fsync of the folder for all the renames, not one per file: the views of 1,000
+    # users took 0.57-1.0 s per save instead of 1.0-1.5 s (benchmarks/README.md).
+    fsync_folder(folder)
     return failed
 
 
