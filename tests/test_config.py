@@ -31,6 +31,7 @@ def test_minimal_config_takes_documented_defaults(tmp_path):
     assert cfg.throughput_table is None
     assert cfg.checkpoint.requeue_exit_code == 99
     assert cfg.stay_credit_seconds == 0.0  # Gavel's mechanism unless opted in
+    assert cfg.status_privacy == "auto"  # follows Slurm's PrivateData
 
 
 def test_relative_paths_resolve_against_the_config_directory(tmp_path):
@@ -81,6 +82,8 @@ def test_signal_names_are_normalised():
         ({"partitions": ["gpu"], "policy": "max_min_fairnes"}, "did you mean 'max_min_fairness'"),
         ({"partitions": ["gpu"], "backend": "ssh"}, "choose one of: cli, rest"),
         ({"partitions": ["gpu"], "log_format": "xml"}, "choose one of: json, kv"),
+        ({"partitions": ["gpu"], "status_privacy": "privat"}, "did you mean 'private'"),
+        ({"partitions": ["gpu"], "status_privacy": True}, "status_privacy: expected a non-empty"),
         ({"partitions": ["gpu"], "checkpoint": {"signal": "KILL"}}, "cannot be trapped"),
         ({"partitions": ["gpu"], "checkpoint": {"signal": "NOPE"}}, "not a signal name"),
         ({"partitions": ["gpu"], "checkpoint": {"requeue_exit_code": 0}}, "in 1..255"),

@@ -84,11 +84,12 @@ def test_settings_built_at_start_keep_their_running_values(tmp_path, cfg_path, t
         .replace(str(tmp_path / "state"), str(tmp_path / "elsewhere"))
         .replace("partitions: [gpu]", "partitions: [gpu, a100]")
         .replace("grace_seconds: 5", "grace_seconds: 10")
-        + "backend: rest\nmetrics_port: 9100\n"
+        + "backend: rest\nmetrics_port: 9100\nstatus_privacy: public\n"
     )  # fmt: skip
     plan = prepare_reload(current, cfg_path, table)
     assert set(plan.needs_restart) == {
-        "state_dir", "partitions", "checkpoint", "backend", "metrics_port"}  # fmt: skip
+        "state_dir", "partitions", "checkpoint", "backend", "metrics_port",
+        "status_privacy"}  # fmt: skip
     for key in RESTART_KEYS:
         assert getattr(plan.config, key) == getattr(current, key), key
     assert plan.config.round_seconds == 90 and plan.changed == ("round_seconds",)
