@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Explain the daemon's last decision for one managed job: where it runs or why it
     waits, its allocation per GPU type, the time received there since the
     allocation was computed, its priority and deficit on each type. Reads the
-    daemon's public view; any user can run it. Put --json after JOBID."""
+    daemon's public view; any user can run it (for their own jobs only where the
+    view is private). Put --json after JOBID."""
     p.add_argument("jobid", metavar="JOBID", help="the Slurm job id of a managed job")
     add_source_options(p)
     add_json_option(p, "the job's record from the view")

@@ -58,7 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Show every managed job as of the daemon's last round: its user, account,
     partition, job type and GPUs, its allocation per GPU type, where it runs, the
     time it has run ([D-]HH:MM:SS) and its restarts. Reads the daemon's public
-    view (status.json in its state_dir); any user can run it."""
+    view (status.json in its state_dir); any user can run it. Where the view is
+    private (status_privacy, as Slurm's PrivateData=jobs) a user sees only their
+    own jobs; root and the daemon's user see every job."""
     p.add_argument("--help", action="help", help="show this help and exit")
     add_source_options(p)
     p.add_argument(
