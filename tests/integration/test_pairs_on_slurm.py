@@ -54,12 +54,12 @@ def test_packed_policy_runs_pairs_on_one_gpu(slurm_shards_session, tmp_path):
         sc.assert_all_completed(states)
         assert pairs, "no two jobs were ever seen on the same GPU's shards"
         assert not sc.daemon.events("round_failed")
-        # No placement was refused by Slurm (22.05 refuses gpu <-> shard switches).
-        # (scancel's "Invalid job id" is a job that ended between observe and act.)
+        # No placement was refused for its GRES (22.05 refuses gpu <-> shard switches:
+        # "Invalid generic resource"). Other refusals are races the next round retries
+        # with 4 s rounds: an update of a job Slurm is starting or requeueing (22.05:
+        # "Invalid node name specified"), scancel of a job that just ended.
         refused = [
-            e
-            for e in sc.daemon.events("action_failed")
-            if "Invalid" in str(e) and "Kill job error" not in str(e)
+            e for e in sc.daemon.events("action_failed") if "Invalid generic resource" in str(e)
         ]
         assert not refused, refused
     finally:
