@@ -9,15 +9,13 @@ Slurm lists now, since users choose how many jobs there are.
 from __future__ import annotations
 
 import logging
-import os
-import pwd
 import re
 from collections.abc import Iterable
 
 from slurm_gavel.cluster_model import ClusterSnapshot, JobState, NodeState
 from slurm_gavel.cluster_rows import TYPE_BLIND
 from slurm_gavel.daemon_tap import SETTLING
-from slurm_gavel.daemon_views import log_ids
+from slurm_gavel.daemon_views import log_ids, running_as
 from slurm_gavel.logs import event
 from slurm_gavel.scheduler import RoundReport
 
@@ -161,10 +159,7 @@ class RoundEvents:
         if not denied or self.denied:
             return
         self.denied = True
-        try:
-            user = pwd.getpwuid(os.geteuid()).pw_name
-        except KeyError:
-            user = f"uid {os.geteuid()}"
+        user = running_as()
         event(
             log,
             "not_a_slurm_operator",

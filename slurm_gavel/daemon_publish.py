@@ -18,11 +18,10 @@ Failures are logged and retried next round; the round stands.
 from __future__ import annotations
 
 import logging
-import os
-import pwd
 from typing import Any
 
 from slurm_gavel.backends.slurm_private_data import hides_jobs
+from slurm_gavel.daemon_views import running_as
 from slurm_gavel.logs import event
 from slurm_gavel.model import JobId
 from slurm_gavel.state_store import StateSaveError, StateStore
@@ -117,8 +116,9 @@ class Publisher:
             # Slurm lets only root, SlurmUser and AdminLevel=Administrator set AdminComment
             # (Operator is enough for everything else the daemon does): say it once and
             # stop, rather than a warning every round.
-            event(log, "admin_comment_denied", logging.ERROR, user=_user(),
-                  fix=f"sacctmgr -i modify user {_user()} set adminlevel=Administrator, or "
+            user = running_as()
+            event(log, "admin_comment_denied", logging.ERROR, user=user,
+                  fix=f"sacctmgr -i modify user {user} set adminlevel=Administrator, or "
                   "leave it: `slurm-gavel status` and `explain` show the same reasons")  # fmt: skip
             self.backend = None
             return 0
@@ -132,14 +132,6 @@ class Publisher:
             event(log, "admin_comment_failed", logging.WARNING, jobs=len(failed),
                   job=first[0], error=first[1][:300])  # fmt: skip
         return len(changed)
-
-
-def _user() -> str:
-    """The account the daemon runs as (for the fix it prints)."""
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return str(os.geteuid())
 
 
 def privacy(setting: str, backend: object) -> tuple[bool, str]:

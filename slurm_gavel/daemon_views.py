@@ -6,6 +6,8 @@ No I/O: the daemon calls these on the snapshot and placement of a round.
 
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -262,3 +264,11 @@ def checkpoint_waits(backend: object) -> dict[JobId, float]:
     backend does not wait, as the simulator's)."""
     waits = getattr(backend, "checkpoint_waits", None)
     return dict(waits) if isinstance(waits, dict) else {}
+
+
+def running_as() -> str:
+    """The account the daemon runs as, for the fixes its errors print."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
