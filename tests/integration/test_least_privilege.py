@@ -80,6 +80,16 @@ def site(daemon_user: pwd.struct_passwd) -> Iterator[Path]:
     shutil.rmtree(top, ignore_errors=True)
 
 
+def site_config(site: Path) -> Path:
+    """The daemon config of the site: 10 s rounds on partition gpu, JSON logs."""
+    cfg = site / "gavel.yaml"
+    cfg.write_text(
+        "round_seconds: 10\npartitions: [gpu]\ncheckpoint: {grace_seconds: 3}\n"
+        f"state_dir: {site / 'state'}\nprogress_dir: {site / 'progress'}\nlog_format: json\n"
+    )
+    return cfg
+
+
 def run_as_daemon_user(
     user: pwd.struct_passwd, slurm, argv: list[str]
 ) -> subprocess.CompletedProcess[str]:
@@ -98,11 +108,7 @@ def run_as_daemon_user(
 
 
 def test_the_daemon_runs_as_its_own_unprivileged_user(slurm, daemon_user, site):
-    cfg = site / "gavel.yaml"
-    cfg.write_text(
-        "round_seconds: 10\npartitions: [gpu]\ncheckpoint: {grace_seconds: 3}\n"
-        f"state_dir: {site / 'state'}\nprogress_dir: {site / 'progress'}\nlog_format: json\n"
-    )
+    cfg = site_config(site)
     # A managed job of another user (nobody): held by job_submit.lua until the daemon acts.
     job = slurm.as_user(
         "nobody", "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu",
@@ -162,11 +168,7 @@ def test_with_operator_rights_from_sacctmgr_it_acts_on_other_users_jobs(
 
 
 def _operator_round(slurm, daemon_user, site) -> None:
-    cfg = site / "gavel.yaml"
-    cfg.write_text(
-        "round_seconds: 10\npartitions: [gpu]\ncheckpoint: {grace_seconds: 3}\n"
-        f"state_dir: {site / 'state'}\nprogress_dir: {site / 'progress'}\nlog_format: json\n"
-    )
+    cfg = site_config(site)
     job = slurm.as_user(
         "nobody", "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu",
         "-A", "biology", "--comment=gavel:type=A3C", "--wrap", "sleep 30",
