@@ -31,6 +31,7 @@ from typing import Any
 
 from slurm_gavel.atomic import write_atomic
 from slurm_gavel.errors import InputError
+from slurm_gavel.status_view import parse_view
 
 STATE_FORMAT = "slurm-gavel-state/1"
 STATE_FILE = "state.json"
@@ -198,13 +199,7 @@ class StateStore:
                 f"{self.view_path}: cannot read the status view ({e.strerror}); the admin "
                 f"makes it readable with `chmod 0755 {self.dir}` (the state stays 0600)"
             ) from e
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise StateError(f"{self.view_path}: not valid JSON (line {e.lineno}: {e.msg})") from e
-        if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
-            raise StateError(f"{self.view_path}: not a slurm-gavel status view")
-        return doc
+        return parse_view(text, self.view_path, StateError)
 
     def _write(self, data: bytes) -> None:
         self._write_file(data, self.path)

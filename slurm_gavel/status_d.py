@@ -25,6 +25,7 @@ from typing import Any
 
 from slurm_gavel.atomic import fsync_folder, write_atomic
 from slurm_gavel.errors import InputError
+from slurm_gavel.status_view import parse_view
 
 VIEWS_DIR = "status.d"
 _VIEW_NAME = re.compile(r"[0-9]+\.json")
@@ -115,10 +116,4 @@ def read_view(state_dir: Path, uid: int) -> dict[str, Any] | None:
         ) from e
     with os.fdopen(fd) as f:
         text = f.read()
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from e
-    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
-        raise InputError(f"{path}: not a slurm-gavel status view")
-    return doc
+    return parse_view(text, path, InputError)

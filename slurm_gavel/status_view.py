@@ -20,8 +20,12 @@ Pure functions over the state document: no I/O.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
+
+from slurm_gavel.errors import InputError
 
 VIEW_FORMAT = "slurm-gavel-status/1"
 # The settling marker of daemon_tap.SETTLING (not imported: that module pulls the daemon).
@@ -185,3 +189,15 @@ def why(job: dict[str, Any], policy: str | None) -> str:
         "waiting: jobs with a higher priority took every GPU of the types it is "
         "allocated this round; its priority grows each round it waits"
     )
+
+
+def parse_view(text: str, path: Path, error: type[InputError]) -> dict[str, Any]:
+    """A status view read back (status.json, or a user's own under status.d), or
+    `error` naming the file: not JSON, or not the shape the daemon writes."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        raise error(f"{path}: not a slurm-gavel status view")
+    return doc
