@@ -238,9 +238,14 @@ def parse_parsable(text: str, delimiter: str = "|") -> tuple[list[SacctRun], int
     return runs, bad
 
 
+def is_json(text: str) -> bool:
+    """Saved `sacct --json` output, not `sacct -P` (told apart by the first character)."""
+    return text.lstrip().startswith("{")
+
+
 def parse_text(text: str, origin: str) -> tuple[list[SacctRun], int]:
-    """A saved `sacct --json` or `sacct -P` output (told apart by its first character)."""
-    if text.lstrip().startswith("{"):
+    """A saved `sacct --json` or `sacct -P` output."""
+    if is_json(text):
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as e:

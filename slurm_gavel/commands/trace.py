@@ -66,7 +66,7 @@ def read_runs(args: argparse.Namespace) -> tuple[list[sacct.SacctRun], int]:
         text = read_utf8(
             path, sacct.SacctError, unreadable="cannot read it ({strerror})", save_as="UTF-8"
         )
-        if not text.lstrip().startswith("{"):
+        if not sacct.is_json(text):
             # Saved with sacct's own '|' and raw newlines: a comment can forge records.
             print(
                 f"slurm-gavel: warning: {path} is sacct -P output, in which any user's job "
