@@ -273,7 +273,7 @@ def query(
     """Run sacct (JSON, else -P); the runs, the unreadable lines, and which form."""
     base = sacct_argv(since, until, list(partitions))
     res = _run([*base, "--json"], timeout)
-    if res.returncode == 0 and res.stdout.lstrip().startswith("{"):
+    if res.returncode == 0 and is_json(res.stdout):
         try:
             return parse_json(json.loads(res.stdout)), 0, "json"
         except json.JSONDecodeError:
