@@ -45,6 +45,10 @@ def gavel(slurm, *argv: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.hostile(inputs=1)  # HOSTILE, through the real slurmdbd
 def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Path):
     slurm = slurm_accounting
+    # Only this test's jobs: other tests share the accounting cluster (and sacct keeps
+    # their jobs), so the window starts after the fixture cancelled theirs.
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1))
+    time.sleep(1.1)
     sc = new_scenario(slurm, tmp_path)
     try:
         # 9 one-GPU jobs on 6 GPUs: rounds time-share, so some jobs are requeued.
@@ -57,7 +61,7 @@ def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Pat
         sc.assert_all_completed(sc.wait_finished([*sc.managed, plain, other], timeout=240))
         segments = {j: sc.segments(j) for j in sc.managed}
         restarts = sum(len(s) - 1 for s in segments.values())
-        report_daemon = gavel(slurm, "report", "--since", "now-1hour", "--config",
+        report_daemon = gavel(slurm, "report", "--since", since, "--config",
                               str(sc.daemon.config), "--json")  # fmt: skip
     finally:
         sc.daemon.stop()
@@ -67,7 +71,7 @@ def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Pat
     doc: dict = {}
     ids: set[str] = set()
     for _ in range(120):  # a loaded CI machine: slurmdbd lags
-        res = slurm.cmd("sacct", "-a", "-X", "-D", "-S", "now-1hour", "--json")
+        res = slurm.cmd("sacct", "-a", "-X", "-D", "-S", since, "--json")
         doc = json.loads(res.stdout)
         ids = {str(j["job_id"]) for j in doc["jobs"]}
         if ids >= {*sc.managed, plain, other} and len(doc["jobs"]) >= 11 + restarts:
@@ -80,7 +84,7 @@ def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Pat
         )
     delim = "|#7f3a#|"
     parsable = slurm.cmd(
-        "sacct", "-a", "-X", "-D", "-S", "now-1hour", "-P", "--delimiter", delim,
+        "sacct", "-a", "-X", "-D", "-S", since, "-P", "--delimiter", delim,
         "-o", ",".join(FIELDS),
     ).stdout  # fmt: skip
     capture = os.environ.get("SLURM_GAVEL_SACCT_CAPTURE")
@@ -103,7 +107,7 @@ def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Pat
     assert "999" not in {r.job_id for r in p_runs}
 
     # trace from-sacct: every managed job, with the work its runs did
-    res = gavel(slurm, "trace", "from-sacct", "--since", "now-1hour", "-o", str(tmp_path / "t.csv"))
+    res = gavel(slurm, "trace", "from-sacct", "--since", since, "-o", str(tmp_path / "t.csv"))
     assert res.returncode == 0, res.stderr
     assert "9 jobs kept, 2 skipped" in res.stderr, (res.stderr, sorted(by_id))
     assert "no GPUs" in res.stderr and "no gavel: comment" in res.stderr
@@ -124,7 +128,7 @@ def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Pat
         )
 
     # report: restarts per sacct equal the jobs' own; GPU-hours per type add up
-    res = gavel(slurm, "report", "--since", "now-1hour", "--by", "type", "--json", "-")
+    res = gavel(slurm, "report", "--since", since, "--by", "type", "--json", "-")
     assert res.returncode == 0, res.stderr
     rep = json.loads(res.stdout)
     groups = {g["group"]: g for g in rep["groups"]}
@@ -141,11 +145,11 @@ def test_trace_and_report_from_the_real_slurmdbd(slurm_accounting, tmp_path: Pat
     assert json.loads(report_daemon.stdout)["capacity"] == rep["capacity"]
 
     # the terminal table shows the hostile comment's job escaped, not raw
-    res = gavel(slurm, "report", "--since", "now-1hour", "--by", "user")
+    res = gavel(slurm, "report", "--since", since, "--by", "user")
     assert res.returncode == 0 and "\x1b" not in res.stdout and "root" in res.stdout
     # --plot: PNGs with their data as CSV, or without matplotlib a clear error
     plots = tmp_path / "plots"
-    res = gavel(slurm, "report", "--since", "now-1hour", "--by", "type", "--plot", str(plots))
+    res = gavel(slurm, "report", "--since", since, "--by", "type", "--plot", str(plots))
     if importlib.util.find_spec("matplotlib"):
         assert res.returncode == 0, res.stderr
         assert (plots / "gpu_hours.png").stat().st_size > 0
