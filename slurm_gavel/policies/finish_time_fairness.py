@@ -40,7 +40,7 @@ import numpy as np
 
 from slurm_gavel.model import Allocation, JobId, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.solvers.ftf_jobs import (
+from slurm_gavel.policies.solvers.classes import (
     JobArrays,
     fractions_dict,
     group,

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.solvers.ftf_jobs import JobArrays, fractions_dict, group, job_arrays
+from slurm_gavel.policies.solvers.classes import JobArrays, fractions_dict, group, job_arrays
 from slurm_gavel.policies.solvers.ftf_requirements import requirement_rows, split_class
 from slurm_gavel.policies.solvers.ftf_solver import solve_lp_sized
 from slurm_gavel.policies.solvers.lp import SolverError

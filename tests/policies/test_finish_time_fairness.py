@@ -20,7 +20,7 @@ from slurm_gavel.policies.finish_time_fairness import (
     rho_of,
     solve,
 )
-from slurm_gavel.policies.solvers.ftf_jobs import job_arrays
+from slurm_gavel.policies.solvers.classes import job_arrays
 from slurm_gavel.synthetic import random_problem
 
 REF = PolicyOptions(reference=True)

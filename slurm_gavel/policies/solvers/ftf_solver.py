@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.solvers.ftf_jobs import Classes
+from slurm_gavel.policies.solvers.classes import Classes
 from slurm_gavel.policies.solvers.ftf_requirements import (
     RequirementRows,
     requirement_rows,
