@@ -57,7 +57,8 @@ def job_arrays(problem: Problem) -> JobArrays:
         i = int(np.argmax(bad_rows))
         k = int(np.argmax(~(np.isfinite(tput[i]) & (tput[i] >= 0))))
         raise PolicyInputError(
-            f"job {jobs[i].id}: throughput on {types[k]} is {float(tput[i, k])!r}; give a number >= 0"
+            f"job {jobs[i].id}: throughput on {types[k]} is {float(tput[i, k])!r}; "
+            "give a number >= 0"
         )
     if (scale < 1).any():
         i = int(np.argmax(scale < 1))
