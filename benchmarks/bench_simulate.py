@@ -68,6 +68,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     """Runs in the child: generate the trace, simulate, report figures as JSON."""
     sys.path.insert(0, ROOT)
     from slurm_gavel.backends.simulated import parse_cluster_spec
+    from slurm_gavel.round_settings import RoundSettings
     from slurm_gavel.simulate import metrics as metrics_mod
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.generate import generate_trace
@@ -92,9 +93,11 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     jobs = generate_trace(
         args.jobs, args.interarrival, table, seed=args.seed, multi_gpu=args.multi_gpu
     )
+    settings = RoundSettings(
+        round_seconds=args.round_seconds, preemption_overhead_seconds=args.preemption_overhead
+    )
     opts = SimulationOptions(
-        round_seconds=args.round_seconds,
-        preemption_overhead=args.preemption_overhead,
+        settings=settings,
         seed=args.seed,
         progress=False,
     )

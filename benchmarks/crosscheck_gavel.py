@@ -95,6 +95,7 @@ def run_ours(
     trace: Path, policy: str, second_stage: bool, min_interval: float, spread_penalty: bool
 ) -> dict[str, Any]:
     from slurm_gavel.backends.simulated import parse_cluster_spec
+    from slurm_gavel.round_settings import RoundSettings
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.traces import load_trace
     from slurm_gavel.throughputs import load_table
@@ -102,10 +103,11 @@ def run_ours(
     table = load_table(None)
     if not spread_penalty:
         table = replace(table, unconsolidated={})  # a spread job runs at full speed
-    opts = SimulationOptions(
-        round_seconds=360.0, preemption_overhead=0.0, seed=0, progress=False,
-        second_stage=second_stage, min_reallocation_interval_s=min_interval,
+    settings = RoundSettings(
+        round_seconds=360.0, preemption_overhead_seconds=0.0,
+        min_reallocation_interval_seconds=min_interval,
     )  # fmt: skip
+    opts = SimulationOptions(settings=settings, seed=0, progress=False, second_stage=second_stage)
     result = simulate(
         load_trace(trace, table),
         parse_cluster_spec("v100:3x4,p100:3x4,k80:3x4", table),
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         metavar="S",
-        help="our min_reallocation_interval_s (1920 = the rule Gavel's simulator runs with)",
+        help="our min_reallocation_interval_seconds (1920 = the rule Gavel's simulator runs with)",
     )
     p.add_argument(
         "--no-spread-penalty",

@@ -174,6 +174,7 @@ def quick_plan() -> Plan:
 
 def run_point(point: Point, plan: Plan) -> dict[str, Any]:
     from slurm_gavel.backends.simulated import parse_cluster_spec
+    from slurm_gavel.round_settings import SIMULATOR_DEFAULTS
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.generate import generate_trace
     from slurm_gavel.simulate.window import Window, apply_window
@@ -182,7 +183,7 @@ def run_point(point: Point, plan: Plan) -> dict[str, Any]:
     table = load_table()
     nodes = parse_cluster_spec(plan.cluster, table)
     opts = SimulationOptions(
-        preemption_overhead=point.overhead_s,
+        settings=replace(SIMULATOR_DEFAULTS, preemption_overhead_seconds=point.overhead_s),
         seed=point.seed,
         progress=False,
         second_stage=point.second_stage,

@@ -24,6 +24,7 @@ import yaml
 from slurm_gavel.checks import Checks, show
 from slurm_gavel.errors import InputError, read_utf8
 from slurm_gavel.policies import policy_names
+from slurm_gavel.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.shares import MAX_ADMIN_WEIGHT, WeightsConfig
 
 BACKENDS = ("cli", "rest")
@@ -77,7 +78,9 @@ class SlurmConfig:
 class Config:
     partitions: tuple[str, ...]
     policy: str = "max_min_fairness"
-    round_seconds: float = 360.0
+    # round_seconds, preemption_overhead_seconds, stay_credit_seconds and
+    # min_reallocation_interval_seconds: top-level keys of the file, as in RoundSettings.
+    settings: RoundSettings = DAEMON_DEFAULTS
     # Slurm GRES type -> throughput-table GPU type, for sites whose names differ.
     gpu_types: Mapping[str, str] = field(default_factory=dict)
     # Dollars per GPU-hour by throughput-table GPU type: what policy min_cost minimises.
@@ -86,14 +89,6 @@ class Config:
     weights: WeightsConfig = field(default_factory=WeightsConfig)
     throughput_table: Path | None = None  # None = the table shipped with the package
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    # Seconds of no progress per restart, for the steps estimate of silent jobs.
-    preemption_overhead_seconds: float = 0.0
-    # Not Gavel, opt-in (0 = Gavel's mechanism): in underloaded rounds a job's
-    # current GPU type counts this many seconds less received time, so jobs with a
-    # split allocation switch type (restart) less often.
-    stay_credit_seconds: float = 0.0
-    # SchedulerConfig.min_reallocation_interval_s: 0 = recompute on every job-set change.
-    min_reallocation_interval_seconds: float = 0.0
     solver_time_limit_seconds: float | None = None
     state_dir: Path = Path("/var/lib/slurm-gavel")
     status_privacy: str = "auto"  # one of STATUS_PRIVACY
@@ -310,6 +305,22 @@ def _weights(doc: Any, where: str) -> WeightsConfig:
     )
 
 
+def _settings(d: Mapping[str, Any], w: str) -> RoundSettings:
+    """The round's settings: top-level keys named as RoundSettings' fields."""
+    base = DAEMON_DEFAULTS
+
+    def seconds(key: str, strict: bool = False) -> float:
+        value = d.get(key, getattr(base, key))
+        return _check.number(value, w + key, minimum=0, strict=strict)
+
+    return RoundSettings(
+        round_seconds=seconds("round_seconds", strict=True),
+        preemption_overhead_seconds=seconds("preemption_overhead_seconds"),
+        stay_credit_seconds=seconds("stay_credit_seconds"),
+        min_reallocation_interval_seconds=seconds("min_reallocation_interval_seconds"),
+    )
+
+
 def parse_config(doc: Any, source: Path | None = None) -> Config:
     """Validate a decoded YAML document; `source` anchors relative paths and messages."""
     origin = str(source) if source else "config"
@@ -327,9 +338,7 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
     cfg = Config(
         partitions=_partitions(d["partitions"], w + "partitions"),
         policy=_check.choice(d.get("policy", base.policy), w + "policy", policy_names()),
-        round_seconds=_check.number(
-            d.get("round_seconds", base.round_seconds), w + "round_seconds", minimum=0, strict=True
-        ),
+        settings=_settings(d, w),
         gpu_types=_gpu_types(d.get("gpu_types") or {}, w + "gpu_types"),
         prices=_prices(d.get("prices") or {}, w + "prices"),
         weights=_weights(d.get("weights") or {}, w + "weights"),
@@ -339,21 +348,6 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
             else None
         ),
         checkpoint=_checkpoint(d.get("checkpoint") or {}, w + "checkpoint"),
-        preemption_overhead_seconds=_check.number(
-            d.get("preemption_overhead_seconds", base.preemption_overhead_seconds),
-            w + "preemption_overhead_seconds",
-            minimum=0,
-        ),
-        stay_credit_seconds=_check.number(
-            d.get("stay_credit_seconds", base.stay_credit_seconds),
-            w + "stay_credit_seconds",
-            minimum=0,
-        ),
-        min_reallocation_interval_seconds=_check.number(
-            d.get("min_reallocation_interval_seconds", base.min_reallocation_interval_seconds),
-            w + "min_reallocation_interval_seconds",
-            minimum=0,
-        ),
         solver_time_limit_seconds=(
             _check.number(
                 d["solver_time_limit_seconds"],
@@ -401,27 +395,29 @@ def _check_max_grace(cfg: Config, w: str) -> None:
             f"checkpoint.grace_seconds ({ck.grace_seconds:g}): a job asking grace= could get "
             "less than one asking nothing; raise max_grace_seconds or lower grace_seconds"
         )
-    if ck.max_grace_seconds >= cfg.round_seconds:
+    round_seconds = cfg.settings.round_seconds
+    if ck.max_grace_seconds >= round_seconds:
         raise ConfigError(
             f"{w}checkpoint.max_grace_seconds ({ck.max_grace_seconds:g}) must be shorter than "
-            f"round_seconds ({cfg.round_seconds:g}), or a job given the most grace would hold "
+            f"round_seconds ({round_seconds:g}), or a job given the most grace would hold "
             "its GPUs for the whole next round; lower the maximum or lengthen the round"
         )
 
 
 def _cross_checks(cfg: Config, w: str) -> None:
     """Values that are each fine alone but impossible together."""
-    if cfg.checkpoint.grace_seconds >= cfg.round_seconds:
+    rs = cfg.settings
+    if cfg.checkpoint.grace_seconds >= rs.round_seconds:
         raise ConfigError(
             f"{w}checkpoint.grace_seconds ({cfg.checkpoint.grace_seconds:g}) must be shorter "
-            f"than round_seconds ({cfg.round_seconds:g}), or preempted jobs would hold their "
+            f"than round_seconds ({rs.round_seconds:g}), or preempted jobs would hold their "
             "GPUs for the whole next round; shorten the grace or lengthen the round"
         )
     _check_max_grace(cfg, w)
-    if cfg.preemption_overhead_seconds >= cfg.round_seconds:
+    if rs.preemption_overhead_seconds >= rs.round_seconds:
         raise ConfigError(
-            f"{w}preemption_overhead_seconds ({cfg.preemption_overhead_seconds:g}) is not "
-            f"shorter than round_seconds ({cfg.round_seconds:g}): every restart would cost a "
+            f"{w}preemption_overhead_seconds ({rs.preemption_overhead_seconds:g}) is not "
+            f"shorter than round_seconds ({rs.round_seconds:g}): every restart would cost a "
             "whole round; lengthen the round (Gavel uses 360 s)"
         )
     if cfg.throughput_table is not None and not cfg.throughput_table.is_file():

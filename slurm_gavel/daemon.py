@@ -349,7 +349,7 @@ class Daemon:
                 "started_at": self.started_at,
                 "config": str(self.config.source) if self.config.source else None,
                 "policy": self.config.policy,
-                "round_seconds": self.config.round_seconds,
+                "round_seconds": self.config.settings.round_seconds,
                 "partitions": list(self.config.partitions),
             },
             "scheduler": scheduler_json,
@@ -402,7 +402,7 @@ class Daemon:
                 if once:
                     return 0 if ok else 1
                 if ok:
-                    wait = self.config.round_seconds - (self.clock() - t0)
+                    wait = self.config.settings.round_seconds - (self.clock() - t0)
                     settling = self.tap.settle_left()
                     if settling is not None:  # act as soon as the settling ends
                         wait = min(wait, settling + 0.1)

@@ -34,6 +34,7 @@ from slurm_gavel.errors import InputError
 from slurm_gavel.logs import ROOT, configure, event
 from slurm_gavel.metrics import DaemonMetrics
 from slurm_gavel.policies import PolicyOptions
+from slurm_gavel.round_settings import RoundSettings
 from slurm_gavel.scheduler import SchedulerConfig, SchedulerState
 from slurm_gavel.throughputs import ThroughputTable, load_table
 
@@ -105,20 +106,18 @@ def prepare_reload(current: Config, path: Path, current_table: ThroughputTable) 
     needs_restart = tuple(k for k in RESTART_KEYS if getattr(new, k) != getattr(current, k))
     config = replace(new, **{k: getattr(current, k) for k in RESTART_KEYS})
     grace = config.checkpoint.grace_cap
-    if grace >= config.round_seconds:
+    round_seconds = config.settings.round_seconds
+    if grace >= round_seconds:
         # The file itself passed this check, with its own checkpoint section; the
         # running one (a restart changes it) would outlast the new, shorter round.
         raise ConfigError(
-            f"{path}: round_seconds ({config.round_seconds:g}) must stay longer than the "
+            f"{path}: round_seconds ({round_seconds:g}) must stay longer than the "
             f"running checkpoint grace ({grace:g} s); checkpoint changes need a restart: "
             "restart the daemon, or keep round_seconds above the grace"
         )
     skip = {*RESTART_KEYS, "source"}
-    changed = [
-        f.name
-        for f in fields(Config)
-        if f.name not in skip and getattr(config, f.name) != getattr(current, f.name)
-    ]
+    now, before = _by_key(config), _by_key(current)
+    changed = [k for k, v in now.items() if k not in skip and v != before[k]]
     table_changed = table != current_table
     if table_changed and "throughput_table" not in changed:
         changed.append("throughput_table (contents)")
@@ -126,15 +125,25 @@ def prepare_reload(current: Config, path: Path, current_table: ThroughputTable) 
     return Reload(config, table, tuple(changed), needs_restart, reallocate)
 
 
+def _by_key(config: Config) -> dict[str, object]:
+    """The config's values by the file's key: the round's settings are top-level keys."""
+    out: dict[str, object] = {}
+    for f in fields(Config):
+        value = getattr(config, f.name)
+        if isinstance(value, RoundSettings):
+            out.update((g.name, getattr(value, g.name)) for g in fields(RoundSettings))
+        else:
+            out[f.name] = value
+    return out
+
+
 def scheduler_config(config: Config, table: ThroughputTable) -> SchedulerConfig:
     """The round's settings from the daemon's config (at start and on reload)."""
     return SchedulerConfig(
         table=table,
         policy=config.policy,
-        round_seconds=config.round_seconds,
+        settings=config.settings,
         policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
-        stay_credit_s=config.stay_credit_seconds,
-        min_reallocation_interval_s=config.min_reallocation_interval_seconds,
         accounts=config.weights.accounts,  # hierarchical_max_min_fairness's entities
         prices=config.prices,
     )
@@ -186,5 +195,5 @@ def reload_daemon(d: Reloadable) -> bool:
     d.metrics.config_reloads.labels(result="applied").inc()
     event(log, "config_reloaded", config=str(source),
           changed=",".join(plan.changed) or "nothing", reallocate=plan.reallocate,
-          policy=plan.config.policy, round_s=plan.config.round_seconds)  # fmt: skip
+          policy=plan.config.policy, round_s=plan.config.settings.round_seconds)  # fmt: skip
     return True

@@ -100,7 +100,7 @@ class DaemonTap:
             {j: a.received_s for j, a in d.state.jobs.items()},
             {j: a.restarts for j, a in d.state.jobs.items()},
             rows.as_table(),
-            d.config.preemption_overhead_seconds,
+            d.config.settings.preemption_overhead_seconds,
         )
         self.last_snapshot = snap
         if self.outage:

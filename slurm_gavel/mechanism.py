@@ -15,8 +15,8 @@ Gavel's rule (scheduler.py, _update_priorities / _schedule_jobs_on_workers):
   largest first, go on the fewest nodes (best fit), and a job that has to spread
   is marked unconsolidated so the table's unconsolidated throughput applies.
 
-Optional, not Gavel (stay_credit_s > 0, default 0): the type a job runs on counts
-stay_credit_s seconds less received time in its priority and deficit, so a job
+Optional, not Gavel (stay_credit_seconds > 0, default 0): the type a job runs on
+counts that many seconds less received time in its priority and deficit, so a job
 with a fractional allocation (say 0.5 v100 + 0.5 p100) works it off in longer
 stints instead of switching type almost every round. The caller decides when to
 apply it (scheduler.run_round: only in underloaded rounds, where it cannot keep a
@@ -80,7 +80,7 @@ def entries(
     elapsed: float,
     gpu_types: Iterable[GpuType],
     pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
-    stay_credit_s: float = 0.0,
+    stay_credit_seconds: float = 0.0,
 ) -> list[Entry]:
     """All (entry, type) candidates with their priority, highest first.
 
@@ -88,9 +88,11 @@ def entries(
     allocation was computed and `elapsed` the wall time since then. Among equal
     priorities, deficits and fractions, the entry already running on the type
     goes first (keeping it avoids a restart), then the order of keys.
-    stay_credit_s: see the module docstring (0 = Gavel).
+    stay_credit_seconds: see the module docstring (0 = Gavel).
     """
-    ranked = _ranked(allocation, jobs, received, elapsed, list(gpu_types), pair_ok, stay_credit_s)
+    ranked = _ranked(
+        allocation, jobs, received, elapsed, list(gpu_types), pair_ok, stay_credit_seconds
+    )
     return [_entry(k) for k in ranked]
 
 
@@ -125,7 +127,7 @@ def _ranked(
     elapsed: float,
     types: list[GpuType],
     pair_ok: Mapping[str, frozenset[GpuType]] | None,
-    stay_credit_s: float = 0.0,
+    stay_credit_seconds: float = 0.0,
     singles: SingleCandidates | None = None,
 ) -> list[_Ranked]:
     """The sort keys of entries(), sorted. This runs for every job and type in every
@@ -135,7 +137,7 @@ def _ranked(
     empty: Mapping[GpuType, float] = {}
     append = keyed.append
     no_time = elapsed <= 0.0
-    credit = stay_credit_s > 0.0
+    credit = stay_credit_seconds > 0.0
     if singles is None:
         singles = single_candidates(allocation, jobs, types)
     for job_id, members, options in singles:
@@ -145,7 +147,7 @@ def _ranked(
         for t, x in options:
             got = got_row.get(t, 0.0)
             if credit and cur == t:
-                got = max(0.0, got - stay_credit_s)  # the incumbent keeps its type longer
+                got = max(0.0, got - stay_credit_seconds)  # the incumbent keeps its type longer
             if x <= 0.0:
                 prio = 0.0
             elif got <= 0.0 or no_time:
@@ -352,17 +354,17 @@ def assign(
     received: Mapping[str, Mapping[GpuType, float]],
     elapsed: float,
     pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
-    stay_credit_s: float = 0.0,
+    stay_credit_seconds: float = 0.0,
     singles: SingleCandidates | None = None,
 ) -> dict[JobId, JobPlacement]:
     """This round's placement for every job that runs (absent jobs do not run).
-    stay_credit_s: see the module docstring (0 = Gavel). singles: see _ranked."""
+    stay_credit_seconds: see the module docstring (0 = Gavel). singles: see _ranked."""
     node_list = list(nodes)
     capacity: dict[GpuType, int] = {}
     for n in node_list:
         capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.usable_gpus
     ranked = _ranked(
-        allocation, jobs, received, elapsed, list(capacity), pair_ok, stay_credit_s, singles
+        allocation, jobs, received, elapsed, list(capacity), pair_ok, stay_credit_seconds, singles
     )
     chosen = []
     for i in _select(ranked, jobs, capacity):

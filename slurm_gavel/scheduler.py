@@ -45,6 +45,7 @@ from slurm_gavel.model import (
     Problem,
 )
 from slurm_gavel.policies import PACKING_POLICIES, PolicyOptions, allocate
+from slurm_gavel.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.scheduler_state import (
     JobAccount,
     RoundMemo,
@@ -59,25 +60,11 @@ from slurm_gavel.throughputs import ThroughputTable
 class SchedulerConfig:
     table: ThroughputTable
     policy: str = "max_min_fairness"
-    round_seconds: float = 360.0
+    # The round ignores the preemption overhead (the backend charges or estimates it).
+    settings: RoundSettings = DAEMON_DEFAULTS
     policy_options: PolicyOptions = field(default_factory=PolicyOptions)
-    # Recompute the allocation at least this often even when the job set is the
-    # same (policies that read progress, e.g. finish_time_fairness); None = only on
-    # change.
-    reallocate_every_s: float | None = None
-    # After a reallocation, a changed job set waits until this many seconds have
-    # passed before the next one (jobs that arrive meanwhile get no fraction and only
-    # fill GPUs the allocation leaves idle). 0 = recompute on every change, as the
-    # Gavel paper describes; Gavel's code does this in simulation with its
-    # minimum_time_between_allocation_resets = 1,920 s.
-    min_reallocation_interval_s: float = 0.0
     accounts: Mapping[str, float] = field(default_factory=dict)
     prices: Mapping[GpuType, float] = field(default_factory=dict)
-    # Not Gavel, opt-in (0 = Gavel's mechanism): in rounds where the considered jobs
-    # demand no more GPUs than are usable, the type a job runs on counts this many
-    # seconds less received time in the mechanism's priority, so fractional
-    # allocations are worked off in longer stints with fewer restarts.
-    stay_credit_s: float = 0.0
     # A pseudo-policy that places the jobs itself, bypassing allocation and mechanism
     # (the simulator's Slurm FIFO baselines, simulate/slurm_baseline.BASELINES): set
     # by whoever runs the round, so the round imports no simulator. None: the policy.
@@ -383,19 +370,20 @@ def run_round(
     else:
         considered, skipped, key, unmeasured = _round_jobs(state, active, config, capacity)
         usable = {t: n for t, n in capacity.items() if n > 0}
+        settings = config.settings
         due = (
-            config.reallocate_every_s is not None
+            settings.reallocate_every_seconds is not None
             and state.allocation_time is not None
-            and now - state.allocation_time >= config.reallocate_every_s
+            and now - state.allocation_time >= settings.reallocate_every_seconds
         )
         change = state.allocation is None or key != state.allocation_key or due
         if (
             change
             and state.allocation is not None
             and state.allocation_time is not None
-            and now - state.allocation_time < config.min_reallocation_interval_s
+            and now - state.allocation_time < settings.min_reallocation_interval_seconds
         ):
-            change = False  # too soon after the last one: keep it (see SchedulerConfig)
+            change = False  # too soon after the last one: keep it (see RoundSettings)
         if considered and change:
             problem = build_problem(considered, state, config, capacity, now)
             alloc = allocate(problem, config.policy, config.policy_options)
@@ -415,13 +403,13 @@ def run_round(
                 jobs_m = {j: m for j, m in jobs_m.items() if j not in kept}
                 nodes = _without_kept(nodes, kept)
             credit = 0.0
-            if config.stay_credit_s > 0.0:
+            if settings.stay_credit_seconds > 0.0:
                 # underloaded only: then the considered jobs fit in GPUs in total and
                 # the credit mostly decides which type a job runs on, not whether it
                 # runs (in overloaded rounds it could keep a waiting job queued)
                 demand = sum(j.scale_factor for j in jobs_m.values())
                 if demand <= sum(usable.values()):
-                    credit = config.stay_credit_s
+                    credit = settings.stay_credit_seconds
             memo = state.memo
             singles = None
             if memo is not None and not kept:  # (the memo's candidates are every job's)
@@ -435,13 +423,13 @@ def run_round(
                 nodes,
                 state.epoch_received,
                 state.epoch_elapsed,
-                stay_credit_s=credit,
+                stay_credit_seconds=credit,
                 singles=singles,
             )
         placed.update(kept)
     mech_s = time.perf_counter() - t0 - solve_s
 
-    placement = RoundPlacement(state.round_index, now, config.round_seconds, placed)
+    placement = RoundPlacement(state.round_index, now, config.settings.round_seconds, placed)
     result = backend.act(placement)
     failed = {j for j, _ in result.failed}
     state.placement = {j: p for j, p in placed.items() if j not in failed}

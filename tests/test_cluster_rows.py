@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +14,7 @@ from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.cluster_rows import ESTIMATED, TYPE_BLIND, cluster_rows
 from slurm_gavel.estimate import Observation, update_table
 from slurm_gavel.model import Job
+from slurm_gavel.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.scheduler import SchedulerConfig, SchedulerState, build_problem, run_round
 from slurm_gavel.throughputs import ThroughputTable, load_table
 
@@ -37,7 +39,7 @@ def geomean(values: list[float]) -> float:
 def day_one_round(table: ThroughputTable, jobs: list[Job], spec: str = "a100:1x4,h100:1x4"):
     sim = SimulatedCluster(parse_cluster_spec(spec), jobs, true_speeds(table))
     state = SchedulerState()
-    config = SchedulerConfig(table=table, round_seconds=60)
+    config = SchedulerConfig(table=table, settings=replace(DAEMON_DEFAULTS, round_seconds=60))
     return run_round(state, sim, config)
 
 

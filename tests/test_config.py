@@ -1,9 +1,11 @@
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 
 from slurm_gavel.config import ConfigError, load_config, parse_config
 from slurm_gavel.errors import InputError
+from slurm_gavel.round_settings import DAEMON_DEFAULTS, SIMULATOR_DEFAULTS, RoundSettings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,18 +21,18 @@ def test_shipped_example_config_is_valid():
     assert cfg.partitions
     assert cfg.policy == "max_min_fairness"
     assert cfg.checkpoint.signal == "USR1"
-    assert cfg.round_seconds == 360
+    assert cfg.settings.round_seconds == 360
 
 
 def test_minimal_config_takes_documented_defaults(tmp_path):
     cfg = load_config(write(tmp_path, "partitions: [gpu]\n"))
     assert cfg.partitions == ("gpu",)
-    assert cfg.round_seconds == 360.0
+    assert cfg.settings.round_seconds == 360.0
     assert cfg.metrics_port == 0
     assert cfg.backend == "cli"
     assert cfg.throughput_table is None
     assert cfg.checkpoint.requeue_exit_code == 99
-    assert cfg.stay_credit_seconds == 0.0  # Gavel's mechanism unless opted in
+    assert cfg.settings.stay_credit_seconds == 0.0  # Gavel's mechanism unless opted in
     assert cfg.status_privacy == "auto"  # follows Slurm's PrivateData
 
 
@@ -46,13 +48,35 @@ def test_relative_paths_resolve_against_the_config_directory(tmp_path):
 
 def test_stay_credit_is_parsed():
     cfg = parse_config({"partitions": ["gpu"], "stay_credit_seconds": 1080})
-    assert cfg.stay_credit_seconds == 1080.0
+    assert cfg.settings.stay_credit_seconds == 1080.0
 
 
 def test_min_reallocation_interval_is_parsed_and_defaults_to_every_change():
-    assert parse_config({"partitions": ["gpu"]}).min_reallocation_interval_seconds == 0.0
+    assert parse_config({"partitions": ["gpu"]}).settings.min_reallocation_interval_seconds == 0.0
     cfg = parse_config({"partitions": ["gpu"], "min_reallocation_interval_seconds": 1920})
-    assert cfg.min_reallocation_interval_seconds == 1920.0
+    assert cfg.settings.min_reallocation_interval_seconds == 1920.0
+
+
+def test_every_round_setting_is_read_from_the_key_of_its_name():
+    keys = {
+        "round_seconds": 300.0,
+        "preemption_overhead_seconds": 7.0,
+        "stay_credit_seconds": 11.0,
+        "min_reallocation_interval_seconds": 13.0,
+    }
+    cfg = parse_config({"partitions": ["gpu"], **keys})
+    assert cfg.settings == RoundSettings(**keys)
+    # a field added to RoundSettings needs a key here, or the admin cannot set it
+    assert {f.name for f in fields(RoundSettings)} - set(keys) == {"reallocate_every_seconds"}
+
+
+def test_daemon_and_simulator_defaults_differ_only_in_the_preemption_overhead():
+    assert parse_config({"partitions": ["gpu"]}).settings == DAEMON_DEFAULTS
+    assert DAEMON_DEFAULTS.preemption_overhead_seconds == 0.0
+    assert SIMULATOR_DEFAULTS.preemption_overhead_seconds == 30.0
+    assert replace(DAEMON_DEFAULTS, preemption_overhead_seconds=30.0) == SIMULATOR_DEFAULTS
+    with pytest.raises(TypeError, match="preemption_overhead_seconds"):
+        RoundSettings(round_seconds=360.0)  # type: ignore[call-arg]  # no silent default
 
 
 def test_signal_names_are_normalised():
@@ -277,6 +301,6 @@ def test_shipped_config_says_how_to_enable_the_packed_policy(tmp_path):
     cfg = load_config(write(tmp_path, enabled))
     assert cfg.policy == "max_min_fairness_packed" and cfg.policy in PACKING_POLICIES
     assert (
-        cfg.round_seconds == 360
+        cfg.settings.round_seconds == 360
         and cfg.partitions == load_config(REPO / "conf" / "gavel.yaml").partitions
     )

@@ -18,6 +18,7 @@ from slurm_gavel.daemon import Daemon
 from slurm_gavel.daemon_views import rename_gpu_types
 from slurm_gavel.metrics import DaemonMetrics
 from slurm_gavel.model import Job
+from slurm_gavel.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.state_store import StateLockedError, StateStore
 from slurm_gavel.throughputs import load_table
 
@@ -37,7 +38,7 @@ def table():
 def cluster(table) -> SimulatedCluster:
     jobs = [Job(str(i), TYPES[i % len(TYPES)], 1, total_steps=1e7) for i in range(8)]
     return SimulatedCluster(parse_cluster_spec("v100:1x2,p100:1x2,k80:1x2"), jobs, table,
-                            preemption_overhead=5.0)  # fmt: skip
+                            preemption_overhead_seconds=5.0)  # fmt: skip
 
 
 def config(tmp_path, **over):
@@ -407,7 +408,7 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
 
     def sim() -> SimulatedCluster:
         return SimulatedCluster(parse_cluster_spec("v100:1x2,p100:1x2,k80:1x2"), jobs, table,
-                                preemption_overhead=5.0)  # fmt: skip
+                                preemption_overhead_seconds=5.0)  # fmt: skip
 
     def decision(rep):
         res = rep.result
@@ -416,7 +417,7 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
         return (rep.reallocated, placed, *moves)
 
     ref_sim, state = sim(), SchedulerState()
-    cfg = SchedulerConfig(table=table, policy="max_min_fairness", round_seconds=r)
+    cfg = SchedulerConfig(table=table, settings=replace(DAEMON_DEFAULTS, round_seconds=r))
     expected = []
     while not ref_sim.done():
         state, rep = run_round(state, ref_sim, cfg)
@@ -439,18 +440,18 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
 
 def test_stay_credit_reaches_the_scheduler(tmp_path, table):
     d = daemon(tmp_path, cluster(table), table)
-    assert d.sched_config.stay_credit_s == 0.0  # Gavel unless opted in
+    assert d.sched_config.settings.stay_credit_seconds == 0.0  # Gavel unless opted in
     cfg = config(tmp_path, stay_credit_seconds=1080)
     d2 = Daemon(cfg, cluster(table), table=table, metrics=DaemonMetrics())
-    assert d2.sched_config.stay_credit_s == 1080.0
+    assert d2.sched_config.settings.stay_credit_seconds == 1080.0
 
 
 def test_min_reallocation_interval_reaches_the_scheduler(tmp_path, table):
     d = daemon(tmp_path, cluster(table), table)
-    assert d.sched_config.min_reallocation_interval_s == 0.0
+    assert d.sched_config.settings.min_reallocation_interval_seconds == 0.0
     cfg = config(tmp_path, min_reallocation_interval_seconds=1920)
     d2 = Daemon(cfg, cluster(table), table=table, metrics=DaemonMetrics())
-    assert d2.sched_config.min_reallocation_interval_s == 1920.0
+    assert d2.sched_config.settings.min_reallocation_interval_seconds == 1920.0
 
 
 # ---- issue 12: the smaller items -------------------------------------------------------

@@ -501,7 +501,9 @@ def test_the_daemon_learns_from_agreeing_users_and_keeps_it_across_a_restart(tmp
     full = load_table()
     jt = "A3C"
     jobs = [Job(str(i), jt, 1, total_steps=1e7) for i in range(1, 5)]
-    sim = SimulatedCluster(parse_cluster_spec("v100:1x4"), jobs, full, preemption_overhead=5.0)
+    sim = SimulatedCluster(
+        parse_cluster_spec("v100:1x4"), jobs, full, preemption_overhead_seconds=5.0
+    )
     base = full.alone[(jt, 1)]["v100"]
 
     class Reporting:

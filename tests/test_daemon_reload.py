@@ -66,7 +66,7 @@ def test_a_policy_change_takes_effect_and_recomputes_the_allocation(tmp_path, cf
     current = load_config(cfg_path)
     cfg_path.write_text(yaml_config(tmp_path, "stay_credit_seconds: 120\n", policy="fifo"))
     plan = prepare_reload(current, cfg_path, table)
-    assert plan.config.policy == "fifo" and plan.config.stay_credit_seconds == 120
+    assert plan.config.policy == "fifo" and plan.config.settings.stay_credit_seconds == 120
     assert set(plan.changed) == {"policy", "stay_credit_seconds"}
     assert plan.reallocate and plan.needs_restart == ()
     assert current.policy == "max_min_fairness"  # nothing applied
@@ -92,7 +92,7 @@ def test_settings_built_at_start_keep_their_running_values(tmp_path, cfg_path, t
         "status_privacy"}  # fmt: skip
     for key in RESTART_KEYS:
         assert getattr(plan.config, key) == getattr(current, key), key
-    assert plan.config.round_seconds == 90 and plan.changed == ("round_seconds",)
+    assert plan.config.settings.round_seconds == 90 and plan.changed == ("round_seconds",)
 
 
 def test_a_round_shorter_than_the_running_grace_is_refused(tmp_path, cfg_path, table):

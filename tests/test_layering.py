@@ -25,6 +25,7 @@ CORE = (
     "slurm_gavel.mechanism",
     "slurm_gavel.scheduler",
     "slurm_gavel.scheduler_state",
+    "slurm_gavel.round_settings",
 )
 # What the core must not reach, directly or through the modules it imports.
 FORBIDDEN = (

@@ -20,18 +20,23 @@ def _jobs(sizes: dict[str, int], current: dict[str, JobPlacement] | None = None)
     return {j: MechanismJob(j, sf, TPUT, current.get(j)) for j, sf in sizes.items()}
 
 
-def _run_rounds(alloc, sizes, nodes, rounds, stay_credit_s=None):
+def _run_rounds(alloc, sizes, nodes, rounds, stay_credit_seconds=None):
     """Drive the mechanism like the scheduler does: credit each round's placement."""
     received: dict[str, dict[str, float]] = {}
     elapsed = 0.0
     current: dict[str, JobPlacement] = {}
     history = []
     for _ in range(rounds):
-        if stay_credit_s is None:
+        if stay_credit_seconds is None:
             placed = assign(alloc, _jobs(sizes, current), nodes, received, elapsed)
         else:
             placed = assign(
-                alloc, _jobs(sizes, current), nodes, received, elapsed, stay_credit_s=stay_credit_s
+                alloc,
+                _jobs(sizes, current),
+                nodes,
+                received,
+                elapsed,
+                stay_credit_seconds=stay_credit_seconds,
             )
         history.append(placed)
         seen = set()
@@ -167,8 +172,8 @@ def test_capacity_is_never_exceeded():
             }
 
 
-def _switches(alloc, sizes, nodes, rounds, stay_credit_s):
-    history, received, elapsed = _run_rounds(alloc, sizes, nodes, rounds, stay_credit_s)
+def _switches(alloc, sizes, nodes, rounds, stay_credit_seconds):
+    history, received, elapsed = _run_rounds(alloc, sizes, nodes, rounds, stay_credit_seconds)
     n = 0
     for prev, cur in itertools.pairwise(history):
         n += sum(1 for j, p in cur.items() if j in prev and prev[j].gpu_type != p.gpu_type)

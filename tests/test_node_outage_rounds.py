@@ -22,6 +22,7 @@ from slurm_gavel.cluster_model import (
 from slurm_gavel.daemon_events import RoundEvents
 from slurm_gavel.daemon_views import jobs_view
 from slurm_gavel.model import Job
+from slurm_gavel.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.scheduler import SchedulerConfig, SchedulerState, run_round
 from slurm_gavel.throughputs import load_table
 
@@ -90,7 +91,7 @@ def rounds(state, cluster, config, n):
 def setup(n_jobs=6):
     nodes = [Node("v100-1", "v100", 2), Node("v100-2", "v100", 2), Node("k80-1", "k80", 2)]
     jobs = [Job(str(i), A3C, 1, total_steps=1e9) for i in range(n_jobs)]
-    config = SchedulerConfig(table=TABLE, round_seconds=ROUND)
+    config = SchedulerConfig(table=TABLE, settings=replace(DAEMON_DEFAULTS, round_seconds=ROUND))
     return TinyCluster(nodes, jobs), config
 
 

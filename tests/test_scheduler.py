@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ from slurm_gavel.cluster_model import (
 )
 from slurm_gavel.errors import InputError
 from slurm_gavel.model import Job
+from slurm_gavel.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.scheduler import SchedulerConfig, SchedulerState, run_round
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.throughputs import load_table
@@ -25,6 +28,10 @@ from slurm_gavel.throughputs import load_table
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"
 LONG = 1e9  # steps: never finishes within a test
+
+
+def settings(**over: Any) -> RoundSettings:
+    return replace(DAEMON_DEFAULTS, **over)
 
 
 def _sim(jobs, spec="v100:1x4,k80:1x4"):
@@ -36,7 +43,7 @@ def _rounds(state, sim, config, n):
     for _ in range(n):
         state, report = run_round(state, sim, config)
         reports.append(report)
-        sim.advance(sim.clock + config.round_seconds)
+        sim.advance(sim.clock + config.settings.round_seconds)
     return state, reports
 
 
@@ -47,7 +54,7 @@ def test_allocation_is_recomputed_only_when_the_job_set_changes():
         Job("c", RESNET, 1, total_steps=LONG, arrival_time=3000.0),
     ]
     sim = _sim(jobs)
-    config = SchedulerConfig(table=TABLE, round_seconds=360.0)
+    config = SchedulerConfig(table=TABLE)
     _, reports = _rounds(SchedulerState(), sim, config, 14)
     flags = [r.reallocated for r in reports]
     # round 0 (a, b arrive) and the first round at or after 3000 s (c arrives)
@@ -59,7 +66,9 @@ def test_a_minimum_interval_holds_a_changed_job_set_back():
         Job("a", RESNET, 1, total_steps=LONG),
         Job("c", RESNET, 1, total_steps=LONG, arrival_time=700.0),
     ]
-    config = SchedulerConfig(table=TABLE, round_seconds=360.0, min_reallocation_interval_s=1920.0)
+    config = SchedulerConfig(
+        table=TABLE, settings=settings(min_reallocation_interval_seconds=1920.0)
+    )
     _, reports = _rounds(SchedulerState(), _sim(jobs), config, 8)
     # c arrives for round 2 (720 s); the next recomputation waits until 1,920 s (round 6)
     assert [i for i, r in enumerate(reports) if r.reallocated] == [0, 6]
@@ -72,14 +81,16 @@ def test_a_minimum_interval_holds_a_changed_job_set_back():
 
 def test_periodic_reallocation():
     sim = _sim([Job("a", RESNET, 1, total_steps=LONG)])
-    config = SchedulerConfig(table=TABLE, round_seconds=100.0, reallocate_every_s=300.0)
+    config = SchedulerConfig(
+        table=TABLE, settings=settings(round_seconds=100.0, reallocate_every_seconds=300.0)
+    )
     _, reports = _rounds(SchedulerState(), sim, config, 7)
     assert [i for i, r in enumerate(reports) if r.reallocated] == [0, 3, 6]
 
 
 def test_time_received_is_accounted_per_type_and_sums_to_the_running_time():
     sim = _sim([Job("a", RESNET, 1, total_steps=LONG), Job("b", RESNET, 1, total_steps=LONG)])
-    config = SchedulerConfig(table=TABLE, round_seconds=360.0)
+    config = SchedulerConfig(table=TABLE)
     state, _ = _rounds(SchedulerState(), sim, config, 10)
     state, _ = run_round(state, sim, config)  # credits the 10th round
     for job in ("a", "b"):
@@ -154,9 +165,11 @@ def test_a_baseline_name_without_the_baseline_is_an_unknown_policy():
 STAY_TYPES = [RESNET, "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]
 
 
-def _types_per_round(n_jobs, spec, stay_credit_s, rounds=30):
+def _types_per_round(n_jobs, spec, stay_credit_seconds, rounds=30):
     jobs = [Job(str(i), STAY_TYPES[i % 4], 1, total_steps=LONG) for i in range(n_jobs)]
-    config = SchedulerConfig(table=TABLE, round_seconds=360.0, stay_credit_s=stay_credit_s)
+    config = SchedulerConfig(
+        table=TABLE, settings=settings(stay_credit_seconds=stay_credit_seconds)
+    )
     _, reports = _rounds(SchedulerState(), _sim(jobs, spec), config, rounds)
     return [{j: p.gpu_type for j, p in r.placement.jobs.items()} for r in reports]
 
@@ -188,7 +201,7 @@ def test_the_round_memo_changes_no_decision(policy):
     from slurm_gavel.simulate.generate import generate_trace
 
     jobs = generate_trace(40, 900.0, TABLE, seed=3)
-    config = SchedulerConfig(table=TABLE, policy=policy, round_seconds=360.0)
+    config = SchedulerConfig(table=TABLE, policy=policy)
     kept, reloaded = (
         _sim(jobs, "v100:1x4,p100:1x2,k80:1x4"),
         _sim(jobs, "v100:1x4,p100:1x2,k80:1x4"),
@@ -202,7 +215,7 @@ def test_the_round_memo_changes_no_decision(policy):
         assert a.reallocated == b.reallocated
         quiet_rounds += not a.reallocated
         for sim in (kept, reloaded):
-            sim.advance(sim.clock + config.round_seconds)
+            sim.advance(sim.clock + config.settings.round_seconds)
         if kept.done():
             break
     assert state_kept.to_json() == state_reloaded.to_json()
@@ -217,7 +230,7 @@ def test_a_new_throughput_table_is_used_in_the_next_round_even_with_the_same_job
 
     jobs = [Job("a", RESNET, 1, total_steps=LONG), Job("b", RESNET, 1, total_steps=LONG)]
     sim = _sim(jobs)
-    config = SchedulerConfig(table=TABLE, round_seconds=360.0)
+    config = SchedulerConfig(table=TABLE)
     state, _ = _rounds(SchedulerState(), sim, config, 2)
     slow = copy.deepcopy(TABLE)
     slow.alone[(RESNET, 1)]["k80"] = 0.0  # ResNet-50 can no longer run on a K80

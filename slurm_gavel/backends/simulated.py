@@ -36,6 +36,7 @@ from slurm_gavel.cluster_model import (
 )
 from slurm_gavel.errors import InputError
 from slurm_gavel.model import GpuType, Job, JobId
+from slurm_gavel.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.throughputs import ThroughputTable
 
 _SPEC = re.compile(r"^([A-Za-z0-9_.\-]+):(\d+)x(\d+)$")
@@ -119,14 +120,14 @@ class SimulatedCluster:
         jobs: Iterable[Job],
         table: ThroughputTable,
         *,
-        preemption_overhead: float = 30.0,
+        preemption_overhead_seconds: float = SIMULATOR_DEFAULTS.preemption_overhead_seconds,
         overhead_by_job_type: Mapping[str, float] | None = None,
         start_time: float = 0.0,
     ) -> None:
         self.nodes = tuple(nodes)
         self.table = table
         self.clock = start_time
-        self.overhead = preemption_overhead
+        self.overhead = preemption_overhead_seconds
         self.overhead_by_type = dict(overhead_by_job_type or {})
         self._arrivals = sorted(jobs, key=lambda j: (j.arrival_time, j.id))
         self._next_arrival = 0

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         "starting",
         config=str(args.config),
         policy=config.policy,
-        round_s=config.round_seconds,
+        round_s=config.settings.round_seconds,
         partitions=",".join(config.partitions),
         backend=config.backend,
         dry_run=args.dry_run,

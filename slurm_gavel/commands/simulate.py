@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -14,6 +14,7 @@ from slurm_gavel.commands.plotting import require_matplotlib
 from slurm_gavel.config import Config, load_config
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
+from slurm_gavel.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.slurm_baseline import BASELINES
@@ -30,13 +31,6 @@ DEFAULT_TRACE = _EXAMPLES / "trace.csv"
 DEFAULT_CLUSTER = "v100:3x4,p100:3x4,k80:3x4"
 DEFAULT_POLICIES = ["max_min_fairness", "slurm_fifo"]
 HOUR = 3600.0
-# The simulator's own defaults of the settings --config can give instead.
-SETTING_DEFAULTS: dict[str, float] = {
-    "round_seconds": 360.0,
-    "preemption_overhead": 30.0,
-    "stay_credit": 0.0,
-    "min_reallocation_interval": 0.0,
-}
 
 
 SUMMARY = "simulate scheduling policies on a job trace"
@@ -100,8 +94,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="R",
         help="seconds per scheduling round (default 360, or the config's round_seconds)",
     )
+    # The options of the round's settings store under RoundSettings' field names.
     p.add_argument(
         "--preemption-overhead",
+        dest="preemption_overhead_seconds",
         type=float,
         metavar="S",
         help=(
@@ -118,6 +114,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--stay-credit",
+        dest="stay_credit_seconds",
         type=float,
         metavar="S",
         help=(
@@ -127,10 +124,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument(
-        "--reallocate-every", type=float, metavar="S", help="also recompute every S seconds"
+        "--reallocate-every",
+        dest="reallocate_every_seconds",
+        type=float,
+        metavar="S",
+        help="also recompute every S seconds",
     )
     p.add_argument(
         "--min-reallocation-interval",
+        dest="min_reallocation_interval_seconds",
         type=float,
         metavar="S",
         help=(
@@ -202,71 +204,65 @@ def _check_policies(names: list[str]) -> None:
             raise InputError(f"--policy '{n}': unknown; choose one of: {', '.join(known)}")
 
 
-def apply_config(args: argparse.Namespace) -> Config | None:
-    """Fill the settings the command line left out: from --config, else the defaults.
+def apply_config(args: argparse.Namespace) -> tuple[Config | None, RoundSettings]:
+    """The config (--config) and the round's settings: those given on the command line,
+    else the config's, else the simulator's defaults.
 
-    With --config the simulation runs with the daemon's settings (the same fields
-    daemon.py hands its SchedulerConfig), so "try it in the simulator first" models
-    what the daemon will run; an option given on the command line still wins.
+    With --config the simulation runs with the daemon's settings (what daemon.py hands
+    its SchedulerConfig), so "try it in the simulator first" models what the daemon
+    will run; an option given on the command line still wins.
     """
     cfg = load_config(args.config) if args.config else None
-    given: dict[str, float] = {}
+    base = SIMULATOR_DEFAULTS
     if cfg is not None:
-        given = {
-            "round_seconds": cfg.round_seconds,
-            "preemption_overhead": cfg.preemption_overhead_seconds,
-            "stay_credit": cfg.stay_credit_seconds,
-            "min_reallocation_interval": cfg.min_reallocation_interval_seconds,
-        }
+        base = cfg.settings
         if not args.policy:
             args.policy = [cfg.policy]
         if args.table is None and cfg.throughput_table is not None:
             args.table = str(cfg.throughput_table)
-    for name, default in SETTING_DEFAULTS.items():
-        if getattr(args, name) is None:
-            setattr(args, name, given.get(name, default))
-    return cfg
+    given = {f.name: getattr(args, f.name) for f in fields(RoundSettings)}
+    settings = replace(base, **{k: v for k, v in given.items() if v is not None})
+    _check_settings(settings)
+    return cfg, settings
 
 
-def _config_line(args: argparse.Namespace, cfg: Config) -> str:
+def _check_settings(s: RoundSettings) -> None:
+    if not s.round_seconds > 0:
+        raise InputError(f"--round-seconds {s.round_seconds}: must be > 0 seconds")
+    if s.preemption_overhead_seconds < 0:
+        raise InputError(f"--preemption-overhead {s.preemption_overhead_seconds}: must be >= 0")
+    if not (0 <= s.stay_credit_seconds < float("inf")):
+        raise InputError(f"--stay-credit {s.stay_credit_seconds}: must be a finite number >= 0")
+    if not (0 <= s.min_reallocation_interval_seconds < float("inf")):
+        raise InputError(
+            f"--min-reallocation-interval {s.min_reallocation_interval_seconds}: must be a "
+            "finite number of seconds >= 0"
+        )
+
+
+def _config_line(args: argparse.Namespace, cfg: Config, s: RoundSettings) -> str:
     limit = cfg.solver_time_limit_seconds
     return (
         f"settings: {args.config} (command-line options win): policy {', '.join(args.policy)}, "
-        f"round {args.round_seconds:g} s, stay credit {args.stay_credit:g} s, restart "
-        f"overhead {args.preemption_overhead:g} s, min reallocation interval "
-        f"{args.min_reallocation_interval:g} s, solver time limit "
+        f"round {s.round_seconds:g} s, stay credit {s.stay_credit_seconds:g} s, restart "
+        f"overhead {s.preemption_overhead_seconds:g} s, min reallocation interval "
+        f"{s.min_reallocation_interval_seconds:g} s, solver time limit "
         f"{'none' if limit is None else f'{limit:g} s'}\n"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = apply_config(args)
+    cfg, settings = apply_config(args)
     table = load_table(args.table)
     nodes = parse_cluster_spec(args.cluster, table)
     policies = args.policy or list(DEFAULT_POLICIES)
     _check_policies(policies)
-    for name, value in (("--round-seconds", args.round_seconds),):
-        if not value > 0:
-            raise InputError(f"{name} {value}: must be > 0 seconds")
-    if args.preemption_overhead < 0:
-        raise InputError(f"--preemption-overhead {args.preemption_overhead}: must be >= 0")
-    if not (0 <= args.stay_credit < float("inf")):
-        raise InputError(f"--stay-credit {args.stay_credit}: must be a finite number >= 0")
-    if not (0 <= args.min_reallocation_interval < float("inf")):
-        raise InputError(
-            f"--min-reallocation-interval {args.min_reallocation_interval}: must be a finite "
-            "number of seconds >= 0"
-        )
     if args.size_first and not args.multi_gpu:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
     opts = SimulationOptions(
-        round_seconds=args.round_seconds,
-        preemption_overhead=args.preemption_overhead,
+        settings=settings,
         overhead_by_job_type=_overrides(args.overhead_for),
         seed=args.seed,
-        reallocate_every_s=args.reallocate_every,
-        min_reallocation_interval_s=args.min_reallocation_interval,
-        stay_credit_s=args.stay_credit,
         record_wall_time=not args.no_wall_time,
         progress=args.progress,
     )
@@ -277,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
             accounts=dict(cfg.weights.accounts),
             prices=dict(cfg.prices),
         )
-        _text(args).write(_config_line(args, cfg))
+        _text(args).write(_config_line(args, cfg, settings))
     window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:
         return _run_sweep(args, policies, nodes, table, opts, window)

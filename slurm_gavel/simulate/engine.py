@@ -20,6 +20,7 @@ from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.cluster_model import Node
 from slurm_gavel.model import GpuType, Job
 from slurm_gavel.policies import PolicyOptions
+from slurm_gavel.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.scheduler import (
     SchedulerConfig,
     SchedulerState,
@@ -33,13 +34,10 @@ from slurm_gavel.throughputs import ThroughputTable
 
 @dataclass(frozen=True)
 class SimulationOptions:
-    round_seconds: float = 360.0
-    preemption_overhead: float = 30.0
+    settings: RoundSettings = SIMULATOR_DEFAULTS
+    # Per-job-type preemption overhead, over settings.preemption_overhead_seconds.
     overhead_by_job_type: Mapping[str, float] = field(default_factory=dict)
     seed: int = 0
-    reallocate_every_s: float | None = None
-    # SchedulerConfig.min_reallocation_interval_s (0 = on every job-set change)
-    min_reallocation_interval_s: float = 0.0
     record_wall_time: bool = True  # False: wall-clock fields are null (byte-identical output)
     progress: bool | None = None  # None: a bar on stderr when it is a terminal
     # Jump over rounds that provably repeat the placement (same results, faster).
@@ -47,8 +45,6 @@ class SimulationOptions:
     # Stop once every one of these jobs has completed (Gavel's measurement window,
     # jobs 4000-5000 of a continuous trace): later jobs only load the cluster.
     stop_when_completed: frozenset[str] | None = None
-    # Not Gavel, opt-in: SchedulerConfig.stay_credit_s (0 = Gavel's mechanism).
-    stay_credit_s: float = 0.0
     # PolicyOptions.second_stage (False: Gavel's single max-min LP, for ablations)
     second_stage: bool = True
     # The daemon's settings of the same name (simulate --config): PolicyOptions.time_limit,
@@ -79,19 +75,16 @@ def simulate(
         node_list,
         job_list,
         table,
-        preemption_overhead=opts.preemption_overhead,
+        preemption_overhead_seconds=opts.settings.preemption_overhead_seconds,
         overhead_by_job_type=opts.overhead_by_job_type,
     )
     config = SchedulerConfig(
         table=table,
         policy=policy,
-        round_seconds=opts.round_seconds,
+        settings=opts.settings,
         policy_options=PolicyOptions(
             seed=opts.seed, second_stage=opts.second_stage, time_limit=opts.time_limit
         ),
-        reallocate_every_s=opts.reallocate_every_s,
-        min_reallocation_interval_s=opts.min_reallocation_interval_s,
-        stay_credit_s=opts.stay_credit_s,
         accounts=opts.accounts,
         prices=opts.prices,
         baseline=BASELINES.get(policy),
@@ -117,7 +110,7 @@ def simulate(
         running = backend.running()
         metrics.on_round(backend.clock, backend.busy_gpu_seconds)
 
-        end = backend.clock + opts.round_seconds
+        end = backend.clock + opts.settings.round_seconds
         nxt_arrival = backend.next_arrival_time()
         if not running:
             if nxt_arrival is None:
@@ -163,16 +156,17 @@ def _skip_to(
     """The round boundary at or after the next event (arrival, completion or a due
     reallocation): the first round whose decision could differ."""
     events = [e for e in (next_arrival, backend.next_completion_time()) if e is not None]
-    if opts.reallocate_every_s is not None and state.allocation_time is not None:
-        events.append(state.allocation_time + opts.reallocate_every_s)
-    if opts.min_reallocation_interval_s > 0 and state.allocation_time is not None:
+    settings = opts.settings
+    if settings.reallocate_every_seconds is not None and state.allocation_time is not None:
+        events.append(state.allocation_time + settings.reallocate_every_seconds)
+    if settings.min_reallocation_interval_seconds > 0 and state.allocation_time is not None:
         # a job-set change held back by the interval is acted on then (an extra
         # event only shortens a jump, so this may be conservative, never wrong)
-        events.append(state.allocation_time + opts.min_reallocation_interval_s)
+        events.append(state.allocation_time + settings.min_reallocation_interval_seconds)
+    r = settings.round_seconds
     if not events:
-        return backend.clock + opts.round_seconds
+        return backend.clock + r
     first = min(events)
-    r = opts.round_seconds
     k = max(1, math.ceil((first - backend.clock) / r - 1e-9))
     return backend.clock + k * r
 

@@ -29,7 +29,7 @@ def _place(job_id, gpu="v100", nodes=(("v100-000", 1),), partner=None, consolida
 
 def _cluster(jobs, spec="v100:2x4,k80:1x4", overhead=30.0, **kw):
     return SimulatedCluster(
-        parse_cluster_spec(spec, TABLE), jobs, TABLE, preemption_overhead=overhead, **kw
+        parse_cluster_spec(spec, TABLE), jobs, TABLE, preemption_overhead_seconds=overhead, **kw
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.cli import main
+from slurm_gavel.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.simulate.engine import SimulationOptions
 from slurm_gavel.throughputs import DEFAULT_TABLE
 
@@ -140,10 +141,12 @@ def test_config_shipped_gives_the_daemons_settings(seen_options, capsys):
     assert main(["simulate", *SMALL, "--config", SHIPPED]) == 0
     [(policy, opts)] = seen_options
     assert policy == "max_min_fairness"
-    assert opts.stay_credit_s == 720.0  # the simulator's own default is 0
-    assert opts.round_seconds == 360.0
-    assert opts.preemption_overhead == 0.0  # the simulator's own default is 30
-    assert opts.min_reallocation_interval_s == 0.0
+    assert opts.settings == RoundSettings(
+        round_seconds=360.0,
+        stay_credit_seconds=720.0,  # the simulator's own default is 0
+        preemption_overhead_seconds=0.0,  # the simulator's own default is 30
+        min_reallocation_interval_seconds=0.0,
+    )
     assert opts.time_limit is None
     assert "stay credit 720 s" in capsys.readouterr().out
 
@@ -167,8 +170,13 @@ def test_config_every_setting_reaches_the_simulator(tmp_path, seen_options, caps
     assert main(["simulate", *SMALL, "--config", str(cfg)]) == 0
     [(policy, opts)] = seen_options
     assert policy == "hierarchical_max_min_fairness"
-    assert (opts.round_seconds, opts.preemption_overhead, opts.stay_credit_s) == (120, 12, 240)
-    assert opts.min_reallocation_interval_s == 600 and opts.time_limit == 7
+    assert opts.settings == RoundSettings(
+        round_seconds=120,
+        preemption_overhead_seconds=12,
+        stay_credit_seconds=240,
+        min_reallocation_interval_seconds=600,
+    )
+    assert opts.time_limit == 7
     assert dict(opts.prices) == {"v100": 2.5, "p100": 1.5, "k80": 0.5}
     assert dict(opts.accounts) == {"physics": 3.0}
     # The table named in the config is the one loaded: break it and the run fails.
@@ -182,14 +190,17 @@ def test_command_line_options_win_over_the_config(seen_options):
     assert main([*argv, "--round-seconds", "60", "--preemption-overhead", "5"]) == 0
     [(policy, opts)] = seen_options
     assert policy == "fifo"
-    assert (opts.stay_credit_s, opts.round_seconds, opts.preemption_overhead) == (0, 60, 5)
+    s = opts.settings
+    assert (s.stay_credit_seconds, s.round_seconds, s.preemption_overhead_seconds) == (0, 60, 5)
 
 
 def test_without_config_the_simulators_defaults_stay(seen_options):
     assert main(["simulate", *SMALL, "--policy", "isolated"]) == 0
     [(_, opts)] = seen_options
-    assert (opts.stay_credit_s, opts.round_seconds, opts.preemption_overhead) == (0, 360, 30)
-    assert opts.min_reallocation_interval_s == 0
+    assert opts.settings == SIMULATOR_DEFAULTS
+    s = opts.settings
+    assert (s.stay_credit_seconds, s.round_seconds, s.preemption_overhead_seconds) == (0, 360, 30)
+    assert s.min_reallocation_interval_seconds == 0
 
 
 def test_config_run_equals_the_same_settings_given_as_options(tmp_path):

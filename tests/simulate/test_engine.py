@@ -4,11 +4,13 @@ the Slurm baseline, and the summary contract."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from slurm_gavel.backends.simulated import parse_cluster_spec
 from slurm_gavel.model import Job
+from slurm_gavel.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.throughputs import load_table
@@ -39,7 +41,9 @@ def test_two_jobs_time_slice_one_gpu_and_pay_the_restart_overhead(overhead):
         parse_cluster_spec("v100:1x1", TABLE),
         TABLE,
         "max_min_fairness",
-        SimulationOptions(preemption_overhead=overhead),
+        SimulationOptions(
+            settings=replace(SIMULATOR_DEFAULTS, preemption_overhead_seconds=overhead)
+        ),
     )
     jct = res.summary["jct_s"]
     assert jct["a"] == pytest.approx(1000.0 + 720.0 + overhead, abs=1e-3)
@@ -53,7 +57,7 @@ def _summary_text(policy: str, skip: bool = True, min_interval: float = 0.0) -> 
         record_wall_time=False,
         skip_stable_rounds=skip,
         seed=5,
-        min_reallocation_interval_s=min_interval,
+        settings=replace(SIMULATOR_DEFAULTS, min_reallocation_interval_seconds=min_interval),
     )
     res = simulate(jobs, parse_cluster_spec(SPEC, TABLE), TABLE, policy, opts)
     return json.dumps(res.summary, indent=1)

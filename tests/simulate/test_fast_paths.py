@@ -99,8 +99,10 @@ def test_precomputed_single_candidates_change_nothing(seed):
     types = list(dict.fromkeys(n.gpu_type for n in nodes))
     singles = single_candidates(alloc, jobs, types)
     for credit in (0.0, 300.0):
-        expected = assign(alloc, jobs, nodes, received, elapsed, stay_credit_s=credit)
-        got = assign(alloc, jobs, nodes, received, elapsed, stay_credit_s=credit, singles=singles)
+        expected = assign(alloc, jobs, nodes, received, elapsed, stay_credit_seconds=credit)
+        got = assign(
+            alloc, jobs, nodes, received, elapsed, stay_credit_seconds=credit, singles=singles
+        )
         assert got == expected
 
 
