@@ -20,10 +20,8 @@ class RoundSettings:
     # default here on purpose: the daemon and the simulator need different ones
     # (DAEMON_DEFAULTS and SIMULATOR_DEFAULTS below), so who builds settings says which.
     preemption_overhead_seconds: float
-    # Not Gavel, opt-in (0 = Gavel's mechanism): in rounds where the considered jobs
-    # demand no more GPUs than are usable, the type a job runs on counts this many
-    # seconds less received time in the mechanism's priority, so fractional
-    # allocations are worked off in longer stints with fewer restarts.
+    # Not Gavel, opt-in (0 = Gavel's mechanism): the mechanism's stay credit (why:
+    # mechanism.py), given in underloaded rounds only (scheduler.run_round).
     stay_credit_seconds: float = 0.0
     # After a reallocation, a changed job set waits until this many seconds have
     # passed before the next one (jobs that arrive meanwhile get no fraction and only
