@@ -3,7 +3,7 @@
     python benchmarks/bench_allocate.py --policy max_min_fairness_packed --jobs 1024 \
         --gpus-per-type 256 --pairs --repeats 5 --reference-check
 
-The problem comes from slurm_gavel.synthetic.random_problem (Philly scale-factor
+The problem comes from slurm_gavel.simulate.synthetic.random_problem (Philly scale-factor
 mix, jobs drawn uniformly from the shipped throughput table, fixed seed). Each
 measurement runs in a fresh child process, so peak RSS is that of one process
 that built the problem and ran the policy (ru_maxrss), not of this driver.
@@ -61,7 +61,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     """Runs in the child: build the problem, call the policy, report figures as JSON."""
     sys.path.insert(0, ROOT)
     from slurm_gavel.policies import PolicyOptions, allocate, get_policy
-    from slurm_gavel.synthetic import random_problem
+    from slurm_gavel.simulate.synthetic import random_problem
 
     started = time.perf_counter()
     problem = random_problem(

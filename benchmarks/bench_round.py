@@ -7,7 +7,7 @@ Starts a private local cluster (tools/local-cluster, default topology: 2 nodes x
 GPUs of each of v100/p100/k80 = 24 GPUs) in a temporary directory on free ports,
 submits --jobs managed jobs (held on arrival by the cluster's job_submit.lua; a
 seeded mix of job types and 1/2/4-GPU sizes, each a `sleep`), then runs --rounds
-rounds of the real daemon (slurm_gavel.daemon.Daemon with the CLI SlurmCluster,
+rounds of the real daemon (slurm_gavel.daemon.daemon.Daemon with the CLI SlurmCluster,
 exactly what `slurm-gavel run` builds) back to back and reports, per round:
 
     total     observe + allocate + assign + act + the two state saves
@@ -58,13 +58,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from slurm_gavel import localcluster  # noqa: E402
 from slurm_gavel.commands.run import build_backend  # noqa: E402
-from slurm_gavel.config import parse_config  # noqa: E402
-from slurm_gavel.daemon import Daemon  # noqa: E402
-from slurm_gavel.localcluster_conf import ClusterSpec  # noqa: E402
-from slurm_gavel.logs import configure  # noqa: E402
-from slurm_gavel.throughputs import load_table  # noqa: E402
+from slurm_gavel.core.throughputs import load_table  # noqa: E402
+from slurm_gavel.daemon.config import parse_config  # noqa: E402
+from slurm_gavel.daemon.daemon import Daemon  # noqa: E402
+from slurm_gavel.daemon.logs import configure  # noqa: E402
+from slurm_gavel_dev import localcluster  # noqa: E402
+from slurm_gavel_dev.localcluster_conf import ClusterSpec  # noqa: E402
 
 
 class Timed:

@@ -68,11 +68,11 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     """Runs in the child: generate the trace, simulate, report figures as JSON."""
     sys.path.insert(0, ROOT)
     from slurm_gavel.backends.simulated import parse_cluster_spec
-    from slurm_gavel.round_settings import RoundSettings
+    from slurm_gavel.core.round_settings import RoundSettings
+    from slurm_gavel.core.throughputs import load_table
     from slurm_gavel.simulate import metrics as metrics_mod
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.generate import generate_trace
-    from slurm_gavel.throughputs import load_table
 
     rss_at: dict[int, float] = {}
     marks = sorted(int(n) for n in args.rss_at.split(",") if n) if args.rss_at else []

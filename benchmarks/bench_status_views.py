@@ -3,7 +3,7 @@
     python benchmarks/bench_status_views.py --users 1000 --jobs-per-user 5 --repeats 5
 
 Builds a state document of users x jobs-per-user running jobs (uids 10000 on) and
-times Publisher.save_view (daemon_publish.py) on a fresh state directory under
+times Publisher.save_view (daemon/publish.py) on a fresh state directory under
 --dir: public writes status.json with every row; private writes status.json
 without rows and one status.d/<uid>.json per user (each fsynced, the folder once).
 Run as root: each view is chowned to its uid. Quoted: the median of --repeats.
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.daemon_publish import Publisher
-from slurm_gavel.state_store import StateStore
+from slurm_gavel.daemon.publish import Publisher
+from slurm_gavel.daemon.state_store import StateStore
 
 
 def state_doc(users: int, per_user: int) -> dict[str, Any]:

@@ -74,8 +74,8 @@ def write_gavel_trace(case: str, path: Path) -> None:
     steps, scale factor, priority, SLO and arrival matter to either simulator; command,
     working directory and steps argument are placeholders."""
     sys.path.insert(0, str(ROOT))
+    from slurm_gavel.core.throughputs import load_table
     from slurm_gavel.simulate.generate import generate_trace
-    from slurm_gavel.throughputs import load_table
 
     c = CASES[case]
     jobs = generate_trace(c["jobs"], INTERARRIVAL_S, load_table(None), multi_gpu=c["multi_gpu"])

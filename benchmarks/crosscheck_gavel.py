@@ -95,10 +95,10 @@ def run_ours(
     trace: Path, policy: str, second_stage: bool, min_interval: float, spread_penalty: bool
 ) -> dict[str, Any]:
     from slurm_gavel.backends.simulated import parse_cluster_spec
-    from slurm_gavel.round_settings import RoundSettings
+    from slurm_gavel.core.round_settings import RoundSettings
+    from slurm_gavel.core.throughputs import load_table
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.traces import load_trace
-    from slurm_gavel.throughputs import load_table
 
     table = load_table(None)
     if not spread_penalty:

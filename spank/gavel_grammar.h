@@ -1,7 +1,7 @@
 /*
  * gavel_grammar.h - the slurm-gavel job comment grammar, for the SPANK plugin.
  *
- * One grammar, three enforcers: slurm_gavel/managed.py (the daemon), conf/slurm/
+ * One grammar, three enforcers: slurm_gavel/core/managed.py (the daemon), conf/slurm/
  * job_submit.lua (slurmctld) and this file (sbatch/srun/salloc) must accept exactly
  * the same strings. The spec is in managed.py's docstring and docs/admin-guide.md;
  * tests/data/comment_grammar.json is the shared table, run against this code through

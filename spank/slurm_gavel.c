@@ -7,7 +7,7 @@
  *     an unknown type, printing the known ones;
  *   - makes the type visible to the slurm-gavel daemon by setting the job's comment to
  *     "gavel:type=<TYPE>[,scale=N][,weight=W][,steps=S]", the form a site without this
- *     plugin writes with --comment=... (parsed by slurm_gavel/managed.py);
+ *     plugin writes with --comment=... (parsed by slurm_gavel/core/managed.py);
  *   - optionally holds the job (hold=yes) so Slurm never starts it before the daemon
  *     has placed it (conf/slurm/job_submit.lua does this better, on the controller);
  *   - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_TOTAL_STEPS and
@@ -25,7 +25,7 @@
  * lower their own share; keep it equal to the daemon's weights.max_user_weight and
  * MAX_USER_WEIGHT in job_submit.lua).
  *
- * The comment grammar (gavel_grammar.h) is the one slurm_gavel/managed.py and
+ * The comment grammar (gavel_grammar.h) is the one slurm_gavel/core/managed.py and
  * conf/slurm/job_submit.lua enforce: every --gavel-* value is checked against it, the
  * comment built from them is checked whole, and a --comment=gavel:... written by hand
  * is refused here when the daemon would refuse it.
@@ -319,7 +319,7 @@ static int set_submit_options(void)
 			    "--comment='gavel:type=%s' instead", job_type);
 		return -1;
 	}
-	/* Keys as slurm_gavel/managed.py reads them: type, scale, weight, steps, grace. */
+	/* Keys as slurm_gavel/core/managed.py reads them: type, scale, weight, steps, grace. */
 	snprintf(comment, sizeof(comment), COMMENT_PREFIX "%s%s%s%s%s%s%s%s%s", job_type,
 		 scale[0] ? ",scale=" : "", scale, priority[0] ? ",weight=" : "", priority,
 		 steps[0] ? ",steps=" : "", steps, grace[0] ? ",grace=" : "", grace);

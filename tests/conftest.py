@@ -4,7 +4,7 @@ The cluster (tools/local-cluster: one slurmctld, one slurmd per emulated GPU nod
 starts on free ports in a private run dir the first time a test asks for the
 ``slurm`` fixture, and is stopped (by pid) when done. It runs once per Slurm
 release: 22.05 (the host's packages), 24.11 and 26.05 (chroots, see
-slurm_gavel/localcluster_chroot.py), so every test using it runs on each, one
+slurm_gavel_dev/localcluster_chroot.py), so every test using it runs on each, one
 release after the other (pytest groups the tests by the session fixture's param).
 
 * ``SLURM_GAVEL_SLURM=24.11`` (or ``22.05,26.05``) narrows the releases; default all.
@@ -18,7 +18,7 @@ release after the other (pytest groups the tests by the session fixture's param)
   a failure (tests/slurm_required.py).
 * Tests marked ``torch`` run on 22.05 only: their jobs run the repository's .venv
   (PyTorch), whose interpreter is the host's and does not exist in a chroot. For the
-  same reason the demo (tests/test_demo.py, which starts its own cluster and trains
+  same reason the demo (tests/tools/test_demo.py, which starts its own cluster and trains
   real models for minutes) stays on the host's release; jobs of the other Slurm
   tests are bash, or python3 with the standard library (slurm_gavel.job), which the
   chroots have.
@@ -41,9 +41,9 @@ from pathlib import Path
 import pytest
 from slurm_required import pytest_runtest_makereport, required
 
-from slurm_gavel import localcluster
-from slurm_gavel import localcluster_chroot as chroot
-from slurm_gavel.localcluster_conf import ClusterSpec
+from slurm_gavel_dev import localcluster
+from slurm_gavel_dev import localcluster_chroot as chroot
+from slurm_gavel_dev.localcluster_conf import ClusterSpec
 
 __all__ = ["pytest_runtest_makereport"]  # the hook, imported to be found here
 # The hostile-input figure (issue 12) printed at the end of every run.

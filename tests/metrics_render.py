@@ -12,11 +12,11 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
-from slurm_gavel.config import parse_config
-from slurm_gavel.daemon import Daemon
-from slurm_gavel.metrics import DaemonMetrics
-from slurm_gavel.model import Job
-from slurm_gavel.throughputs import ThroughputTable, load_table
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.daemon.config import parse_config
+from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.metrics import DaemonMetrics
 
 # Suffixes a family of each type adds to its name in the samples it exposes.
 SAMPLE_SUFFIXES = {

@@ -12,7 +12,7 @@ from comment_grammar import build_harness, c_verdicts, cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_gavel.managed import MAX_COMMENT_BYTES, ManagedCommentError, classify, parse_comment
+from slurm_gavel.core.managed import MAX_COMMENT_BYTES, ManagedCommentError, classify, parse_comment
 
 CASES = cases()
 

@@ -18,7 +18,7 @@ from comment_grammar import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_gavel.managed import classify
+from slurm_gavel.core.managed import classify
 
 pytestmark = pytest.mark.slurm
 CASES = cases()

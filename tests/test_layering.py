@@ -1,8 +1,8 @@
 """The package's layering, read from the import statements of its source (docs/design.md §3).
 
-The core (the domain model, the policies, the mechanism, the round) imports no backend,
-no simulator, no daemon and no module that does I/O, so the simulator and the daemon
-run the very same round; and no two modules of the package (or of the reference
+The core (slurm_gavel.core and the policies) imports no backend, no simulator and no
+daemon, so the simulator and the daemon run the very same round; each other layer
+imports only what is below it (LAYERS); and no two modules of the package (or of the reference
 workloads) import each other, directly or round a loop. Every import counts: those
 inside functions and under ``TYPE_CHECKING`` too, since a lazy import hides a
 dependency without removing it.
@@ -16,33 +16,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The core: pure functions of plain data, shared by the simulator and the daemon.
-CORE = (
-    "slurm_gavel.model",
-    "slurm_gavel.cluster_model",
-    "slurm_gavel.problem",
-    "slurm_gavel.policies",
-    "slurm_gavel.mechanism",
-    "slurm_gavel.scheduler",
-    "slurm_gavel.scheduler_state",
-    "slurm_gavel.round_settings",
-)
-# What the core must not reach, directly or through the modules it imports.
-FORBIDDEN = (
-    "slurm_gavel.backends",
-    "slurm_gavel.simulate",
-    "slurm_gavel.daemon",  # daemon.py and every daemon_*.py
-    "slurm_gavel.commands",
-    "slurm_gavel.cli",
-    "slurm_gavel.config",
-    "slurm_gavel.state_store",
-    "slurm_gavel.metrics",
-    "slurm_gavel.logs",
-    "slurm_gavel.localcluster",  # and localcluster_*.py
-    "slurm_gavel.profiler",
-    "slurm_gavel.sacct",
-    "slurm_gavel.job",
-)
+# Each layer -> what it must not reach, directly or through the modules it imports.
+# The core (domain, table, problem, mechanism, round) and the policies are pure functions
+# of plain data shared by the simulator and the daemon; the backends know Slurm, not the
+# daemon; the simulator and the daemon never import each other; and nothing shipped
+# imports the development tooling (slurm_gavel_dev is not in the wheel).
+OUTER = ("slurm_gavel.commands", "slurm_gavel.cli", "slurm_gavel_dev")
+LAYERS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("slurm_gavel.core", "slurm_gavel.policies"): (
+        "slurm_gavel.backends",
+        "slurm_gavel.simulate",
+        "slurm_gavel.daemon",
+        "slurm_gavel.accounting",
+        "slurm_gavel.profiling",
+        "slurm_gavel.job",
+        *OUTER,
+    ),
+    ("slurm_gavel.backends",): ("slurm_gavel.daemon", "slurm_gavel.simulate", *OUTER),
+    ("slurm_gavel.simulate",): ("slurm_gavel.daemon", *OUTER),
+    ("slurm_gavel.daemon",): ("slurm_gavel.simulate", *OUTER),
+    ("slurm_gavel.accounting", "slurm_gavel.profiling"): ("slurm_gavel.daemon", *OUTER),
+    ("slurm_gavel",): ("slurm_gavel_dev",),
+}
 # InputError lives in the job library so that it imports without the rest of the
 # package (errors.py); the module is the exception class and nothing else.
 ALLOWED = ("slurm_gavel.job._errors",)
@@ -142,28 +137,34 @@ def reachable(graph: Mapping[str, set[str]], start: str) -> dict[str, str]:
 
 
 def _in(module: str, prefixes: Iterable[str]) -> bool:
-    # "slurm_gavel.daemon" covers daemon_tap.py too: the daemon's modules share the prefix
-    return any(module == p or module.startswith((p + ".", p + "_")) for p in prefixes)
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
-def test_the_core_imports_no_backend_simulator_daemon_or_io_module() -> None:
-    mods = modules(["slurm_gavel"])
-    graph = import_graph(mods)
-    core = [m for m in mods if _in(m, CORE)]
-    assert "slurm_gavel.policies.solvers.lp" in core and "slurm_gavel.scheduler" in core
-    leaks = []
-    for module in core:
+def leaks(
+    graph: Mapping[str, set[str]], layer: Iterable[str], forbidden: Iterable[str]
+) -> list[str]:
+    """Each import chain from a module of `layer` to a forbidden one: dep <- ... <- module."""
+    found = []
+    for module in sorted(m for m in graph if _in(m, layer)):
         via = reachable(graph, module)
-        for dep in sorted(d for d in via if _in(d, FORBIDDEN) and d not in ALLOWED):
+        for dep in sorted(d for d in via if _in(d, forbidden) and d not in ALLOWED):
             chain = [dep]
             while chain[-1] != module:
                 chain.append(via[chain[-1]])
-            leaks.append(" <- ".join(chain))
-    assert not leaks, "the core reaches outside it:\n" + "\n".join(leaks)
+            found.append(" <- ".join(chain))
+    return found
+
+
+def test_each_layer_imports_only_what_is_below_it() -> None:
+    mods = modules(["slurm_gavel", "slurm_gavel_dev"])
+    graph = import_graph(mods)
+    assert "slurm_gavel.policies.solvers.lp" in graph and "slurm_gavel.core.scheduler" in graph
+    found = [leak for layer, forbidden in LAYERS.items() for leak in leaks(graph, layer, forbidden)]
+    assert not found, "a layer reaches outside it:\n" + "\n".join(found)
 
 
 def test_no_import_cycles() -> None:
-    mods = modules(["slurm_gavel", "workloads"])
+    mods = modules(["slurm_gavel", "slurm_gavel_dev", "workloads"])
     found = cycles(import_graph(mods))
     assert not found, "modules that import each other (directly or round a loop):\n" + (
         "\n".join(" <-> ".join(c) for c in found)
@@ -196,6 +197,10 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     assert cycles(tiny) == [["pkg.lazy", "pkg.sub", "pkg.sub.leaf", "pkg.top"]]
     mods = modules(["slurm_gavel"])
     graph = import_graph(mods)
-    assert "slurm_gavel.model" in graph["slurm_gavel.mechanism"]
+    assert "slurm_gavel.core.model" in graph["slurm_gavel.core.mechanism"]
     assert "slurm_gavel.policies.solvers.lp" in graph["slurm_gavel.policies.solvers.mm_lp"]
-    assert _in("slurm_gavel.daemon_tap", FORBIDDEN) and not _in("slurm_gavel.model", FORBIDDEN)
+    assert _in("slurm_gavel.daemon.tap", ["slurm_gavel.daemon"])
+    assert not _in("slurm_gavel.daemon_x", ["slurm_gavel.daemon"])
+    assert leaks({"a.x": {"b.y"}, "b.y": {"c.z"}, "c.z": set()}, ["a"], ["c"]) == [
+        "c.z <- b.y <- a.x"
+    ]

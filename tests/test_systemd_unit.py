@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.config import Config
+from slurm_gavel.daemon.config import Config
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 UNIT = CONF / "systemd" / "slurm-gavel.service"
@@ -74,7 +74,7 @@ def test_the_daemon_runs_as_its_own_account_with_one_capability():
     assert d["NoNewPrivileges"] == ["yes"]
     assert d["ProtectSystem"] == ["strict"]
     caps = set(d["CapabilityBoundingSet"][0].split())
-    # chown: hand a new spool folder to its user (daemon_spool.py); the daemon reads it
+    # chown: hand a new spool folder to its user (daemon/spool.py); the daemon reads it
     # through the folder's group, so no CAP_DAC_* to read or write around file modes.
     assert caps == {"CAP_CHOWN"}
     assert set(d["AmbientCapabilities"][0].split()) == caps

@@ -27,10 +27,10 @@ from slurm_gavel.backends.slurm_commands import SlurmCommands, SlurmUnreachable
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs
 from slurm_gavel.backends.slurm_pairs import shard_partners
 from slurm_gavel.backends.slurm_release import CliFormat, SlurmReleaseError, detect_cli
+from slurm_gavel.core.managed import ManagedCommentError, parse_comment
+from slurm_gavel.core.throughputs import ThroughputTable, load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.job.progress import ProgressReporter
-from slurm_gavel.managed import ManagedCommentError, parse_comment
-from slurm_gavel.throughputs import ThroughputTable, load_table
 from workloads.emulate import ENV_TABLE, Pacer
 
 ENV_PAIR_INTERVAL = "GAVEL_EMULATE_PAIR_INTERVAL"

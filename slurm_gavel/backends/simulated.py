@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.cluster_model import (
+from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobPlacement,
@@ -34,10 +34,10 @@ from slurm_gavel.cluster_model import (
     RoundPlacement,
     slices_fit,
 )
+from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
+from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import GpuType, Job, JobId
-from slurm_gavel.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.throughputs import ThroughputTable
 
 _SPEC = re.compile(r"^([A-Za-z0-9_.\-]+):(\d+)x(\d+)$")
 
@@ -112,7 +112,7 @@ class Completion:
 
 
 class SimulatedCluster:
-    """Implements slurm_gavel.cluster_model.ClusterBackend over a virtual clock."""
+    """Implements slurm_gavel.core.cluster_model.ClusterBackend over a virtual clock."""
 
     def __init__(
         self,

@@ -6,7 +6,7 @@
 job's owner; only operators and admins can set it, and the daemon is one, so a
 user cannot forge it. Jobs with the same text share one command (scontrol takes
 a job list), and the daemon sends only texts that changed since it last wrote
-them (daemon_publish.py), so a quiet round issues no command at all.
+them (daemon/publish.py), so a quiet round issues no command at all.
 
 The text is built by the daemon from its own data (status_view.why); this module
 still makes whatever it is given safe for Slurm: printable ASCII only, no quote
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.model import JobId
+from slurm_gavel.core.model import JobId
 
 PREFIX = "slurm-gavel: "
 MAX_CHARS = 400  # Slurm refuses comments over 1024 bytes; a line stays readable

@@ -71,8 +71,8 @@ from slurm_gavel.backends.slurm_snapshot import (
     plan_act,
     render_update,
 )
-from slurm_gavel.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
-from slurm_gavel.model import Job, JobId
+from slurm_gavel.core.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
+from slurm_gavel.core.model import Job, JobId
 
 log = logging.getLogger(__name__)
 

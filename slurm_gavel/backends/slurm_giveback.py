@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm_json import SlurmJob
 from slurm_gavel.backends.slurm_snapshot import is_managed_partition
-from slurm_gavel.managed import (
+from slurm_gavel.core.managed import (
     MAX_SCALE,
     ManagedCommentError,
     is_managed_comment,
     parse_comment,
 )
-from slurm_gavel.model import JobId
+from slurm_gavel.core.model import JobId
 
 RELEASED_PREFIX = "gavel-released: "
 MAX_REASON_CHARS = 600  # Slurm refuses comments over 1024 bytes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurm_gavel.managed import ManagedCommentError, parse_comment
+from slurm_gavel.core.managed import ManagedCommentError, parse_comment
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from slurm_gavel.backends.slurm_release import (
     SlurmVersion,
     check_release,
 )
-from slurm_gavel.cluster_model import NodeState
+from slurm_gavel.core.cluster_model import NodeState
 from slurm_gavel.errors import InputError
 
 

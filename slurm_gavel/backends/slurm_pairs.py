@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
-from slurm_gavel.cluster_model import JobPlacement, RoundPlacement
-from slurm_gavel.model import JobId
+from slurm_gavel.core.cluster_model import JobPlacement, RoundPlacement
+from slurm_gavel.core.model import JobId
 
 RUNNING_STATES = {
     "RUNNING",

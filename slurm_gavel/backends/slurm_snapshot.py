@@ -24,7 +24,7 @@ from slurm_gavel.backends.slurm_pairs import (
 from slurm_gavel.backends.slurm_pairs import (
     managed_gpus as managed_gpus_of,
 )
-from slurm_gavel.cluster_model import (
+from slurm_gavel.core.cluster_model import (
     ClusterSnapshot,
     JobPlacement,
     JobState,
@@ -33,8 +33,8 @@ from slurm_gavel.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.managed import ManagedCommentError, ManagedSpec, parse_comment
-from slurm_gavel.model import Job, JobId
+from slurm_gavel.core.managed import ManagedCommentError, ManagedSpec, parse_comment
+from slurm_gavel.core.model import Job, JobId
 
 WAITING_STATES = {
     "PENDING",
@@ -85,7 +85,7 @@ def build_view(
             continue
         try:
             # No cap here: the daemon caps the user's weight to its configured
-            # max_user_weight (slurm_gavel/shares.py) rather than drop the job.
+            # max_user_weight (slurm_gavel/core/shares.py) rather than drop the job.
             spec = parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
         except ManagedCommentError as e:
             warnings.append(f"{e} (left to Slurm, not managed)")
@@ -146,7 +146,7 @@ def _observed(
     elif scale is None and sj.gpu_request_total is not None:  # sbatch --gpus=TYPE:N
         scale = sj.gpu_request_total[1]
     # The owner's uid from Slurm's record (squeue's user_id): progress reports must
-    # be files of this uid (daemon_progress.py).
+    # be files of this uid (daemon/progress.py).
     uid = sj.user_id
     job = Job(
         id=sj.job_id,
@@ -157,7 +157,7 @@ def _observed(
         arrival_time=arrival,
         account=sj.account or None,
         slo=spec.slo,
-        qos=sj.qos or None,  # the admin's weight for it: slurm_gavel/shares.py
+        qos=sj.qos or None,  # the admin's weight for it: slurm_gavel/core/shares.py
         user=sj.user or None,
         partition=",".join(sj.partitions) or None,
     )

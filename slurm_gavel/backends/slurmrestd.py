@@ -46,7 +46,7 @@ from slurm_gavel.backends.slurmrestd_client import (
     first_error,
 )
 from slurm_gavel.backends.slurmrestd_versions import RestApi, api_from_spec
-from slurm_gavel.model import JobId
+from slurm_gavel.core.model import JobId
 
 __all__ = ["RestClient", "SlurmRestCluster"]
 

@@ -22,8 +22,8 @@ from slurm_gavel.commands.status import (
     printable,
     state_dir,
 )
+from slurm_gavel.commands.status_fields import slurm_time
 from slurm_gavel.errors import InputError
-from slurm_gavel.status_fields import slurm_time
 
 SUMMARY = "why a managed job waits or moved: its allocation, priority and the decision"
 

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from slurm_gavel.commands.progress import Progress
-from slurm_gavel.estimate import estimate_missing
-from slurm_gavel.profile_record import Record, open_record, record_path
-from slurm_gavel.profiler import (
+from slurm_gavel.core.estimate import estimate_missing
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.profiling.profiler import (
     CPU_CAVEAT,
     Cell,
     Measurement,
@@ -22,7 +22,7 @@ from slurm_gavel.profiler import (
     merge,
     plan,
 )
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.profiling.record import Record, open_record, record_path
 
 _BATCH = re.compile(r"^(.+) \(batch size (\d+)\)$")
 

@@ -9,9 +9,9 @@ import time
 from types import FrameType
 from typing import Any
 
-from slurm_gavel.cluster_model import ClusterBackend
-from slurm_gavel.config import Config, load_config
-from slurm_gavel.logs import configure, event
+from slurm_gavel.core.cluster_model import ClusterBackend
+from slurm_gavel.daemon.config import Config, load_config
+from slurm_gavel.daemon.logs import configure, event
 
 SUMMARY = "run the scheduler daemon against Slurm (rounds until stopped)"
 
@@ -88,7 +88,7 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)  # InputError -> one line, exit 2
     configure(config.log_format, config.log_level)
-    from slurm_gavel.daemon import Daemon  # after validation: errors before heavy imports
+    from slurm_gavel.daemon.daemon import Daemon  # after validation: errors before heavy imports
 
     watch = RetryWatch()
     daemon = Daemon(

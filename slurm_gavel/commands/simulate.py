@@ -11,16 +11,16 @@ from typing import Any, TextIO
 from slurm_gavel.backends.simulated import parse_cluster_spec
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.commands.plotting import require_matplotlib
-from slurm_gavel.config import Config, load_config
+from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.config import Config, load_config
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
-from slurm_gavel.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.traces import load_trace, save_trace
 from slurm_gavel.simulate.window import Window, apply_window, parse_window
-from slurm_gavel.throughputs import load_table
 
 # A wheel ships conf/examples as slurm_gavel/examples (pyproject.toml); a checkout has it
 # at the top.

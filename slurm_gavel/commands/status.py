@@ -24,12 +24,19 @@ from typing import Any
 
 from slurm_gavel import __version__
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
+from slurm_gavel.commands.status_fields import (
+    BY_NAME,
+    DEFAULT,
+    Column,
+    format_help,
+    parse_format,
+    table,
+)
+from slurm_gavel.daemon.state_store import StateStore
+from slurm_gavel.daemon.status_d import read_view
+from slurm_gavel.daemon.status_private import empty_user_view
+from slurm_gavel.daemon.status_view import status_view
 from slurm_gavel.errors import InputError
-from slurm_gavel.state_store import StateStore
-from slurm_gavel.status_d import read_view
-from slurm_gavel.status_fields import BY_NAME, DEFAULT, Column, format_help, parse_format, table
-from slurm_gavel.status_private import empty_user_view
-from slurm_gavel.status_view import status_view
 
 DEFAULT_CONFIG = Path("/etc/slurm-gavel/gavel.yaml")
 HIDDEN_BY_PRIVACY = (
@@ -86,7 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def state_dir(args: argparse.Namespace) -> Path:
     if args.state_dir:
         return Path(args.state_dir)
-    from slurm_gavel.config import load_config  # imports the policy registry: only when needed
+    from slurm_gavel.daemon.config import (
+        load_config,  # imports the policy registry: only when needed
+    )
 
     path = Path(args.config) if args.config else DEFAULT_CONFIG
     if not args.config and not path.exists():

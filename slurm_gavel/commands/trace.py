@@ -6,11 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from slurm_gavel import sacct
+from slurm_gavel.accounting import sacct
+from slurm_gavel.accounting.trace import DEFAULT_STATES, load_mapping, to_trace
+from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.errors import InputError
-from slurm_gavel.sacct_trace import DEFAULT_STATES, load_mapping, to_trace
 from slurm_gavel.simulate.traces import trace_csv
-from slurm_gavel.throughputs import load_table
 
 SUMMARY = "make job traces for the simulator (from-sacct: from Slurm's accounting)"
 

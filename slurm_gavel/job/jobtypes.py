@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 try:
-    from slurm_gavel.managed import MAX_TYPE_CHARS, TYPE_CHARS
-    from slurm_gavel.throughputs import ThroughputTable, load_table
+    from slurm_gavel.core.managed import MAX_TYPE_CHARS, TYPE_CHARS
+    from slurm_gavel.core.throughputs import ThroughputTable, load_table
 except ImportError as e:  # only the job library (slurm-gavel-job) is installed here
     raise SystemExit(
         f"python -m slurm_gavel.job.jobtypes is an admin tool: it needs the full slurm-gavel "
@@ -35,7 +35,7 @@ def job_types_text(table: ThroughputTable) -> str:
     """The file's text: a header comment, then the table's job types in table order."""
     bad = [t for t in table.job_types if not fits_comment_grammar(t)]
     if bad:
-        # The comment grammar (slurm_gavel/managed.py) cannot carry these: no job could
+        # The comment grammar (slurm_gavel/core/managed.py) cannot carry these: no job could
         # name them, and the SPANK plugin would refuse them.
         raise ValueError(
             f"job types must not contain ',' or '=' or anything but A-Z a-z 0-9 space "

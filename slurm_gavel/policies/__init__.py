@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slurm_gavel.core.model import Allocation, Problem
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import Allocation, Problem
 
 
 @dataclass(frozen=True)

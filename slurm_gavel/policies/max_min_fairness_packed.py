@@ -20,7 +20,7 @@ by pricing (mm_pricing.py), still exactly.
 
 from __future__ import annotations
 
-from slurm_gavel.model import Allocation, Problem
+from slurm_gavel.core.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.mm_policy import allocate_max_min
 

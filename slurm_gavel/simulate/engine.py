@@ -17,19 +17,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.cluster_model import Node
-from slurm_gavel.model import GpuType, Job
-from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.round_settings import SIMULATOR_DEFAULTS, RoundSettings
-from slurm_gavel.scheduler import (
+from slurm_gavel.core.cluster_model import Node
+from slurm_gavel.core.model import GpuType, Job
+from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
+from slurm_gavel.core.scheduler import (
     SchedulerConfig,
     SchedulerState,
     placement_is_stable,
     run_round,
 )
+from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.simulate.metrics import MetricsCollector
 from slurm_gavel.simulate.slurm_baseline import BASELINES
-from slurm_gavel.throughputs import ThroughputTable
 
 
 @dataclass(frozen=True)

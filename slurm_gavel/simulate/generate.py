@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import Job
-from slurm_gavel.synthetic import PHILLY_MIX
-from slurm_gavel.throughputs import ThroughputTable
+from slurm_gavel.simulate.synthetic import PHILLY_MIX
 
 REFERENCE_GPU = "v100"
 

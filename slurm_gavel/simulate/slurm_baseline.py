@@ -25,10 +25,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.cluster_model import ClusterSnapshot, JobPlacement, JobState, NodeSlice
-from slurm_gavel.model import GpuType, Job, JobId
-from slurm_gavel.scheduler import BaselineFn, SchedulerConfig
-from slurm_gavel.throughputs import ThroughputError, ThroughputTable
+from slurm_gavel.core.cluster_model import ClusterSnapshot, JobPlacement, JobState, NodeSlice
+from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.core.scheduler import BaselineFn, SchedulerConfig
+from slurm_gavel.core.throughputs import ThroughputError, ThroughputTable
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from slurm_gavel.cluster_model import Node
+from slurm_gavel.core.cluster_model import Node
+from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.window import Window, apply_window
-from slurm_gavel.throughputs import ThroughputTable
 
 
 @dataclass(frozen=True)

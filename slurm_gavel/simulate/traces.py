@@ -22,9 +22,9 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import Job
-from slurm_gavel.throughputs import ThroughputTable
 
 CSV_FIELDS = (
     "job_id",

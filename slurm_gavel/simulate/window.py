@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from slurm_gavel.core.model import Job
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import Job
 
 
 @dataclass(frozen=True)

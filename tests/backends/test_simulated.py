@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.backends.simulated import ClusterSpecError, SimulatedCluster, parse_cluster_spec
-from slurm_gavel.cluster_model import (
+from slurm_gavel.core.cluster_model import (
     ClusterBackend,
     JobPlacement,
     JobState,
     NodeSlice,
     RoundPlacement,
 )
-from slurm_gavel.model import Job
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"

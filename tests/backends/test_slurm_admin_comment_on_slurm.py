@@ -11,7 +11,7 @@ import pytest
 from slurm_gavel.backends.slurm_admin_comment import PREFIX
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
-from slurm_gavel.localcluster_rest import rest_up
+from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 

@@ -17,7 +17,7 @@ from slurm_gavel.backends.slurm_commands import (
     errors_by_job,
 )
 from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
-from slurm_gavel.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parent / "data"
 SCENARIO = {

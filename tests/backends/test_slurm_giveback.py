@@ -1,5 +1,5 @@
 """Held jobs the daemon cannot use go back to Slurm (backends/slurm_giveback.py): pure
-parts here, on the real cluster in tests/test_giveback_on_slurm.py."""
+parts here, on the real cluster in tests/daemon/test_giveback_on_slurm.py."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from slurm_gavel.backends.slurm_giveback import (
     scale_in,
 )
 from slurm_gavel.backends.slurm_json import parse_jobs
-from slurm_gavel.managed import classify
+from slurm_gavel.core.managed import classify
 
 DATA = Path(__file__).parent / "data" / "22.05"
 

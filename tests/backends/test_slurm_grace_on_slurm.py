@@ -11,8 +11,8 @@ import pytest
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
-from slurm_gavel.cluster_model import JobPlacement, NodeSlice, RoundPlacement
-from slurm_gavel.localcluster_rest import rest_up
+from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 

@@ -12,7 +12,7 @@ import pytest
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_job_cache import FIELDS, JobRecordCache
 from slurm_gavel.backends.slurm_json import _job, parse_jobs, parse_version
-from slurm_gavel.managed import ManagedCommentError, parse_comment
+from slurm_gavel.core.managed import ManagedCommentError, parse_comment
 
 DATA = Path(__file__).parent / "data"
 CAPTURES = [

@@ -10,7 +10,7 @@ from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_old_runs import OldRuns, kill_wait_seconds
 from slurm_gavel.backends.slurm_snapshot import RUNNING_STATES, SlurmView
-from slurm_gavel.cluster_model import ClusterSnapshot
+from slurm_gavel.core.cluster_model import ClusterSnapshot
 
 
 def node(name="v100-1", state="mixed", flags=(), started=1000) -> SlurmNode:

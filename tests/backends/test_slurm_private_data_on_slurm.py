@@ -13,8 +13,8 @@ from private_data import private_data_jobs
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
-from slurm_gavel.daemon_publish import privacy
-from slurm_gavel.localcluster_rest import rest_up
+from slurm_gavel.daemon.publish import privacy
+from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 

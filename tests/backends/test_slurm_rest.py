@@ -13,8 +13,8 @@ import pytest
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
 from slurm_gavel.backends.slurmrestd_versions import choose_version, offered_versions
-from slurm_gavel.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
-from slurm_gavel.localcluster_rest import rest_up
+from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 

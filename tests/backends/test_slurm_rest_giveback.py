@@ -1,12 +1,12 @@
 """Held jobs the daemon cannot use go back to Slurm through slurmrestd too (the CLI
-side and the daemon's: tests/test_giveback_on_slurm.py)."""
+side and the daemon's: tests/daemon/test_giveback_on_slurm.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from slurm_gavel.backends.slurmrestd import SlurmRestCluster
-from slurm_gavel.localcluster_rest import rest_up
+from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 

@@ -8,7 +8,7 @@ import json
 import time
 
 from slurm_gavel.backends.slurm_fields import gres_indices
-from slurm_gavel.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from tests.backends.test_slurm_cli import backend, managed
 
 

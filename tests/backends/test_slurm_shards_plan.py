@@ -9,7 +9,7 @@ import pytest
 
 from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm_snapshot import build_view, plan_act, render_update
-from slurm_gavel.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from tests.backends.test_slurm_shards import CAPTURES, load, scenario
 
 MANAGED = "gavel:type=ResNet-18"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster
-from slurm_gavel.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 
 pytestmark = pytest.mark.slurm
 

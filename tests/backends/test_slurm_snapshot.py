@@ -9,7 +9,7 @@ import pytest
 
 from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm_snapshot import build_view, plan_act, render_update
-from slurm_gavel.cluster_model import (
+from slurm_gavel.core.cluster_model import (
     JobPlacement,
     JobState,
     NodeSlice,
@@ -160,7 +160,7 @@ def test_space_sharing_pair_starts_one_and_reports_the_other():
 
 def test_job_that_left_squeue_unseen_is_reported_done_once():
     from slurm_gavel.backends.slurm_snapshot import add_vanished
-    from slurm_gavel.model import Job
+    from slurm_gavel.core.model import Job
 
     v = view()
     gone = Job(id="777", job_type="A3C")

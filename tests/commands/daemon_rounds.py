@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
-from slurm_gavel.config import parse_config
-from slurm_gavel.daemon import Daemon
-from slurm_gavel.metrics import DaemonMetrics
-from slurm_gavel.model import Job
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.config import parse_config
+from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.metrics import DaemonMetrics
 
 TYPES = ["ResNet-50 (batch size 64)", "A3C", "LM (batch size 5)"]
 

@@ -9,9 +9,9 @@ import pytest
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.cli import main
 from slurm_gavel.commands import run as run_cmd
-from slurm_gavel.model import Job
-from slurm_gavel.state_store import StateStore
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.state_store import StateStore
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_second_daemon_on_the_same_state_is_refused(tmp_path, sim, capsys):
 
 
 def test_backend_is_built_from_the_config(tmp_path):
-    from slurm_gavel.config import parse_config
+    from slurm_gavel.daemon.config import parse_config
 
     cfg = parse_config({"partitions": ["gpu", "v100"], "checkpoint": {"signal": "USR2",
                         "grace_seconds": 7}, "slurm": {"command_timeout_seconds": 9}})  # fmt: skip

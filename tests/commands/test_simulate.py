@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.cli import main
-from slurm_gavel.round_settings import SIMULATOR_DEFAULTS, RoundSettings
+from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
+from slurm_gavel.core.throughputs import DEFAULT_TABLE
 from slurm_gavel.simulate.engine import SimulationOptions
-from slurm_gavel.throughputs import DEFAULT_TABLE
 
 SMALL = ["--generate", "25", "--interarrival", "600", "--no-progress"]
 

@@ -9,12 +9,12 @@ from daemon_rounds import TYPES, run_daemon
 
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
 from slurm_gavel.cli import main
-from slurm_gavel.config import parse_config
-from slurm_gavel.daemon import Daemon
-from slurm_gavel.estimate import Observation, update_table
-from slurm_gavel.metrics import DaemonMetrics
-from slurm_gavel.model import Job
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.core.estimate import Observation, update_table
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.config import parse_config
+from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.metrics import DaemonMetrics
 
 
 @pytest.fixture(scope="module")

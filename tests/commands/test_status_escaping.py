@@ -8,7 +8,7 @@ import json
 import pytest
 
 from slurm_gavel.cli import main
-from slurm_gavel.state_store import StateStore
+from slurm_gavel.daemon.state_store import StateStore
 
 HOSTILE = [
     "\x1b[2J\x1b[Hroot owns you",  # clear screen, cursor home

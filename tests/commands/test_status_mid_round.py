@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from slurm_gavel.cluster_model import (
+from slurm_gavel.commands.status import format_status
+from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobState,
@@ -15,11 +16,10 @@ from slurm_gavel.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.commands.status import format_status
-from slurm_gavel.daemon_views import jobs_view
-from slurm_gavel.model import Job
-from slurm_gavel.scheduler import RoundReport
-from slurm_gavel.status_view import status_view
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.scheduler import RoundReport
+from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.daemon.views import jobs_view
 
 BLIND = "unmeasured: type-blind"
 

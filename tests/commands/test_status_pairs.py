@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
-from slurm_gavel.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
 from slurm_gavel.commands.status import format_status
-from slurm_gavel.daemon_views import jobs_view
-from slurm_gavel.model import Job
-from slurm_gavel.pair_cells import PairObservation, update_pairs
-from slurm_gavel.status_view import status_view
-from slurm_gavel.throughputs import ThroughputTable
+from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.daemon.pair_cells import PairObservation, update_pairs
+from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.daemon.views import jobs_view
 
 A3C, LM = "A3C", "LM"
 TABLE = ThroughputTable(

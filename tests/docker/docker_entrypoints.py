@@ -10,7 +10,8 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from slurm_gavel import cli, localcluster_cli
+from slurm_gavel import cli
+from slurm_gavel_dev import localcluster_cli
 
 REPO = Path(__file__).resolve().parents[2]
 

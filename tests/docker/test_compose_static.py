@@ -15,8 +15,8 @@ from docker_entrypoints import REPO
 from dockerfile_check import _ignored, check_dockerfile, parse_dockerfile
 from wiring_check import check_all, check_document
 
-from slurm_gavel import localcluster_cli
-from slurm_gavel.localcluster_conf import ClusterSpec, parse_topology
+from slurm_gavel_dev import localcluster_cli
+from slurm_gavel_dev.localcluster_conf import ClusterSpec, parse_topology
 
 DOCKER = REPO / "docker"
 COMPOSE = DOCKER / "docker-compose.yml"
@@ -266,7 +266,7 @@ def test_dockerignore_must_not_drop_a_copied_path(tmp_path):
         DOCKERFILE.read_text().replace("COPY conf conf", "COPY src src")
     )
     copied = ("pyproject.toml", "README.md", "LICENSE", "requirements-ci.lock", "jobpkg")
-    for rel in (*copied, "slurm_gavel", "tools", "spank", "workloads"):
+    for rel in (*copied, "slurm_gavel", "slurm_gavel_dev", "tools", "spank", "workloads"):
         (tmp_path / rel).mkdir() if "." not in rel else (tmp_path / rel).touch()
     (tmp_path / ".dockerignore").write_text("# sources stay out\nsrc\n")
     problems = check_dockerfile((tmp_path / "Dockerfile").read_text(), tmp_path)

@@ -17,14 +17,14 @@ from compose_check import check_compose, volume_parts
 from docker_entrypoints import BUILT_IN_IMAGE, SETUP_SCRIPTS, check_argv, parse_argv
 from dockerfile_check import Dockerfile, check_dockerfile, parse_dockerfile
 
-from slurm_gavel.config import ConfigError, load_config
-from slurm_gavel.localcluster_conf import (
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.config import ConfigError, load_config
+from slurm_gavel_dev.localcluster_conf import (
     ClusterError,
     ClusterSpec,
     parse_topology,
     slurm_conf_text,
 )
-from slurm_gavel.throughputs import load_table
 
 MUNGE_SOCKET_DIR = "/run/munge"
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import new_scenario
 
-from slurm_gavel.sacct import FIELDS, parse_json, parse_parsable
+from slurm_gavel.accounting.sacct import FIELDS, parse_json, parse_parsable
+from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.simulate.traces import parse_csv
-from slurm_gavel.throughputs import load_table
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

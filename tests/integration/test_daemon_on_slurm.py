@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_for
 
-from slurm_gavel import localcluster
+from slurm_gavel_dev import localcluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

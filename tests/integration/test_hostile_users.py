@@ -37,8 +37,8 @@ from typing import Any
 import pytest
 from test_least_privilege import RUNUSER, ensure_user
 
-from slurm_gavel.estimate import MAX_DRIFT
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.core.estimate import MAX_DRIFT
+from slurm_gavel.core.throughputs import load_table
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.slurm_release("22.05")]
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from waiting import wait_for as _wait_for
 
-from slurm_gavel import localcluster
 from slurm_gavel.backends.slurm_cli import SlurmCluster
-from slurm_gavel.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
+from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
+from slurm_gavel_dev import localcluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -25,9 +25,9 @@ import pytest
 from test_least_privilege import RUNUSER, python_for
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster
-from slurm_gavel.config import parse_config
-from slurm_gavel.daemon import Daemon
-from slurm_gavel.metrics import DaemonMetrics
+from slurm_gavel.daemon.config import parse_config
+from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.metrics import DaemonMetrics
 
 pytestmark = [pytest.mark.slurm]
 

@@ -135,6 +135,8 @@ def test_the_two_wheels_own_disjoint_files(wheels: dict[str, Path]) -> None:
     assert "slurm_gavel/job/py.typed" in job
     assert {"slurm_gavel/py.typed", "slurm_gavel/examples/trace.csv"} <= main
     assert "slurm_gavel/reference/workloads/runner.py" in main
+    # the development tooling (local cluster, demo) is not shipped
+    assert not any(n.startswith("slurm_gavel_dev/") for n in main)
     with zipfile.ZipFile(wheels["main"]) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         text = z.read(meta).decode()

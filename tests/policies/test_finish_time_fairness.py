@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from policy_strategies import against_solvers, clusters, templated_jobs
 
+from slurm_gavel.core.model import Problem, ProblemJob
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.finish_time_fairness import (
     accumulate_isolated_time,
@@ -21,7 +21,7 @@ from slurm_gavel.policies.finish_time_fairness import (
     solve,
 )
 from slurm_gavel.policies.solvers.classes import job_arrays
-from slurm_gavel.synthetic import random_problem
+from slurm_gavel.simulate.synthetic import random_problem
 
 REF = PolicyOptions(reference=True)
 

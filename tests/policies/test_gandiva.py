@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.policies import PolicyOptions, allocate
-from slurm_gavel.synthetic import random_problem
+from slurm_gavel.simulate.synthetic import random_problem
 
 
 def _busy(seed: int = 0, n: int = 120):

@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from policy_strategies import against_solvers, clusters, templated_jobs
 
+from slurm_gavel.core.model import Allocation, Problem, ProblemJob
 from slurm_gavel.errors import SolveError
-from slurm_gavel.model import Allocation, Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.solvers import hier_water_filling
-from slurm_gavel.synthetic import random_problem
+from slurm_gavel.simulate.synthetic import random_problem
 
 NAME = "hierarchical_max_min_fairness"
 REF = PolicyOptions(reference=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.policies import allocate
-from slurm_gavel.synthetic import random_problem
+from slurm_gavel.simulate.synthetic import random_problem
 
 
 def test_equal_share_of_each_type(make_problem) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slurm_gavel.model import Problem
+from slurm_gavel.core.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.solvers.classes import group_jobs
 from slurm_gavel.policies.solvers.mm_disaggregate import cyclic_pairs, northwest_corner
-from slurm_gavel.synthetic import random_problem
+from slurm_gavel.simulate.synthetic import random_problem
 
 NAME = "max_min_fairness_packed"
 REF = PolicyOptions(reference=True)

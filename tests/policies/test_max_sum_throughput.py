@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from slurm_gavel.policies import PolicyOptions, allocate
-from slurm_gavel.synthetic import random_problem
+from slurm_gavel.simulate.synthetic import random_problem
 
 NAME = "max_sum_throughput"
 

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from policy_strategies import against_solvers, clusters, templated_jobs
 
+from slurm_gavel.core.model import Problem, ProblemJob
 from slurm_gavel.errors import InputError, SolveError
-from slurm_gavel.model import Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions, allocate
 
 REF = PolicyOptions(reference=True)

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from policy_strategies import against_solvers, clusters, templated_jobs
 from scipy.optimize import linprog
 
+from slurm_gavel.core.model import Problem, ProblemJob
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.min_total_duration import makespan_of
-from slurm_gavel.synthetic import random_problem
+from slurm_gavel.simulate.synthetic import random_problem
 
 REF = PolicyOptions(reference=True)
 

@@ -7,7 +7,7 @@ import numpy as np
 from slurm_gavel.policies.solvers.classes import fairness_coefficients, group_jobs
 from slurm_gavel.policies.solvers.mm_lp import solve_max_min_classes
 from slurm_gavel.policies.solvers.mm_policy import agnostic_throughput
-from slurm_gavel.synthetic import random_problem
+from slurm_gavel.simulate.synthetic import random_problem
 
 
 def _same(a, b) -> None:

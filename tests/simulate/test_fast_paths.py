@@ -14,8 +14,8 @@ import random
 import pytest
 
 from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
-from slurm_gavel.cluster_model import JobPlacement, Node, NodeSlice, RoundPlacement
-from slurm_gavel.mechanism import (
+from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice, RoundPlacement
+from slurm_gavel.core.mechanism import (
     MechanismJob,
     assign,
     entries,
@@ -23,8 +23,8 @@ from slurm_gavel.mechanism import (
     place_on_nodes,
     select,
 )
-from slurm_gavel.model import Allocation, Job, PairShare
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.core.model import Allocation, Job, PairShare
+from slurm_gavel.core.throughputs import load_table
 
 TYPES = ("v100", "p100", "k80")
 TABLE = load_table()
@@ -93,7 +93,7 @@ def test_a_kept_job_finishes_at_its_exact_time():
 
 @pytest.mark.parametrize("seed", range(100))
 def test_precomputed_single_candidates_change_nothing(seed):
-    from slurm_gavel.mechanism import single_candidates
+    from slurm_gavel.core.mechanism import single_candidates
 
     alloc, jobs, nodes, received, elapsed = _random_case(random.Random(seed))
     types = list(dict.fromkeys(n.gpu_type for n in nodes))

@@ -13,12 +13,12 @@ import pytest
 from slurm_gavel.backends.simulated import parse_cluster_spec
 from slurm_gavel.cli import main
 from slurm_gavel.commands.report import plot as report_plot
-from slurm_gavel.model import Job
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.simulate import plots
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.traces import save_trace
-from slurm_gavel.throughputs import load_table
 
 TABLE = load_table()
 SPEC = "v100:1x4,p100:1x4,k80:1x4"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from slurm_gavel.cluster_model import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
-from slurm_gavel.model import Job
+from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.simulate.slurm_baseline import _placement
-from slurm_gavel.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.backends.simulated import parse_cluster_spec
-from slurm_gavel.model import Job
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
-from slurm_gavel.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"

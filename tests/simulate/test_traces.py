@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.model import Job
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.traces import TraceError, load_trace, save_trace
-from slurm_gavel.throughputs import load_table
 
 TABLE = load_table()
 HEADER = "job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account\n"

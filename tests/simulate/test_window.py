@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.backends.simulated import parse_cluster_spec
+from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
-from slurm_gavel.throughputs import load_table
 
 TABLE = load_table()
 NODES = parse_cluster_spec("v100:1x4,p100:1x4,k80:1x4", TABLE)

@@ -1,4 +1,4 @@
-"""The chroot cache of the newer Slurm releases (slurm_gavel/localcluster_chroot.py):
+"""The chroot cache of the newer Slurm releases (slurm_gavel_dev/localcluster_chroot.py):
 only a build that completed counts; a killed or failed one is never taken for good.
 
 mmdebstrap is replaced by a script on PATH (no network, no Slurm): these tests are
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel import localcluster_chroot as chroot
-from slurm_gavel.localcluster_conf import ClusterError
+from slurm_gavel_dev import localcluster_chroot as chroot
+from slurm_gavel_dev.localcluster_conf import ClusterError
 
 REL = chroot.release("24.11")
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel import localcluster
-from slurm_gavel import localcluster_chroot as chroot
-from slurm_gavel.localcluster_conf import (
+from slurm_gavel_dev import localcluster
+from slurm_gavel_dev import localcluster_chroot as chroot
+from slurm_gavel_dev.localcluster_conf import (
     ClusterError,
     ClusterSpec,
     gres_conf_text,

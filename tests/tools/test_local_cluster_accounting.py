@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from slurm_gavel import localcluster_accounting as acct
-from slurm_gavel.localcluster_conf import ClusterSpec, slurm_conf_text
-from slurm_gavel.localcluster_state import STATE_FILE
+from slurm_gavel_dev import localcluster_accounting as acct
+from slurm_gavel_dev.localcluster_conf import ClusterSpec, slurm_conf_text
+from slurm_gavel_dev.localcluster_state import STATE_FILE
 
 
 def test_without_accounting_nothing_changes(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel import localcluster, localcluster_cli
+from slurm_gavel_dev import localcluster, localcluster_cli
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.core.throughputs import load_table
 from tests.backends.test_slurm_shards import CAPTURES, load, scenario
 from workloads import emulate, emulate_pairs
 

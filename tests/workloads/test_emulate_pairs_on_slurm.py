@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.throughputs import load_table
+from slurm_gavel.core.throughputs import load_table
 from tests.backends.test_slurm_cli import backend
 from tests.backends.test_slurm_shards_on_slurm import _pair, _shard_gpu, _wait_running
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from slurm_gavel.core.model import GpuType, Problem
 from slurm_gavel.errors import InputError
-from slurm_gavel.model import GpuType, Problem
 
 
 class PolicyInputError(InputError):

@@ -1,0 +1,1 @@
+"""Slurm's accounting (sacct) read back: `slurm-gavel trace from-sacct` and `report`."""

@@ -1,0 +1,373 @@
+"""The round mechanism: an allocation (fractions of time per GPU type) -> this round's placement.
+
+Gavel's rule (scheduler.py, _update_priorities / _schedule_jobs_on_workers):
+
+* priority(entry, type) = X[entry][type] / share of time the entry received on that
+  type since the allocation was computed. An entry is a job or a space-sharing
+  pair. Entries that never ran on a type they are allocated to have priority inf;
+  entries with X = 0 on a type have priority 0 and only fill GPUs nobody with a
+  positive priority wants (work conservation, as Gavel does). Ties break on the
+  deficit (X * elapsed - received), then on X.
+* Walk the (entry, type) list by priority; place an entry if none of its jobs is
+  placed yet, its throughput there is > 0 and enough GPUs of the type are left.
+* Then choose nodes per type: jobs placed on the type they already run on keep
+  their nodes when those are still free (lease extension: no restart); the rest,
+  largest first, go on the fewest nodes (best fit), and a job that has to spread
+  is marked unconsolidated so the table's unconsolidated throughput applies.
+
+Optional, not Gavel (stay_credit_seconds > 0, default 0): the type a job runs on
+counts that many seconds less received time in its priority and deficit, so a job
+with a fractional allocation (say 0.5 v100 + 0.5 p100) works it off in longer
+stints instead of switching type almost every round. The caller decides when to
+apply it (scheduler.run_round: only in underloaded rounds, where it cannot keep a
+waiting job off a GPU). Space-sharing pairs get no credit.
+
+Pure functions over plain data: no clock, no I/O, no randomness.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
+
+from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice, slices_fit
+from slurm_gavel.core.model import Allocation, GpuType, JobId
+
+INF = math.inf
+
+
+def pair_key(a: JobId, b: JobId) -> str:
+    """Accounting key of a space-sharing pair (order-independent)."""
+    x, y = sorted((a, b))
+    return f"{x}+{y}"
+
+
+@dataclass(frozen=True)
+class MechanismJob:
+    """What the mechanism needs to know about one job this round."""
+
+    id: JobId
+    scale_factor: int
+    throughput: Mapping[GpuType, float]  # steps/s alone; <= 0 means it cannot run there
+    current: JobPlacement | None = None  # where it runs now, if it runs
+
+
+class Entry(NamedTuple):
+    """One schedulable unit on one GPU type: a job, or a pair sharing GPUs."""
+
+    key: str
+    jobs: tuple[JobId, ...]
+    gpu_type: GpuType
+    fraction: float
+    priority: float
+    deficit: float
+
+
+# A ranked candidate before it becomes an Entry: (-priority, -deficit, -fraction,
+# -runs_here, key, type, members). (key, type) is unique, so sorting never compares
+# the members; -(-v) == v exactly, so the Entry fields come back unchanged.
+_Ranked = tuple[float, float, float, int, str, GpuType, tuple[JobId, ...]]
+
+
+def entries(
+    allocation: Allocation,
+    jobs: Mapping[JobId, MechanismJob],
+    received: Mapping[str, Mapping[GpuType, float]],
+    elapsed: float,
+    gpu_types: Iterable[GpuType],
+    pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
+    stay_credit_seconds: float = 0.0,
+) -> list[Entry]:
+    """All (entry, type) candidates with their priority, highest first.
+
+    `received[key][type]` is the time the entry ran on the type since the
+    allocation was computed and `elapsed` the wall time since then. Among equal
+    priorities, deficits and fractions, the entry already running on the type
+    goes first (keeping it avoids a restart), then the order of keys.
+    stay_credit_seconds: see the module docstring (0 = Gavel).
+    """
+    ranked = _ranked(
+        allocation, jobs, received, elapsed, list(gpu_types), pair_ok, stay_credit_seconds
+    )
+    return [_entry(k) for k in ranked]
+
+
+def _entry(k: _Ranked) -> Entry:
+    return Entry(k[4], k[6], k[5], -k[2], -k[0], -k[1])
+
+
+# The round-independent part of ranking: per job, its id, members and the (type,
+# fraction) of every type it can run on. Fixed while the allocation and the job set
+# are, so the scheduler computes it once per allocation instead of every round.
+SingleCandidates = list[tuple[JobId, tuple[JobId, ...], list[tuple[GpuType, float]]]]
+
+
+def single_candidates(
+    allocation: Allocation, jobs: Mapping[JobId, MechanismJob], types: list[GpuType]
+) -> SingleCandidates:
+    out: SingleCandidates = []
+    empty: Mapping[GpuType, float] = {}
+    fractions = allocation.fractions
+    for job_id, job in jobs.items():
+        row = fractions.get(job_id, empty)
+        tput = job.throughput
+        runs_on = [(t, float(row.get(t, 0.0))) for t in types if tput.get(t, 0.0) > 0.0]
+        out.append((job_id, (job_id,), runs_on))
+    return out
+
+
+def _ranked(
+    allocation: Allocation,
+    jobs: Mapping[JobId, MechanismJob],
+    received: Mapping[str, Mapping[GpuType, float]],
+    elapsed: float,
+    types: list[GpuType],
+    pair_ok: Mapping[str, frozenset[GpuType]] | None,
+    stay_credit_seconds: float = 0.0,
+    singles: SingleCandidates | None = None,
+) -> list[_Ranked]:
+    """The sort keys of entries(), sorted. This runs for every job and type in every
+    round (the simulator's hottest path), hence plain tuples and no helper calls.
+    `singles`: single_candidates() of the same allocation, jobs and types, if known."""
+    keyed: list[_Ranked] = []
+    empty: Mapping[GpuType, float] = {}
+    append = keyed.append
+    no_time = elapsed <= 0.0
+    credit = stay_credit_seconds > 0.0
+    if singles is None:
+        singles = single_candidates(allocation, jobs, types)
+    for job_id, members, options in singles:
+        got_row = received.get(job_id, empty)
+        current = jobs[job_id].current
+        cur = current.gpu_type if current is not None else None
+        for t, x in options:
+            got = got_row.get(t, 0.0)
+            if credit and cur == t:
+                got = max(0.0, got - stay_credit_seconds)  # the incumbent keeps its type longer
+            if x <= 0.0:
+                prio = 0.0
+            elif got <= 0.0 or no_time:
+                prio = INF
+            else:
+                prio = x / (got / elapsed)
+            append((-prio, -(x * elapsed - got), -x, -1 if cur == t else 0, job_id, t, members))
+    for pair in allocation.pairs:
+        a, b = pair.jobs
+        if a not in jobs or b not in jobs:
+            continue
+        key = pair_key(a, b)
+        allowed = pair_ok.get(key) if pair_ok is not None else None
+        cur_a = jobs[a].current
+        got_row = received.get(key, empty)
+        for t, xt in pair.fractions.items():
+            if xt > 0.0 and t in types and (allowed is None or t in allowed):
+                here = 1 if cur_a is not None and cur_a.gpu_type == t and cur_a.partner == b else 0
+                x = float(xt)
+                got = got_row.get(t, 0.0)
+                prio = INF if got <= 0.0 or no_time else x / (got / elapsed)
+                append((-prio, -(x * elapsed - got), -x, -here, key, t, (a, b)))
+    keyed.sort()
+    return keyed
+
+
+def select(
+    ranked: list[Entry], jobs: Mapping[JobId, MechanismJob], capacity: Mapping[GpuType, int]
+) -> list[Entry]:
+    """Greedy pick in priority order: each job at most once, within GPUs per type."""
+    keys = [(-e.priority, -e.deficit, -e.fraction, 0, e.key, e.gpu_type, e.jobs) for e in ranked]
+    picked = _select(keys, jobs, capacity)
+    return [ranked[i] for i in picked]
+
+
+def _select(
+    ranked: list[_Ranked], jobs: Mapping[JobId, MechanismJob], capacity: Mapping[GpuType, int]
+) -> list[int]:
+    """select() over sort keys; returns the indices of the chosen candidates."""
+    left = dict(capacity)
+    gpus_left = sum(left.values())
+    placed: set[JobId] = set()
+    chosen: list[int] = []
+    for i, k in enumerate(ranked):
+        if gpus_left <= 0:
+            break  # nothing else can fit anywhere
+        members = k[6]
+        if len(members) == 1:
+            if members[0] in placed:
+                continue
+            sf = jobs[members[0]].scale_factor
+        else:
+            if members[0] in placed or members[1] in placed:
+                continue
+            sf = jobs[members[0]].scale_factor
+            if jobs[members[1]].scale_factor != sf:
+                continue  # Gavel only packs jobs of the same size
+        t = k[5]
+        if sf > left.get(t, 0):
+            continue
+        left[t] -= sf
+        gpus_left -= sf
+        placed.update(members)
+        chosen.append(i)
+    return chosen
+
+
+class _FreePool:
+    """Free GPUs on the nodes of one type, bucketed by free count, so best fit and
+    most-free are O(GPUs per node) rather than O(nodes) on big clusters. Within a
+    bucket, nodes keep their snapshot order (deterministic, first node first)."""
+
+    def __init__(self) -> None:
+        self.free: dict[str, int] = {}
+        self.order: dict[str, int] = {}
+        self.buckets: list[list[tuple[int, str]]] = [[]]
+        self.biggest = 0
+
+    def add(self, name: str, gpus: int, index: int) -> None:
+        """A node with `gpus` free; nodes come in increasing `index` (snapshot order),
+        so appending keeps each bucket sorted without an insort (this runs every round)."""
+        self.free[name] = gpus
+        self.order[name] = index
+        while len(self.buckets) <= gpus:
+            self.buckets.append([])
+        self.buckets[gpus].append((index, name))
+        if gpus > self.biggest:
+            self.biggest = gpus
+
+    def take(self, name: str, gpus: int) -> None:
+        f = self.free[name]
+        item = (self.order[name], name)
+        bucket = self.buckets[f]
+        del bucket[bisect.bisect_left(bucket, item)]
+        self.free[name] = f - gpus
+        bisect.insort(self.buckets[f - gpus], item)
+
+    def has(self, name: str, gpus: int) -> bool:
+        return self.free.get(name, 0) >= gpus
+
+    def best_fit(self, gpus: int) -> str | None:
+        for f in range(gpus, len(self.buckets)):
+            if self.buckets[f]:
+                return self.buckets[f][0][1]
+        return None
+
+    def spread(self, gpus: int) -> list[NodeSlice] | None:
+        """Fewest nodes: the nodes with the most free GPUs first."""
+        parts: list[NodeSlice] = []
+        need = gpus
+        for f in range(len(self.buckets) - 1, 0, -1):
+            for _, name in self.buckets[f]:
+                take = min(need, f)
+                parts.append(NodeSlice(name, take))
+                need -= take
+                if need == 0:
+                    return parts
+        return None
+
+
+def _pools(nodes: Iterable[Node]) -> dict[GpuType, _FreePool]:
+    """A free pool per GPU type, nodes added in snapshot order."""
+    pools: dict[GpuType, _FreePool] = {}
+    for i, n in enumerate(nodes):
+        usable = n.usable_gpus
+        if usable > 0:
+            pool = pools.get(n.gpu_type)
+            if pool is None:
+                pool = pools[n.gpu_type] = _FreePool()
+            pool.add(n.name, usable, i)
+    return pools
+
+
+def place_on_nodes(
+    chosen: list[Entry], jobs: Mapping[JobId, MechanismJob], nodes: Iterable[Node]
+) -> dict[JobId, JobPlacement]:
+    """Pick nodes for the chosen entries, type by type (see the module docstring)."""
+    return _place([(e.key, e.jobs, e.gpu_type) for e in chosen], jobs, nodes)
+
+
+def _place(
+    chosen: list[tuple[str, tuple[JobId, ...], GpuType]],
+    jobs: Mapping[JobId, MechanismJob],
+    nodes: Iterable[Node],
+) -> dict[JobId, JobPlacement]:
+    """place_on_nodes() over (key, members, type) triples, in priority order."""
+    pools = _pools(nodes)
+
+    out: dict[JobId, JobPlacement] = {}
+    rest: list[tuple[int, str, tuple[JobId, ...], GpuType]] = []
+    # 1. lease extension: an entry on the type it already runs on, with its previous
+    #    nodes still free, stays exactly where it is.
+    for key, members, gpu_type in chosen:
+        first = members[0]
+        job = jobs[first]
+        cur = job.current
+        if cur is not None and cur.gpu_type == gpu_type:
+            pool = pools.get(gpu_type)
+            partner = members[1] if len(members) == 2 else None
+            if pool is not None and cur.partner == partner and slices_fit(cur.nodes, pool.free):
+                for sl in cur.nodes:
+                    pool.take(sl.node, sl.gpus)
+                if partner is None and cur.job_id == first:
+                    out[first] = cur  # the same value a new JobPlacement would have (frozen)
+                    continue
+                for j in members:
+                    out[j] = JobPlacement(
+                        j, gpu_type, cur.nodes, _partner(members, j), cur.consolidated
+                    )
+                continue
+        rest.append((-job.scale_factor, key, members, gpu_type))
+    # 2. the rest, largest first (Gavel assigns in decreasing scale factor to limit
+    #    fragmentation); ties keep priority order (the sort is stable).
+    rest.sort(key=itemgetter(0))
+    for neg_sf, key, members, gpu_type in rest:
+        sf = -neg_sf
+        pool = pools[gpu_type]
+        best = pool.best_fit(sf)  # best fit keeps big holes for big jobs
+        if best is not None:
+            slices: tuple[NodeSlice, ...] = (NodeSlice(best, sf),)
+        else:
+            spread = pool.spread(sf)
+            if spread is None:  # select() checked totals, so only a caller bug lands here
+                raise RuntimeError(f"no room for {key} on {gpu_type}: select() out of sync")
+            slices = tuple(spread)
+        for sl in slices:
+            pool.take(sl.node, sl.gpus)
+        consolidated = len(slices) <= math.ceil(sf / max(1, pool.biggest))
+        for j in members:
+            out[j] = JobPlacement(j, gpu_type, slices, _partner(members, j), consolidated)
+    return out
+
+
+def _partner(members: tuple[JobId, ...], j: JobId) -> JobId | None:
+    if len(members) != 2:
+        return None
+    return members[1] if members[0] == j else members[0]
+
+
+def assign(
+    allocation: Allocation,
+    jobs: Mapping[JobId, MechanismJob],
+    nodes: Iterable[Node],
+    received: Mapping[str, Mapping[GpuType, float]],
+    elapsed: float,
+    pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
+    stay_credit_seconds: float = 0.0,
+    singles: SingleCandidates | None = None,
+) -> dict[JobId, JobPlacement]:
+    """This round's placement for every job that runs (absent jobs do not run).
+    stay_credit_seconds: see the module docstring (0 = Gavel). singles: see _ranked."""
+    node_list = list(nodes)
+    capacity: dict[GpuType, int] = {}
+    for n in node_list:
+        capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.usable_gpus
+    ranked = _ranked(
+        allocation, jobs, received, elapsed, list(capacity), pair_ok, stay_credit_seconds, singles
+    )
+    chosen = []
+    for i in _select(ranked, jobs, capacity):
+        k = ranked[i]
+        chosen.append((k[4], k[6], k[5]))
+    return _place(chosen, jobs, node_list)

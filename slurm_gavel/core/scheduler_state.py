@@ -1,0 +1,174 @@
+"""What the scheduler remembers between rounds: SchedulerState and its JSON form.
+
+All fairness accounting (time received per job and GPU type, rounds, the last
+placement, steps done) lives here, in plain dataclasses that round-trip through
+JSON: the daemon writes the state atomically after every round and reloads it
+after a restart. Backends keep none of it, because Slurm cannot tell how many
+rounds a job got.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from slurm_gavel.core.cluster_model import JobPlacement
+from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
+from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
+from slurm_gavel.core.model import Allocation, GpuType, Job, JobId, PairShare
+from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.errors import InputError
+
+STATE_FORMAT = "slurm-gavel-scheduler-state/1"
+
+
+@dataclass
+class JobAccount:
+    """The scheduler's memory of one managed job."""
+
+    received_s: dict[GpuType, float] = field(default_factory=dict)  # cumulative, per type
+    rounds: int = 0  # rounds in which it was placed
+    steps_done: float = 0.0
+    restarts: int = 0
+    first_start: float | None = None
+
+
+@dataclass
+class RoundMemo:
+    """What a round derived from its job set, for the next round to reuse when the
+    backend reports the very same Job objects (scheduler._round_jobs). Transient."""
+
+    table: ThroughputTable  # compared by identity: the rows below came from it
+    jobs: tuple[Job, ...]  # the active jobs' Job objects, compared by identity
+    capacity: dict[GpuType, int]
+    considered: list[tuple[int, Mapping[GpuType, float]]]  # (index into active, row)
+    skipped: list[tuple[JobId, str]]
+    key: str
+    unmeasured: tuple[MarkedCell, ...] = ()
+    mechanism_jobs: dict[JobId, MechanismJob] = field(default_factory=dict)
+    # mechanism.single_candidates() of `singles_for` (an allocation, by identity)
+    singles_for: Allocation | None = None
+    singles: SingleCandidates | None = None
+
+
+@dataclass
+class SchedulerState:
+    round_index: int = 0
+    last_round_time: float | None = None  # backend clock when the last round acted
+    # allocation in force and the job set / capacity it was computed for
+    allocation: Allocation | None = None
+    allocation_key: str = ""
+    allocation_time: float | None = None
+    # time received per entry (job id or pair key) and type since the allocation
+    # was computed, and the wall time since then: the mechanism's priorities.
+    epoch_received: dict[str, dict[GpuType, float]] = field(default_factory=dict)
+    epoch_elapsed: float = 0.0
+    jobs: dict[JobId, JobAccount] = field(default_factory=dict)
+    placement: dict[JobId, JobPlacement] = field(default_factory=dict)  # last round's
+    # Not state: what the last round derived from its job set, reused while the
+    # backend reports the very same Job objects (the simulator between arrivals and
+    # completions). Never written to JSON; a reloaded state starts without it.
+    memo: RoundMemo | None = field(default=None, repr=False, compare=False)
+    # Not state either: the table's rows completed for the cluster's GPU types, kept
+    # while the table (by identity) and the types stay the same (cluster_rows.py).
+    cluster_rows: ClusterRows | None = field(default=None, repr=False, compare=False)
+
+    # ---- JSON --------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        alloc = self.allocation
+        return {
+            "format": STATE_FORMAT,
+            "round_index": self.round_index,
+            "last_round_time": self.last_round_time,
+            "allocation": None
+            if alloc is None
+            else {
+                "policy": alloc.policy,
+                "fractions": alloc.fractions,
+                "pairs": [
+                    {"jobs": list(p.jobs), "fractions": dict(p.fractions)} for p in alloc.pairs
+                ],
+                "objective": alloc.objective,
+            },
+            "allocation_key": self.allocation_key,
+            "allocation_time": self.allocation_time,
+            "epoch_received": self.epoch_received,
+            "epoch_elapsed": self.epoch_elapsed,
+            "jobs": {
+                j: {
+                    "received_s": a.received_s,
+                    "rounds": a.rounds,
+                    "steps_done": a.steps_done,
+                    "restarts": a.restarts,
+                    "first_start": a.first_start,
+                }
+                for j, a in self.jobs.items()
+            },
+            "placement": {j: p.to_json() for j, p in self.placement.items()},
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any], origin: str = "state") -> SchedulerState:
+        if not isinstance(d, Mapping) or d.get("format") != STATE_FORMAT:
+            raise InputError(
+                f'{origin}: not a scheduler state (expected "format": "{STATE_FORMAT}"); '
+                "delete it to start with fresh fairness accounting"
+            )
+        try:
+            a = d.get("allocation")
+            alloc = None
+            if a is not None:
+                alloc = Allocation(
+                    policy=str(a["policy"]),
+                    fractions={
+                        str(j): {str(t): float(x) for t, x in row.items()}
+                        for j, row in a["fractions"].items()
+                    },
+                    pairs=[
+                        PairShare(
+                            (str(p["jobs"][0]), str(p["jobs"][1])),
+                            {str(t): float(x) for t, x in p["fractions"].items()},
+                        )
+                        for p in a["pairs"]
+                    ],
+                    objective=a.get("objective"),
+                )
+            return SchedulerState(
+                round_index=int(d["round_index"]),
+                last_round_time=d.get("last_round_time"),
+                allocation=alloc,
+                allocation_key=str(d.get("allocation_key", "")),
+                allocation_time=d.get("allocation_time"),
+                epoch_received={
+                    str(k): {str(t): float(v) for t, v in row.items()}
+                    for k, row in d["epoch_received"].items()
+                },
+                epoch_elapsed=float(d["epoch_elapsed"]),
+                jobs={
+                    str(j): JobAccount(
+                        received_s={str(t): float(v) for t, v in a["received_s"].items()},
+                        rounds=int(a["rounds"]),
+                        steps_done=float(a["steps_done"]),
+                        restarts=int(a["restarts"]),
+                        first_start=a.get("first_start"),
+                    )
+                    for j, a in d["jobs"].items()
+                },
+                placement={str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise InputError(
+                f"{origin}: malformed scheduler state ({type(e).__name__}: {e}); "
+                "delete it to start with fresh fairness accounting"
+            ) from e
+
+
+def fresh_state() -> SchedulerState:
+    return SchedulerState()
+
+
+def copy_state(state: SchedulerState) -> SchedulerState:
+    """A deep copy through JSON (what the daemon persists is exactly what it reloads)."""
+    return SchedulerState.from_json(state.to_json())

@@ -1,0 +1,457 @@
+"""The scheduler daemon: config -> backend -> round -> persist -> sleep, forever.
+
+Crash safety, in two saves per round:
+
+1. just before the backend acts, the *pre-round* state is saved with an
+   ``inflight`` record (round index, time, placement about to be carried out);
+2. after the round, the post-round state is saved with no inflight record.
+
+A daemon killed between the two (mid-act) restarts from (1): it credits the
+previous placement with the time up to the killed round's act, counts that
+round as done, and then credits whatever it *observes* running on its first
+observe with the time since. A daemon killed anywhere else restarts from a
+consistent end-of-round state. Either way no fairness accounting is lost, and
+the first round after the restart re-places every held job. The same
+reconciliation runs after a round that failed half-way (slurmctld went away
+mid-act): the in-memory state is rolled back to the last save and reconciled
+against what the next observe sees.
+
+A round that fails (Slurm unreachable, solver error) is retried after a
+backoff that doubles from ``slurm.retry_initial_seconds`` to
+``slurm.retry_max_seconds``; the daemon never gives up on its own. Once
+slurmctld answers again the daemon observes without acting for
+SETTLE_AFTER_OUTAGE_S (daemon/tap.py), so jobs that ended during the outage are known to be
+over before anything is preempted (or requeued).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TextIO
+
+from slurm_gavel.core.cluster_model import (
+    ClusterBackend,
+    ClusterSnapshot,
+    JobPlacement,
+    JobState,
+    RoundPlacement,
+)
+from slurm_gavel.core.scheduler import (
+    RoundReport,
+    SchedulerState,
+    account_last_round,  # the scheduler's own crediting rule, reused on resume
+    run_round,
+)
+from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.daemon.config import Config
+from slurm_gavel.daemon.events import RoundEvents
+from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.publish import Publisher
+from slurm_gavel.daemon.reload import reload_daemon, scheduler_config
+from slurm_gavel.daemon.state_store import StateSaveError, StateStore
+from slurm_gavel.daemon.tap import DaemonTap
+from slurm_gavel.daemon.views import (
+    Inflight,
+    checkpoint_waits,
+    cluster_view,
+    commands_issued,
+    failed_command,
+    format_plan,
+    is_slurm_unavailable,
+    jobs_view,
+)
+from slurm_gavel.errors import InputError, SolveError
+from slurm_gavel.policies import get_policy
+
+log = logging.getLogger("slurm_gavel.daemon")
+
+# The daemon's table with the running jobs' measurements folded in, in its state_dir.
+LEARNED_TABLE = "throughputs-learned.json"
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: Config,
+        backend: ClusterBackend,
+        *,
+        store: StateStore | None = None,
+        metrics: DaemonMetrics | None = None,
+        table: ThroughputTable | None = None,
+        dry_run: bool = False,
+        out: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        retried_unreachable: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """retried_unreachable: True (once) when the backend had to wait for an
+        unreachable slurmctld since the last call (run.py wires it to the retry sleep
+        of SlurmCommands), so outages the backend rode out still make the daemon settle.
+        """
+        self.config = config
+        self.retried_unreachable = retried_unreachable
+        self.backend = backend
+        self.store = store or StateStore(config.state_dir)
+        self.metrics = metrics or DaemonMetrics()
+        self.table = table if table is not None else load_table(config.throughput_table)
+        self.dry_run = dry_run
+        self.out = out or sys.stdout
+        self.clock = clock
+        self.sched_config = scheduler_config(config, self.table)
+        self.state = SchedulerState()
+        self.progress = (
+            ProgressTracker(config.progress_dir, table=self.table) if config.progress_dir else None
+        )
+        self.tap = DaemonTap(self)
+        self.publisher = Publisher(self.store, backend)  # status.json, AdminComment
+        self.stop_event = threading.Event()
+        self.reload_requested = threading.Event()  # SIGHUP: read the config between rounds
+        self._wake = threading.Event()  # ends the wait between rounds early
+        self.started_at = time.time()
+        self._inflight: Inflight | None = None
+        self._needs_reconcile = False
+        self.events = RoundEvents()
+        self.consecutive_failures = 0
+        self.last_report: RoundReport | None = None
+        self._started = False
+        self._commands_before: int | None = None
+        self._failed_saves = 0  # in a row, since the last save that worked
+
+    # ---- start / resume ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take the state lock (not in dry-run) and load the saved state, if any."""
+        if self._started:
+            return
+        # Import the policy now (cvxpy and friends take seconds): the first round's
+        # timing then measures the round, and a broken install fails before any lock.
+        get_policy(self.config.policy)
+        if not self.dry_run:
+            self.store.acquire()
+            self.store.cleanup_temporaries()
+            self.publisher.resolve_privacy(self.config.status_privacy)
+        try:
+            doc = self.store.load()
+        except BaseException:
+            self.store.release()
+            raise
+        self._started = True
+        if doc is None:
+            event(log, "state_new", state_dir=str(self.config.state_dir))
+            return
+        self.state = SchedulerState.from_json(doc["scheduler"], str(self.store.path))
+        if self.progress is not None:
+            self.progress.load(doc.get("progress"))
+        raw = doc.get("inflight")
+        self._inflight = Inflight.from_json(raw) if raw else None
+        self._needs_reconcile = True
+        event(
+            log,
+            "state_loaded",
+            round=self.state.round_index,
+            jobs=len(self.state.jobs),
+            inflight=self._inflight.round_index if self._inflight else None,
+        )
+
+    # ---- the tap's hooks (daemon_tap.TapHost) --------------------------------------------
+
+    def reconcile_next_round(self) -> None:
+        """The round did not act (settling): the next observe trusts reality again."""
+        self._needs_reconcile = True
+
+    def reconcile(self, snap: ClusterSnapshot) -> None:
+        """After a restart or a failed round: account the lost time, trust reality."""
+        if not self._needs_reconcile:
+            return
+        st = self.state
+        infl = self._inflight
+        if infl is not None and infl.round_index == st.round_index:
+            # The killed round acted (at least partly) at infl.time: until then the
+            # previous placement ran; count the round as done.
+            account_last_round(st, infl.time)
+            st.last_round_time = infl.time
+            st.round_index += 1
+        # From then until now, what runs is what Slurm says runs.
+        prev = st.placement
+        st.placement = {}
+        for o in snap.jobs:
+            if o.state is JobState.RUNNING and o.gpu_type is not None and o.job.id in st.jobs:
+                p = JobPlacement(o.job.id, o.gpu_type, o.nodes, o.partner)
+                old = prev.get(o.job.id)
+                st.placement[o.job.id] = old if old is not None and p.same_place(old) else p
+        event(log, "state_reconciled", round=st.round_index, running=len(st.placement))
+        self._inflight = None
+        self._needs_reconcile = False
+
+    def refresh_table(self) -> None:
+        """Fold the measured throughputs into the table the policy uses, when new ones
+        arrived. Always from the configured table with every observation so far: the
+        result does not depend on how many rounds ran (or on restarts in between), and
+        the next reallocation (job set change) uses it."""
+        if self.progress is None or not self.progress.changed:
+            return
+        self.progress.changed = False
+        from slurm_gavel.core import estimate
+        from slurm_gavel.daemon import pair_cells
+
+        # Only cells that several users' jobs agreed on, each bounded (daemon/progress.py);
+        # pair cells learned so are marked as estimates until profiled (pair_cells.py).
+        table = estimate.update_table(self.table, self.progress.table_observations())
+        table = pair_cells.update_pairs(table, self.progress.pair_observations())
+        self.sched_config = replace(self.sched_config, table=table)
+        if not self.dry_run:
+            # What the running jobs taught it, in the table format: an admin can review
+            # it and point throughput_table at a copy (day one on GPU types the
+            # configured table lacks: the cells measured so far). A view: the daemon
+            # never reads it back, so a failed write costs nothing but the view.
+            try:
+                table.save(self.store.dir / LEARNED_TABLE)
+            except OSError as e:
+                event(log, "learned_table_not_saved", logging.WARNING, error=str(e))
+
+    def before_act(self, placement: RoundPlacement) -> None:
+        """Save the pre-round state with the placement about to be carried out."""
+        self._inflight = Inflight(placement.round_index, placement.start, dict(placement.jobs))
+        if not self.dry_run:
+            self._save(self._pre_round_state, inflight=self._inflight)
+
+    # ---- one round -------------------------------------------------------------------------
+
+    def round(self) -> RoundReport:
+        """One round; raises on failure after rolling the in-memory state back."""
+        # Deep: to_json() shares the live dicts, which the round is about to mutate.
+        self._pre_round_state = copy.deepcopy(self.state.to_json())
+        if self.dry_run:
+            # Nothing a dry run plans happens, so each round starts from what Slurm
+            # reports, not from the previous (imagined) round.
+            self._needs_reconcile = True
+        t0 = self.clock()
+        self._commands_before = commands_issued(self.backend)
+        try:
+            self.state, report = run_round(self.state, self.tap, self.sched_config)
+        except BaseException:
+            self.state = SchedulerState.from_json(self._pre_round_state)
+            self._needs_reconcile = True  # uses self._inflight if act had begun
+            raise
+        self._inflight = None
+        # The round has acted: log it first, so a save that fails (a full disk) cannot
+        # hide what was done to Slurm. A failed save here keeps the new state in memory
+        # (it is what Slurm now runs); on disk the inflight record of this round stays,
+        # from which a restart would reconcile, and the next round saves again.
+        self._record(report, self.clock() - t0)
+        self.last_report = report
+        if not self.dry_run:
+            try:
+                self._save(self.state.to_json(), inflight=None, report=report)
+            except StateSaveError as e:
+                self._save_failed(e, round_index=report.round_index, acted=True)
+            else:
+                self.publisher.admin_comments()
+        self.tap.give_back(report)  # held jobs no round can place go back to Slurm
+        return report
+
+    def _save_failed(self, e: StateSaveError, *, round_index: int, acted: bool) -> None:
+        """A save failed (a full disk): error level, with the path and the cause.
+
+        What the daemon does meanwhile (docs/admin-guide.md, section 11): it does not
+        act without first saving the round's inflight record (the pre-round save),
+        so while saves fail it observes and retries with the round backoff, and
+        Slurm's jobs run on where they are. Pausing, not acting on in-memory state,
+        because a daemon killed while it cannot save would restart from an older
+        state.json and lose the accounting of everything it did since; the pause
+        loses nothing: once a save succeeds, the time every job ran meanwhile is
+        credited from what Slurm reports (the reconcile after a failed round)."""
+        self._failed_saves += 1
+        self.metrics.round_errors.labels(cause="state_save").inc()
+        self.metrics.state_save_failures.inc()
+        self.metrics.state_save_failing.set(1)
+        event(
+            log,
+            "state_save_failed",
+            logging.ERROR,
+            round=round_index,
+            acted=acted,
+            failed_saves=self._failed_saves,
+            error=str(e),
+        )
+
+    def round_safely(self) -> bool:
+        """One round with every failure logged and counted; True when it succeeded."""
+        try:
+            self.round()
+        except InputError as e:
+            # bad throughput table entry, malformed state: needs a human, but keep going
+            self.metrics.round_errors.labels(cause="input").inc()
+            event(log, "round_failed", logging.ERROR, cause="input", error=str(e))
+            return False
+        except SolveError as e:
+            self.metrics.round_errors.labels(cause="solver").inc()
+            event(log, "round_failed", logging.ERROR, cause="solver", error=str(e))
+            return False
+        except StateSaveError as e:
+            # The pre-round save (the inflight record) failed: nothing was done to
+            # Slurm, and nothing will be until a save succeeds (crash safety needs it).
+            self._save_failed(e, round_index=self.state.round_index, acted=False)
+            return False
+        except Exception as e:
+            if is_slurm_unavailable(e):
+                self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
+                self.tap.outage = True
+                self.metrics.count_command_failures({failed_command(e): 1})
+                event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
+            elif isinstance(e, OSError):
+                # A local file the round read or wrote, not Slurm: name it, no settling.
+                self.metrics.round_errors.labels(cause="io").inc()
+                event(log, "round_failed", logging.ERROR, cause="io", error=str(e)[:300])
+            else:
+                self.metrics.round_errors.labels(cause="internal").inc()
+                log.error("round failed", exc_info=True, extra={"event": "round_failed"})
+            return False
+        return True
+
+    def _save(
+        self,
+        scheduler_json: dict[str, Any],
+        inflight: Inflight | None,
+        report: RoundReport | None = None,
+    ) -> None:
+        snap = self.tap.last_snapshot
+        self._write_state(scheduler_json, inflight, report, snap)
+        self.metrics.state_save_failing.set(0)
+        if self._failed_saves:
+            event(
+                log,
+                "state_save_recovered",
+                logging.WARNING,
+                failed_saves=self._failed_saves,
+                path=str(self.store.path),
+            )
+            self._failed_saves = 0
+
+    def _write_state(
+        self,
+        scheduler_json: dict[str, Any],
+        inflight: Inflight | None,
+        report: RoundReport | None,
+        snap: ClusterSnapshot | None,
+    ) -> None:
+        doc = {
+            "saved_at": time.time(),
+            "daemon": {
+                "pid": os.getpid(),
+                "started_at": self.started_at,
+                "config": str(self.config.source) if self.config.source else None,
+                "policy": self.config.policy,
+                "round_seconds": self.config.settings.round_seconds,
+                "partitions": list(self.config.partitions),
+            },
+            "scheduler": scheduler_json,
+            "inflight": inflight.to_json() if inflight else None,
+            "jobs": jobs_view(snap, report, self.sched_config.table, previous=self.last_report),
+            "cluster": cluster_view(snap),
+            "progress": self.progress.to_json() if self.progress else None,
+        }
+        self.store.save(doc)
+        self.publisher.save_view(doc)
+
+    def _record(self, report: RoundReport, duration: float) -> None:
+        """Metrics, the round's log lines (daemon/events.py) and a dry run's plan."""
+        issued = commands_issued(self.backend)
+        commands = None
+        if issued is not None and self._commands_before is not None:
+            commands = issued - self._commands_before
+        snap = self.tap.last_snapshot
+        self.metrics.record_round(
+            report, snap, duration, commands, self.state.allocation, checkpoint_waits(self.backend)
+        )
+        self.events.record(
+            report,
+            snap,
+            getattr(self.backend, "warnings", None) or (),
+            duration=duration,
+            commands=commands,
+            dry_run=self.dry_run,
+        )
+        if self.dry_run:
+            self.out.write(format_plan(report, self.config))
+            self.out.flush()
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def backoff_seconds(self) -> float:
+        s = self.config.slurm
+        return min(
+            s.retry_max_seconds, s.retry_initial_seconds * 2 ** (self.consecutive_failures - 1)
+        )
+
+    def run(self, once: bool = False) -> int:
+        """Rounds until stop() (or one round with once=True). Returns an exit code."""
+        self.start()
+        try:
+            while True:
+                t0 = self.clock()
+                ok = self.round_safely()
+                self.consecutive_failures = 0 if ok else self.consecutive_failures + 1
+                if once:
+                    return 0 if ok else 1
+                if ok:
+                    wait = self.config.settings.round_seconds - (self.clock() - t0)
+                    settling = self.tap.settle_left()
+                    if settling is not None:  # act as soon as the settling ends
+                        wait = min(wait, settling + 0.1)
+                else:
+                    wait = self.backoff_seconds()
+                    event(
+                        log,
+                        "retrying",
+                        logging.WARNING,
+                        in_s=round(wait, 3),
+                        failures=self.consecutive_failures,
+                    )
+                if self._idle(wait):
+                    event(log, "stopping", round=self.state.round_index)
+                    return 0
+        finally:
+            self.store.release()
+            self._started = False
+
+    def _idle(self, seconds: float) -> bool:
+        """Wait `seconds` (real time) for the next round; True when asked to stop. A
+        reload asked meanwhile, or during the round that just ended, is applied at once:
+        between rounds, never during one, and its errors are logged now, not a round later.
+        """
+        due = time.monotonic() + max(0.0, seconds)
+        while not self.stop_event.is_set():
+            if self.reload_requested.is_set():
+                self.reload()
+            left = due - time.monotonic()
+            if left <= 0:
+                return False
+            self._wake.wait(left)
+            self._wake.clear()
+        return True
+
+    def stop(self) -> None:
+        """Ask the loop to end after the current round (signal handlers call this)."""
+        self.stop_event.set()
+        self._wake.set()
+
+    # ---- reload (SIGHUP) -----------------------------------------------------------------
+
+    def request_reload(self) -> None:
+        """Ask for the config file to be read again between rounds (the SIGHUP handler)."""
+        self.reload_requested.set()
+        self._wake.set()
+
+    def reload(self) -> bool:
+        """Read the config file and its table again now (daemon/reload.py); never raises.
+        True when the new config is in use, False when it was refused."""
+        return reload_daemon(self)

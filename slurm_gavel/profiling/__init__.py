@@ -1,0 +1,1 @@
+"""`slurm-gavel profile`: measuring the reference workloads into a throughput table."""

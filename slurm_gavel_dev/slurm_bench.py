@@ -1,0 +1,153 @@
+"""Round latency of SlurmCluster on a real local cluster with many pending jobs.
+
+    .venv/bin/python -m slurm_gavel_dev.slurm_bench --jobs 1000 [--repeat 5] [--slurm 24.11]
+
+Starts a private local cluster (tools/local-cluster, free ports), submits N held
+managed jobs, then times: observe (sinfo+squeue --json, parse, snapshot); act
+that starts one job per free GPU; observe+act of an unchanged placement (lease
+extension: no command); act placing ALL N jobs (N updates in one scontrol, one
+release). Prints medians and the commands issued per action kind. Needs root and
+Slurm (tools/setup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.core.cluster_model import ActResult, JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel_dev import localcluster
+from slurm_gavel_dev.localcluster_conf import ClusterSpec
+
+T = TypeVar("T")
+
+
+def _submit(env: dict[str, str], n: int, workdir: Path, hold: list[str]) -> None:
+    # One sbatch per job (arrays would appear as one pending record).
+    for i in range(n):
+        subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                *hold,
+                f"--comment=gavel:type=A3C,steps={i + 1}",
+                "-p",
+                "gpu",
+                "-o",
+                "/dev/null",
+                "-D",
+                str(workdir),
+                "--wrap",
+                "sleep 600",
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+
+
+def _timed(fn: Callable[[], T], repeat: int) -> tuple[float, T]:
+    """Median wall seconds of ``repeat`` calls (at least one), and the last result."""
+    times = []
+    for _ in range(max(1, repeat)):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--topology", default="v100:2x4,p100:2x4,k80:2x4")
+    p.add_argument("--slurm", default="22.05", help="Slurm release (tools/local-cluster --slurm)")
+    p.add_argument(
+        "--no-lua",
+        action="store_true",
+        help="no job_submit.lua (jobs held with sbatch --hold): its cost per update",
+    )
+    args = p.parse_args(argv)
+    run = Path(tempfile.mkdtemp(prefix="slurm-gavel-bench-"))
+    run.chmod(0o755)  # 26.05's slurmctld runs as user slurm
+    spec = ClusterSpec(topology=args.topology, hold_on_arrival=not args.no_lua, slurm=args.slurm)
+    localcluster.up(spec, run, port_base_auto=True)
+    env = localcluster.slurm_env(run)
+    try:
+        t = time.perf_counter()
+        _submit(env, args.jobs, run, ["--hold"] if args.no_lua else [])
+        print(f"submitted {args.jobs} held managed jobs in {time.perf_counter() - t:.1f}s")
+        # SLURM_CONF, and a chroot release's client wrappers first on PATH
+        b = SlurmCluster(env={"SLURM_CONF": env["SLURM_CONF"], "PATH": env["PATH"]})
+        obs_s, snap = _timed(b.observe, args.repeat)
+        print(
+            f"observe ({len(snap.jobs)} managed jobs, {len(snap.nodes)} nodes): "
+            f"median {obs_s * 1000:.0f} ms over {args.repeat}"
+        )
+        free = [(n.name, n.gpu_type) for n in snap.nodes for _ in range(n.usable_gpus)]
+        jobs = [j.job.id for j in snap.jobs]
+        first = RoundPlacement(
+            0,
+            0,
+            360,
+            {
+                j: JobPlacement(j, t, (NodeSlice(n, 1),))
+                for j, (n, t) in zip(jobs, free, strict=False)
+            },
+        )
+        b.commands.counts.clear()
+        t = time.perf_counter()
+        res = b.act(first)
+        print(
+            f"act: start {len(res.started)} jobs: {(time.perf_counter() - t) * 1000:.0f} ms, "
+            f"commands {dict(b.commands.counts)}, failed {len(res.failed)}"
+        )
+        time.sleep(2)
+
+        def keep_round() -> ActResult:
+            b.observe()
+            return b.act(first)
+
+        b.commands.counts.clear()
+        keep_s, res = _timed(keep_round, args.repeat)
+        print(
+            f"observe+act, unchanged placement ({len(res.kept)} kept): median "
+            f"{keep_s * 1000:.0f} ms, commands/round "
+            f"{ {k: v // args.repeat for k, v in b.commands.counts.items()} }"
+        )
+        everyone = RoundPlacement(
+            1,
+            0,
+            360,
+            {
+                j: JobPlacement(j, t, (NodeSlice(n, 1),))
+                for j, (n, t) in zip(
+                    jobs, free * (len(jobs) // max(1, len(free)) + 1), strict=False
+                )
+            },
+        )
+        b.observe()
+        b.commands.counts.clear()
+        b.commands.seconds.clear()
+        t = time.perf_counter()
+        res = b.act(everyone)
+        print(
+            f"act: place all {len(everyone.jobs)} (started {len(res.started)}, kept "
+            f"{len(res.kept)}): {(time.perf_counter() - t) * 1000:.0f} ms, "
+            f"commands {dict(b.commands.counts)}, seconds per kind "
+            f"{ {k: round(v, 2) for k, v in b.commands.seconds.items()} }"
+        )
+    finally:
+        localcluster.down(run)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

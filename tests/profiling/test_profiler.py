@@ -1,0 +1,214 @@
+"""The profiler: device naming, merging into a table, and a real (tiny, CPU) run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.commands.profile import _scale_factors
+from slurm_gavel.core.estimate import is_estimate
+from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.daemon.pair_cells import PairObservation, estimated_pair_cells, update_pairs
+from slurm_gavel.profiling.profiler import (
+    CPU_CAVEAT,
+    Measurement,
+    ProfileError,
+    gpu_type_key,
+    merge,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("Tesla K80", "k80"),
+        ("NVIDIA GeForce RTX 4090", "rtx"),
+        ("cpu", "cpu"),
+        ("", "cpu"),
+    ],
+)
+def test_gpu_type_key(name: str, key: str) -> None:
+    assert gpu_type_key(name) == key
+
+
+def test_scale_factors_follow_the_visible_gpus() -> None:
+    assert _scale_factors(None, 0) == [1]
+    assert _scale_factors(None, 4) == [1, 2, 4]
+    assert _scale_factors("2,1,2", 0) == [1, 2]
+    with pytest.raises(ProfileError):
+        _scale_factors("0", 1)
+
+
+def test_merge_adds_a_column_with_notes_and_keeps_pair_orientation() -> None:
+    table = ThroughputTable(
+        alone={("A", 1): {"v100": 3.0}, ("B", 1): {"v100": 1.0}},
+        pairs={("B", "A", 1): {"v100": (0.5, 2.0)}},
+        source="paper",
+    )
+    merge(
+        table,
+        [Measurement("A", 1, 1.5, 40), Measurement("A", 1, 0.9, 30, "B", 0.4)],
+        gpu_type="h100",
+        device_name="NVIDIA H100 80GB HBM3",
+        date="2026-11-22",
+    )
+    assert table.alone[("A", 1)] == {"v100": 3.0, "h100": 1.5}
+    assert table.pairs[("B", "A", 1)]["h100"] == (0.4, 0.9)
+    assert table.note("A", 1, "h100") == (
+        "measured by slurm-gavel profile on NVIDIA H100 80GB HBM3, 2026-11-22"
+    )
+    assert table.source.startswith("paper; h100: slurm-gavel profile on NVIDIA H100")
+    assert table.pair_note("A", "B", 1, "h100") == (
+        "measured by slurm-gavel profile on NVIDIA H100 80GB HBM3, 2026-11-22, "
+        "both jobs on one device at once"
+    )
+    assert not table.pair_is_estimate("A", "B", 1, "h100")
+
+
+def test_a_measured_pair_replaces_the_estimate_learned_from_reports() -> None:
+    table = ThroughputTable(
+        alone={("A", 1): {"v100": 3.0}, ("B", 1): {"v100": 1.0}},
+        pairs={("B", "A", 1): {"v100": (0.5, 2.0)}},
+    )
+    learned = update_pairs(table, [PairObservation("A", "B", 1, "v100", 1.5, 2)])
+    assert learned.pair_is_estimate("A", "B", 1, "v100")
+    merge(learned, [Measurement("B", 1, 0.6, 30, "A", 1.8)], gpu_type="v100",
+          device_name="Tesla V100-SXM2-16GB")  # fmt: skip
+    assert learned.pairs[("B", "A", 1)]["v100"] == (0.6, 1.8)
+    assert not learned.pair_is_estimate("A", "B", 1, "v100")
+    assert estimated_pair_cells(learned) == []
+    merge(learned, [Measurement("B", 1, 0.1, 3, "A", 0.2)], gpu_type="cpu", device_name="cpu")
+    assert CPU_CAVEAT in (learned.pair_note("A", "B", 1, "cpu") or "")
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_profile_command_measures_alone_and_pairs_on_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "table.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_gavel",
+            "profile",
+            "--types",
+            "Recommendation (batch size 512)",
+            "--pairs",
+            "--seconds",
+            "0.5",
+            "--tiny",
+            "--device",
+            "cpu",
+            "--estimate",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    progress = [ln for ln in res.stderr.splitlines() if ln.startswith("[")]
+    assert [ln[:5] for ln in progress] == ["[1/2]", "[2/2]"] and "ETA 0:00:00" in progress[1]
+    record = json.loads((tmp_path / "table.profile.json").read_text())
+    assert len(record["measurements"]) == 2 and record["setup"]["tiny"] is True
+    table = load_table(out)
+    rate = table.alone[("Recommendation (batch size 512)", 1)]["cpu"]
+    assert rate > 0
+    assert "tiny config" in table.note("Recommendation (batch size 512)", 1, "cpu")
+    pair = table.pair(
+        "Recommendation (batch size 512)", "Recommendation (batch size 512)", 1, "cpu"
+    )
+    assert pair is not None and min(pair) > 0
+    rec = "Recommendation (batch size 512)"
+    note = table.pair_note(rec, rec, 1, "cpu") or ""
+    assert CPU_CAVEAT in note and not table.pair_is_estimate(rec, rec, 1, "cpu"), note
+    assert "no GPU visible" in res.stderr and "meaningless as GPU figures" in res.stderr
+    # the published figures are still there, and the other types were estimated
+    assert table.alone[("A3C", 1)]["v100"] == load_table().alone[("A3C", 1)]["v100"]
+    assert is_estimate(table, "A3C", 1, "cpu")
+    assert json.loads(out.read_text())["format"] == "slurm-gavel-throughputs/1"
+
+
+def test_unknown_type_fails_with_one_line(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slurm_gavel",
+            "profile",
+            "--types",
+            "VGG-16",
+            "--seconds",
+            "0.1",
+            "--tiny",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "t.json"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert res.returncode == 2
+    assert "unknown job type 'VGG-16'" in res.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_scale_factor_two_runs_two_data_parallel_ranks_on_cpu() -> None:
+    from slurm_gavel.profiling.profiler import measure_alone
+
+    m = measure_alone("A3C", 2, seconds=0.3, device="cpu", tiny=True, timeout=300)
+    assert m.scale_factor == 2 and m.steps >= 3 and m.steps_per_s > 0
+
+
+def test_data_parallel_hook_averages_gradients(tmp_path: Path) -> None:
+    """Two gloo ranks with different data end with the same (averaged) parameters."""
+    torch = pytest.importorskip("torch")
+    script = tmp_path / "dp.py"
+    script.write_text(
+        "import os, sys, torch, torch.distributed as dist\n"
+        "from types import SimpleNamespace\n"
+        "from slurm_gavel.profiling.worker import _data_parallel\n"
+        "rank = int(sys.argv[1]); os.environ.update(MASTER_ADDR='127.0.0.1', "
+        "MASTER_PORT=sys.argv[2])\n"
+        "dist.init_process_group('gloo', rank=rank, world_size=2)\n"
+        "torch.manual_seed(0); m = torch.nn.Linear(3, 1)\n"
+        "_data_parallel(SimpleNamespace(state={'model': m}), 2)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "torch.manual_seed(rank + 1); m(torch.randn(4, 3)).sum().backward(); opt.step()\n"
+        "print(repr(m.weight.detach().tolist()))\n"
+        "dist.destroy_process_group()\n"
+    )
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(r), port], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for r in (0, 1)
+    ]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs) and outs[0] == outs[1]
+    assert torch is not None
