@@ -150,7 +150,7 @@ def test_status_and_log_say_what_happens_to_the_jobs_of_such_a_node(caplog):
     events.record(r, cluster.observe(), (), duration=0.1, commands=None, dry_run=False)
     stuck = on(cluster, "v100-1")
     cluster.set_state("v100-1", NodeState.NOT_RESPONDING)
-    with caplog.at_level(logging.INFO, logger="slurm_gavel.daemon.daemon"):
+    with caplog.at_level(logging.INFO, logger="slurm_gavel.daemon"):
         snap = cluster.observe()
         state, (r,) = rounds(state, cluster, config, 1)
         events.record(r, snap, (), duration=0.1, commands=None, dry_run=False)
