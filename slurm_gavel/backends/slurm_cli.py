@@ -1,23 +1,30 @@
 """SlurmCluster: the round loop's backend for a real Slurm, through its commands.
 
-observe, two commands per round in the JSON format of the release (detected once,
-slurm_release.detect_cli: `sinfo -V` + `squeue --json=list`):
+observe, in the JSON format of the release (detected once, slurm_release.detect_cli:
+`sinfo -V` + `squeue --json=list`), two or three commands per round:
 
     nodes        scontrol --json=vX show nodes   (22.05: sinfo --json)
-    jobs         squeue --json=vX -t <waiting and running states>  (-t all the first time)
+    list         squeue -h -t <waiting and running states> -O <fields>: every job's
+                 fields as text, to tell which changed (slurm_job_listing.py)
+    jobs         squeue --json=vX -t all -j ID,...  only the new or changed jobs
+                 (24.11+); every waiting and running job in the first round, every
+                 10th, and on 22.05 (whose --json ignores -j and -t) in any round in
+                 which the listing changed; none when nothing changed
     ended        squeue --json=vX -t all -j ID,...  only in a round where a managed
                  job left that list (how it ended: completed or failed)
 
-so the JSON read per round does not grow with finished jobs (22.05's squeue
---json ignores -t and lists every job slurmctld still holds: MinJobAge bounds it).
+so the JSON read per round follows the jobs that changed, and does not grow with
+finished jobs (on 22.05 MinJobAge bounds the full read).
 act, one command per action kind, whatever the number of jobs:
 
     signal       scancel --signal=USR1 --batch ID ID ...   (preempt and move)
     place        scontrol, reading one `update JobId=...` line per job on stdin
     release      scontrol release ID,ID,...
     hold         scontrol hold ID,ID,...   (released earlier, not placed this round)
-    wait         squeue -h -j ID,... -o "%i %T"  (polled during the grace period)
-    requeuehold  scontrol requeuehold ID,...  (did not exit 99 within the grace)
+    wait         squeue -h -j ID,... -o "%i %T"  (polled during the grace, only when a
+                 move or a pair's start needs a signalled job gone)
+    requeuehold  scontrol requeuehold ID,...  (did not exit 99 within the grace: in the
+                 act that waited, else in the next act)
     give_back    scontrol update JobId=ID "Comment=gavel-released: <why>", per held job
                  the daemon cannot use, then release (slurm_giveback.py)
 
@@ -44,6 +51,13 @@ from slurm_gavel.backends.slurm_commands import (
 from slurm_gavel.backends.slurm_giveback import GiveBack, give_back_orders, refused_held
 from slurm_gavel.backends.slurm_grace import job_grace
 from slurm_gavel.backends.slurm_job_cache import JobRecordCache
+from slurm_gavel.backends.slurm_job_listing import (
+    IncrementalJobs,
+    Record,
+    listing_argv,
+    new_token,
+    parse_listing,
+)
 from slurm_gavel.backends.slurm_json import (
     SlurmJob,
     SlurmJsonError,
@@ -98,9 +112,10 @@ class SlurmCluster:
         """managed_partitions: None manages every partition. env: e.g. SLURM_CONF.
         grace_s: a job's grace when its comment asks none (grace=); max_grace_s caps an
         ask (None: grace_s).
-        wait_for_preempted: act() blocks, each preempted job up to its own grace, for
-        them to exit 99
-        (False: signal and return; overdue jobs are requeue-held by a later act()).
+        wait_for_preempted: when a move or a pair's start needs a signalled job gone,
+        act() waits for it, up to its own grace, then starts them (False: never waits;
+        such starts happen in a later act()). Other signalled jobs are never waited
+        for: a later act() requeue-holds those still running after their grace.
         data_parser: e.g. "v0.0.45", the JSON format to ask the CLI for, skipping the
         check that Slurm is a release slurm-gavel knows (default: the environment's
         SLURM_GAVEL_DATA_PARSER, else detected)."""
@@ -137,13 +152,13 @@ class SlurmCluster:
             self.old_runs.clear_s = old_run_clear_s
         self._allow_newer = False  # parse JSON of a release newer than known (override)
         self._job_cache = JobRecordCache()  # unchanged squeue records parsed once
+        self._listed = IncrementalJobs()  # JSON read only for new or changed jobs
 
     # --- observe ---------------------------------------------------------------------
 
     def observe(self) -> ClusterSnapshot:
-        nodes_doc, jobs_doc = self._fetch()
-        _, nodes = parse_nodes(nodes_doc, allow_newer=self._allow_newer)
-        _, jobs = self._job_cache.parse(jobs_doc, allow_newer=self._allow_newer)
+        _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
+        jobs = self._fetch_jobs()
         listed = {j.job_id for j in jobs}
         ended = [j for j in self._active if j not in listed]
         if ended:
@@ -172,15 +187,39 @@ class SlurmCluster:
             self._allow_newer = self._format.allow_newer
         return self._format
 
-    def _fetch(self) -> tuple[dict, dict]:
-        """The nodes and (waiting or running) jobs JSON documents. The first observe
-        of this backend also lists finished jobs (-t all, once): jobs that ended
-        while the daemon was down are then reported done, as 22.05 always did."""
+    def _fetch_nodes(self) -> dict:
+        return self._json("observe", self.cli_format.nodes_argv())
+
+    def _fetch_jobs(self) -> list[SlurmJob]:
+        """The waiting and running jobs: JSON only for those new or changed since the
+        last observe (slurm_job_listing.py). The first observe reads every job, the
+        finished ones too (-t all, once): jobs that ended while the daemon was down
+        are then reported done, as 22.05 always did."""
         fmt = self.cli_format
-        return (
-            self._json("observe", fmt.nodes_argv()),
-            self._json("observe", fmt.jobs_argv(finished_too=self.view is None)),
-        )
+        first = self.view is None
+
+        def full() -> list[SlurmJob]:
+            doc = self._json("observe", fmt.jobs_argv(finished_too=first))
+            return self._job_cache.parse(doc, allow_newer=self._allow_newer)[1]
+
+        def some(ids: list[JobId]) -> list[SlurmJob]:
+            return self._jobs_by_id("observe", ids)
+
+        some_or_none = some if fmt.filters_work else None
+        return self._listed.read(self._listing(), full, some_or_none, force_full=first)
+
+    def _listing(self) -> dict[JobId, Record] | None:
+        """Every waiting or running job's listing record; None (read every job's
+        JSON instead) when squeue fails or prints something unreadable."""
+        token = new_token()
+        res = self.commands.run("list", listing_argv(token), retry_timeouts=True)
+        listing = parse_listing(res.stdout, token) if res.ok else None
+        if listing is None:
+            log.warning(
+                "squeue's job listing was unreadable (exit %s: %s); every job's JSON read "
+                "instead", res.returncode, res.stderr.strip()[:200],
+            )  # fmt: skip
+        return listing
 
     def _ended_jobs(self, ids: list[JobId]) -> list[SlurmJob]:
         """The final records of managed jobs that left the waiting/running list since
@@ -189,7 +228,12 @@ class SlurmCluster:
         fmt = self._format
         if fmt is None or not fmt.filters_work:  # 22.05 listed finished jobs already
             return []
-        res = self.commands.run("ended", fmt.ended_jobs_argv(ids), retry_timeouts=True)
+        return self._jobs_by_id("ended", ids)
+
+    def _jobs_by_id(self, kind: str, ids: list[JobId]) -> list[SlurmJob]:
+        """These jobs' JSON records, whatever their state (one command; 23.02+)."""
+        fmt = self.cli_format
+        res = self.commands.run(kind, fmt.ended_jobs_argv(ids), retry_timeouts=True)
         if not res.ok:
             if "invalid job id" in res.stderr.lower():  # every one of them forgotten
                 return []
@@ -247,8 +291,14 @@ class SlurmCluster:
             self._hold(plan.hold, failed)
         started = self._start(plan.starts, failed)
         moved: list[JobId] = []
-        if signalled and self.wait_for_preempted:
-            self._wait_and_requeuehold(signalled, failed)
+        # Wait only for the signalled jobs a start of this act needs gone: a job that
+        # moves, a job leaving the GPU a pair is to share. The others exit on their own
+        # (their GPUs' new jobs, released already, start then); a later act requeue-holds
+        # any still running after its grace (_requeuehold_overdue). docs/design.md 1.4.
+        needed = {o.job_id for o in plan.moves} | {a.holder for a in plan.after_exit}
+        awaited = [j for j in signalled if j in needed]
+        if awaited and self.wait_for_preempted:
+            self._wait_and_requeuehold(awaited, failed)
             moving = [o for o in plan.moves if o.job_id in signalled and o.job_id not in failed]
             moved = self._start(moving, failed)
             started += self._start(self._half_freed(plan.after_exit, failed), failed)
@@ -504,8 +554,8 @@ class SlurmCluster:
         the signal; returns the ones to wait for (not those whose signal was lost)."""
         stuck = [j for j in due if self._states([j]).get(j) == "RUNNING"]
         if stuck:
-            nodes_doc, _ = self._fetch()  # now, not as the round's observe saw them
-            _, nodes = parse_nodes(nodes_doc, allow_newer=self._allow_newer)
+            # the nodes now, not as the round's observe saw them
+            _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
             reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
             due = [j for j in due if j in reached or j not in stuck]  # not requeued
             stuck = reached
@@ -534,21 +584,23 @@ class SlurmCluster:
         return out
 
     def _requeuehold_overdue(self, failed: dict[JobId, str]) -> set[JobId]:
-        """Non-blocking mode: requeue-hold jobs signalled earlier that still run."""
+        """Requeue-hold the jobs an earlier act signalled (and did not wait for) that
+        still run after their grace."""
         if not self._signalled or self.view is None:
             return set()
         now = self.clock()
+        seen = self.view.snapshot.time
         running = {j.job.id for j in self.view.snapshot.jobs if j.state is JobState.RUNNING}
         overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
         for j in [j for j in self._signalled if j not in running]:
-            del self._signalled[j]
-            self._signal_sent.pop(j, None)
+            del self._signalled[j]  # it left: how long it took, as far as observe saw
+            self.checkpoint_waits[j] = max(0.0, seen - self._signal_sent.pop(j, seen))
         overdue = self._signal_reached(overdue, self.view.nodes, failed)
         if overdue:
             self._requeuehold(overdue, failed)
             for j in overdue:
                 self._signalled.pop(j, None)
-                self._signal_sent.pop(j, None)
+                self.checkpoint_waits[j] = now - self._signal_sent.pop(j, now)
         return set(overdue)
 
     def _signal_reached(

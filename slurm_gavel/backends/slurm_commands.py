@@ -111,6 +111,11 @@ class SlurmCommands:
                     input=stdin,
                     capture_output=True,
                     text=True,
+                    # User text (a job's comment) may be any bytes: squeue prints them
+                    # raw, in its JSON too, and one invalid UTF-8 byte must not fail
+                    # every observe (kept as surrogates, never written back to Slurm).
+                    encoding="utf-8",
+                    errors="surrogateescape",
                     env=self.env,
                     timeout=self.timeout,
                     check=False,

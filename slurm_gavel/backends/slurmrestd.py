@@ -37,6 +37,7 @@ from slurm_gavel.backends.slurm_cli import SlurmCluster, note_errors
 from slurm_gavel.backends.slurm_commands import SlurmCommands
 from slurm_gavel.backends.slurm_fields import job_state
 from slurm_gavel.backends.slurm_giveback import GiveBack
+from slurm_gavel.backends.slurm_json import SlurmJob
 from slurm_gavel.backends.slurm_pairs import StartOrder
 from slurm_gavel.backends.slurm_snapshot import job_list
 from slurm_gavel.backends.slurmrestd_auth import DEFAULT_REREAD_S, TokenSource
@@ -133,8 +134,13 @@ class SlurmRestCluster(SlurmCluster):
             self._api = None  # slurmrestd was upgraded: discover again next time
             raise
 
-    def _fetch(self) -> tuple[dict, dict]:
-        return self._call("observe", "GET", "/nodes"), self._call("observe", "GET", "/jobs")
+    def _fetch_nodes(self) -> dict:
+        return self._call("observe", "GET", "/nodes")
+
+    def _fetch_jobs(self) -> list[SlurmJob]:
+        # slurmrestd has no cheap listing: every job's JSON, each round
+        doc = self._call("observe", "GET", "/jobs")
+        return self._job_cache.parse(doc, allow_newer=self._allow_newer)[1]
 
     def _update(
         self, kind: str, job_id: JobId, body: Mapping[str, Any], failed: dict[JobId, str]

@@ -187,14 +187,15 @@ class DaemonMetrics:
         )
         self.account_checkpoint_waits = Counter(
             "slurm_gavel_account_checkpoint_waits_total",
-            "The account's jobs sent the checkpoint signal and waited on until they left",
+            "The account's jobs sent the checkpoint signal and seen gone (or requeue-held)",
             ["account"],
             registry=r,
         )
         self.account_checkpoint_wait_seconds = Counter(
             "slurm_gavel_account_checkpoint_wait_seconds_total",
             "Seconds from the checkpoint signal until the account's jobs left their GPUs "
-            "(exited, or requeue-held at the end of their grace)",
+            "(exited, or requeue-held at the end of their grace); where the act did not "
+            "wait for them, until the next round's observe saw them gone (an upper bound)",
             ["account"],
             registry=r,
         )
@@ -216,8 +217,8 @@ class DaemonMetrics:
         checkpoint_waits: Mapping[JobId, float] | None = None,
     ) -> None:
         """Everything one completed round changes. `allocation` is the policy's in
-        force; `checkpoint_waits` the seconds each job signalled in the round's act
-        was waited on (from the backend; none where it does not wait)."""
+        force; `checkpoint_waits` the seconds each signalled job took to leave, as the
+        round's act learnt them (from the backend; none where it does not tell)."""
         r = report.result
         self.rounds.inc()
         self.round_duration.observe(duration)

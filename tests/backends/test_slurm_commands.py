@@ -16,7 +16,7 @@ from slurm_gavel.backends.slurm_commands import (
     SlurmUnreachable,
     errors_by_job,
 )
-from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
+from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parent / "data"
@@ -130,6 +130,8 @@ class CannedCommands(SlurmCommands):
         self.counts[kind] += 1
         if kind == "detect":
             return CommandResult(tuple(argv), 0, SINFO_V, "")
+        if kind == "list":  # no listing canned: every job's JSON is read
+            return CommandResult(tuple(argv), 1, "", "squeue: error: not canned\n")
         queue = self.answers[argv[0]]
         out = queue.pop(0) if len(queue) > 1 else queue[0]
         return CommandResult(tuple(argv), 0, out, "")
@@ -296,6 +298,14 @@ class Cli2411(SlurmCommands):
             return CommandResult(
                 tuple(argv), 0, (NEWER / "scontrol-nodes.v0.0.42.json").read_text(), ""
             )
+        if argv[:2] == ["squeue", "-h"]:  # the listing: each record's fields, as text
+            token = argv[-1].split(",")[0].removeprefix("JobID:0")
+            raws = [j for j in self.all_jobs["jobs"] if str(j["job_id"]) in self.active]
+            rows = [
+                [str(r["job_id"]), *(json.dumps(r.get(f)) for f in LISTING_FIELDS)] for r in raws
+            ]
+            out = "".join(token.join(row[:1] + row[2:]) + token + "\n" for row in rows)
+            return CommandResult(tuple(argv), 0, out, "")
         assert argv[:2] == ["squeue", "--json=v0.0.42+complex"] and argv[2] == "-t", argv
         if argv[3] != "all":
             return CommandResult(tuple(argv), 0, self.jobs(self.active), "")
@@ -336,9 +346,10 @@ def test_a_job_that_ended_is_asked_for_by_id_once_and_reported_with_its_outcome(
     # round 3: reported once; nothing asked again, detection not repeated
     snap = b.observe()
     assert {j.job.id for j in snap.jobs} == {s["held"], s["run1"]}
-    assert cli.counts["ended"] == 1 and cli.counts["detect"] == 2 and cli.counts["observe"] == 6
+    # and the jobs' JSON read once: the listing showed no waiting job changed since
+    assert cli.counts["ended"] == 1 and cli.counts["detect"] == 2 and cli.counts["observe"] == 4
     jobs_queries = [argv[3] for kind, argv in cli.log if kind == "observe" and argv[0] == "squeue"]
-    assert jobs_queries == ["all", ACTIVE_JOB_STATES, ACTIVE_JOB_STATES]
+    assert jobs_queries == ["all"] and cli.counts["list"] == 3
 
 
 def test_the_first_observe_reports_jobs_that_ended_while_the_daemon_was_down():
@@ -362,3 +373,10 @@ def test_a_job_slurmctld_forgot_is_reported_done_with_the_min_job_age_warning():
     (done,) = [j for j in snap.jobs if j.state is JobState.DONE]
     assert done.job.id == s["run1"] and not done.succeeded
     assert any("MinJobAge" in w for w in b.warnings)
+
+
+def test_output_that_is_not_utf8_is_read_not_raised():
+    """squeue prints a job's comment as stored, any bytes (its JSON too): one user's
+    comment must not fail the round's read (it raised UnicodeDecodeError before)."""
+    res = SlurmCommands(retries=0).run("observe", ["printf", "a\\377b\\r\\n"])
+    assert res.ok and res.stdout == "a\udcffb\n"

@@ -1,7 +1,7 @@
 """Per-job grace on the real cluster of each release, through scontrol (the CLI
 backend) and slurmrestd (the REST backend): jobs that ignore the checkpoint signal
 are requeue-held each after its own grace (grace= in the comment, capped by the
-admin's maximum), not all after the longest one."""
+admin's maximum), not all after the longest one, by the first act after it ends."""
 
 from __future__ import annotations
 
@@ -60,6 +60,15 @@ def test_each_job_is_requeue_held_after_its_own_grace(slurm, backend):
     start = time.monotonic()
     res = cluster.act(placement(1, []))
     assert sorted(res.preempted) == sorted(jobs) and not dict(res.failed)
+    # No start needs their GPUs: the act returned after the signal. The acts that
+    # follow (here one every ~0.5 s) requeue-hold each once its own grace is over.
+    assert not held_after and cluster.commands.counts["wait"] == 0
+    for k in range(2, 40):
+        if len(held_after) == len(jobs) or time.monotonic() - start > 15:
+            break
+        time.sleep(0.5)
+        cluster.observe()
+        cluster.act(placement(k, []))
     # each at its own deadline (plus a poll and Slurm's answer), not at the longest
     assert 1.0 <= held_after[default] < 3.0, held_after
     assert 3.0 <= held_after[short] < 5.0, held_after

@@ -100,6 +100,7 @@ def test_rest_start_preempt_resume(slurm, rest, tmp_path):
     res = b.act(placement(1, {}))
     assert res.preempted == (job,) and not res.failed
     assert b.commands.counts["requeuehold"] == 0
+    slurm.wait_state(job, "SPECIAL_EXIT", "PENDING")  # exit 99 (the act did not wait)
     obs = {j.job.id: j for j in b.observe().jobs}[job]
     assert obs.state is JobState.HELD and obs.restarts == 1
     res = b.act(placement(2, {job: ("p100", [("p100-1", 1), ("p100-2", 1)])}))
@@ -185,6 +186,10 @@ def test_rest_requeuehold_and_unmanaged_untouched(slurm, rest, tmp_path):
     b.observe()
     res = b.act(placement(1, {}))
     assert res.preempted == (job,) and not res.failed, res
+    time.sleep(1.5)  # its grace is over: the next act requeue-holds it
+    b.observe()
+    res = b.act(placement(2, {}))
+    assert res.preempted == (job,) and not res.failed, res
     # v0.0.45 (26.05) requeues through the API, older versions with scontrol.
     assert b.commands.counts["requeuehold"] == (0 if b.api.requeue else 1)
     assert b.rest.counts["requeuehold"] == (1 if b.api.requeue else 0)
@@ -197,7 +202,10 @@ def test_rest_requeuehold_and_unmanaged_untouched(slurm, rest, tmp_path):
     b_off.act(placement(2, {job: ("v100", [("v100-2", 1)])}))
     slurm.wait_state(job, "RUNNING")
     b_off.observe()
-    res = b_off.act(placement(3, {}))
+    b_off.act(placement(3, {}))
+    time.sleep(1.0)  # its grace is over: the next act requeue-holds it
+    b_off.observe()
+    res = b_off.act(placement(4, {}))
     if b_off.api.requeue:
         assert res.preempted == (job,) and not res.failed, res
         slurm.wait_state(job, "PENDING")

@@ -112,7 +112,12 @@ def test_one_of_a_pair_preempted_leaves_the_other_running(slurm_shards_session, 
         b.observe()
         res = b.act(_pair(1, {a: ("v100", "v100-1", None)}))
         assert res.preempted == (b_,) and res.kept == (a,) and not res.failed, res
-        assert slurm.show(b_)["JobState"] == "SPECIAL_EXIT"
+        # no start needs b_'s shards: the act did not wait for it to leave
+        assert b.commands.counts["wait"] == 0
+        deadline = time.monotonic() + 30
+        while slurm.show(b_)["JobState"] != "SPECIAL_EXIT":
+            assert time.monotonic() < deadline, slurm.why(b_)
+            time.sleep(0.2)
         assert slurm.state(a) == "RUNNING" and _shard_gpu(slurm, a) != ()
     finally:
         slurm.cancel_all()

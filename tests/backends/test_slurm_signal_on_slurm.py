@@ -68,7 +68,12 @@ def test_each_batch_shell_gets_the_signal_once_and_an_ended_job_fails_alone(slur
     assert sorted(res.preempted) == sorted([a, b]), res
     failed = dict(res.failed)
     assert list(failed) == [ended] and ended in failed[ended], failed
-    # a and b ignore the signal: requeue-held after the 2 s grace, each signalled once
+    # a and b ignore the signal: the next act after the 2 s grace requeue-holds them
+    # (this one did not wait: no start needs their GPUs), each signalled once
+    time.sleep(2.5)
+    cluster.observe()
+    res = cluster.act(placement(2, {}))
+    assert sorted(res.preempted) == sorted([a, b]) and not res.failed, res
     time.sleep(1)  # a late second delivery would show by now
     assert [lines(o).count("usr1") for o in outs[:2]] == [1, 1], [lines(o) for o in outs]
     assert lines(outs[2]).count("usr1") == 0

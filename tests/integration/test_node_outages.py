@@ -234,7 +234,11 @@ def test_a_checkpoint_signal_lost_to_a_stopped_slurmd_requeues_nothing(scenario)
     argv = stop_slurmd(slurm, "v100-2")
     try:
         b.observe()
-        res = b.act(RoundPlacement(1, 0.0, 60.0, {}))  # preempt it
+        res = b.act(RoundPlacement(1, 0.0, 60.0, {}))  # preempt it: the act does not wait
+        assert res.preempted == (job,) and b.commands.counts["wait"] == 0, res
+        time.sleep(41)  # its grace
+        b.observe()
+        res = b.act(RoundPlacement(2, 0.0, 60.0, {}))  # the first act after its grace
         reasons = dict(res.failed)
         assert "may not have reached it" in reasons.get(job, ""), res
         assert b.commands.counts["requeuehold"] == 0

@@ -1,0 +1,178 @@
+"""Incremental observe (slurm_job_listing.py): the listing as each real release prints
+it, hostile comments in it, and which jobs' JSON a round reads."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.backends.slurm_job_cache import FIELDS
+from slurm_gavel.backends.slurm_job_listing import (
+    FOLLOWS,
+    LISTING_FIELDS,
+    IncrementalJobs,
+    listing_argv,
+    new_token,
+    parse_listing,
+)
+from slurm_gavel.backends.slurm_json import SlurmJob
+
+DATA = Path(__file__).parent / "data"
+TOKEN = "|0123456789abcdef|"  # the token the captures were made with (listing_argv)
+# Captured with listing_argv(TOKEN) on tools/local-cluster, jobs: 1 managed and held;
+# 2 and 3 an array whose comment holds '|' and a newline with a fake record after it;
+# 4 a comment of invalid UTF-8 bytes (24.11 and 26.05: and "\r\n").
+RELEASES = ["22.05", "24.11", "26.05"]
+
+
+def captured(release: str) -> str:
+    # as SlurmCommands decodes it (utf-8, surrogateescape, universal newlines)
+    raw = (DATA / release / "listing.txt").read_bytes()
+    return raw.decode("utf-8", "surrogateescape").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def test_the_listing_prints_every_field_a_job_is_read_from():
+    """A field _job reads that the listing neither prints nor follows from a printed
+    one would let a change go unseen until the next full read."""
+    assert set(LISTING_FIELDS) | set(FOLLOWS) == set(FIELDS)
+    assert set(FOLLOWS.values()) <= set(LISTING_FIELDS)
+    names = list(LISTING_FIELDS.values())
+    assert names[0] == "JobID" and names[-1] == "Comment"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_each_release_listing_reads_back_with_hostile_comments(release):
+    listing = parse_listing(captured(release), TOKEN)
+    assert listing is not None and list(listing) == ["1", "3", "2", "4"]
+    fields = listing
+    assert fields["1"][-1] == "gavel:type=ResNet-18 (batch size 16),scale=1"
+    assert fields["1"][1] == "PENDING" and fields["3"][1] == "RUNNING"
+    assert fields["3"][-1] == "plain x|y\nsecond line 1|PENDING"  # one field, one job
+    assert fields["4"][-1].startswith("bad\udcff\udcfe")
+    # a state change, a comment change: another record for that job only
+    text = captured(release)
+    for old, new in [("PENDING", "RUNNING"), ("scale=1", "scale=2")]:
+        changed = parse_listing(text.replace(old + TOKEN, new + TOKEN, 1), TOKEN)
+        assert changed is not None and changed["1"] != listing["1"]
+        assert {j: r for j, r in changed.items() if j != "1"} == {
+            j: r for j, r in listing.items() if j != "1"
+        }
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_comment_that_guessed_the_token_makes_the_listing_unreadable(release):
+    """Only a user who knew this command's random token could forge a record; even
+    then the listing is refused (a full read follows), never half trusted."""
+    text = captured(release)
+    record = text.split(TOKEN + "\n")[0]  # job 1's record
+    fake_ids = record.replace("1" + TOKEN, "3" + TOKEN, 1)  # a second record for job 3
+    assert parse_listing(text + fake_ids + TOKEN + "\n", TOKEN) is None
+    assert parse_listing(text.replace("plain x", "plain" + TOKEN + "x", 1), TOKEN) is None
+    assert parse_listing(text + "junk" + TOKEN + "\n", TOKEN) is None
+    assert parse_listing(text[:-1], TOKEN) is None  # cut short
+    assert parse_listing("", TOKEN) == {}
+
+
+def test_a_record_is_the_same_whatever_token_listed_it():
+    text = captured("24.11")
+    other = new_token()
+    assert parse_listing(text.replace(TOKEN, other), other) == parse_listing(text, TOKEN)
+
+
+def test_tokens_are_fresh_and_cannot_be_read_as_a_field_width():
+    a, b = new_token(), new_token()
+    assert a != b and a[0] == "|" and not a[0].isdigit()
+    argv = listing_argv(a)
+    assert argv[:2] == ["squeue", "-h"] and argv[-1].count(a) == len(LISTING_FIELDS)
+
+
+# --- which jobs a round reads --------------------------------------------------------
+
+
+def job(job_id: str, state: str = "PENDING", comment: str = "gavel:type=A3C") -> SlurmJob:
+    return SlurmJob(
+        job_id=job_id, state=state, flags=frozenset(), reason="", comment=comment,
+        partitions=("gpu",), nodes=(), gpu_request=None, gpu_slices=(), node_count=1,
+        priority=0, restarts=0, submit_time=0, start_time=0, end_time=0, exit_code=None,
+        account="", user="u",
+    )  # fmt: skip
+
+
+class Slurm:
+    """What squeue would print: a listing record and a JSON record per job."""
+
+    def __init__(self, n: int) -> None:
+        self.jobs = {str(i): job(str(i)) for i in range(1, n + 1)}
+        self.full_reads = 0
+        self.asked: list[list[str]] = []
+
+    def listing(self) -> dict[str, tuple[str, ...]]:
+        return {j: (j, s.state, s.comment) for j, s in self.jobs.items()}
+
+    def full(self) -> list[SlurmJob]:
+        self.full_reads += 1
+        return list(self.jobs.values())
+
+    def some(self, ids: list[str]) -> list[SlurmJob]:
+        self.asked.append(list(ids))
+        return [self.jobs[j] for j in ids if j in self.jobs]
+
+
+def rounds(inc: IncrementalJobs, s: Slurm, *, filters: bool = True) -> list[SlurmJob]:
+    return inc.read(s.listing(), s.full, s.some if filters else None)
+
+
+def test_only_new_and_changed_jobs_are_read_after_the_first_round():
+    s, inc = Slurm(10), IncrementalJobs()
+    assert inc.read(s.listing(), s.full, s.some, force_full=True) == s.full()
+    s.full_reads = 0
+    assert rounds(inc, s) == list(s.jobs.values()) and not s.asked and inc.last_read == "none"
+    s.jobs["3"] = replace(s.jobs["3"], comment="gavel:type=ResNet-50")  # scontrol update
+    s.jobs["5"] = replace(s.jobs["5"], state="RUNNING")
+    s.jobs["11"] = job("11")  # submitted
+    del s.jobs["7"]  # ended: gone from the listing (SlurmCluster reads how it ended)
+    got = rounds(inc, s)
+    assert s.asked == [["3", "5", "11"]] and s.full_reads == 0 and inc.last_json_jobs == 3
+    assert got == list(s.jobs.values())  # the new records, the others as cached
+    assert rounds(inc, s) == got and s.asked == [["3", "5", "11"]]
+
+
+def test_a_changed_job_gone_before_its_json_is_read_is_left_out():
+    s, inc = Slurm(4), IncrementalJobs()
+    inc.read(s.listing(), s.full, s.some, force_full=True)
+    listing = s.listing()
+    listing["2"] += ("requeued",)
+    del s.jobs["2"]  # and purged before the JSON read
+    assert [j.job_id for j in inc.read(listing, s.full, s.some)] == ["1", "3", "4"]
+
+
+def test_without_filtering_by_id_any_change_reads_every_job():
+    """22.05: squeue --json ignores -j, so a change means one full read."""
+    s, inc = Slurm(4), IncrementalJobs()
+    inc.read(s.listing(), s.full, None, force_full=True)
+    rounds(inc, s, filters=False)
+    assert s.full_reads == 1 and inc.last_read == "none"
+    del s.jobs["4"]
+    rounds(inc, s, filters=False)
+    assert s.full_reads == 2 and inc.last_read == "full"
+
+
+def test_full_reads_as_a_safety_net_and_when_most_jobs_changed():
+    s, inc = Slurm(10), IncrementalJobs(full_every=3)
+    inc.read(s.listing(), s.full, s.some, force_full=True)
+    rounds(inc, s), rounds(inc, s)
+    assert s.full_reads == 1
+    rounds(inc, s)  # the third round after a full read
+    assert s.full_reads == 2 and inc.last_read == "full"
+    for j in list(s.jobs)[:6]:
+        s.jobs[j] = replace(s.jobs[j], state="RUNNING")
+    rounds(inc, s)
+    assert s.full_reads == 3 and not s.asked  # 6 of 10 changed: one dump, no id list
+
+
+def test_an_unreadable_listing_means_a_full_read():
+    s, inc = Slurm(3), IncrementalJobs()
+    inc.read(s.listing(), s.full, s.some, force_full=True)
+    assert inc.read(None, s.full, s.some) == list(s.jobs.values()) and s.full_reads == 2

@@ -1,0 +1,104 @@
+"""Incremental observe on each release's real Slurm (slurm_job_listing.py): a change
+made between two rounds is in the next round's view, and on 24.11 and later only the
+changed jobs' JSON is read for it. Every view is checked against a full read (a
+fresh backend's), job by job."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+
+pytestmark = pytest.mark.slurm
+
+MANAGED = ("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null", "--wrap", "sleep 300")
+
+
+def same_as_a_full_read(b: SlurmCluster, slurm) -> None:
+    """The incremental view's waiting and running managed jobs are those a backend
+    that reads every job's JSON sees, record for record."""
+    fresh = SlurmCluster(env=slurm.env)
+    fresh.observe()
+    assert b.view is not None and fresh.view is not None
+    mine = {j.job.id for j in b.view.snapshot.jobs if j.state is not JobState.DONE}
+    theirs = {j.job.id for j in fresh.view.snapshot.jobs if j.state is not JobState.DONE}
+    assert mine == theirs
+    assert {j: b.view.managed[j] for j in mine} == {j: fresh.view.managed[j] for j in mine}
+
+
+def update(slurm, job: str, change: str) -> None:
+    """scontrol update as root; 26.05 answers "Resource temporarily unavailable" for
+    a while after a submission (tried again, as a user would)."""
+    deadline = time.monotonic() + 30
+    while True:
+        res = slurm.cmd("scontrol", "update", f"JobId={job}", change, check=False)
+        if res.returncode == 0:
+            return
+        assert "temporarily unavailable" in res.stderr, (change, res.stderr)
+        assert time.monotonic() < deadline, (change, res.stderr)
+        time.sleep(0.5)
+
+
+def observe(b: SlurmCluster, *, changed: int) -> dict[str, object]:
+    """A round's observe; how many jobs' JSON it read: only the changed ones where
+    squeue --json filters by id (23.02+), every job on 22.05."""
+    snap = b.observe()
+    if b.cli_format.filters_work:
+        assert (b._listed.last_read, b._listed.last_json_jobs) == (
+            "changed" if changed else "none",
+            changed,
+        )
+    else:
+        assert b._listed.last_read == ("full" if changed else "none")
+    return {j.job.id: j for j in snap.jobs}
+
+
+def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
+    slurm.cancel_all()
+    try:
+        jobs = [slurm.sbatch(*MANAGED) for _ in range(12)]  # 4 changed: under half
+        plain = slurm.sbatch("-p", "gpu", "--hold", "-o", "/dev/null", "--wrap", "sleep 300")
+        b = SlurmCluster(env=slurm.env, grace_s=2.0, poll_s=0.2)
+        b.observe()
+        assert b._listed.last_read == "full"
+        observe(b, changed=0)  # nothing changed: no job's JSON at all
+        # a new job; root makes a waiting plain job managed (job_submit.lua lets only
+        # the daemon's uid: tests/test_comment_grammar_on_slurm.py); another pending
+        # job's partition and GPU request change
+        new = slurm.sbatch(*MANAGED)
+        for job, change in [
+            (plain, "Comment=gavel:type=ResNet-50"),
+            (jobs[1], "Partition=v100"),
+            (jobs[2], "Comment=gavel:type=A3C,scale=2"),
+        ]:
+            update(slurm, job, change)
+        seen = observe(b, changed=4)
+        assert seen[new].state is JobState.PENDING
+        assert seen[plain].job.job_type == "ResNet-50"
+        assert seen[jobs[1]].job.partition == "v100"
+        assert seen[jobs[2]].job.scale_factor == 2
+        same_as_a_full_read(b, slurm)
+        # a state change made by the daemon's own act: the job starts
+        place = {jobs[0]: JobPlacement(jobs[0], "v100", (NodeSlice("v100-1", 1),))}
+        assert b.act(RoundPlacement(0, 0.0, 60.0, place)).started == (jobs[0],)
+        slurm.wait_state(jobs[0], "RUNNING")
+        seen = observe(b, changed=1)
+        assert seen[jobs[0]].state is JobState.RUNNING
+        assert seen[jobs[0]].nodes == (NodeSlice("v100-1", 1),)
+        # requeue-held behind the daemon's back; a waiting job cancelled
+        slurm.cmd("scontrol", "requeuehold", jobs[0])
+        slurm.cmd("scancel", jobs[3])
+        slurm.wait_state(jobs[3], "CANCELLED", "GONE")
+        deadline = time.monotonic() + 30
+        while slurm.state(jobs[0]) not in ("REQUEUE_HOLD", "SPECIAL_EXIT", "PENDING"):
+            assert time.monotonic() < deadline, slurm.why(jobs[0])
+            time.sleep(0.2)
+        seen = observe(b, changed=1)  # the cancelled job left the listing: read as ended
+        assert seen[jobs[0]].state is JobState.HELD and seen[jobs[0]].restarts == 1
+        assert seen[jobs[3]].state is JobState.DONE and not seen[jobs[3]].succeeded
+        same_as_a_full_read(b, slurm)
+    finally:
+        slurm.cancel_all()
