@@ -376,14 +376,15 @@ def estimate_steps(
     received_s: Mapping[str, Mapping[str, float]],
     restarts: Mapping[str, int],
     table: ThroughputTable,
-    overhead_s: float,
+    preemption_overhead_seconds: float,
 ) -> ClusterSnapshot:
     """Steps done of jobs that report none, from the time they received on each type.
 
-    steps ~ sum over types of (seconds received x table steps/s), less one
-    `overhead_s` of the job's fastest rate per restart (checkpoint + restore make no
-    progress). Finish-time policies need some steps-remaining figure; this is the
-    table's best guess, replaced by the job's own count as soon as it reports one.
+    steps ~ sum over types of (seconds received x table steps/s), less
+    `preemption_overhead_seconds` of the job's fastest rate per restart (checkpoint +
+    restore make no progress). Finish-time policies need some steps-remaining figure;
+    this is the table's best guess, replaced by the job's own count as soon as it
+    reports one.
     """
     jobs: list[ObservedJob] = []
     for o in snap.jobs:
@@ -397,7 +398,8 @@ def estimate_steps(
             jobs.append(o)  # the round reports the unknown type; nothing to estimate
             continue
         steps = sum(seconds * row.get(t, 0.0) for t, seconds in got.items())
-        steps -= overhead_s * restarts.get(o.job.id, o.restarts) * max(row.values(), default=0)
+        lost = preemption_overhead_seconds * restarts.get(o.job.id, o.restarts)
+        steps -= lost * max(row.values(), default=0)
         cap = o.job.total_steps if o.job.total_steps > 0 else math.inf
         jobs.append(replace(o, steps_done=min(max(0.0, steps), cap)))
     return replace(snap, jobs=tuple(jobs))

@@ -316,7 +316,7 @@ def test_steps_of_silent_jobs_are_estimated_from_time_received(table):
     got = {o.job.id: o.steps_done for o in estimate_steps(
         snap, {"1": {"v100": 100.0, "k80": 50.0}, "2": {"v100": 100.0}, "3": {"v100": 1.0},
                "4": {"v100": 1.0}},
-        {"1": 2}, table, overhead_s=10.0,
+        {"1": 2}, table, preemption_overhead_seconds=10.0,
     ).jobs}  # fmt: skip
     expected = 100 * row["v100"] + 50 * row["k80"] - 2 * 10 * max(row.values())
     assert got["1"] == pytest.approx(expected)
