@@ -7,7 +7,8 @@ previous round, recomputes the allocation when the job set (or the usable
 capacity) changed or the configured period passed, turns it into a placement
 with the mechanism, and asks the backend to carry it out. The caller decides
 when the next round happens: the simulator advances its virtual clock, the
-daemon sleeps.
+daemon sleeps. Which jobs the round works on, and the policy's problem for them,
+come from round_jobs.py; the config and the report are round_types.py's.
 
 All fairness accounting lives in :class:`SchedulerState` (scheduler_state.py), a
 plain dataclass that round-trips through JSON; backends keep none of it.
@@ -16,8 +17,8 @@ plain dataclass that round-trips through JSON; backends keep none of it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from slurm_gavel.core.cluster_model import (
     ActResult,
@@ -30,69 +31,19 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell, rows_for
-from slurm_gavel.core.mechanism import (
-    MechanismJob,
-    assign,
-    pair_key,
-    single_candidates,
-)
-from slurm_gavel.core.model import (
-    GpuType,
-    JobId,
-    PairThroughput,
-    Problem,
-)
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
+from slurm_gavel.core.cluster_rows import MarkedCell
+from slurm_gavel.core.mechanism import MechanismJob, assign, pair_key, single_candidates
+from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.core.round_jobs import Considered, build_problem, mechanism_jobs, round_jobs
+from slurm_gavel.core.round_settings import RoundSettings
+from slurm_gavel.core.round_types import BaselineFn, RoundReport, SchedulerConfig
 from slurm_gavel.core.scheduler_state import (
     JobAccount,
-    RoundMemo,
     SchedulerState,
     copy_state,
     fresh_state,
 )
-from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.errors import InputError
-from slurm_gavel.policies import PACKING_POLICIES, PolicyOptions, allocate
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    table: ThroughputTable
-    policy: str = "max_min_fairness"
-    # The round ignores the preemption overhead (the backend charges or estimates it).
-    settings: RoundSettings = DAEMON_DEFAULTS
-    policy_options: PolicyOptions = field(default_factory=PolicyOptions)
-    accounts: Mapping[str, float] = field(default_factory=dict)
-    prices: Mapping[GpuType, float] = field(default_factory=dict)
-    # A pseudo-policy that places the jobs itself, bypassing allocation and mechanism
-    # (the simulator's Slurm FIFO baselines, simulate/slurm_baseline.BASELINES): set
-    # by whoever runs the round, so the round imports no simulator. None: the policy.
-    baseline: BaselineFn | None = None
-
-
-# Called with the snapshot and the round's config; returns the placement.
-BaselineFn = Callable[[ClusterSnapshot, SchedulerConfig], dict[JobId, JobPlacement]]
-
-
-@dataclass(frozen=True)
-class RoundReport:
-    round_index: int
-    time: float
-    reallocated: bool
-    solve_seconds: float
-    placement: RoundPlacement
-    result: ActResult
-    active_jobs: int
-    completed: tuple[ObservedJob, ...] = ()
-    # jobs the round could not consider, with the reason (unknown type, no GPU type
-    # it can run on); the daemon logs these once per job
-    skipped: tuple[tuple[JobId, str], ...] = ()
-    mechanism_seconds: float = 0.0
-    # cells of the cluster's GPU types the considered jobs rely on without a
-    # measurement: (job type, scale factor, GPU type, "estimate" or "unmeasured:
-    # type-blind"), see cluster_rows.py; the daemon logs each once, status shows them
-    unmeasured: tuple[MarkedCell, ...] = ()
+from slurm_gavel.policies import allocate
 
 
 def account_last_round(state: SchedulerState, now: float) -> float:
@@ -121,7 +72,10 @@ def kept_on_unresponsive_nodes(
 ) -> dict[JobId, JobPlacement]:
     """Running jobs with a GPU on a NOT_RESPONDING node, each at the place it runs now
     (the previous round's placement when it is the same: it knows if it is
-    consolidated). The round keeps them there whatever the allocation says."""
+    consolidated). The round keeps them there whatever the allocation says: their
+    processes outlive slurmd and could not take the checkpoint signal, so they keep
+    their placement and time accounting, and the node takes nothing new, until Slurm
+    declares the node DOWN (then it requeues them itself) or it answers again."""
     unresponsive = {n.name for n in nodes if n.state is NodeState.NOT_RESPONDING}
     if not unresponsive:
         return {}
@@ -166,174 +120,14 @@ def _without_kept(nodes: Iterable[Node], kept: Mapping[JobId, JobPlacement]) -> 
     ]
 
 
-def _job_set_key(jobs: list[ObservedJob], capacity: Mapping[GpuType, int]) -> str:
-    parts = [f"{t}={n}" for t, n in capacity.items()]
-    parts += sorted(
-        f"{o.job.id}:{o.job.job_type}:{o.job.scale_factor}:{o.job.priority_weight}" for o in jobs
-    )
-    return "|".join(parts)
-
-
-def considered_jobs(
-    active: list[ObservedJob],
-    config: SchedulerConfig,
-    capacity: Mapping[GpuType, int],
-    rows: ClusterRows | None = None,
-) -> tuple[list[tuple[ObservedJob, Mapping[GpuType, float]]], list[tuple[JobId, str]]]:
-    """The jobs the round can place, each with its throughput row; the others with the
-    reason (unknown type, no usable GPU type, too big), so one bad job never fails
-    the round. Rows come from ``rows`` (default: built here from the table for the
-    cluster's GPU types): cells the table lacks for those types are estimated or
-    type-blind (cluster_rows.py), so a GPU type nobody measured yet is still used."""
-    if rows is None:
-        rows = rows_for(None, config.table, capacity)
-    types = [t for t, n in capacity.items() if n > 0]
-    biggest = max((capacity[t] for t in types), default=0)
-    out: list[tuple[ObservedJob, Mapping[GpuType, float]]] = []
-    skipped: list[tuple[JobId, str]] = []
-    for o in active:
-        try:
-            row = rows.row(o.job.job_type, o.job.scale_factor)
-        except InputError as e:
-            skipped.append((o.job.id, str(e)))
-            continue
-        usable = False
-        for t in types:  # a loop, not any(genexpr): every job, every round
-            if row.get(t, 0.0) > 0.0:
-                usable = True
-                break
-        if not usable:
-            skipped.append((o.job.id, "no usable GPU type has a throughput for it"))
-        elif o.job.scale_factor > biggest:
-            skipped.append((o.job.id, f"needs {o.job.scale_factor} GPUs of one type"))
-        else:
-            out.append((o, row))
-    return out, skipped
-
-
-def build_problem(
-    jobs: list[tuple[ObservedJob, Mapping[GpuType, float]]],
-    state: SchedulerState,
-    config: SchedulerConfig,
-    capacity: Mapping[GpuType, int],
-    now: float,
-) -> Problem:
-    """The policy input for jobs that considered_jobs() accepted, with their rows."""
-    types = [t for t, n in capacity.items() if n > 0]
-    pjobs = []
-    for o, row in jobs:
-        acct = state.jobs.get(o.job.id)
-        done = acct.steps_done if acct else 0.0
-        pjobs.append(
-            config.table.problem_job(
-                o.job,
-                types,
-                row=row,
-                steps_remaining=max(0.0, o.job.total_steps - done),
-                time_since_start=max(0.0, now - o.job.arrival_time),
-                slo=None if o.job.slo is None else o.job.slo - (now - o.job.arrival_time),
-            )
-        )
-    pairs: tuple[PairThroughput, ...] = ()
-    if config.policy in PACKING_POLICIES:
-        kinds = [(j.job_type, j.scale_factor) for j in pjobs]
-        pairs = tuple(config.table.pair_throughputs(kinds, types))
-    return Problem(
-        {t: capacity[t] for t in types},
-        tuple(pjobs),
-        pairs,
-        dict(config.accounts),
-        dict(config.prices),
-    )
-
-
-def _round_jobs(
-    state: SchedulerState,
-    active: list[ObservedJob],
-    config: SchedulerConfig,
-    capacity: dict[GpuType, int],
-) -> tuple[
-    list[tuple[ObservedJob, Mapping[GpuType, float]]],
-    list[tuple[JobId, str]],
-    str,
-    tuple[MarkedCell, ...],
-]:
-    """considered_jobs(), the job-set key and the unmeasured cells the jobs rely on,
-    reused from the last round when the backend reports the same Job objects on the
-    same capacity with the same table (a quiet round in the simulator; Slurm backends
-    build new Job objects every round, so the daemon always recomputes, and its
-    updated tables are new objects too)."""
-    memo = state.memo
-    if (
-        memo is not None
-        and memo.table is config.table
-        and len(memo.jobs) == len(active)
-        and memo.capacity == capacity
-    ):
-        same = True
-        for o, job in zip(active, memo.jobs, strict=True):
-            if o.job is not job:
-                same = False
-                break
-        if same:
-            considered = [(active[i], row) for i, row in memo.considered]
-            return considered, memo.skipped, memo.key, memo.unmeasured
-    # every type the cluster has, drained or not: a drain does not refit estimates
-    rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
-    considered, skipped = considered_jobs(active, config, capacity, rows)
-    usable = {t: n for t, n in capacity.items() if n > 0}
-    key = _job_set_key([o for o, _ in considered], usable)
-    unmeasured = rows.marked_cells((o.job.job_type, o.job.scale_factor) for o, _ in considered)
-    index = {id(o): i for i, o in enumerate(active)}
-    state.memo = RoundMemo(
-        config.table,
-        tuple(o.job for o in active),
-        dict(capacity),
-        [(index[id(o)], row) for o, row in considered],
-        skipped,
-        key,
-        unmeasured=unmeasured,
-    )
-    return considered, skipped, key, unmeasured
-
-
-def _mechanism_jobs(
-    jobs: list[tuple[ObservedJob, Mapping[GpuType, float]]], state: SchedulerState
-) -> dict[JobId, MechanismJob]:
-    out: dict[JobId, MechanismJob] = {}
-    cache = state.memo.mechanism_jobs if state.memo is not None else {}
-    for o, row in jobs:
-        job_id = o.job.id
-        current = None
-        if o.state is JobState.RUNNING and o.gpu_type is not None:
-            prev = state.placement.get(job_id)
-            if (
-                prev is not None
-                and prev.gpu_type == o.gpu_type
-                and (prev.nodes is o.nodes or prev.nodes == o.nodes)
-                and prev.partner == o.partner
-            ):
-                current = prev  # reuse: same place, and it knows if it is consolidated
-            else:
-                current = JobPlacement(job_id, o.gpu_type, o.nodes, o.partner, True)
-        m = cache.get(job_id)
-        if m is None or m.current is not current or m.throughput is not row:
-            m = cache[job_id] = MechanismJob(job_id, o.job.scale_factor, row, current)
-        out[job_id] = m
-    return out
-
-
-def run_round(
-    state: SchedulerState,
-    backend: ClusterBackend,
-    config: SchedulerConfig,
-    now: float | None = None,
-) -> tuple[SchedulerState, RoundReport]:
-    """One round: observe, account, (re)allocate, assign, act. Mutates and returns state."""
-    snap = backend.observe()
-    now = snap.time if now is None else now
-    account_last_round(state, now)
-
+def update_accounts(
+    state: SchedulerState, snap: ClusterSnapshot
+) -> tuple[tuple[ObservedJob, ...], list[ObservedJob]]:
+    """Observe: bring the job accounts in line with the snapshot and return its
+    completed and active jobs. Afterwards state.jobs holds exactly one account per
+    active job (new jobs get a fresh one; completed jobs and jobs the backend no longer
+    reports, e.g. cancelled while the daemon was down, lose theirs), carrying the
+    backend's steps done and the highest restart count seen."""
     completed = tuple(o for o in snap.jobs if o.state is JobState.DONE)
     for o in completed:
         state.jobs.pop(o.job.id, None)
@@ -348,87 +142,115 @@ def run_round(
             acct.steps_done = o.steps_done
         if o.restarts > acct.restarts:
             acct.restarts = o.restarts
-    # forget jobs the backend no longer reports (cancelled while we were down, ...)
     if len(accounts) != len(observed):
         for gone in [j for j in accounts if j not in observed]:
             del accounts[gone]
+    return completed, active
 
-    # Jobs on a node whose slurmd does not answer keep running there (their processes
-    # outlive slurmd) and could not take the checkpoint signal: they keep their
-    # placement and their time accounting, and the node takes nothing new, until
-    # Slurm declares the node DOWN (then it requeues them itself) or it answers again.
-    kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
-    capacity = allocation_capacity(snap.nodes)
-    reallocated = False
-    solve_s = 0.0
-    t0 = time.perf_counter()
-    if config.baseline is not None:
-        skipped: list[tuple[JobId, str]] = []
-        unmeasured: tuple[MarkedCell, ...] = ()
-        placed = config.baseline(snap, config)
-        placed.update(kept)
-    else:
-        considered, skipped, key, unmeasured = _round_jobs(state, active, config, capacity)
-        usable = {t: n for t, n in capacity.items() if n > 0}
-        settings = config.settings
-        due = (
-            settings.reallocate_every_seconds is not None
-            and state.allocation_time is not None
-            and now - state.allocation_time >= settings.reallocate_every_seconds
-        )
-        change = state.allocation is None or key != state.allocation_key or due
-        if (
-            change
-            and state.allocation is not None
-            and state.allocation_time is not None
-            and now - state.allocation_time < settings.min_reallocation_interval_seconds
-        ):
-            change = False  # too soon after the last one: keep it (see RoundSettings)
-        if considered and change:
-            problem = build_problem(considered, state, config, capacity, now)
-            alloc = allocate(problem, config.policy, config.policy_options)
-            solve_s = alloc.solve_seconds
-            state.allocation, state.allocation_key, state.allocation_time = alloc, key, now
-            # Gavel resets the received-time accounting whenever the allocation
-            # changes: priorities then measure progress towards the new fractions.
-            state.epoch_received, state.epoch_elapsed = {}, 0.0
-            reallocated = True
-        elif not considered:
-            state.allocation, state.allocation_key = None, ""
-        placed = {}
-        if state.allocation is not None and considered:
-            jobs_m = _mechanism_jobs(considered, state)
-            nodes: Iterable[Node] = snap.nodes
-            if kept:
-                jobs_m = {j: m for j, m in jobs_m.items() if j not in kept}
-                nodes = _without_kept(nodes, kept)
-            credit = 0.0
-            if settings.stay_credit_seconds > 0.0:
-                # underloaded only: then the considered jobs fit in GPUs in total and
-                # the credit mostly decides which type a job runs on, not whether it
-                # runs (in overloaded rounds it could keep a waiting job queued)
-                demand = sum(j.scale_factor for j in jobs_m.values())
-                if demand <= sum(usable.values()):
-                    credit = settings.stay_credit_seconds
-            memo = state.memo
-            singles = None
-            if memo is not None and not kept:  # (the memo's candidates are every job's)
-                if memo.singles_for is not state.allocation:
-                    memo.singles = single_candidates(state.allocation, jobs_m, list(capacity))
-                    memo.singles_for = state.allocation
-                singles = memo.singles
-            placed = assign(
-                state.allocation,
-                jobs_m,
-                nodes,
-                state.epoch_received,
-                state.epoch_elapsed,
-                stay_credit_seconds=credit,
-                singles=singles,
-            )
-        placed.update(kept)
-    mech_s = time.perf_counter() - t0 - solve_s
 
+def reallocate_if_due(
+    state: SchedulerState,
+    config: SchedulerConfig,
+    considered: list[Considered],
+    key: str,
+    capacity: Mapping[GpuType, int],
+    now: float,
+) -> float | None:
+    """Allocate: solve the policy again when there is no allocation, the job set or
+    capacity changed (``key``) or reallocate_every_seconds passed, unless
+    min_reallocation_interval_seconds has not passed since the last one (see
+    RoundSettings). A new allocation starts a new accounting epoch. With no job to
+    consider, the allocation is dropped. Returns the solve's seconds when it solved,
+    else None."""
+    if not considered:
+        state.allocation, state.allocation_key = None, ""
+        return None
+    settings = config.settings
+    since = None if state.allocation_time is None else now - state.allocation_time
+    due = (
+        settings.reallocate_every_seconds is not None
+        and since is not None
+        and since >= settings.reallocate_every_seconds
+    )
+    change = state.allocation is None or key != state.allocation_key or due
+    if (
+        change
+        and state.allocation is not None
+        and since is not None
+        and since < settings.min_reallocation_interval_seconds
+    ):
+        change = False
+    if not change:
+        return None
+    problem = build_problem(considered, state, config, capacity, now)
+    alloc = allocate(problem, config.policy, config.policy_options)
+    state.allocation, state.allocation_key, state.allocation_time = alloc, key, now
+    # Gavel resets the received-time accounting whenever the allocation
+    # changes: priorities then measure progress towards the new fractions.
+    state.epoch_received, state.epoch_elapsed = {}, 0.0
+    return alloc.solve_seconds
+
+
+def stay_credit(
+    settings: RoundSettings, jobs: Mapping[JobId, MechanismJob], usable: Mapping[GpuType, int]
+) -> float:
+    """The stay credit this round gives (mechanism.py says why): the configured one
+    when the jobs fit in the usable GPUs in total, else 0, so that it only chooses
+    a job's type and never keeps a waiting job queued."""
+    if settings.stay_credit_seconds > 0.0:
+        demand = sum(j.scale_factor for j in jobs.values())
+        if demand <= sum(usable.values()):
+            return settings.stay_credit_seconds
+    return 0.0
+
+
+def assign_jobs(
+    state: SchedulerState,
+    config: SchedulerConfig,
+    considered: list[Considered],
+    nodes: Iterable[Node],
+    kept: Mapping[JobId, JobPlacement],
+    capacity: Mapping[GpuType, int],
+) -> dict[JobId, JobPlacement]:
+    """Assign: the mechanism's placement of the considered jobs under the allocation
+    in force (none without one), leaving out the jobs ``kept`` where they run and
+    the GPUs they hold."""
+    if state.allocation is None or not considered:
+        return {}
+    jobs_m = mechanism_jobs(considered, state)
+    if kept:
+        jobs_m = {j: m for j, m in jobs_m.items() if j not in kept}
+        nodes = _without_kept(nodes, kept)
+    usable = {t: n for t, n in capacity.items() if n > 0}
+    credit = stay_credit(config.settings, jobs_m, usable)
+    memo = state.memo
+    singles = None
+    if memo is not None and not kept:  # (the memo's candidates are every job's)
+        if memo.singles_for is not state.allocation:
+            memo.singles = single_candidates(state.allocation, jobs_m, list(capacity))
+            memo.singles_for = state.allocation
+        singles = memo.singles
+    return assign(
+        state.allocation,
+        jobs_m,
+        nodes,
+        state.epoch_received,
+        state.epoch_elapsed,
+        stay_credit_seconds=credit,
+        singles=singles,
+    )
+
+
+def act(
+    state: SchedulerState,
+    backend: ClusterBackend,
+    config: SchedulerConfig,
+    placed: dict[JobId, JobPlacement],
+    now: float,
+) -> tuple[RoundPlacement, ActResult]:
+    """Act: hand the placement to the backend and record what it carried out. The
+    jobs it failed are not in state.placement, so the next round credits them
+    nothing; each placed job counts one more round (and its first start)."""
     placement = RoundPlacement(state.round_index, now, config.settings.round_seconds, placed)
     result = backend.act(placement)
     failed = {j for j, _ in result.failed}
@@ -439,11 +261,42 @@ def run_round(
         if acct.first_start is None:
             acct.first_start = now
     state.last_round_time = now
+    return placement, result
+
+
+def run_round(
+    state: SchedulerState,
+    backend: ClusterBackend,
+    config: SchedulerConfig,
+    now: float | None = None,
+) -> tuple[SchedulerState, RoundReport]:
+    """One round: observe, account, (re)allocate, assign, act. Mutates and returns state."""
+    snap = backend.observe()
+    now = snap.time if now is None else now
+    account_last_round(state, now)
+    completed, active = update_accounts(state, snap)
+    kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
+    capacity = allocation_capacity(snap.nodes)
+    solve_s: float | None = None
+    t0 = time.perf_counter()
+    if config.baseline is not None:
+        skipped: list[tuple[JobId, str]] = []
+        unmeasured: tuple[MarkedCell, ...] = ()
+        placed = config.baseline(snap, config)
+    else:
+        considered, skipped, key, unmeasured = round_jobs(state, active, config, capacity)
+        solve_s = reallocate_if_due(state, config, considered, key, capacity, now)
+        placed = assign_jobs(state, config, considered, snap.nodes, kept, capacity)
+    placed.update(kept)
+    solve_seconds = 0.0 if solve_s is None else solve_s
+    mech_s = time.perf_counter() - t0 - solve_seconds
+
+    placement, result = act(state, backend, config, placed, now)
     report = RoundReport(
         round_index=state.round_index,
         time=now,
-        reallocated=reallocated,
-        solve_seconds=solve_s,
+        reallocated=solve_s is not None,
+        solve_seconds=solve_seconds,
         placement=placement,
         result=result,
         active_jobs=len(active),

@@ -37,7 +37,7 @@ class JobAccount:
 @dataclass
 class RoundMemo:
     """What a round derived from its job set, for the next round to reuse when the
-    backend reports the very same Job objects (scheduler._round_jobs). Transient."""
+    backend reports the very same Job objects (round_jobs.round_jobs). Transient."""
 
     table: ThroughputTable  # compared by identity: the rows below came from it
     jobs: tuple[Job, ...]  # the active jobs' Job objects, compared by identity

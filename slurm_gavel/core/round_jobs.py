@@ -1,0 +1,177 @@
+"""The jobs a round works on: which it can place (with their throughput rows), the
+policy's problem for them, and the mechanism's view of them.
+
+Each is derived from the observed jobs; round_jobs() and mechanism_jobs() reuse the
+previous round's results (SchedulerState.memo) when the backend reports the very
+same objects, which makes the simulator's quiet rounds cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
+from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell, rows_for
+from slurm_gavel.core.mechanism import MechanismJob
+from slurm_gavel.core.model import GpuType, JobId, PairThroughput, Problem
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler_state import RoundMemo, SchedulerState
+from slurm_gavel.errors import InputError
+from slurm_gavel.policies import PACKING_POLICIES
+
+# A job the round can place, with its throughput row on the cluster's GPU types.
+Considered = tuple[ObservedJob, Mapping[GpuType, float]]
+
+
+def job_set_key(jobs: list[ObservedJob], capacity: Mapping[GpuType, int]) -> str:
+    """What the allocation depends on: a changed key means a new allocation."""
+    parts = [f"{t}={n}" for t, n in capacity.items()]
+    parts += sorted(
+        f"{o.job.id}:{o.job.job_type}:{o.job.scale_factor}:{o.job.priority_weight}" for o in jobs
+    )
+    return "|".join(parts)
+
+
+def considered_jobs(
+    active: list[ObservedJob],
+    config: SchedulerConfig,
+    capacity: Mapping[GpuType, int],
+    rows: ClusterRows | None = None,
+) -> tuple[list[Considered], list[tuple[JobId, str]]]:
+    """The jobs the round can place, each with its throughput row; the others with the
+    reason (unknown type, no usable GPU type, too big), so one bad job never fails
+    the round. Rows come from ``rows`` (default: built here from the table for the
+    cluster's GPU types): cells the table lacks for those types are estimated or
+    type-blind (cluster_rows.py), so a GPU type nobody measured yet is still used."""
+    if rows is None:
+        rows = rows_for(None, config.table, capacity)
+    types = [t for t, n in capacity.items() if n > 0]
+    biggest = max((capacity[t] for t in types), default=0)
+    out: list[Considered] = []
+    skipped: list[tuple[JobId, str]] = []
+    for o in active:
+        try:
+            row = rows.row(o.job.job_type, o.job.scale_factor)
+        except InputError as e:
+            skipped.append((o.job.id, str(e)))
+            continue
+        usable = False
+        for t in types:
+            if row.get(t, 0.0) > 0.0:
+                usable = True
+                break
+        if not usable:
+            skipped.append((o.job.id, "no usable GPU type has a throughput for it"))
+        elif o.job.scale_factor > biggest:
+            skipped.append((o.job.id, f"needs {o.job.scale_factor} GPUs of one type"))
+        else:
+            out.append((o, row))
+    return out, skipped
+
+
+def build_problem(
+    jobs: list[Considered],
+    state: SchedulerState,
+    config: SchedulerConfig,
+    capacity: Mapping[GpuType, int],
+    now: float,
+) -> Problem:
+    """The policy input for jobs that considered_jobs() accepted, with their rows."""
+    types = [t for t, n in capacity.items() if n > 0]
+    pjobs = []
+    for o, row in jobs:
+        acct = state.jobs.get(o.job.id)
+        done = acct.steps_done if acct else 0.0
+        pjobs.append(
+            config.table.problem_job(
+                o.job,
+                types,
+                row=row,
+                steps_remaining=max(0.0, o.job.total_steps - done),
+                time_since_start=max(0.0, now - o.job.arrival_time),
+                slo=None if o.job.slo is None else o.job.slo - (now - o.job.arrival_time),
+            )
+        )
+    pairs: tuple[PairThroughput, ...] = ()
+    if config.policy in PACKING_POLICIES:
+        kinds = [(j.job_type, j.scale_factor) for j in pjobs]
+        pairs = tuple(config.table.pair_throughputs(kinds, types))
+    return Problem(
+        {t: capacity[t] for t in types},
+        tuple(pjobs),
+        pairs,
+        dict(config.accounts),
+        dict(config.prices),
+    )
+
+
+def round_jobs(
+    state: SchedulerState,
+    active: list[ObservedJob],
+    config: SchedulerConfig,
+    capacity: dict[GpuType, int],
+) -> tuple[list[Considered], list[tuple[JobId, str]], str, tuple[MarkedCell, ...]]:
+    """considered_jobs(), the job-set key and the unmeasured cells the jobs rely on,
+    reused from the last round when the backend reports the same Job objects on the
+    same capacity with the same table (a quiet round in the simulator; Slurm backends
+    build new Job objects every round, so the daemon always recomputes, and its
+    updated tables are new objects too)."""
+    memo = state.memo
+    if (
+        memo is not None
+        and memo.table is config.table
+        and len(memo.jobs) == len(active)
+        and memo.capacity == capacity
+    ):
+        same = True
+        for o, job in zip(active, memo.jobs, strict=True):
+            if o.job is not job:
+                same = False
+                break
+        if same:
+            considered = [(active[i], row) for i, row in memo.considered]
+            return considered, memo.skipped, memo.key, memo.unmeasured
+    # every type the cluster has, drained or not: a drain does not refit estimates
+    rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
+    considered, skipped = considered_jobs(active, config, capacity, rows)
+    usable = {t: n for t, n in capacity.items() if n > 0}
+    key = job_set_key([o for o, _ in considered], usable)
+    unmeasured = rows.marked_cells((o.job.job_type, o.job.scale_factor) for o, _ in considered)
+    index = {id(o): i for i, o in enumerate(active)}
+    state.memo = RoundMemo(
+        config.table,
+        tuple(o.job for o in active),
+        dict(capacity),
+        [(index[id(o)], row) for o, row in considered],
+        skipped,
+        key,
+        unmeasured=unmeasured,
+    )
+    return considered, skipped, key, unmeasured
+
+
+def mechanism_jobs(jobs: list[Considered], state: SchedulerState) -> dict[JobId, MechanismJob]:
+    """The considered jobs as the mechanism sees them: size, row and where each runs
+    now (the previous round's placement when it is the same place, since that one
+    knows whether the job is consolidated). Reuses the memo's objects when unchanged."""
+    out: dict[JobId, MechanismJob] = {}
+    cache = state.memo.mechanism_jobs if state.memo is not None else {}
+    for o, row in jobs:
+        job_id = o.job.id
+        current = None
+        if o.state is JobState.RUNNING and o.gpu_type is not None:
+            prev = state.placement.get(job_id)
+            if (
+                prev is not None
+                and prev.gpu_type == o.gpu_type
+                and (prev.nodes is o.nodes or prev.nodes == o.nodes)
+                and prev.partner == o.partner
+            ):
+                current = prev
+            else:
+                current = JobPlacement(job_id, o.gpu_type, o.nodes, o.partner, True)
+        m = cache.get(job_id)
+        if m is None or m.current is not current or m.throughput is not row:
+            m = cache[job_id] = MechanismJob(job_id, o.job.scale_factor, row, current)
+        out[job_id] = m
+    return out

@@ -1,0 +1,62 @@
+"""What a scheduling round is given (SchedulerConfig) and what it reports (RoundReport).
+
+Apart from scheduler.py so that the modules the round is built from (round_jobs.py)
+can read the config without importing the round itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from slurm_gavel.core.cluster_model import (
+    ActResult,
+    ClusterSnapshot,
+    JobPlacement,
+    ObservedJob,
+    RoundPlacement,
+)
+from slurm_gavel.core.cluster_rows import MarkedCell
+from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
+from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.policies import PolicyOptions
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    table: ThroughputTable
+    policy: str = "max_min_fairness"
+    # The round ignores the preemption overhead (the backend charges or estimates it).
+    settings: RoundSettings = DAEMON_DEFAULTS
+    policy_options: PolicyOptions = field(default_factory=PolicyOptions)
+    accounts: Mapping[str, float] = field(default_factory=dict)
+    prices: Mapping[GpuType, float] = field(default_factory=dict)
+    # A pseudo-policy that places the jobs itself, bypassing allocation and mechanism
+    # (the simulator's Slurm FIFO baselines, simulate/slurm_baseline.BASELINES): set
+    # by whoever runs the round, so the round imports no simulator. None: the policy.
+    baseline: BaselineFn | None = None
+
+
+# Called with the snapshot and the round's config; returns the placement.
+BaselineFn = Callable[[ClusterSnapshot, SchedulerConfig], dict[JobId, JobPlacement]]
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    round_index: int
+    time: float
+    reallocated: bool
+    solve_seconds: float
+    placement: RoundPlacement
+    result: ActResult
+    active_jobs: int
+    completed: tuple[ObservedJob, ...] = ()
+    # jobs the round could not consider, with the reason (unknown type, no GPU type
+    # it can run on); the daemon logs these once per job
+    skipped: tuple[tuple[JobId, str], ...] = ()
+    mechanism_seconds: float = 0.0
+    # cells of the cluster's GPU types the considered jobs rely on without a
+    # measurement: (job type, scale factor, GPU type, "estimate" or "unmeasured:
+    # type-blind"), see cluster_rows.py; the daemon logs each once, status shows them
+    unmeasured: tuple[MarkedCell, ...] = ()
