@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from slurm_gavel.backends.simulated import parse_cluster_spec
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.commands.plotting import require_matplotlib
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
+from slurm_gavel.commands.simulate_settings import (
+    add_settings_options,
+    apply_config,
+    config_line,
+    overhead_overrides,
+)
 from slurm_gavel.core.throughputs import load_table
-from slurm_gavel.daemon.config import Config, load_config
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
@@ -41,6 +45,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     generated one on a simulated heterogeneous cluster, once per policy, and compare
     JCT, makespan, utilisation, restarts and finish-time fairness. Without
     --trace/--generate it replays the shipped example trace on the default --cluster."""
+    _add_trace_options(p)
+    p.add_argument(
+        "--policy",
+        action="append",
+        metavar="P",
+        help=(
+            "policy to simulate; repeat to compare (the first is the reference). Default: "
+            f"{' and '.join(DEFAULT_POLICIES)}. One of: "
+            f"{', '.join([*policy_names(), *BASELINES])}"
+        ),
+    )
+    add_settings_options(p)
+    _add_output_options(p)
+
+
+def _add_trace_options(p: argparse.ArgumentParser) -> None:
+    """What is replayed: the trace (given or generated) and the cluster."""
     src = p.add_mutually_exclusive_group()
     src.add_argument("--trace", metavar="FILE", help="trace CSV (or Gavel .trace)")
     src.add_argument("--generate", type=int, metavar="N", help="generate a trace of N jobs")
@@ -67,81 +88,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help=f"TYPE:NODESxGPUS,... (default {DEFAULT_CLUSTER})",
     )
-    p.add_argument(
-        "--policy",
-        action="append",
-        metavar="P",
-        help=(
-            "policy to simulate; repeat to compare (the first is the reference). Default: "
-            f"{' and '.join(DEFAULT_POLICIES)}. One of: "
-            f"{', '.join([*policy_names(), *BASELINES])}"
-        ),
-    )
-    p.add_argument(
-        "--config",
-        metavar="FILE",
-        help=(
-            "the daemon's YAML config (e.g. conf/gavel.yaml): simulate with its policy, "
-            "round_seconds, stay_credit_seconds, preemption_overhead_seconds (the restart "
-            "cost charged), min_reallocation_interval_seconds, solver time limit, "
-            "throughput_table, prices and account weights; options given here override it"
-        ),
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed for generation and gandiva")
-    p.add_argument(
-        "--round-seconds",
-        type=float,
-        metavar="R",
-        help="seconds per scheduling round (default 360, or the config's round_seconds)",
-    )
-    # The options of the round's settings store under RoundSettings' field names.
-    p.add_argument(
-        "--preemption-overhead",
-        dest="preemption_overhead_seconds",
-        type=float,
-        metavar="S",
-        help=(
-            "checkpoint+restore seconds a restarted or moved job loses (default 30, or the "
-            "config's preemption_overhead_seconds; 0 = Gavel)"
-        ),
-    )
-    p.add_argument(
-        "--overhead-for",
-        action="append",
-        default=[],
-        metavar="JOBTYPE=S",
-        help="per-job-type override of --preemption-overhead (repeatable)",
-    )
-    p.add_argument(
-        "--stay-credit",
-        dest="stay_credit_seconds",
-        type=float,
-        metavar="S",
-        help=(
-            "not Gavel: in underloaded rounds a job's current GPU type counts S seconds "
-            "less received time, so split allocations switch type less (default 0 = Gavel, "
-            "or the config's stay_credit_seconds)"
-        ),
-    )
-    p.add_argument(
-        "--reallocate-every",
-        dest="reallocate_every_seconds",
-        type=float,
-        metavar="S",
-        help="also recompute every S seconds",
-    )
-    p.add_argument(
-        "--min-reallocation-interval",
-        dest="min_reallocation_interval_seconds",
-        type=float,
-        metavar="S",
-        help=(
-            "recompute at most once per S seconds; a job-set change waits (default 0 = on "
-            "every change, or the config's min_reallocation_interval_seconds; Gavel's own "
-            "simulator runs with 1920)"
-        ),
-    )
-    p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    """What is measured and how it is reported."""
     add_json_option(p, "the summary (a list for more than one policy)")
     p.add_argument(
         "--plot",
@@ -183,72 +133,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _overrides(items: list[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.rpartition("=")
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = -1.0
-        if not sep or not name or seconds < 0:
-            raise InputError(f"--overhead-for '{item}': expected JOBTYPE=SECONDS (>= 0)")
-        out[name] = seconds
-    return out
-
-
 def _check_policies(names: list[str]) -> None:
     known = [*policy_names(), *BASELINES]
     for n in names:
         if n not in known:
             raise InputError(f"--policy '{n}': unknown; choose one of: {', '.join(known)}")
-
-
-def apply_config(args: argparse.Namespace) -> tuple[Config | None, RoundSettings]:
-    """The config (--config) and the round's settings: those given on the command line,
-    else the config's, else the simulator's defaults.
-
-    With --config the simulation runs with the daemon's settings (what daemon.py hands
-    its SchedulerConfig), so "try it in the simulator first" models what the daemon
-    will run; an option given on the command line still wins.
-    """
-    cfg = load_config(args.config) if args.config else None
-    base = SIMULATOR_DEFAULTS
-    if cfg is not None:
-        base = cfg.settings
-        if not args.policy:
-            args.policy = [cfg.policy]
-        if args.table is None and cfg.throughput_table is not None:
-            args.table = str(cfg.throughput_table)
-    given = {f.name: getattr(args, f.name) for f in fields(RoundSettings)}
-    settings = replace(base, **{k: v for k, v in given.items() if v is not None})
-    _check_settings(settings)
-    return cfg, settings
-
-
-def _check_settings(s: RoundSettings) -> None:
-    if not s.round_seconds > 0:
-        raise InputError(f"--round-seconds {s.round_seconds}: must be > 0 seconds")
-    if s.preemption_overhead_seconds < 0:
-        raise InputError(f"--preemption-overhead {s.preemption_overhead_seconds}: must be >= 0")
-    if not (0 <= s.stay_credit_seconds < float("inf")):
-        raise InputError(f"--stay-credit {s.stay_credit_seconds}: must be a finite number >= 0")
-    if not (0 <= s.min_reallocation_interval_seconds < float("inf")):
-        raise InputError(
-            f"--min-reallocation-interval {s.min_reallocation_interval_seconds}: must be a "
-            "finite number of seconds >= 0"
-        )
-
-
-def _config_line(args: argparse.Namespace, cfg: Config, s: RoundSettings) -> str:
-    limit = cfg.solver_time_limit_seconds
-    return (
-        f"settings: {args.config} (command-line options win): policy {', '.join(args.policy)}, "
-        f"round {s.round_seconds:g} s, stay credit {s.stay_credit_seconds:g} s, restart "
-        f"overhead {s.preemption_overhead_seconds:g} s, min reallocation interval "
-        f"{s.min_reallocation_interval_seconds:g} s, solver time limit "
-        f"{'none' if limit is None else f'{limit:g} s'}\n"
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -261,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
     opts = SimulationOptions(
         settings=settings,
-        overhead_by_job_type=_overrides(args.overhead_for),
+        overhead_by_job_type=overhead_overrides(args.overhead_for),
         seed=args.seed,
         record_wall_time=not args.no_wall_time,
         progress=args.progress,
@@ -273,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             accounts=dict(cfg.weights.accounts),
             prices=dict(cfg.prices),
         )
-        _text(args).write(_config_line(args, cfg, settings))
+        _text(args).write(config_line(args, cfg, settings))
     window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:
         return _run_sweep(args, policies, nodes, table, opts, window)

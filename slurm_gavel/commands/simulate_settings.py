@@ -1,0 +1,144 @@
+"""`slurm-gavel simulate`'s settings: what the simulation runs with (the daemon's
+config, the seed, the round's settings, the throughput table), from the command line,
+else the config (--config), else the simulator's defaults."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields, replace
+
+from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
+from slurm_gavel.daemon.config import Config, load_config
+from slurm_gavel.errors import InputError
+
+
+def add_settings_options(p: argparse.ArgumentParser) -> None:
+    """--config, --seed, the round's settings (stored under RoundSettings' field
+    names, so apply_config finds them) and --table."""
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help=(
+            "the daemon's YAML config (e.g. conf/gavel.yaml): simulate with its policy, "
+            "round_seconds, stay_credit_seconds, preemption_overhead_seconds (the restart "
+            "cost charged), min_reallocation_interval_seconds, solver time limit, "
+            "throughput_table, prices and account weights; options given here override it"
+        ),
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed for generation and gandiva")
+    p.add_argument(
+        "--round-seconds",
+        type=float,
+        metavar="R",
+        help="seconds per scheduling round (default 360, or the config's round_seconds)",
+    )
+    p.add_argument(
+        "--preemption-overhead",
+        dest="preemption_overhead_seconds",
+        type=float,
+        metavar="S",
+        help=(
+            "checkpoint+restore seconds a restarted or moved job loses (default 30, or the "
+            "config's preemption_overhead_seconds; 0 = Gavel)"
+        ),
+    )
+    p.add_argument(
+        "--overhead-for",
+        action="append",
+        default=[],
+        metavar="JOBTYPE=S",
+        help="per-job-type override of --preemption-overhead (repeatable)",
+    )
+    p.add_argument(
+        "--stay-credit",
+        dest="stay_credit_seconds",
+        type=float,
+        metavar="S",
+        help=(
+            "not Gavel: in underloaded rounds a job's current GPU type counts S seconds "
+            "less received time, so split allocations switch type less (default 0 = Gavel, "
+            "or the config's stay_credit_seconds)"
+        ),
+    )
+    p.add_argument(
+        "--reallocate-every",
+        dest="reallocate_every_seconds",
+        type=float,
+        metavar="S",
+        help="also recompute every S seconds",
+    )
+    p.add_argument(
+        "--min-reallocation-interval",
+        dest="min_reallocation_interval_seconds",
+        type=float,
+        metavar="S",
+        help=(
+            "recompute at most once per S seconds; a job-set change waits (default 0 = on "
+            "every change, or the config's min_reallocation_interval_seconds; Gavel's own "
+            "simulator runs with 1920)"
+        ),
+    )
+    p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
+
+
+def overhead_overrides(items: list[str]) -> dict[str, float]:
+    """--overhead-for JOBTYPE=S options as {job type: seconds}."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not sep or not name or seconds < 0:
+            raise InputError(f"--overhead-for '{item}': expected JOBTYPE=SECONDS (>= 0)")
+        out[name] = seconds
+    return out
+
+
+def apply_config(args: argparse.Namespace) -> tuple[Config | None, RoundSettings]:
+    """The config (--config) and the round's settings: those given on the command line,
+    else the config's, else the simulator's defaults.
+
+    With --config the simulation runs with the daemon's settings (what daemon.py hands
+    its SchedulerConfig), so "try it in the simulator first" models what the daemon
+    will run; an option given on the command line still wins.
+    """
+    cfg = load_config(args.config) if args.config else None
+    base = SIMULATOR_DEFAULTS
+    if cfg is not None:
+        base = cfg.settings
+        if not args.policy:
+            args.policy = [cfg.policy]
+        if args.table is None and cfg.throughput_table is not None:
+            args.table = str(cfg.throughput_table)
+    given = {f.name: getattr(args, f.name) for f in fields(RoundSettings)}
+    settings = replace(base, **{k: v for k, v in given.items() if v is not None})
+    _check_settings(settings)
+    return cfg, settings
+
+
+def _check_settings(s: RoundSettings) -> None:
+    if not s.round_seconds > 0:
+        raise InputError(f"--round-seconds {s.round_seconds}: must be > 0 seconds")
+    if s.preemption_overhead_seconds < 0:
+        raise InputError(f"--preemption-overhead {s.preemption_overhead_seconds}: must be >= 0")
+    if not (0 <= s.stay_credit_seconds < float("inf")):
+        raise InputError(f"--stay-credit {s.stay_credit_seconds}: must be a finite number >= 0")
+    if not (0 <= s.min_reallocation_interval_seconds < float("inf")):
+        raise InputError(
+            f"--min-reallocation-interval {s.min_reallocation_interval_seconds}: must be a "
+            "finite number of seconds >= 0"
+        )
+
+
+def config_line(args: argparse.Namespace, cfg: Config, s: RoundSettings) -> str:
+    """The line that says which settings a --config run uses."""
+    limit = cfg.solver_time_limit_seconds
+    return (
+        f"settings: {args.config} (command-line options win): policy {', '.join(args.policy)}, "
+        f"round {s.round_seconds:g} s, stay credit {s.stay_credit_seconds:g} s, restart "
+        f"overhead {s.preemption_overhead_seconds:g} s, min reallocation interval "
+        f"{s.min_reallocation_interval_seconds:g} s, solver time limit "
+        f"{'none' if limit is None else f'{limit:g} s'}\n"
+    )
