@@ -11,7 +11,8 @@ rounds of the real daemon (slurm_gavel.daemon.daemon.Daemon with the CLI SlurmCl
 exactly what `slurm-gavel run` builds) back to back and reports, per round:
 
     total     observe + allocate + assign + act + the two state saves
-    observe   sinfo --json + squeue --json and their parsing
+    observe   the nodes' JSON, the job listing, the JSON of new or changed jobs
+              (slurm_job_listing.py), and their parsing
     solve     the policy (only in rounds that reallocate)
     assign    the mechanism
     act       Slurm commands to carry the placement out
@@ -19,8 +20,9 @@ exactly what `slurm-gavel run` builds) back to back and reports, per round:
     commands  Slurm commands issued in the round, by action kind
 
 and, for the reads: cmd_s, the wall seconds of the observe commands themselves
-(sinfo/scontrol/squeue, Slurm's side and its JSON dump), and json_kb, the bytes of
-JSON they printed (what observe parses).
+(sinfo/scontrol/squeue, Slurm's side and its JSON dump, the listing included), and
+json_kb, the bytes of JSON they printed (what observe parses); then how many jobs'
+JSON the round read (full: every job's) and the listing's size.
 
 Round 0 allocates and starts jobs; later rounds keep them (lease extension).
 --pause S waits S seconds before each later round, so that the jobs round 0
@@ -281,8 +283,10 @@ def main() -> int:
                 pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
             kinds = Counter(commands.counts) - before
             reads = ("observe", "ended")
-            cmd_s = sum(commands.seconds[k] - secs_before.get(k, 0.0) for k in reads)
+            cmd_s = sum(commands.seconds[k] - secs_before.get(k, 0.0) for k in (*reads, "list"))
             json_kb = sum((counted.stdout_bytes - bytes_before)[k] for k in reads) / 1024
+            list_kb = (counted.stdout_bytes - bytes_before)["list"] / 1024
+            listed = getattr(backend.inner, "_listed", None)
             persist = total - backend.observe_s - backend.act_s - report.solve_seconds - (
                 report.mechanism_seconds)  # fmt: skip
             rows.append((total, sum(kinds.values())))
@@ -296,6 +300,9 @@ def main() -> int:
             )
             by_kind = {k: round(v - secs_before.get(k, 0.0), 2) for k, v in commands.seconds.items()
                     if v > secs_before.get(k, 0.0)}  # fmt: skip
+            if listed is not None:
+                print(f"       jobs read as JSON: {listed.last_json_jobs} ({listed.last_read}); "
+                      f"listing {list_kb:.0f} KiB")  # fmt: skip
             print(f"       command seconds by kind {dict(sorted(by_kind.items()))}; CPU s: daemon "
                   f"{cpu[0]:.2f}, commands {cpu[1]:.2f}, slurmctld {cpu[2]:.2f}; "
                   f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip

@@ -34,47 +34,37 @@ slurm-gavel are never named in a command.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
 
-from slurm_gavel.backends.retry import attempts
 from slurm_gavel.backends.slurm_admin_comment import CommentOrder, comment_orders
+from slurm_gavel.backends.slurm_cli_reads import CliReads
 from slurm_gavel.backends.slurm_commands import (
-    CommandResult,
     SlurmCommands,
     SlurmUnreachable,
-    errors_by_job,
+    note_errors,
 )
 from slurm_gavel.backends.slurm_giveback import GiveBack, give_back_orders, refused_held
-from slurm_gavel.backends.slurm_grace import job_grace
 from slurm_gavel.backends.slurm_job_cache import JobRecordCache
 from slurm_gavel.backends.slurm_job_listing import (
     IncrementalJobs,
-    Record,
-    listing_argv,
-    new_token,
-    parse_listing,
 )
 from slurm_gavel.backends.slurm_json import (
     SlurmJob,
-    SlurmJsonError,
-    SlurmNode,
-    parse_jobs,
     parse_nodes,
 )
 from slurm_gavel.backends.slurm_old_runs import (
     DEFAULT_KILL_WAIT_S,
     MARGIN_S,
-    UNREACHABLE,
     OldRuns,
     kill_wait_seconds,
 )
-from slurm_gavel.backends.slurm_pairs import AfterExit, StartOrder
+from slurm_gavel.backends.slurm_pairs import StartOrder
+from slurm_gavel.backends.slurm_preempt import Preemption
 from slurm_gavel.backends.slurm_private_data import read_private_data
-from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
+from slurm_gavel.backends.slurm_release import CliFormat
 from slurm_gavel.backends.slurm_snapshot import (
     RUNNING_STATES,
     ActPlan,
@@ -91,7 +81,7 @@ from slurm_gavel.core.model import Job, JobId
 log = logging.getLogger(__name__)
 
 
-class SlurmCluster:
+class SlurmCluster(CliReads, Preemption):
     """A real Slurm cluster driven through sinfo/squeue/scontrol/scancel."""
 
     def __init__(
@@ -179,97 +169,6 @@ class SlurmCluster:
         self.old_runs.observe(nodes, self.view.managed.values(), now, RUNNING_STATES)
         return self.view.snapshot
 
-    @property
-    def cli_format(self) -> CliFormat:
-        """This Slurm's release and JSON commands, detected once (2 commands)."""
-        if self._format is None:
-            self._format = detect_cli(self.commands, self.data_parser)
-            self._allow_newer = self._format.allow_newer
-        return self._format
-
-    def _fetch_nodes(self) -> dict:
-        return self._json("observe", self.cli_format.nodes_argv())
-
-    def _fetch_jobs(self) -> list[SlurmJob]:
-        """The waiting and running jobs: JSON only for those new or changed since the
-        last observe (slurm_job_listing.py). The first observe reads every job, the
-        finished ones too (-t all, once): jobs that ended while the daemon was down
-        are then reported done, as 22.05 always did."""
-        fmt = self.cli_format
-        first = self.view is None
-
-        def full() -> list[SlurmJob]:
-            doc = self._json("observe", fmt.jobs_argv(finished_too=first))
-            return self._job_cache.parse(doc, allow_newer=self._allow_newer)[1]
-
-        def some(ids: list[JobId]) -> list[SlurmJob]:
-            return self._jobs_by_id("observe", ids)
-
-        some_or_none = some if fmt.filters_work else None
-        return self._listed.read(self._listing(), full, some_or_none, force_full=first)
-
-    def _listing(self) -> dict[JobId, Record] | None:
-        """Every waiting or running job's listing record; None (read every job's
-        JSON instead) when squeue fails or prints something unreadable."""
-        token = new_token()
-        res = self.commands.run("list", listing_argv(token), retry_timeouts=True)
-        listing = parse_listing(res.stdout, token) if res.ok else None
-        if listing is None:
-            log.warning(
-                "squeue's job listing was unreadable (exit %s: %s); every job's JSON read "
-                "instead", res.returncode, res.stderr.strip()[:200],
-            )  # fmt: skip
-        return listing
-
-    def _ended_jobs(self, ids: list[JobId]) -> list[SlurmJob]:
-        """The final records of managed jobs that left the waiting/running list since
-        the last observe (one command, only in such a round), so that how they ended
-        is known. A job slurmctld forgot already is not returned (add_vanished)."""
-        fmt = self._format
-        if fmt is None or not fmt.filters_work:  # 22.05 listed finished jobs already
-            return []
-        return self._jobs_by_id("ended", ids)
-
-    def _jobs_by_id(self, kind: str, ids: list[JobId]) -> list[SlurmJob]:
-        """These jobs' JSON records, whatever their state (one command; 23.02+)."""
-        fmt = self.cli_format
-        res = self.commands.run(kind, fmt.ended_jobs_argv(ids), retry_timeouts=True)
-        if not res.ok:
-            if "invalid job id" in res.stderr.lower():  # every one of them forgotten
-                return []
-            raise SlurmJsonError(f"{' '.join(res.argv)} failed: {res.stderr.strip()}")
-        try:
-            _, jobs = parse_jobs(json.loads(res.stdout), allow_newer=self._allow_newer)
-        except json.JSONDecodeError as e:
-            raise SlurmJsonError(f"{' '.join(res.argv)} printed no JSON ({e})") from None
-        wanted = set(ids)
-        return [j for j in jobs if j.job_id in wanted]
-
-    def _json(self, kind: str, argv: list[str]) -> dict:
-        """Run a --json command. On 22.05, squeue/sinfo --json exit 0 with an empty
-        list and an "errors" entry ("Failed while looking for jobs") when slurmctld
-        is unreachable, and say nothing on stderr: such a document is retried like
-        an unreachable controller, never read as "no jobs"."""
-        c = self.commands
-        for _ in attempts(c.retries, c.backoff, c.sleep):
-            res = c.run(kind, argv, retry_timeouts=True)
-            if not res.ok:
-                raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
-            try:
-                doc = json.loads(res.stdout)
-            except json.JSONDecodeError as e:
-                raise SlurmJsonError(
-                    f"{' '.join(argv)} printed no JSON ({e}); Slurm >= 22.05 is needed for --json"
-                ) from None
-            errors = doc.get("errors") if isinstance(doc, dict) else None
-            if not errors:
-                return doc
-        assert errors  # the loop returned every document without errors
-        raise SlurmUnreachable(
-            f"{' '.join(argv)} reported {errors[0]} after {self.commands.retries + 1} tries; "
-            "is slurmctld running and SLURM_CONF right?"
-        )
-
     # --- act -------------------------------------------------------------------------
 
     def act(self, placement: RoundPlacement) -> ActResult:
@@ -332,22 +231,6 @@ class SlurmCluster:
             else:
                 out.append(o)
         return out
-
-    def _half_freed(self, after: list[AfterExit], failed: dict[JobId, str]) -> list[StartOrder]:
-        """The pair members whose GPU's stopping job has now left it (the act waited for
-        it): started now rather than a round later. A pair whose stopping job still runs
-        (its requeue failed, or it is still completing) waits, both of it."""
-        if not after:
-            return []
-        holders = sorted({a.holder for a in after})
-        states = self._states(holders)
-        stuck = {h for h in holders if h in failed or states.get(h) in RUNNING_STATES}
-        waiting = {a.order.job_id for a in after if a.holder in stuck}
-        waiting |= {a.partner for a in after if a.order.job_id in waiting and a.partner}
-        for a in after:
-            if a.order.job_id in waiting:
-                failed.setdefault(a.order.job_id, a.why)
-        return [a.order for a in after if a.order.job_id not in waiting]
 
     def _old_runs_gone(
         self, orders: list[StartOrder], failed: dict[JobId, str]
@@ -434,30 +317,6 @@ class SlurmCluster:
         )
         return note_errors(res, ids, failed)
 
-    def _signal(self, ids: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
-        if not ids:
-            return []
-        bad = self._send_signal(ids, failed)
-        now = self.clock()
-        ok = [j for j in ids if j not in bad]
-        for j in ok:
-            self._signalled[j] = now + self._grace_of(j)
-            self._signal_sent[j] = now
-        return ok
-
-    def _grace_of(self, j: JobId) -> float:
-        sj = self.view.managed.get(j) if self.view is not None else None
-        if sj is None:
-            return self.grace_s
-        g = job_grace(sj.comment, default_s=self.grace_s, cap_s=self.max_grace_s)
-        if g.capped and j not in self._grace_capped_told:
-            self._grace_capped_told.add(j)
-            log.warning(
-                "job %s asks grace=%s; given %gs, the admin's checkpoint.max_grace_seconds",
-                j, g.asked, g.seconds,
-            )  # fmt: skip
-        return g.seconds
-
     def _start(self, orders: list[StartOrder], failed: dict[JobId, str]) -> list[JobId]:
         """Place, then release only the jobs whose update fully succeeded (a failed
         update may be half applied, and a released job would start anywhere)."""
@@ -480,26 +339,6 @@ class SlurmCluster:
         res = self.commands.run("release", ["scontrol", "release", job_list(ids)])
         note_errors(res, ids, failed, ignore=("not held", "already"))
 
-    def _wait_out_requeue_second(self, ids: list[JobId]) -> None:
-        """Release no job within the wall-clock second in which it was requeued.
-
-        slurmd revokes the credential of a requeued job's last run, and refuses a new
-        launch of that job whose credential carries the same second ("Killing
-        non-startable batch job: Job credential revoked"): the job then ends FAILED,
-        not requeued. Slurm itself keeps a requeued job back (BeginTime = requeue +
-        121 s); our StartTime=now bypasses that, so wait out the second instead. The
-        requeue second is Slurm's SubmitTime (reset on requeue), or when this act saw
-        the job leave its run. At most about a second, and only for such jobs."""
-        latest = 0.0
-        for j in ids:
-            sj = self.view.managed.get(j) if self.view is not None else None
-            if sj is not None and sj.restarts > 0:
-                latest = max(latest, float(sj.submit_time))
-            latest = max(latest, float(int(self._requeued_at.pop(j, 0.0))))
-        wait = latest + 1.05 - self.clock()
-        if latest and wait > 0:
-            time.sleep(min(wait, 1.1))
-
     def _states(self, ids: list[JobId]) -> dict[JobId, str]:
         """State names of these jobs (finished jobs may be absent)."""
         res = self.commands.run(
@@ -512,158 +351,9 @@ class SlurmCluster:
                 out[parts[0]] = parts[1]
         return out
 
-    def _wait_and_requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
-        """Wait for signalled jobs to exit, each up to its own grace deadline: a job
-        still running at its deadline is requeue-held then, not when the longest grace
-        of the round ends, and the wait stops once no job is inside its grace."""
-        start = self.clock()
-        deadline = {j: self._signalled.get(j, start + self._grace_of(j)) for j in ids}
-        sent = {j: self._signal_sent.get(j, start) for j in ids}
-        running = list(ids)
-        leaving: list[JobId] = []  # requeue-held (or exiting) jobs to let settle
-        while running:
-            states = self._states(running)
-            now = self.clock()
-            for j in running:
-                if states.get(j) not in RUNNING_STATES:
-                    self.checkpoint_waits[j] = now - sent[j]
-            running = [j for j in running if states.get(j) in RUNNING_STATES]
-            due = [j for j in running if deadline[j] <= now]
-            if due:
-                self.checkpoint_waits.update((j, now - sent[j]) for j in due)
-                leaving += self._requeuehold_due(due, failed)
-                running = [j for j in running if j not in due]
-            if running:
-                soonest = min(deadline[j] for j in running)
-                time.sleep(max(0.0, min(self.poll_s, soonest - now)))
-        # Wait (briefly) until requeued jobs have left COMPLETING, so a move can place them.
-        settle = self.clock() + 15
-        while leaving and self.clock() < settle:
-            states = self._states(leaving)
-            leaving = [j for j in leaving if states.get(j) in RUNNING_STATES]
-            if leaving:
-                time.sleep(self.poll_s)
-        now = self.clock()
-        for j in ids:
-            self._signalled.pop(j, None)
-            self._signal_sent.pop(j, None)
-            self._requeued_at[j] = now
-
-    def _requeuehold_due(self, due: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
-        """Requeue-hold the jobs whose grace is over and that still run and surely got
-        the signal; returns the ones to wait for (not those whose signal was lost)."""
-        stuck = [j for j in due if self._states([j]).get(j) == "RUNNING"]
-        if stuck:
-            # the nodes now, not as the round's observe saw them
-            _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
-            reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
-            due = [j for j in due if j in reached or j not in stuck]  # not requeued
-            stuck = reached
-        if stuck:
-            self._requeuehold(stuck, failed)
-        return due
-
-    def _signallable(
-        self, ids: list[JobId], told: set[JobId], failed: dict[JobId, str]
-    ) -> list[JobId]:
-        """Jobs to signal now: strictly RUNNING ones not already told. A job that is
-        CONFIGURING or COMPLETING cannot take a signal, and scancel would retry it
-        by itself for minutes ("Job can not be altered now"), stalling the batch."""
-        assert self.view is not None
-        out = []
-        for j in ids:
-            if j in told:
-                continue
-            state = self.view.managed[j].state
-            if state == "RUNNING":
-                out.append(j)
-            else:
-                failed[j] = (
-                    f"job is {state}, cannot take the checkpoint signal now; retried next round"
-                )
-        return out
-
-    def _requeuehold_overdue(self, failed: dict[JobId, str]) -> set[JobId]:
-        """Requeue-hold the jobs an earlier act signalled (and did not wait for) that
-        still run after their grace."""
-        if not self._signalled or self.view is None:
-            return set()
-        now = self.clock()
-        seen = self.view.snapshot.time
-        running = {j.job.id for j in self.view.snapshot.jobs if j.state is JobState.RUNNING}
-        overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
-        for j in [j for j in self._signalled if j not in running]:
-            del self._signalled[j]  # it left: how long it took, as far as observe saw
-            self.checkpoint_waits[j] = max(0.0, seen - self._signal_sent.pop(j, seen))
-        overdue = self._signal_reached(overdue, self.view.nodes, failed)
-        if overdue:
-            self._requeuehold(overdue, failed)
-            for j in overdue:
-                self._signalled.pop(j, None)
-                self.checkpoint_waits[j] = now - self._signal_sent.pop(j, now)
-        return set(overdue)
-
-    def _signal_reached(
-        self, ids: list[JobId], nodes: Mapping[str, SlurmNode], failed: dict[JobId, str]
-    ) -> list[JobId]:
-        """Of jobs still running after the grace, those that surely got the checkpoint
-        signal: requeue-holding the others would throw away their work.
-
-        `scancel --signal` succeeds even when the node's slurmd is down, and the signal
-        is then lost (not delivered when slurmd returns); slurmctld marks the node
-        NOT_RESPONDING once its signal RPC fails (within MessageTimeout). So a job with
-        a node that does not answer now, or whose slurmd (re)started after the signal,
-        is not requeue-held: it keeps running and is signalled again next round."""
-        out = []
-        for j in ids:
-            sj = self.view.managed.get(j) if self.view is not None else None
-            sent = self._signal_sent.get(j, self.clock())
-            lost = []
-            for name in sj.nodes if sj is not None else ():
-                n = nodes.get(name)
-                if n is not None and (
-                    n.condition in UNREACHABLE or n.slurmd_start_time >= int(sent) - 1
-                ):
-                    lost.append(name)
-            if lost:
-                self._signalled.pop(j, None)
-                failed[j] = (
-                    f"the checkpoint signal may not have reached it: slurmd on "
-                    f"{','.join(lost)} did not answer or restarted since; not requeued "
-                    "(that would lose its work), signalled again in a later round"
-                )
-            else:
-                out.append(j)
-        return out
-
     @property
     def commands_issued(self) -> int:
         return self.commands.total
-
-
-def note_errors(
-    res: CommandResult,
-    ids: list[JobId],
-    failed: dict[JobId, str],
-    *,
-    check_rc: bool = True,
-    ignore: tuple[str, ...] = (),
-) -> set[JobId]:
-    """Record per-job errors of a batched command; an unattributable error fails all."""
-    per_job, other = errors_by_job(res.stderr)
-    bad: set[JobId] = set()
-    for j in ids:
-        msg = per_job.get(j)
-        if msg and not any(s in msg.lower() for s in ignore):
-            failed[j] = msg
-            bad.add(j)
-    other = [o for o in other if not any(s in o.lower() for s in ignore)]
-    if (other or (check_rc and not res.ok and not per_job)) and not bad:
-        reason = "; ".join(other) or f"{res.argv[0]} exited {res.returncode}"
-        for j in ids:
-            failed.setdefault(j, reason)
-            bad.add(j)
-    return bad
 
 
 __all__ = ["ActPlan", "SlurmCluster"]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slurm_gavel.backends.retry import attempts
+from slurm_gavel.core.model import JobId
 
 # stderr of a command that could not talk to slurmctld: retried while it lasts.
 _UNREACHABLE = re.compile(
@@ -170,3 +171,28 @@ def errors_by_job(stderr: str) -> tuple[dict[str, str], list[str]]:
         else:
             other.append(line)
     return per_job, other
+
+
+def note_errors(
+    res: CommandResult,
+    ids: list[JobId],
+    failed: dict[JobId, str],
+    *,
+    check_rc: bool = True,
+    ignore: tuple[str, ...] = (),
+) -> set[JobId]:
+    """Record per-job errors of a batched command; an unattributable error fails all."""
+    per_job, other = errors_by_job(res.stderr)
+    bad: set[JobId] = set()
+    for j in ids:
+        msg = per_job.get(j)
+        if msg and not any(s in msg.lower() for s in ignore):
+            failed[j] = msg
+            bad.add(j)
+    other = [o for o in other if not any(s in o.lower() for s in ignore)]
+    if (other or (check_rc and not res.ok and not per_job)) and not bad:
+        reason = "; ".join(other) or f"{res.argv[0]} exited {res.returncode}"
+        for j in ids:
+            failed.setdefault(j, reason)
+            bad.add(j)
+    return bad

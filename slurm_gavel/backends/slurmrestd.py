@@ -33,8 +33,8 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from slurm_gavel.backends.slurm_admin_comment import CommentOrder
-from slurm_gavel.backends.slurm_cli import SlurmCluster, note_errors
-from slurm_gavel.backends.slurm_commands import SlurmCommands
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm_commands import SlurmCommands, note_errors
 from slurm_gavel.backends.slurm_fields import job_state
 from slurm_gavel.backends.slurm_giveback import GiveBack
 from slurm_gavel.backends.slurm_json import SlurmJob

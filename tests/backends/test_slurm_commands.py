@@ -242,7 +242,7 @@ def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
     requeued = b.view.managed[ckpt]
     assert requeued.restarts == 1 and b.view.managed[held].restarts == 0
     sleeps: list[float] = []
-    monkeypatch.setattr("slurm_gavel.backends.slurm_cli.time.sleep", sleeps.append)
+    monkeypatch.setattr("slurm_gavel.backends.slurm_preempt.time.sleep", sleeps.append)
 
     def start(job: str, now: float) -> None:
         b.clock = lambda: now

@@ -1,0 +1,129 @@
+"""How SlurmCluster reads the jobs and nodes through the CLI: the JSON commands of the
+release, retried while slurmctld is unreachable, and the incremental job read
+(slurm_job_listing.py). SlurmRestCluster overrides _fetch_nodes and _fetch_jobs."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from slurm_gavel.backends.retry import attempts
+from slurm_gavel.backends.slurm_commands import SlurmCommands, SlurmUnreachable
+from slurm_gavel.backends.slurm_job_cache import JobRecordCache
+from slurm_gavel.backends.slurm_job_listing import (
+    IncrementalJobs,
+    Record,
+    listing_argv,
+    new_token,
+    parse_listing,
+)
+from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
+from slurm_gavel.backends.slurm_snapshot import SlurmView
+from slurm_gavel.core.model import JobId
+
+log = logging.getLogger(__name__)
+
+
+class CliReads:
+    """The observe commands of SlurmCluster (mixed in)."""
+
+    commands: SlurmCommands
+    view: SlurmView | None
+    _format: CliFormat | None
+    _allow_newer: bool
+    _job_cache: JobRecordCache  # unchanged squeue records parsed once
+    _listed: IncrementalJobs  # JSON read only for new or changed jobs
+
+    data_parser: str | None
+
+    @property
+    def cli_format(self) -> CliFormat:
+        """This Slurm's release and JSON commands, detected once (2 commands)."""
+        if self._format is None:
+            self._format = detect_cli(self.commands, self.data_parser)
+            self._allow_newer = self._format.allow_newer
+        return self._format
+
+    def _fetch_nodes(self) -> dict:
+        return self._json("observe", self.cli_format.nodes_argv())
+
+    def _fetch_jobs(self) -> list[SlurmJob]:
+        """The waiting and running jobs: JSON only for those new or changed since the
+        last observe (slurm_job_listing.py). The first observe reads every job, the
+        finished ones too (-t all, once): jobs that ended while the daemon was down
+        are then reported done, as 22.05 always did."""
+        fmt = self.cli_format
+        first = self.view is None
+
+        def full() -> list[SlurmJob]:
+            doc = self._json("observe", fmt.jobs_argv(finished_too=first))
+            return self._job_cache.parse(doc, allow_newer=self._allow_newer)[1]
+
+        def some(ids: list[JobId]) -> list[SlurmJob]:
+            return self._jobs_by_id("observe", ids)
+
+        some_or_none = some if fmt.filters_work else None
+        return self._listed.read(self._listing(), full, some_or_none, force_full=first)
+
+    def _listing(self) -> dict[JobId, Record] | None:
+        """Every waiting or running job's listing record; None (read every job's
+        JSON instead) when squeue fails or prints something unreadable."""
+        token = new_token()
+        res = self.commands.run("list", listing_argv(token), retry_timeouts=True)
+        listing = parse_listing(res.stdout, token) if res.ok else None
+        if listing is None:
+            log.warning(
+                "squeue's job listing was unreadable (exit %s: %s); every job's JSON read "
+                "instead", res.returncode, res.stderr.strip()[:200],
+            )  # fmt: skip
+        return listing
+
+    def _ended_jobs(self, ids: list[JobId]) -> list[SlurmJob]:
+        """The final records of managed jobs that left the waiting/running list since
+        the last observe (one command, only in such a round), so that how they ended
+        is known. A job slurmctld forgot already is not returned (add_vanished)."""
+        fmt = self._format
+        if fmt is None or not fmt.filters_work:  # 22.05 listed finished jobs already
+            return []
+        return self._jobs_by_id("ended", ids)
+
+    def _jobs_by_id(self, kind: str, ids: list[JobId]) -> list[SlurmJob]:
+        """These jobs' JSON records, whatever their state (one command; 23.02+)."""
+        fmt = self.cli_format
+        res = self.commands.run(kind, fmt.ended_jobs_argv(ids), retry_timeouts=True)
+        if not res.ok:
+            if "invalid job id" in res.stderr.lower():  # every one of them forgotten
+                return []
+            raise SlurmJsonError(f"{' '.join(res.argv)} failed: {res.stderr.strip()}")
+        try:
+            _, jobs = parse_jobs(json.loads(res.stdout), allow_newer=self._allow_newer)
+        except json.JSONDecodeError as e:
+            raise SlurmJsonError(f"{' '.join(res.argv)} printed no JSON ({e})") from None
+        wanted = set(ids)
+        return [j for j in jobs if j.job_id in wanted]
+
+    def _json(self, kind: str, argv: list[str]) -> dict:
+        """Run a --json command. On 22.05, squeue/sinfo --json exit 0 with an empty
+        list and an "errors" entry ("Failed while looking for jobs") when slurmctld
+        is unreachable, and say nothing on stderr: such a document is retried like
+        an unreachable controller, never read as "no jobs"."""
+        c = self.commands
+        for _ in attempts(c.retries, c.backoff, c.sleep):
+            res = c.run(kind, argv, retry_timeouts=True)
+            if not res.ok:
+                raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
+            try:
+                doc = json.loads(res.stdout)
+            except json.JSONDecodeError as e:
+                raise SlurmJsonError(
+                    f"{' '.join(argv)} printed no JSON ({e}); Slurm >= 22.05 is needed for --json"
+                ) from None
+            errors = doc.get("errors") if isinstance(doc, dict) else None
+            if not errors:
+                return doc
+        assert errors  # the loop returned every document without errors
+        raise SlurmUnreachable(
+            f"{' '.join(argv)} reported {errors[0]} after {self.commands.retries + 1} tries; "
+            "is slurmctld running and SLURM_CONF right?"
+        )

@@ -1,0 +1,242 @@
+"""The checkpoint signal, the grace and the requeue-hold of preempted jobs, for the
+Slurm backends (SlurmCluster mixes this in; SlurmRestCluster overrides the primitives
+it calls: _send_signal, _states, _requeuehold, _fetch_nodes).
+
+Each signalled job has its own grace deadline (_signalled). An act waits for a
+signalled job only when a start of the same act needs it gone (a move, a pair's GPU:
+_wait_and_requeuehold); the others are left to exit on their own, and the next act
+requeue-holds those still running after their grace (_requeuehold_overdue). Either way
+a job is requeue-held only when its signal surely reached it (_signal_reached).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from slurm_gavel.backends.slurm_grace import job_grace
+from slurm_gavel.backends.slurm_json import SlurmNode, parse_nodes
+from slurm_gavel.backends.slurm_old_runs import UNREACHABLE
+from slurm_gavel.backends.slurm_pairs import RUNNING_STATES, AfterExit, StartOrder
+from slurm_gavel.backends.slurm_snapshot import SlurmView
+from slurm_gavel.core.cluster_model import JobState
+from slurm_gavel.core.model import JobId
+
+log = logging.getLogger(__name__)
+
+
+class Preemption:
+    """Signal, grace and requeue-hold: the state and steps SlurmCluster.act uses."""
+
+    view: SlurmView | None
+    clock: Callable[[], float]
+    poll_s: float
+    grace_s: float
+    max_grace_s: float | None
+    checkpoint_waits: dict[JobId, float]  # the last act's: seconds until each left
+    _signalled: dict[JobId, float]  # job -> grace deadline (clock)
+    _signal_sent: dict[JobId, float]  # job -> when signalled (clock)
+    _requeued_at: dict[JobId, float]  # seen leaving its run in this act (clock)
+    _grace_capped_told: set[JobId]  # logged once per job
+    _allow_newer: bool
+
+    # --- primitives (the backend's) ------------------------------------------------
+
+    def _send_signal(self, ids: list[JobId], failed: dict[JobId, str]) -> set[JobId]:
+        raise NotImplementedError
+
+    def _states(self, ids: list[JobId]) -> dict[JobId, str]:
+        raise NotImplementedError
+
+    def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        raise NotImplementedError
+
+    def _fetch_nodes(self) -> dict:
+        raise NotImplementedError
+
+    # --- steps ----------------------------------------------------------------------
+
+    def _half_freed(self, after: list[AfterExit], failed: dict[JobId, str]) -> list[StartOrder]:
+        """The pair members whose GPU's stopping job has now left it (the act waited for
+        it): started now rather than a round later. A pair whose stopping job still runs
+        (its requeue failed, or it is still completing) waits, both of it."""
+        if not after:
+            return []
+        holders = sorted({a.holder for a in after})
+        states = self._states(holders)
+        stuck = {h for h in holders if h in failed or states.get(h) in RUNNING_STATES}
+        waiting = {a.order.job_id for a in after if a.holder in stuck}
+        waiting |= {a.partner for a in after if a.order.job_id in waiting and a.partner}
+        for a in after:
+            if a.order.job_id in waiting:
+                failed.setdefault(a.order.job_id, a.why)
+        return [a.order for a in after if a.order.job_id not in waiting]
+
+    def _signal(self, ids: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
+        if not ids:
+            return []
+        bad = self._send_signal(ids, failed)
+        now = self.clock()
+        ok = [j for j in ids if j not in bad]
+        for j in ok:
+            self._signalled[j] = now + self._grace_of(j)
+            self._signal_sent[j] = now
+        return ok
+
+    def _grace_of(self, j: JobId) -> float:
+        sj = self.view.managed.get(j) if self.view is not None else None
+        if sj is None:
+            return self.grace_s
+        g = job_grace(sj.comment, default_s=self.grace_s, cap_s=self.max_grace_s)
+        if g.capped and j not in self._grace_capped_told:
+            self._grace_capped_told.add(j)
+            log.warning(
+                "job %s asks grace=%s; given %gs, the admin's checkpoint.max_grace_seconds",
+                j, g.asked, g.seconds,
+            )  # fmt: skip
+        return g.seconds
+
+    def _wait_out_requeue_second(self, ids: list[JobId]) -> None:
+        """Release no job within the wall-clock second in which it was requeued.
+
+        slurmd revokes the credential of a requeued job's last run, and refuses a new
+        launch of that job whose credential carries the same second ("Killing
+        non-startable batch job: Job credential revoked"): the job then ends FAILED,
+        not requeued. Slurm itself keeps a requeued job back (BeginTime = requeue +
+        121 s); our StartTime=now bypasses that, so wait out the second instead. The
+        requeue second is Slurm's SubmitTime (reset on requeue), or when this act saw
+        the job leave its run. At most about a second, and only for such jobs."""
+        latest = 0.0
+        for j in ids:
+            sj = self.view.managed.get(j) if self.view is not None else None
+            if sj is not None and sj.restarts > 0:
+                latest = max(latest, float(sj.submit_time))
+            latest = max(latest, float(int(self._requeued_at.pop(j, 0.0))))
+        wait = latest + 1.05 - self.clock()
+        if latest and wait > 0:
+            time.sleep(min(wait, 1.1))
+
+    def _wait_and_requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        """Wait for signalled jobs to exit, each up to its own grace deadline: a job
+        still running at its deadline is requeue-held then, not when the longest grace
+        of the round ends, and the wait stops once no job is inside its grace."""
+        start = self.clock()
+        deadline = {j: self._signalled.get(j, start + self._grace_of(j)) for j in ids}
+        sent = {j: self._signal_sent.get(j, start) for j in ids}
+        running = list(ids)
+        leaving: list[JobId] = []  # requeue-held (or exiting) jobs to let settle
+        while running:
+            states = self._states(running)
+            now = self.clock()
+            for j in running:
+                if states.get(j) not in RUNNING_STATES:
+                    self.checkpoint_waits[j] = now - sent[j]
+            running = [j for j in running if states.get(j) in RUNNING_STATES]
+            due = [j for j in running if deadline[j] <= now]
+            if due:
+                self.checkpoint_waits.update((j, now - sent[j]) for j in due)
+                leaving += self._requeuehold_due(due, failed)
+                running = [j for j in running if j not in due]
+            if running:
+                soonest = min(deadline[j] for j in running)
+                time.sleep(max(0.0, min(self.poll_s, soonest - now)))
+        # Wait (briefly) until requeued jobs have left COMPLETING, so a move can place them.
+        settle = self.clock() + 15
+        while leaving and self.clock() < settle:
+            states = self._states(leaving)
+            leaving = [j for j in leaving if states.get(j) in RUNNING_STATES]
+            if leaving:
+                time.sleep(self.poll_s)
+        now = self.clock()
+        for j in ids:
+            self._signalled.pop(j, None)
+            self._signal_sent.pop(j, None)
+            self._requeued_at[j] = now
+
+    def _requeuehold_due(self, due: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
+        """Requeue-hold the jobs whose grace is over and that still run and surely got
+        the signal; returns the ones to wait for (not those whose signal was lost)."""
+        stuck = [j for j in due if self._states([j]).get(j) == "RUNNING"]
+        if stuck:
+            # the nodes now, not as the round's observe saw them
+            _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
+            reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
+            due = [j for j in due if j in reached or j not in stuck]  # not requeued
+            stuck = reached
+        if stuck:
+            self._requeuehold(stuck, failed)
+        return due
+
+    def _signallable(
+        self, ids: list[JobId], told: set[JobId], failed: dict[JobId, str]
+    ) -> list[JobId]:
+        """Jobs to signal now: strictly RUNNING ones not already told. A job that is
+        CONFIGURING or COMPLETING cannot take a signal, and scancel would retry it
+        by itself for minutes ("Job can not be altered now"), stalling the batch."""
+        assert self.view is not None
+        out = []
+        for j in ids:
+            if j in told:
+                continue
+            state = self.view.managed[j].state
+            if state == "RUNNING":
+                out.append(j)
+            else:
+                failed[j] = (
+                    f"job is {state}, cannot take the checkpoint signal now; retried next round"
+                )
+        return out
+
+    def _requeuehold_overdue(self, failed: dict[JobId, str]) -> set[JobId]:
+        """Requeue-hold the jobs an earlier act signalled (and did not wait for) that
+        still run after their grace."""
+        if not self._signalled or self.view is None:
+            return set()
+        now = self.clock()
+        seen = self.view.snapshot.time
+        running = {j.job.id for j in self.view.snapshot.jobs if j.state is JobState.RUNNING}
+        overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
+        for j in [j for j in self._signalled if j not in running]:
+            del self._signalled[j]  # it left: how long it took, as far as observe saw
+            self.checkpoint_waits[j] = max(0.0, seen - self._signal_sent.pop(j, seen))
+        overdue = self._signal_reached(overdue, self.view.nodes, failed)
+        if overdue:
+            self._requeuehold(overdue, failed)
+            for j in overdue:
+                self._signalled.pop(j, None)
+                self.checkpoint_waits[j] = now - self._signal_sent.pop(j, now)
+        return set(overdue)
+
+    def _signal_reached(
+        self, ids: list[JobId], nodes: Mapping[str, SlurmNode], failed: dict[JobId, str]
+    ) -> list[JobId]:
+        """Of jobs still running after the grace, those that surely got the checkpoint
+        signal: requeue-holding the others would throw away their work.
+
+        `scancel --signal` succeeds even when the node's slurmd is down, and the signal
+        is then lost (not delivered when slurmd returns); slurmctld marks the node
+        NOT_RESPONDING once its signal RPC fails (within MessageTimeout). So a job with
+        a node that does not answer now, or whose slurmd (re)started after the signal,
+        is not requeue-held: it keeps running and is signalled again next round."""
+        out = []
+        for j in ids:
+            sj = self.view.managed.get(j) if self.view is not None else None
+            sent = self._signal_sent.get(j, self.clock())
+            lost = []
+            for name in sj.nodes if sj is not None else ():
+                n = nodes.get(name)
+                if n is not None and (
+                    n.condition in UNREACHABLE or n.slurmd_start_time >= int(sent) - 1
+                ):
+                    lost.append(name)
+            if lost:
+                self._signalled.pop(j, None)
+                failed[j] = (
+                    f"the checkpoint signal may not have reached it: slurmd on "
+                    f"{','.join(lost)} did not answer or restarted since; not requeued "
+                    "(that would lose its work), signalled again in a later round"
+                )
+            else:
+                out.append(j)
+        return out
