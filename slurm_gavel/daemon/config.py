@@ -7,100 +7,35 @@ an InputError: exit code 2). Unknown keys are errors, not warnings: a typo in
 admin finds weeks later.
 
 Relative paths in the file are resolved against the file's own directory, so
-a config and the table it names can be moved together.
+a config and the table it names can be moved together. The dataclasses are
+config_types.py's (re-exported here), the YAML decoding config_yaml.py's, the
+checks across keys config_checks.py's.
 """
 
 from __future__ import annotations
 
-import difflib
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from slurm_gavel.core.checks import Checks, show
+from slurm_gavel.core.checks import Checks
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.core.shares import MAX_ADMIN_WEIGHT, WeightsConfig
-from slurm_gavel.errors import InputError, read_utf8
+from slurm_gavel.daemon.config_checks import cross_checks
+from slurm_gavel.daemon.config_types import (
+    BACKENDS,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    STATUS_PRIVACY,
+    CheckpointConfig,
+    Config,
+    ConfigError,
+    SlurmConfig,
+)
+from slurm_gavel.daemon.config_yaml import read_yaml
+from slurm_gavel.errors import read_utf8
 from slurm_gavel.policies import policy_names
-
-BACKENDS = ("cli", "rest")
-LOG_FORMATS = ("json", "kv")
-LOG_LEVELS = ("debug", "info", "warning", "error")
-# Who sees which managed jobs in `slurm-gavel status` (status_private.py): auto follows
-# Slurm's PrivateData (private when it hides jobs), public = every user sees every job,
-# private = each user sees only their own.
-STATUS_PRIVACY = ("auto", "public", "private")
-
-
-class ConfigError(InputError):
-    """The daemon configuration is wrong; the message names the key and the fix."""
-
-
-@dataclass(frozen=True)
-class CheckpointConfig:
-    # Signal sent to the batch shell to ask a job to checkpoint and exit (name without SIG).
-    signal: str = "USR1"
-    # Seconds a job gets to exit after the signal before the daemon requeue-holds it.
-    grace_seconds: float = 30.0
-    # Most seconds a job may ask for with grace= (--gavel-grace); a longer ask is capped.
-    # None: grace_seconds, so no job gets longer than the site's grace until the admin says.
-    max_grace_seconds: float | None = None
-
-    @property
-    def grace_cap(self) -> float:
-        return self.grace_seconds if self.max_grace_seconds is None else self.max_grace_seconds
-
-    # Exit code meaning "checkpointed, requeue me held"; must equal RequeueExitHold.
-    requeue_exit_code: int = 99
-
-
-@dataclass(frozen=True)
-class SlurmConfig:
-    # Seconds before one sinfo/squeue/scontrol call is abandoned.
-    command_timeout_seconds: float = 30.0
-    # While slurmctld does not answer the daemon waits and retries, doubling the
-    # wait from retry_initial_seconds up to retry_max_seconds; it never gives up.
-    retry_initial_seconds: float = 1.0
-    retry_max_seconds: float = 60.0
-    # backend: rest only.
-    rest_url: str = "http://localhost:6820"
-    rest_token_file: Path | None = None  # a JWT (scontrol token), for http(s) URLs
-    rest_user: str | None = None  # the user the JWT belongs to (X-SLURM-USER-NAME)
-    # Re-read rest_token_file this often (also at once when slurmrestd refuses it).
-    rest_token_reread_seconds: float = 300.0
-
-
-@dataclass(frozen=True)
-class Config:
-    partitions: tuple[str, ...]
-    policy: str = "max_min_fairness"
-    # round_seconds, preemption_overhead_seconds, stay_credit_seconds and
-    # min_reallocation_interval_seconds: top-level keys of the file, as in RoundSettings.
-    settings: RoundSettings = DAEMON_DEFAULTS
-    # Slurm GRES type -> throughput-table GPU type, for sites whose names differ.
-    gpu_types: Mapping[str, str] = field(default_factory=dict)
-    # Dollars per GPU-hour by throughput-table GPU type: what policy min_cost minimises.
-    prices: Mapping[str, float] = field(default_factory=dict)
-    # Shares from the admin: weights by QOS and account, the cap on a user's own weight.
-    weights: WeightsConfig = field(default_factory=WeightsConfig)
-    throughput_table: Path | None = None  # None = the table shipped with the package
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    solver_time_limit_seconds: float | None = None
-    state_dir: Path = Path("/var/lib/slurm-gavel")
-    status_privacy: str = "auto"  # one of STATUS_PRIVACY
-    progress_dir: Path | None = None  # the job-side progress spool (GAVEL_PROGRESS_DIR)
-    metrics_port: int = 0  # 0 = no metrics endpoint
-    metrics_address: str = "127.0.0.1"
-    backend: str = "cli"
-    slurm: SlurmConfig = field(default_factory=SlurmConfig)
-    log_format: str = "kv"
-    log_level: str = "info"
-    source: Path | None = None  # the file this was read from (for messages)
-
 
 # ---- field checkers ------------------------------------------------------------------
 # The generic ones are slurm_gavel.core.checks'; these know the config's own fields.
@@ -381,119 +316,8 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
         log_level=_check.choice(d.get("log_level", base.log_level), w + "log_level", LOG_LEVELS),
         source=source,
     )
-    _cross_checks(cfg, w)
+    cross_checks(cfg, w)
     return cfg
-
-
-def _check_max_grace(cfg: Config, w: str) -> None:
-    ck = cfg.checkpoint
-    if ck.max_grace_seconds is None:
-        return
-    if ck.max_grace_seconds < ck.grace_seconds:
-        raise ConfigError(
-            f"{w}checkpoint.max_grace_seconds ({ck.max_grace_seconds:g}) is below "
-            f"checkpoint.grace_seconds ({ck.grace_seconds:g}): a job asking grace= could get "
-            "less than one asking nothing; raise max_grace_seconds or lower grace_seconds"
-        )
-    round_seconds = cfg.settings.round_seconds
-    if ck.max_grace_seconds >= round_seconds:
-        raise ConfigError(
-            f"{w}checkpoint.max_grace_seconds ({ck.max_grace_seconds:g}) must be shorter than "
-            f"round_seconds ({round_seconds:g}), or a job given the most grace would hold "
-            "its GPUs for the whole next round; lower the maximum or lengthen the round"
-        )
-
-
-def _cross_checks(cfg: Config, w: str) -> None:
-    """Values that are each fine alone but impossible together."""
-    rs = cfg.settings
-    if cfg.checkpoint.grace_seconds >= rs.round_seconds:
-        raise ConfigError(
-            f"{w}checkpoint.grace_seconds ({cfg.checkpoint.grace_seconds:g}) must be shorter "
-            f"than round_seconds ({rs.round_seconds:g}), or preempted jobs would hold their "
-            "GPUs for the whole next round; shorten the grace or lengthen the round"
-        )
-    _check_max_grace(cfg, w)
-    if rs.preemption_overhead_seconds >= rs.round_seconds:
-        raise ConfigError(
-            f"{w}preemption_overhead_seconds ({rs.preemption_overhead_seconds:g}) is not "
-            f"shorter than round_seconds ({rs.round_seconds:g}): every restart would cost a "
-            "whole round; lengthen the round (Gavel uses 360 s)"
-        )
-    if cfg.throughput_table is not None and not cfg.throughput_table.is_file():
-        raise ConfigError(
-            f"{w}throughput_table: {cfg.throughput_table} does not exist; fix the path or "
-            "remove the key to use the table shipped with slurm-gavel"
-        )
-    if (
-        cfg.backend == "rest"
-        and cfg.slurm.rest_token_file is not None
-        and not (cfg.slurm.rest_token_file.is_file())
-    ):
-        raise ConfigError(
-            f"{w}slurm.rest_token_file: {cfg.slurm.rest_token_file} does not exist; create it "
-            "(scontrol token) or remove the key"
-        )
-    for slurm_type in cfg.gpu_types:
-        if not slurm_type.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(
-                f"{w}gpu_types: '{slurm_type}' is not a Slurm GRES type name "
-                "(letters, digits, '_' and '-' only)"
-            )
-    if cfg.policy == "min_cost" or cfg.prices:
-        _check_prices(cfg, w)
-
-
-def _check_prices(cfg: Config, w: str) -> None:
-    """Prices name the throughput table's GPU types; min_cost needs one for each.
-
-    Checked here, not in the round: without it min_cost failed every round with the
-    same error while the daemon kept running and scheduling nothing."""
-    from slurm_gavel.core.throughputs import load_table
-
-    types = load_table(cfg.throughput_table).gpu_types
-    for name in cfg.prices:
-        if name not in types:
-            hint = difflib.get_close_matches(name, types, n=1)
-            did = f" (did you mean '{hint[0]}'?)" if hint else ""
-            raise ConfigError(
-                f"{w}prices: '{name}' is not a GPU type of the throughput table{did}; prices "
-                f"are keyed by the table's names ({', '.join(types)}), after gpu_types renames"
-            )
-    missing = [t for t in types if t not in cfg.prices]
-    if cfg.policy == "min_cost" and missing:
-        example = ", ".join(f"{t}: <dollars per GPU-hour>" for t in missing)
-        raise ConfigError(
-            f"{w}policy min_cost needs a price for every GPU type of the throughput table; "
-            f"missing: {', '.join(missing)}; add prices: {{{example}}}"
-        )
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that rejects a key given twice (PyYAML silently keeps the last)."""
-
-
-def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if not isinstance(key, str | int | float | bool | None):
-            # A list or mapping as a key (`[a, b]: 1`, `? {x: 1}`): no key of ours is one.
-            raise ConfigError(
-                f"line {key_node.start_mark.line + 1}: a {show(key).removeprefix('a ')} "
-                "cannot be a key; keys are plain names such as 'policy'"
-            )
-        if key in seen:
-            raise ConfigError(
-                f"line {key_node.start_mark.line + 1}: key '{key}' is given twice; keep one"
-            )
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
-)
 
 
 def load_config(path: str | Path) -> Config:
@@ -505,17 +329,19 @@ def load_config(path: str | Path) -> Config:
         unreadable="cannot read the config ({strerror}); check the path",
         save_as="the config as UTF-8",
     )
-    try:
-        doc = yaml.load(
-            text, Loader=_UniqueKeyLoader
-        )  # a SafeLoader subclass: no arbitrary objects
-    except ConfigError as e:
-        raise ConfigError(f"{p}: {e}") from e
-    except RecursionError:
-        raise ConfigError(f"{p}: nested too deeply to read; this is not a config") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{p}: not valid YAML{line}: {problem}") from e
+    doc = read_yaml(text, p)
     return parse_config(doc, p)
+
+
+__all__ = [
+    "BACKENDS",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "STATUS_PRIVACY",
+    "CheckpointConfig",
+    "Config",
+    "ConfigError",
+    "SlurmConfig",
+    "load_config",
+    "parse_config",
+]
