@@ -22,14 +22,15 @@ GPUs come from typed GRES: a node's ``gres`` (``gpu:v100:4``, maybe with
 ``gres/gpu`` TRES of a node is absent unless AccountingStorageTRES names it, so
 it is not relied on. Which release and data_parser to expect: slurm_release.py.
 
-The same functions read slurmrestd's /nodes and /jobs (slurmrestd.py).
+The same functions read slurmrestd's /nodes and /jobs (slurmrestd.py). What they
+return (SlurmNode, SlurmJob, GpuSlice) is slurm_records.py's, re-exported here.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from slurm_gavel.backends.slurm_fields import (
@@ -43,134 +44,17 @@ from slurm_gavel.backends.slurm_fields import (
     shard_gres,
     state_list,
 )
+from slurm_gavel.backends.slurm_records import GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_release import (
     SlurmReleaseError,
     SlurmVersion,
     check_release,
 )
-from slurm_gavel.core.cluster_model import NodeState
 from slurm_gavel.errors import InputError
 
 
 class SlurmJsonError(InputError):
     """Slurm's JSON lacks a field or has a shape this parser does not know."""
-
-
-@dataclass(frozen=True)
-class SlurmNode:
-    name: str
-    state: str  # base state, lower case: idle, mixed, allocated, down, ...
-    flags: frozenset[str]  # upper case: DRAIN, NOT_RESPONDING, ...
-    gpu_type: str | None  # None: no typed GPU (untyped GPUs have no place in Gavel)
-    gpus: int
-    gpus_used: int  # GPUs busy: whole-allocated or with any shard in use
-    partitions: tuple[str, ...]
-    reason: str = ""
-    # When the node's slurmd started (0: not reported, as in 23.11+ sinfo records): a
-    # change means slurmd restarted (slurm_old_runs.py).
-    slurmd_start_time: int = 0
-    shards: int = 0  # gres/shard configured on the node (all its GPUs together)
-
-    @property
-    def drained(self) -> bool:
-        return self.state in ("drained", "draining", "drain") or bool(
-            self.flags & {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "REBOOT_ISSUED"}
-        )
-
-    @property
-    def down(self) -> bool:
-        return self.state in ("down", "future", "unknown", "error") or bool(
-            self.flags & {"NOT_RESPONDING", "POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN"}
-        )
-
-    @property
-    def condition(self) -> NodeState:
-        """What the scheduler makes of the node (NodeState), from Slurm's base state and
-        flags as every release reports them (22.05: ``"mixed"`` + state_flags
-        ``["NOT_RESPONDING"]`` or ``"MIXED+DRAIN"``; 23.02+: ``["MIXED", "DRAIN"]``).
-
-        The order matters: a powered-down or rebooting node runs nothing (Slurm may
-        show it DOWN meanwhile); a node Slurm declared DOWN has lost its jobs (Slurm
-        requeues them), whatever else it says; a
-        node whose slurmd does not answer still runs its jobs (their processes outlive
-        slurmd), even when it is also drained or failing, so it is NOT_RESPONDING and
-        its jobs are kept; FAIL and DRAIN take no new work."""
-        flags = self.flags
-        if flags & _POWER_FLAGS or self.state in ("powered_down", "power_down"):
-            return NodeState.POWERED_DOWN
-        if flags & _REBOOT_FLAGS or self.state == "reboot":
-            return NodeState.REBOOTING
-        if self.state == "down":
-            return NodeState.DOWN
-        if self.state in ("future", "unknown", "error"):
-            return NodeState.DOWN  # never registered (or lost): it runs nothing known
-        if "NOT_RESPONDING" in flags:
-            return NodeState.NOT_RESPONDING
-        if flags & {"FAIL", "FAILING"} or self.state in ("fail", "failing"):
-            return NodeState.FAILING
-        if self.drained:
-            return NodeState.DRAINED
-        return NodeState.UP
-
-
-# Power saving: the node is off, going off, or booting for a job Slurm placed there.
-_POWER_FLAGS = frozenset(
-    {"POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN", "POWERING_UP", "POWER_UP", "POWER_DRAIN"}
-)
-# `scontrol reboot`: requested (waits for the node to be idle, or drains it with ASAP),
-# issued (rebooting now).
-_REBOOT_FLAGS = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED", "REBOOT"})
-
-
-@dataclass(frozen=True)
-class GpuSlice:
-    node: str
-    gpu_type: str | None
-    gpus: int
-    # The GPU indices on the node, where Slurm names them (gres_detail's IDX or, for
-    # shards on 24.11+, its per-GPU counts); () when it does not.
-    indices: tuple[int, ...] = ()
-    shards: int = 0  # gres/shard held on those GPUs; 0: whole GPUs
-
-
-@dataclass(frozen=True)
-class SlurmJob:
-    job_id: str
-    # The state as `squeue -o %T` names it (22.05's job_state string): the base
-    # state, or the flag that overrides it (SPECIAL_EXIT, COMPLETING, REQUEUED...).
-    state: str
-    flags: frozenset[str]  # the other entries of a list-shaped job_state
-    reason: str
-    comment: str
-    partitions: tuple[str, ...]
-    nodes: tuple[str, ...]  # allocated (running) nodes, expanded
-    gpu_request: tuple[str | None, int] | None  # (type, GPUs per node) from tres_per_node
-    gpu_slices: tuple[GpuSlice, ...]  # what it holds now, per node (running only)
-    node_count: int
-    priority: int
-    restarts: int
-    submit_time: int
-    start_time: int
-    end_time: int
-    exit_code: int | None  # the process's exit code (not the wait status)
-    account: str
-    user: str
-    # (type, GPUs in all) from tres_per_job (sbatch --gpus=v100:2)
-    gpu_request_total: tuple[str | None, int] | None = None
-    qos: str = ""
-    user_id: int | None = None
-    # When Slurm lets the job start at the earliest (a requeued job: requeue + ~121 s,
-    # Slurm's own delay before a job runs again); 0 when unset.
-    eligible_time: int = 0
-    shard_request: int = 0  # gres/shard per node asked (tres_per_node)
-
-    @property
-    def held(self) -> bool:
-        return (
-            self.priority == 0
-            or self.reason.startswith("JobHeld")
-            or self.state in ("SPECIAL_EXIT", "REQUEUE_HOLD")
-        )
 
 
 # --- shape helpers -------------------------------------------------------------------
