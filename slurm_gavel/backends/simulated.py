@@ -12,17 +12,18 @@ figure). A first start
 pays nothing (there is no checkpoint to load), a kept job pays nothing (lease
 extension).
 
-Everything is deterministic: no randomness, iteration in sorted order.
+Everything is deterministic: no randomness, iteration in sorted order. The nodes
+come from a --cluster spec (cluster_spec.py, re-exported here).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from slurm_gavel.backends.cluster_spec import ClusterSpecError, parse_cluster_spec
 from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterSnapshot,
@@ -37,50 +38,13 @@ from slurm_gavel.core.cluster_model import (
 from slurm_gavel.core.model import GpuType, Job, JobId
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.errors import InputError
-
-_SPEC = re.compile(r"^([A-Za-z0-9_.\-]+):(\d+)x(\d+)$")
 
 
-class ClusterSpecError(InputError):
-    pass
-
-
-def parse_cluster_spec(spec: str, table: ThroughputTable | None = None) -> list[Node]:
-    """`v100:3x4,p100:3x4` -> 3 nodes of 4 V100s and 3 nodes of 4 P100s."""
-    nodes: list[Node] = []
-    known = set(table.gpu_types) if table is not None else None
-    seen: set[str] = set()
-    for part in [p.strip() for p in spec.split(",") if p.strip()]:
-        m = _SPEC.match(part)
-        if m is None:
-            raise ClusterSpecError(
-                f"cluster spec '{part}': expected TYPE:NODESxGPUS, e.g. v100:3x4 "
-                "(3 nodes of 4 GPUs)"
-            )
-        gpu, n_nodes, per_node = m.group(1), int(m.group(2)), int(m.group(3))
-        if known is not None and gpu not in known:
-            raise ClusterSpecError(
-                f"cluster spec '{part}': the throughput table has no GPU type '{gpu}'; "
-                f"it knows {', '.join(sorted(known))}"
-            )
-        if gpu in seen:
-            raise ClusterSpecError(f"cluster spec: GPU type '{gpu}' is given twice")
-        if n_nodes < 1 or per_node < 1:
-            raise ClusterSpecError(f"cluster spec '{part}': nodes and GPUs must be >= 1")
-        seen.add(gpu)
-        nodes.extend(Node(f"{gpu}-{i:03d}", gpu, per_node) for i in range(n_nodes))
-    if not nodes:
-        raise ClusterSpecError("cluster spec is empty; give e.g. v100:3x4,p100:3x4,k80:3x4")
-    return nodes
-
-
-# A plain loop rather than all(genexpr) (SIM110): a generator costs more than the check
-# for the one or two slices a job has, and this runs for every job in every round.
 def all_of_type(
     slices: tuple[NodeSlice, ...], node_type: Mapping[str, GpuType], t: GpuType
 ) -> bool:
-    for sl in slices:  # noqa: SIM110
+    """Every slice is on a node of GPU type t."""
+    for sl in slices:  # noqa: SIM110 - as cluster_model.slices_fit
         if node_type.get(sl.node) != t:
             return False
     return True
@@ -409,3 +373,11 @@ class SimulatedCluster:
             busy = self.busy_gpu_seconds
             busy[p.gpu_type] = busy.get(p.gpu_type, 0.0) + share * p.gpus * (t - settled)
         sj.settled_at = t
+
+
+__all__ = [
+    "ClusterSpecError",
+    "Completion",
+    "SimulatedCluster",
+    "parse_cluster_spec",
+]
