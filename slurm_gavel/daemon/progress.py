@@ -8,7 +8,8 @@ everything in them is hostile input (issue 12). Each round the daemon:
   user's folder: never blocking, only a regular file of that uid, at most 64 KiB;
 * refuses the whole report (logged once per job and reason) unless its ``job_id`` is
   the job's, every number is finite and in range, ``updated`` is neither in the
-  future nor older than the job's submission (a file left by an earlier job);
+  future nor older than the job's submission (a file left by an earlier job)
+  (progress_report.py);
 * sets ``steps_done`` (capped at the job's total) and, for the job's current run
   (same restart count, running, recent), ``measured_throughput``;
 * keeps each job's latest rate as a vote on its (job type, scale factor, GPU type)
@@ -66,22 +67,15 @@ from slurm_gavel.daemon.progress_cells import (
     cells_to_json,
     finite,
 )
+from slurm_gavel.daemon.progress_report import MAX_STEPS, check_report
 from slurm_gavel.daemon.spool import SpoolProblem, open_root, open_user_dir, read_user_report
 from slurm_gavel.errors import InputError
-from slurm_gavel.job.progress import JOB_ID, ReportRefused
+from slurm_gavel.job.progress import ReportRefused
 
 log = logging.getLogger("slurm_gavel.daemon")
 
-MAX_CLOCK_SKEW_S = 120.0  # compute nodes' clocks may run this much ahead of ours
-MAX_STEPS = 1e15
 ABSURD_FACTOR = estimate.ABSURD_FACTOR  # a rate this far from the cell is no measurement
 VOTE_MAX_AGE_S = 7 * 86400.0
-
-
-def _shown(v: Any) -> str:
-    """A user's value for a log line: repr (control characters escaped), cut short."""
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass
@@ -167,29 +161,9 @@ class ProgressTracker:
     def _apply(
         self, o: ObservedJob, r: Mapping[str, Any], now: float, jobs: Mapping[str, ObservedJob]
     ) -> ObservedJob:
-        job_id = r.get("job_id")
-        if isinstance(job_id, bool) or not isinstance(job_id, str | int) or str(job_id) != o.job.id:
-            raise ReportRefused(f"its job_id {_shown(job_id)} is not this job's")
-        updated = finite(r.get("updated"))
-        if updated is None:
-            raise ReportRefused("'updated' is not a finite number")
-        if updated > now + MAX_CLOCK_SKEW_S:
-            raise ReportRefused(f"'updated' is {updated - now:.0f} s in the future")
-        if o.job.arrival_time > 0 and updated < o.job.arrival_time - MAX_CLOCK_SKEW_S:
-            raise ReportRefused("written before the job was submitted (an earlier job's)")
-        steps = finite(r.get("steps"))
-        if r.get("steps") is not None and (steps is None or not 0 <= steps <= MAX_STEPS):
-            raise ReportRefused(f"'steps' {_shown(r.get('steps'))} is not in 0..{MAX_STEPS:g}")
-        rate = finite(r.get("steps_per_s"))
-        if r.get("steps_per_s") is not None and (rate is None or rate < 0):
-            raise ReportRefused(f"'steps_per_s' {_shown(r.get('steps_per_s'))} is not >= 0")
-        named = _named_partner(r)
-        stale = named is not None and named == self._partners.get(o.job.id)
-        if named is not None and named != o.partner and not stale:
-            seen = "alone" if o.partner is None else f"sharing with job {o.partner}"
-            raise ReportRefused(
-                f"it names job {_shown(named)} as its GPU partner; Slurm shows it {seen}"
-            )
+        """The job with a checked report applied: its steps done and, for its current
+        run, its rate (a vote on its cell, or on its side of a pair cell)."""
+        steps, rate, updated, named = check_report(o, r, now, self._partners.get(o.job.id))
         out = o
         if steps is not None and o.steps_done is None:
             cap = o.job.total_steps if o.job.total_steps > 0 else MAX_STEPS
@@ -359,16 +333,6 @@ class ProgressTracker:
             event(log, "progress_state_repaired", logging.WARNING, dropped=dropped,
                   why="cells not finite, out of range or not in the throughput table")  # fmt: skip
         self.changed = bool(self.cells)
-
-
-def _named_partner(r: Mapping[str, Any]) -> str | None:
-    """The job id a report names as its GPU partner (``partner``), None when none."""
-    named = r.get("partner")
-    if named is None:
-        return None
-    if not isinstance(named, str) or not JOB_ID.fullmatch(named):
-        raise ReportRefused(f"'partner' {_shown(named)} is not a job id")
-    return str(named)
 
 
 def estimate_steps(
