@@ -15,33 +15,28 @@ its type on its node's GPU type (workloads/emulate.py, ``GAVEL_EMULATE_SPEED``).
 ``--simulate`` instead replays the shipped example trace in the simulator. With a
 packed policy (``--policy max_min_fairness_packed``) the cluster has GPU shards and
 the jobs also run under the unpacked policy; slurm_gavel_dev/demo_packed.py.
+The command line is demo_options.py's, the Slurm commands demo_slurm.py's, the pure
+parts (job set, config, tables) demo_report.py's.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 from slurm_gavel_dev import demo_packed as packed
 from slurm_gavel_dev import demo_report as rep
+from slurm_gavel_dev.demo_options import parse_args
 from slurm_gavel_dev.demo_report import DemoJob, Outcome
+from slurm_gavel_dev.demo_slurm import FINISHED, REPO, DemoSlurm, daemon_round, say
 
-REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "spank" / "build" / "slurm-gavel.so"
-FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-            "BOOT_FAIL", "DEADLINE", "PREEMPTED", "GONE"}  # fmt: skip
-
-
-def say(msg: str = "") -> None:
-    print(msg, flush=True)
 
 
 class Demo:
@@ -50,77 +45,8 @@ class Demo:
         self.jobs = jobs
         self.run_dir: Path = args.dir.resolve()
         self.env = {**os.environ, "SLURM_CONF": str(self.run_dir / "slurm.conf")}
+        self.slurm = DemoSlurm(self.env)
         self.daemon: subprocess.Popen[bytes] | None = None
-
-    # ---- Slurm -----------------------------------------------------------------------
-
-    def cmd(
-        self, *argv: str, env: dict[str, str] | None = None, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env=env or self.env,
-            timeout=60,
-            check=check,
-        )
-
-    def sbatch(self, argv: list[str], env: dict[str, str]) -> str:
-        res = self.cmd("sbatch", "--parsable", *argv, env=env, check=False)
-        if res.returncode != 0:
-            raise RuntimeError(f"sbatch {' '.join(argv)}: {res.stderr.strip()}")
-        return res.stdout.strip().split(";")[0]
-
-    def squeue(self, ids: list[str]) -> dict[str, tuple[str, str]] | None:
-        """job id -> (state, node list); GONE when Slurm no longer lists it; None when
-        squeue failed (a busy slurmctld: ask again, never read it as "all gone")."""
-        try:
-            res = self.cmd(
-                "squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i %T %N", check=False
-            )
-        except subprocess.TimeoutExpired:
-            return None
-        if res.returncode != 0:
-            return None
-        got: dict[str, tuple[str, str]] = {}
-        for line in res.stdout.splitlines():
-            parts = line.split()
-            if len(parts) >= 2:
-                got[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "")
-        return {j: got.get(j, ("GONE", "")) for j in ids}
-
-    def wait_idle(self, timeout: float = 60.0) -> None:
-        """No job left running or completing: the next phase starts on an empty cluster."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            res = self.cmd(
-                "squeue", "-h", "-t", "running,completing,configuring", "-o", "%i", check=False
-            )
-            if res.returncode == 0 and not res.stdout.strip():
-                return
-            time.sleep(1.0)
-        raise RuntimeError(f"jobs still running after {timeout:.0f} s: {res.stdout.split()}")
-
-    def outcome(self, job_id: str, submitted: float, seen_end: float | None, out: Path) -> Outcome:
-        info = self.cmd("scontrol", "show", "job", "--oneliner", job_id, check=False).stdout
-        fields: dict[str, str] = {}
-        for tok in info.split():
-            k, _, v = tok.partition("=")
-            fields.setdefault(k, v)
-        ended = seen_end
-        with contextlib.suppress(ValueError, KeyError):
-            ended = datetime.fromisoformat(fields["EndTime"]).timestamp()
-        text = out.read_text(errors="replace") if out.exists() else ""
-        return Outcome(
-            job_id,
-            fields.get("JobState", "GONE"),
-            submitted,
-            ended,
-            int(fields.get("Restarts", "0") or 0),
-            rep.parse_output(text),
-        )
 
     # ---- the phases ------------------------------------------------------------------
 
@@ -183,7 +109,7 @@ class Demo:
                     "GAVEL_TOTAL_STEPS": str(j.steps),
                     "GAVEL_CHECKPOINT_DIR": str(base / "ckpt"),
                 }
-            ids.append(self.sbatch([*argv, "--tiny", "--device", "cpu"], jenv))
+            ids.append(self.slurm.sbatch([*argv, "--tiny", "--device", "cpu"], jenv))
             times.append(time.time())
         return ids, times
 
@@ -242,7 +168,7 @@ class Demo:
         t0, last_round, next_line = min(times), -1, 0.0
         deadline = time.monotonic() + self.args.timeout
         while True:
-            q = self.squeue(ids)
+            q = self.slurm.squeue(ids)
             if q is None:
                 time.sleep(1.0)
                 continue
@@ -256,7 +182,7 @@ class Demo:
                 j: node.split("-")[0] for j, (st, node) in q.items() if st == "RUNNING" and node
             }
             if state_file is not None:  # one line per daemon round
-                rnd, daemon_placed = _round(state_file)
+                rnd, daemon_placed = daemon_round(state_file)
                 show = rnd is not None and rnd != last_round
                 placed = daemon_placed
             else:  # Slurm alone: one line per round_seconds
@@ -284,13 +210,13 @@ class Demo:
                     f"[demo] {phase}: not all jobs done after {self.args.timeout:.0f} s; "
                     "cancelling the rest"
                 )
-                self.cmd("scancel", *ids, check=False)
+                self.slurm.cmd("scancel", *ids, check=False)
                 time.sleep(2)
                 break
             time.sleep(1.0)
         out = self.run_dir / phase / "out"
         return [
-            self.outcome(j, t, seen_end.get(j), out / f"{j}.out")
+            self.slurm.outcome(j, t, seen_end.get(j), out / f"{j}.out")
             for j, t in zip(ids, times, strict=True)
         ]
 
@@ -300,7 +226,7 @@ class Demo:
         state_file = self.start_daemon(phase, policy)
         outcomes = self.wait(phase, ids, times, state_file)
         self.stop_daemon()
-        self.wait_idle()
+        self.slurm.wait_idle()
         return outcomes, times
 
     def predict(self, times: list[float], policies: list[str]) -> dict[str, float] | None:
@@ -388,20 +314,6 @@ class Demo:
         return 0 if ok else 1
 
 
-def _round(state_file: Path) -> tuple[int | None, dict[str, str]]:
-    """(the daemon's last round, job id -> GPU type it placed the job on)."""
-    try:
-        doc = json.loads(state_file.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None, {}
-    placed = {
-        j: v["gpu_type"]
-        for j, v in (doc.get("jobs") or {}).items()
-        if v.get("state") in ("running", "starting") and v.get("gpu_type")
-    }
-    return int((doc.get("scheduler") or {}).get("round_index") or 0), placed
-
-
 def simulate(args: argparse.Namespace) -> int:
     """The simulator-only form: the shipped example trace, side by side, with plots."""
     plots = (args.plots or args.dir / "plots").resolve()
@@ -436,70 +348,8 @@ def _stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tools/demo", description=__doc__.split("\n")[0])
-    p.add_argument(
-        "--simulate",
-        action="store_true",
-        help="simulator only (no Slurm): the shipped trace, table and plots",
-    )
-    p.add_argument(
-        "--dir",
-        type=Path,
-        default=REPO / "run" / "demo",
-        help="run dir: cluster, job outputs, daemon state, results.json",
-    )
-    p.add_argument("--plots", type=Path, help="--simulate: plot dir (default DIR/plots)")
-    p.add_argument(
-        "--jobs",
-        help="TYPE=STEPS;TYPE=STEPS;... (default: 8 jobs; with a packed policy 8 others, "
-        "slurm_gavel_dev/demo_packed.py)",
-    )
-    p.add_argument(
-        "--topology",
-        help=f"TYPE:NODESxGPUS,... (default {rep.DEFAULT_TOPOLOGY}; with a packed policy "
-        f"{packed.PACKED_TOPOLOGY}, {packed.SHARDS_PER_GPU} gres/shard per GPU)",
-    )
-    # Gavel's heterogeneity-aware FIFO against Slurm's type-blind FIFO: the same queue
-    # order, only the GPU type differs. max_min_fairness time-shares (most jobs move every
-    # round), which on a couple of cores costs 10-20 s per restart (python + torch).
-    p.add_argument(
-        "--policy", default="fifo", help="gavel policy (default fifo: heterogeneity-aware FIFO)"
-    )
-    p.add_argument(
-        "--compare-policy",
-        help="with a packed policy (max_min_fairness_packed, gandiva): also run the jobs "
-        "under this policy (default: the policy without sharing, max_min_fairness); "
-        "'none' skips it",
-    )
-    p.add_argument("--round-seconds", type=float, default=30.0)
-    p.add_argument(
-        "--stay-credit",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="daemon stay_credit_seconds (default 0: Gavel's mechanism); see conf/gavel.yaml",
-    )
-    p.add_argument(
-        "--speed",
-        type=float,
-        default=1.0,
-        help="emulated speed = Gavel's published steps/s x SPEED",
-    )
-    p.add_argument("--timeout", type=float, default=900.0, help="per phase, in seconds")
-    p.add_argument("--no-baseline", action="store_true", help="skip the Slurm-alone run")
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    pack = packed.packs(args.policy)
-    args.jobs = args.jobs or (packed.PACKED_JOBS if pack else rep.DEFAULT_JOBS)
-    args.topology = args.topology or (packed.PACKED_TOPOLOGY if pack else rep.DEFAULT_TOPOLOGY)
-    if args.compare_policy is None and pack:
-        args.compare_policy = packed.unpacked_of(args.policy)
-    elif args.compare_policy == "none":
-        args.compare_policy = None
+    args = parse_args(argv)
     if args.simulate:
         return simulate(args)
     try:
