@@ -40,7 +40,7 @@ from slurm_gavel_dev.localcluster_conf import (
 # The release table lives with the configuration; callers find it here too.
 __all__ = ["HOST_RELEASE", "RELEASES", "Release", "ensure_chroot", "mount_view", "release"]
 __all__ += ["munged_argv", "pids_inside", "prepare_munge", "unmount_view", "view", "write_bin"]
-__all__ += ["CACHE", "MARKER", "build_lock", "chroot_path", "chroot_version", "user_ids"]
+__all__ += ["CACHE", "MARKER", "build_lock", "chroot_path", "user_ids"]
 
 VIEWS = Path("/run/slurm-gavel/view")
 # Written last into a finished build (the rename makes it visible); the bin dir's
@@ -156,10 +156,6 @@ def user_ids(rel: Release, name: str) -> tuple[int, int]:
         if fields[0] == name:
             return int(fields[2]), int(fields[3])
     raise ClusterError(f"no user {name} in the Slurm {rel.name} chroot")
-
-
-def chroot_version(rel: Release) -> str:
-    return _version(chroot_path(rel))
 
 
 # --- the per-cluster view --------------------------------------------------------------

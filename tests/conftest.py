@@ -261,8 +261,7 @@ class LocalSlurm:
         self.cmd("scontrol", "update", f"NodeName={','.join(names)}", "State=RESUME", check=False)
         if not left:
             # Every node idle again before the next test: a test that drained a node or
-            # restarted a slurmd must not leave a smaller cluster to the next one (a CI run
-            # saw 2 of 6 K80s in a test that counts them).
+            # restarted a slurmd must not leave a smaller cluster to the next one.
             try:
                 localcluster.wait_idle(
                     self.run_dir, names, timeout=max(10.0, deadline - time.monotonic())

@@ -124,7 +124,7 @@ def _placement(
         if not types or sf > max(total[t] for t in types):
             continue  # can never run here
         room = False
-        for t in types:  # a loop, not any(genexpr): every queued job, every event
+        for t in types:
             if free_by_type[t] >= sf:
                 room = True
                 break

