@@ -53,7 +53,7 @@ class NodeState(StrEnum):
     """What a node is good for this round. Only UP nodes take new work; the jobs on a
     NOT_RESPONDING node are kept where they are (the scheduler never preempts them:
     they still run, and the checkpoint signal could not reach them), the jobs on the
-    others are preempted or already lost (slurm_json.SlurmNode.condition says which
+    others are preempted or already lost (slurm_records.SlurmNode.condition says which
     Slurm state maps to which)."""
 
     UP = "up"  # schedulable
