@@ -179,7 +179,7 @@ def alone(env: dict[str, str], reads: list[list[str]], signal: str, ctld: int) -
           f"{cpu_seconds(ctld) - ctld0:.2f} s; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
-def submit(env: dict[str, str], n: int, seed: int) -> None:
+def submit(env: dict[str, str], n: int, seed: int, checkpoint_s: float = 0.0) -> None:
     table = load_table()
     kinds = [(jt, sf) for jt in table.job_types for sf in (1, 2, 4) if table.has(jt, sf)]
     rng = random.Random(seed)
@@ -191,7 +191,10 @@ def submit(env: dict[str, str], n: int, seed: int) -> None:
         comment = f"--comment=gavel:type={jt},scale={sf}"
         # Checkpoint-aware like a real managed job: the signal means exit 99 (requeue-hold).
         # (and kill the sleep: an `exit` leaves the background child orphaned)
-        wrap = "trap 'kill $! 2>/dev/null; exit 99' USR1; sleep 3600 & wait"
+        # --checkpoint-s: the seconds a checkpoint takes before the exit (0: at once, the
+        # exit flood inside the act's signal; a real checkpoint takes seconds to minutes)
+        save = f"sleep {checkpoint_s}; " if checkpoint_s else ""
+        wrap = f"trap '{save}kill $! 2>/dev/null; exit 99' USR1; sleep 3600 & wait"
         argvs.append(["sbatch", "-p", "gpu", "-o", "/dev/null", comment, "--wrap", wrap])
 
     def one(argv: list[str]) -> None:
@@ -213,6 +216,9 @@ def main() -> int:
     ap.add_argument("--topology", default=ClusterSpec().topology, help="TYPE:NODESxGPUS,...")
     ap.add_argument("--pause", type=float, default=0.0, help="seconds before each later round")
     ap.add_argument("--finished", type=int, default=0, help="then N finished jobs, one round")
+    ap.add_argument("--checkpoint-s", type=float, default=0.0,
+                    help="seconds each job takes to checkpoint after the signal (default 0: "
+                         "it exits at once)")  # fmt: skip
     ap.add_argument("--profile", help="cProfile the last of --rounds into this file")
     ap.add_argument("--alone", action="store_true",
                     help="then time observe commands, exit flood alone")  # fmt: skip
@@ -235,7 +241,7 @@ def main() -> int:
     print(f"cluster up in {time.perf_counter() - t0:.1f} s ({run})", file=sys.stderr)
     try:
         t0 = time.perf_counter()
-        submit(env, args.jobs, args.seed)
+        submit(env, args.jobs, args.seed, args.checkpoint_s)
         print(f"submitted {args.jobs} jobs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         cfg = parse_config({
             "partitions": ["gpu"], "policy": args.policy, "round_seconds": 60,
