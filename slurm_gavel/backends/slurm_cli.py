@@ -38,7 +38,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
 
 from slurm_gavel.backends.slurm_admin_comment import CommentOrder, comment_orders
 from slurm_gavel.backends.slurm_cli_reads import CliReads
@@ -84,8 +83,6 @@ log = logging.getLogger(__name__)
 
 class SlurmCluster(CliReads, Preemption):
     """A real Slurm cluster driven through sinfo/squeue/scontrol/scancel."""
-
-    concurrent_signal = True  # the act's signal command runs beside its starts
 
     def __init__(
         self,
@@ -187,23 +184,11 @@ class SlurmCluster(CliReads, Preemption):
         plan.after_exit = [a for a in plan.after_exit if a.order.job_id in fine]
         told = set(self._signalled)  # signalled in an earlier act, grace not over
         told |= self._requeuehold_overdue(failed)
-        to_signal = self._signallable(plan.to_signal, told, failed)
-        signal_failed: dict[JobId, str] = {}
-        with ThreadPoolExecutor(1) as pool:
-            # The signal beside the hold/place/release (the CLI's commands are separate
-            # processes): jobs that exit at once on the signal make slurmctld requeue-hold
-            # them meanwhile, and the signal's scancel then takes seconds (2 s for 256 on
-            # the 2-core test machine). The starts do not depend on it: their GPUs' jobs
-            # leave whenever they exit. An error in either is raised after both ended.
-            signalling = pool.submit(self._signal, to_signal, signal_failed)
-            if not self.concurrent_signal:
-                signalling.result()
-            if plan.hold:
-                self._hold(plan.hold, failed)
-            started = self._start(plan.starts, failed)
-            signalled = signalling.result()
-        failed.update(signal_failed)
+        signalled = self._signal(self._signallable(plan.to_signal, told, failed), failed)
         signalled += [j for j in plan.to_signal if j in told and j not in failed]
+        if plan.hold:
+            self._hold(plan.hold, failed)
+        started = self._start(plan.starts, failed)
         moved: list[JobId] = []
         # Wait only for the signalled jobs a start of this act needs gone: a job that
         # moves, a job leaving the GPU a pair is to share. The others exit on their own

@@ -58,8 +58,6 @@ STATE_QUERY_IDS = 100  # job ids per /jobs/state/ request (the URL stays short)
 class SlurmRestCluster(SlurmCluster):
     """SlurmCluster whose observe/act go through slurmrestd (see the module notes)."""
 
-    concurrent_signal = False  # one HTTP client: its requests one at a time
-
     def __init__(
         self,
         address: str | Path | None = None,
