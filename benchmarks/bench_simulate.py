@@ -67,7 +67,7 @@ def _peak_rss_mib() -> float:
 def worker(args: argparse.Namespace) -> dict[str, Any]:
     """Runs in the child: generate the trace, simulate, report figures as JSON."""
     sys.path.insert(0, ROOT)
-    from slurm_gavel.backends.simulated import parse_cluster_spec
+    from slurm_gavel.backends.cluster_spec import parse_cluster_spec
     from slurm_gavel.core.round_settings import RoundSettings
     from slurm_gavel.core.throughputs import load_table
     from slurm_gavel.simulate import metrics as metrics_mod

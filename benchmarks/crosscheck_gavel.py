@@ -94,7 +94,7 @@ def _run_gavel_once(
 def run_ours(
     trace: Path, policy: str, second_stage: bool, min_interval: float, spread_penalty: bool
 ) -> dict[str, Any]:
-    from slurm_gavel.backends.simulated import parse_cluster_spec
+    from slurm_gavel.backends.cluster_spec import parse_cluster_spec
     from slurm_gavel.core.round_settings import RoundSettings
     from slurm_gavel.core.throughputs import load_table
     from slurm_gavel.simulate.engine import SimulationOptions, simulate

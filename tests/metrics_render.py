@@ -11,7 +11,8 @@ from pathlib import Path
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import ThroughputTable, load_table
 from slurm_gavel.daemon.config import parse_config

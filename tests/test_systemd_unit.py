@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.daemon.config import Config
+from slurm_gavel.daemon.config_types import Config
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 UNIT = CONF / "systemd" / "slurm-gavel.service"

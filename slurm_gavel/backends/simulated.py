@@ -13,7 +13,7 @@ pays nothing (there is no checkpoint to load), a kept job pays nothing (lease
 extension).
 
 Everything is deterministic: no randomness, iteration in sorted order. The nodes
-come from a --cluster spec (cluster_spec.py, re-exported here).
+come from a --cluster spec (cluster_spec.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.backends.cluster_spec import ClusterSpecError, parse_cluster_spec
 from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterSnapshot,
@@ -376,8 +375,6 @@ class SimulatedCluster:
 
 
 __all__ = [
-    "ClusterSpecError",
     "Completion",
     "SimulatedCluster",
-    "parse_cluster_spec",
 ]

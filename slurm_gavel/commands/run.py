@@ -10,7 +10,8 @@ from types import FrameType
 from typing import Any
 
 from slurm_gavel.core.cluster_model import ClusterBackend
-from slurm_gavel.daemon.config import Config, load_config
+from slurm_gavel.daemon.config import load_config
+from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.logs import configure, event
 
 SUMMARY = "run the scheduler daemon against Slurm (rounds until stopped)"

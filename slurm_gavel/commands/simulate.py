@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from slurm_gavel.backends.simulated import parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.commands.plotting import require_matplotlib
 from slurm_gavel.commands.simulate_settings import (

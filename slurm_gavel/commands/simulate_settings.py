@@ -8,7 +8,8 @@ import argparse
 from dataclasses import fields, replace
 
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
-from slurm_gavel.daemon.config import Config, load_config
+from slurm_gavel.daemon.config import load_config
+from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.errors import InputError
 
 

@@ -36,12 +36,10 @@ from slurm_gavel.core.mechanism import MechanismJob, assign, pair_key, single_ca
 from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.round_jobs import Considered, build_problem, mechanism_jobs, round_jobs
 from slurm_gavel.core.round_settings import RoundSettings
-from slurm_gavel.core.round_types import BaselineFn, RoundReport, SchedulerConfig
+from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
 from slurm_gavel.core.scheduler_state import (
     JobAccount,
     SchedulerState,
-    copy_state,
-    fresh_state,
 )
 from slurm_gavel.policies import allocate
 
@@ -334,14 +332,7 @@ def placement_is_stable(state: SchedulerState, report: RoundReport) -> bool:
 
 
 __all__ = [
-    "BaselineFn",
-    "JobAccount",
-    "RoundReport",
-    "SchedulerConfig",
-    "SchedulerState",
     "account_last_round",
-    "copy_state",
-    "fresh_state",
     "placement_is_stable",
     "run_round",
 ]

@@ -8,7 +8,7 @@ admin finds weeks later.
 
 Relative paths in the file are resolved against the file's own directory, so
 a config and the table it names can be moved together. The dataclasses are
-config_types.py's (re-exported here), the YAML decoding config_yaml.py's, the
+config_types.py's, the YAML decoding config_yaml.py's, the
 checks across keys config_checks.py's.
 """
 
@@ -334,14 +334,6 @@ def load_config(path: str | Path) -> Config:
 
 
 __all__ = [
-    "BACKENDS",
-    "LOG_FORMATS",
-    "LOG_LEVELS",
-    "STATUS_PRIVACY",
-    "CheckpointConfig",
-    "Config",
-    "ConfigError",
-    "SlurmConfig",
     "load_config",
     "parse_config",
 ]

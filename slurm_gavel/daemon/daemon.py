@@ -43,14 +43,11 @@ from slurm_gavel.core.cluster_model import (
     JobState,
     RoundPlacement,
 )
-from slurm_gavel.core.scheduler import (
-    RoundReport,
-    SchedulerState,
-    account_last_round,  # the scheduler's own crediting rule, reused on resume
-    run_round,
-)
+from slurm_gavel.core.round_types import RoundReport
+from slurm_gavel.core.scheduler import account_last_round, run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import ThroughputTable, load_table
-from slurm_gavel.daemon.config import Config
+from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.events import RoundEvents
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.metrics import DaemonMetrics

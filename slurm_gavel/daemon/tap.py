@@ -22,10 +22,11 @@ from slurm_gavel.core.cluster_model import (
 )
 from slurm_gavel.core.cluster_rows import ClusterRows, rows_for
 from slurm_gavel.core.model import JobId
-from slurm_gavel.core.scheduler import RoundReport, SchedulerConfig, SchedulerState
+from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
+from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.shares import apply_weights, capped_message
 from slurm_gavel.core.throughputs import ThroughputError
-from slurm_gavel.daemon.config import Config
+from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.progress import ProgressTracker, estimate_steps
 from slurm_gavel.daemon.views import planned_actions, rename_gpu_types

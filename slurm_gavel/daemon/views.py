@@ -24,9 +24,9 @@ from slurm_gavel.core.cluster_model import (
     RoundPlacement,
 )
 from slurm_gavel.core.model import JobId
-from slurm_gavel.core.scheduler import RoundReport
+from slurm_gavel.core.round_types import RoundReport
 from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.daemon.config import Config
+from slurm_gavel.daemon.config_types import Config
 
 
 def planned_actions(snap: ClusterSnapshot, placement: RoundPlacement) -> ActResult:

@@ -20,12 +20,9 @@ from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.cluster_model import Node
 from slurm_gavel.core.model import GpuType, Job
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
-from slurm_gavel.core.scheduler import (
-    SchedulerConfig,
-    SchedulerState,
-    placement_is_stable,
-    run_round,
-)
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler import placement_is_stable, run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.simulate.metrics import MetricsCollector

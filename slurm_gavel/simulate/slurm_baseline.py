@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from slurm_gavel.core.cluster_model import ClusterSnapshot, JobPlacement, JobState, NodeSlice
 from slurm_gavel.core.model import GpuType, Job, JobId
-from slurm_gavel.core.scheduler import BaselineFn, SchedulerConfig
+from slurm_gavel.core.round_types import BaselineFn, SchedulerConfig
 from slurm_gavel.core.throughputs import ThroughputError, ThroughputTable
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.backends.simulated import ClusterSpecError, SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import ClusterSpecError, parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.cluster_model import (
     ClusterBackend,
     JobPlacement,

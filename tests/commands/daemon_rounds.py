@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config

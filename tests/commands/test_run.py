@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.cli import main
 from slurm_gavel.commands import run as run_cmd
 from slurm_gavel.core.model import Job

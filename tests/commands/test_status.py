@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 from daemon_rounds import TYPES, run_daemon
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.cli import main
 from slurm_gavel.core.estimate import Observation, update_table
 from slurm_gavel.core.model import Job

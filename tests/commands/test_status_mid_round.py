@@ -17,7 +17,7 @@ from slurm_gavel.core.cluster_model import (
     RoundPlacement,
 )
 from slurm_gavel.core.model import Job
-from slurm_gavel.core.scheduler import RoundReport
+from slurm_gavel.core.round_types import RoundReport
 from slurm_gavel.daemon.status_view import status_view
 from slurm_gavel.daemon.views import jobs_view
 

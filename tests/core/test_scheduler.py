@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterSnapshot,
@@ -20,7 +21,9 @@ from slurm_gavel.core.cluster_model import (
 )
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
-from slurm_gavel.core.scheduler import SchedulerConfig, SchedulerState, run_round
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.slurm_baseline import BASELINES
@@ -197,7 +200,7 @@ def test_the_round_memo_changes_no_decision(policy):
     """run_round reuses what it derived from the job set while the backend reports the
     same Job objects (SchedulerState.memo). A state reloaded from JSON every round
     (no memo, as after a daemon restart) must place every job the same way."""
-    from slurm_gavel.core.scheduler import copy_state
+    from slurm_gavel.core.scheduler_state import copy_state
     from slurm_gavel.simulate.generate import generate_trace
 
     jobs = generate_trace(40, 900.0, TABLE, seed=3)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.model import Job
-from slurm_gavel.core.scheduler import SchedulerConfig, run_round
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState, copy_state
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.errors import InputError

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, SIMULATOR_DEFAULTS, RoundSettings
-from slurm_gavel.daemon.config import ConfigError, load_config, parse_config
+from slurm_gavel.daemon.config import load_config, parse_config
+from slurm_gavel.daemon.config_types import ConfigError
 from slurm_gavel.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]

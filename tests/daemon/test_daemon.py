@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.backends.slurm_commands import SlurmUnreachable
 from slurm_gavel.core.cluster_model import ActResult, RoundPlacement
 from slurm_gavel.core.model import Job
@@ -399,7 +400,9 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
     # reallocations. The daemon (progress, step estimates, persistence around run_round)
     # must place exactly as the bare scheduler loop the simulator runs: the churn a real
     # daemon shows is the mechanism's, not the daemon's.
-    from slurm_gavel.core.scheduler import SchedulerConfig, SchedulerState, run_round
+    from slurm_gavel.core.round_types import SchedulerConfig
+    from slurm_gavel.core.scheduler import run_round
+    from slurm_gavel.core.scheduler_state import SchedulerState
 
     r = 30.0
     kinds = [("Recommendation (batch size 2048)", 1600), ("ResNet-50 (batch size 64)", 480),

@@ -492,7 +492,8 @@ def test_the_state_never_holds_nan_and_an_older_poisoned_state_is_repaired(spool
 
 
 def test_the_daemon_learns_from_agreeing_users_and_keeps_it_across_a_restart(tmp_path, spool):
-    from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+    from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+    from slurm_gavel.backends.simulated import SimulatedCluster
     from slurm_gavel.core.throughputs import load_table
     from slurm_gavel.daemon.config import parse_config
     from slurm_gavel.daemon.daemon import Daemon

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.backends.slurm_admin_comment import PREFIX, admin_comment
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import load_table

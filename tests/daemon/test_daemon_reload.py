@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import load_table
-from slurm_gavel.daemon.config import ConfigError, load_config
+from slurm_gavel.daemon.config import load_config
+from slurm_gavel.daemon.config_types import ConfigError
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.reload import MAX_CONFIG_BYTES, RESTART_KEYS, prepare_reload

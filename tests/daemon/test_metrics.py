@@ -138,7 +138,7 @@ def test_gpu_and_account_gauges_on_a_known_snapshot_with_a_hostile_account():
 
 def _round(snap, placed, result, allocation):
     from slurm_gavel.core.cluster_model import RoundPlacement
-    from slurm_gavel.core.scheduler import RoundReport
+    from slurm_gavel.core.round_types import RoundReport
 
     placement = RoundPlacement(1, 0.0, 60.0, {p.job_id: p for p in placed})
     return RoundReport(1, 0.0, True, 0.01, placement, result, len(snap.jobs))

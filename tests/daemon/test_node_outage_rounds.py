@@ -21,7 +21,9 @@ from slurm_gavel.core.cluster_model import (
 )
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.scheduler import SchedulerConfig, SchedulerState, run_round
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.events import RoundEvents
 from slurm_gavel.daemon.views import jobs_view

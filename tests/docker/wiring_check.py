@@ -18,7 +18,8 @@ from docker_entrypoints import BUILT_IN_IMAGE, SETUP_SCRIPTS, check_argv, parse_
 from dockerfile_check import Dockerfile, check_dockerfile, parse_dockerfile
 
 from slurm_gavel.core.throughputs import load_table
-from slurm_gavel.daemon.config import ConfigError, load_config
+from slurm_gavel.daemon.config import load_config
+from slurm_gavel.daemon.config_types import ConfigError
 from slurm_gavel_dev.localcluster_conf import (
     ClusterError,
     ClusterSpec,

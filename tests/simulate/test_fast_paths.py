@@ -13,7 +13,8 @@ import random
 
 import pytest
 
-from slurm_gavel.backends.simulated import SimulatedCluster, parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice, RoundPlacement
 from slurm_gavel.core.mechanism import (
     MechanismJob,

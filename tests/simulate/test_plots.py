@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.simulated import parse_cluster_spec
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.cli import main
 from slurm_gavel.commands.report import plot as report_plot
 from slurm_gavel.core.model import Job
