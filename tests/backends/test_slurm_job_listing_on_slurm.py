@@ -59,7 +59,7 @@ def observe(b: SlurmCluster, *, changed: int) -> dict[str, object]:
 def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
     slurm.cancel_all()
     try:
-        jobs = [slurm.sbatch(*MANAGED) for _ in range(12)]  # 4 changed: under half
+        jobs = [slurm.sbatch(*MANAGED) for _ in range(12)]  # 5 changed: under half
         plain = slurm.sbatch("-p", "gpu", "--hold", "-o", "/dev/null", "--wrap", "sleep 300")
         b = SlurmCluster(env=slurm.env, grace_s=2.0, poll_s=0.2)
         b.observe()
@@ -67,19 +67,21 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
         observe(b, changed=0)  # nothing changed: no job's JSON at all
         # a new job; root makes a waiting plain job managed (job_submit.lua lets only
         # the daemon's uid: tests/test_comment_grammar_on_slurm.py); another pending
-        # job's partition and GPU request change
+        # job's partition, another's comment and another's GPU request change
         new = slurm.sbatch(*MANAGED)
         for job, change in [
             (plain, "Comment=gavel:type=ResNet-50"),
             (jobs[1], "Partition=v100"),
             (jobs[2], "Comment=gavel:type=A3C,scale=2"),
+            (jobs[4], "Gres=gpu:v100:2"),  # its size, where the comment names none
         ]:
             update(slurm, job, change)
-        seen = observe(b, changed=4)
+        seen = observe(b, changed=5)
         assert seen[new].state is JobState.PENDING
         assert seen[plain].job.job_type == "ResNet-50"
         assert seen[jobs[1]].job.partition == "v100"
         assert seen[jobs[2]].job.scale_factor == 2
+        assert seen[jobs[4]].job.scale_factor == 2 and seen[jobs[1]].job.scale_factor == 1
         same_as_a_full_read(b, slurm)
         # a state change made by the daemon's own act: the job starts
         place = {jobs[0]: JobPlacement(jobs[0], "v100", (NodeSlice("v100-1", 1),))}
