@@ -51,10 +51,7 @@ from slurm_gavel.backends.slurm_job_cache import JobRecordCache
 from slurm_gavel.backends.slurm_job_listing import (
     IncrementalJobs,
 )
-from slurm_gavel.backends.slurm_json import (
-    SlurmJob,
-    parse_nodes,
-)
+from slurm_gavel.backends.slurm_json import parse_nodes
 from slurm_gavel.backends.slurm_old_runs import (
     DEFAULT_KILL_WAIT_S,
     MARGIN_S,
@@ -64,6 +61,7 @@ from slurm_gavel.backends.slurm_old_runs import (
 from slurm_gavel.backends.slurm_pairs import StartOrder
 from slurm_gavel.backends.slurm_preempt import Preemption
 from slurm_gavel.backends.slurm_private_data import read_private_data
+from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_release import CliFormat
 from slurm_gavel.backends.slurm_snapshot import (
     RUNNING_STATES,

@@ -17,7 +17,8 @@ from slurm_gavel.backends.slurm_job_listing import (
     new_token,
     parse_listing,
 )
-from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import SlurmView
 from slurm_gavel.core.model import JobId

@@ -22,7 +22,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from slurm_gavel.backends.slurm_json import SlurmJob
+from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_snapshot import is_managed_partition
 from slurm_gavel.core.managed import (
     MAX_SCALE,

@@ -17,14 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slurm_gavel.backends.slurm_json import (
-    SlurmJob,
-    SlurmVersion,
-    _errors,
-    _get,
-    _job,
-    parse_version,
-)
+from slurm_gavel.backends.slurm_json import _errors, _get, _job, parse_version
+from slurm_gavel.backends.slurm_records import SlurmJob
+from slurm_gavel.backends.slurm_release import SlurmVersion
 
 # Every field of a job record slurm_json._job reads (and nothing else decides its
 # SlurmJob). Adding a field there without adding it here fails the cache's test.

@@ -40,7 +40,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 
-from slurm_gavel.backends.slurm_json import SlurmJob
+from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
 
 # squeue --Format names, one per slurm_json._job field (slurm_job_cache.FIELDS): the

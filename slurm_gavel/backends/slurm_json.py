@@ -23,7 +23,7 @@ GPUs come from typed GRES: a node's ``gres`` (``gpu:v100:4``, maybe with
 it is not relied on. Which release and data_parser to expect: slurm_release.py.
 
 The same functions read slurmrestd's /nodes and /jobs (slurmrestd.py). What they
-return (SlurmNode, SlurmJob, GpuSlice) is slurm_records.py's, re-exported here.
+return (SlurmNode, SlurmJob, GpuSlice) is slurm_records.py's.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from dataclasses import replace
 from typing import Any
 
 from slurm_gavel.backends.slurm_fields import (
-    INFINITE,
     exit_code,
     expand_hostlist,
     gpu_gres,
@@ -302,19 +301,8 @@ def _slices(nodes: Iterable[str], details: list[Any]) -> tuple[GpuSlice, ...]:
 
 
 __all__ = [
-    "INFINITE",
-    "GpuSlice",
-    "SlurmJob",
     "SlurmJsonError",
-    "SlurmNode",
-    "SlurmVersion",
-    "exit_code",
-    "expand_hostlist",
-    "gpu_gres",
-    "job_state",
-    "number",
     "parse_jobs",
     "parse_nodes",
     "parse_version",
-    "state_list",
 ]

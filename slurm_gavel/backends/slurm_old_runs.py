@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
 from slurm_gavel.core.cluster_model import NodeState
 from slurm_gavel.core.model import JobId
 

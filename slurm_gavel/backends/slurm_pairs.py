@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
 from slurm_gavel.core.cluster_model import JobPlacement, RoundPlacement
 from slurm_gavel.core.model import JobId
 

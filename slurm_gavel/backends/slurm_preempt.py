@@ -16,9 +16,10 @@ import time
 from collections.abc import Callable, Mapping
 
 from slurm_gavel.backends.slurm_grace import job_grace
-from slurm_gavel.backends.slurm_json import SlurmNode, parse_nodes
+from slurm_gavel.backends.slurm_json import parse_nodes
 from slurm_gavel.backends.slurm_old_runs import UNREACHABLE
 from slurm_gavel.backends.slurm_pairs import RUNNING_STATES, AfterExit, StartOrder
+from slurm_gavel.backends.slurm_records import SlurmNode
 from slurm_gavel.backends.slurm_snapshot import SlurmView
 from slurm_gavel.core.cluster_model import JobState
 from slurm_gavel.core.model import JobId

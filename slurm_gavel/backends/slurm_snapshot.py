@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_pairs import (
     RUNNING_STATES,
     AfterExit,
@@ -24,6 +23,7 @@ from slurm_gavel.backends.slurm_pairs import (
 from slurm_gavel.backends.slurm_pairs import (
     managed_gpus as managed_gpus_of,
 )
+from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
 from slurm_gavel.core.cluster_model import (
     ClusterSnapshot,
     JobPlacement,

@@ -37,8 +37,8 @@ from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_commands import SlurmCommands, note_errors
 from slurm_gavel.backends.slurm_fields import job_state
 from slurm_gavel.backends.slurm_giveback import GiveBack
-from slurm_gavel.backends.slurm_json import SlurmJob
 from slurm_gavel.backends.slurm_pairs import StartOrder
+from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_snapshot import job_list
 from slurm_gavel.backends.slurmrestd_auth import DEFAULT_REREAD_S, TokenSource
 from slurm_gavel.backends.slurmrestd_client import (

@@ -13,7 +13,7 @@ import pytest
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_commands import CommandResult, SlurmCommands
-from slurm_gavel.backends.slurm_json import number
+from slurm_gavel.backends.slurm_fields import number
 from slurm_gavel.core.cluster_model import (
     JobPlacement,
     JobState,

@@ -17,7 +17,7 @@ from slurm_gavel.backends.slurm_job_listing import (
     new_token,
     parse_listing,
 )
-from slurm_gavel.backends.slurm_json import SlurmJob
+from slurm_gavel.backends.slurm_records import SlurmJob
 
 DATA = Path(__file__).parent / "data"
 TOKEN = "|0123456789abcdef|"  # the token the captures were made with (listing_argv)

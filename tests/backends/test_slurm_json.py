@@ -14,18 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm_json import (
-    SlurmJsonError,
+from slurm_gavel.backends.slurm_fields import (
     exit_code,
     expand_hostlist,
     gpu_gres,
     job_state,
     number,
-    parse_jobs,
-    parse_nodes,
-    parse_version,
     state_list,
 )
+from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs, parse_nodes, parse_version
 
 DATA = Path(__file__).parent / "data"
 NEWER = ("24.11", "26.05")

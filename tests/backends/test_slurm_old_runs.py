@@ -7,8 +7,8 @@ On the real cluster: tests/integration/test_node_outages.py."""
 from __future__ import annotations
 
 from slurm_gavel.backends.slurm_cli import SlurmCluster
-from slurm_gavel.backends.slurm_json import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_old_runs import OldRuns, kill_wait_seconds
+from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_snapshot import RUNNING_STATES, SlurmView
 from slurm_gavel.core.cluster_model import ClusterSnapshot
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm_fields import gres_indices, shard_gres
-from slurm_gavel.backends.slurm_json import GpuSlice, parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_records import GpuSlice
 
 DATA = Path(__file__).parent / "data"
 CAPTURES = {

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm_json import SlurmJob, SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.core.throughputs import load_table
 from tests.backends.test_slurm_shards import CAPTURES, load, scenario
 from workloads import emulate, emulate_pairs
