@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from slurm_gavel.backends.slurm_fields import gres_indices
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from tests.backends.test_slurm_cli import backend, managed
+
+pytestmark = pytest.mark.slurm
 
 
 def _wait_running(slurm, ids, timeout=30.0):
