@@ -283,25 +283,32 @@ def test_drained_node_leaves_the_allocation_and_its_jobs_move(scenario):
 
     victims = wait_for(on_v100_1, 60, "a job running on v100-1", poll=0.3)
     sc.slurm.cmd("scontrol", "update", "NodeName=v100-1", "State=DRAIN", "Reason=gavel-test")
-    drained_at = time.time()
-    states = sc.wait_finished(list(sc.managed), timeout=150)
-    sc.assert_all_completed(states)
-    for job_id in sc.managed:
-        assert_checkpoint_protocol(sc, job_id)
-        late = [s for s in sc.segments(job_id) if s.start > drained_at + 1 and s.node == "v100-1"]
-        assert not late, f"job {job_id} started on the drained node: {late}"
-    for job_id in victims:
-        # Its run on v100-1 ended through the checkpoint path within about a round.
-        seg = next(s for s in sc.segments(job_id) if s.node == "v100-1" and s.start < drained_at)
-        assert seg.how == "signal" or seg.how == "done", seg
-        if seg.how == "signal":
-            assert seg.end - drained_at < 2 * ROUND + 5, seg
+    try:
+        drained_at = time.time()
+        states = sc.wait_finished(list(sc.managed), timeout=150)
+        sc.assert_all_completed(states)
+        for job_id in sc.managed:
+            assert_checkpoint_protocol(sc, job_id)
+            late = [
+                s for s in sc.segments(job_id) if s.start > drained_at + 1 and s.node == "v100-1"
+            ]
+            assert not late, f"job {job_id} started on the drained node: {late}"
+        for job_id in victims:
+            # Its run on v100-1 ended through the checkpoint path within about a round.
+            seg = next(
+                s for s in sc.segments(job_id) if s.node == "v100-1" and s.start < drained_at
+            )
+            assert seg.how == "signal" or seg.how == "done", seg
+            if seg.how == "signal":
+                assert seg.end - drained_at < 2 * ROUND + 5, seg
 
-    # v100-2 only. Polled: a round that saw the last job still COMPLETING counts its
-    # GPUs as held by someone else (they are, until slurmd lets go), seen under load.
-    def v100_capacity():
-        doc = sc.state_doc()
-        return doc if doc and doc["cluster"]["capacity"].get("v100") == 4 else None
+        # v100-2 only. Polled: a round that saw the last job still COMPLETING counts its
+        # GPUs as held by someone else (they are, until slurmd lets go), seen under load.
+        def v100_capacity():
+            doc = sc.state_doc()
+            return doc if doc and doc["cluster"]["capacity"].get("v100") == 4 else None
 
-    doc = wait_for(v100_capacity, 4 * ROUND + 10, "v100 capacity 4 (v100-2 only)", poll=0.5)
-    assert doc["cluster"]["capacity"]["v100"] == 4
+        doc = wait_for(v100_capacity, 4 * ROUND + 10, "v100 capacity 4 (v100-2 only)", poll=0.5)
+        assert doc["cluster"]["capacity"]["v100"] == 4
+    finally:  # the session's later tests (test_node_outages.py) expect every node up
+        sc.slurm.cmd("scontrol", "update", "NodeName=v100-1", "State=RESUME", check=False)

@@ -94,6 +94,13 @@ def wait_for(what, timeout: float, why: str):  # type: ignore[no-untyped-def]
 )
 def test_scontrol_node_states_as_the_daemon_reads_them(slurm, set_to, expect):
     node = "k80-2"
+    # An earlier test of the session may have restarted slurmctld: nodes read as not
+    # responding until their slurmd registers again. Start from every node up.
+    wait_for(
+        lambda: all(s is NodeState.UP for s in node_states(slurm).values()),
+        60,
+        "every node up before the test",
+    )
     slurm.cmd("scontrol", "update", f"NodeName={node}", f"State={set_to}", "Reason=issue18")
     try:
         states = node_states(slurm)
