@@ -137,6 +137,39 @@ def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, aft
             assert received(d2)[j] == pytest.approx(row), j
 
 
+class ReadingBackend:
+    """Delegates to a backend; reads state.json at each act (the pre-act save)."""
+
+    def __init__(self, inner, state_dir) -> None:
+        self.inner, self.state_dir, self.at_act = inner, state_dir, []
+
+    def observe(self):
+        return self.inner.observe()
+
+    def act(self, placement):
+        self.at_act.append(StateStore(self.state_dir).load())
+        return self.inner.act(placement)
+
+
+def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table):
+    """The round mutates the state it starts from; the pre-act save (and the rollback)
+    must see a copy taken before: the previous round's final save, byte for byte,
+    and a restart from it loads the same state."""
+    sim = cluster(table)
+    b = ReadingBackend(sim, tmp_path / "state")
+    d = daemon(tmp_path, b, table)
+    d.start()
+    finals = []
+    for _ in range(4):
+        d.round()
+        finals.append(StateStore(tmp_path / "state").load())
+        sim.advance(sim.clock + ROUND)
+    for before, at_act in zip(finals, b.at_act[1:], strict=False):
+        assert json.dumps(at_act["scheduler"]) == json.dumps(before["scheduler"])
+        assert at_act["inflight"]["round_index"] == before["scheduler"]["round_index"]
+    assert finals[-1]["scheduler"] != finals[-2]["scheduler"]  # the rounds did change it
+
+
 class FlakyBackend:
     """Observe fails `failures` times (slurmctld down), then works."""
 
