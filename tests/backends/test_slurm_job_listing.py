@@ -12,6 +12,7 @@ from slurm_gavel.backends.slurm_job_cache import FIELDS
 from slurm_gavel.backends.slurm_job_listing import (
     FOLLOWS,
     LISTING_FIELDS,
+    TOKEN_ALPHABET,
     IncrementalJobs,
     listing_argv,
     new_token,
@@ -84,6 +85,8 @@ def test_a_record_is_the_same_whatever_token_listed_it():
 def test_tokens_are_fresh_and_cannot_be_read_as_a_field_width():
     a, b = new_token(), new_token()
     assert a != b and a[0] == "|" and not a[0].isdigit()
+    # at least as hard to guess as the 64 random bits of the token it replaced
+    assert len(TOKEN_ALPHABET) ** (len(a) - 2) >= 2**64 and a[1:-1].isalnum()
     argv = listing_argv(a)
     assert argv[:2] == ["squeue", "-h"] and argv[-1].count(a) == len(LISTING_FIELDS)
 
