@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import os
 import pstats
 import random
@@ -283,6 +284,9 @@ def main() -> int:
             report = daemon.round()
             total = time.perf_counter() - t
             cpu = (time.process_time() - cpu0, children_cpu() - kids0, cpu_seconds(ctld) - ctld0)
+            t = time.perf_counter()
+            gc.collect()  # what Daemon.run() does after each round, off the round
+            gc_s = time.perf_counter() - t
             if prof:
                 prof.disable()
                 prof.dump_stats(args.profile)
@@ -311,6 +315,7 @@ def main() -> int:
                       f"listing {list_kb:.0f} KiB")  # fmt: skip
             print(f"       command seconds by kind {dict(sorted(by_kind.items()))}; CPU s: daemon "
                   f"{cpu[0]:.2f}, commands {cpu[1]:.2f}, slurmctld {cpu[2]:.2f}; "
+                  f"then gc.collect() {gc_s:.2f} s; "
                   f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
             if args.timeline:
                 steps = ", ".join(f"{s - t:.2f} {k} {d:.2f}" for s, k, d in counted.timeline)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -168,6 +169,41 @@ def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table)
         assert json.dumps(at_act["scheduler"]) == json.dumps(before["scheduler"])
         assert at_act["inflight"]["round_index"] == before["scheduler"]["round_index"]
     assert finals[-1]["scheduler"] != finals[-2]["scheduler"]  # the rounds did change it
+
+
+class GcWatchingBackend:
+    """Delegates to a backend; records whether the cyclic GC is on at each call."""
+
+    def __init__(self, inner, fail_act: bool = False) -> None:
+        self.inner, self.fail_act, self.gc_on = inner, fail_act, []
+
+    def observe(self):
+        self.gc_on.append(gc.isenabled())
+        return self.inner.observe()
+
+    def act(self, placement):
+        self.gc_on.append(gc.isenabled())
+        if self.fail_act:
+            raise SlurmUnreachable("scontrol: Unable to contact slurm controller")
+        return self.inner.act(placement)
+
+
+@pytest.mark.parametrize("fail_act", [False, True])
+def test_the_gc_is_off_during_a_round_and_back_on_after_it(tmp_path, table, fail_act):
+    """No collector pass on the round's path (Daemon.round); it is on again after
+    the round, also after one that failed, and left off if it was off."""
+    b = GcWatchingBackend(cluster(table), fail_act=fail_act)
+    d = daemon(tmp_path, b, table)
+    d.start()
+    assert gc.isenabled()
+    d.round_safely()
+    assert b.gc_on == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        d.round_safely()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 class FlakyBackend:
