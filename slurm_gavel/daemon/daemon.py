@@ -240,8 +240,8 @@ class Daemon:
 
     def _round(self) -> RoundReport:
         # A deep copy: to_json() shares the live dicts, which the round is about to
-        # mutate. Through JSON, as it is saved (C code: 4x faster than copy.deepcopy at
-        # 5,000 jobs, benchmarks/README.md "A daemon round"); to_json() is plain JSON,
+        # mutate. Through JSON (C code) rather than copy.deepcopy (Python, one object
+        # at a time; benchmarks/README.md "A daemon round"); to_json() is plain JSON,
         # so the save writes the same bytes and from_json reads it as it reads state.json.
         self._pre_round_state = json.loads(json.dumps(self.state.to_json()))
         if self.dry_run:
