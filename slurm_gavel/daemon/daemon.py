@@ -29,7 +29,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import os
 import sys
 import threading
 import time
@@ -55,19 +54,17 @@ from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.publish import Publisher
 from slurm_gavel.daemon.reload import reload_daemon, scheduler_config
+from slurm_gavel.daemon.round_failures import round_failed, save_failed
+from slurm_gavel.daemon.state_doc import state_document
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.tap import DaemonTap
 from slurm_gavel.daemon.views import (
     Inflight,
     checkpoint_waits,
-    cluster_view,
     commands_issued,
-    failed_command,
     format_plan,
-    is_slurm_unavailable,
     jobs_view,
 )
-from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.policies import get_policy
 
 log = logging.getLogger("slurm_gavel.daemon")
@@ -267,70 +264,31 @@ class Daemon:
             try:
                 self._save(self.state.to_json(), inflight=None, report=report)
             except StateSaveError as e:
-                self._save_failed(e, round_index=report.round_index, acted=True)
+                self._note_save_failed(e, round_index=report.round_index, acted=True)
             else:
                 self.publisher.admin_comments()
         self.tap.give_back(report)  # held jobs no round can place go back to Slurm
         return report
 
-    def _save_failed(self, e: StateSaveError, *, round_index: int, acted: bool) -> None:
-        """A save failed (a full disk): error level, with the path and the cause.
-
-        What the daemon does meanwhile (docs/admin-guide.md, section 11): it does not
-        act without first saving the round's inflight record (the pre-round save),
-        so while saves fail it observes and retries with the round backoff, and
-        Slurm's jobs run on where they are. Pausing, not acting on in-memory state,
-        because a daemon killed while it cannot save would restart from an older
-        state.json and lose the accounting of everything it did since; the pause
-        loses nothing: once a save succeeds, the time every job ran meanwhile is
-        credited from what Slurm reports (the reconcile after a failed round)."""
-        self._failed_saves += 1
-        self.metrics.round_errors.labels(cause="state_save").inc()
-        self.metrics.state_save_failures.inc()
-        self.metrics.state_save_failing.set(1)
-        event(
-            log,
-            "state_save_failed",
-            logging.ERROR,
-            round=round_index,
-            acted=acted,
-            failed_saves=self._failed_saves,
-            error=str(e),
-        )
-
     def round_safely(self) -> bool:
         """One round with every failure logged and counted; True when it succeeded."""
         try:
             self.round()
-        except InputError as e:
-            # bad throughput table entry, malformed state: needs a human, but keep going
-            self.metrics.round_errors.labels(cause="input").inc()
-            event(log, "round_failed", logging.ERROR, cause="input", error=str(e))
-            return False
-        except SolveError as e:
-            self.metrics.round_errors.labels(cause="solver").inc()
-            event(log, "round_failed", logging.ERROR, cause="solver", error=str(e))
-            return False
         except StateSaveError as e:
             # The pre-round save (the inflight record) failed: nothing was done to
             # Slurm, and nothing will be until a save succeeds (crash safety needs it).
-            self._save_failed(e, round_index=self.state.round_index, acted=False)
+            self._note_save_failed(e, round_index=self.state.round_index, acted=False)
             return False
         except Exception as e:
-            if is_slurm_unavailable(e):
-                self.metrics.round_errors.labels(cause="slurm_unavailable").inc()
+            if round_failed(self.metrics, e):
                 self.tap.outage = True
-                self.metrics.count_command_failures({failed_command(e): 1})
-                event(log, "slurm_unavailable", logging.WARNING, error=f"{e}".strip()[:300])
-            elif isinstance(e, OSError):
-                # A local file the round read or wrote, not Slurm: name it, no settling.
-                self.metrics.round_errors.labels(cause="io").inc()
-                event(log, "round_failed", logging.ERROR, cause="io", error=str(e)[:300])
-            else:
-                self.metrics.round_errors.labels(cause="internal").inc()
-                log.error("round failed", exc_info=True, extra={"event": "round_failed"})
             return False
         return True
+
+    def _note_save_failed(self, e: StateSaveError, *, round_index: int, acted: bool) -> None:
+        """What the daemon does while saves fail: daemon/round_failures.save_failed."""
+        self._failed_saves += 1
+        save_failed(self.metrics, e, round_index, acted, self._failed_saves)
 
     def _save(
         self,
@@ -358,22 +316,15 @@ class Daemon:
         report: RoundReport | None,
         snap: ClusterSnapshot | None,
     ) -> None:
-        doc = {
-            "saved_at": time.time(),
-            "daemon": {
-                "pid": os.getpid(),
-                "started_at": self.started_at,
-                "config": str(self.config.source) if self.config.source else None,
-                "policy": self.config.policy,
-                "round_seconds": self.config.settings.round_seconds,
-                "partitions": list(self.config.partitions),
-            },
-            "scheduler": scheduler_json,
-            "inflight": inflight.to_json() if inflight else None,
-            "jobs": jobs_view(snap, report, self.sched_config.table, previous=self.last_report),
-            "cluster": cluster_view(snap),
-            "progress": self.progress.to_json() if self.progress else None,
-        }
+        doc = state_document(
+            self.config,
+            self.started_at,
+            scheduler_json,
+            inflight,
+            jobs_view(snap, report, self.sched_config.table, previous=self.last_report),
+            snap,
+            self.progress,
+        )
         self.store.save(doc)
         self.publisher.save_view(doc)
 

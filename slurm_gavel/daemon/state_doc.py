@@ -1,0 +1,44 @@
+"""The document the daemon saves each round (state.json): the scheduler's state, the
+inflight record, and what `status` shows (jobs, cluster, the progress it learned).
+
+The private state and the public status views are both made from it
+(daemon/publish.py); docs/admin-guide.md says what each field means.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from slurm_gavel.core.cluster_model import ClusterSnapshot
+from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.views import Inflight, cluster_view
+
+
+def state_document(
+    config: Config,
+    started_at: float,
+    scheduler_json: dict[str, Any],
+    inflight: Inflight | None,
+    jobs: dict[str, dict[str, Any]],
+    snap: ClusterSnapshot | None,
+    progress: ProgressTracker | None,
+) -> dict[str, Any]:
+    return {
+        "saved_at": time.time(),
+        "daemon": {
+            "pid": os.getpid(),
+            "started_at": started_at,
+            "config": str(config.source) if config.source else None,
+            "policy": config.policy,
+            "round_seconds": config.settings.round_seconds,
+            "partitions": list(config.partitions),
+        },
+        "scheduler": scheduler_json,
+        "inflight": inflight.to_json() if inflight else None,
+        "jobs": jobs,
+        "cluster": cluster_view(snap),
+        "progress": progress.to_json() if progress else None,
+    }
