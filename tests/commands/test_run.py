@@ -119,9 +119,14 @@ def test_sighup_reloads_the_config_and_sigterm_still_stops(tmp_path, sim, capsys
     path = write_config(tmp_path)
     state = tmp_path / "state" / "state.json"
 
+    def round_over() -> bool:
+        # state.json exists from the pre-act save on; the round is over once the
+        # post-round save cleared its inflight record (both saves are atomic renames)
+        return state.exists() and json.loads(state.read_text()).get("inflight") is None
+
     def signals() -> None:
         deadline = time.monotonic() + 30
-        while not state.exists() and time.monotonic() < deadline:
+        while not round_over() and time.monotonic() < deadline:
             time.sleep(0.02)
         with open(path, "a") as f:
             f.write("policy: fifo\n")
