@@ -18,6 +18,7 @@ from slurm_gavel.backends.slurm_job_listing import (
     parse_listing,
 )
 from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm_listing_jobs import job_from_listing
 from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import SlurmView
@@ -51,7 +52,8 @@ class CliReads:
 
     def _fetch_jobs(self) -> list[SlurmJob]:
         """The waiting and running jobs: JSON only for those new or changed since the
-        last observe (slurm_job_listing.py). The first observe reads every job, the
+        last observe that their listing text cannot describe (slurm_job_listing.py,
+        slurm_listing_jobs.py). The first observe reads every job, the
         finished ones too (-t all, once): jobs that ended while the daemon was down
         are then reported done, as 22.05 always did."""
         fmt = self.cli_format
@@ -65,7 +67,9 @@ class CliReads:
             return self._jobs_by_id("observe", ids)
 
         some_or_none = some if fmt.filters_work else None
-        return self._listed.read(self._listing(), full, some_or_none, force_full=first)
+        return self._listed.read(
+            self._listing(), full, some_or_none, force_full=first, from_text=job_from_listing
+        )
 
     def _listing(self) -> dict[JobId, Record] | None:
         """Every waiting or running job's listing record; None (read every job's

@@ -76,7 +76,9 @@ class SlurmCommands:
         backoff: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.env = {**os.environ, **(env or {})}
+        # Times in text output as epoch seconds, whatever the caller's environment sets:
+        # the job listing builds jobs from them (slurm_listing_jobs.py).
+        self.env = {**os.environ, **(env or {}), "SLURM_TIME_FORMAT": "%s"}
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff

@@ -6,9 +6,12 @@ the jobs that are new or changed since the last round (SlurmCluster.observe).
 round earlier. The listing, `squeue -h -t <active states> -O <LISTING_FIELDS>`,
 prints the text of every field slurm_json._job reads (FIELDS of slurm_job_cache)
 for the same jobs in ~0.05 CPU s. A job whose listing record is the one it had
-when its JSON was last read keeps its parsed SlurmJob; the others are read with
-one `squeue --json -t all -j ID,...` (24.11 and later filter -j on the client
-before the JSON dump, so its cost follows the ids named).
+when it was last read keeps its parsed SlurmJob; a changed job whose record says
+everything _job reads is built from the text (slurm_listing_jobs.py: a job seen
+last round that is now pending, held, requeue-held, or running on the same nodes);
+the others (new jobs, jobs that just started, values the text cannot say exactly)
+are read with one `squeue --json -t all -j ID,...` (24.11 and later filter -j on
+the client before the JSON dump, so its cost follows the ids named).
 
 What the listing may be trusted with: the comment is user text and may hold any
 byte, newlines and any delimiter included. Each field ends with a token drawn at
@@ -24,12 +27,15 @@ Full reads (every job's JSON, as before) happen:
 
 - on the first observe, and when the listing cannot be read;
 - when Slurm's JSON cannot be asked for by job id (22.05's `squeue --json`
-  ignores -j and -t): every round in which the listing changed at all;
+  ignores -j and -t): every round in which a changed job needs its JSON or a job
+  left the listing (whose end only the full read, with finished jobs, tells); a
+  round whose changes the text describes reads no JSON;
 - when more than FULL_READ_FRACTION of the listed jobs changed (one dump is then
   cheaper than a long id list);
 - every FULL_READ_EVERY-th round, a safety net: a field _job reads that the
-  listing does not print (gres_detail, user_name, job_state's flags) changes only
-  together with one it prints (state, node list, uid), but a release could print
+  listing does not print (gres_detail, user_name) changes only together with one
+  it prints (node list, uid), and a value squeue prints the same for two JSON
+  values ("(null)") is taken as unchanged, but a release could print
   a field differently or a future _job read a field the listing lacks (the test
   pins LISTING_FIELDS against FIELDS); 10 rounds bound such a miss to an hour at
   the default 6-minute round, for a tenth of the full read's cost.
@@ -115,6 +121,11 @@ def parse_listing(text: str, token: str) -> dict[str, Record] | None:
     return out
 
 
+# A changed job built from its listing text (job, its record and job of the last
+# round) -> its SlurmJob, or None to read its JSON (slurm_listing_jobs.job_from_listing).
+FromText = Callable[[Record, "tuple[Record, SlurmJob] | None"], "SlurmJob | None"]
+
+
 class IncrementalJobs:
     """The jobs of the last observe with the listing record each was read under."""
 
@@ -124,6 +135,7 @@ class IncrementalJobs:
         self._reads_since_full = 0
         self.last_read = ""  # "full", "changed" or "none" (for benchmarks and tests)
         self.last_json_jobs = 0  # jobs read as JSON by the last observe
+        self.last_text_jobs = 0  # changed jobs the last observe built from their text
 
     def read(
         self,
@@ -132,29 +144,39 @@ class IncrementalJobs:
         some: Callable[[list[str]], list[SlurmJob]] | None,
         *,
         force_full: bool = False,
+        from_text: FromText | None = None,
     ) -> list[SlurmJob]:
         """This round's jobs. full() reads every job's JSON; some(ids) those jobs'
-        (None where Slurm cannot filter by id)."""
+        (None where Slurm cannot filter by id); from_text builds a changed job from
+        its listing record where it can (its JSON is read otherwise)."""
         rows = self._rows
         changed = [] if listing is None else [j for j, r in listing.items() if _rec(rows, j) != r]
         gone = listing is not None and any(j not in listing for j in rows)
+        built: dict[str, SlurmJob] = {}
+        if from_text is not None and listing is not None:
+            for job_id in changed:
+                job = from_text(listing[job_id], rows.get(job_id))
+                if job is not None:
+                    built[job_id] = job
+        unread = [j for j in changed if j not in built]
         if (
             force_full
             or listing is None
             or self._reads_since_full + 1 >= self.full_every
-            or (some is None and (changed or gone))
+            or (some is None and (unread or gone))
             or len(changed) > FULL_READ_FRACTION * max(1, len(listing))
         ):
             everyone = full()
             self._reads_since_full = 0
-            self.last_read, self.last_json_jobs = "full", len(everyone)
+            self.last_read, self.last_json_jobs, self.last_text_jobs = "full", len(everyone), 0
             listed = listing or {}
             self._rows = {j.job_id: (listed[j.job_id], j) for j in everyone if j.job_id in listed}
             return everyone
         self._reads_since_full += 1
-        fresh = {j.job_id: j for j in some(changed)} if changed and some else {}
-        self.last_read = "changed" if changed else "none"
-        self.last_json_jobs = len(fresh)
+        fresh = {j.job_id: j for j in some(unread)} if unread and some else {}
+        fresh.update(built)
+        self.last_read = "changed" if unread else "none"
+        self.last_json_jobs, self.last_text_jobs = len(fresh) - len(built), len(built)
         jobs: list[SlurmJob] = []
         new_rows: dict[str, tuple[Record, SlurmJob]] = {}
         for job_id, record in listing.items():

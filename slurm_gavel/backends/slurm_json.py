@@ -45,6 +45,7 @@ from slurm_gavel.backends.slurm_fields import (
 )
 from slurm_gavel.backends.slurm_records import GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_release import (
+    ACTIVE_JOB_STATES,
     SlurmReleaseError,
     SlurmVersion,
     check_release,
@@ -233,6 +234,10 @@ def _gpus_used(used: list[tuple[str | None, int]], gpu_type: str | None, text: s
     return len(set(gres_indices(text, "gpu")) | by_shard) or whole
 
 
+# Waiting or running: what squeue's job listing lists (slurm_job_listing.py).
+_ACTIVE = frozenset(ACTIVE_JOB_STATES.split(","))
+
+
 def parse_jobs(
     doc: Mapping[str, Any], *, allow_newer: bool = False
 ) -> tuple[SlurmVersion, list[SlurmJob]]:
@@ -247,7 +252,7 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
     try:
         job_id = str(number(_get(raw, "job_id", where, version)))
         where = f"squeue job {job_id}"
-        state, flags = job_state(_get(raw, "job_state", where, version))
+        state, _ = job_state(_get(raw, "job_state", where, version))
         nodes = tuple(expand_hostlist(str(raw.get("nodes") or "")))
         req = gpu_gres(str(raw.get("tres_per_node") or ""))
         req_total = gpu_gres(str(raw.get("tres_per_job") or ""))
@@ -258,7 +263,6 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
         return SlurmJob(
             job_id=job_id,
             state=state,
-            flags=flags,
             reason=str(raw.get("state_reason") or ""),
             comment=str(raw.get("comment") or ""),
             partitions=tuple(p for p in part.split(",") if p),
@@ -270,7 +274,9 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             restarts=number(raw.get("restart_cnt")),
             submit_time=number(raw.get("submit_time")),
             start_time=number(raw.get("start_time")),
-            end_time=number(raw.get("end_time")),
+            # Only a finished job's end time is one (finish_time): a waiting or running
+            # job's is an estimate the job listing cannot print (22.05 to 26.05: "NONE").
+            end_time=0 if state in _ACTIVE else number(raw.get("end_time")),
             exit_code=exit_code(raw.get("exit_code")),
             account=str(raw.get("account") or ""),
             user=str(raw.get("user_name") or ""),

@@ -93,8 +93,9 @@ class SlurmJob:
     job_id: str
     # The state as `squeue -o %T` names it (22.05's job_state string): the base
     # state, or the flag that overrides it (SPECIAL_EXIT, COMPLETING, REQUEUED...).
+    # (The other entries of a list-shaped job_state are not kept: nothing decides by
+    # them, and the job listing, which prints only this name, can build the record.)
     state: str
-    flags: frozenset[str]  # the other entries of a list-shaped job_state
     reason: str
     comment: str
     partitions: tuple[str, ...]
@@ -106,7 +107,7 @@ class SlurmJob:
     restarts: int
     submit_time: int
     start_time: int
-    end_time: int
+    end_time: int  # when it ended; 0 while waiting or running (slurm_json._job)
     exit_code: int | None  # the process's exit code (not the wait status)
     account: str
     user: str

@@ -96,7 +96,7 @@ def test_tokens_are_fresh_and_cannot_be_read_as_a_field_width():
 
 def job(job_id: str, state: str = "PENDING", comment: str = "gavel:type=A3C") -> SlurmJob:
     return SlurmJob(
-        job_id=job_id, state=state, flags=frozenset(), reason="", comment=comment,
+        job_id=job_id, state=state, reason="", comment=comment,
         partitions=("gpu",), nodes=(), gpu_request=None, gpu_slices=(), node_count=1,
         priority=0, restarts=0, submit_time=0, start_time=0, end_time=0, exit_code=None,
         account="", user="u",
@@ -179,3 +179,47 @@ def test_an_unreadable_listing_means_a_full_read():
     s, inc = Slurm(3), IncrementalJobs()
     inc.read(s.listing(), s.full, s.some, force_full=True)
     assert inc.read(None, s.full, s.some) == list(s.jobs.values()) and s.full_reads == 2
+
+
+# --- changed jobs built from their text ----------------------------------------------
+
+
+def pending_from_text(record, last):
+    """A stand-in for job_from_listing: describes a changed PENDING job from its text,
+    nothing else (a job that started needs its JSON)."""
+    if last is None or record[1] != "PENDING":
+        return None
+    return replace(last[1], comment=record[2])
+
+
+def test_changed_jobs_the_text_describes_are_not_read_as_json():
+    s, inc = Slurm(6), IncrementalJobs()
+    inc.read(s.listing(), s.full, s.some, force_full=True, from_text=pending_from_text)
+    s.jobs["2"] = replace(s.jobs["2"], comment="gavel:type=ResNet-50")
+    s.jobs["3"] = replace(s.jobs["3"], state="RUNNING")
+    s.jobs["7"] = job("7")  # new: no last record
+    got = inc.read(s.listing(), s.full, s.some, from_text=pending_from_text)
+    assert s.asked == [["3", "7"]] and (inc.last_json_jobs, inc.last_text_jobs) == (2, 1)
+    assert got == list(s.jobs.values())
+    # the job built from text is kept like one read as JSON while its record stays
+    assert inc.read(s.listing(), s.full, s.some, from_text=pending_from_text) == got
+    assert len(s.asked) == 1 and inc.last_read == "none"
+
+
+def test_without_filtering_by_id_a_round_the_text_describes_reads_no_json():
+    """22.05: changes the text describes in full cost no JSON at all; one it does not
+    describe, or a job that left the listing, still means one full read."""
+    s, inc = Slurm(4), IncrementalJobs()
+    inc.read(s.listing(), s.full, None, force_full=True, from_text=pending_from_text)
+    s.jobs["1"] = replace(s.jobs["1"], comment="gavel:type=ResNet-50")
+    s.jobs["2"] = replace(s.jobs["2"], comment="gavel:type=A3C,scale=2")
+    got = inc.read(s.listing(), s.full, None, from_text=pending_from_text)
+    assert got == list(s.jobs.values()) and s.full_reads == 1
+    assert (inc.last_read, inc.last_json_jobs, inc.last_text_jobs) == ("none", 0, 2)
+    s.jobs["3"] = replace(s.jobs["3"], state="RUNNING")
+    inc.read(s.listing(), s.full, None, from_text=pending_from_text)
+    assert s.full_reads == 2 and inc.last_read == "full"
+    s.jobs["1"] = replace(s.jobs["1"], comment="gavel:type=A3C")
+    del s.jobs["4"]
+    inc.read(s.listing(), s.full, None, from_text=pending_from_text)
+    assert s.full_reads == 3

@@ -1,7 +1,8 @@
 """Incremental observe on each release's real Slurm (slurm_job_listing.py): a change
-made between two rounds is in the next round's view, and on 24.11 and later only the
-changed jobs' JSON is read for it. Every view is checked against a full read (a
-fresh backend's), job by job."""
+made between two rounds is in the next round's view; a changed job its listing text
+describes is built from it (slurm_listing_jobs.py), and only the other changed jobs'
+JSON is read (24.11 and later by id; 22.05 every job's, only in a round that needs
+any). Every view is checked against a full read (a fresh backend's), job by job."""
 
 from __future__ import annotations
 
@@ -42,17 +43,19 @@ def update(slurm, job: str, change: str) -> None:
         time.sleep(0.5)
 
 
-def observe(b: SlurmCluster, *, changed: int) -> dict[str, object]:
-    """A round's observe; how many jobs' JSON it read: only the changed ones where
-    squeue --json filters by id (23.02+), every job on 22.05."""
+def observe(b: SlurmCluster, *, json: int, text: int, gone: bool = False) -> dict[str, object]:
+    """A round's observe; how many changed jobs it built from their text and how many
+    it read as JSON: by id where squeue --json filters (23.02+); on 22.05 every job's,
+    in a round where some changed job needs its JSON or a job left the listing."""
     snap = b.observe()
+    inc = b._listed
     if b.cli_format.filters_work:
-        assert (b._listed.last_read, b._listed.last_json_jobs) == (
-            "changed" if changed else "none",
-            changed,
-        )
+        read = "changed" if json else "none"
+        assert (inc.last_read, inc.last_json_jobs, inc.last_text_jobs) == (read, json, text)
+    elif json or gone:
+        assert inc.last_read == "full"
     else:
-        assert b._listed.last_read == ("full" if changed else "none")
+        assert (inc.last_read, inc.last_json_jobs, inc.last_text_jobs) == ("none", 0, text)
     return {j.job.id: j for j in snap.jobs}
 
 
@@ -64,7 +67,13 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
         b = SlurmCluster(env=slurm.env, grace_s=2.0, poll_s=0.2)
         b.observe()
         assert b._listed.last_read == "full"
-        observe(b, changed=0)  # nothing changed: no job's JSON at all
+        observe(b, json=0, text=0)  # nothing changed: no job's JSON at all
+        # waiting jobs whose change the listing says in full: no JSON, on 22.05 too
+        update(slurm, jobs[5], "Comment=gavel:type=A3C,scale=2")
+        update(slurm, jobs[6], "Partition=v100")
+        seen = observe(b, json=0, text=2)
+        assert seen[jobs[5]].job.scale_factor == 2 and seen[jobs[6]].job.partition == "v100"
+        same_as_a_full_read(b, slurm)
         # a new job; root makes a waiting plain job managed (job_submit.lua lets only
         # the daemon's uid: tests/test_comment_grammar_on_slurm.py); another pending
         # job's partition, another's comment and another's GPU request change
@@ -76,7 +85,7 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
             (jobs[4], "Gres=gpu:v100:2"),  # its size, where the comment names none
         ]:
             update(slurm, job, change)
-        seen = observe(b, changed=5)
+        seen = observe(b, json=1, text=4)  # the new job's JSON
         assert seen[new].state is JobState.PENDING
         assert seen[plain].job.job_type == "ResNet-50"
         assert seen[jobs[1]].job.partition == "v100"
@@ -87,7 +96,7 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
         place = {jobs[0]: JobPlacement(jobs[0], "v100", (NodeSlice("v100-1", 1),))}
         assert b.act(RoundPlacement(0, 0.0, 60.0, place)).started == (jobs[0],)
         slurm.wait_state(jobs[0], "RUNNING")
-        seen = observe(b, changed=1)
+        seen = observe(b, json=1, text=0)  # started: its GPU indices are in its JSON
         assert seen[jobs[0]].state is JobState.RUNNING
         assert seen[jobs[0]].nodes == (NodeSlice("v100-1", 1),)
         # requeue-held behind the daemon's back; a waiting job cancelled
@@ -98,7 +107,9 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
         while slurm.state(jobs[0]) not in ("REQUEUE_HOLD", "SPECIAL_EXIT", "PENDING"):
             assert time.monotonic() < deadline, slurm.why(jobs[0])
             time.sleep(0.2)
-        seen = observe(b, changed=1)  # the cancelled job left the listing: read as ended
+        # the requeue-held job from its text; the cancelled one left the listing: read
+        # as ended (22.05: in a full read)
+        seen = observe(b, json=0, text=1, gone=True)
         assert seen[jobs[0]].state is JobState.HELD and seen[jobs[0]].restarts == 1
         assert seen[jobs[3]].state is JobState.DONE and not seen[jobs[3]].succeeded
         same_as_a_full_read(b, slurm)

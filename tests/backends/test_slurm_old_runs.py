@@ -19,7 +19,7 @@ def node(name="v100-1", state="mixed", flags=(), started=1000) -> SlurmNode:
 
 def job(state="RUNNING", nodes=("v100-1",), restarts=0, eligible=0) -> SlurmJob:
     return SlurmJob(
-        job_id="7", state=state, flags=frozenset(), reason="", comment="gavel:type=A3C",
+        job_id="7", state=state, reason="", comment="gavel:type=A3C",
         partitions=("gpu",), nodes=nodes if state != "PENDING" else (), gpu_request=None,
         gpu_slices=(), node_count=1, priority=1, restarts=restarts, submit_time=0,
         start_time=0, end_time=0, exit_code=None, account="", user="",

@@ -1,0 +1,177 @@
+"""A changed job built from its listing record, without its JSON (slurm_job_listing.py).
+
+In a round where hundreds of jobs start or are requeue-held, reading their JSON is
+most of observe: `squeue --json -j IDS` on 24.11+, and on 22.05 (whose --json ignores
+-j) every job's JSON. Most such jobs' listing record already says everything
+slurm_json._job reads, so job_from_listing builds the SlurmJob _job would build from
+that job's JSON, or returns None (the JSON is read) where the text cannot say it
+exactly. The real-Slurm test (tests/backends/test_slurm_listing_jobs_on_slurm.py)
+checks it, job by job, against each release's JSON.
+
+How the text maps to the JSON, on 22.05, 24.11 and 26.05 alike:
+
+- times print as epoch seconds (SLURM_TIME_FORMAT=%s, slurm_commands.py), "N/A"
+  for 0, anything else -> None; the end time is not read (_job keeps a finished
+  job's only, and the listing lists waiting and running jobs: its text is "NONE"
+  for most of them);
+- "N/A" is an empty TRES request; exit_code is the raw wait status on 22.05 (as its
+  JSON), "code:signal" on 24.11+ (the JSON's return_code);
+- Reason prints the enum name (the JSON's state_reason) or, where slurmctld set one,
+  its description: one description is known ("job requeued in held state",
+  JobHeldUser); any other text that is not one word -> None;
+- "(null)" is what squeue prints for an unset account, QOS or comment, and also for
+  one a user set to "(null)" (sbatch -A '(null)' without accounting); squeue's text
+  of a comment with "\\r" is decoded as "\\n" (universal newlines). Such a value is
+  taken from the job's last record when its text has not changed since (what the
+  incremental read already trusts for an unchanged record), else None;
+- user_name is not listed: it follows user_id (the last record's, when unchanged);
+- gres_detail (the GPU indices a running job holds: GpuSlice.indices, which
+  slurm_pairs.py and the GPU count per node read) is not in any squeue --Format
+  field: a job with nodes keeps its last record's slices only while it is the same
+  run (state, node list, start time and restart count unchanged: a run restarted on
+  the same node may hold other GPUs there), else None (its JSON is read).
+
+So a job seen in the last round that is now pending, held or requeue-held is built
+from text; a job that just started (new nodes) and a new job are read as JSON.
+"""
+
+from __future__ import annotations
+
+import re
+
+from slurm_gavel.backends.slurm_fields import exit_code, expand_hostlist, gpu_gres, shard_gres
+from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS, Record
+from slurm_gavel.backends.slurm_records import GpuSlice, SlurmJob
+from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
+
+_AT = {name: i for i, name in enumerate(LISTING_FIELDS)}
+
+# The states the listing asks for (waiting or running); anything else -> None.
+_STATES = frozenset(ACTIVE_JOB_STATES.split(","))
+# state_desc texts squeue prints in place of the reason, with the reason the JSON
+# gives: `scontrol requeuehold` (job_mgr.c; each release's test checks it).
+_DESCRIBED_REASONS = {"job requeued in held state": "JobHeldUser"}
+_WORD = re.compile(r"[A-Za-z_]+")
+_DIGITS = re.compile(r"[0-9]+")
+_CODE_SIGNAL = re.compile(r"([0-9]+):([0-9]+)")
+_UNSET = "(null)"
+
+
+class _Unsure(Exception):
+    """The text does not say this field's JSON value exactly."""
+
+
+def job_from_listing(values: Record, last: tuple[Record, SlurmJob] | None) -> SlurmJob | None:
+    """The SlurmJob slurm_json._job makes of this job's JSON, from its listing values
+    and its record and job of the last round (None: a new job); None where the text
+    cannot say it exactly."""
+    if last is None or len(values) != len(LISTING_FIELDS):
+        return None
+    try:
+        return _build(values, *last)
+    except _Unsure:
+        return None
+
+
+def _build(values: Record, old_values: Record, old: SlurmJob) -> SlurmJob:
+    def text(name: str) -> str:
+        return values[_AT[name]]
+
+    def same(name: str) -> bool:
+        return values[_AT[name]] == old_values[_AT[name]]
+
+    job_id = text("job_id")
+    state = text("job_state")
+    if job_id != old.job_id or state not in _STATES:
+        raise _Unsure
+    priority = _int(text("priority"))
+    nodes_text = text("nodes")
+    if state == "PENDING" or not nodes_text:
+        slices: tuple[GpuSlice, ...] = ()  # _job: no slices while pending, none without nodes
+    elif all(same(f) for f in ("nodes", "job_state", "start_time", "restart_cnt")):
+        slices = old.gpu_slices  # the same run: gres_detail follows its node list
+    else:
+        raise _Unsure  # the GPU indices are only in the JSON
+    comment = text("comment")
+    if comment == _UNSET or "\n" in comment:
+        comment = _kept(same("comment"), old.comment)
+    tres_node = _tres(text("tres_per_node"))
+    req = gpu_gres(tres_node)
+    req_total = gpu_gres(_tres(text("tres_per_job")))
+    if not same("user_id"):
+        raise _Unsure  # user_name is not listed
+    return SlurmJob(
+        job_id=job_id,
+        state=state,
+        reason=_reason(text("state_reason"), priority),
+        comment=comment,
+        partitions=tuple(p for p in text("partition").split(",") if p),
+        nodes=tuple(expand_hostlist(nodes_text)),
+        gpu_request=req[0] if req else None,
+        gpu_slices=slices,
+        node_count=_int(text("node_count")),
+        priority=priority,
+        restarts=_int(text("restart_cnt")),
+        submit_time=_time(text("submit_time")),
+        start_time=_time(text("start_time")),
+        end_time=0,  # a waiting or running job's (slurm_json._job)
+        exit_code=_exit_code(text("exit_code")),
+        account=_named(text("account"), same("account"), old.account),
+        user=old.user,
+        gpu_request_total=req_total[0] if req_total else None,
+        shard_request=sum(n for _, n in shard_gres(tres_node)),
+        qos=_named(text("qos"), same("qos"), old.qos),
+        user_id=_int(text("user_id")),
+        eligible_time=max(0, _time(text("eligible_time"))),
+    )
+
+
+def _int(text: str) -> int:
+    if not _DIGITS.fullmatch(text):
+        raise _Unsure
+    return int(text)
+
+
+def _time(text: str) -> int:
+    return 0 if text == "N/A" else _int(text)
+
+
+def _tres(text: str) -> str:
+    """A TRES request as the JSON has it ("" for none). The values gpu_gres and
+    shard_gres read are Slurm's own syntax; anything with a space is not."""
+    if text == "N/A":
+        return ""
+    if not text or any(c.isspace() for c in text):
+        raise _Unsure
+    return text
+
+
+def _exit_code(text: str) -> int | None:
+    m = _CODE_SIGNAL.fullmatch(text)
+    if m:  # 24.11+: the JSON's return_code
+        return int(m.group(1))
+    return exit_code(_int(text))  # 22.05: the raw wait status, as in its JSON
+
+
+def _reason(text: str, priority: int) -> str:
+    described = _DESCRIBED_REASONS.get(text)
+    if described is not None and priority == 0:
+        return described
+    if not _WORD.fullmatch(text):
+        raise _Unsure  # a description slurmctld set: the enum name is only in the JSON
+    return text
+
+
+def _named(text: str, same: bool, old: str) -> str:
+    """An account or QOS: "(null)" is unset ("" in the JSON) or a name a user chose."""
+    if text == _UNSET:
+        return _kept(same, old)
+    if any(c.isspace() for c in text):
+        raise _Unsure
+    return text
+
+
+def _kept(same: bool, old: str) -> str:
+    if not same:
+        raise _Unsure
+    return old

@@ -1,0 +1,166 @@
+"""Jobs built from the listing text (slurm_listing_jobs.py) on each release's real Slurm:
+every job a round lists is either built exactly as slurm_json._job builds it from
+that job's JSON, or not built (None: its JSON is read), and which kinds of job are
+built is pinned. SLURM_GAVEL_CAPTURE_LISTING=1 also writes both rounds' listing and
+JSON to tests/backends/data/<release>/listing-jobs/ (what test_slurm_listing_jobs.py
+replays without Slurm)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm_job_cache import FIELDS
+from slurm_gavel.backends.slurm_job_listing import (
+    TOKEN_ALPHABET,
+    Record,
+    listing_argv,
+    new_token,
+    parse_listing,
+)
+from slurm_gavel.backends.slurm_json import parse_jobs
+from slurm_gavel.backends.slurm_listing_jobs import job_from_listing
+from slurm_gavel.backends.slurm_records import SlurmJob
+from tests.backends.test_slurm_job_listing_on_slurm import update
+
+pytestmark = pytest.mark.slurm
+
+DATA = Path(__file__).parent / "data"
+OUT = ("-o", "/dev/null")
+MANAGED = ("--comment=gavel:type=A3C", "-p", "gpu", *OUT, "--wrap", "sleep 300")
+SLEEP = ("--wrap", "sleep 300")
+# user text squeue prints as is: bytes that are not UTF-8, newlines, the token's
+# alphabet between '|', what squeue prints for "unset", a comment shaped like a record
+HOSTILE = {
+    "bytes": "bad\udcff\udcfe x",
+    "newline": "a\nb",
+    "crlf": "a\r\nb",
+    "token": "|" + TOKEN_ALPHABET + "|",
+    "null": "(null)",
+    "na": "N/A",
+    "fields": "7|PENDING|0|None|gpu|N/A|N/A|1|0|1795721193|N/A|N/A|0:0|(null)|(null)|0||N/A|x",
+    "spaces": "  spaced  ",
+    "empty": "",
+}
+
+
+@dataclass
+class Read:
+    text: str
+    token: str
+    doc: dict
+    records: dict[str, Record]  # jobs whose record did not change during the JSON read
+    jobs: dict[str, SlurmJob]
+
+
+def read(b: SlurmCluster, wanted: set[str]) -> Read:
+    """The listing and every listed job's JSON, taken until every wanted job's record is
+    the same before and after the JSON (backfill may move a pending job meanwhile)."""
+    for _ in range(20):
+        token = new_token()
+        text = b.commands.run("list", listing_argv(token)).stdout
+        doc = b._json("observe", b.cli_format.jobs_argv())
+        again = b.commands.run("list", listing_argv(token)).stdout
+        first, second = parse_listing(text, token), parse_listing(again, token)
+        assert first is not None and second is not None
+        stable = {j: r for j, r in first.items() if second.get(j) == r}
+        if wanted <= set(stable):
+            _, jobs = parse_jobs(doc)
+            return Read(text, token, doc, stable, {j.job_id: j for j in jobs})
+    raise AssertionError(f"jobs {sorted(wanted - set(stable))} kept changing")
+
+
+def capture(slurm, name: str, r: Read) -> None:
+    if not os.environ.get("SLURM_GAVEL_CAPTURE_LISTING"):
+        return
+    out = DATA / slurm.release / "listing-jobs"
+    out.mkdir(exist_ok=True)
+    (out / f"{name}.txt").write_bytes(r.text.encode("utf-8", "surrogateescape"))
+    (out / f"{name}.token").write_text(r.token)
+    trimmed = {
+        "meta": r.doc["meta"],
+        "errors": [],
+        "jobs": [{f: j[f] for f in FIELDS if f in j} for j in r.doc["jobs"]],
+    }
+    (out / f"{name}.json").write_bytes(
+        json.dumps(trimmed, indent=0).encode("utf-8", "surrogateescape")
+    )
+
+
+def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
+    slurm.cancel_all()
+    try:
+        sub = slurm.sbatch
+        held = sub(*MANAGED)  # held on arrival (job_submit.lua)
+        later = sub(*MANAGED, "--begin=now+3600")  # released: waits for its begin time
+        starts = sub(*MANAGED, "--gres=gpu:p100:1")  # released: starts
+        run1 = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)
+        run2 = sub("-p", "p100", "--gres=gpu:p100:2", *OUT, *SLEEP)
+        multi = sub("-p", "k80", "-N", "2", "--gres=gpu:k80:2", *OUT, *SLEEP)
+        untyped = sub("-p", "v100", "--gres=gpu:1", *OUT, *SLEEP)
+        ckpt = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, "--wrap",
+                   "trap 'exit 99' USR1; sleep 300 & wait")  # fmt: skip
+        requeued = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)
+        done = sub("-p", "gpu", *OUT, "--wrap", "true")
+        cancelled = sub("-p", "gpu", "--hold", *OUT, *SLEEP)
+        plain = sub("-p", "gpu", "--hold", *OUT, *SLEEP)  # no comment at all
+        null_account = sub("-p", "gpu", "--hold", "-A", "(null)", *OUT, *SLEEP)
+        hostile = {k: sub("-p", "gpu", "--hold", f"--comment={c}", *OUT, *SLEEP)
+                   for k, c in HOSTILE.items()}  # fmt: skip
+        to = {k: sub("-p", "gpu", "--hold", "--comment=x", *OUT, *SLEEP)
+              for k in ("null", "crlf", "token")}  # fmt: skip
+        for job in (run1, run2, multi, untyped, ckpt, requeued):
+            slurm.wait_state(job, "RUNNING")
+        slurm.wait_state(done, "COMPLETED", "GONE")
+        b = SlurmCluster(env=slurm.env)
+        everyone = {held, later, starts, run1, run2, multi, untyped, ckpt, requeued,
+                    cancelled, plain, null_account, *hostile.values(), *to.values()}  # fmt: skip
+        first = read(b, everyone)
+        capture(slurm, "round1", first)
+        last = {j: (r, first.jobs[j]) for j, r in first.records.items()}
+        assert all(job_from_listing(r, None) is None for r in first.records.values())
+
+        # what happens between two rounds
+        for job in (held, plain, null_account, *hostile.values()):
+            update(slurm, job, "Partition=v100")
+        update(slurm, run1, "Comment=gavel:type=ResNet-50")  # running, same nodes
+        update(slurm, to["null"], "Comment=(null)")
+        update(slurm, to["crlf"], "Comment=a\r\nb")
+        update(slurm, to["token"], f"Comment={HOSTILE['token']}x")
+        slurm.cmd("scontrol", "release", f"{later},{starts}")
+        slurm.cmd("scancel", "--signal=USR1", "--batch", ckpt)
+        slurm.cmd("scontrol", "requeuehold", requeued)
+        slurm.cmd("scancel", cancelled)
+        new = sub(*MANAGED)
+        slurm.wait_state(starts, "RUNNING")
+        slurm.wait_state(ckpt, "SPECIAL_EXIT")
+        for job in (requeued, cancelled):
+            slurm.wait_state(job, "PENDING", "REQUEUE_HOLD", "CANCELLED", "GONE")
+
+        second = read(b, everyone - {cancelled} | {new})
+        capture(slurm, "round2", second)
+        built = {}
+        for job_id, record in second.records.items():
+            got = job_from_listing(record, last.get(job_id))
+            if got is not None:
+                assert got == second.jobs[job_id], job_id
+                built[job_id] = got
+        assert done not in second.records and cancelled not in second.records
+        from_text = {held, later, run1, run2, multi, untyped, ckpt, requeued, plain,
+                     null_account, *hostile.values(), to["token"]}  # fmt: skip
+        assert from_text <= set(built), sorted(from_text - set(built))
+        # a new job; one that just started (its GPU indices are in the JSON only); a
+        # comment that became "(null)" or holds "\r" (the text cannot say which)
+        as_json = {new, starts, to["null"], to["crlf"]}
+        assert not as_json & set(built), sorted(as_json & set(built))
+        assert second.jobs[ckpt].exit_code == 99 and built[ckpt].held
+        assert built[run1].gpu_slices == first.jobs[run1].gpu_slices != ()
+        assert len(built[multi].gpu_slices) == 2
+        assert built[hostile["bytes"]].comment == HOSTILE["bytes"]
+    finally:
+        slurm.cancel_all()
