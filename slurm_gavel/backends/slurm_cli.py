@@ -17,12 +17,13 @@ observe, in the JSON format of the release (detected once, slurm_release.detect_
 
 so the JSON read per round follows the jobs that changed, and does not grow with
 finished jobs (on 22.05 MinJobAge bounds the full read).
-act, one command per action kind, whatever the number of jobs:
+act, one command per action kind, whatever the number of jobs; the signal runs
+beside the hold, place and release (a thread), which run in that order:
 
     signal       scancel --signal=USR1 --batch ID ID ...   (preempt and move)
+    hold         scontrol hold ID,ID,...   (released earlier, not placed this round)
     place        scontrol, reading one `update JobId=...` line per job on stdin
     release      scontrol release ID,ID,...
-    hold         scontrol hold ID,ID,...   (released earlier, not placed this round)
     wait         squeue -h -j ID,... -o "%i %T"  (polled during the grace, only when a
                  move or a pair's start needs a signalled job gone)
     requeuehold  scontrol requeuehold ID,...  (did not exit 99 within the grace: in the
@@ -40,6 +41,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from slurm_gavel.backends.slurm_admin_comment import CommentOrder, comment_orders
 from slurm_gavel.backends.slurm_cli_reads import CliReads
@@ -184,11 +186,21 @@ class SlurmCluster(CliReads, Preemption):
         plan.after_exit = [a for a in plan.after_exit if a.order.job_id in fine]
         told = set(self._signalled)  # signalled in an earlier act, grace not over
         told |= self._requeuehold_overdue(failed)
-        signalled = self._signal(self._signallable(plan.to_signal, told, failed), failed)
+        to_signal = self._signallable(plan.to_signal, told, failed)
+        # The signal goes out beside the hold, place and release, not before them: they
+        # name disjoint jobs (a moving job is started only after the wait below), and a
+        # job released now onto a signalled job's GPUs starts only once that job has
+        # left them. Each command's slurmctld RPCs then overlap the other's round trips
+        # (benchmarks/README.md, "A daemon round"). Its failures are its own until joined.
+        signal_failed: dict[JobId, str] = {}
+        with ThreadPoolExecutor(1, thread_name_prefix="gavel-signal") as pool:
+            beside = pool.submit(self._signal, to_signal, signal_failed) if to_signal else None
+            if plan.hold:
+                self._hold(plan.hold, failed)
+            started = self._start(plan.starts, failed)
+        signalled = beside.result() if beside is not None else []
+        failed.update(signal_failed)
         signalled += [j for j in plan.to_signal if j in told and j not in failed]
-        if plan.hold:
-            self._hold(plan.hold, failed)
-        started = self._start(plan.starts, failed)
         moved: list[JobId] = []
         # Wait only for the signalled jobs a start of this act needs gone: a job that
         # moves, a job leaving the GPU a pair is to share. The others exit on their own

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -86,6 +87,7 @@ class SlurmCommands:
         self.counts: Counter[str] = Counter()  # kind -> commands run (attempts)
         # kind -> wall seconds spent in them
         self.seconds: defaultdict[str, float] = defaultdict(float)
+        self._tally = threading.Lock()  # the act signals from a second thread
 
     @property
     def total(self) -> int:
@@ -106,7 +108,8 @@ class SlurmCommands:
         SlurmActionTimedOut at once (see there)."""
         last = ""
         for _ in attempts(self.retries, self.backoff, self.sleep):
-            self.counts[kind] += 1
+            with self._tally:
+                self.counts[kind] += 1
             started = time.perf_counter()
             try:
                 proc = subprocess.run(
@@ -138,7 +141,8 @@ class SlurmCommands:
                     "(tools/setup)"
                 ) from None
             finally:
-                self.seconds[kind] += time.perf_counter() - started
+                with self._tally:
+                    self.seconds[kind] += time.perf_counter() - started
             if proc is not None:
                 result = CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
                 if result.ok or not _UNREACHABLE.search(proc.stderr):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -80,6 +81,7 @@ class RestClient:
         self.user, self.token, self.token_source = user, token, token_source
         self.timeout, self.retries, self.backoff, self.sleep = timeout, retries, backoff, sleep
         self.counts: Counter[str] = Counter()
+        self._tally = threading.Lock()  # the act signals from a second thread
 
     @property
     def headers(self) -> dict[str, str]:
@@ -152,7 +154,8 @@ class RestClient:
         another try. A refused token is read again once per request, and the request
         sent again at once (a refused request did nothing)."""
         while True:
-            self.counts[kind] += 1
+            with self._tally:
+                self.counts[kind] += 1
             try:
                 status, raw = self._send(method, path, body)
             except _NotSent as e:

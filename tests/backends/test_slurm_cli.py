@@ -6,6 +6,7 @@ requeuehold, never touch a job that is not managed, batch commands per action.""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -376,3 +377,47 @@ def test_a_round_issues_at_most_one_command_per_kind_whatever_the_jobs(slurm, tm
     round_counts = {k: v for k, v in round_counts.items() if v}
     # the listing, then JSON of the nodes and of the 4 jobs that started since
     assert round_counts == {"list": 1, "observe": 2, "signal": 1, "place": 1, "release": 1}
+
+
+class SignalWaitsForPlace(RecordingCommands):
+    """The signal command holds back until the place command has begun: an act that
+    issued them one after the other would make the signal wait out its timeout."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.place_began = threading.Event()
+        self.signal_saw_place: bool | None = None
+
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+        if kind == "place":
+            self.place_began.set()
+        if kind == "signal":
+            self.signal_saw_place = self.place_began.wait(timeout=20)
+        return super().run(kind, argv, stdin=stdin, retry_timeouts=retry_timeouts)
+
+
+def test_the_signal_goes_out_beside_the_place_and_both_take_effect(slurm, tmp_path):
+    """A rotation: one job preempted, another placed on its GPU, in one act. The
+    signal runs beside the place and release (design.md, act step 1), and each still
+    does what it did in sequence: the preempted job checkpoints and is requeue-held,
+    the placed one starts on that GPU once it is free, and a signal that cannot
+    reach its job (ended since the observe) is still that job's failure."""
+    old, new = (managed(slurm, tmp_path, n, scale=4) for n in ("rot-old", "rot-new"))
+    gone = managed(slurm, tmp_path, "rot-gone")
+    cmds = SignalWaitsForPlace(slurm.env)
+    b = SlurmCluster(commands=cmds, grace_s=30.0, poll_s=0.2, wait_for_preempted=False)
+    b.observe()
+    b.act(place_ids(0, {old: ("k80", [("k80-2", 4)]), gone: ("p100", [("p100-2", 1)])}))
+    slurm.wait_state(old, "RUNNING")
+    slurm.wait_state(gone, "RUNNING")
+    b.observe()
+    slurm.cmd("scancel", gone)  # ends between this observe and the act's signal
+    slurm.wait_state(gone, "CANCELLED", "GONE")
+    cmds.place_began.clear()  # (round 0 placed jobs)
+    res = b.act(place_ids(1, {new: ("k80", [("k80-2", 4)])}))
+    assert cmds.signal_saw_place is True  # the signal did not wait for the place to end
+    assert res.started == (new,) and res.preempted == (old,)
+    assert dict(res.failed).keys() == {gone}
+    slurm.wait_state(old, "SPECIAL_EXIT", timeout=40)  # checkpointed, exit 99, held
+    slurm.wait_state(new, "RUNNING", timeout=40)
+    assert slurm.show(new)["NodeList"] == "k80-2"

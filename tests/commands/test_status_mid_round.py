@@ -1,5 +1,5 @@
 """`slurm-gavel status` while the daemon carries a round out: the daemon saves its
-state (and the public view) before it acts, so a view read then has an inflight
+state before it acts, so root's view (read from state.json) has an inflight
 round. With the daemon alive that round is under way, not interrupted, and the
 view keeps the last round's notes on unmeasured throughputs."""
 

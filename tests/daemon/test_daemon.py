@@ -171,6 +171,33 @@ def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table)
     assert finals[-1]["scheduler"] != finals[-2]["scheduler"]  # the rounds did change it
 
 
+class ViewReadingBackend(ReadingBackend):
+    """Reads the public view (status.json) at each act, beside state.json."""
+
+    def act(self, placement):
+        self.views = [*getattr(self, "views", []), StateStore(self.state_dir).load_view()]
+        return super().act(placement)
+
+
+def test_the_pre_act_save_leaves_users_the_last_rounds_view(tmp_path, table):
+    """The pre-act save is for a restart: state.json gets the inflight record, while
+    status.json (what users read) stays the previous round's end until the round is
+    over, which then publishes its own."""
+    sim = cluster(table)
+    b = ViewReadingBackend(sim, tmp_path / "state")
+    d = daemon(tmp_path, b, table)
+    d.start()
+    ends = []
+    for _ in range(3):
+        d.round()
+        ends.append(StateStore(tmp_path / "state").load_view())
+        sim.advance(sim.clock + ROUND)
+    assert b.views[0] is None  # nothing published before the first round ended
+    for end, at_act in zip(ends, b.views[1:], strict=False):
+        assert at_act == end  # the last round's view, not a mid-round one
+    assert ends[0] != ends[1] != ends[2]  # each round did publish its own
+
+
 class GcWatchingBackend:
     """Delegates to a backend; records whether the cyclic GC is on at each call."""
 
