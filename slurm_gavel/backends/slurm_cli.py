@@ -7,8 +7,8 @@ observe, in the JSON format of the release (detected once, slurm_release.detect_
     list         squeue -h -t <waiting and running states> -O <fields>: every job's
                  fields as text, to tell which changed (slurm_job_listing.py)
     jobs         squeue --json=vX -t all -j ID,...  only the new or changed jobs the
-                 listing's text cannot describe (slurm_listing_jobs.py: new jobs,
-                 jobs that just started); every waiting and running job in the
+                 listing's text cannot describe (slurm_listing_jobs.py: jobs that
+                 just started, "(null)" values); every waiting and running job in the
                  first round, every 10th, and on 22.05 (whose --json ignores -j and
                  -t) in any round in which a changed job needs its JSON or a job
                  left the listing; none when the text describes every change

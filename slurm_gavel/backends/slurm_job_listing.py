@@ -7,9 +7,9 @@ round earlier. The listing, `squeue -h -t <active states> -O <LISTING_FIELDS>`,
 prints the text of every field slurm_json._job reads (FIELDS of slurm_job_cache)
 for the same jobs in ~0.05 CPU s. A job whose listing record is the one it had
 when it was last read keeps its parsed SlurmJob; a changed job whose record says
-everything _job reads is built from the text (slurm_listing_jobs.py: a job seen
-last round that is now pending, held, requeue-held, or running on the same nodes);
-the others (new jobs, jobs that just started, values the text cannot say exactly)
+everything _job reads is built from the text (slurm_listing_jobs.py: pending,
+held, requeue-held, or in the run it was in last round; new jobs too); the others
+(jobs that just started, values the text cannot say exactly such as "(null)")
 are read with one `squeue --json -t all -j ID,...` (24.11 and later filter -j on
 the client before the JSON dump, so its cost follows the ids named).
 
@@ -121,9 +121,12 @@ def parse_listing(text: str, token: str) -> dict[str, Record] | None:
     return out
 
 
-# A changed job built from its listing text (job, its record and job of the last
-# round) -> its SlurmJob, or None to read its JSON (slurm_listing_jobs.job_from_listing).
-FromText = Callable[[Record, "tuple[Record, SlurmJob] | None"], "SlurmJob | None"]
+# A changed job built from its listing text (its record, its record and job of the
+# last round, the user name of each uid) -> its SlurmJob, or None to read its JSON
+# (slurm_listing_jobs.job_from_listing).
+FromText = Callable[
+    [Record, "tuple[Record, SlurmJob] | None", Mapping[int, str]], "SlurmJob | None"
+]
 
 
 class IncrementalJobs:
@@ -153,9 +156,10 @@ class IncrementalJobs:
         changed = [] if listing is None else [j for j, r in listing.items() if _rec(rows, j) != r]
         gone = listing is not None and any(j not in listing for j in rows)
         built: dict[str, SlurmJob] = {}
-        if from_text is not None and listing is not None:
+        if from_text is not None and listing is not None and changed:
+            users = _user_names(rows)
             for job_id in changed:
-                job = from_text(listing[job_id], rows.get(job_id))
+                job = from_text(listing[job_id], rows.get(job_id), users)
                 if job is not None:
                     built[job_id] = job
         unread = [j for j in changed if j not in built]
@@ -190,6 +194,17 @@ class IncrementalJobs:
             new_rows[job_id] = (record, job)
         self._rows = new_rows
         return jobs
+
+
+def _user_names(rows: dict[str, tuple[Record, SlurmJob]]) -> dict[int, str]:
+    """uid -> the user name Slurm's JSON gave for it (the listing prints the uid only);
+    a uid that came with two names is left out."""
+    names: dict[int, str] = {}
+    clash = set()
+    for _, job in rows.values():
+        if job.user_id is not None and names.setdefault(job.user_id, job.user) != job.user:
+            clash.add(job.user_id)
+    return {uid: name for uid, name in names.items() if uid not in clash}
 
 
 def _rec(rows: dict[str, tuple[Record, SlurmJob]], job_id: str) -> Record | None:

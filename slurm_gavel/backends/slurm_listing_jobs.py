@@ -24,20 +24,23 @@ How the text maps to the JSON, on 22.05, 24.11 and 26.05 alike:
   of a comment with "\\r" is decoded as "\\n" (universal newlines). Such a value is
   taken from the job's last record when its text has not changed since (what the
   incremental read already trusts for an unchanged record), else None;
-- user_name is not listed: it follows user_id (the last record's, when unchanged);
+- user_name is not listed: it is the name the JSON gave for that uid (user_id) on
+  any job read before; a uid no JSON named yet -> None;
 - gres_detail (the GPU indices a running job holds: GpuSlice.indices, which
   slurm_pairs.py and the GPU count per node read) is not in any squeue --Format
   field: a job with nodes keeps its last record's slices only while it is the same
   run (state, node list, start time and restart count unchanged: a run restarted on
   the same node may hold other GPUs there), else None (its JSON is read).
 
-So a job seen in the last round that is now pending, held or requeue-held is built
-from text; a job that just started (new nodes) and a new job are read as JSON.
+So a job that is pending, held or requeue-held, or running the run it ran last round,
+is built from text, new jobs included (where their account, QOS and comment are not
+"(null)"); a job that just started (new nodes) is read as JSON.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from slurm_gavel.backends.slurm_fields import exit_code, expand_hostlist, gpu_gres, shard_gres
 from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS, Record
@@ -61,45 +64,65 @@ class _Unsure(Exception):
     """The text does not say this field's JSON value exactly."""
 
 
-def job_from_listing(values: Record, last: tuple[Record, SlurmJob] | None) -> SlurmJob | None:
-    """The SlurmJob slurm_json._job makes of this job's JSON, from its listing values
-    and its record and job of the last round (None: a new job); None where the text
-    cannot say it exactly."""
-    if last is None or len(values) != len(LISTING_FIELDS):
+def job_from_listing(
+    values: Record, last: tuple[Record, SlurmJob] | None, users: Mapping[int, str]
+) -> SlurmJob | None:
+    """The SlurmJob slurm_json._job makes of this job's JSON, from its listing values,
+    its record and job of the last round (None: a new job) and the user names the JSON
+    gave for uids (users); None where the text cannot say it exactly."""
+    if len(values) != len(LISTING_FIELDS):
         return None
     try:
-        return _build(values, *last)
+        return _build(values, last, users)
     except _Unsure:
         return None
 
 
-def _build(values: Record, old_values: Record, old: SlurmJob) -> SlurmJob:
+def _build(
+    values: Record, last: tuple[Record, SlurmJob] | None, users: Mapping[int, str]
+) -> SlurmJob:
     def text(name: str) -> str:
         return values[_AT[name]]
 
-    def same(name: str) -> bool:
-        return values[_AT[name]] == old_values[_AT[name]]
+    def kept(name: str, value: str) -> str:
+        """A value the text cannot tell from another: the last round's, if its text
+        has not changed since."""
+        if last is None or last[0][_AT[name]] != values[_AT[name]]:
+            raise _Unsure
+        return value
 
+    def same_run() -> bool:
+        fields = ("nodes", "job_state", "start_time", "restart_cnt")
+        return last is not None and all(last[0][_AT[f]] == values[_AT[f]] for f in fields)
+
+    old = last[1] if last is not None else None
     job_id = text("job_id")
     state = text("job_state")
-    if job_id != old.job_id or state not in _STATES:
+    if (old is not None and job_id != old.job_id) or state not in _STATES:
         raise _Unsure
     priority = _int(text("priority"))
     nodes_text = text("nodes")
     if state == "PENDING" or not nodes_text:
         slices: tuple[GpuSlice, ...] = ()  # _job: no slices while pending, none without nodes
-    elif all(same(f) for f in ("nodes", "job_state", "start_time", "restart_cnt")):
+    elif old is not None and same_run():
         slices = old.gpu_slices  # the same run: gres_detail follows its node list
     else:
         raise _Unsure  # the GPU indices are only in the JSON
     comment = text("comment")
     if comment == _UNSET or "\n" in comment:
-        comment = _kept(same("comment"), old.comment)
+        comment = kept("comment", old.comment if old else "")
+    account, qos = text("account"), text("qos")
+    if account == _UNSET:
+        account = kept("account", old.account if old else "")
+    if qos == _UNSET:
+        qos = kept("qos", old.qos if old else "")
+    user_id = _int(text("user_id"))
+    user = users.get(user_id)
+    if user is None:
+        raise _Unsure  # user_name is not listed; no JSON named this uid yet
     tres_node = _tres(text("tres_per_node"))
     req = gpu_gres(tres_node)
     req_total = gpu_gres(_tres(text("tres_per_job")))
-    if not same("user_id"):
-        raise _Unsure  # user_name is not listed
     return SlurmJob(
         job_id=job_id,
         state=state,
@@ -116,12 +139,12 @@ def _build(values: Record, old_values: Record, old: SlurmJob) -> SlurmJob:
         start_time=_time(text("start_time")),
         end_time=0,  # a waiting or running job's (slurm_json._job)
         exit_code=_exit_code(text("exit_code")),
-        account=_named(text("account"), same("account"), old.account),
-        user=old.user,
+        account=_name(account),
+        user=user,
         gpu_request_total=req_total[0] if req_total else None,
         shard_request=sum(n for _, n in shard_gres(tres_node)),
-        qos=_named(text("qos"), same("qos"), old.qos),
-        user_id=_int(text("user_id")),
+        qos=_name(qos),
+        user_id=user_id,
         eligible_time=max(0, _time(text("eligible_time"))),
     )
 
@@ -162,16 +185,8 @@ def _reason(text: str, priority: int) -> str:
     return text
 
 
-def _named(text: str, same: bool, old: str) -> str:
-    """An account or QOS: "(null)" is unset ("" in the JSON) or a name a user chose."""
-    if text == _UNSET:
-        return _kept(same, old)
+def _name(text: str) -> str:
+    """An account or QOS name: Slurm's are single words."""
     if any(c.isspace() for c in text):
         raise _Unsure
     return text
-
-
-def _kept(same: bool, old: str) -> str:
-    if not same:
-        raise _Unsure
-    return old

@@ -184,7 +184,7 @@ def test_an_unreadable_listing_means_a_full_read():
 # --- changed jobs built from their text ----------------------------------------------
 
 
-def pending_from_text(record, last):
+def pending_from_text(record, last, users):
     """A stand-in for job_from_listing: describes a changed PENDING job from its text,
     nothing else (a job that started needs its JSON)."""
     if last is None or record[1] != "PENDING":
