@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm_cli import PLACE_SPLIT_AT, SlurmCluster
 from slurm_gavel.backends.slurm_commands import CommandResult, SlurmCommands
 from slurm_gavel.backends.slurm_fields import number
 from slurm_gavel.core.cluster_model import (
@@ -421,3 +421,28 @@ def test_the_signal_goes_out_beside_the_place_and_both_take_effect(slurm, tmp_pa
     slurm.wait_state(old, "SPECIAL_EXIT", timeout=40)  # checkpointed, exit 99, held
     slurm.wait_state(new, "RUNNING", timeout=40)
     assert slurm.show(new)["NodeList"] == "k80-2"
+
+
+def test_a_large_placement_is_split_over_two_scontrol_with_errors_kept_per_job(slurm, tmp_path):
+    """From PLACE_SPLIT_AT jobs an act places them through two scontrol side by side
+    (half the update lines each): every job gets its own node, and a job one stream
+    cannot place (cancelled since the observe) fails alone, in either stream."""
+    n = PLACE_SPLIT_AT + 6
+    argv = ("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null", "--wrap", "sleep 300")
+    jobs = [slurm.sbatch(*argv) for _ in range(n)]
+    nodes = ["v100-1", "v100-2", "p100-1", "p100-2", "k80-1", "k80-2"]
+    plan = {j: (nodes[i % 6].split("-")[0], [(nodes[i % 6], 1)]) for i, j in enumerate(jobs)}
+    b = backend(slurm)
+    b.observe()
+    cancelled = {jobs[0], jobs[1]}  # the first line of each stream (orders[i::2])
+    for j in cancelled:
+        slurm.cmd("scancel", j)
+        slurm.wait_state(j, "CANCELLED", "GONE")
+    before = b.commands.counts["place"]
+    res = b.act(place_ids(0, plan))
+    assert b.commands.counts["place"] - before == 2
+    assert dict(res.failed).keys() == cancelled
+    assert sorted(res.started) == sorted(set(jobs) - cancelled)
+    listed = slurm.cmd("squeue", "-h", "-j", ",".join(res.started), "-o", "%i %n").stdout
+    asked = dict(line.split() for line in listed.splitlines())
+    assert asked == {j: plan[j][1][0][0] for j in res.started}
