@@ -170,3 +170,32 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         assert built[hostile["bytes"]].comment == HOSTILE["bytes"]
     finally:
         slurm.cancel_all()
+
+
+def test_with_accounting_a_new_job_of_a_known_user_is_built_from_its_text(slurm_accounting):
+    """With slurmdbd every job has an account and a QOS: a new job of a user some JSON
+    named before is built from its text (another user's than the daemon's)."""
+    slurm = slurm_accounting
+    slurm.cancel_all()
+
+    def submit() -> str:
+        res = slurm.as_user(
+            "nobody", "sbatch", "--parsable", "-D", "/tmp", *OUT, "-p", "gpu",
+            "-A", "biology", "--comment=gavel:type=A3C", *SLEEP,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip().split(";")[0]
+
+    try:
+        first = submit()
+        b = SlurmCluster(env=slurm.env)
+        before = read(b, {first})
+        users = {j.user_id: j.user for j in before.jobs.values() if j.user_id is not None}
+        second = submit()
+        after = read(b, {first, second})
+        got = job_from_listing(after.records[second], None, users)
+        assert got is not None and got == after.jobs[second]
+        assert (got.user, got.account) == ("nobody", "biology") and got.qos
+        assert job_from_listing(after.records[second], None, {}) is None  # user unknown
+    finally:
+        slurm.cancel_all()
