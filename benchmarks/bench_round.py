@@ -311,7 +311,8 @@ def main() -> int:
             by_kind = {k: round(v - secs_before.get(k, 0.0), 2) for k, v in commands.seconds.items()
                     if v > secs_before.get(k, 0.0)}  # fmt: skip
             if listed is not None:
-                print(f"       jobs read as JSON: {listed.last_json_jobs} ({listed.last_read}); "
+                print(f"       jobs read as JSON: {listed.last_json_jobs} ({listed.last_read}), "
+                      f"changed jobs built from the listing's text: {listed.last_text_jobs}; "
                       f"listing {list_kb:.0f} KiB")  # fmt: skip
             print(f"       command seconds by kind {dict(sorted(by_kind.items()))}; CPU s: daemon "
                   f"{cpu[0]:.2f}, commands {cpu[1]:.2f}, slurmctld {cpu[2]:.2f}; "
