@@ -321,6 +321,12 @@ def main() -> int:
             if args.timeline:
                 steps = ", ".join(f"{s - t:.2f} {k} {d:.2f}" for s, k, d in counted.timeline)
                 print(f"       timeline (start kind seconds): {steps}")
+            # Then what Daemon.run() does next, off the round: the periodic full read
+            # of every job when it is due (SlurmCluster.between_rounds).
+            if listed is not None and listed.full_read_due():
+                t = time.perf_counter()
+                daemon._between_rounds()
+                print(f"       between rounds: the full read, {time.perf_counter() - t:.2f} s")
         daemon.store.release()
         if args.alone:
             fmt = backend.inner.cli_format

@@ -71,6 +71,24 @@ class CliReads:
             self._listing(), full, some_or_none, force_full=first, from_text=job_from_listing
         )
 
+    def between_rounds(self) -> None:
+        """The safety net's full read (slurm_job_listing.FULL_READ_EVERY), made while
+        the daemon waits for the next round instead of inside one: at 5,000 jobs it
+        costs 1-2 s (squeue's JSON dump of every job and its parse), which would put
+        every 10th round at 3-4 s. The next observe then reads only what changed since
+        (Daemon.run calls this between rounds; without it observe reads every job
+        itself when due). A failure is left to that observe, which reads every job
+        when its listing fails."""
+        if self.view is None or not self._listed.full_read_due():
+            return
+        listing = self._listing()
+        if listing is None:
+            return
+        fmt = self.cli_format
+        doc = self._json("observe", fmt.jobs_argv(finished_too=False))
+        _, everyone = self._job_cache.parse(doc, allow_newer=self._allow_newer)
+        self._listed.refreshed(listing, everyone)
+
     def _listing(self) -> dict[JobId, Record] | None:
         """Every waiting or running job's listing record; None (read every job's
         JSON instead) when squeue fails or prints something unreadable."""

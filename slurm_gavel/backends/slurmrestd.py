@@ -137,6 +137,9 @@ class SlurmRestCluster(SlurmCluster):
     def _fetch_nodes(self) -> dict:
         return self._call("observe", "GET", "/nodes")
 
+    def between_rounds(self) -> None:
+        """Nothing: observe reads every job's JSON each round (no listing to check)."""
+
     def _fetch_jobs(self) -> list[SlurmJob]:
         # slurmrestd has no cheap listing: every job's JSON, each round
         doc = self._call("observe", "GET", "/jobs")

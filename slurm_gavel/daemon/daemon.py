@@ -298,11 +298,8 @@ class Daemon:
         *,
         publish: bool = True,
     ) -> None:
-        """Save state.json; with `publish`, the status views too. The pre-round save
-        does not publish: users' views (status.json, status.d/) keep the last round's
-        end for the second the act takes, rather than cost each round a second build
-        of every view (~0.15 s at 5,000 jobs); root's `status` reads state.json, whose
-        inflight record says a round is under way."""
+        """Save state.json and, with `publish`, the status views (not before the act:
+        docs/design.md 1.5)."""
         snap = self.tap.last_snapshot
         self._write_state(scheduler_json, inflight, report, snap, publish)
         self.metrics.state_save_failing.set(0)
@@ -392,12 +389,22 @@ class Daemon:
                         failures=self.consecutive_failures,
                     )
                 gc.collect()  # the round's garbage, outside it (round())
+                if ok:
+                    self._between_rounds()
                 if self._idle(wait):
                     event(log, "stopping", round=self.state.round_index)
                     return 0
         finally:
             self.store.release()
             self._started = False
+
+    def _between_rounds(self) -> None:
+        """The backend's upkeep off the round's path (SlurmCluster: the periodic full
+        read); on failure the next observe does what it left undone."""
+        try:
+            getattr(self.backend, "between_rounds", lambda: None)()
+        except Exception as e:
+            event(log, "between_rounds_failed", logging.WARNING, error=str(e)[:300])
 
     def _idle(self, seconds: float) -> bool:
         """Wait `seconds` (real time) for the next round; True when asked to stop. A

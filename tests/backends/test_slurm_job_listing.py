@@ -223,3 +223,23 @@ def test_without_filtering_by_id_a_round_the_text_describes_reads_no_json():
     del s.jobs["4"]
     inc.read(s.listing(), s.full, None, from_text=pending_from_text)
     assert s.full_reads == 3
+
+
+def test_a_full_read_between_rounds_stands_for_the_rounds_own():
+    """SlurmCluster.between_rounds makes the safety net's full read while the daemon
+    waits: the next read() then reads only what changed since, and a job that changed
+    between that listing and its JSON is read again."""
+    s, inc = Slurm(10), IncrementalJobs(full_every=3)
+    assert not inc.full_read_due()  # nothing read yet: the first observe reads all
+    inc.read(s.listing(), s.full, s.some, force_full=True)
+    rounds(inc, s)
+    assert not inc.full_read_due()
+    rounds(inc, s)
+    assert inc.full_read_due()  # the next read() would read every job
+    listing = s.listing()
+    s.jobs["4"] = replace(s.jobs["4"], state="RUNNING")  # between the two commands
+    inc.refreshed(listing, s.full())
+    assert not inc.full_read_due() and s.full_reads == 2
+    rounds(inc, s)
+    assert s.full_reads == 2 and inc.last_read == "changed" and s.asked == [["4"]]
+    assert rounds(inc, s)[3].state == "RUNNING" and inc.last_read == "none"

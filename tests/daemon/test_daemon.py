@@ -358,6 +358,39 @@ def test_stop_ends_the_loop_after_the_round(tmp_path, table):
     assert "slurm_gavel_rounds_total 1.0" in d.metrics.exposition()
 
 
+class UpkeepBackend(FlakyBackend):
+    """The simulated cluster with SlurmCluster's between-rounds hook: the first call
+    fails (slurmctld away), the third stops the daemon."""
+
+    def __init__(self, inner, daemon_box: list) -> None:
+        super().__init__(inner, 0)
+        self.calls: list[int] = []  # rounds done at each call
+        self.box = daemon_box
+
+    def between_rounds(self) -> None:
+        d = self.box[0]
+        self.calls.append(d.state.round_index)
+        if len(self.calls) == 1:
+            raise RuntimeError("squeue: slurmctld not answering")
+        if len(self.calls) == 3:
+            d.stop()
+
+
+def test_the_backends_upkeep_runs_between_rounds_and_its_failure_is_only_logged(
+    tmp_path, table, caplog
+):
+    box: list = []
+    b = UpkeepBackend(cluster(table), box)
+    conf = config(tmp_path, round_seconds=0.05, checkpoint={"grace_seconds": 0.01})
+    d = Daemon(conf, b, table=table, metrics=DaemonMetrics())
+    box.append(d)
+    with caplog.at_level(logging.WARNING):
+        assert d.run() == 0
+    assert b.calls == [1, 2, 3]  # once after each round, never inside one
+    assert sum("between_rounds_failed" in r.getMessage() for r in caplog.records) == 1
+    assert d.state.round_index == 3  # the failure stopped no round
+
+
 class SiteNames(FlakyBackend):
     """The simulated cluster as a site that calls its V100s "tesla_v100" in Slurm."""
 
