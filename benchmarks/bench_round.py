@@ -96,6 +96,9 @@ class Timed:
     def commands_issued(self) -> int:
         return self.inner.commands_issued
 
+    def between_rounds(self) -> None:
+        self.inner.between_rounds()
+
 
 class CountedCommands:
     """The backend's SlurmCommands with the bytes each kind printed counted, and each
