@@ -155,7 +155,7 @@ class SlurmCluster(CliReads, Preemption):
 
     def observe(self) -> ClusterSnapshot:
         _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
-        jobs = self._fetch_jobs()
+        jobs = self._fetch_jobs(nodes)
         listed = {j.job_id for j in jobs}
         ended = [j for j in self._active if j not in listed]
         if ended:

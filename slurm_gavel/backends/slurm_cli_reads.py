@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
+from functools import partial
 
 from slurm_gavel.backends.retry import attempts
 from slurm_gavel.backends.slurm_commands import SlurmCommands, SlurmUnreachable
@@ -18,8 +20,8 @@ from slurm_gavel.backends.slurm_job_listing import (
     parse_listing,
 )
 from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs
-from slurm_gavel.backends.slurm_listing_jobs import job_from_listing
-from slurm_gavel.backends.slurm_records import SlurmJob
+from slurm_gavel.backends.slurm_listing_jobs import job_from_listing, node_gpu_types
+from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import SlurmView
 from slurm_gavel.core.model import JobId
@@ -50,10 +52,11 @@ class CliReads:
     def _fetch_nodes(self) -> dict:
         return self._json("observe", self.cli_format.nodes_argv())
 
-    def _fetch_jobs(self) -> list[SlurmJob]:
+    def _fetch_jobs(self, nodes: Sequence[SlurmNode]) -> list[SlurmJob]:
         """The waiting and running jobs: JSON only for those new or changed since the
         last observe that their listing text cannot describe (slurm_job_listing.py,
-        slurm_listing_jobs.py). The first observe reads every job, the
+        slurm_listing_jobs.py; this round's nodes tell the GPU type an untyped
+        request gets on each). The first observe reads every job, the
         finished ones too (-t all, once): jobs that ended while the daemon was down
         are then reported done, as 22.05 always did."""
         fmt = self.cli_format
@@ -67,8 +70,10 @@ class CliReads:
             return self._jobs_by_id("observe", ids)
 
         some_or_none = some if fmt.filters_work else None
+        sharing = fmt.node_sharing_field
+        from_text = partial(job_from_listing, gpu_types=node_gpu_types(nodes), node_sharing=sharing)
         return self._listed.read(
-            self._listing(), full, some_or_none, force_full=first, from_text=job_from_listing
+            self._listing(sharing), full, some_or_none, force_full=first, from_text=from_text
         )
 
     def between_rounds(self) -> None:
@@ -81,19 +86,19 @@ class CliReads:
         when its listing fails."""
         if self.view is None or not self._listed.full_read_due():
             return
-        listing = self._listing()
+        fmt = self.cli_format
+        listing = self._listing(fmt.node_sharing_field)
         if listing is None:
             return
-        fmt = self.cli_format
         doc = self._json("observe", fmt.jobs_argv(finished_too=False))
         _, everyone = self._job_cache.parse(doc, allow_newer=self._allow_newer)
         self._listed.refreshed(listing, everyone)
 
-    def _listing(self) -> dict[JobId, Record] | None:
+    def _listing(self, node_sharing: str) -> dict[JobId, Record] | None:
         """Every waiting or running job's listing record; None (read every job's
         JSON instead) when squeue fails or prints something unreadable."""
         token = new_token()
-        res = self.commands.run("list", listing_argv(token), retry_timeouts=True)
+        res = self.commands.run("list", listing_argv(token, node_sharing), retry_timeouts=True)
         listing = parse_listing(res.stdout, token) if res.ok else None
         if listing is None:
             log.warning(

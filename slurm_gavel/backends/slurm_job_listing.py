@@ -8,10 +8,12 @@ prints the text of every field slurm_json._job reads (FIELDS of slurm_job_cache)
 for the same jobs in ~0.05 CPU s. A job whose listing record is the one it had
 when it was last read keeps its parsed SlurmJob; a changed job whose record says
 everything _job reads is built from the text (slurm_listing_jobs.py: pending,
-held, requeue-held, or in the run it was in last round; new jobs too); the others
-(jobs that just started, values the text cannot say exactly such as "(null)")
-are read with one `squeue --json -t all -j ID,...` (24.11 and later filter -j on
-the client before the JSON dump, so its cost follows the ids named).
+held, requeue-held, in the run it was in last round, or just started on whole GPUs
+its request names per node; new jobs too); the others (jobs that just started on
+shards or with a request the text cannot say per node, values the text cannot say
+exactly such as "(null)") are read with one `squeue --json -t all -j ID,...`
+(24.11 and later filter -j on the client before the JSON dump, so its cost follows
+the ids named).
 
 What the listing may be trusted with: the comment is user text and may hold any
 byte, newlines and any delimiter included. Each field ends with a token drawn at
@@ -63,6 +65,9 @@ LISTING_FIELDS: Mapping[str, str] = {
     "partition": "Partition",
     "tres_per_node": "tres-per-node",
     "tres_per_job": "tres-per-job",
+    "tres_per_task": "tres-per-task",
+    "tres_per_socket": "tres-per-socket",
+    "node_sharing": "OverSubscribe",  # or Exclusive: listing_argv, NODE_SHARING
     "node_count": "NumNodes",
     "priority": "PriorityLong",
     "submit_time": "SubmitTime",
@@ -78,14 +83,25 @@ LISTING_FIELDS: Mapping[str, str] = {
 }
 # _job fields Slurm changes only together with a listed one (the one named).
 FOLLOWS = {"gres_detail": "nodes", "user_name": "user_id"}
+# Listed fields _job does not read: they tell whether a job's GPU request says the
+# GPUs it got, per node (a job that just started: slurm_listing_jobs.py).
+GUARDS = ("tres_per_task", "tres_per_socket", "node_sharing")
+# node_sharing's field, per release (CliFormat.node_sharing_field), and the values it
+# prints for a job that shares its nodes, so that it holds the GPUs it asked for: a
+# whole-node job gets every GPU of its nodes. OverSubscribe (22.05, 24.11) prints "OK"
+# for a job that neither --exclusive nor --oversubscribe asked, in a partition of
+# neither OverSubscribe=EXCLUSIVE nor FORCE; 26.05 prints "NO" there for every such
+# job, and "NODE" in Exclusive for whole-node jobs (each checked on real Slurm:
+# tests/backends/test_slurm_listing_jobs_on_slurm.py).
+NODE_SHARING = {"OverSubscribe": frozenset({"OK"}), "Exclusive": frozenset({"NO"})}
 
 FULL_READ_EVERY = 10
 FULL_READ_FRACTION = 0.5
 
 
 # 11 letters or digits: 62**11 > 2**65, no easier to guess than the 16 hex digits
-# (2**64) it replaces, in 13 characters instead of 18 (the token ends each of the 19
-# fields of every job: 5,000 jobs print 0.5 MB less; benchmarks/README.md).
+# (2**64) it replaces, in 13 characters instead of 18 (the token ends each field of
+# every job: 5,000 jobs print 0.5 MB less at 19 fields; benchmarks/README.md).
 TOKEN_ALPHABET = string.ascii_letters + string.digits
 TOKEN_LENGTH = 11
 
@@ -98,8 +114,10 @@ def new_token() -> str:
     return "|" + "".join(secrets.choice(TOKEN_ALPHABET) for _ in range(TOKEN_LENGTH)) + "|"
 
 
-def listing_argv(token: str) -> list[str]:
-    fields = ",".join(f"{name}:0{token}" for name in LISTING_FIELDS.values())
+def listing_argv(token: str, node_sharing: str = "OverSubscribe") -> list[str]:
+    """node_sharing: the field printed as node_sharing (NODE_SHARING)."""
+    names = {**LISTING_FIELDS, "node_sharing": node_sharing}
+    fields = ",".join(f"{name}:0{token}" for name in names.values())
     return ["squeue", "-h", "-t", ACTIVE_JOB_STATES, "-O", fields]
 
 

@@ -221,6 +221,7 @@ def _make_node(
         reason=str(reason or ""),
         slurmd_start_time=started,
         shards=sum(n for _, n in shard_gres(gres)),
+        other_gpus=sum(n for t, n in gpus if t != gpu_type or t is None),
     )
 
 
@@ -291,13 +292,14 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
 
 
 def _slices(nodes: Iterable[str], details: list[Any]) -> tuple[GpuSlice, ...]:
-    """gres_detail holds one string per allocated node, in node-list order."""
+    """gres_detail holds one string per allocated node, in node-list order. Whole GPUs
+    are kept by count, without their indices (GpuSlice.indices: shards only)."""
     out = []
     for node, detail in zip(nodes, details, strict=False):
         text = str(detail)
         for gpu_type, count in gpu_gres(text):
             if count:
-                out.append(GpuSlice(node, gpu_type, count, gres_indices(text, "gpu")))
+                out.append(GpuSlice(node, gpu_type, count))
         shards = sum(n for _, n in shard_gres(text))
         if shards:
             # A job's shards on a node come from one GPU (all releases measured).

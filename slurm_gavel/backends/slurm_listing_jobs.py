@@ -26,25 +26,37 @@ How the text maps to the JSON, on 22.05, 24.11 and 26.05 alike:
   incremental read already trusts for an unchanged record), else None;
 - user_name is not listed: it is the name the JSON gave for that uid (user_id) on
   any job read before; a uid no JSON named yet -> None;
-- gres_detail (the GPU indices a running job holds: GpuSlice.indices, which
-  slurm_pairs.py and the GPU count per node read) is not in any squeue --Format
-  field: a job with nodes keeps its last record's slices only while it is the same
-  run (state, node list, start time and restart count unchanged: a run restarted on
-  the same node may hold other GPUs there), else None (its JSON is read).
+- gres_detail (the GPUs a running job holds per node) is not in any squeue --Format
+  field. A job with nodes keeps its last record's slices while it is the same run
+  (state, node list, start time and restart count unchanged). A new run (it just
+  started, or restarted) gets what its request says, where that is exact: _job keeps
+  whole GPUs by count only (GpuSlice.indices: shards only), and a RUNNING job whose
+  only GPU request is tres-per-node's one gpu[:TYPE]:N holds N GPUs of that TYPE on
+  each node of its NodeList (node_count of them) - untyped (the daemon's own
+  placements: StartOrder.gres), the type of all the node's GPUs (node_gpu_types; a
+  node with GPUs of several types -> None). None where the request cannot say it:
+  shards (their GPU index is in the JSON only), a GPU request per job, task or
+  socket (listed for this: GUARDS), several GPU entries (--gres with
+  --gpus-per-node gets one of them), or a job that may hold whole nodes (NODE_SHARING:
+  --exclusive gets every GPU of its nodes, whatever it asked); a job with no GPU
+  request (none, or all with --exclusive) or in any other state (COMPLETING lets its
+  nodes go one by one).
 
-So a job that is pending, held or requeue-held, or running the run it ran last round,
-is built from text, new jobs included (where their account, QOS and comment are not
-"(null)"); a job that just started (new nodes) is read as JSON.
+So a job that is pending, held or requeue-held, running the run it ran last round,
+or starting a run on whole GPUs its request names per node, is built from text, new
+jobs included (where their account, QOS and comment are not "(null)"); a job that
+just started on shards, or with a request the text does not say per node, is read
+as JSON.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from slurm_gavel.backends.slurm_fields import exit_code, expand_hostlist, gpu_gres, shard_gres
-from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS, Record
-from slurm_gavel.backends.slurm_records import GpuSlice, SlurmJob
+from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS, NODE_SHARING, Record
+from slurm_gavel.backends.slurm_records import GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
 
 _AT = {name: i for i, name in enumerate(LISTING_FIELDS)}
@@ -58,6 +70,8 @@ _WORD = re.compile(r"[A-Za-z_]+")
 _DIGITS = re.compile(r"[0-9]+")
 _CODE_SIGNAL = re.compile(r"([0-9]+):([0-9]+)")
 _UNSET = "(null)"
+# The GRES that sit on GPUs: a new run's slices are built from a request of gpu alone.
+_GPU_GRES = frozenset({"gpu", "shard", "mps"})
 
 
 class _Unsure(Exception):
@@ -65,21 +79,38 @@ class _Unsure(Exception):
 
 
 def job_from_listing(
-    values: Record, last: tuple[Record, SlurmJob] | None, users: Mapping[int, str]
+    values: Record,
+    last: tuple[Record, SlurmJob] | None,
+    users: Mapping[int, str],
+    gpu_types: Mapping[str, str] | None = None,
+    node_sharing: str = "OverSubscribe",
 ) -> SlurmJob | None:
     """The SlurmJob slurm_json._job makes of this job's JSON, from its listing values,
-    its record and job of the last round (None: a new job) and the user names the JSON
-    gave for uids (users); None where the text cannot say it exactly."""
+    its record and job of the last round (None: a new job), the user names the JSON
+    gave for uids (users) and the GPU type of each node whose GPUs are all of one type
+    (gpu_types, node_gpu_types: what an untyped request gets there) and the field the
+    listing printed as node_sharing (listing_argv); None where the text cannot say it
+    exactly."""
     if len(values) != len(LISTING_FIELDS):
         return None
     try:
-        return _build(values, last, users)
+        shared = NODE_SHARING.get(node_sharing, frozenset())
+        return _build(values, last, users, gpu_types or {}, shared)
     except _Unsure:
         return None
 
 
+def node_gpu_types(nodes: Iterable[SlurmNode]) -> dict[str, str]:
+    """Node -> its GPU type, for the nodes whose GPUs are all of that type."""
+    return {n.name: n.gpu_type for n in nodes if n.gpu_type and not n.other_gpus}
+
+
 def _build(
-    values: Record, last: tuple[Record, SlurmJob] | None, users: Mapping[int, str]
+    values: Record,
+    last: tuple[Record, SlurmJob] | None,
+    users: Mapping[int, str],
+    gpu_types: Mapping[str, str],
+    shared: frozenset[str],
 ) -> SlurmJob:
     def text(name: str) -> str:
         return values[_AT[name]]
@@ -107,7 +138,7 @@ def _build(
     elif old is not None and same_run():
         slices = old.gpu_slices  # the same run: gres_detail follows its node list
     else:
-        raise _Unsure  # the GPU indices are only in the JSON
+        slices = _new_run_slices(text, state, nodes_text, gpu_types, shared)
     comment = text("comment")
     if comment == _UNSET or "\n" in comment:
         comment = kept("comment", old.comment if old else "")
@@ -147,6 +178,54 @@ def _build(
         user_id=user_id,
         eligible_time=max(0, _time(text("eligible_time"))),
     )
+
+
+def _new_run_slices(
+    text: Callable[[str], str],
+    state: str,
+    nodes_text: str,
+    gpu_types: Mapping[str, str],
+    shared: frozenset[str],
+) -> tuple[GpuSlice, ...]:
+    """The whole GPUs a job that just started holds, where its request says them per
+    node: one GPU request in tres-per-node, nothing per job, task or socket that could
+    add to it, no shards (their GPU indices are in the JSON only), and not a whole-node
+    job (--exclusive, or a partition's OverSubscribe=EXCLUSIVE: node_sharing not one of
+    `shared`, NODE_SHARING), which gets every GPU of its nodes whatever it asked. The
+    type is the request's, or for an untyped request the type of all the node's
+    GPUs."""
+    if state != "RUNNING" or text("node_sharing") not in shared:
+        raise _Unsure
+    tres_node = _tres(text("tres_per_node"))
+    gpus = gpu_gres(tres_node)
+    others = [
+        _gres_names(_tres(text(f))) for f in ("tres_per_job", "tres_per_task", "tres_per_socket")
+    ]
+    if _gres_names(tres_node) & _GPU_GRES != {"gpu"} or any(n & _GPU_GRES for n in others):
+        raise _Unsure
+    if len(gpus) != 1 or gpus[0][1] < 1:
+        raise _Unsure
+    gpu_type, count = gpus[0]
+    nodes = expand_hostlist(nodes_text)
+    if len(nodes) != _int(text("node_count")) or len(set(nodes)) != len(nodes):
+        raise _Unsure
+    slices = []
+    for node in nodes:
+        node_type = gpu_type or gpu_types.get(node)
+        if node_type is None:
+            raise _Unsure  # untyped, on a node with GPUs of several types (or untyped)
+        slices.append(GpuSlice(node, node_type, count))
+    return tuple(slices)
+
+
+def _gres_names(tres: str) -> set[str]:
+    """The GRES a TRES request names: "gres/gpu:v100:2,gres/shard:1" -> {gpu, shard};
+    22.05 writes gres:gpu:v100:2."""
+    out = set()
+    for item in tres.split(","):
+        name = item.removeprefix("gres/").removeprefix("gres:")
+        out.add(re.split("[:=]", name, maxsplit=1)[0])
+    return out
 
 
 def _int(text: str) -> int:

@@ -25,6 +25,9 @@ class SlurmNode:
     # change means slurmd restarted (slurm_old_runs.py).
     slurmd_start_time: int = 0
     shards: int = 0  # gres/shard configured on the node (all its GPUs together)
+    # GPUs beside gpu_type's (another type, or untyped): an untyped request may get
+    # those, so a job's text cannot say the type of the GPUs it got there.
+    other_gpus: int = 0
 
     @property
     def drained(self) -> bool:
@@ -82,8 +85,12 @@ class GpuSlice:
     node: str
     gpu_type: str | None
     gpus: int
-    # The GPU indices on the node, where Slurm names them (gres_detail's IDX or, for
-    # shards on 24.11+, its per-GPU counts); () when it does not.
+    # For shards only: the GPUs of the node they sit on (gres_detail's IDX or, on
+    # 24.11+, its per-GPU counts; () when Slurm names none). What shares a GPU and
+    # how many GPUs shards cover are told by these indices (slurm_pairs.py); whole
+    # GPUs are counted by `gpus` (Slurm never hands out a GPU both whole and as
+    # shards), so their indices are not kept, and a whole-GPU slice can be built from
+    # the job's listing text, which names no index (slurm_listing_jobs.py).
     indices: tuple[int, ...] = ()
     shards: int = 0  # gres/shard held on those GPUs; 0: whole GPUs
 

@@ -41,6 +41,11 @@ PARSER_CHOICE_SINCE = (23, 2)
 # about half the time to write them (5,000 jobs: 43 MB in 4.2 s -> 25 MB in 2.1 s on
 # 26.05, benchmarks/README.md): the JSON dump, not slurmctld, is most of a round.
 COMPLEX_VALUES_SINCE = (24, 11)
+# First release checked to print whole-node jobs (--exclusive, or a partition's
+# OverSubscribe=EXCLUSIVE) in squeue's Exclusive field ("NODE"); it prints "NO" in
+# OverSubscribe for every job that does not oversubscribe. 22.05 and 24.11 have no
+# Exclusive field and print such jobs "NO" in OverSubscribe (slurm_job_listing.py).
+EXCLUSIVE_FIELD_SINCE = (26, 5)
 
 
 class SlurmReleaseError(InputError):
@@ -142,6 +147,11 @@ class CliFormat:
     def filters_work(self) -> bool:
         """22.05's squeue --json lists every job whatever -t/-j say (checked)."""
         return self.data_parser is not None
+
+    @property
+    def node_sharing_field(self) -> str:
+        """The squeue --Format field that tells a whole-node job (NODE_SHARING)."""
+        return "Exclusive" if self.version.release >= EXCLUSIVE_FIELD_SINCE else "OverSubscribe"
 
     def nodes_argv(self) -> list[str]:
         # 23.11+ sinfo --json groups alike nodes, so per-node GPU use comes from scontrol

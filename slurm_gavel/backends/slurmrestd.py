@@ -27,7 +27,7 @@ Transport, token and retry rules: slurmrestd_client.py, slurmrestd_auth.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -38,7 +38,7 @@ from slurm_gavel.backends.slurm_commands import SlurmCommands, note_errors
 from slurm_gavel.backends.slurm_fields import job_state
 from slurm_gavel.backends.slurm_giveback import GiveBack
 from slurm_gavel.backends.slurm_pairs import StartOrder
-from slurm_gavel.backends.slurm_records import SlurmJob
+from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_snapshot import job_list
 from slurm_gavel.backends.slurmrestd_auth import DEFAULT_REREAD_S, TokenSource
 from slurm_gavel.backends.slurmrestd_client import (
@@ -140,8 +140,9 @@ class SlurmRestCluster(SlurmCluster):
     def between_rounds(self) -> None:
         """Nothing: observe reads every job's JSON each round (no listing to check)."""
 
-    def _fetch_jobs(self) -> list[SlurmJob]:
-        # slurmrestd has no cheap listing: every job's JSON, each round
+    def _fetch_jobs(self, nodes: Sequence[SlurmNode]) -> list[SlurmJob]:
+        # slurmrestd has no cheap listing: every job's JSON, each round (the nodes,
+        # which tell the listing's jobs their GPU types, are not needed)
         doc = self._call("observe", "GET", "/jobs")
         return self._job_cache.parse(doc, allow_newer=self._allow_newer)[1]
 

@@ -11,6 +11,7 @@ import pytest
 from slurm_gavel.backends.slurm_job_cache import FIELDS
 from slurm_gavel.backends.slurm_job_listing import (
     FOLLOWS,
+    GUARDS,
     LISTING_FIELDS,
     TOKEN_ALPHABET,
     IncrementalJobs,
@@ -22,7 +23,8 @@ from slurm_gavel.backends.slurm_records import SlurmJob
 
 DATA = Path(__file__).parent / "data"
 TOKEN = "|0123456789abcdef|"  # the token the captures were made with (listing_argv)
-# Captured with listing_argv(TOKEN) on tools/local-cluster, jobs: 1 managed and held;
+# Captured with listing_argv(TOKEN, CliFormat.node_sharing_field: 26.05 "Exclusive")
+# and SLURM_TIME_FORMAT=%s on a fresh tools/local-cluster, jobs: 1 managed and held;
 # 2 and 3 an array whose comment holds '|' and a newline with a fake record after it;
 # 4 a comment of invalid UTF-8 bytes (24.11 and 26.05: and "\r\n").
 RELEASES = ["22.05", "24.11", "26.05"]
@@ -36,8 +38,10 @@ def captured(release: str) -> str:
 
 def test_the_listing_prints_every_field_a_job_is_read_from():
     """A field _job reads that the listing neither prints nor follows from a printed
-    one would let a change go unseen until the next full read."""
-    assert set(LISTING_FIELDS) | set(FOLLOWS) == set(FIELDS)
+    one would let a change go unseen until the next full read. The guards are printed
+    for the text alone (whether a request says the GPUs a new run got)."""
+    assert (set(LISTING_FIELDS) - set(GUARDS)) | set(FOLLOWS) == set(FIELDS)
+    assert set(GUARDS) <= set(LISTING_FIELDS) and not set(GUARDS) & set(FIELDS)
     assert set(FOLLOWS.values()) <= set(LISTING_FIELDS)
     names = list(LISTING_FIELDS.values())
     assert names[0] == "JobID" and names[-1] == "Comment"

@@ -92,13 +92,21 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
         assert seen[jobs[2]].job.scale_factor == 2
         assert seen[jobs[4]].job.scale_factor == 2 and seen[jobs[1]].job.scale_factor == 1
         same_as_a_full_read(b, slurm)
-        # a state change made by the daemon's own act: the job starts
-        place = {jobs[0]: JobPlacement(jobs[0], "v100", (NodeSlice("v100-1", 1),))}
-        assert b.act(RoundPlacement(0, 0.0, 60.0, place)).started == (jobs[0],)
-        slurm.wait_state(jobs[0], "RUNNING")
-        seen = observe(b, json=1, text=0)  # started: its GPU indices are in its JSON
+        # a state change made by the daemon's own act: jobs start (Gres=gpu:N, typed by
+        # the nodes), their GPUs from their text: no JSON, on 22.05 too
+        place = {
+            jobs[0]: JobPlacement(jobs[0], "v100", (NodeSlice("v100-1", 1),)),
+            jobs[2]: JobPlacement(jobs[2], "p100", (NodeSlice("p100-1", 2),)),
+        }
+        assert set(b.act(RoundPlacement(0, 0.0, 60.0, place)).started) == {jobs[0], jobs[2]}
+        for job in (jobs[0], jobs[2]):
+            slurm.wait_state(job, "RUNNING")
+        seen = observe(b, json=0, text=2)
         assert seen[jobs[0]].state is JobState.RUNNING
         assert seen[jobs[0]].nodes == (NodeSlice("v100-1", 1),)
+        assert seen[jobs[2]].nodes == (NodeSlice("p100-1", 2),)
+        assert b.view is not None and b.view.managed[jobs[2]].gpu_slices[0].gpu_type == "p100"
+        same_as_a_full_read(b, slurm)
         # requeue-held behind the daemon's back; a waiting job cancelled
         slurm.cmd("scontrol", "requeuehold", jobs[0])
         slurm.cmd("scancel", jobs[3])

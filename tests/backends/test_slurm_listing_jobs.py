@@ -1,8 +1,9 @@
 """Jobs built from the listing text (slurm_listing_jobs.py), replayed from two rounds
 captured on each real release (tests/backends/test_slurm_listing_jobs_on_slurm.py with
 SLURM_GAVEL_CAPTURE_LISTING=1: held, released, running on 1, 2 and 2x2 GPUs,
-untyped, checkpointed (exit 99), requeue-held, hostile comments), then with hostile
-values written into the text."""
+untyped, checkpointed (exit 99), requeue-held, hostile comments; started between the
+rounds on 1, 2, 2x2 GPUs, untyped, with --gpus, --exclusive, and requeued into a new
+run), then with hostile values written into the text."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ from slurm_gavel.backends.slurm_records import SlurmJob
 DATA = Path(__file__).parent / "data"
 RELEASES = ["22.05", "24.11", "26.05"]
 AT = {name: i for i, name in enumerate(LISTING_FIELDS)}
+# The captures' nodes (tools/local-cluster's default topology): one GPU type each.
+TYPES = {f"{t}-{i}": t for t in ("v100", "p100", "k80") for i in (1, 2)}
+# The field each release's listing printed as node_sharing (CliFormat.node_sharing_field).
+SHARING = {"22.05": "OverSubscribe", "24.11": "OverSubscribe", "26.05": "Exclusive"}
 
 
 def load(release: str, name: str) -> tuple[dict[str, Record], dict[str, SlurmJob]]:
@@ -54,15 +59,23 @@ def test_every_job_built_from_text_is_the_one_its_json_gives(release):
     last, listing, jobs = rounds(release)
     built = {}
     for job_id, record in listing.items():
-        got = job_from_listing(record, last.get(job_id), users(release))
+        got = job_from_listing(record, last.get(job_id), users(release), TYPES, SHARING[release])
         if got is not None:
             assert got == jobs[job_id], job_id
             built[job_id] = got
     states = {j.state for j in built.values()}
     assert {"PENDING", "RUNNING", "SPECIAL_EXIT"} <= states
     assert any(j.reason == "JobHeldUser" and j.restarts for j in built.values())  # requeue-held
-    assert any(len(j.gpu_slices) == 2 for j in built.values())  # 2 nodes, kept
-    assert len(built) >= 20 and len(built) < len(listing)  # some are read as JSON
+    kept = [j for j in built.values() if j.state == "RUNNING" and not new_run(last, j)]
+    assert any(len(j.gpu_slices) == 2 for j in kept)  # 2 nodes, kept
+    # started since: 1, 2, 2x2 GPUs, untyped, a requeued job's new run
+    runs = [j for j in built.values() if j.state == "RUNNING" and new_run(last, j)]
+    assert sorted(sum(s.gpus for s in j.gpu_slices) for j in runs) == [1, 1, 2, 2, 4]
+    assert any(j.restarts == 1 for j in runs)
+    started = [j for j in jobs.values() if j.state == "RUNNING" and new_run(last, j)]
+    # as JSON: no GPU request, --gpus, --exclusive (all of its node's 4 GPUs)
+    assert sorted(sum(s.gpus for s in j.gpu_slices) for j in started if j not in runs) == [0, 1, 4]
+    assert len(built) >= 25 and len(built) < len(listing)  # some are read as JSON
     # a new job: built where its account and QOS are named (sbatch -A --qos), not
     # "(null)" (22.05 without slurmdbd drops --qos)
     named = [] if release == "22.05" else ["gavel-acct"]
@@ -70,6 +83,15 @@ def test_every_job_built_from_text_is_the_one_its_json_gives(release):
     for record in listing.values():
         if record[AT["account"]] == "(null)":
             assert job_from_listing(record, None, users(release)) is None
+
+
+def new_run(last: dict[str, tuple[Record, SlurmJob]], job: SlurmJob) -> bool:
+    before = last[job.job_id][1]
+    return (before.state, before.start_time, before.restarts) != (
+        job.state,
+        job.start_time,
+        job.restarts,
+    )
 
 
 def held_job(release: str) -> tuple[Record, tuple[Record, SlurmJob], SlurmJob]:
@@ -148,8 +170,9 @@ def test_hostile_comments_are_kept_as_text_or_left_to_json(release):
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_a_running_job_keeps_its_gpus_only_while_it_is_the_same_run(release):
-    """gres_detail (which GPUs of a node) is in the JSON only: a run restarted on the
-    same node may hold other GPUs there."""
+    """A run restarted on the same node may hold other GPUs there: its slices are
+    those its request says (slices the last round's JSON gave differently stand in
+    for another run's), not the last round's."""
     last, listing, _ = rounds(release)
     job_id, record = next(
         (j, r) for j, r in listing.items()
@@ -160,5 +183,103 @@ def test_a_running_job_keeps_its_gpus_only_while_it_is_the_same_run(release):
     names = users(release)
     got = job_from_listing(comment, last[job_id], names)
     assert got is not None and got.gpu_slices == last[job_id][1].gpu_slices
+    before = last[job_id][1]
+    (first, *_) = before.gpu_slices
+    other = (replace(first, gpus=first.gpus + 1),)
+    last_other = (last[job_id][0], replace(before, gpu_slices=other))
+    assert job_from_listing(comment, last_other, names).gpu_slices == other  # same run
     for field, value in [("restart_cnt", "1"), ("start_time", "1795800000")]:
-        assert job_from_listing(with_value(comment, field, value), last[job_id], names) is None
+        got = job_from_listing(
+            with_value(comment, field, value), last_other, names, TYPES, SHARING[release]
+        )
+        assert got is not None and got.gpu_slices == before.gpu_slices != other
+
+
+def started_job(release: str, gpus: str) -> tuple[Record, tuple[Record, SlurmJob], SlurmJob]:
+    """The job that started between the rounds with this tres-per-node, built from text."""
+    last, listing, _ = rounds(release)
+    for job_id, record in listing.items():
+        if job_id not in last:
+            continue
+        got = job_from_listing(record, last[job_id], users(release), TYPES, SHARING[release])
+        if got is not None and new_run(last, got) and record[AT["tres_per_node"]] == gpus:
+            return record, last[job_id], got
+    raise AssertionError(f"no job with {gpus} captured as it started")
+
+
+def gres(release: str, request: str) -> str:
+    return ("gres:" if release == "22.05" else "gres/") + request
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("tres_per_task", "gpu:1"),  # per task or socket: more than per node may say
+        ("tres_per_socket", "gpu:k80:1"),
+        ("tres_per_job", "gpu:k80:4"),
+        ("tres_per_task", "shard:1"),
+        ("tres_per_node", "gpu:k80:2,gpu:k80:1"),  # --gres and --gpus-per-node: gets 1
+        ("tres_per_node", "gpu:k80:2,shard:2"),
+        ("tres_per_node", "shard:2"),  # a shard's GPU index is in the JSON only
+        ("tres_per_node", "mps:50"),
+        ("tres_per_node", "gpu:k80:0"),
+        ("tres_per_node", "gpu:k80:2 x"),
+        ("tres_per_node", "N/A"),  # no GPU request: none, or all (--exclusive)?
+        ("node_count", "3"),  # not one request per listed node
+        ("nodes", "k80-1,k80-1"),
+        ("nodes", "k80-[1-2"),
+        ("job_state", "COMPLETING"),  # leaving: its nodes may be let go one by one
+        ("job_state", "CONFIGURING"),
+    ],
+)
+def test_a_new_run_the_text_cannot_say_is_read_as_json(release, field, value):
+    record, last, _ = started_job(release, gres(release, "gpu:k80:2"))
+    if field.startswith("tres_per") and value != "N/A":
+        value = ",".join(gres(release, v) if v[0] != " " else v for v in value.split(","))
+    assert (
+        job_from_listing(
+            with_value(record, field, value), last, users(release), TYPES, SHARING[release]
+        )
+        is None
+    )
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_new_run_is_built_per_node_from_its_request(release):
+    record, last, job = started_job(release, gres(release, "gpu:k80:2"))
+    names = users(release)
+    assert [(s.node, s.gpu_type, s.gpus, s.indices) for s in job.gpu_slices] == [
+        ("k80-1", "k80", 2, ()),
+        ("k80-2", "k80", 2, ()),
+    ]
+    # an untyped request: the type of all the node's GPUs, or the JSON where unknown
+    untyped = with_value(record, "tres_per_node", gres(release, "gpu:2"))
+    got = job_from_listing(untyped, last, names, TYPES, SHARING[release])
+    assert got is not None and got.gpu_slices == job.gpu_slices and got.gpu_request == (None, 2)
+    assert job_from_listing(untyped, last, names, {"k80-1": "k80"}, SHARING[release]) is None
+    assert job_from_listing(untyped, last, names, node_sharing=SHARING[release]) is None
+    # what a task asks beside its GPUs changes no GPU count
+    cpus = with_value(record, "tres_per_task", "cpu=2")
+    assert job_from_listing(cpus, last, names, TYPES, SHARING[release]) == job
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_new_run_that_may_hold_whole_nodes_is_read_as_json(release):
+    """--exclusive, a partition's OverSubscribe=EXCLUSIVE or FORCE, --oversubscribe or
+    a value not known: only a job printed as sharing its nodes is built."""
+    record, last, _ = started_job(release, gres(release, "gpu:k80:2"))
+    names, field = users(release), SHARING[release]
+    assert record[AT["node_sharing"]] == {"OverSubscribe": "OK", "Exclusive": "NO"}[field]
+    others = {"OverSubscribe": ["NO", "YES", "USER", "MCS", "TOPO", "", "OK "],
+              "Exclusive": ["NODE", "USER", "MCS", "TOPO", "YES", "OK", "", "NO "]}  # fmt: skip
+    for value in others[field]:
+        got = job_from_listing(with_value(record, "node_sharing", value), last, names, TYPES, field)
+        assert got is None, value
+    # the value read as the other release's field: 26.05 prints "NO" in OverSubscribe
+    # for every job, 22.05 and 24.11 print "NO" there for whole-node jobs
+    other = "OverSubscribe" if field == "Exclusive" else "Exclusive"
+    assert job_from_listing(record, last, names, TYPES, other) is None
+    assert job_from_listing(record, last, names, TYPES, "Bogus") is None

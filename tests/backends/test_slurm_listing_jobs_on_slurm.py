@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,15 +18,16 @@ import pytest
 from slurm_gavel.backends.slurm_cli import SlurmCluster
 from slurm_gavel.backends.slurm_job_cache import FIELDS
 from slurm_gavel.backends.slurm_job_listing import (
+    LISTING_FIELDS,
     TOKEN_ALPHABET,
     Record,
     listing_argv,
     new_token,
     parse_listing,
 )
-from slurm_gavel.backends.slurm_json import parse_jobs
-from slurm_gavel.backends.slurm_listing_jobs import job_from_listing
-from slurm_gavel.backends.slurm_records import SlurmJob
+from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm_listing_jobs import job_from_listing, node_gpu_types
+from slurm_gavel.backends.slurm_records import GpuSlice, SlurmJob
 from tests.backends.test_slurm_job_listing_on_slurm import update
 
 pytestmark = pytest.mark.slurm
@@ -63,9 +65,10 @@ def read(b: SlurmCluster, wanted: set[str]) -> Read:
     the same before and after the JSON (backfill may move a pending job meanwhile)."""
     for _ in range(20):
         token = new_token()
-        text = b.commands.run("list", listing_argv(token)).stdout
+        argv = listing_argv(token, b.cli_format.node_sharing_field)
+        text = b.commands.run("list", argv).stdout
         doc = b._json("observe", b.cli_format.jobs_argv())
-        again = b.commands.run("list", listing_argv(token)).stdout
+        again = b.commands.run("list", argv).stdout
         first, second = parse_listing(text, token), parse_listing(again, token)
         assert first is not None and second is not None
         stable = {j: r for j, r in first.items() if second.get(j) == r}
@@ -114,12 +117,26 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
                    for k, c in HOSTILE.items()}  # fmt: skip
         to = {k: sub("-p", "gpu", "--hold", "--comment=x", *OUT, *SLEEP)
               for k in ("null", "crlf", "token")}  # fmt: skip
-        for job in (run1, run2, multi, untyped, ckpt, requeued):
+        # held now, started between the rounds (a new run: no slices to keep)
+        start = {
+            "1": sub("-p", "v100", "--hold", "--gres=gpu:v100:1", *OUT, *SLEEP),
+            "2": sub("-p", "p100", "-w", "p100-1", "--hold", "--gres=gpu:p100:2", *OUT, *SLEEP),
+            "2x2": sub("-p", "k80", "-N", "2", "--hold", "--gres=gpu:k80:2", *OUT, *SLEEP),
+            # untyped, as the daemon's own update (StartOrder.gres): typed by the nodes
+            "untyped": sub("-p", "v100", "--hold", "--gres=gpu:2", *OUT, *SLEEP),
+            "per_job": sub("-p", "v100", "--hold", "--gpus=v100:1", *OUT, *SLEEP),
+            # asks one GPU, gets all of its node's
+            "exclusive": sub("-p", "p100", "-w", "p100-2", "--hold", "--exclusive",
+                             "--gres=gpu:p100:1", *OUT, *SLEEP),
+        }  # fmt: skip
+        rerun = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)  # requeued: a new run
+        for job in (run1, run2, multi, untyped, ckpt, requeued, rerun):
             slurm.wait_state(job, "RUNNING")
         slurm.wait_state(done, "COMPLETED", "GONE")
         b = SlurmCluster(env=slurm.env)
         everyone = {held, later, starts, run1, run2, multi, untyped, ckpt, requeued,
-                    cancelled, plain, null_account, *hostile.values(), *to.values()}  # fmt: skip
+                    cancelled, plain, null_account, *hostile.values(), *to.values(),
+                    *start.values(), rerun}  # fmt: skip
         first = read(b, everyone)
         capture(slurm, "round1", first)
         last = {j: (r, first.jobs[j]) for j, r in first.records.items()}
@@ -137,39 +154,79 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         slurm.cmd("scancel", "--signal=USR1", "--batch", ckpt)
         slurm.cmd("scontrol", "requeuehold", requeued)
         slurm.cmd("scancel", cancelled)
+        slurm.cmd("scontrol", "release", ",".join(start.values()))
+        slurm.cmd("scontrol", "requeue", rerun)
         new = sub(*MANAGED)
         named = sub(*MANAGED, "-A", "gavel-acct", "--qos=normal")  # accounting names them
         slurm.wait_state(starts, "RUNNING")
         slurm.wait_state(ckpt, "SPECIAL_EXIT")
         for job in (requeued, cancelled):
             slurm.wait_state(job, "PENDING", "REQUEUE_HOLD", "CANCELLED", "GONE")
+        for job in start.values():
+            slurm.wait_state(job, "RUNNING")
+        wait_rerun(slurm, rerun)
 
         second = read(b, everyone - {cancelled} | {new, named})
         capture(slurm, "round2", second)
+        types = node_gpu_types(parse_nodes(b._fetch_nodes())[1])
+        assert types["v100-1"] == "v100"
+        sharing = b.cli_format.node_sharing_field
+        assert sharing == ("Exclusive" if slurm.release == "26.05" else "OverSubscribe")
         built = {}
         for job_id, record in second.records.items():
-            got = job_from_listing(record, last.get(job_id), users)
+            got = job_from_listing(record, last.get(job_id), users, types, sharing)
             if got is not None:
                 assert got == second.jobs[job_id], job_id
                 built[job_id] = got
         assert done not in second.records and cancelled not in second.records
-        as_json = {new, starts, to["null"], to["crlf"]}
+        as_json = {new, starts, to["null"], to["crlf"], start["per_job"], start["exclusive"]}
         from_text = {held, later, run1, run2, multi, untyped, ckpt, requeued, plain,
-                     null_account, *hostile.values(), to["token"]}  # fmt: skip
+                     null_account, *hostile.values(), to["token"], start["1"], start["2"],
+                     start["2x2"], start["untyped"], rerun}  # fmt: skip
         # a new job is built where accounting names its account and QOS; 22.05 without
         # slurmdbd drops --qos (squeue prints "(null)"): its JSON is read
         (as_json if slurm.release == "22.05" else from_text).add(named)
         assert from_text <= set(built), sorted(from_text - set(built))
         # a new job whose account is "(null)" (unset, or a user's "(null)"); one that
-        # just started (its GPU indices are in the JSON only); a comment that became
-        # "(null)" or holds "\r" (the text cannot say which)
+        # just started with no GPU request (starts: no gres) or one its text cannot
+        # say per node (--gpus, --exclusive); a comment that became "(null)" or holds
+        # "\r" (the text cannot say which)
         assert not as_json & set(built), sorted(as_json & set(built))
         assert second.jobs[ckpt].exit_code == 99 and built[ckpt].held
         assert built[run1].gpu_slices == first.jobs[run1].gpu_slices != ()
         assert len(built[multi].gpu_slices) == 2
         assert built[hostile["bytes"]].comment == HOSTILE["bytes"]
+        # the runs that just started, from their text: whole GPUs by count
+        p100 = second.jobs[start["2"]].nodes
+        assert built[start["1"]].gpu_slices[0].gpus == 1
+        assert built[start["2"]].gpu_slices == (GpuSlice(p100[0], "p100", 2),)
+        assert built[start["2x2"]].gpu_slices == tuple(
+            GpuSlice(n, "k80", 2) for n in ("k80-1", "k80-2")
+        )
+        assert [s.gpu_type for s in built[start["untyped"]].gpu_slices] == ["v100"]
+        assert built[rerun].restarts == 1 and built[rerun].start_time > first.jobs[rerun].start_time
+        # untyped without the nodes' types: read as JSON
+        untyped_record = second.records[start["untyped"]]
+        assert job_from_listing(untyped_record, last[start["untyped"]], users, {}, sharing) is None
+        assert [s.gpus for s in second.jobs[start["exclusive"]].gpu_slices] == [4]
+        exclusive = second.records[start["exclusive"]]
+        assert exclusive[list(LISTING_FIELDS).index("node_sharing")] in ("NO", "NODE")
     finally:
         slurm.cancel_all()
+
+
+def wait_rerun(slurm, job: str) -> None:
+    """A requeued job runs again (its restart count 1): StartTime=now, as the daemon
+    places a job, cuts Slurm's delay before a requeued job may start."""
+    deadline = time.monotonic() + 60
+    while True:
+        out = slurm.cmd("squeue", "-h", "-j", job, "-O", "RestartCnt:10,State:20").stdout.split()
+        if out == ["1", "RUNNING"]:
+            return
+        if out[:2] == ["1", "PENDING"]:
+            slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+        assert time.monotonic() < deadline, slurm.why(job)
+        time.sleep(0.5)
 
 
 def test_with_accounting_a_new_job_of_a_known_user_is_built_from_its_text(slurm_accounting):

@@ -58,14 +58,16 @@ def test_two_shard_jobs_report_the_same_gpu_index(release):
 @pytest.mark.parametrize("release", sorted(CAPTURES))
 def test_shard_jobs_hold_a_slice_of_one_gpu_with_its_index(release):
     """A shard job asks no gpu (its request is a shard request) but holds one GPU's
-    shards: the parser gives it a slice of one GPU with the index and the shard count."""
+    shards: the parser gives it a slice of one GPU with the index and the shard count.
+    The whole-GPU job beside them (on GPU 1) holds a count, without indices: no reader
+    needs them (GpuSlice.indices), and the listing text names none."""
     ids = scenario(release)
     _, jobs = parse_jobs(load(release, 0))
     by_id = {j.job_id: j for j in jobs}
     for k, node in (("a", "v100-1"), ("b", "v100-1"), ("m", "k80-1")):
         assert by_id[ids[k]].gpu_request is None
         assert by_id[ids[k]].gpu_slices == (GpuSlice(node, None, 1, (0,), 1),)
-    assert by_id[ids["c"]].gpu_slices == (GpuSlice("v100-1", "v100", 1, (1,), 0),)
+    assert by_id[ids["c"]].gpu_slices == (GpuSlice("v100-1", "v100", 1),)
 
 
 @pytest.mark.parametrize("release", sorted(CAPTURES))

@@ -10,6 +10,8 @@ import time
 import pytest
 
 from slurm_gavel.backends.slurm_fields import gres_indices
+from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS
+from slurm_gavel.backends.slurm_listing_jobs import job_from_listing, node_gpu_types
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from tests.backends.test_slurm_cli import backend, managed
 
@@ -89,6 +91,29 @@ def _start_pair(slurm, tmp_path):
     return b, a, b_
 
 
+def _not_from_text(b, slurm, jobs):
+    """Jobs that just started on shards are read as JSON (the GPU index they sit on is
+    only there), where the same record asking whole GPUs is built from its text."""
+    assert b.view is not None
+    types = node_gpu_types(b.view.nodes.values())
+    rows = b._listed._rows
+    users = {j.user_id: j.user for _, j in rows.values() if j.user_id is not None}
+    at = {name: i for i, name in enumerate(LISTING_FIELDS)}
+    gpu = ("gres:" if slurm.release == "22.05" else "gres/") + "gpu:1"
+
+    def with_value(record, field, value):
+        return (*record[: at[field]], value, *record[at[field] + 1 :])
+
+    sharing = b.cli_format.node_sharing_field
+    for job in jobs:
+        record, sj = rows[job]
+        assert "shard" in record[at["tres_per_node"]] and sj.gpu_slices[0].indices
+        before = (with_value(record, "start_time", "N/A"), sj)  # as it waited
+        assert job_from_listing(record, before, users, types, sharing) is None
+        whole = with_value(record, "tres_per_node", gpu)
+        assert job_from_listing(whole, before, users, types, sharing) is not None
+
+
 def test_a_pair_shares_one_gpu_and_keeps_its_lease(slurm_shards_session, tmp_path):
     slurm = slurm_shards_session
     slurm.cancel_all()
@@ -98,6 +123,7 @@ def test_a_pair_shares_one_gpu_and_keeps_its_lease(slurm_shards_session, tmp_pat
         obs = _observed(b)
         assert (obs[a].partner, obs[b_].partner) == (b_, a)
         assert obs[a].nodes == obs[b_].nodes == (NodeSlice("v100-1", 1),)
+        _not_from_text(b, slurm, [a, b_])
         before = b.commands.total
         res = b.act(_pair(1, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
         assert sorted(res.kept) == sorted([a, b_]) and b.commands.total == before
