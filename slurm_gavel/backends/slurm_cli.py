@@ -7,11 +7,11 @@ observe, in the JSON format of the release (detected once, slurm_release.detect_
     list         squeue -h -t <waiting and running states> -O <fields>: every job's
                  fields as text, to tell which changed (slurm_job_listing.py)
     jobs         squeue --json=vX -t all -j ID,...  only the new or changed jobs the
-                 listing's text cannot describe (slurm_listing_jobs.py: jobs that
-                 just started, "(null)" values); every waiting and running job in the
-                 first round, every 10th (made between rounds when the daemon
-                 calls between_rounds, as it does), and on 22.05 (whose --json ignores -j and
-                 -t) in any round in which a changed job needs its JSON or a job
+                 listing's text cannot describe (slurm_listing_jobs.py: "(null)"
+                 values, starts on shards or whole nodes); every waiting and running
+                 job in the first round, every 10th (between rounds, when the daemon
+                 calls between_rounds), and on 22.05 (whose --json ignores -j and -t)
+                 in any round in which a changed job needs its JSON or a managed job
                  left the listing; none when the text describes every change
     ended        squeue --json=vX -t all -j ID,...  only in a round where a managed
                  job left that list (how it ended: completed or failed)

@@ -24,7 +24,7 @@ from slurm_gavel.backends.slurm_listing_jobs import job_from_listing, node_gpu_t
 from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_release import CliFormat, detect_cli
 from slurm_gavel.backends.slurm_snapshot import SlurmView
-from slurm_gavel.core.model import JobId
+from slurm_gavel.core.model import Job, JobId
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class CliReads:
     _allow_newer: bool
     _job_cache: JobRecordCache  # unchanged squeue records parsed once
     _listed: IncrementalJobs  # JSON read only for new or changed jobs
+    _active: dict[JobId, Job]  # managed, not done, at the last observe
 
     data_parser: str | None
 
@@ -72,9 +73,11 @@ class CliReads:
         some_or_none = some if fmt.filters_work else None
         sharing = fmt.node_sharing_field
         from_text = partial(job_from_listing, gpu_types=node_gpu_types(nodes), node_sharing=sharing)
+        # Only a managed job's end is read (22.05: by a full read); others just leave.
         return self._listed.read(
-            self._listing(sharing), full, some_or_none, force_full=first, from_text=from_text
-        )
+            self._listing(sharing), full, some_or_none, force_full=first, from_text=from_text,
+            watched=self._active,
+        )  # fmt: skip
 
     def between_rounds(self) -> None:
         """The safety net's full read (slurm_job_listing.FULL_READ_EVERY), made while

@@ -30,8 +30,10 @@ Full reads (every job's JSON, as before) happen:
 - on the first observe, and when the listing cannot be read;
 - when Slurm's JSON cannot be asked for by job id (22.05's `squeue --json`
   ignores -j and -t): every round in which a changed job needs its JSON or a job
-  left the listing (whose end only the full read, with finished jobs, tells); a
-  round whose changes the text describes reads no JSON;
+  whose end matters (a managed one: `watched`) left the listing (only the full
+  read, with finished jobs, tells how it ended); another user's job that ended
+  needs no read (it no longer holds GPUs), and a round whose changes the text
+  describes reads no JSON;
 - when more than FULL_READ_FRACTION of the listed jobs changed (one dump is then
   cheaper than a long id list);
 - every FULL_READ_EVERY-th round, a safety net: a field _job reads that the
@@ -50,7 +52,7 @@ from __future__ import annotations
 
 import secrets
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
@@ -182,13 +184,16 @@ class IncrementalJobs:
         *,
         force_full: bool = False,
         from_text: FromText | None = None,
+        watched: Collection[str] | None = None,
     ) -> list[SlurmJob]:
         """This round's jobs. full() reads every job's JSON; some(ids) those jobs'
         (None where Slurm cannot filter by id); from_text builds a changed job from
-        its listing record where it can (its JSON is read otherwise)."""
+        its listing record where it can (its JSON is read otherwise); watched: the
+        jobs whose end must be read when they leave the listing (None: every job)."""
         rows = self._rows
         changed = [] if listing is None else [j for j, r in listing.items() if _rec(rows, j) != r]
-        gone = listing is not None and any(j not in listing for j in rows)
+        ending = rows if watched is None else [j for j in watched if j in rows]
+        gone = listing is not None and any(j not in listing for j in ending)
         built: dict[str, SlurmJob] = {}
         if from_text is not None and listing is not None and changed:
             users = _user_names(rows)

@@ -247,3 +247,18 @@ def test_a_full_read_between_rounds_stands_for_the_rounds_own():
     rounds(inc, s)
     assert s.full_reads == 2 and inc.last_read == "changed" and s.asked == [["4"]]
     assert rounds(inc, s)[3].state == "RUNNING" and inc.last_read == "none"
+
+
+def test_without_filtering_by_id_only_a_watched_job_leaving_reads_every_job():
+    """22.05: a managed job that left the listing needs the full read (only it tells
+    how the job ended); another user's job that ended needs none."""
+    s, inc = Slurm(6), IncrementalJobs()
+    inc.read(s.listing(), s.full, None, force_full=True)
+    watched = {"1", "2"}  # the managed jobs of the last observe
+    del s.jobs["5"]
+    got = inc.read(s.listing(), s.full, None, watched=watched)
+    assert s.full_reads == 1 and inc.last_read == "none"
+    assert [j.job_id for j in got] == ["1", "2", "3", "4", "6"]
+    del s.jobs["2"]
+    inc.read(s.listing(), s.full, None, watched=watched)
+    assert s.full_reads == 2 and inc.last_read == "full"

@@ -123,3 +123,28 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
         same_as_a_full_read(b, slurm)
     finally:
         slurm.cancel_all()
+
+
+def test_only_a_managed_job_that_ends_has_its_end_read(slurm):
+    """A job leaving the listing: a managed one's end is read (by id on 24.11+, by a
+    full read on 22.05); another user's needs no read at all, on 22.05 too (it only
+    stops holding GPUs)."""
+    slurm.cancel_all()
+    try:
+        mine = slurm.sbatch(*MANAGED)
+        theirs = slurm.sbatch("-p", "gpu", "--hold", "-o", "/dev/null", "--wrap", "sleep 300")
+        b = SlurmCluster(env=slurm.env)
+        b.observe()
+        slurm.cmd("scancel", theirs)
+        slurm.wait_state(theirs, "CANCELLED", "GONE")
+        seen = observe(b, json=0, text=0)  # 22.05 too: no full read for it
+        assert theirs not in seen
+        ended_before = b.commands.counts["ended"]
+        slurm.cmd("scancel", mine)
+        slurm.wait_state(mine, "CANCELLED", "GONE")
+        seen = observe(b, json=0, text=0, gone=True)
+        assert seen[mine].state is JobState.DONE
+        if b.cli_format.filters_work:
+            assert b.commands.counts["ended"] == ended_before + 1
+    finally:
+        slurm.cancel_all()
