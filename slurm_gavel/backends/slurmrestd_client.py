@@ -213,10 +213,15 @@ class RestClient:
 
 
 def _json(raw: bytes) -> dict | None:
-    """The answer as JSON; None when it is not a JSON object (404/401 are plain text)."""
+    """The answer as JSON; None when it is not a JSON object (404/401 are plain text).
+
+    slurmrestd copies a job's comment into /jobs byte for byte, and a user may write
+    bytes that are not UTF-8 there: decoded strictly, one such job would fail every
+    observe of every job. Those bytes are kept as surrogates (as the CLI backend
+    reads squeue), never written back to Slurm."""
     try:
-        doc = json.loads(raw) if raw else {}
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        doc = json.loads(raw.decode("utf-8", "surrogateescape")) if raw else {}
+    except json.JSONDecodeError:
         return None
     return doc if isinstance(doc, dict) else None
 

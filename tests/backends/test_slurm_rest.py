@@ -213,3 +213,16 @@ def test_rest_requeuehold_and_unmanaged_untouched(slurm, rest, tmp_path):
         assert "cannot requeue" in dict(res.failed)[job]
         assert slurm.state(job) == "RUNNING"  # left running, reported; never cancelled
     assert b_off.commands.counts["requeuehold"] == 0
+
+
+@pytest.mark.hostile(inputs=1)  # HOSTILE: a comment that is not UTF-8, through slurmrestd
+def test_rest_observe_survives_a_comment_that_is_not_utf8(slurm, rest, tmp_path):
+    """slurmrestd copies a comment's bytes into /jobs as they are: one job whose
+    comment is not UTF-8 (any user can write one) must not fail the observe of every
+    job. Before: "HTTP 200, not JSON" on each release, every round."""
+    mine = managed(slurm, tmp_path, "utf")
+    # argv with surrogates: Python passes them to sbatch as the raw bytes 0xff 0xfe
+    theirs = slurm.sbatch("-p", "gpu", "--hold", "-o", "/dev/null",
+                          "--comment=bad\udcff\udcfe x", "--wrap", "sleep 60")  # fmt: skip
+    seen = {j.job.id: j for j in rest().observe().jobs}
+    assert seen[mine].state is JobState.PENDING and theirs not in seen  # not managed
