@@ -92,13 +92,13 @@ class ResNet(nn.Module):
 def image_classifier(
     model: nn.Module, batch: int, size: int, classes: int, device: torch.device, lr: float
 ) -> Trainer:
-    """SGD with momentum on random images; batches drawn on the CPU RNG (device-independent)."""
+    """SGD with momentum on random images; batches drawn on the model's device (trainer.py)."""
     model = model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
 
     def loss() -> torch.Tensor:
-        x = torch.randn(batch, 3, size, size).to(device)
-        y = torch.randint(0, classes, (batch,)).to(device)
+        x = torch.randn(batch, 3, size, size, device=device)
+        y = torch.randint(0, classes, (batch,), device=device)
         return F.cross_entropy(model(x), y)
 
     return Trainer.of(model, opt, loss)

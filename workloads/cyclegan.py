@@ -85,8 +85,8 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
         return F.mse_loss(pred, torch.full_like(pred, 1.0 if real else 0.0))
 
     def step() -> float:
-        a = torch.rand(batch_size, 3, size, size).mul(2).sub(1).to(device)
-        b = torch.rand(batch_size, 3, size, size).mul(2).sub(1).to(device)
+        a = torch.rand(batch_size, 3, size, size, device=device).mul(2).sub(1)
+        b = torch.rand(batch_size, 3, size, size, device=device).mul(2).sub(1)
         fake_b, fake_a = nets["g_ab"](a), nets["g_ba"](b)
         opt_g.zero_grad(set_to_none=True)
         loss_g = (

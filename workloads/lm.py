@@ -34,7 +34,7 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
     def loss() -> torch.Tensor:
         # Fresh hidden state every step: carrying it over would be state the
         # checkpoint does not hold, and resumed runs would then differ.
-        tokens = torch.randint(0, vocab, (batch, bptt + 1)).to(device)
+        tokens = torch.randint(0, vocab, (batch, bptt + 1), device=device)
         logits = model(tokens[:, :-1])
         return F.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
 

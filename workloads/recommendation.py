@@ -32,9 +32,8 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
     opt = torch.optim.SGD(model.parameters(), lr=0.005, momentum=0.9)
 
     def loss() -> torch.Tensor:
-        mask = (torch.rand(batch, items) < density).float()
-        ratings = (torch.randint(1, 6, (batch, items)).float() * mask).to(device)
-        mask = mask.to(device)
+        mask = (torch.rand(batch, items, device=device) < density).float()
+        ratings = torch.randint(1, 6, (batch, items), device=device).float() * mask
         pred = model(ratings)
         # Masked MSE: only observed ratings count (DeepRecommender's MMSE loss).
         return ((pred - ratings) ** 2 * mask).sum() / mask.sum().clamp(min=1.0)

@@ -36,8 +36,8 @@ def build(batch_size: int, tiny: bool, device: torch.device) -> Trainer:
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def loss() -> torch.Tensor:
-        src = torch.randint(0, vocab, (batch, seq)).to(device)
-        tgt = torch.randint(0, vocab, (batch, seq + 1)).to(device)
+        src = torch.randint(0, vocab, (batch, seq), device=device)
+        tgt = torch.randint(0, vocab, (batch, seq + 1), device=device)
         logits = model(src, tgt[:, :-1])
         return F.cross_entropy(logits.reshape(-1, vocab), tgt[:, 1:].reshape(-1))
 
