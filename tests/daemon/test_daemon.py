@@ -139,16 +139,19 @@ def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, aft
 
 
 class ReadingBackend:
-    """Delegates to a backend; reads state.json at each act (the pre-act save)."""
+    """Delegates to a backend; reads state.json (the pre-act save) and status.json (the
+    public view) at each act."""
 
     def __init__(self, inner, state_dir) -> None:
-        self.inner, self.state_dir, self.at_act = inner, state_dir, []
+        self.inner, self.state_dir, self.at_act, self.views = inner, state_dir, [], []
 
     def observe(self):
         return self.inner.observe()
 
     def act(self, placement):
-        self.at_act.append(StateStore(self.state_dir).load())
+        store = StateStore(self.state_dir)
+        self.at_act.append(store.load())
+        self.views.append(store.load_view())
         return self.inner.act(placement)
 
 
@@ -171,20 +174,12 @@ def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table)
     assert finals[-1]["scheduler"] != finals[-2]["scheduler"]  # the rounds did change it
 
 
-class ViewReadingBackend(ReadingBackend):
-    """Reads the public view (status.json) at each act, beside state.json."""
-
-    def act(self, placement):
-        self.views = [*getattr(self, "views", []), StateStore(self.state_dir).load_view()]
-        return super().act(placement)
-
-
 def test_the_pre_act_save_leaves_users_the_last_rounds_view(tmp_path, table):
     """The pre-act save is for a restart: state.json gets the inflight record, while
     status.json (what users read) stays the previous round's end until the round is
     over, which then publishes its own."""
     sim = cluster(table)
-    b = ViewReadingBackend(sim, tmp_path / "state")
+    b = ReadingBackend(sim, tmp_path / "state")
     d = daemon(tmp_path, b, table)
     d.start()
     ends = []
