@@ -70,6 +70,8 @@ class Segment:
     restart: int
     end: float | None = None
     how: str | None = None  # "signal" | "done" | None (still running, or killed)
+    first_step: int = -1  # the step it resumed from (its start line)
+    last_step: int = -1  # the step it checkpointed (its signal line)
 
     @property
     def gpu_type(self) -> str:
@@ -84,9 +86,12 @@ def read_job_log(path: Path) -> list[Segment]:
         parts = line.split()
         t, what = float(parts[0]), parts[1]
         if what == "start":
-            segs.append(Segment(start=t, restart=int(parts[2]), node=parts[3]))
+            step = int(parts[4]) if len(parts) > 4 else -1
+            segs.append(Segment(start=t, restart=int(parts[2]), node=parts[3], first_step=step))
         elif segs and segs[-1].how is None:
             segs[-1].end, segs[-1].how = t, what
+            if what == "signal" and len(parts) > 2:
+                segs[-1].last_step = int(parts[2])
         else:  # signal/done with no open segment: record it, the test will fail on it
             segs.append(Segment(start=t, node="?-?", restart=-1, end=t, how=f"orphan-{what}"))
     return segs

@@ -28,13 +28,17 @@ ROUND = 4.0
 
 def assert_checkpoint_protocol(sc, job_id: str) -> None:
     """Every run ended by the signal (then exit 99 + resume) except the last, which
-    finished; the restarts Slurm counted are exactly the signalled runs."""
+    finished, each resumed at the step the one before checkpointed; the restarts Slurm
+    counted are exactly the signalled runs."""
     segs = sc.segments(job_id)
     assert segs, f"job {job_id} never ran"
     hows = [s.how for s in segs]
     assert hows[-1] == "done", f"job {job_id} did not finish: {hows}"
     assert all(h == "signal" for h in hows[:-1]), f"job {job_id} stopped without signal: {hows}"
     assert [s.restart for s in segs] == list(range(len(segs))), f"job {job_id}: {segs}"
+    steps = [(s.first_step, s.last_step) for s in segs]
+    assert segs[0].first_step == 0, f"job {job_id}: {steps}"
+    assert all(b.first_step == a.last_step for a, b in itertools.pairwise(segs)), steps  # resumed
     info = sc.slurm.show(job_id)
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info
     assert int(info["Restarts"]) == len(segs) - 1

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -29,12 +30,24 @@ ROUND = 4.0
 
 def assert_checkpoint_protocol(sc, job_id: str) -> None:
     """Every run ended by the checkpoint signal (exit 99, resumed from the checkpoint)
-    except the last, which finished: no step was done twice."""
+    except the last, which finished, and each run resumed at the step the one before
+    checkpointed: no step was done twice or lost.
+
+    Slurm's restart count may exceed the runs by the batch launches that failed: a job
+    placed on a node whose slurmd had just stopped (slurmctld does not know yet) is
+    requeued by slurmctld ~10 s later without its script starting ("_job_complete:
+    requeue ... per user/system request", Restarts=1, checked by hand on 26.05; seen
+    once in CI on 26.05: 3 restarts, 3 runs). Such a launch ran no step, so it is
+    allowed here; every run the script did start is accounted for by the checks above."""
     segs = sc.segments(job_id)
     hows = [s.how for s in segs]
     assert hows and hows[-1] == "done", f"job {job_id} did not finish: {segs}"
     assert all(h == "signal" for h in hows[:-1]), f"job {job_id} stopped without signal: {segs}"
-    assert int(sc.slurm.show(job_id)["Restarts"]) == len(segs) - 1, segs
+    assert segs[0].first_step == 0, f"job {job_id}: {segs}"
+    for before, after in pairwise(segs):
+        assert after.first_step == before.last_step, f"job {job_id} redid or lost steps: {segs}"
+        assert after.restart > before.restart, f"job {job_id}: {segs}"
+    assert int(sc.slurm.show(job_id)["Restarts"]) == segs[-1].restart, segs
 
 
 def stop_slurmd(slurm, node: str) -> list[str]:
