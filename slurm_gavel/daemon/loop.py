@@ -1,0 +1,123 @@
+"""The daemon's loop (mixed into Daemon): a round, the wait for the next one, and
+what happens while it waits: the backend's upkeep, a config reload (SIGHUP), a stop
+(SIGTERM). Kept apart from daemon.py, which is the round and its crash safety."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from slurm_gavel.daemon.logs import event
+
+if TYPE_CHECKING:
+    from slurm_gavel.core.cluster_model import ClusterBackend
+    from slurm_gavel.core.scheduler_state import SchedulerState
+    from slurm_gavel.daemon.config_types import Config
+    from slurm_gavel.daemon.state_store import StateStore
+    from slurm_gavel.daemon.tap import DaemonTap
+
+log = logging.getLogger("slurm_gavel.daemon")
+
+
+class DaemonLoop:
+    """Rounds until stopped; Daemon provides the round (round_safely) and its state."""
+
+    config: Config
+    backend: ClusterBackend
+    store: StateStore
+    state: SchedulerState
+    tap: DaemonTap
+    clock: Callable[[], float]
+    consecutive_failures: int
+    stop_event: threading.Event
+    reload_requested: threading.Event
+    _wake: threading.Event
+    _started: bool
+
+    if TYPE_CHECKING:  # Daemon's
+
+        def start(self) -> None: ...
+
+        def round_safely(self) -> bool: ...
+
+        def reload(self) -> bool: ...
+
+    def backoff_seconds(self) -> float:
+        s = self.config.slurm
+        return min(
+            s.retry_max_seconds, s.retry_initial_seconds * 2 ** (self.consecutive_failures - 1)
+        )
+
+    def run(self, once: bool = False) -> int:
+        """Rounds until stop() (or one round with once=True). Returns an exit code."""
+        self.start()
+        try:
+            while True:
+                t0 = self.clock()
+                ok = self.round_safely()
+                self.consecutive_failures = 0 if ok else self.consecutive_failures + 1
+                if once:
+                    return 0 if ok else 1
+                if ok:
+                    wait = self.config.settings.round_seconds - (self.clock() - t0)
+                    settling = self.tap.settle_left()
+                    if settling is not None:  # act as soon as the settling ends
+                        wait = min(wait, settling + 0.1)
+                else:
+                    wait = self.backoff_seconds()
+                    event(
+                        log,
+                        "retrying",
+                        logging.WARNING,
+                        in_s=round(wait, 3),
+                        failures=self.consecutive_failures,
+                    )
+                gc.collect()  # the round's garbage, outside it (round())
+                if ok:
+                    self._between_rounds()
+                if self._idle(wait):
+                    event(log, "stopping", round=self.state.round_index)
+                    return 0
+        finally:
+            self.store.release()
+            self._started = False
+
+    def _between_rounds(self) -> None:
+        """The backend's upkeep off the round's path (SlurmCluster: the periodic full
+        read); on failure the next observe does what it left undone."""
+        try:
+            getattr(self.backend, "between_rounds", lambda: None)()
+        except Exception as e:
+            event(log, "between_rounds_failed", logging.WARNING, error=str(e)[:300])
+
+    def _idle(self, seconds: float) -> bool:
+        """Wait `seconds` (real time) for the next round; True when asked to stop. A
+        reload asked meanwhile, or during the round that just ended, is applied at once:
+        between rounds, never during one, and its errors are logged now, not a round later.
+        """
+        due = time.monotonic() + max(0.0, seconds)
+        while not self.stop_event.is_set():
+            if self.reload_requested.is_set():
+                self.reload()
+            left = due - time.monotonic()
+            if left <= 0:
+                return False
+            self._wake.wait(left)
+            self._wake.clear()
+        return True
+
+    def stop(self) -> None:
+        """Ask the loop to end after the current round (signal handlers call this)."""
+        self.stop_event.set()
+        self._wake.set()
+
+    # ---- reload (SIGHUP) -----------------------------------------------------------------
+
+    def request_reload(self) -> None:
+        """Ask for the config file to be read again between rounds (the SIGHUP handler)."""
+        self.reload_requested.set()
+        self._wake.set()
