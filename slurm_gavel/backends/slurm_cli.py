@@ -136,6 +136,7 @@ class SlurmCluster(CliReads, Preemption):
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
         self._first_submit: dict[JobId, float] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
+        self._resumed: set[JobId] = set()  # resume(): read as ended if not listed
         self._requeued_at: dict[JobId, float] = {}  # seen leaving its run in this act (clock)
         # the orders the last act released (job -> order): still pending, not re-issued
         self._released: dict[JobId, StartOrder] = {}
@@ -157,7 +158,7 @@ class SlurmCluster(CliReads, Preemption):
         _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
         jobs = self._fetch_jobs(nodes)
         listed = {j.job_id for j in jobs}
-        ended = [j for j in self._active if j not in listed]
+        ended = [j for j in self._active if j not in listed] + self._resumed_ended(listed)
         if ended:
             jobs += self._ended_jobs(ended)
         now = self.clock()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 
 from slurm_gavel.backends.retry import attempts
@@ -39,6 +39,7 @@ class CliReads:
     _job_cache: JobRecordCache  # unchanged squeue records parsed once
     _listed: IncrementalJobs  # JSON read only for new or changed jobs
     _active: dict[JobId, Job]  # managed, not done, at the last observe
+    _resumed: set[JobId]  # resume(): managed when the daemon last stopped
 
     data_parser: str | None
 
@@ -57,9 +58,12 @@ class CliReads:
         """The waiting and running jobs: JSON only for those new or changed since the
         last observe that their listing text cannot describe (slurm_job_listing.py,
         slurm_listing_jobs.py; this round's nodes tell the GPU type an untyped
-        request gets on each). The first observe reads every job, the
-        finished ones too (-t all, once): jobs that ended while the daemon was down
-        are then reported done, as 22.05 always did."""
+        request gets on each). The first observe too, where Slurm filters JSON by
+        id (23.02+): every job is new then, and one JSON record per user names the
+        uids the listing prints, so that the others are built from their text; the
+        jobs a restarted daemon managed that are no longer listed are read as ended
+        (observe, resume()). On 22.05 the first observe reads every job's JSON, the
+        finished ones too (-t all, once), which tells how those jobs ended."""
         fmt = self.cli_format
         first = self.view is None
 
@@ -75,9 +79,22 @@ class CliReads:
         from_text = partial(job_from_listing, gpu_types=node_gpu_types(nodes), node_sharing=sharing)
         # Only a managed job's end is read (22.05: by a full read); others just leave.
         return self._listed.read(
-            self._listing(sharing), full, some_or_none, force_full=first, from_text=from_text,
-            watched=self._active,
+            self._listing(sharing), full, some_or_none, force_full=first and some_or_none is None,
+            from_text=from_text, watched=self._active,
         )  # fmt: skip
+
+    def resume(self, job_ids: Iterable[JobId]) -> None:
+        """The jobs a restarted daemon managed when it stopped (its saved state): the
+        first observe reads the final record of those no longer listed, so that jobs
+        that ended while the daemon was down are reported done with how they ended
+        (a job slurmctld has forgotten already just leaves, as before)."""
+        self._resumed = set(job_ids)
+
+    def _resumed_ended(self, listed: set[JobId]) -> list[JobId]:
+        """resume()'s jobs not listed now, once (the observe after resume())."""
+        ended = sorted(j for j in self._resumed if j not in listed)
+        self._resumed = set()
+        return [j for j in ended if j not in self._active]
 
     def between_rounds(self) -> None:
         """The safety net's full read (slurm_job_listing.FULL_READ_EVERY), made while

@@ -25,17 +25,28 @@ reads every job's JSON instead. The comment is in the listing itself, so a
 comment changed with `scontrol update` (by root, which job_submit.lua lets do
 anything, or on a site without the shipped job_submit.lua) is seen the same round.
 
+The listing prints a job's uid, not its user name (JSON's user_name, the name
+slurmctld gives the uid): the JSON of one changed job per uid no JSON has named yet
+is read with the round's other JSON (_seeds), and that uid's other jobs keep what
+their text said, with that name. So the first observe after a start, where every
+job is new, reads one JSON record per user instead of one per job (at 5,000 jobs
+of a few users, the first round is then like any other: benchmarks/README.md).
+
 Full reads (every job's JSON, as before) happen:
 
-- on the first observe, and when the listing cannot be read;
+- when the listing cannot be read; on 22.05's first observe (SlurmCluster asks for
+  the finished jobs too, -t all: how jobs ended while the daemon was down; 24.11+
+  read those by id, resume());
 - when Slurm's JSON cannot be asked for by job id (22.05's `squeue --json`
   ignores -j and -t): every round in which a changed job needs its JSON or a job
   whose end matters (a managed one: `watched`) left the listing (only the full
   read, with finished jobs, tells how it ended); another user's job that ended
   needs no read (it no longer holds GPUs), and a round whose changes the text
   describes reads no JSON;
-- when more than FULL_READ_FRACTION of the listed jobs changed (one dump is then
-  cheaper than a long id list);
+- when more than FULL_READ_FRACTION of the listed jobs need their JSON (one dump is
+  then cheaper than a long id list): a cluster without accounting, whose new jobs'
+  account and QOS print "(null)" (the text cannot tell unset from a user's
+  "(null)"), reads every job's JSON on its first observe, as before;
 - every FULL_READ_EVERY-th round, a safety net: a field _job reads that the
   listing does not print (gres_detail, user_name) changes only together with one
   it prints (node list, uid), and a value squeue prints the same for two JSON
@@ -52,7 +63,8 @@ from __future__ import annotations
 
 import secrets
 import string
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import replace
 
 from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
@@ -96,6 +108,11 @@ GUARDS = ("tres_per_task", "tres_per_socket", "node_sharing")
 # job, and "NODE" in Exclusive for whole-node jobs (each checked on real Slurm:
 # tests/backends/test_slurm_listing_jobs_on_slurm.py).
 NODE_SHARING = {"OverSubscribe": frozenset({"OK"}), "Exclusive": frozenset({"NO"})}
+
+_UID = list(LISTING_FIELDS).index("user_id")
+# The user name given to a uid no JSON has named yet while the text is read: no user
+# name holds a NUL byte; a job built with it waits for its uid's name (_seeds).
+_UNNAMED = "\0unnamed"
 
 FULL_READ_EVERY = 10
 FULL_READ_FRACTION = 0.5
@@ -195,19 +212,25 @@ class IncrementalJobs:
         ending = rows if watched is None else [j for j in watched if j in rows]
         gone = listing is not None and any(j not in listing for j in ending)
         built: dict[str, SlurmJob] = {}
-        if from_text is not None and listing is not None and changed:
-            users = _user_names(rows)
+        unnamed: dict[str, SlurmJob] = {}  # built but for the user name of their uid
+        if from_text is not None and listing is not None and changed and not force_full:
+            users = _user_names(job for _, job in rows.values())
+            guess = {**users, **dict.fromkeys(_uids(listing, changed, users), _UNNAMED)}
             for job_id in changed:
-                job = from_text(listing[job_id], rows.get(job_id), users)
+                job = from_text(listing[job_id], rows.get(job_id), guess)
                 if job is not None:
-                    built[job_id] = job
-        unread = [j for j in changed if j not in built]
+                    (unnamed if job.user == _UNNAMED else built)[job_id] = job
+        # Where Slurm filters by id, an unnamed job waits for its uid's seed; else it
+        # needs its JSON like any job its text does not describe.
+        seeds = _seeds(unnamed) if some is not None else []
+        named_later = set(unnamed).difference(seeds) if some is not None else set()
+        unread = [j for j in changed if j not in built and j not in named_later]
         if (
             force_full
             or listing is None
             or self._reads_since_full + 1 >= self.full_every
             or (some is None and (unread or gone))
-            or len(changed) > FULL_READ_FRACTION * max(1, len(listing))
+            or len(unread) > FULL_READ_FRACTION * max(1, len(listing))
         ):
             everyone = full()
             self._reads_since_full = 0
@@ -216,9 +239,23 @@ class IncrementalJobs:
             self._rows = {j.job_id: (listed[j.job_id], j) for j in everyone if j.job_id in listed}
             return everyone
         self._reads_since_full += 1
-        fresh = {j.job_id: j for j in some(unread)} if unread and some else {}
+        # One command: the jobs the text does not describe and one job per unnamed uid
+        # (seeds are in unread), whose JSON then names the others.
+        fresh = {j.job_id: j for j in some(unread)} if unread and some is not None else {}
+        if named_later and some is not None:
+            named = _user_names([*(job for _, job in rows.values()), *fresh.values()])
+            late = []  # their uid's seed left Slurm before its JSON was read
+            for job_id, job in unnamed.items():
+                if job_id not in named_later:
+                    continue
+                if job.user_id in named:
+                    built[job_id] = replace(job, user=named[job.user_id])
+                else:
+                    late.append(job_id)
+            if late:
+                fresh.update((j.job_id, j) for j in some(late))
         fresh.update(built)
-        self.last_read = "changed" if unread else "none"
+        self.last_read = "changed" if len(fresh) > len(built) else "none"
         self.last_json_jobs, self.last_text_jobs = len(fresh) - len(built), len(built)
         jobs: list[SlurmJob] = []
         new_rows: dict[str, tuple[Record, SlurmJob]] = {}
@@ -235,12 +272,35 @@ class IncrementalJobs:
         return jobs
 
 
-def _user_names(rows: dict[str, tuple[Record, SlurmJob]]) -> dict[int, str]:
+def _uids(listing: dict[str, Record], changed: list[str], users: Mapping[int, str]) -> set[int]:
+    """The uids of changed jobs that no JSON has named yet (the listing prints the uid
+    only; a record of another shape has none)."""
+    uids = set()
+    for job_id in changed:
+        record = listing[job_id]
+        uid = record[_UID] if len(record) == len(LISTING_FIELDS) else ""
+        if uid.isdigit() and int(uid) not in users:
+            uids.add(int(uid))
+    return uids
+
+
+def _seeds(unnamed: Mapping[str, SlurmJob]) -> list[str]:
+    """One job per uid among the jobs the text describes but for their user's name:
+    its JSON names the user, and the uid's other jobs keep what their text said. The
+    first read meets every uid so (5,000 jobs of a few users: a few JSON records
+    instead of 5,000); a new user's lone job is read as JSON, as before."""
+    by_uid: dict[int | None, list[str]] = {}
+    for job_id, job in unnamed.items():
+        by_uid.setdefault(job.user_id, []).append(job_id)
+    return [ids[0] for ids in by_uid.values()]
+
+
+def _user_names(jobs: Iterable[SlurmJob]) -> dict[int, str]:
     """uid -> the user name Slurm's JSON gave for it (the listing prints the uid only);
     a uid that came with two names is left out."""
     names: dict[int, str] = {}
     clash = set()
-    for _, job in rows.values():
+    for job in jobs:
         if job.user_id is not None and names.setdefault(job.user_id, job.user) != job.user:
             clash.add(job.user_id)
     return {uid: name for uid, name in names.items() if uid not in clash}

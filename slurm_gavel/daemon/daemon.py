@@ -149,6 +149,8 @@ class Daemon(DaemonLoop):
         raw = doc.get("inflight")
         self._inflight = Inflight.from_json(raw) if raw else None
         self._needs_reconcile = True
+        # The backend reads how the jobs it managed and no longer lists ended (SlurmCluster).
+        getattr(self.backend, "resume", lambda ids: None)(list(self.state.jobs))
         event(
             log,
             "state_loaded",

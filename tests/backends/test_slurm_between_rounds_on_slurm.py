@@ -22,7 +22,7 @@ def test_the_periodic_full_read_moves_out_of_the_round(slurm):
         b._listed = IncrementalJobs(full_every=3)
         b.between_rounds()  # before any observe: nothing to refresh, nothing run
         assert b.commands.total == 0
-        b.observe()
+        b.observe()  # the first: every job's JSON ("(null)" accounts: no accounting here)
         assert b._listed.last_read == "full"
         b.observe()
         before = dict(b.commands.counts)

@@ -262,3 +262,95 @@ def test_without_filtering_by_id_only_a_watched_job_leaving_reads_every_job():
     del s.jobs["2"]
     inc.read(s.listing(), s.full, None, watched=watched)
     assert s.full_reads == 2 and inc.last_read == "full"
+
+
+# --- the uid's name, from one job's JSON ---------------------------------------------
+
+UID = list(LISTING_FIELDS).index("user_id")
+
+
+class Users(Slurm):
+    """Jobs of several users, listed with their uid where squeue prints it."""
+
+    def __init__(self, owners: dict[str, tuple[int, str]]) -> None:
+        super().__init__(0)
+        self.jobs = {
+            j: replace(job(j), user=name, user_id=uid) for j, (uid, name) in owners.items()
+        }
+
+    def listing(self) -> dict[str, tuple[str, ...]]:
+        out = {}
+        for j, sj in self.jobs.items():
+            values = ["x"] * len(LISTING_FIELDS)
+            values[0], values[1], values[UID] = j, sj.state, str(sj.user_id)
+            out[j] = tuple(values)
+        return out
+
+
+def named_from_text(record, last, users):
+    """A stand-in for job_from_listing: a PENDING job from its text, with the name the
+    JSON gave its uid (None where no name is known, as the real one)."""
+    uid = int(record[UID])
+    if record[1] != "PENDING" or uid not in users:
+        return None
+    return replace(job(record[0]), user=users[uid], user_id=uid)
+
+
+def owners(**counts: int) -> dict[str, tuple[int, str]]:
+    out, n = {}, 0
+    for uid, (name, count) in enumerate(counts.items(), start=1000):
+        for _ in range(count):
+            n += 1
+            out[str(n)] = (uid, name)
+    return out
+
+
+def test_the_first_read_names_each_uid_from_one_job_and_builds_the_rest_from_text():
+    s, inc = Users(owners(ada=6, bob=4)), IncrementalJobs()
+    got = inc.read(s.listing(), s.full, s.some, from_text=named_from_text)
+    assert got == list(s.jobs.values())  # names included: what the JSON says
+    assert s.asked == [["1", "7"]] and s.full_reads == 0  # one job per uid, one command
+    assert (inc.last_read, inc.last_json_jobs, inc.last_text_jobs) == ("changed", 2, 8)
+    assert inc.read(s.listing(), s.full, s.some, from_text=named_from_text) == got
+    assert len(s.asked) == 1 and inc.last_read == "none"
+    # a new user's jobs: one of them read, the other named by it; a lone one read
+    s.jobs.update({"11": replace(job("11"), user="cy", user_id=1002)})
+    s.jobs.update({"12": replace(job("12"), user="cy", user_id=1002)})
+    s.jobs.update({"13": replace(job("13"), user="di", user_id=1003)})
+    got = inc.read(s.listing(), s.full, s.some, from_text=named_from_text)
+    assert s.asked[1:] == [["11", "13"]] and got == list(s.jobs.values())
+    assert (inc.last_json_jobs, inc.last_text_jobs) == (2, 1)
+
+
+def test_a_uid_whose_job_left_before_its_json_was_read_has_its_jobs_read():
+    s, inc = Users(owners(ada=5)), IncrementalJobs()
+    listing = s.listing()
+    del s.jobs["1"]  # the seed: cancelled and purged between the listing and its JSON
+    got = inc.read(listing, s.full, s.some, from_text=named_from_text)
+    assert s.asked == [["1"], ["2", "3", "4", "5"]] and got == list(s.jobs.values())
+    assert all(j.user == "ada" for j in got)
+
+
+def test_no_job_is_read_for_its_name_when_the_round_reads_every_job_anyway():
+    """Jobs the text cannot describe (over FULL_READ_FRACTION): one full read, no
+    seed command before it; 22.05 (no filter by id): a full read too."""
+    s, inc = Users(owners(ada=4)), IncrementalJobs()
+    for j in ("1", "2", "3"):
+        s.jobs[j] = replace(s.jobs[j], state="RUNNING")  # the stand-in needs JSON for these
+    inc.read(s.listing(), s.full, s.some, from_text=named_from_text)
+    assert s.full_reads == 1 and not s.asked and inc.last_read == "full"
+    s, inc = Users(owners(ada=4)), IncrementalJobs()
+    got = inc.read(s.listing(), s.full, None, from_text=named_from_text)
+    assert s.full_reads == 1 and got == list(s.jobs.values())
+
+
+def test_a_hostile_listing_cannot_name_a_uid():
+    """The uid comes from squeue's UserID field (slurmctld's, not the user's); the name
+    only ever from Slurm's JSON. A record whose uid is not a number names nothing, and
+    the job is read as JSON."""
+    s, inc = Users(owners(ada=6)), IncrementalJobs()
+    listing = s.listing()
+    listing["2"] = tuple("ada; rm -rf /" if i == UID else v for i, v in enumerate(listing["2"]))
+    got = inc.read(listing, s.full, s.some, from_text=lambda r, last, users: (
+        None if not r[UID].isdigit() else named_from_text(r, last, users)))  # fmt: skip
+    assert s.asked == [["1", "2"]] and [j.user for j in got] == ["ada"] * 6

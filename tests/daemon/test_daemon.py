@@ -107,6 +107,33 @@ def test_state_is_saved_every_round_and_reloaded(tmp_path, table):
     assert total == pytest.approx(2 * ROUND * 6)
 
 
+class ResumingBackend(KillingBackend):
+    """Records the jobs a (re)started daemon hands SlurmCluster.resume()."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner, kill_at=0, after_act=True)
+        self.resumed: list[list[str]] = []
+
+    def resume(self, job_ids) -> None:
+        self.resumed.append(list(job_ids))
+
+
+def test_a_restarted_daemon_tells_the_backend_the_jobs_it_managed(tmp_path, table):
+    """So that SlurmCluster reads how those no longer listed ended (24.11+ no longer
+    read every finished job on the first observe: slurm_job_listing.py)."""
+    sim = cluster(table)
+    first = ResumingBackend(sim)
+    d = daemon(tmp_path, first, table)
+    d.start()
+    assert first.resumed == []  # a new state: nothing managed before
+    rounds(d, sim, 2)
+    d.store.release()
+    again = ResumingBackend(sim)
+    daemon(tmp_path, again, table).start()
+    assert [sorted(ids) for ids in again.resumed] == [sorted(d.state.jobs)]
+    assert len(again.resumed[0]) == 8
+
+
 @pytest.mark.parametrize("after_act", [True, False])
 def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, after_act):
     # Reference: an uninterrupted daemon on an identical cluster.
