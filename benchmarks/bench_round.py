@@ -37,8 +37,13 @@ signals the running jobs by themselves: how long Slurm takes until all have exit
 and been requeue-held (the exit flood a rotation round waits through). --timeline
 prints each round's Slurm commands in the order issued (start, in seconds into the
 round, and duration): in a rotation round it shows which step sat in slurmctld while
-the signalled jobs exited. The cluster is stopped and its work folder removed at the
-end (--keep leaves both).
+the signalled jobs exited. --accounting runs slurmdbd beside slurmctld, as sites do:
+jobs then get an account and QOS, which a new job's listing text must name for the
+first round to build it from text (without, they print "(null)" and that round reads
+every job's JSON). --rest uses the slurmrestd backend (SlurmRestCluster, on a unix
+socket); its requests count as rest:KIND, slurmrestd's CPU as slurmctld's, and it
+has no listing (every job's JSON each round). The cluster is stopped and its work
+folder removed at the end (--keep leaves both).
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ from slurm_gavel.daemon.daemon import Daemon  # noqa: E402
 from slurm_gavel.daemon.logs import configure  # noqa: E402
 from slurm_gavel_dev import localcluster  # noqa: E402
 from slurm_gavel_dev.localcluster_conf import ClusterSpec  # noqa: E402
+from slurm_gavel_dev.localcluster_rest import rest_up  # noqa: E402
 
 
 class Timed:
@@ -220,6 +226,18 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="leave the cluster running")
     ap.add_argument("--slurm", default="22.05", help="Slurm release (tools/local-cluster --slurm)")
     ap.add_argument("--topology", default=ClusterSpec().topology, help="TYPE:NODESxGPUS,...")
+    ap.add_argument(
+        "--accounting",
+        action="store_true",
+        help="with slurmdbd, as sites run: jobs get an account and QOS (without, "
+        'they print "(null)", and the first round reads every job\'s JSON)',
+    )
+    ap.add_argument(
+        "--rest",
+        action="store_true",
+        help="the slurmrestd backend (SlurmRestCluster, on a unix socket) instead "
+        "of the CLI's: it reads every job's JSON each round (no listing)",
+    )
     ap.add_argument("--pause", type=float, default=0.0, help="seconds before each later round")
     ap.add_argument("--finished", type=int, default=0, help="then N finished jobs, one round")
     ap.add_argument("--checkpoint-s", type=float, default=0.0,
@@ -238,7 +256,7 @@ def main() -> int:
     t0 = time.perf_counter()
     run.mkdir(mode=0o755)
     work.chmod(0o755)  # 26.05's slurmctld runs as user slurm
-    spec = ClusterSpec(topology=args.topology, slurm=args.slurm)
+    spec = ClusterSpec(topology=args.topology, slurm=args.slurm, accounting=args.accounting)
     localcluster.up(spec, run, port_base_auto=True)
     # SLURM_CONF, and for a chroot release the client wrappers first on PATH: the
     # daemon's backend calls sinfo/squeue/scontrol by name, as in production.
@@ -249,17 +267,32 @@ def main() -> int:
         t0 = time.perf_counter()
         submit(env, args.jobs, args.seed, args.checkpoint_s)
         print(f"submitted {args.jobs} jobs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        rest_conf = {}
+        if args.rest:
+            sock = rest_up(run)
+            rest_conf = {"backend": "rest", "slurm": {"rest_url": f"unix:{sock}"}}
         cfg = parse_config({
             "partitions": ["gpu"], "policy": args.policy, "round_seconds": 60,
             "checkpoint": {"grace_seconds": 10}, "state_dir": str(work / "state"),
-            "log_format": "kv", "log_level": "warning",
+            "log_format": "kv", "log_level": "warning", **rest_conf,
         })  # fmt: skip
         configure("kv", "warning")  # per-job action failures, if any, on stderr
         backend = Timed(build_backend(cfg))
         commands = backend.inner.commands
         counted = CountedCommands(commands)
         daemon = Daemon(cfg, backend)
-        ctld = int(((localcluster.read_state(run) or {}).get("pids") or {}).get("slurmctld", 0))
+        pids = (localcluster.read_state(run) or {}).get("pids") or {}
+        ctld = int(pids.get("slurmctld", 0))
+        restd = int(pids.get("slurmrestd", 0))  # its CPU counts as slurmctld's (--rest)
+        rest = getattr(backend.inner, "rest", None)
+
+        def counts() -> Counter[str]:
+            """Slurm commands by kind; slurmrestd requests as rest:KIND."""
+            out = Counter(commands.counts)
+            if rest is not None:
+                out.update({f"rest:{k}": v for k, v in rest.counts.items()})
+            return out
+
         daemon.start()
         rows = []
         print(f"load average before the rounds: {os.getloadavg()[0]:.1f}")
@@ -277,8 +310,9 @@ def main() -> int:
                 time.sleep(args.pause)
             if args.reallocate:
                 daemon.state.allocation_key = ""  # as if the job set changed
-            before = Counter(commands.counts)
-            cpu0, kids0, ctld0 = time.process_time(), children_cpu(), cpu_seconds(ctld)
+            before = counts()
+            cpu0, kids0 = time.process_time(), children_cpu()
+            ctld0 = cpu_seconds(ctld) + (cpu_seconds(restd) if restd else 0.0)
             secs_before = dict(commands.seconds)
             bytes_before = Counter(counted.stdout_bytes)
             prof = cProfile.Profile() if args.profile and r == args.rounds - 1 else None
@@ -288,7 +322,8 @@ def main() -> int:
                 prof.enable()
             report = daemon.round()
             total = time.perf_counter() - t
-            cpu = (time.process_time() - cpu0, children_cpu() - kids0, cpu_seconds(ctld) - ctld0)
+            ctld1 = cpu_seconds(ctld) + (cpu_seconds(restd) if restd else 0.0)
+            cpu = (time.process_time() - cpu0, children_cpu() - kids0, ctld1 - ctld0)
             t = time.perf_counter()
             gc.collect()  # what Daemon.run() does after each round, off the round
             gc_s = time.perf_counter() - t
@@ -296,7 +331,7 @@ def main() -> int:
                 prof.disable()
                 prof.dump_stats(args.profile)
                 pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
-            kinds = Counter(commands.counts) - before
+            kinds = counts() - before
             reads = ("observe", "ended")
             cmd_s = sum(commands.seconds[k] - secs_before.get(k, 0.0) for k in (*reads, "list"))
             json_kb = sum((counted.stdout_bytes - bytes_before)[k] for k in reads) / 1024
