@@ -161,6 +161,7 @@ class SlurmCluster(CliReads, Preemption):
         ended = [j for j in self._active if j not in listed] + self._resumed_ended(listed)
         if ended:
             jobs += self._ended_jobs(ended)
+        self._resumed = set()
         now = self.clock()
         self.view = build_view(
             nodes, jobs, self.managed_partitions, now, first_submit=self._first_submit

@@ -91,10 +91,9 @@ class CliReads:
         self._resumed = set(job_ids)
 
     def _resumed_ended(self, listed: set[JobId]) -> list[JobId]:
-        """resume()'s jobs not listed now, once (the observe after resume())."""
-        ended = sorted(j for j in self._resumed if j not in listed)
-        self._resumed = set()
-        return [j for j in ended if j not in self._active]
+        """resume()'s jobs not listed now (observe forgets them once their records are
+        read, so that a failed read is made again by the next observe)."""
+        return sorted(j for j in self._resumed if j not in listed and j not in self._active)
 
     def between_rounds(self) -> None:
         """The safety net's full read (slurm_job_listing.FULL_READ_EVERY), made while
