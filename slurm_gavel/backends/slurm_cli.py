@@ -121,6 +121,7 @@ class SlurmCluster(CliReads, Preemption):
         self.grace_s = grace_s
         self.max_grace_s = max_grace_s
         self._grace_capped_told: set[JobId] = set()  # logged once per job
+        self._grace_checked: set[JobId] = set()  # enforce_grace looked at them
         self.checkpoint_signal = checkpoint_signal
         self.poll_s = poll_s
         self.wait_for_preempted = wait_for_preempted

@@ -4,9 +4,11 @@ it calls: _send_signal, _states, _requeuehold, _fetch_nodes).
 
 Each signalled job has its own grace deadline (_signalled). An act waits for a
 signalled job only when a start of the same act needs it gone (a move, a pair's GPU:
-_wait_and_requeuehold); the others are left to exit on their own, and the next act
-requeue-holds those still running after their grace (_requeuehold_overdue). Either way
-a job is requeue-held only when its signal surely reached it (_signal_reached).
+_wait_and_requeuehold); the others are left to exit on their own, and those still
+running when their grace ends are requeue-held then, between rounds (enforce_grace,
+called by the daemon's loop at grace_due_in), or else by the next act
+(_requeuehold_overdue). Either way a job is requeue-held only when its signal surely
+reached it (_signal_reached).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Preemption:
     _signal_sent: dict[JobId, float]  # job -> when signalled (clock)
     _requeued_at: dict[JobId, float]  # seen leaving its run in this act (clock)
     _grace_capped_told: set[JobId]  # logged once per job
+    _grace_checked: set[JobId]  # signalled jobs enforce_grace has looked at
     _allow_newer: bool
 
     # --- primitives (the backend's) ------------------------------------------------
@@ -83,6 +86,7 @@ class Preemption:
         for j in ok:
             self._signalled[j] = now + self._grace_of(j)
             self._signal_sent[j] = now
+            self._grace_checked.discard(j)
         return ok
 
     def _grace_of(self, j: JobId) -> float:
@@ -192,6 +196,7 @@ class Preemption:
     def _requeuehold_overdue(self, failed: dict[JobId, str]) -> set[JobId]:
         """Requeue-hold the jobs an earlier act signalled (and did not wait for) that
         still run after their grace."""
+        self._grace_checked &= set(self._signalled)
         if not self._signalled or self.view is None:
             return set()
         now = self.clock()
@@ -241,3 +246,37 @@ class Preemption:
             else:
                 out.append(j)
         return out
+
+    # --- between rounds -------------------------------------------------------------
+
+    def grace_due_in(self) -> float | None:
+        """Seconds until the earliest grace end among the signalled jobs enforce_grace
+        has not looked at (<= 0: due now); None when there is none."""
+        ends = [t for j, t in self._signalled.items() if j not in self._grace_checked]
+        return min(ends) - self.clock() if ends else None
+
+    def enforce_grace(self) -> tuple[list[JobId], dict[JobId, str]]:
+        """Requeue-hold the signalled jobs still running after their grace, between
+        rounds (the daemon's loop calls this when grace_due_in() reaches 0): a job that
+        ignores the checkpoint signal then keeps its GPUs for its grace, not up to a
+        round past it, and the job placed there starts. Each job is looked at once per
+        signal (a failure here is left to the next act, which looks again); one whose
+        signal may not have reached it is left running and signalled again next round
+        (_signal_reached). Two commands (the jobs' states, the nodes) and the
+        requeue-hold, only when a job is due. Returns the jobs requeue-held, and the
+        due ones that were not, with why."""
+        now = self.clock()
+        due = [j for j, t in self._signalled.items() if t <= now and j not in self._grace_checked]
+        self._grace_checked.update(due)  # first: a failure below must not make it spin
+        failed: dict[JobId, str] = {}
+        if not due:
+            return [], failed
+        states = self._states(due)
+        running = [j for j in due if states.get(j) == "RUNNING"]
+        if not running:
+            return [], failed
+        _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
+        reached = self._signal_reached(running, {n.name: n for n in nodes}, failed)
+        if reached:
+            self._requeuehold(reached, failed)
+        return [j for j in reached if j not in failed], failed

@@ -106,9 +106,36 @@ class DaemonLoop:
             left = due - time.monotonic()
             if left <= 0:
                 return False
-            self._wake.wait(left)
+            grace = self._grace_due_in()
+            if grace is not None and grace <= 0:
+                self._enforce_grace()
+                continue
+            self._wake.wait(left if grace is None else min(left, grace))
             self._wake.clear()
         return True
+
+    def _grace_due_in(self) -> float | None:
+        """Seconds until a preempted job's grace ends (SlurmCluster.grace_due_in)."""
+        due_in = getattr(self.backend, "grace_due_in", None)
+        try:
+            return due_in() if due_in is not None else None
+        except Exception:  # a bug: never let it end the loop; the next act looks again
+            log.exception("grace_due_in failed")
+            return None
+
+    def _enforce_grace(self) -> None:
+        """Requeue-hold the preempted jobs still running after their grace, now rather
+        than at the next round (SlurmCluster.enforce_grace); a failure is logged and
+        left to the next act, which checks them again."""
+        try:
+            held, failed = self.backend.enforce_grace()  # type: ignore[attr-defined]
+        except Exception as e:
+            event(log, "grace_check_failed", logging.WARNING, error=str(e)[:300])
+            return
+        if held:
+            event(log, "requeue_held_after_grace", jobs=",".join(held))
+        for job_id, why in list(failed.items())[:50]:
+            event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
 
     def stop(self) -> None:
         """Ask the loop to end after the current round (signal handlers call this)."""

@@ -78,3 +78,47 @@ def test_each_job_is_requeue_held_after_its_own_grace(slurm, backend):
         slurm.wait_state(j, "PENDING")
     obs = {o.job.id: o for o in cluster.observe().jobs}
     assert all(obs[j].restarts == 1 for j in jobs)
+
+
+@pytest.mark.parametrize("backend", ["cli", "rest"])
+def test_between_rounds_a_job_is_requeue_held_when_its_grace_ends(slurm, backend):
+    """No act follows the preempting one for a whole round (6 minutes by default):
+    the daemon's loop calls enforce_grace() when grace_due_in() says a grace ended,
+    and the job that ignores the signal is requeue-held then. A job that exits on the
+    signal is left alone, and each job is looked at once (a second call runs nothing)."""
+    options = {"grace_s": 2.0, "poll_s": 0.2}
+    if backend == "rest":
+        cluster: SlurmCluster = SlurmRestCluster(rest_up(slurm.run_dir), env=slurm.env, **options)
+    else:
+        cluster = SlurmCluster(env=slurm.env, **options)
+    ignoring = ignoring_the_signal(slurm, "")
+    exiting = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
+                           "--wrap", "trap 'exit 99' USR1; sleep 300 & wait")  # fmt: skip
+    assert cluster.grace_due_in() is None
+    cluster.observe()
+    cluster.act(placement(0, [ignoring, exiting]))
+    for j in (ignoring, exiting):
+        slurm.wait_state(j, "RUNNING")
+    time.sleep(1)  # the scripts' traps are set
+    cluster.observe()
+    res = cluster.act(placement(1, []))
+    signalled = time.monotonic()
+    assert sorted(res.preempted) == sorted([ignoring, exiting]) and not dict(res.failed)
+    due_in = cluster.grace_due_in()
+    assert due_in is not None and 1.0 < due_in <= 2.0
+    assert cluster.enforce_grace() == ([], {})  # not due yet: no command
+    time.sleep(due_in)
+    before = cluster.commands_issued()
+    held, failed = cluster.enforce_grace()
+    assert held == [ignoring] and not failed, (held, failed)
+    assert 2.0 <= time.monotonic() - signalled < 4.0
+    assert cluster.grace_due_in() is None  # each job looked at once
+    ran = cluster.commands_issued() - before
+    assert cluster.enforce_grace() == ([], {}) and cluster.commands_issued() - before == ran
+    slurm.wait_state(ignoring, "PENDING")
+    info = slurm.show(ignoring)
+    assert info["Restarts"] == "1" and info["Reason"] == "JobHeldUser", slurm.why(ignoring)
+    obs = {o.job.id: o for o in cluster.observe().jobs}
+    assert obs[ignoring].restarts == 1 and obs[exiting].restarts == 1
+    cluster.act(placement(2, []))  # the next act finds nothing left to requeue-hold
+    slurm.cancel_all()

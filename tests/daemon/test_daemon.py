@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -411,6 +412,60 @@ def test_the_backends_upkeep_runs_between_rounds_and_its_failure_is_only_logged(
     assert b.calls == [1, 2, 3]  # once after each round, never inside one
     assert sum("between_rounds_failed" in r.getMessage() for r in caplog.records) == 1
     assert d.state.round_index == 3  # the failure stopped no round
+
+
+class GraceBackend(FlakyBackend):
+    """The simulated cluster with SlurmCluster's grace hooks: a preempted job's grace
+    ends 0.1 s into the wait after round 1; enforce_grace fails once, then holds it."""
+
+    def __init__(self, inner, daemon_box: list) -> None:
+        super().__init__(inner, 0)
+        self.box = daemon_box
+        self.ends: dict[str, float] = {}
+        self.calls: list[tuple[int, list[str]]] = []  # (rounds done, jobs due)
+
+    def act(self, placement):
+        res = super().act(placement)
+        if placement.round_index == 0:
+            self.ends = {"7": time.monotonic() + 0.1, "8": time.monotonic() + 0.15}
+        return res
+
+    def grace_due_in(self):
+        return min(self.ends.values()) - time.monotonic() if self.ends else None
+
+    def enforce_grace(self):
+        due = sorted(j for j, t in self.ends.items() if t <= time.monotonic())
+        for j in due:
+            del self.ends[j]
+        self.calls.append((self.box[0].state.round_index, due))
+        if len(self.calls) == 1:
+            raise RuntimeError("squeue: slurmctld not answering")
+        if len(self.calls) == 2:
+            self.box[0].stop()
+        return due, {}
+
+
+def test_a_grace_that_ends_between_rounds_is_enforced_then(tmp_path, table, caplog):
+    """The loop wakes when a preempted job's grace ends, not at the next round (1 s
+    away here), and asks the backend to requeue-hold what still runs; a failure is
+    only logged, and the loop does not spin on it."""
+    box: list = []
+    b = GraceBackend(cluster(table), box)
+    conf = config(tmp_path, round_seconds=1.0, checkpoint={"grace_seconds": 0.01})
+    d = Daemon(conf, b, table=table, metrics=DaemonMetrics())
+    box.append(d)
+    guard = threading.Timer(3.0, d.stop)  # without the hook the loop would run on
+    guard.start()
+    t0 = time.monotonic()
+    with caplog.at_level(logging.INFO):
+        assert d.run() == 0
+    guard.cancel()
+    assert [rounds for rounds, _ in b.calls] == [1, 1]  # both between rounds 1 and 2
+    assert b.calls[0][1] == ["7"] and b.calls[1][1] == ["8"]
+    assert time.monotonic() - t0 < 0.9  # stopped before round 2 was due
+    events = [(r.getMessage(), getattr(r, "fields", {})) for r in caplog.records]
+    assert sum(name == "grace_check_failed" for name, _ in events) == 1
+    assert [f for name, f in events if name == "requeue_held_after_grace"] == [{"jobs": "8"}]
 
 
 class SiteNames(FlakyBackend):
