@@ -105,6 +105,7 @@ class SlurmCluster(CliReads, Preemption):
         clock: Callable[[], float] = time.time,
         data_parser: str | None = None,
         old_run_clear_s: float | None = None,
+        fresh_run_s: float = 0.0,
     ) -> None:
         """managed_partitions: None manages every partition. env: e.g. SLURM_CONF.
         grace_s: a job's grace when its comment asks none (grace=); max_grace_s caps an
@@ -113,12 +114,16 @@ class SlurmCluster(CliReads, Preemption):
         act() waits for it, up to its own grace, then starts them (False: never waits;
         such starts happen in a later act()). Other signalled jobs are never waited
         for: a later act() requeue-holds those still running after their grace.
+        fresh_run_s: a running job whose run began less than this ago is not signalled
+        (its script may not handle the signal yet); it is preempted a round later. The
+        daemon passes FRESH_RUN_S, or half its round where that is shorter (run.py).
         data_parser: e.g. "v0.0.45", the JSON format to ask the CLI for, skipping the
         check that Slurm is a release slurm-gavel knows (default: the environment's
         SLURM_GAVEL_DATA_PARSER, else detected)."""
         self.managed_partitions = None if managed_partitions is None else set(managed_partitions)
         self.commands = commands or SlurmCommands(env)
         self.grace_s = grace_s
+        self.fresh_run_s = fresh_run_s
         self.max_grace_s = max_grace_s
         self._grace_capped_told: set[JobId] = set()  # logged once per job
         self._grace_checked: set[JobId] = set()  # enforce_grace looked at them

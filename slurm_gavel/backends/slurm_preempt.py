@@ -13,9 +13,10 @@ reached it (_signal_reached).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from slurm_gavel.backends.slurm_grace import job_grace
 from slurm_gavel.backends.slurm_json import parse_nodes
@@ -28,6 +29,11 @@ from slurm_gavel.core.model import JobId
 
 log = logging.getLogger(__name__)
 
+# A run younger than this (seconds) is not signalled yet: what the daemon gives
+# SlurmCluster's fresh_run_s (at most half its round: commands/run.py). Slurm's start
+# time is in whole seconds, so it spares a run's first FRESH_RUN_S - 1 s at least.
+FRESH_RUN_S = 5.0
+
 
 class Preemption:
     """Signal, grace and requeue-hold: the state and steps SlurmCluster.act uses."""
@@ -37,6 +43,7 @@ class Preemption:
     poll_s: float
     grace_s: float
     max_grace_s: float | None
+    fresh_run_s: float  # a run younger than this is not signalled (_signallable)
     checkpoint_waits: dict[JobId, float]  # the last act's: seconds until each left
     _signalled: dict[JobId, float]  # job -> grace deadline (clock)
     _signal_sent: dict[JobId, float]  # job -> when signalled (clock)
@@ -178,19 +185,33 @@ class Preemption:
     ) -> list[JobId]:
         """Jobs to signal now: strictly RUNNING ones not already told. A job that is
         CONFIGURING or COMPLETING cannot take a signal, and scancel would retry it
-        by itself for minutes ("Job can not be altered now"), stalling the batch."""
+        by itself for minutes ("Job can not be altered now"), stalling the batch.
+
+        Nor a run younger than fresh_run_s (Slurm's start time against this host's
+        clock, which Slurm needs in step with slurmctld's): its batch script may not
+        have set its trap or handler yet, and the signal's default action would kill
+        it, FAILED and not requeued (CI, 26.05: a job signalled 12 ms after its launch
+        died "RaisedSignal:10", RunTime 0). It keeps running and is signalled next
+        round; the job placed on its GPUs starts once it has left them."""
         assert self.view is not None
+        now = self.clock()
         out = []
         for j in ids:
             if j in told:
                 continue
-            state = self.view.managed[j].state
-            if state == "RUNNING":
-                out.append(j)
-            else:
+            sj = self.view.managed[j]
+            age = now - sj.start_time
+            if sj.state != "RUNNING":
                 failed[j] = (
-                    f"job is {state}, cannot take the checkpoint signal now; retried next round"
+                    f"job is {sj.state}, cannot take the checkpoint signal now; retried next round"
                 )
+            elif sj.start_time and 0 <= age < self.fresh_run_s:
+                failed[j] = (
+                    f"its run started {age:.1f}s ago, too soon for the checkpoint signal "
+                    "(its script may not handle it yet); signalled next round"
+                )
+            else:
+                out.append(j)
         return out
 
     def _requeuehold_overdue(self, failed: dict[JobId, str]) -> set[JobId]:
@@ -271,12 +292,30 @@ class Preemption:
         failed: dict[JobId, str] = {}
         if not due:
             return [], failed
-        states = self._states(due)
-        running = [j for j in due if states.get(j) == "RUNNING"]
-        if not running:
-            return [], failed
-        _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
-        reached = self._signal_reached(running, {n.name: n for n in nodes}, failed)
-        if reached:
-            self._requeuehold(reached, failed)
+        with self._tried_once():
+            states = self._states(due)
+            running = [j for j in due if states.get(j) == "RUNNING"]
+            if not running:
+                return [], failed
+            _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
+            reached = self._signal_reached(running, {n.name: n for n in nodes}, failed)
+            if reached:
+                self._requeuehold(reached, failed)
         return [j for j in reached if j not in failed], failed
+
+    @contextlib.contextmanager
+    def _tried_once(self) -> Iterator[None]:
+        """Slurm's commands (and slurmrestd's requests) without their retries: while
+        slurmctld is away, enforce_grace fails at once and leaves the job to the next
+        act, instead of sitting out the retries (~18 s) where the next round would find
+        the outage and report it."""
+        found = (getattr(self, "commands", None), getattr(self, "rest", None))
+        clients = [c for c in found if c is not None]
+        saved = [c.retries for c in clients]
+        for c in clients:
+            c.retries = 0
+        try:
+            yield
+        finally:
+            for c, retries in zip(clients, saved, strict=True):
+                c.retries = retries
