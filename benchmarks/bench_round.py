@@ -293,6 +293,10 @@ def main() -> int:
                 out.update({f"rest:{k}": v for k, v in rest.counts.items()})
             return out
 
+        def server_cpu() -> float:
+            """slurmctld's CPU seconds, and slurmrestd's with --rest."""
+            return cpu_seconds(ctld) + (cpu_seconds(restd) if restd else 0.0)
+
         daemon.start()
         rows = []
         print(f"load average before the rounds: {os.getloadavg()[0]:.1f}")
@@ -312,7 +316,7 @@ def main() -> int:
                 daemon.state.allocation_key = ""  # as if the job set changed
             before = counts()
             cpu0, kids0 = time.process_time(), children_cpu()
-            ctld0 = cpu_seconds(ctld) + (cpu_seconds(restd) if restd else 0.0)
+            ctld0 = server_cpu()
             secs_before = dict(commands.seconds)
             bytes_before = Counter(counted.stdout_bytes)
             prof = cProfile.Profile() if args.profile and r == args.rounds - 1 else None
@@ -322,8 +326,7 @@ def main() -> int:
                 prof.enable()
             report = daemon.round()
             total = time.perf_counter() - t
-            ctld1 = cpu_seconds(ctld) + (cpu_seconds(restd) if restd else 0.0)
-            cpu = (time.process_time() - cpu0, children_cpu() - kids0, ctld1 - ctld0)
+            cpu = (time.process_time() - cpu0, children_cpu() - kids0, server_cpu() - ctld0)
             t = time.perf_counter()
             gc.collect()  # what Daemon.run() does after each round, off the round
             gc_s = time.perf_counter() - t

@@ -171,14 +171,19 @@ class Preemption:
         the signal; returns the ones to wait for (not those whose signal was lost)."""
         stuck = [j for j in due if self._states([j]).get(j) == "RUNNING"]
         if stuck:
-            # the nodes now, not as the round's observe saw them
-            _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
-            reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
+            reached = self._requeuehold_reached(stuck, failed)
             due = [j for j in due if j in reached or j not in stuck]  # not requeued
-            stuck = reached
-        if stuck:
-            self._requeuehold(stuck, failed)
         return due
+
+    def _requeuehold_reached(self, stuck: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
+        """Requeue-hold the jobs still running after their grace whose signal surely
+        reached them, by the nodes now, not as the round's observe saw them
+        (_signal_reached); returns those (the others are in failed, with why)."""
+        _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
+        reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
+        if reached:
+            self._requeuehold(reached, failed)
+        return reached
 
     def _signallable(
         self, ids: list[JobId], told: set[JobId], failed: dict[JobId, str]
@@ -295,12 +300,7 @@ class Preemption:
         with self._tried_once():
             states = self._states(due)
             running = [j for j in due if states.get(j) == "RUNNING"]
-            if not running:
-                return [], failed
-            _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
-            reached = self._signal_reached(running, {n.name: n for n in nodes}, failed)
-            if reached:
-                self._requeuehold(reached, failed)
+            reached = self._requeuehold_reached(running, failed) if running else []
         return [j for j in reached if j not in failed], failed
 
     @contextlib.contextmanager

@@ -22,6 +22,13 @@ def ignoring_the_signal(slurm, grace: str) -> str:
                         "--wrap", "trap '' USR1; sleep 300")  # fmt: skip
 
 
+def build(slurm, backend: str, **options: float) -> SlurmCluster:
+    """The CLI backend, or the REST one on the cluster's slurmrestd socket."""
+    if backend == "rest":
+        return SlurmRestCluster(rest_up(slurm.run_dir), env=slurm.env, poll_s=0.2, **options)
+    return SlurmCluster(env=slurm.env, poll_s=0.2, **options)
+
+
 def placement(round_index: int, jobs: list[str]) -> RoundPlacement:
     return RoundPlacement(
         round_index,
@@ -33,13 +40,8 @@ def placement(round_index: int, jobs: list[str]) -> RoundPlacement:
 
 @pytest.mark.parametrize("backend", ["cli", "rest"])
 def test_each_job_is_requeue_held_after_its_own_grace(slurm, backend):
-    # fresh_run_s=0: preempted 1 s after they start (the next test is about that guard)
-    options = {"grace_s": 1.0, "max_grace_s": 7.0, "poll_s": 0.2, "fresh_run_s": 0.0}
-    if backend == "rest":
-        sock = rest_up(slurm.run_dir)
-        cluster: SlurmCluster = SlurmRestCluster(sock, env=slurm.env, **options)
-    else:
-        cluster = SlurmCluster(env=slurm.env, **options)
+    # fresh_run_s=0: preempted 1 s after they start (a test below is about that guard)
+    cluster = build(slurm, backend, grace_s=1.0, max_grace_s=7.0, fresh_run_s=0.0)
     default, short, long_, capped = (
         ignoring_the_signal(slurm, g) for g in ("", ",grace=3", ",grace=7", ",grace=3600")
     )
@@ -87,11 +89,7 @@ def test_between_rounds_a_job_is_requeue_held_when_its_grace_ends(slurm, backend
     the daemon's loop calls enforce_grace() when grace_due_in() says a grace ended,
     and the job that ignores the signal is requeue-held then. A job that exits on the
     signal is left alone, and each job is looked at once (a second call runs nothing)."""
-    options = {"grace_s": 2.0, "poll_s": 0.2, "fresh_run_s": 0.0}
-    if backend == "rest":
-        cluster: SlurmCluster = SlurmRestCluster(rest_up(slurm.run_dir), env=slurm.env, **options)
-    else:
-        cluster = SlurmCluster(env=slurm.env, **options)
+    cluster = build(slurm, backend, grace_s=2.0, fresh_run_s=0.0)
     ignoring = ignoring_the_signal(slurm, "")
     exiting = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
                            "--wrap", "trap 'exit 99' USR1; sleep 300 & wait")  # fmt: skip
@@ -133,11 +131,7 @@ def test_a_job_preempted_in_its_first_seconds_is_signalled_a_round_later(slurm, 
     importing torch before the job library's handler) dies of the signal's default
     action: FAILED, not requeued (CI, 26.05: signalled 12 ms after its launch). A run
     younger than fresh_run_s is not signalled; the next act, later, checkpoints it."""
-    options = {"grace_s": 10.0, "poll_s": 0.2, "fresh_run_s": 5.0}
-    if backend == "rest":
-        cluster: SlurmCluster = SlurmRestCluster(rest_up(slurm.run_dir), env=slurm.env, **options)
-    else:
-        cluster = SlurmCluster(env=slurm.env, **options)
+    cluster = build(slurm, backend, grace_s=10.0, fresh_run_s=5.0)
     # its first 3 s without a handler, then a well-behaved checkpoint
     job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
                        "--wrap", "sleep 3; trap 'exit 99' USR1; sleep 300 & wait")  # fmt: skip
