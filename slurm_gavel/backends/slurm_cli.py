@@ -65,7 +65,7 @@ from slurm_gavel.backends.slurm_old_runs import (
     kill_wait_seconds,
 )
 from slurm_gavel.backends.slurm_pairs import StartOrder
-from slurm_gavel.backends.slurm_preempt import Preemption
+from slurm_gavel.backends.slurm_preempt import Preemption, requeuehold_argv
 from slurm_gavel.backends.slurm_private_data import read_private_data
 from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_release import CliFormat
@@ -332,7 +332,7 @@ class SlurmCluster(CliReads, Preemption):
         note_errors(res, ids, failed)
 
     def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
-        res = self.commands.run("requeuehold", ["scontrol", "requeuehold", job_list(ids)])
+        res = self.commands.run("requeuehold", requeuehold_argv(ids))
         note_errors(res, ids, failed)
 
     def _send_signal(self, ids: list[JobId], failed: dict[JobId, str]) -> set[JobId]:

@@ -23,7 +23,7 @@ from slurm_gavel.backends.slurm_json import parse_nodes
 from slurm_gavel.backends.slurm_old_runs import UNREACHABLE
 from slurm_gavel.backends.slurm_pairs import RUNNING_STATES, AfterExit, StartOrder
 from slurm_gavel.backends.slurm_records import SlurmNode
-from slurm_gavel.backends.slurm_snapshot import SlurmView
+from slurm_gavel.backends.slurm_snapshot import SlurmView, job_list
 from slurm_gavel.core.cluster_model import JobState
 from slurm_gavel.core.model import JobId
 
@@ -33,6 +33,18 @@ log = logging.getLogger(__name__)
 # SlurmCluster's fresh_run_s (at most half its round: commands/run.py). Slurm's start
 # time is in whole seconds, so it spares a run's first FRESH_RUN_S - 1 s at least.
 FRESH_RUN_S = 5.0
+
+
+def requeuehold_argv(ids: list[JobId]) -> list[str]:
+    """`scontrol requeuehold Incomplete`: the preemption of jobs that ignored the
+    checkpoint signal. Without `Incomplete`, Slurm also requeues a batch job that has
+    ended (COMPLETED, FAILED, or still COMPLETING), so a job that finished between
+    the daemon's last look at it and this command ran again from its last checkpoint
+    (CI, 24.11: a job done during a slurmd restart ran a second time). With it, Slurm
+    requeues only CONFIGURING, RUNNING, STOPPED or SUSPENDED jobs and skips the rest
+    without an error, in one step: no race (22.05 to 26.05; slurmrestd 26.05's
+    POST /jobs/requeue takes the same flag)."""
+    return ["scontrol", "requeuehold", "Incomplete", job_list(ids)]
 
 
 class Preemption:
@@ -228,7 +240,12 @@ class Preemption:
         now = self.clock()
         seen = self.view.snapshot.time
         running = {j.job.id for j in self.view.snapshot.jobs if j.state is JobState.RUNNING}
-        overdue = [j for j, t in self._signalled.items() if t <= now and j in running]
+        # A job COMPLETING has left its run (checkpointed, or done): not requeue-held.
+        overdue = [
+            j
+            for j, t in self._signalled.items()
+            if t <= now and j in running and self._view_state(j) != "COMPLETING"
+        ]
         for j in [j for j in self._signalled if j not in running]:
             del self._signalled[j]  # it left: how long it took, as far as observe saw
             self.checkpoint_waits[j] = max(0.0, seen - self._signal_sent.pop(j, seen))
@@ -239,6 +256,10 @@ class Preemption:
                 self._signalled.pop(j, None)
                 self.checkpoint_waits[j] = now - self._signal_sent.pop(j, now)
         return set(overdue)
+
+    def _view_state(self, j: JobId) -> str | None:
+        sj = self.view.managed.get(j) if self.view is not None else None
+        return sj.state if sj is not None else None
 
     def _signal_reached(
         self, ids: list[JobId], nodes: Mapping[str, SlurmNode], failed: dict[JobId, str]

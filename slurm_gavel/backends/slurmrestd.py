@@ -38,8 +38,8 @@ from slurm_gavel.backends.slurm_commands import SlurmCommands, note_errors
 from slurm_gavel.backends.slurm_fields import job_state
 from slurm_gavel.backends.slurm_giveback import GiveBack
 from slurm_gavel.backends.slurm_pairs import StartOrder
+from slurm_gavel.backends.slurm_preempt import requeuehold_argv
 from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
-from slurm_gavel.backends.slurm_snapshot import job_list
 from slurm_gavel.backends.slurmrestd_auth import DEFAULT_REREAD_S, TokenSource
 from slurm_gavel.backends.slurmrestd_client import (
     RestClient,
@@ -273,7 +273,7 @@ class SlurmRestCluster(SlurmCluster):
 
     def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         if self.api.requeue and ids:
-            body = {"flags": ["Hold"], "jobs": list(ids)}
+            body = {"flags": ["Hold", "Incomplete"], "jobs": list(ids)}  # requeuehold_argv
             # Acts: never retried after a timeout (idempotent=False is the POST default).
             _note_rest_errors(self._call("requeuehold", "POST", "/jobs/requeue", body), ids, failed)
             return
@@ -284,7 +284,7 @@ class SlurmRestCluster(SlurmCluster):
                     "requeue (enable cli_fallback for scontrol requeuehold)"
                 )
             return
-        res = self.commands.run("requeuehold", ["scontrol", "requeuehold", job_list(ids)])
+        res = self.commands.run("requeuehold", requeuehold_argv(ids))
         note_errors(res, ids, failed)
 
 

@@ -154,3 +154,35 @@ def test_a_job_preempted_in_its_first_seconds_is_signalled_a_round_later(slurm, 
     info = slurm.show(job)
     assert info["Restarts"] == "1" and info["ExitCode"] == "99:0", slurm.why(job)
     slurm.cancel_all()
+
+
+@pytest.mark.parametrize("backend", ["cli", "rest"])
+def test_a_job_that_ends_just_before_its_requeue_hold_is_not_run_again(slurm, backend):
+    """The race CI hit (24.11): a job ignores the signal, is seen RUNNING when its grace
+    ends, and finishes before the requeue-hold reaches slurmctld (here: while the
+    backend reads the nodes, the step between the two). Slurm requeues even a batch
+    job that has ended; the daemon's requeue-hold must not, or the finished job runs
+    again from its last checkpoint. Before: PENDING, requeued in held state, Restarts=1."""
+    cluster = build(slurm, backend, grace_s=1.0, fresh_run_s=0.0)
+    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null",
+                       "--wrap", "trap '' USR1; sleep 4")  # fmt: skip
+    cluster.observe()
+    cluster.act(placement(0, [job]))
+    slurm.wait_state(job, "RUNNING")
+    time.sleep(1)  # its trap is set
+    cluster.observe()
+    assert cluster.act(placement(1, [])).preempted == (job,)
+    fetch_nodes = cluster._fetch_nodes
+
+    def after_the_job_ended():  # type: ignore[no-untyped-def]
+        slurm.wait_state(job, "COMPLETED", "COMPLETING")
+        return fetch_nodes()
+
+    cluster._fetch_nodes = after_the_job_ended  # type: ignore[method-assign]
+    time.sleep(max(0.0, cluster.grace_due_in() or 0.0))
+    held, failed = cluster.enforce_grace()
+    assert held == [job] and not failed, (held, failed)  # seen RUNNING: the command went
+    slurm.wait_state(job, "COMPLETED")
+    time.sleep(1)
+    info = slurm.show(job)
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "0", slurm.why(job)

@@ -134,3 +134,23 @@ def test_without_an_eligible_time_slurms_usual_delay_counts_from_the_runs_end():
     see(runs, node("v100-1", "down", {"NOT_RESPONDING"}), waiting, 30)
     assert runs.why_not_yet(waiting, 150) is not None
     assert runs.why_not_yet(waiting, 151) is None
+
+
+def test_a_job_completing_when_the_round_looked_is_not_requeue_held():
+    """A signalled job the round saw COMPLETING has left its run (it checkpointed, or
+    finished during its grace): requeue-holding it would make Slurm run a finished job
+    again. A job still RUNNING after its grace is requeue-held."""
+    from slurm_gavel.core.cluster_model import JobState, ObservedJob
+    from slurm_gavel.core.model import Job
+
+    now, grace = 2000.0, 60.0
+    for state, held in [("COMPLETING", False), ("RUNNING", True)]:
+        c = overdue_backend(now, grace)
+        assert c.view is not None
+        c.view.managed["7"] = job(state)
+        observed = (ObservedJob(Job("7", "A3C"), JobState.RUNNING),)  # as the snapshot maps both
+        c.view = SlurmView(ClusterSnapshot(now, (), observed), c.view.managed, {}, [])
+        calls: list[list[str]] = []
+        c._requeuehold = lambda ids, failed, calls=calls: calls.append(ids)  # type: ignore[method-assign,misc]
+        assert c._requeuehold_overdue({}) == ({"7"} if held else set()), state
+        assert calls == ([["7"]] if held else []), state

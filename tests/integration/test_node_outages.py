@@ -39,6 +39,13 @@ def assert_checkpoint_protocol(sc, job_id: str) -> None:
     requeue ... per user/system request", Restarts=1, checked by hand on 26.05; seen
     once in CI on 26.05: 3 restarts, 3 runs). Such a launch ran no step, so it is
     allowed here; every run the script did start is accounted for by the checks above."""
+    try:
+        _check_runs(sc, job_id)
+    except AssertionError as e:  # Slurm's side of it: a CI failure must be diagnosable
+        raise AssertionError(f"{e}\n{sc.slurm.why(job_id)}\n{sc.slurm.log_lines(job_id)}") from None
+
+
+def _check_runs(sc, job_id: str) -> None:
     segs = sc.segments(job_id)
     hows = [s.how for s in segs]
     assert hows and hows[-1] == "done", f"job {job_id} did not finish: {segs}"

@@ -31,7 +31,7 @@ def _outcome(slurm, gres: str, update: str) -> str:
     job = slurm.sbatch("--hold", "-p", "gpu", "-o", "/dev/null", *args, "--wrap", "true")
     res = slurm.cmd("scontrol", "update", f"JobId={job}", *update.split(), check=False)
     slurm.cmd("scontrol", "release", job)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # a node freed by the test before may still be cleaning up
     while time.monotonic() < deadline:
         info = slurm.show(job)
         if info["JobState"] == "COMPLETED":
@@ -41,7 +41,11 @@ def _outcome(slurm, gres: str, update: str) -> str:
         if info["JobState"] == "PENDING" and info["Reason"] == "BadConstraints":
             return NEVER_RUNS
         time.sleep(0.2)
-    raise AssertionError(f"job {job} ({gres} -> {update}) neither ran nor was refused")
+    nodes = slurm.cmd("sinfo", "-h", "-N", "-o", "%N %T %E", check=False).stdout
+    raise AssertionError(
+        f"job {job} ({gres} -> {update}) neither ran nor was refused: {slurm.why(job)}"
+        f"\nnodes:\n{nodes}{slurm.log_lines(job)}"
+    )
 
 
 def test_gres_type_updates_of_a_held_job(slurm):
