@@ -15,7 +15,7 @@ from slurm_gavel.backends.slurm_job_cache import JobRecordCache
 from slurm_gavel.backends.slurm_job_listing import (
     IncrementalJobs,
     Record,
-    listing_argv,
+    listing_command,
     new_token,
     parse_listing,
 )
@@ -117,7 +117,8 @@ class CliReads:
         """Every waiting or running job's listing record; None (read every job's
         JSON instead) when squeue fails or prints something unreadable."""
         token = new_token()
-        res = self.commands.run("list", listing_argv(token, node_sharing), retry_timeouts=True)
+        argv, env = listing_command(token, node_sharing)
+        res = self.commands.run("list", argv, env=env, retry_timeouts=True)
         listing = parse_listing(res.stdout, token) if res.ok else None
         if listing is None:
             log.warning(

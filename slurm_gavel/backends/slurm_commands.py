@@ -65,6 +65,10 @@ class CommandResult:
         return self.returncode == 0
 
 
+# Prefixes of the environment variables the Slurm clients take their defaults from.
+CLIENT_DEFAULTS = ("SQUEUE_", "SINFO_")
+
+
 class SlurmCommands:
     """Runs sinfo/squeue/scontrol/scancel for one cluster (SLURM_CONF via `env`)."""
 
@@ -78,8 +82,12 @@ class SlurmCommands:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         # Times in text output as epoch seconds, whatever the caller's environment sets:
-        # the job listing builds jobs from them (slurm_listing_jobs.py).
-        self.env = {**os.environ, **(env or {}), "SLURM_TIME_FORMAT": "%s"}
+        # the job listing builds jobs from them (slurm_listing_jobs.py). squeue's and
+        # sinfo's defaults from the environment (SQUEUE_USERS, SQUEUE_FORMAT, which
+        # beats the listing's SQUEUE_FORMAT2, SINFO_SORT...) are an admin's shell
+        # settings: dropped, so they cannot hide jobs or reshape what the daemon parses.
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(CLIENT_DEFAULTS)}
+        self.env = {**inherited, **(env or {}), "SLURM_TIME_FORMAT": "%s"}
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -100,8 +108,10 @@ class SlurmCommands:
         *,
         stdin: str | None = None,
         retry_timeouts: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        """Run `argv` (counted under `kind`); retry while slurmctld is unreachable.
+        """Run `argv` (counted under `kind`), with `env` added to the commands'
+        environment; retry while slurmctld is unreachable.
 
         A timeout is retried only when `retry_timeouts` (read-only commands): an
         action that timed out may have half happened, so it raises
@@ -122,7 +132,7 @@ class SlurmCommands:
                     # every observe (kept as surrogates, never written back to Slurm).
                     encoding="utf-8",
                     errors="surrogateescape",
-                    env=self.env,
+                    env={**self.env, **env} if env else self.env,
                     timeout=self.timeout,
                     check=False,
                 )

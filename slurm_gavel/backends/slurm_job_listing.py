@@ -19,11 +19,13 @@ What the listing may be trusted with: the comment is user text and may hold any
 byte, newlines and any delimiter included. Each field ends with a token drawn at
 random for this one command (`--Format` suffixes), and records end with the
 token and a newline: a comment cannot end a field or a record it does not know
-the token of. A record without exactly one value per field, a job id that is not
-a number, or the same id twice makes the whole listing unreadable, and the round
-reads every job's JSON instead. The comment is in the listing itself, so a
-comment changed with `scontrol update` (by root, which job_submit.lua lets do
-anything, or on a site without the shipped job_submit.lua) is seen the same round.
+the token of (the token is in squeue's environment, not on its command line, where
+every user of the host could read it: listing_command). A record without exactly
+one value per field, a job id that is not a number, or the same id twice makes the
+whole listing unreadable, and the round reads every job's JSON instead. The comment
+is in the listing itself, so a comment changed with `scontrol update` (by root,
+which job_submit.lua lets do anything, or on a site without the shipped
+job_submit.lua) is seen the same round.
 
 The listing prints a job's uid, not its user name (JSON's user_name, the name
 slurmctld gives the uid): the JSON of one changed job per uid no JSON has named yet
@@ -65,6 +67,7 @@ import secrets
 import string
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
+from typing import NamedTuple
 
 from slurm_gavel.backends.slurm_records import SlurmJob
 from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
@@ -81,7 +84,7 @@ LISTING_FIELDS: Mapping[str, str] = {
     "tres_per_job": "tres-per-job",
     "tres_per_task": "tres-per-task",
     "tres_per_socket": "tres-per-socket",
-    "node_sharing": "OverSubscribe",  # or Exclusive: listing_argv, NODE_SHARING
+    "node_sharing": "OverSubscribe",  # or Exclusive: listing_command, NODE_SHARING
     "node_count": "NumNodes",
     "priority": "PriorityLong",
     "submit_time": "SubmitTime",
@@ -133,11 +136,24 @@ def new_token() -> str:
     return "|" + "".join(secrets.choice(TOKEN_ALPHABET) for _ in range(TOKEN_LENGTH)) + "|"
 
 
-def listing_argv(token: str, node_sharing: str = "OverSubscribe") -> list[str]:
-    """node_sharing: the field printed as node_sharing (NODE_SHARING)."""
+class ListingCommand(NamedTuple):
+    argv: list[str]
+    env: dict[str, str]  # added to the command's environment
+
+
+def listing_command(token: str, node_sharing: str = "OverSubscribe") -> ListingCommand:
+    """The listing's squeue; node_sharing: the field printed as node_sharing
+    (NODE_SHARING).
+
+    The format, which holds the token, goes in squeue's environment (SQUEUE_FORMAT2,
+    what -O sets), not on its command line: any user of the host can read a
+    process's /proc/PID/cmdline, only its own user its environ. A user who read the
+    token while squeue ran could otherwise try to put it in a comment before squeue
+    reads the jobs. (SlurmCommands drops an inherited SQUEUE_FORMAT, which squeue
+    would take over SQUEUE_FORMAT2.)"""
     names = {**LISTING_FIELDS, "node_sharing": node_sharing}
     fields = ",".join(f"{name}:0{token}" for name in names.values())
-    return ["squeue", "-h", "-t", ACTIVE_JOB_STATES, "-O", fields]
+    return ListingCommand(["squeue", "-h", "-t", ACTIVE_JOB_STATES], {"SQUEUE_FORMAT2": fields})
 
 
 Record = tuple[str, ...]  # a job's listing values, as printed (compared between rounds)

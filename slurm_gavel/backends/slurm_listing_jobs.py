@@ -89,7 +89,7 @@ def job_from_listing(
     its record and job of the last round (None: a new job), the user names the JSON
     gave for uids (users) and the GPU type of each node whose GPUs are all of one type
     (gpu_types, node_gpu_types: what an untyped request gets there) and the field the
-    listing printed as node_sharing (listing_argv); None where the text cannot say it
+    listing printed as node_sharing (listing_command); None where the text cannot say it
     exactly."""
     if len(values) != len(LISTING_FIELDS):
         return None

@@ -36,9 +36,9 @@ class RecordingCommands(SlurmCommands):
         self.log: list[tuple[str, tuple[str, ...], str | None]] = []
         self.results: list[CommandResult] = []
 
-    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False, env=None) -> CommandResult:
         self.log.append((kind, tuple(argv), stdin))
-        res = super().run(kind, argv, stdin=stdin, retry_timeouts=retry_timeouts)
+        res = super().run(kind, argv, stdin=stdin, retry_timeouts=retry_timeouts, env=env)
         self.results.append(res)
         return res
 
@@ -389,12 +389,12 @@ class SignalWaitsForPlace(RecordingCommands):
         self.place_began = threading.Event()
         self.signal_saw_place: bool | None = None
 
-    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False, env=None) -> CommandResult:
         if kind == "place":
             self.place_began.set()
         if kind == "signal":
             self.signal_saw_place = self.place_began.wait(timeout=20)
-        return super().run(kind, argv, stdin=stdin, retry_timeouts=retry_timeouts)
+        return super().run(kind, argv, stdin=stdin, retry_timeouts=retry_timeouts, env=env)
 
 
 def test_the_signal_goes_out_beside_the_place_and_both_take_effect(slurm, tmp_path):

@@ -126,7 +126,7 @@ class CannedCommands(SlurmCommands):
         super().__init__(sleep=self.sleeps.append, retries=3, backoff=1.0)
         self.answers = answers
 
-    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False, env=None) -> CommandResult:
         self.counts[kind] += 1
         if kind == "detect":
             return CommandResult(tuple(argv), 0, SINFO_V, "")
@@ -181,7 +181,7 @@ class ScriptedCommands(SlurmCommands):
         self.stderr = stderr
         self.log: list[tuple[str, tuple[str, ...], str | None]] = []
 
-    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False, env=None) -> CommandResult:
         self.counts[kind] += 1
         self.log.append((kind, tuple(argv), stdin))
         if kind == "detect":
@@ -287,7 +287,7 @@ class Cli2411(SlurmCommands):
         doc["jobs"] = [j for j in self.all_jobs["jobs"] if str(j["job_id"]) in ids]
         return json.dumps(doc)
 
-    def run(self, kind, argv, *, stdin=None, retry_timeouts=False) -> CommandResult:
+    def run(self, kind, argv, *, stdin=None, retry_timeouts=False, env=None) -> CommandResult:
         self.counts[kind] += 1
         self.log.append((kind, tuple(argv)))
         if argv[:2] == ["sinfo", "-V"]:
@@ -299,7 +299,7 @@ class Cli2411(SlurmCommands):
                 tuple(argv), 0, (NEWER / "scontrol-nodes.v0.0.42.json").read_text(), ""
             )
         if argv[:2] == ["squeue", "-h"]:  # the listing: each record's fields, as text
-            token = argv[-1].split(",")[0].removeprefix("JobID:0")
+            token = env["SQUEUE_FORMAT2"].split(",")[0].removeprefix("JobID:0")
             raws = [j for j in self.all_jobs["jobs"] if str(j["job_id"]) in self.active]
             rows = [
                 [str(r["job_id"]), *(json.dumps(r.get(f)) for f in LISTING_FIELDS)] for r in raws

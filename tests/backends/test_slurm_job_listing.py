@@ -15,15 +15,15 @@ from slurm_gavel.backends.slurm_job_listing import (
     LISTING_FIELDS,
     TOKEN_ALPHABET,
     IncrementalJobs,
-    listing_argv,
+    listing_command,
     new_token,
     parse_listing,
 )
 from slurm_gavel.backends.slurm_records import SlurmJob
 
 DATA = Path(__file__).parent / "data"
-TOKEN = "|0123456789abcdef|"  # the token the captures were made with (listing_argv)
-# Captured with listing_argv(TOKEN, CliFormat.node_sharing_field: 26.05 "Exclusive")
+TOKEN = "|0123456789abcdef|"  # the token the captures were made with (listing_command)
+# Captured with listing_command(TOKEN, CliFormat.node_sharing_field: 26.05 "Exclusive")
 # and SLURM_TIME_FORMAT=%s on a fresh tools/local-cluster, jobs: 1 managed and held;
 # 2 and 3 an array whose comment holds '|' and a newline with a fake record after it;
 # 4 a comment of invalid UTF-8 bytes (24.11 and 26.05: and "\r\n").
@@ -91,8 +91,10 @@ def test_tokens_are_fresh_and_cannot_be_read_as_a_field_width():
     assert a != b and a[0] == "|" and not a[0].isdigit()
     # at least as hard to guess as the 64 random bits of the token it replaced
     assert len(TOKEN_ALPHABET) ** (len(a) - 2) >= 2**64 and a[1:-1].isalnum()
-    argv = listing_argv(a)
-    assert argv[:2] == ["squeue", "-h"] and argv[-1].count(a) == len(LISTING_FIELDS)
+    argv, env = listing_command(a)
+    assert argv[:2] == ["squeue", "-h"] and env["SQUEUE_FORMAT2"].count(a) == len(LISTING_FIELDS)
+    # not on the command line, which every user of the host can read in /proc
+    assert not any(a in arg or "|" in arg for arg in argv), argv
 
 
 # --- which jobs a round reads --------------------------------------------------------

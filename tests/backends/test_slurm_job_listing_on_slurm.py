@@ -198,3 +198,29 @@ def test_the_first_observe_reads_one_record_per_user_and_the_ends_it_resumes(slu
             assert ended not in {j.job.id for j in plain.observe().jobs}
     finally:
         slurm.cancel_all()
+
+
+def test_the_admins_squeue_settings_change_nothing_the_daemon_reads(slurm, monkeypatch):
+    """squeue takes defaults from its environment, and the daemon inherits the admin's
+    shell: SQUEUE_FORMAT (which squeue prefers to the listing's SQUEUE_FORMAT2),
+    SQUEUE_USERS and SQUEUE_STATES would reshape or empty the listing and hide jobs.
+    The daemon's commands drop them: the view is the same as without them, read
+    from the listing (not the full-read fallback an unreadable listing causes)."""
+    jobs = [slurm.sbatch(*MANAGED) for _ in range(3)]
+    for name, value in {
+        "SQUEUE_FORMAT": "%i",
+        "SQUEUE_FORMAT2": "JobID:10",
+        "SQUEUE_USERS": "nobody",
+        "SQUEUE_STATES": "COMPLETED",
+        "SQUEUE_SORT": "-i",
+        "SINFO_FORMAT": "%N",
+    }.items():
+        monkeypatch.setenv(name, value)
+    b = SlurmCluster(env=slurm.env)
+    b.observe()
+    b.observe()  # the second observe reads the listing (the first may read JSON)
+    assert b._listed.last_read in ("none", "changed"), b._listed.last_read
+    assert b.view is not None and set(jobs) <= set(b.view.managed)
+    for name in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SQUEUE_USERS", "SQUEUE_STATES"):
+        monkeypatch.delenv(name)
+    same_as_a_full_read(b, slurm)

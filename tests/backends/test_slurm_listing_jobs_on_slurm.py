@@ -21,7 +21,7 @@ from slurm_gavel.backends.slurm_job_listing import (
     LISTING_FIELDS,
     TOKEN_ALPHABET,
     Record,
-    listing_argv,
+    listing_command,
     new_token,
     parse_listing,
 )
@@ -65,10 +65,10 @@ def read(b: SlurmCluster, wanted: set[str]) -> Read:
     the same before and after the JSON (backfill may move a pending job meanwhile)."""
     for _ in range(20):
         token = new_token()
-        argv = listing_argv(token, b.cli_format.node_sharing_field)
-        text = b.commands.run("list", argv).stdout
+        argv, env = listing_command(token, b.cli_format.node_sharing_field)
+        text = b.commands.run("list", argv, env=env).stdout
         doc = b._json("observe", b.cli_format.jobs_argv())
-        again = b.commands.run("list", argv).stdout
+        again = b.commands.run("list", argv, env=env).stdout
         first, second = parse_listing(text, token), parse_listing(again, token)
         assert first is not None and second is not None
         stable = {j: r for j, r in first.items() if second.get(j) == r}
