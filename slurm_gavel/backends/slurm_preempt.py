@@ -181,7 +181,8 @@ class Preemption:
     def _requeuehold_due(self, due: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
         """Requeue-hold the jobs whose grace is over and that still run and surely got
         the signal; returns the ones to wait for (not those whose signal was lost)."""
-        stuck = [j for j in due if self._states([j]).get(j) == "RUNNING"]
+        states = self._states(due)  # one command for every job due at once
+        stuck = [j for j in due if states.get(j) == "RUNNING"]
         if stuck:
             reached = self._requeuehold_reached(stuck, failed)
             due = [j for j in due if j in reached or j not in stuck]  # not requeued
