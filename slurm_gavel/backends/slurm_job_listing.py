@@ -46,9 +46,11 @@ Full reads (every job's JSON, as before) happen:
   needs no read (it no longer holds GPUs), and a round whose changes the text
   describes reads no JSON;
 - when more than FULL_READ_FRACTION of the listed jobs need their JSON (one dump is
-  then cheaper than a long id list): a cluster without accounting, whose new jobs'
-  account and QOS print "(null)" (the text cannot tell unset from a user's
-  "(null)"), reads every job's JSON on its first observe, as before;
+  then cheaper than a long id list): a cluster without accounting, whose new
+  managed jobs' account and QOS print "(null)" (the text cannot tell unset from a
+  user's "(null)"), reads every job's JSON on its first observe, as before (jobs
+  that do not claim themselves are built from their text all the same:
+  slurm_listing_jobs.py);
 - every FULL_READ_EVERY-th round, a safety net: a field _job reads that the
   listing does not print (gres_detail, user_name) changes only together with one
   it prints (node list, uid), and a value squeue prints the same for two JSON
@@ -115,7 +117,9 @@ NODE_SHARING = {"OverSubscribe": frozenset({"OK"}), "Exclusive": frozenset({"NO"
 _UID = list(LISTING_FIELDS).index("user_id")
 # The user name given to a uid no JSON has named yet while the text is read: no user
 # name holds a NUL byte; a job built with it waits for its uid's name (_seeds).
-_UNNAMED = "\0unnamed"
+# The user name given for a uid no JSON named yet (job_from_listing: a job the daemon
+# would manage waits for its uid's seed; one it would not gets "").
+UNNAMED = "\0unnamed"
 
 FULL_READ_EVERY = 10
 FULL_READ_FRACTION = 0.5
@@ -231,11 +235,11 @@ class IncrementalJobs:
         unnamed: dict[str, SlurmJob] = {}  # built but for the user name of their uid
         if from_text is not None and listing is not None and changed and not force_full:
             users = _user_names(job for _, job in rows.values())
-            guess = {**users, **dict.fromkeys(_uids(listing, changed, users), _UNNAMED)}
+            guess = {**users, **dict.fromkeys(_uids(listing, changed, users), UNNAMED)}
             for job_id in changed:
                 job = from_text(listing[job_id], rows.get(job_id), guess)
                 if job is not None:
-                    (unnamed if job.user == _UNNAMED else built)[job_id] = job
+                    (unnamed if job.user == UNNAMED else built)[job_id] = job
         # Where Slurm filters by id, an unnamed job waits for its uid's seed; else it
         # needs its JSON like any job its text does not describe.
         seeds = _seeds(unnamed) if some is not None else []
@@ -316,8 +320,10 @@ def _user_names(jobs: Iterable[SlurmJob]) -> dict[int, str]:
     a uid that came with two names is left out."""
     names: dict[int, str] = {}
     clash = set()
-    for job in jobs:
-        if job.user_id is not None and names.setdefault(job.user_id, job.user) != job.user:
+    for job in jobs:  # "": a job not claimed, built without its user's name
+        if job.user_id is None or not job.user:
+            continue
+        if names.setdefault(job.user_id, job.user) != job.user:
             clash.add(job.user_id)
     return {uid: name for uid, name in names.items() if uid not in clash}
 

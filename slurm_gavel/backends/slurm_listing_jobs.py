@@ -26,6 +26,15 @@ How the text maps to the JSON, on 22.05, 24.11 and 26.05 alike:
   incremental read already trusts for an unchanged record), else None;
 - user_name is not listed: it is the name the JSON gave for that uid (user_id) on
   any job read before; a uid no JSON named yet -> None;
+- a job whose comment does not claim it for slurm-gavel (not `gavel:`, nor a near
+  miss: core.managed.is_managed_comment; "(null)" included, unset or not) is never
+  managed, and nothing reads its comment, account, QOS or user name: those print
+  "(null)" (or a comment with "\r") or its uid is unnamed, it is still built from
+  its text, with "" there. On a busy cluster most jobs are other users' plain jobs
+  without a comment: without this, each new one was read as JSON, and the first
+  round after a start read nearly every job's. Such a job that later claims itself
+  (scontrol update Comment=gavel:...) changes its record and is built again, as a
+  managed job (its kept "" values are not reused: _kept);
 - gres_detail (the GPUs a running job holds per node) is not in any squeue --Format
   field. A job with nodes keeps its last record's slices while it is the same run
   (state, node list, start time and restart count unchanged). A new run (it just
@@ -55,9 +64,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 
 from slurm_gavel.backends.slurm_fields import exit_code, expand_hostlist, gpu_gres, shard_gres
-from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS, NODE_SHARING, Record
+from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS, NODE_SHARING, UNNAMED, Record
 from slurm_gavel.backends.slurm_records import GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_release import ACTIVE_JOB_STATES
+from slurm_gavel.core.managed import is_managed_comment
 
 _AT = {name: i for i, name in enumerate(LISTING_FIELDS)}
 
@@ -117,8 +127,11 @@ def _build(
 
     def kept(name: str, value: str) -> str:
         """A value the text cannot tell from another: the last round's, if its text
-        has not changed since."""
+        has not changed since and it was read exactly (not "" for a job that did not
+        claim itself then)."""
         if last is None or last[0][_AT[name]] != values[_AT[name]]:
+            raise _Unsure
+        if last[1].blanked:
             raise _Unsure
         return value
 
@@ -139,18 +152,24 @@ def _build(
         slices = old.gpu_slices  # the same run: gres_detail follows its node list
     else:
         slices = _new_run_slices(text, state, nodes_text, gpu_types, shared)
-    comment = text("comment")
-    if comment == _UNSET or "\n" in comment:
-        comment = kept("comment", old.comment if old else "")
-    account, qos = text("account"), text("qos")
-    if account == _UNSET:
-        account = kept("account", old.account if old else "")
-    if qos == _UNSET:
-        qos = kept("qos", old.qos if old else "")
+    comment, account, qos = text("comment"), text("account"), text("qos")
     user_id = _int(text("user_id"))
     user = users.get(user_id)
-    if user is None:
-        raise _Unsure  # user_name is not listed; no JSON named this uid yet
+    blanked = False
+    if not is_managed_comment(comment):  # never managed: these are not read
+        blanked = _UNSET in (comment, account, qos) or "\n" in comment
+        comment, account, qos = ("" if v == _UNSET else v for v in (comment, account, qos))
+        if user is None or user == UNNAMED:
+            user, blanked = "", True
+    else:
+        if "\n" in comment:  # a claiming comment is not "(null)"
+            comment = kept("comment", old.comment if old else "")
+        if account == _UNSET:
+            account = kept("account", old.account if old else "")
+        if qos == _UNSET:
+            qos = kept("qos", old.qos if old else "")
+        if user is None:
+            raise _Unsure  # user_name is not listed; no JSON named this uid yet
     tres_node = _tres(text("tres_per_node"))
     req = gpu_gres(tres_node)
     req_total = gpu_gres(_tres(text("tres_per_job")))
@@ -177,6 +196,7 @@ def _build(
         qos=_name(qos),
         user_id=user_id,
         eligible_time=max(0, _time(text("eligible_time"))),
+        blanked=blanked,
     )
 
 

@@ -6,7 +6,7 @@ slurmrestd's alike).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slurm_gavel.core.cluster_model import NodeState
 
@@ -126,6 +126,11 @@ class SlurmJob:
     # Slurm's own delay before a job runs again); 0 when unset.
     eligible_time: int = 0
     shard_request: int = 0  # gres/shard per node asked (tres_per_node)
+    # Built from the listing's text for a job whose comment does not claim it, where
+    # the text could not say its comment, account, QOS or user name exactly ("" for
+    # "(null)" and an unnamed uid, the text for a comment with "\r"): nothing reads
+    # those of such a job (slurm_listing_jobs.py). Not compared.
+    blanked: bool = field(default=False, compare=False)
 
     @property
     def held(self) -> bool:

@@ -170,6 +170,15 @@ def test_the_first_observe_reads_one_record_per_user_and_the_ends_it_resumes(slu
         jobs = [slurm.sbatch(*named) for _ in range(8)]
         ended = jobs.pop()
         gone_unmanaged = slurm.sbatch(*named)  # ends too, but was never managed
+        # other users' plain jobs, as on any busy cluster: no comment, account or QOS
+        # ("(null)" in the text), some of a uid no JSON names: built from their text,
+        # as nothing reads those of a job that does not claim itself
+        plain = ("-p", "gpu", "--hold", "-o", "/dev/null", "--wrap", "sleep 300")
+        others = [slurm.sbatch(*plain) for _ in range(3)]
+        for _ in range(3):
+            res = slurm.as_user("nobody", "sbatch", "--parsable", "-D", "/tmp", *plain)
+            assert res.returncode == 0, res.stderr
+            others.append(res.stdout.strip().split(";")[0])
         slurm.cmd("scancel", ended, gone_unmanaged)
         for j in (ended, gone_unmanaged):
             slurm.wait_state(j, "CANCELLED", "GONE")
@@ -183,10 +192,11 @@ def test_the_first_observe_reads_one_record_per_user_and_the_ends_it_resumes(slu
         first = b._listed
         if b.cli_format.filters_work:
             read = (first.last_read, first.last_json_jobs, first.last_text_jobs)
-            assert read == ("changed", 1, 6)
+            assert read == ("changed", 1, 6 + len(others))
             assert b.commands.counts["ended"] == 1 and gone_unmanaged not in seen
         else:
             assert first.last_read == "full"
+        assert not set(others) & set(seen)
         same_as_a_full_read(b, slurm)
         # read once: the next observe neither reports it again nor asks for it
         again = {j.job.id: j for j in b.observe().jobs}
