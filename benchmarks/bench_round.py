@@ -216,6 +216,19 @@ def submit(env: dict[str, str], n: int, seed: int, checkpoint_s: float = 0.0) ->
         list(pool.map(one, argvs))
 
 
+def submit_plain(env: dict[str, str], n: int) -> None:
+    """N jobs slurm-gavel does not manage, as other users' jobs on a busy cluster: no
+    comment (and without accounting no account or QOS: "(null)" in the listing),
+    held so that they stay in the queue."""
+    argv = ["sbatch", "-p", "gpu", "--hold", "-o", "/dev/null", "--wrap", "sleep 3600"]
+
+    def one(_: int) -> None:
+        subprocess.run(argv, env=env, check=True, capture_output=True, timeout=60)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(one, range(n)))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=1000)
@@ -238,6 +251,9 @@ def main() -> int:
         help="the slurmrestd backend (SlurmRestCluster, on a unix socket) instead "
         "of the CLI's: it reads every job's JSON each round (no listing)",
     )
+    ap.add_argument("--plain", type=int, default=0,
+                    help="also N held jobs it does not manage (no comment), as other "
+                         "users' jobs on a busy cluster")  # fmt: skip
     ap.add_argument("--pause", type=float, default=0.0, help="seconds before each later round")
     ap.add_argument("--finished", type=int, default=0, help="then N finished jobs, one round")
     ap.add_argument("--checkpoint-s", type=float, default=0.0,
@@ -267,6 +283,11 @@ def main() -> int:
         t0 = time.perf_counter()
         submit(env, args.jobs, args.seed, args.checkpoint_s)
         print(f"submitted {args.jobs} jobs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        if args.plain:
+            t0 = time.perf_counter()
+            submit_plain(env, args.plain)
+            print(f"submitted {args.plain} plain jobs in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr)  # fmt: skip
         rest_conf = {}
         if args.rest:
             sock = rest_up(run)
