@@ -46,11 +46,11 @@ Full reads (every job's JSON, as before) happen:
   needs no read (it no longer holds GPUs), and a round whose changes the text
   describes reads no JSON;
 - when more than FULL_READ_FRACTION of the listed jobs need their JSON (one dump is
-  then cheaper than a long id list): a cluster without accounting, whose new
-  managed jobs' account and QOS print "(null)" (the text cannot tell unset from a
-  user's "(null)"), reads every job's JSON on its first observe, as before (jobs
-  that do not claim themselves are built from their text all the same:
-  slurm_listing_jobs.py);
+  then cheaper than a long id list). On a cluster without accounting new managed
+  jobs' account and QOS print "(null)" (the text cannot tell unset from a user's
+  "(null)"): from 500 of them, `squeue -A/-q '(null)'` lists the literal ones
+  (CliReads._literal_nulls), so the first observe still builds them from their
+  text; jobs that do not claim themselves need neither (slurm_listing_jobs.py);
 - every FULL_READ_EVERY-th round, a safety net: a field _job reads that the
   listing does not print (gres_detail, user_name) changes only together with one
   it prints (node list, uid), and a value squeue prints the same for two JSON
@@ -205,6 +205,11 @@ class IncrementalJobs:
         (every full_every-th round): SlurmCluster.between_rounds does it beforehand."""
         return bool(self._rows) and self._reads_since_full + 1 >= self.full_every
 
+    def changed(self, listing: Mapping[str, Record]) -> list[str]:
+        """The listed jobs new or changed since the last read (read() builds or reads
+        these)."""
+        return [j for j, r in listing.items() if _rec(self._rows, j) != r]
+
     def refreshed(self, listing: dict[str, Record], everyone: list[SlurmJob]) -> None:
         """Take a full read made between rounds (the listing first, then every job's
         JSON) as read() takes its own: each listed job's record, with its JSON. A job
@@ -228,7 +233,7 @@ class IncrementalJobs:
         its listing record where it can (its JSON is read otherwise); watched: the
         jobs whose end must be read when they leave the listing (None: every job)."""
         rows = self._rows
-        changed = [] if listing is None else [j for j, r in listing.items() if _rec(rows, j) != r]
+        changed = [] if listing is None else self.changed(listing)
         ending = rows if watched is None else [j for j in watched if j in rows]
         gone = listing is not None and any(j not in listing for j in ending)
         built: dict[str, SlurmJob] = {}

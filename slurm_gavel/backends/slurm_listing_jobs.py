@@ -61,7 +61,7 @@ as JSON.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from slurm_gavel.backends.slurm_fields import exit_code, expand_hostlist, gpu_gres, shard_gres
 from slurm_gavel.backends.slurm_job_listing import LISTING_FIELDS, NODE_SHARING, UNNAMED, Record
@@ -84,6 +84,21 @@ _UNSET = "(null)"
 _GPU_GRES = frozenset({"gpu", "shard", "mps"})
 
 
+# The fields whose "(null)" a filtered listing tells apart (squeue's option for it):
+# the jobs whose account or QOS is a literal "(null)" (CliReads._literal_nulls).
+LITERAL_NULL_FIELDS = {"account": "-A", "qos": "-q"}
+
+
+def prints_null(values: Record, name: str) -> bool:
+    """Whether a job that claims itself prints "(null)" for this field (unset, or a
+    user's literal "(null)"): only its JSON or a filtered listing tells which."""
+    return (
+        len(values) == len(LISTING_FIELDS)
+        and values[_AT[name]] == _UNSET
+        and is_managed_comment(values[_AT["comment"]])
+    )
+
+
 class _Unsure(Exception):
     """The text does not say this field's JSON value exactly."""
 
@@ -94,18 +109,21 @@ def job_from_listing(
     users: Mapping[int, str],
     gpu_types: Mapping[str, str] | None = None,
     node_sharing: str = "OverSubscribe",
+    literal_nulls: Mapping[str, Collection[str]] | None = None,
 ) -> SlurmJob | None:
     """The SlurmJob slurm_json._job makes of this job's JSON, from its listing values,
     its record and job of the last round (None: a new job), the user names the JSON
     gave for uids (users) and the GPU type of each node whose GPUs are all of one type
     (gpu_types, node_gpu_types: what an untyped request gets there) and the field the
-    listing printed as node_sharing (listing_command); None where the text cannot say it
-    exactly."""
+    listing printed as node_sharing (listing_command), and for "account" and "qos"
+    the jobs whose value is a literal "(null)" (squeue -A/-q '(null)': literal_nulls,
+    LITERAL_NULL_FIELDS), which tells an unset one from it; None where the text
+    cannot say it exactly."""
     if len(values) != len(LISTING_FIELDS):
         return None
     try:
         shared = NODE_SHARING.get(node_sharing, frozenset())
-        return _build(values, last, users, gpu_types or {}, shared)
+        return _build(values, last, users, gpu_types or {}, shared, literal_nulls or {})
     except _Unsure:
         return None
 
@@ -121,9 +139,18 @@ def _build(
     users: Mapping[int, str],
     gpu_types: Mapping[str, str],
     shared: frozenset[str],
+    literal_nulls: Mapping[str, Collection[str]],
 ) -> SlurmJob:
     def text(name: str) -> str:
         return values[_AT[name]]
+
+    def unset_or_null(name: str, value: str) -> str:
+        """An account or QOS printed "(null)": a literal "(null)" where the filtered
+        listing named the job, else unset (""); without that listing, kept()."""
+        literal = literal_nulls.get(name)
+        if literal is None:
+            return kept(name, value)
+        return _UNSET if job_id in literal else ""
 
     def kept(name: str, value: str) -> str:
         """A value the text cannot tell from another: the last round's, if its text
@@ -165,9 +192,9 @@ def _build(
         if "\n" in comment:  # a claiming comment is not "(null)"
             comment = kept("comment", old.comment if old else "")
         if account == _UNSET:
-            account = kept("account", old.account if old else "")
+            account = unset_or_null("account", old.account if old else "")
         if qos == _UNSET:
-            qos = kept("qos", old.qos if old else "")
+            qos = unset_or_null("qos", old.qos if old else "")
         if user is None:
             raise _Unsure  # user_name is not listed; no JSON named this uid yet
     tres_node = _tres(text("tres_per_node"))

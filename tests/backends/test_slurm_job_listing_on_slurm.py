@@ -169,6 +169,12 @@ def test_the_first_observe_reads_one_record_per_user_and_the_ends_it_resumes(slu
         named = ("-A", "physics", "--qos=normal", *MANAGED)
         jobs = [slurm.sbatch(*named) for _ in range(8)]
         ended = jobs.pop()
+        # managed jobs whose account and QOS print "(null)": unset (as on every job of a
+        # cluster without accounting), or a user's literal "(null)" account: one
+        # `squeue -A/-q '(null)'` each tells them apart, no JSON
+        nulls = [slurm.sbatch(*MANAGED) for _ in range(2)]
+        nulls.append(slurm.sbatch("-A", "(null)", *MANAGED))
+        jobs += nulls
         gone_unmanaged = slurm.sbatch(*named)  # ends too, but was never managed
         # other users' plain jobs, as on any busy cluster: no comment, account or QOS
         # ("(null)" in the text), some of a uid no JSON names: built from their text,
@@ -183,6 +189,7 @@ def test_the_first_observe_reads_one_record_per_user_and_the_ends_it_resumes(slu
         for j in (ended, gone_unmanaged):
             slurm.wait_state(j, "CANCELLED", "GONE")
         b = SlurmCluster(env=slurm.env)
+        b.literal_null_filter_from = 1  # (500 by default: the first round at scale)
         b.resume([*jobs, ended])
         seen = {j.job.id: j for j in b.observe().jobs}
         assert seen[ended].state is JobState.DONE and not seen[ended].succeeded
@@ -192,7 +199,10 @@ def test_the_first_observe_reads_one_record_per_user_and_the_ends_it_resumes(slu
         first = b._listed
         if b.cli_format.filters_work:
             read = (first.last_read, first.last_json_jobs, first.last_text_jobs)
-            assert read == ("changed", 1, 6 + len(others))
+            assert read == ("changed", 1, 6 + len(nulls) + len(others))
+            assert b.commands.counts["list"] == 1 + 2  # the listing, -A and -q '(null)'
+            managed = b.view.managed if b.view is not None else {}
+            assert [managed[j].account for j in nulls] == ["", "", "(null)"]
             assert b.commands.counts["ended"] == 1 and gone_unmanaged not in seen
         else:
             assert first.last_read == "full"

@@ -307,3 +307,30 @@ def test_a_new_run_that_may_hold_whole_nodes_is_read_as_json(release):
     other = "OverSubscribe" if field == "Exclusive" else "Exclusive"
     assert job_from_listing(record, last, names, TYPES, other) is None
     assert job_from_listing(record, last, names, TYPES, "Bogus") is None
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_filtered_listing_tells_an_unset_account_or_qos_from_a_literal_null(release):
+    """A managed job's account or QOS "(null)" is unset, or a user's literal "(null)"
+    (sbatch -A '(null)' without accounting): `squeue -A/-q '(null)'` lists only the
+    literal ones (literal_nulls), so both are built exactly, a new job too; without
+    that listing (for every field that prints "(null)") the JSON is read."""
+    record, _, job = held_job(release)
+    names = users(release)
+    both = with_value(with_value(record, "account", "(null)"), "qos", "(null)")
+    assert job_from_listing(both, None, names) is None
+    for name, other in (("account", "qos"), ("qos", "account")):
+        assert job_from_listing(both, None, names, literal_nulls={name: frozenset()}) is None
+
+        def built(literal: set[str], name: str = name, other: str = other) -> SlurmJob | None:
+            nulls = {name: frozenset(literal), other: frozenset()}
+            return job_from_listing(both, None, names, literal_nulls=nulls)
+
+        unset = replace(job, account="", qos="")
+        assert built(set()) == built({"99999"}) == unset
+        assert built({job.job_id}) == replace(unset, **{name: "(null)"})
+    # a named value needs no filter
+    named = with_value(both, "account", "physics")
+    got = job_from_listing(named, None, names, literal_nulls={"qos": frozenset()})
+    assert got == replace(job, account="physics", qos="")
