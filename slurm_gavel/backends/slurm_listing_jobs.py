@@ -23,7 +23,9 @@ How the text maps to the JSON, on 22.05, 24.11 and 26.05 alike:
   one a user set to "(null)" (sbatch -A '(null)' without accounting); squeue's text
   of a comment with "\\r" is decoded as "\\n" (universal newlines). Such a value is
   taken from the job's last record when its text has not changed since (what the
-  incremental read already trusts for an unchanged record), else None;
+  incremental read already trusts for an unchanged record), else None; an account
+  or QOS "(null)" is told apart by `squeue -A/-q '(null)'`, which lists only the
+  literal ones, where the caller read it (literal_nulls);
 - user_name is not listed: it is the name the JSON gave for that uid (user_id) on
   any job read before; a uid no JSON named yet -> None;
 - a job whose comment does not claim it for slurm-gavel (not `gavel:`, nor a near
