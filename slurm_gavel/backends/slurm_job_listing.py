@@ -116,9 +116,8 @@ NODE_SHARING = {"OverSubscribe": frozenset({"OK"}), "Exclusive": frozenset({"NO"
 
 _UID = list(LISTING_FIELDS).index("user_id")
 # The user name given to a uid no JSON has named yet while the text is read: no user
-# name holds a NUL byte; a job built with it waits for its uid's name (_seeds).
-# The user name given for a uid no JSON named yet (job_from_listing: a job the daemon
-# would manage waits for its uid's seed; one it would not gets "").
+# name holds a NUL byte. A job that claims itself, built with it, waits for its uid's
+# name (_seeds); one that does not gets "" (job_from_listing).
 UNNAMED = "\0unnamed"
 
 FULL_READ_EVERY = 10

@@ -36,7 +36,7 @@ How the text maps to the JSON, on 22.05, 24.11 and 26.05 alike:
   without a comment: without this, each new one was read as JSON, and the first
   round after a start read nearly every job's. Such a job that later claims itself
   (scontrol update Comment=gavel:...) changes its record and is built again, as a
-  managed job (its kept "" values are not reused: _kept);
+  managed job (its "" values are not reused: kept(), SlurmJob.blanked);
 - gres_detail (the GPUs a running job holds per node) is not in any squeue --Format
   field. A job with nodes keeps its last record's slices while it is the same run
   (state, node list, start time and restart count unchanged). A new run (it just

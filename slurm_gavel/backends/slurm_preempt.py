@@ -22,7 +22,7 @@ from slurm_gavel.backends.slurm_grace import job_grace
 from slurm_gavel.backends.slurm_json import parse_nodes
 from slurm_gavel.backends.slurm_old_runs import UNREACHABLE
 from slurm_gavel.backends.slurm_pairs import RUNNING_STATES, AfterExit, StartOrder
-from slurm_gavel.backends.slurm_records import SlurmNode
+from slurm_gavel.backends.slurm_records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm_snapshot import SlurmView, job_list
 from slurm_gavel.core.cluster_model import JobState
 from slurm_gavel.core.model import JobId
@@ -109,7 +109,7 @@ class Preemption:
         return ok
 
     def _grace_of(self, j: JobId) -> float:
-        sj = self.view.managed.get(j) if self.view is not None else None
+        sj = self._managed_job(j)
         if sj is None:
             return self.grace_s
         g = job_grace(sj.comment, default_s=self.grace_s, cap_s=self.max_grace_s)
@@ -133,7 +133,7 @@ class Preemption:
         the job leave its run. At most about a second, and only for such jobs."""
         latest = 0.0
         for j in ids:
-            sj = self.view.managed.get(j) if self.view is not None else None
+            sj = self._managed_job(j)
             if sj is not None and sj.restarts > 0:
                 latest = max(latest, float(sj.submit_time))
             latest = max(latest, float(int(self._requeued_at.pop(j, 0.0))))
@@ -242,10 +242,11 @@ class Preemption:
         seen = self.view.snapshot.time
         running = {j.job.id for j in self.view.snapshot.jobs if j.state is JobState.RUNNING}
         # A job COMPLETING has left its run (checkpointed, or done): not requeue-held.
+        # (A running job of the snapshot is a managed one of the view.)
         overdue = [
             j
             for j, t in self._signalled.items()
-            if t <= now and j in running and self._view_state(j) != "COMPLETING"
+            if t <= now and j in running and self.view.managed[j].state != "COMPLETING"
         ]
         for j in [j for j in self._signalled if j not in running]:
             del self._signalled[j]  # it left: how long it took, as far as observe saw
@@ -258,9 +259,9 @@ class Preemption:
                 self.checkpoint_waits[j] = now - self._signal_sent.pop(j, now)
         return set(overdue)
 
-    def _view_state(self, j: JobId) -> str | None:
-        sj = self.view.managed.get(j) if self.view is not None else None
-        return sj.state if sj is not None else None
+    def _managed_job(self, j: JobId) -> SlurmJob | None:
+        """The job's record as the last observe saw it (None: not seen, or no view)."""
+        return self.view.managed.get(j) if self.view is not None else None
 
     def _signal_reached(
         self, ids: list[JobId], nodes: Mapping[str, SlurmNode], failed: dict[JobId, str]
@@ -275,7 +276,7 @@ class Preemption:
         is not requeue-held: it keeps running and is signalled again next round."""
         out = []
         for j in ids:
-            sj = self.view.managed.get(j) if self.view is not None else None
+            sj = self._managed_job(j)
             sent = self._signal_sent.get(j, self.clock())
             lost = []
             for name in sj.nodes if sj is not None else ():
