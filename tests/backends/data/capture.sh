@@ -76,23 +76,32 @@ capture_local() {
     [[ "$(squeue -h -j "$ckpt" -o %T)" == SPECIAL_EXIT ]] && break; sleep 0.2
   done
   scontrol update NodeName=p100-2 State=DRAIN Reason=capture-drain
-  scontrol update NodeName=k80-2 State=DOWN Reason=capture-down
-  sleep 1
-  sinfo -V > "$out/version.txt"
-  local newest
-  newest=$(squeue --json=list 2>/dev/null | sed -n 's,^data_parser/,,p' | sort -V | tail -1 || true)
-  if [[ -z "$newest" ]]; then  # 22.05: plain --json, squeue lists every job
-    squeue --json > "$out/squeue.json"
-    sinfo --json > "$out/sinfo.json"
-  else
-    squeue --json="$newest" -t all | compact > "$out/squeue-t-all.$newest.json"
-    # what SlurmCluster asks 24.11+ for (slurm_release.COMPLEX_VALUES_SINCE)
-    squeue --json="$newest+complex" -t all | compact > "$out/squeue-t-all.$newest+complex.json"
-    scontrol --json="$newest" show nodes | compact > "$out/scontrol-nodes.$newest.json"
-    sinfo --json="$newest" | compact > "$out/sinfo.$newest.json"
-  fi
-  scontrol show job --oneliner > "$out/scontrol-show-job.txt"
-  scontrol show node --oneliner > "$out/scontrol-show-node.txt"
+  # A DOWN node may come back on its own before the capture reads it (ReturnToService=2
+  # returns it when its slurmd registers: CI, 24.11): captured again until it shows down.
+  local try
+  for try in 1 2 3 4 5; do
+    if ! scontrol show node k80-2 | grep -q "State=DOWN"; then
+      scontrol update NodeName=k80-2 State=DOWN Reason=capture-down
+    fi
+    sleep 1
+    sinfo -V > "$out/version.txt"
+    local newest
+    newest=$(squeue --json=list 2>/dev/null | sed -n 's,^data_parser/,,p' | sort -V | tail -1 || true)
+    if [[ -z "$newest" ]]; then  # 22.05: plain --json, squeue lists every job
+      squeue --json > "$out/squeue.json"
+      sinfo --json > "$out/sinfo.json"
+    else
+      squeue --json="$newest" -t all | compact > "$out/squeue-t-all.$newest.json"
+      # what SlurmCluster asks 24.11+ for (slurm_release.COMPLEX_VALUES_SINCE)
+      squeue --json="$newest+complex" -t all | compact > "$out/squeue-t-all.$newest+complex.json"
+      scontrol --json="$newest" show nodes | compact > "$out/scontrol-nodes.$newest.json"
+      sinfo --json="$newest" | compact > "$out/sinfo.$newest.json"
+    fi
+    scontrol show job --oneliner > "$out/scontrol-show-job.txt"
+    scontrol show node --oneliner > "$out/scontrol-show-node.txt"
+    grep -q "^NodeName=k80-2 .*State=DOWN" "$out/scontrol-show-node.txt" && break
+    [[ $try -lt 5 ]] || { echo "k80-2 did not stay DOWN long enough to be captured" >&2; exit 1; }
+  done
   cat > "$out/scenario.txt" <<EOF
 # Slurm $(sinfo -V | sed 's/^[^ ]* //') on tools/local-cluster (job_submit.lua holds gavel: jobs on arrival);
 # managed jobs are started the daemon's way (scontrol update + release).
