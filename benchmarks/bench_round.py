@@ -12,7 +12,7 @@ exactly what `slurm-gavel run` builds) back to back and reports, per round:
 
     total     observe + allocate + assign + act + the two state saves
     observe   the nodes' JSON, the job listing, the JSON of new or changed jobs
-              (slurm_job_listing.py), and their parsing
+              (slurm/cli/listing.py), and their parsing
     solve     the policy (only in rounds that reallocate)
     assign    the mechanism
     act       Slurm commands to carry the placement out

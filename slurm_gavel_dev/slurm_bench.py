@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmCluster
 from slurm_gavel.core.cluster_model import ActResult, JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel_dev import localcluster
 from slurm_gavel_dev.localcluster_conf import ClusterSpec

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmCluster
 
 
 def reconfigure(slurm: Any, want: str) -> None:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.backends.slurm_fields import gpu_gres
+from slurm_gavel.backends.slurm.fields import gpu_gres
 from slurm_gavel.core.throughputs import load_table
 
 ENV_SPEED = "GAVEL_EMULATE_SPEED"

@@ -51,8 +51,8 @@ class RetryWatch:
 
 def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBackend:
     """The configured Slurm backend (imported here: `status` never needs it)."""
-    from slurm_gavel.backends.slurm_commands import SlurmCommands
-    from slurm_gavel.backends.slurm_preempt import FRESH_RUN_S
+    from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
+    from slurm_gavel.backends.slurm.preemption import FRESH_RUN_S
 
     # Short in-command retries ride out a blip mid-act; a longer outage fails the
     # round and the daemon's own backoff (slurm.retry_*) takes over. Either way the
@@ -70,16 +70,16 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
         "max_grace_s": config.checkpoint.max_grace_seconds,
         "checkpoint_signal": config.checkpoint.signal,
         # A run younger than this is preempted a round later, not signalled in its
-        # first seconds (slurm_preempt.py): 5 s, or half a round where rounds are
+        # first seconds (slurm/preemption.py): 5 s, or half a round where rounds are
         # shorter than 10 s (the test clusters' 4 s rounds: 2 s; Slurm's start time is
         # whole seconds, so 2 s still spares a run's first second).
         "fresh_run_s": min(FRESH_RUN_S, config.settings.round_seconds / 2),
     }
     if config.backend == "rest":
-        from slurm_gavel.backends.slurmrestd import SlurmRestCluster
+        from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
 
         # The token file is checked (owner, mode 0600) and re-read on a schedule and
-        # when slurmrestd refuses the token (slurmrestd_auth.py).
+        # when slurmrestd refuses the token (slurm/rest/auth.py).
         return SlurmRestCluster(
             url=config.slurm.rest_url,
             token_file=config.slurm.rest_token_file,
@@ -87,7 +87,7 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
             user=config.slurm.rest_user,
             **options,
         )
-    from slurm_gavel.backends.slurm_cli import SlurmCluster
+    from slurm_gavel.backends.slurm.backend import SlurmCluster
 
     return SlurmCluster(**options)
 

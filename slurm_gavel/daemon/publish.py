@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from slurm_gavel.backends.slurm_private_data import hides_jobs
+from slurm_gavel.backends.slurm.private_data import hides_jobs
 from slurm_gavel.core.model import JobId
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore

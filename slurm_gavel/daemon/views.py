@@ -230,7 +230,7 @@ class Inflight:
 
 
 def is_slurm_unavailable(e: BaseException) -> bool:
-    from slurm_gavel.backends.slurm_commands import SlurmUnreachable
+    from slurm_gavel.backends.slurm.cli.commands import SlurmUnreachable
 
     # Not every OSError: the backends turn their own (a missing command, a refused
     # connection) into SlurmUnreachable, so a bare OSError here is a local file (the

@@ -79,7 +79,7 @@ def test_backend_is_built_from_the_config(tmp_path):
     assert type(b).__name__ == "SlurmCluster"
     assert b.managed_partitions == {"gpu", "v100"}
     assert (b.checkpoint_signal, b.grace_s, b.commands.timeout) == ("USR2", 7.0, 9.0)
-    assert b.fresh_run_s == 5.0  # no run signalled in its first seconds (slurm_preempt.py)
+    assert b.fresh_run_s == 5.0  # no run signalled in its first seconds (slurm/preemption.py)
     short = parse_config({"partitions": ["gpu"], "round_seconds": 4,
                           "checkpoint": {"grace_seconds": 3}})  # fmt: skip
     assert run_cmd.build_backend(short).fresh_run_s == 2.0  # at most half a round

@@ -137,8 +137,8 @@ def test_snapshot_carries_the_qos_and_the_users_weight_uncapped_for_the_daemon()
     from dataclasses import replace
     from pathlib import Path
 
-    from slurm_gavel.backends.slurm_json import parse_jobs, parse_nodes
-    from slurm_gavel.backends.slurm_snapshot import build_view
+    from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
+    from slurm_gavel.backends.slurm.view import build_view
 
     data = Path(__file__).parents[1] / "backends" / "data" / "22.05"
     _, nodes = parse_nodes(json.loads((data / "sinfo.json").read_text()))

@@ -14,7 +14,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.backends.slurm_commands import SlurmUnreachable
+from slurm_gavel.backends.slurm.cli.commands import SlurmUnreachable
 from slurm_gavel.core.cluster_model import ActResult, RoundPlacement
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
@@ -121,7 +121,7 @@ class ResumingBackend(KillingBackend):
 
 def test_a_restarted_daemon_tells_the_backend_the_jobs_it_managed(tmp_path, table):
     """So that SlurmCluster reads how those no longer listed ended (24.11+ no longer
-    read every finished job on the first observe: slurm_job_listing.py)."""
+    read every finished job on the first observe: slurm/cli/listing.py)."""
     sim = cluster(table)
     first = ResumingBackend(sim)
     d = daemon(tmp_path, first, table)

@@ -6,7 +6,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.backends.slurm_admin_comment import PREFIX, admin_comment
+from slurm_gavel.backends.slurm.admin_comment import PREFIX, admin_comment
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config

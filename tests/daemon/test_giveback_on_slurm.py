@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmCluster
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm_private_data import hides_jobs, private_data_value
+from slurm_gavel.backends.slurm.private_data import hides_jobs, private_data_value
 from slurm_gavel.cli import build_parser, main
 from slurm_gavel.daemon.publish import Publisher, privacy
 from slurm_gavel.daemon.state_store import StateStore

@@ -4,7 +4,7 @@ A node's slurmd is stopped and started again by the pid the local cluster record
 (its jobs' processes outlive slurmd, as on a real cluster); drain, fail and down
 are set with `scontrol update`. REBOOT and POWERED_DOWN need a RebootProgram and
 power saving, which the local cluster does not configure: their parsing is tested
-on JSON in tests/backends/test_node_states.py.
+on JSON in tests/backends/slurm/test_node_states.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_for as _wait_for
 
-from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmCluster
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel_dev import localcluster
 

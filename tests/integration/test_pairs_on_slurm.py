@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from slurm_gavel.backends.slurm_fields import gres_indices
+from slurm_gavel.backends.slurm.fields import gres_indices
 from tests.integration.conftest import FINISHED, new_scenario
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from test_least_privilege import RUNUSER, python_for
 
-from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmCluster
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics

@@ -19,7 +19,7 @@ from private_data import private_data_jobs
 from test_least_privilege import python_for
 from test_status_on_slurm import as_nobody, submit
 
-from slurm_gavel.backends.slurm_cli import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmCluster
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm_json import SlurmJsonError, parse_jobs
-from slurm_gavel.backends.slurm_records import SlurmJob
+from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.core.throughputs import load_table
-from tests.backends.test_slurm_shards import CAPTURES, load, scenario
+from tests.backends.slurm.test_shard_pairs import CAPTURES, load, scenario
 from workloads import emulate, emulate_pairs
 
 R50 = "ResNet-50 (batch size 64)"
@@ -168,7 +168,7 @@ def test_fetch_runs_squeue_with_the_releases_json_flag(tmp_path: Path):
             self.argv: list[list[str]] = []
 
         def run(self, kind, argv, *, retry_timeouts=False):
-            from slurm_gavel.backends.slurm_commands import CommandResult
+            from slurm_gavel.backends.slurm.cli.commands import CommandResult
 
             self.argv.append(list(argv))
             if argv[:2] == ["sinfo", "-V"]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.core.throughputs import load_table
-from tests.backends.test_slurm_cli import backend
-from tests.backends.test_slurm_shards_on_slurm import _pair, _shard_gpu, _wait_running
+from tests.backends.slurm.test_backend import backend
+from tests.backends.slurm.test_shard_pairs_on_slurm import _pair, _shard_gpu, _wait_running
 
 pytestmark = [pytest.mark.slurm]
 

@@ -26,8 +26,8 @@ from slurm_gavel.daemon.pair_cells import estimated_pair_cells, update_pairs
 from slurm_gavel.daemon.pair_windows import MIN_WINDOW_S
 from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.progress_cells import STEP_FACTOR
-from tests.backends.test_slurm_cli import backend
-from tests.backends.test_slurm_shards_on_slurm import _pair, _shard_gpu, _wait_running
+from tests.backends.slurm.test_backend import backend
+from tests.backends.slurm.test_shard_pairs_on_slurm import _pair, _shard_gpu, _wait_running
 
 pytestmark = [pytest.mark.slurm]
 

@@ -1,0 +1,215 @@
+"""How SlurmCluster reads the jobs and nodes through the CLI: the JSON commands of the
+release, retried while slurmctld is unreachable, and the incremental job read
+(slurm/cli/listing.py). SlurmRestCluster overrides _fetch_nodes and _fetch_jobs."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from functools import partial
+
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable
+from slurm_gavel.backends.slurm.cli.jobs_from_text import (
+    LITERAL_NULL_FIELDS,
+    job_from_listing,
+    node_gpu_types,
+    prints_null,
+)
+from slurm_gavel.backends.slurm.cli.listing import (
+    IncrementalJobs,
+    Record,
+    listing_command,
+    new_token,
+    parse_listing,
+)
+from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm.record_cache import JobRecordCache
+from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.releases import ACTIVE_JOB_STATES, CliFormat, detect_cli
+from slurm_gavel.backends.slurm.retry import attempts
+from slurm_gavel.backends.slurm.view import SlurmView
+from slurm_gavel.core.model import Job, JobId
+
+log = logging.getLogger(__name__)
+
+
+class CliReads:
+    """The observe commands of SlurmCluster (mixed in)."""
+
+    commands: SlurmCommands
+    view: SlurmView | None
+    _format: CliFormat | None
+    _allow_newer: bool
+    _job_cache: JobRecordCache  # unchanged squeue records parsed once
+    _listed: IncrementalJobs  # JSON read only for new or changed jobs
+    _active: dict[JobId, Job]  # managed, not done, at the last observe
+    _resumed: set[JobId]  # resume(): managed when the daemon last stopped
+
+    data_parser: str | None
+    # From how many new or changed managed jobs printing "(null)" the filtered
+    # listings are used (_literal_nulls).
+    literal_null_filter_from: int = 500
+
+    @property
+    def cli_format(self) -> CliFormat:
+        """This Slurm's release and JSON commands, detected once (2 commands)."""
+        if self._format is None:
+            self._format = detect_cli(self.commands, self.data_parser)
+            self._allow_newer = self._format.allow_newer
+        return self._format
+
+    def _fetch_nodes(self) -> dict:
+        return self._json("observe", self.cli_format.nodes_argv())
+
+    def _fetch_jobs(self, nodes: Sequence[SlurmNode]) -> list[SlurmJob]:
+        """The waiting and running jobs: JSON only for those new or changed since the
+        last observe that their listing text cannot describe (slurm/cli/listing.py,
+        slurm/cli/jobs_from_text.py; this round's nodes tell the GPU type an untyped
+        request gets on each). The first observe too, where Slurm filters JSON by
+        id (23.02+): every job is new then, and one JSON record per user names the
+        uids the listing prints, so that the others are built from their text; the
+        jobs a restarted daemon managed that are no longer listed are read as ended
+        (observe, resume()). On 22.05 the first observe reads every job's JSON, the
+        finished ones too (-t all, once), which tells how those jobs ended."""
+        fmt = self.cli_format
+        first = self.view is None
+
+        def full() -> list[SlurmJob]:
+            doc = self._json("observe", fmt.jobs_argv(finished_too=first))
+            return self._job_cache.parse(doc, allow_newer=self._allow_newer)[1]
+
+        def some(ids: list[JobId]) -> list[SlurmJob]:
+            return self._jobs_by_id("observe", ids)
+
+        some_or_none = some if fmt.filters_work else None
+        sharing = fmt.node_sharing_field
+        force_full = first and some_or_none is None
+        listing = self._listing(sharing)
+        nulls = self._literal_nulls(listing) if listing and not force_full else None
+        from_text = partial(
+            job_from_listing, gpu_types=node_gpu_types(nodes), node_sharing=sharing,
+            literal_nulls=nulls,
+        )  # fmt: skip
+        # Only a managed job's end is read (22.05: by a full read); others just leave.
+        return self._listed.read(
+            listing, full, some_or_none, force_full=force_full, from_text=from_text,
+            watched=self._active,
+        )  # fmt: skip
+
+    def _literal_nulls(self, listing: dict[JobId, Record]) -> dict[str, frozenset[str]]:
+        """For the account and QOS that new or changed managed jobs print as "(null)"
+        (unset, as on every job of a cluster without accounting, or a user's literal
+        "(null)"): the jobs whose value is the literal one, from `squeue -A '(null)'`
+        (or -q), which lists only those; the others' is unset. One text command per
+        such field, only in a round that has such jobs, instead of every such job's
+        JSON, when there are literal_null_filter_from of them or more: the first round
+        after a start without accounting. (Fewer are read as JSON, with the round's
+        other JSON, as before: the two listings cost about what the JSON of a few
+        hundred jobs does, 0.1 s each at 5,000 jobs.) A field whose command fails is
+        left out (those jobs' JSON is read)."""
+        changed = self._listed.changed(listing)
+        out: dict[str, frozenset[str]] = {}
+        for name, flag in LITERAL_NULL_FIELDS.items():
+            if sum(prints_null(listing[j], name) for j in changed) < self.literal_null_filter_from:
+                continue
+            # %A: the job id as the listing's JobID prints it (an array task's own id)
+            argv = ["squeue", "-h", "-t", ACTIVE_JOB_STATES, flag, "(null)", "-o", "%A"]
+            res = self.commands.run("list", argv, retry_timeouts=True)
+            ids = res.stdout.split() if res.ok else []
+            if res.ok and all(i.isdigit() for i in ids):
+                out[name] = frozenset(ids)
+        return out
+
+    def resume(self, job_ids: Iterable[JobId]) -> None:
+        """The jobs a restarted daemon managed when it stopped (its saved state): the
+        first observe reads the final record of those no longer listed, so that jobs
+        that ended while the daemon was down are reported done with how they ended
+        (a job slurmctld has forgotten already just leaves, as before)."""
+        self._resumed = set(job_ids)
+
+    def _resumed_ended(self, listed: set[JobId]) -> list[JobId]:
+        """resume()'s jobs not listed now (observe forgets them once their records are
+        read, so that a failed read is made again by the next observe)."""
+        return sorted(j for j in self._resumed if j not in listed and j not in self._active)
+
+    def between_rounds(self) -> None:
+        """The safety net's full read (slurm_job_listing.FULL_READ_EVERY), made while
+        the daemon waits for the next round instead of inside one: at 5,000 jobs it
+        costs 1-2 s (squeue's JSON dump of every job and its parse), which would put
+        every 10th round at 3-4 s. The next observe then reads only what changed since
+        (Daemon.run calls this between rounds; without it observe reads every job
+        itself when due). A failure is left to that observe, which reads every job
+        when its listing fails."""
+        if self.view is None or not self._listed.full_read_due():
+            return
+        fmt = self.cli_format
+        listing = self._listing(fmt.node_sharing_field)
+        if listing is None:
+            return
+        doc = self._json("observe", fmt.jobs_argv(finished_too=False))
+        _, everyone = self._job_cache.parse(doc, allow_newer=self._allow_newer)
+        self._listed.refreshed(listing, everyone)
+
+    def _listing(self, node_sharing: str) -> dict[JobId, Record] | None:
+        """Every waiting or running job's listing record; None (read every job's
+        JSON instead) when squeue fails or prints something unreadable."""
+        token = new_token()
+        argv, env = listing_command(token, node_sharing)
+        res = self.commands.run("list", argv, env=env, retry_timeouts=True)
+        listing = parse_listing(res.stdout, token) if res.ok else None
+        if listing is None:
+            log.warning(
+                "squeue's job listing was unreadable (exit %s: %s); every job's JSON read "
+                "instead", res.returncode, res.stderr.strip()[:200],
+            )  # fmt: skip
+        return listing
+
+    def _ended_jobs(self, ids: list[JobId]) -> list[SlurmJob]:
+        """The final records of managed jobs that left the waiting/running list since
+        the last observe (one command, only in such a round), so that how they ended
+        is known. A job slurmctld forgot already is not returned (add_vanished)."""
+        fmt = self._format
+        if fmt is None or not fmt.filters_work:  # 22.05 listed finished jobs already
+            return []
+        return self._jobs_by_id("ended", ids)
+
+    def _jobs_by_id(self, kind: str, ids: list[JobId]) -> list[SlurmJob]:
+        """These jobs' JSON records, whatever their state (one command; 23.02+)."""
+        fmt = self.cli_format
+        res = self.commands.run(kind, fmt.ended_jobs_argv(ids), retry_timeouts=True)
+        if not res.ok:
+            if "invalid job id" in res.stderr.lower():  # every one of them forgotten
+                return []
+            raise SlurmJsonError(f"{' '.join(res.argv)} failed: {res.stderr.strip()}")
+        try:
+            _, jobs = parse_jobs(json.loads(res.stdout), allow_newer=self._allow_newer)
+        except json.JSONDecodeError as e:
+            raise SlurmJsonError(f"{' '.join(res.argv)} printed no JSON ({e})") from None
+        wanted = set(ids)
+        return [j for j in jobs if j.job_id in wanted]
+
+    def _json(self, kind: str, argv: list[str]) -> dict:
+        """Run a --json command. On 22.05, squeue/sinfo --json exit 0 with an empty
+        list and an "errors" entry ("Failed while looking for jobs") when slurmctld
+        is unreachable, and say nothing on stderr: such a document is retried like
+        an unreachable controller, never read as "no jobs"."""
+        c = self.commands
+        for _ in attempts(c.retries, c.backoff, c.sleep):
+            res = c.run(kind, argv, retry_timeouts=True)
+            if not res.ok:
+                raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
+            try:
+                doc = json.loads(res.stdout)
+            except json.JSONDecodeError as e:
+                raise SlurmJsonError(
+                    f"{' '.join(argv)} printed no JSON ({e}); Slurm >= 22.05 is needed for --json"
+                ) from None
+            errors = doc.get("errors") if isinstance(doc, dict) else None
+            if not errors:
+                return doc
+        assert errors  # the loop returned every document without errors
+        raise SlurmUnreachable(
+            f"{' '.join(argv)} reported {errors[0]} after {self.commands.retries + 1} tries; "
+            "is slurmctld running and SLURM_CONF right?"
+        )

@@ -1,0 +1,274 @@
+"""Jobs built from the listing text (slurm/cli/jobs_from_text.py) on each release's real Slurm:
+every job a round lists is either built exactly as slurm_json._job builds it from
+that job's JSON, or not built (None: its JSON is read), and which kinds of job are
+built is pinned. SLURM_GAVEL_CAPTURE_LISTING=1 also writes both rounds' listing and
+JSON to tests/backends/data/<release>/listing-jobs/ (what test_jobs_from_text.py
+replays without Slurm)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.jobs_from_text import job_from_listing, node_gpu_types
+from slurm_gavel.backends.slurm.cli.listing import (
+    LISTING_FIELDS,
+    TOKEN_ALPHABET,
+    Record,
+    listing_command,
+    new_token,
+    parse_listing,
+)
+from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm.record_cache import FIELDS
+from slurm_gavel.backends.slurm.records import GpuSlice, SlurmJob
+from slurm_gavel.core.managed import is_managed_comment
+from tests.backends.slurm.cli.test_jobs_from_text import same_for_the_daemon
+from tests.backends.slurm.cli.test_listing_on_slurm import update
+
+pytestmark = pytest.mark.slurm
+
+DATA = Path(__file__).parents[2] / "data"
+OUT = ("-o", "/dev/null")
+MANAGED = ("--comment=gavel:type=A3C", "-p", "gpu", *OUT, "--wrap", "sleep 300")
+SLEEP = ("--wrap", "sleep 300")
+# user text squeue prints as is: bytes that are not UTF-8, newlines, the token's
+# alphabet between '|', what squeue prints for "unset", a comment shaped like a record
+HOSTILE = {
+    "bytes": "bad\udcff\udcfe x",
+    "newline": "a\nb",
+    "crlf": "a\r\nb",
+    "token": "|" + TOKEN_ALPHABET + "|",
+    "null": "(null)",
+    "na": "N/A",
+    "fields": "7|PENDING|0|None|gpu|N/A|N/A|1|0|1795721193|N/A|N/A|0:0|(null)|(null)|0||N/A|x",
+    "spaces": "  spaced  ",
+    "empty": "",
+}
+
+
+@dataclass
+class Read:
+    text: str
+    token: str
+    doc: dict
+    records: dict[str, Record]  # jobs whose record did not change during the JSON read
+    jobs: dict[str, SlurmJob]
+
+
+def read(b: SlurmCluster, wanted: set[str]) -> Read:
+    """The listing and every listed job's JSON, taken until every wanted job's record is
+    the same before and after the JSON (backfill may move a pending job meanwhile)."""
+    for _ in range(20):
+        token = new_token()
+        argv, env = listing_command(token, b.cli_format.node_sharing_field)
+        text = b.commands.run("list", argv, env=env).stdout
+        doc = b._json("observe", b.cli_format.jobs_argv())
+        again = b.commands.run("list", argv, env=env).stdout
+        first, second = parse_listing(text, token), parse_listing(again, token)
+        assert first is not None and second is not None
+        stable = {j: r for j, r in first.items() if second.get(j) == r}
+        if wanted <= set(stable):
+            _, jobs = parse_jobs(doc)
+            return Read(text, token, doc, stable, {j.job_id: j for j in jobs})
+    raise AssertionError(f"jobs {sorted(wanted - set(stable))} kept changing")
+
+
+def capture(slurm, name: str, r: Read) -> None:
+    if not os.environ.get("SLURM_GAVEL_CAPTURE_LISTING"):
+        return
+    out = DATA / slurm.release / "listing-jobs"
+    out.mkdir(exist_ok=True)
+    (out / f"{name}.txt").write_bytes(r.text.encode("utf-8", "surrogateescape"))
+    (out / f"{name}.token").write_text(r.token)
+    trimmed = {
+        "meta": r.doc["meta"],
+        "errors": [],
+        "jobs": [{f: j[f] for f in FIELDS if f in j} for j in r.doc["jobs"]],
+    }
+    (out / f"{name}.json").write_bytes(
+        json.dumps(trimmed, indent=0).encode("utf-8", "surrogateescape")
+    )
+
+
+def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
+    slurm.cancel_all()
+    try:
+        sub = slurm.sbatch
+        held = sub(*MANAGED)  # held on arrival (job_submit.lua)
+        later = sub(*MANAGED, "--begin=now+3600")  # released: waits for its begin time
+        starts = sub(*MANAGED, "--gres=gpu:p100:1")  # released: starts
+        run1 = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)
+        run2 = sub("-p", "p100", "--gres=gpu:p100:2", *OUT, *SLEEP)
+        multi = sub("-p", "k80", "-N", "2", "--gres=gpu:k80:2", *OUT, *SLEEP)
+        untyped = sub("-p", "v100", "--gres=gpu:1", *OUT, *SLEEP)
+        ckpt = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, "--wrap",
+                   "trap 'exit 99' USR1; sleep 300 & wait")  # fmt: skip
+        requeued = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)
+        done = sub("-p", "gpu", *OUT, "--wrap", "true")
+        cancelled = sub("-p", "gpu", "--hold", *OUT, *SLEEP)
+        plain = sub("-p", "gpu", "--hold", *OUT, *SLEEP)  # no comment at all
+        null_account = sub("-p", "gpu", "--hold", "-A", "(null)", *OUT, *SLEEP)
+        hostile = {k: sub("-p", "gpu", "--hold", f"--comment={c}", *OUT, *SLEEP)
+                   for k, c in HOSTILE.items()}  # fmt: skip
+        to = {k: sub("-p", "gpu", "--hold", "--comment=x", *OUT, *SLEEP)
+              for k in ("null", "crlf", "token")}  # fmt: skip
+        # held now, started between the rounds (a new run: no slices to keep)
+        start = {
+            "1": sub("-p", "v100", "--hold", "--gres=gpu:v100:1", *OUT, *SLEEP),
+            "2": sub("-p", "p100", "-w", "p100-1", "--hold", "--gres=gpu:p100:2", *OUT, *SLEEP),
+            "2x2": sub("-p", "k80", "-N", "2", "--hold", "--gres=gpu:k80:2", *OUT, *SLEEP),
+            # untyped, as the daemon's own update (StartOrder.gres): typed by the nodes
+            "untyped": sub("-p", "v100", "--hold", "--gres=gpu:2", *OUT, *SLEEP),
+            "per_job": sub("-p", "v100", "--hold", "--gpus=v100:1", *OUT, *SLEEP),
+            # asks one GPU, gets all of its node's
+            "exclusive": sub("-p", "p100", "-w", "p100-2", "--hold", "--exclusive",
+                             "--gres=gpu:p100:1", *OUT, *SLEEP),
+        }  # fmt: skip
+        rerun = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)  # requeued: a new run
+        for job in (run1, run2, multi, untyped, ckpt, requeued, rerun):
+            slurm.wait_state(job, "RUNNING")
+        slurm.wait_state(done, "COMPLETED", "GONE")
+        b = SlurmCluster(env=slurm.env)
+        everyone = {held, later, starts, run1, run2, multi, untyped, ckpt, requeued,
+                    cancelled, plain, null_account, *hostile.values(), *to.values(),
+                    *start.values(), rerun}  # fmt: skip
+        first = read(b, everyone)
+        capture(slurm, "round1", first)
+        last = {j: (r, first.jobs[j]) for j, r in first.records.items()}
+        users = {j.user_id: j.user for j in first.jobs.values() if j.user_id is not None}
+        # with no user name known, a job that claims itself cannot be built (the name
+        # is only in the JSON); one that does not can, without the name
+        comment_at = list(LISTING_FIELDS).index("comment")
+        for r in first.records.values():
+            got = job_from_listing(r, None, {})
+            if is_managed_comment(r[comment_at]):
+                assert got is None, r
+            else:
+                assert got is None or (got.user == "" and got.blanked), r
+
+        # what happens between two rounds
+        for job in (held, plain, null_account, *hostile.values()):
+            update(slurm, job, "Partition=v100")
+        update(slurm, run1, "Comment=gavel:type=ResNet-50")  # running, same nodes
+        update(slurm, to["null"], "Comment=(null)")
+        update(slurm, to["crlf"], "Comment=a\r\nb")
+        update(slurm, to["token"], f"Comment={HOSTILE['token']}x")
+        slurm.cmd("scontrol", "release", f"{later},{starts}")
+        slurm.cmd("scancel", "--signal=USR1", "--batch", ckpt)
+        slurm.cmd("scontrol", "requeuehold", requeued)
+        slurm.cmd("scancel", cancelled)
+        slurm.cmd("scontrol", "release", ",".join(start.values()))
+        slurm.cmd("scontrol", "requeue", rerun)
+        requeued_at = time.time()
+        new = sub(*MANAGED)
+        named = sub(*MANAGED, "-A", "gavel-acct", "--qos=normal")  # accounting names them
+        slurm.wait_state(starts, "RUNNING")
+        slurm.wait_state(ckpt, "SPECIAL_EXIT")
+        for job in (requeued, cancelled):
+            slurm.wait_state(job, "PENDING", "REQUEUE_HOLD", "CANCELLED", "GONE")
+        for job in start.values():
+            slurm.wait_state(job, "RUNNING")
+        wait_rerun(slurm, rerun, requeued_at)
+
+        second = read(b, everyone - {cancelled} | {new, named})
+        capture(slurm, "round2", second)
+        types = node_gpu_types(parse_nodes(b._fetch_nodes())[1])
+        assert types["v100-1"] == "v100"
+        sharing = b.cli_format.node_sharing_field
+        assert sharing == ("Exclusive" if slurm.release == "26.05" else "OverSubscribe")
+        built = {}
+        for job_id, record in second.records.items():
+            got = job_from_listing(record, last.get(job_id), users, types, sharing)
+            if got is not None:
+                assert same_for_the_daemon(got, second.jobs[job_id]), (got, second.jobs[job_id])
+                built[job_id] = got
+        assert done not in second.records and cancelled not in second.records
+        as_json = {new, starts, start["per_job"], start["exclusive"]}
+        from_text = {held, later, run1, run2, multi, untyped, ckpt, requeued, plain,
+                     null_account, *hostile.values(), to["token"], start["1"], start["2"],
+                     start["2x2"], start["untyped"], rerun, to["null"], to["crlf"]}  # fmt: skip
+        # a new job is built where accounting names its account and QOS; 22.05 without
+        # slurmdbd drops --qos (squeue prints "(null)"): its JSON is read
+        (as_json if slurm.release == "22.05" else from_text).add(named)
+        assert from_text <= set(built), sorted(from_text - set(built))
+        # a new managed job whose account is "(null)" (unset, or a user's "(null)");
+        # one that just started with no GPU request (starts: no gres) or one its text
+        # cannot say per node (--gpus, --exclusive). A comment that became "(null)" or
+        # holds "\r" (the text cannot say which) no longer claims the job: built, blanked
+        assert built[to["null"]].blanked and built[to["null"]].comment == ""
+        assert not as_json & set(built), sorted(as_json & set(built))
+        assert second.jobs[ckpt].exit_code == 99 and built[ckpt].held
+        assert built[run1].gpu_slices == first.jobs[run1].gpu_slices != ()
+        assert len(built[multi].gpu_slices) == 2
+        assert built[hostile["bytes"]].comment == HOSTILE["bytes"]
+        # the runs that just started, from their text: whole GPUs by count
+        p100 = second.jobs[start["2"]].nodes
+        assert built[start["1"]].gpu_slices[0].gpus == 1
+        assert built[start["2"]].gpu_slices == (GpuSlice(p100[0], "p100", 2),)
+        assert built[start["2x2"]].gpu_slices == tuple(
+            GpuSlice(n, "k80", 2) for n in ("k80-1", "k80-2")
+        )
+        assert [s.gpu_type for s in built[start["untyped"]].gpu_slices] == ["v100"]
+        assert built[rerun].restarts == 1 and built[rerun].start_time > first.jobs[rerun].start_time
+        # untyped without the nodes' types: read as JSON
+        untyped_record = second.records[start["untyped"]]
+        assert job_from_listing(untyped_record, last[start["untyped"]], users, {}, sharing) is None
+        assert [s.gpus for s in second.jobs[start["exclusive"]].gpu_slices] == [4]
+        exclusive = second.records[start["exclusive"]]
+        assert exclusive[list(LISTING_FIELDS).index("node_sharing")] in ("NO", "NODE")
+    finally:
+        slurm.cancel_all()
+
+
+def wait_rerun(slurm, job: str, requeued_at: float) -> None:
+    """A requeued job runs again (its restart count 1): StartTime=now, as the daemon
+    places a job, cuts Slurm's delay before a requeued job may start. Not within the
+    second of its requeue, as the daemon (Preemption._wait_out_requeue_second): slurmd
+    refuses that launch, "Job credential revoked", and the job ends FAILED (CI, 22.05:
+    ExitCode 1:0, RunTime 0, Restarts 1)."""
+    time.sleep(max(0.0, int(requeued_at) + 1.05 - time.time()))
+    deadline = time.monotonic() + 60
+    while True:
+        out = slurm.cmd("squeue", "-h", "-j", job, "-O", "RestartCnt:10,State:20").stdout.split()
+        if out == ["1", "RUNNING"]:
+            return
+        if out[:2] == ["1", "PENDING"]:
+            slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+        assert time.monotonic() < deadline, slurm.why(job)
+        time.sleep(0.5)
+
+
+def test_with_accounting_a_new_job_of_a_known_user_is_built_from_its_text(slurm_accounting):
+    """With slurmdbd every job has an account and a QOS: a new job of a user some JSON
+    named before is built from its text (another user's than the daemon's)."""
+    slurm = slurm_accounting
+    slurm.cancel_all()
+
+    def submit() -> str:
+        res = slurm.as_user(
+            "nobody", "sbatch", "--parsable", "-D", "/tmp", *OUT, "-p", "gpu",
+            "-A", "biology", "--comment=gavel:type=A3C", *SLEEP,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip().split(";")[0]
+
+    try:
+        first = submit()
+        b = SlurmCluster(env=slurm.env)
+        before = read(b, {first})
+        users = {j.user_id: j.user for j in before.jobs.values() if j.user_id is not None}
+        second = submit()
+        after = read(b, {first, second})
+        got = job_from_listing(after.records[second], None, users)
+        assert got is not None and got == after.jobs[second]
+        assert (got.user, got.account) == ("nobody", "biology") and got.qos
+        assert job_from_listing(after.records[second], None, {}) is None  # user unknown
+    finally:
+        slurm.cancel_all()

@@ -1,0 +1,156 @@
+"""A requeued job waits until its previous run is provably gone (issue 18): the
+bookkeeping of slurm/old_runs.py over parsed observations, and the guard that keeps
+a job whose checkpoint signal may have been lost from being requeue-held.
+
+On the real cluster: tests/integration/test_node_outages.py."""
+
+from __future__ import annotations
+
+from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.old_runs import OldRuns, kill_wait_seconds
+from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.view import RUNNING_STATES, SlurmView
+from slurm_gavel.core.cluster_model import ClusterSnapshot
+
+
+def node(name="v100-1", state="mixed", flags=(), started=1000) -> SlurmNode:
+    return SlurmNode(name, state, frozenset(flags), "v100", 4, 1, ("gpu",), "", started)
+
+
+def job(state="RUNNING", nodes=("v100-1",), restarts=0, eligible=0) -> SlurmJob:
+    return SlurmJob(
+        job_id="7", state=state, reason="", comment="gavel:type=A3C",
+        partitions=("gpu",), nodes=nodes if state != "PENDING" else (), gpu_request=None,
+        gpu_slices=(), node_count=1, priority=1, restarts=restarts, submit_time=0,
+        start_time=0, end_time=0, exit_code=None, account="", user="",
+        eligible_time=eligible,
+    )  # fmt: skip
+
+
+def see(runs: OldRuns, n: SlurmNode, j: SlurmJob, t: float) -> None:
+    runs.observe([n], [j], t, RUNNING_STATES)
+
+
+def test_a_run_whose_nodes_always_answered_is_gone_when_slurm_says_so():
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    see(runs, node(), job("COMPLETING", restarts=1), 5)
+    waiting = job("PENDING", restarts=1, eligible=130)
+    see(runs, node(), waiting, 10)
+    assert runs.why_not_yet(waiting, 10) is None
+
+
+def test_a_node_that_stopped_answering_holds_the_requeued_job_until_it_answered_long_enough():
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    see(runs, node(flags={"NOT_RESPONDING"}), job(), 20)
+    waiting = job("PENDING", restarts=1, eligible=60 + 121)  # Slurm: DOWN, requeued
+    see(runs, node("v100-1", "down", {"NOT_RESPONDING"}), waiting, 60)
+    assert "does not answer" in str(runs.why_not_yet(waiting, 60))
+    see(runs, node("v100-1", "idle", started=1070), waiting, 70)  # slurmd is back
+    assert "answered again 0s ago" in str(runs.why_not_yet(waiting, 70))
+    assert runs.why_not_yet(waiting, 79) is not None
+    assert runs.why_not_yet(waiting, 80) is None
+
+
+def test_a_slurmd_restart_seen_only_in_its_start_time_counts_too():
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    see(runs, node(started=1003), job("COMPLETING", restarts=1), 4)  # restarted meanwhile
+    waiting = job("PENDING", restarts=1)
+    see(runs, node(started=1003), waiting, 8)
+    assert runs.why_not_yet(waiting, 8) is not None
+    assert runs.why_not_yet(waiting, 14) is None
+
+
+def test_a_node_that_stays_down_holds_the_job_no_longer_than_slurm_would():
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    waiting = job("PENDING", restarts=1, eligible=121)
+    see(runs, node("v100-1", "down", {"NOT_RESPONDING"}), waiting, 30)
+    assert runs.why_not_yet(waiting, 120) is not None
+    assert runs.why_not_yet(waiting, 121) is None  # then elsewhere: the node takes none
+
+
+def test_a_new_run_forgets_the_old_ones_doubts_and_jobs_gone_are_forgotten():
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    see(runs, node(flags={"NOT_RESPONDING"}), job(), 5)
+    see(runs, node(started=1010), job(restarts=1, nodes=("v100-2",)), 100)
+    assert runs.why_not_yet(job("PENDING", restarts=2), 101) is None
+    runs.observe([node()], [], 200, RUNNING_STATES)
+    assert not runs.runs
+
+
+def test_kill_wait_from_scontrol_show_config():
+    text = "JobRequeue              = 1\nKillWait                = 5 sec\nKillOnBadExit = 0\n"
+    assert kill_wait_seconds(text) == 5
+    assert kill_wait_seconds("nothing here") is None
+
+
+def overdue_backend(now: float, grace: float) -> SlurmCluster:
+    c = SlurmCluster(grace_s=grace, clock=lambda: now)
+    snap = ClusterSnapshot(now, (), ())
+    c.view = SlurmView(snap, {"7": job()}, {}, [])
+    c._signal_sent["7"] = now - 1 - grace  # signalled grace + 1 s ago
+    c._signalled["7"] = now - 1  # its grace ended 1 s ago
+    return c
+
+
+def test_a_job_whose_signal_may_have_been_lost_is_not_requeue_held():
+    """scancel --signal succeeds while the node's slurmd is down and the signal is
+    lost: requeue-holding the job after the grace would throw its work away."""
+    now, grace = 2000.0, 60.0
+    sent = now - 1 - grace
+    for n, lost in [
+        (node(started=int(sent) - 100), False),  # slurmd up all along: requeue-hold
+        (node(flags={"NOT_RESPONDING"}, started=int(sent) - 100), True),
+        (node(started=int(sent) + 5), True),  # slurmd restarted after the signal
+    ]:
+        c = overdue_backend(now, grace)
+        failed: dict[str, str] = {}
+        reached = c._signal_reached(["7"], {"v100-1": n}, failed)
+        assert (reached == []) is lost, n
+        if lost:
+            assert "may not have reached it" in failed["7"] and "7" not in c._signalled
+
+
+def test_a_run_seen_over_before_its_node_restarted_is_not_held():
+    """A job preempted the normal way (exit 99, epilog done: Slurm's proof) and seen
+    waiting is not held back by a later slurmd restart on its old node (a rolling
+    restart would otherwise hold every preempted job of the node)."""
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    waiting = job("PENDING", restarts=1)
+    see(runs, node(), waiting, 10)
+    see(runs, node(started=1015), waiting, 20)
+    assert runs.why_not_yet(waiting, 20) is None
+
+
+def test_without_an_eligible_time_slurms_usual_delay_counts_from_the_runs_end():
+    runs = OldRuns(clear_s=10)
+    see(runs, node(), job(), 0)
+    waiting = job("PENDING", restarts=1, eligible=0)
+    see(runs, node("v100-1", "down", {"NOT_RESPONDING"}), waiting, 30)
+    assert runs.why_not_yet(waiting, 150) is not None
+    assert runs.why_not_yet(waiting, 151) is None
+
+
+def test_a_job_completing_when_the_round_looked_is_not_requeue_held():
+    """A signalled job the round saw COMPLETING has left its run (it checkpointed, or
+    finished during its grace): requeue-holding it would make Slurm run a finished job
+    again. A job still RUNNING after its grace is requeue-held."""
+    from slurm_gavel.core.cluster_model import JobState, ObservedJob
+    from slurm_gavel.core.model import Job
+
+    now, grace = 2000.0, 60.0
+    for state, held in [("COMPLETING", False), ("RUNNING", True)]:
+        c = overdue_backend(now, grace)
+        assert c.view is not None
+        c.view.managed["7"] = job(state)
+        observed = (ObservedJob(Job("7", "A3C"), JobState.RUNNING),)  # as the snapshot maps both
+        c.view = SlurmView(ClusterSnapshot(now, (), observed), c.view.managed, {}, [])
+        calls: list[list[str]] = []
+        c._requeuehold = lambda ids, failed, calls=calls: calls.append(ids)  # type: ignore[method-assign,misc]
+        assert c._requeuehold_overdue({}) == ({"7"} if held else set()), state
+        assert calls == ([["7"]] if held else []), state
