@@ -2,8 +2,9 @@
 
 The core (slurm_gavel.core and the policies) imports no backend, no simulator and no
 daemon, so the simulator and the daemon run the very same round; each other layer
-imports only what is below it (LAYERS); and no two modules of the package (or of the reference
-workloads) import each other, directly or round a loop. Every import counts: those
+imports only what is below it (LAYERS); the job library, installed alone on training
+nodes, imports nothing of the rest (STANDALONE); and no two modules of the package (or of
+the reference workloads) import each other, directly or round a loop. Every import counts: those
 inside functions and under ``TYPE_CHECKING`` too, since a lazy import hides a
 dependency without removing it.
 """
@@ -41,6 +42,11 @@ LAYERS: dict[tuple[str, ...], tuple[str, ...]] = {
 # InputError lives in the job library so that it imports without the rest of the
 # package (errors.py); the module is the exception class and nothing else.
 ALLOWED = ("slurm_gavel.job._errors",)
+# Packages installed alone, without the rest of slurm_gavel: they import nothing of it
+# outside themselves (not even slurm_gavel/__init__.py). The job library is the
+# slurm-gavel-job distribution (jobpkg/) that training nodes install on its own; the
+# rest imports it (ALLOWED above is that direction), never the other way round.
+STANDALONE = ("slurm_gavel.job",)
 
 
 def modules(packages: Iterable[str], root: Path = ROOT) -> dict[str, Path]:
@@ -140,6 +146,13 @@ def _in(module: str, prefixes: Iterable[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
+def _chain(via: Mapping[str, str], dep: str, module: str) -> str:
+    chain = [dep]
+    while chain[-1] != module:
+        chain.append(via[chain[-1]])
+    return " <- ".join(chain)
+
+
 def leaks(
     graph: Mapping[str, set[str]], layer: Iterable[str], forbidden: Iterable[str]
 ) -> list[str]:
@@ -148,10 +161,16 @@ def leaks(
     for module in sorted(m for m in graph if _in(m, layer)):
         via = reachable(graph, module)
         for dep in sorted(d for d in via if _in(d, forbidden) and d not in ALLOWED):
-            chain = [dep]
-            while chain[-1] != module:
-                chain.append(via[chain[-1]])
-            found.append(" <- ".join(chain))
+            found.append(_chain(via, dep, module))
+    return found
+
+
+def escapes(graph: Mapping[str, set[str]], package: str) -> list[str]:
+    """Each import chain from a module of `package` to a module of the graph outside it."""
+    found = []
+    for module in sorted(m for m in graph if _in(m, [package])):
+        via = reachable(graph, module)
+        found += [_chain(via, d, module) for d in sorted(via) if not _in(d, [package])]
     return found
 
 
@@ -161,6 +180,41 @@ def test_each_layer_imports_only_what_is_below_it() -> None:
     assert "slurm_gavel.policies.solvers.lp" in graph and "slurm_gavel.core.scheduler" in graph
     found = [leak for layer, forbidden in LAYERS.items() for leak in leaks(graph, layer, forbidden)]
     assert not found, "a layer reaches outside it:\n" + "\n".join(found)
+
+
+def test_the_job_library_imports_nothing_of_slurm_gavel_outside_it() -> None:
+    graph = import_graph(modules(["slurm_gavel", "slurm_gavel_dev"]))
+    assert "slurm_gavel.job.loop" in graph
+    found = [chain for package in STANDALONE for chain in escapes(graph, package)]
+    assert not found, "a package installed alone imports the rest:\n" + "\n".join(found)
+
+
+def test_the_standalone_rule_sees_a_job_module_import_the_core(tmp_path: Path) -> None:
+    # A throwaway tree laid out like the package: a job module that imports the core
+    # (directly, lazily, or through another job module) or the package's __init__ is
+    # found; imports within the job library, and of the job library by the rest, are not.
+    job = tmp_path / "slurm_gavel" / "job"
+    core = tmp_path / "slurm_gavel" / "core"
+    job.mkdir(parents=True)
+    core.mkdir()
+    (tmp_path / "slurm_gavel" / "__init__.py").write_text("__version__ = '0'\n")
+    (core / "__init__.py").write_text("")
+    (core / "managed.py").write_text("from slurm_gavel.job._errors import InputError\n")
+    (job / "__init__.py").write_text("from slurm_gavel.job.env import read_env\n")
+    (job / "_errors.py").write_text("class InputError(ValueError): ...\n")
+    (job / "env.py").write_text("from ._errors import InputError\n")
+    graph = import_graph(modules(["slurm_gavel"], root=tmp_path))
+    assert escapes(graph, "slurm_gavel.job") == []
+    (job / "tool.py").write_text("def main():\n    from slurm_gavel.core import managed\n")
+    (job / "loop.py").write_text(
+        "import slurm_gavel.job.tool\nfrom slurm_gavel import __version__\n"
+    )
+    graph = import_graph(modules(["slurm_gavel"], root=tmp_path))
+    assert escapes(graph, "slurm_gavel.job") == [
+        "slurm_gavel <- slurm_gavel.job.loop",
+        "slurm_gavel.core.managed <- slurm_gavel.job.tool <- slurm_gavel.job.loop",
+        "slurm_gavel.core.managed <- slurm_gavel.job.tool",
+    ]
 
 
 def test_no_import_cycles() -> None:

@@ -24,12 +24,19 @@ from slurm_gavel.job import __version__
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ["pyproject.toml", "README.md", "LICENSE", "slurm_gavel", "conf", "workloads", "jobpkg"]
 
-# Run inside the empty venv: import the job library, use it without torch, and list
-# every module that came from outside the standard library.
+# Run inside the empty venv: import the job library and each of its modules (all but the
+# adapters of the optional extras, which need their framework), use it without torch, and
+# list every module that came from outside the standard library. A module that needs the
+# rest of slurm_gavel fails here (tests/test_layering.py forbids the import itself).
 IMPORT_CHECK = r"""
-import os, sys, sysconfig, tempfile
+import importlib, os, pkgutil, sys, sysconfig, tempfile
 import slurm_gavel.job as job
 from pathlib import Path
+extras = {"lightning", "submitit"}
+modules = sorted(m.name for m in pkgutil.iter_modules(job.__path__))
+for name in modules:
+    if name not in extras:
+        importlib.import_module("slurm_gavel.job." + name)
 std = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")}
 third = sorted(
     name for name, m in list(sys.modules.items())
@@ -42,6 +49,7 @@ with tempfile.TemporaryDirectory() as d:
     job.save_checkpoint(folder, 3, {"w": [1.0, 2.0]})
     ck = job.load_latest(folder)
 print(job.__version__, sys.version_info[:2], ck.step, ck.state, "third:", third)
+print("modules:", " ".join(modules))
 """
 
 
@@ -114,6 +122,9 @@ def test_job_wheel_alone_in_an_empty_venv_imports_no_third_party_module(
     assert run.stdout.split()[0] == __version__
     assert "third: []" in run.stdout, run.stdout
     assert "{'w': [1.0, 2.0]}" in run.stdout
+    shipped = run.stdout.split("modules:")[1].split()
+    assert {"checkpoint", "loop", "progress", "lightning"} <= set(shipped), shipped
+    assert "jobtypes" not in shipped  # the admin tool: slurm_gavel.commands.jobtypes
     if py != sys.executable:
         assert "(3, 9)" in run.stdout
 

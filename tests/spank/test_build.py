@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from spank_build import PLUGIN, REPO, TYPES, ensure_built
 
+from slurm_gavel.commands.jobtypes import job_types_text, main
 from slurm_gavel.core.throughputs import ThroughputTable, load_table
-from slurm_gavel.job.jobtypes import job_types_text, main
 
 BUILD_ERROR = ensure_built()
 

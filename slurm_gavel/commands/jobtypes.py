@@ -1,8 +1,10 @@
 """Write the site's list of known job types (one per line) for the SPANK plugin.
 
-``python -m slurm_gavel.job.jobtypes [--table FILE] --out FILE`` (``make -C spank
+``python -m slurm_gavel.commands.jobtypes [--table FILE] --out FILE`` (``make -C spank
 job-types`` runs it). The plugin refuses ``--gavel-job-type`` values not in this list,
-so the list must come from the same throughput table the daemon uses.
+so the list must come from the same throughput table the daemon uses. An admin tool of
+the full package (it reads the throughput table and the comment grammar), not of the
+job library that training nodes install alone.
 """
 
 from __future__ import annotations
@@ -12,14 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-try:
-    from slurm_gavel.core.managed import MAX_TYPE_CHARS, TYPE_CHARS
-    from slurm_gavel.core.throughputs import ThroughputTable, load_table
-except ImportError as e:  # only the job library (slurm-gavel-job) is installed here
-    raise SystemExit(
-        f"python -m slurm_gavel.job.jobtypes is an admin tool: it needs the full slurm-gavel "
-        f"package (the daemon's), not only slurm-gavel-job ({e})"
-    ) from None
+from slurm_gavel.core.managed import MAX_TYPE_CHARS, TYPE_CHARS
+from slurm_gavel.core.throughputs import ThroughputTable, load_table
 
 
 def fits_comment_grammar(job_type: str) -> bool:
@@ -47,7 +43,7 @@ def job_types_text(table: ThroughputTable) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m slurm_gavel.job.jobtypes", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m slurm_gavel.commands.jobtypes", description=__doc__)
     p.add_argument("--table", help="throughput table (default: the one shipped)")
     p.add_argument("--out", required=True, help="file to write ('-' for stdout)")
     args = p.parse_args(argv)
