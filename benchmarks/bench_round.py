@@ -7,7 +7,7 @@ Starts a private local cluster (tools/local-cluster, default topology: 2 nodes x
 GPUs of each of v100/p100/k80 = 24 GPUs) in a temporary directory on free ports,
 submits --jobs managed jobs (held on arrival by the cluster's job_submit.lua; a
 seeded mix of job types and 1/2/4-GPU sizes, each a `sleep`), then runs --rounds
-rounds of the real daemon (slurm_gavel.daemon.daemon.Daemon with the CLI SlurmCluster,
+rounds of the real daemon (slurm_gavel.daemon.daemon.Daemon with the CLI SlurmBackend,
 exactly what `slurm-gavel run` builds) back to back and reports, per round:
 
     total     observe + allocate + assign + act + the two state saves
@@ -40,7 +40,7 @@ round, and duration): in a rotation round it shows which step sat in slurmctld w
 the signalled jobs exited. --accounting runs slurmdbd beside slurmctld, as sites do:
 jobs then get an account and QOS, which a new job's listing text must name for the
 first round to build it from text (without, they print "(null)" and that round reads
-every job's JSON). --rest uses the slurmrestd backend (SlurmRestCluster, on a unix
+every job's JSON). --rest uses the slurmrestd backend (SlurmBackend, on a unix
 socket); its requests count as rest:KIND, slurmrestd's CPU as slurmctld's, and it
 has no listing (every job's JSON each round). The cluster is stopped and its work
 folder removed at the end (--keep leaves both).
@@ -248,7 +248,7 @@ def main() -> int:
     ap.add_argument(
         "--rest",
         action="store_true",
-        help="the slurmrestd backend (SlurmRestCluster, on a unix socket) instead "
+        help="the slurmrestd backend (SlurmBackend, on a unix socket) instead "
         "of the CLI's: it reads every job's JSON each round (no listing)",
     )
     ap.add_argument("--plain", type=int, default=0,
@@ -299,7 +299,7 @@ def main() -> int:
         })  # fmt: skip
         configure("kv", "warning")  # per-job action failures, if any, on stderr
         backend = Timed(build_backend(cfg))
-        commands = backend.inner.commands
+        commands = backend.inner.transport.commands
         counted = CountedCommands(commands)
         daemon = Daemon(cfg, backend)
         pids = (localcluster.read_state(run) or {}).get("pids") or {}
@@ -386,14 +386,14 @@ def main() -> int:
                 steps = ", ".join(f"{s - t:.2f} {k} {d:.2f}" for s, k, d in counted.timeline)
                 print(f"       timeline (start kind seconds): {steps}")
             # Then what Daemon.run() does next, off the round: the periodic full read
-            # of every job when it is due (SlurmCluster.between_rounds).
+            # of every job when it is due (SlurmBackend.between_rounds).
             if listed is not None and listed.full_read_due():
                 t = time.perf_counter()
                 daemon._between_rounds()
                 print(f"       between rounds: the full read, {time.perf_counter() - t:.2f} s")
         daemon.store.release()
         if args.alone:
-            fmt = backend.inner.cli_format
+            fmt = backend.inner.transport.cli_format
             alone(env, [fmt.jobs_argv(), fmt.nodes_argv()], cfg.checkpoint.signal, ctld)
         totals = [t for t, _ in rows]
         print(f"median round {statistics.median(totals):.3f} s, max {max(totals):.3f} s, "

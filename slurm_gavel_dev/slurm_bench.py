@@ -1,4 +1,4 @@
-"""Round latency of SlurmCluster on a real local cluster with many pending jobs.
+"""Round latency of the CLI SlurmBackend on a real local cluster with many pending jobs.
 
     .venv/bin/python -m slurm_gavel_dev.slurm_bench --jobs 1000 [--repeat 5] [--slurm 24.11]
 
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.core.cluster_model import ActResult, JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel_dev import localcluster
 from slurm_gavel_dev.localcluster_conf import ClusterSpec
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         _submit(env, args.jobs, run, ["--hold"] if args.no_lua else [])
         print(f"submitted {args.jobs} held managed jobs in {time.perf_counter() - t:.1f}s")
         # SLURM_CONF, and a chroot release's client wrappers first on PATH
-        b = SlurmCluster(env={"SLURM_CONF": env["SLURM_CONF"], "PATH": env["PATH"]})
+        b = cli_backend(env={"SLURM_CONF": env["SLURM_CONF"], "PATH": env["PATH"]})
         obs_s, snap = _timed(b.observe, args.repeat)
         print(
             f"observe ({len(snap.jobs)} managed jobs, {len(snap.nodes)} nodes): "
@@ -102,12 +102,12 @@ def main(argv: list[str] | None = None) -> int:
                 for j, (n, t) in zip(jobs, free, strict=False)
             },
         )
-        b.commands.counts.clear()
+        b.transport.commands.counts.clear()
         t = time.perf_counter()
         res = b.act(first)
         print(
             f"act: start {len(res.started)} jobs: {(time.perf_counter() - t) * 1000:.0f} ms, "
-            f"commands {dict(b.commands.counts)}, failed {len(res.failed)}"
+            f"commands {dict(b.transport.commands.counts)}, failed {len(res.failed)}"
         )
         time.sleep(2)
 
@@ -115,12 +115,12 @@ def main(argv: list[str] | None = None) -> int:
             b.observe()
             return b.act(first)
 
-        b.commands.counts.clear()
+        b.transport.commands.counts.clear()
         keep_s, res = _timed(keep_round, args.repeat)
         print(
             f"observe+act, unchanged placement ({len(res.kept)} kept): median "
             f"{keep_s * 1000:.0f} ms, commands/round "
-            f"{ {k: v // args.repeat for k, v in b.commands.counts.items()} }"
+            f"{ {k: v // args.repeat for k, v in b.transport.commands.counts.items()} }"
         )
         everyone = RoundPlacement(
             1,
@@ -134,15 +134,15 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         b.observe()
-        b.commands.counts.clear()
-        b.commands.seconds.clear()
+        b.transport.commands.counts.clear()
+        b.transport.commands.seconds.clear()
         t = time.perf_counter()
         res = b.act(everyone)
         print(
             f"act: place all {len(everyone.jobs)} (started {len(res.started)}, kept "
             f"{len(res.kept)}): {(time.perf_counter() - t) * 1000:.0f} ms, "
-            f"commands {dict(b.commands.counts)}, seconds per kind "
-            f"{ {k: round(v, 2) for k, v in b.commands.seconds.items()} }"
+            f"commands {dict(b.transport.commands.counts)}, seconds per kind "
+            f"{ {k: round(v, 2) for k, v in b.transport.commands.seconds.items()} }"
         )
     finally:
         localcluster.down(run)

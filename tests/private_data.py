@@ -11,13 +11,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 
 
 def reconfigure(slurm: Any, want: str) -> None:
     """`scontrol reconfigure` and wait until scontrol reports PrivateData `want`."""
     slurm.cmd("scontrol", "reconfigure")
-    cluster = SlurmCluster(env=slurm.env)
+    cluster = cli_backend(env=slurm.env)
     deadline = time.monotonic() + 60
     while cluster.private_data() != want:
         assert time.monotonic() < deadline, f"PrivateData still {cluster.private_data()!r}"

@@ -24,9 +24,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable
+from slurm_gavel.backends.slurm.cli.json_format import CliFormat, detect_cli
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs
 from slurm_gavel.backends.slurm.records import SlurmJob
-from slurm_gavel.backends.slurm.releases import CliFormat, SlurmReleaseError, detect_cli
+from slurm_gavel.backends.slurm.releases import SlurmReleaseError
 from slurm_gavel.backends.slurm.shard_pairs import shard_partners
 from slurm_gavel.core.managed import ManagedCommentError, parse_comment
 from slurm_gavel.core.throughputs import ThroughputTable, load_table

@@ -76,20 +76,20 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
         "fresh_run_s": min(FRESH_RUN_S, config.settings.round_seconds / 2),
     }
     if config.backend == "rest":
-        from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
+        from slurm_gavel.backends.slurm.rest.transport import rest_backend
 
         # The token file is checked (owner, mode 0600) and re-read on a schedule and
         # when slurmrestd refuses the token (slurm/rest/auth.py).
-        return SlurmRestCluster(
+        return rest_backend(
             url=config.slurm.rest_url,
             token_file=config.slurm.rest_token_file,
             token_reread_s=config.slurm.rest_token_reread_seconds,
             user=config.slurm.rest_user,
             **options,
         )
-    from slurm_gavel.backends.slurm.backend import SlurmCluster
+    from slurm_gavel.backends.slurm.cli.transport import cli_backend
 
-    return SlurmCluster(**options)
+    return cli_backend(**options)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -76,13 +76,14 @@ def test_backend_is_built_from_the_config(tmp_path):
     cfg = parse_config({"partitions": ["gpu", "v100"], "checkpoint": {"signal": "USR2",
                         "grace_seconds": 7}, "slurm": {"command_timeout_seconds": 9}})  # fmt: skip
     b = run_cmd.build_backend(cfg)
-    assert type(b).__name__ == "SlurmCluster"
+    assert type(b).__name__ == "SlurmBackend"
     assert b.managed_partitions == {"gpu", "v100"}
-    assert (b.checkpoint_signal, b.grace_s, b.commands.timeout) == ("USR2", 7.0, 9.0)
-    assert b.fresh_run_s == 5.0  # no run signalled in its first seconds (slurm/preemption.py)
+    pre = b.preemption
+    assert (pre.checkpoint_signal, pre.grace_s, b.transport.commands.timeout) == ("USR2", 7.0, 9.0)
+    assert pre.fresh_run_s == 5.0  # no run signalled in its first seconds (slurm/preemption.py)
     short = parse_config({"partitions": ["gpu"], "round_seconds": 4,
                           "checkpoint": {"grace_seconds": 3}})  # fmt: skip
-    assert run_cmd.build_backend(short).fresh_run_s == 2.0  # at most half a round
+    assert run_cmd.build_backend(short).preemption.fresh_run_s == 2.0  # at most half a round
     token = tmp_path / "jwt"
     token.write_text("abc.def\n")
     token.chmod(0o600)  # slurmrestd_auth refuses a token file others can read
@@ -90,12 +91,15 @@ def test_backend_is_built_from_the_config(tmp_path):
             "rest_token_reread_seconds": 60}  # fmt: skip
     cfg = parse_config({"partitions": ["gpu"], "backend": "rest", "slurm": rest})
     b = run_cmd.build_backend(cfg)
-    assert type(b).__name__ == "SlurmRestCluster"
-    assert b.rest.headers["X-SLURM-USER-TOKEN"] == "abc.def"
-    assert b.rest.headers["X-SLURM-USER-NAME"] == "slurm"
-    assert b.rest.token_source.path == token  # re-read on schedule and when refused
-    assert b.rest.token_source.reread_s == 60
-    assert (b.rest.timeout, b.rest.sleep) == (b.commands.timeout, b.commands.sleep)
+    assert type(b).__name__ == "SlurmBackend"
+    assert b.transport.rest.headers["X-SLURM-USER-TOKEN"] == "abc.def"
+    assert b.transport.rest.headers["X-SLURM-USER-NAME"] == "slurm"
+    assert b.transport.rest.token_source.path == token  # re-read on schedule and when refused
+    assert b.transport.rest.token_source.reread_s == 60
+    assert (b.transport.rest.timeout, b.transport.rest.sleep) == (
+        b.transport.commands.timeout,
+        b.transport.commands.sleep,
+    )
 
 
 @pytest.mark.hostile

@@ -17,7 +17,7 @@ from slurm_gavel.daemon.metrics import DaemonMetrics
 
 
 class GivingBack:
-    """A simulated cluster that records give_back calls, as SlurmCluster would act."""
+    """A simulated cluster that records give_back calls, as SlurmBackend would act."""
 
     def __init__(self, inner: SimulatedCluster, refused: dict[str, str]) -> None:
         self.inner, self.refused_held, self.calls = inner, refused, []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
@@ -25,7 +25,7 @@ def one_round(slurm, tmp_path: Path) -> Daemon:  # type: ignore[no-untyped-def]
             "state_dir": str(tmp_path / "state"),
         }
     )
-    backend = SlurmCluster(managed_partitions=cfg.partitions, env=slurm.env, grace_s=5.0)
+    backend = cli_backend(managed_partitions=cfg.partitions, env=slurm.env, grace_s=5.0)
     d = Daemon(cfg, backend, table=load_table(), metrics=DaemonMetrics())
     d.start()
     try:

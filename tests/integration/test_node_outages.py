@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from waiting import wait_for as _wait_for
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel_dev import localcluster
 
@@ -90,7 +90,7 @@ def start_slurmd(slurm, node: str, argv: list[str]) -> None:
 
 
 def node_states(slurm) -> dict[str, NodeState]:
-    snap = SlurmCluster(env=slurm.env).observe()
+    snap = cli_backend(env=slurm.env).observe()
     return {n.name: n.state for n in snap.nodes}
 
 
@@ -251,7 +251,7 @@ def test_a_checkpoint_signal_lost_to_a_stopped_slurmd_requeues_nothing(scenario)
     # (twice MessageTimeout) was not enough once on 24.11 with the three releases' tests
     # running side by side (the job was requeue-held): 40 s leaves the margin the admin
     # guide asks for (grace well above MessageTimeout).
-    b = SlurmCluster(env=slurm.env, grace_s=40, poll_s=0.5)
+    b = cli_backend(env=slurm.env, grace_s=40, poll_s=0.5)
     b.observe()
     place = JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))
     res = b.act(RoundPlacement(0, 0.0, 60.0, {job: place}))
@@ -262,7 +262,7 @@ def test_a_checkpoint_signal_lost_to_a_stopped_slurmd_requeues_nothing(scenario)
     try:
         b.observe()
         res = b.act(RoundPlacement(1, 0.0, 60.0, {}))  # preempt it: the act does not wait
-        assert res.preempted == (job,) and b.commands.counts["wait"] == 0, res
+        assert res.preempted == (job,) and b.transport.commands.counts["wait"] == 0, res
         time.sleep(41)  # its grace
         # The guard reads slurmctld's flag, set once the signal RPC to the stopped slurmd
         # fails. How soon depends on slurmctld's load (it came after 41 s once in CI with
@@ -277,7 +277,7 @@ def test_a_checkpoint_signal_lost_to_a_stopped_slurmd_requeues_nothing(scenario)
         res = b.act(RoundPlacement(2, 0.0, 60.0, {}))  # the first act after its grace
         reasons = dict(res.failed)
         assert "may not have reached it" in reasons.get(job, ""), res
-        assert b.commands.counts["requeuehold"] == 0
+        assert b.transport.commands.counts["requeuehold"] == 0
         assert slurm.state(job) == "RUNNING"
     finally:
         start_slurmd(slurm, "v100-2", argv)

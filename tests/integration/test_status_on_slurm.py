@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from test_least_privilege import RUNUSER, python_for
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
@@ -77,7 +77,7 @@ def test_status_explain_and_admin_comment_for_a_plain_user(slurm):
         {"partitions": ["gpu"], "round_seconds": 5, "state_dir": str(state),
          "checkpoint": {"grace_seconds": 3}}
     )  # fmt: skip
-    backend = SlurmCluster(managed_partitions=["gpu"], env=slurm.env, grace_s=5)
+    backend = cli_backend(managed_partitions=["gpu"], env=slurm.env, grace_s=5)
     daemon = Daemon(cfg, backend, metrics=DaemonMetrics())
     try:
         jobs = [submit(slurm, name, "gavel:type=A3C") for name in HOSTILE_NAMES[:2]]
@@ -87,7 +87,7 @@ def test_status_explain_and_admin_comment_for_a_plain_user(slurm):
         daemon.start()
         os.chmod(state, 0o755)  # as StateDirectoryMode= does
         daemon.round()
-        first = backend.commands.counts["admin_comment"]
+        first = backend.transport.commands.counts["admin_comment"]
         texts = {j: admin_comment(slurm, j) for j in [*jobs, evil]}
         # One command per distinct text (the running jobs of a GPU type share one).
         assert first == len(set(texts.values())) < len(texts), (first, texts)
@@ -101,8 +101,8 @@ def test_status_explain_and_admin_comment_for_a_plain_user(slurm):
         for _ in range(3):
             time.sleep(1.5)
             daemon.round()
-        assert backend.commands.counts["admin_comment"] == first
-        took = backend.commands.seconds["admin_comment"] / first
+        assert backend.transport.commands.counts["admin_comment"] == first
+        took = backend.transport.commands.seconds["admin_comment"] / first
         print(f"\nadmin_comment: {first} command(s) in round 1, {took * 1000:.0f} ms each; 0 in "
               f"rounds 2-4 ({slurm.release})")  # fmt: skip
 

@@ -19,7 +19,7 @@ from private_data import private_data_jobs
 from test_least_privilege import python_for
 from test_status_on_slurm import as_nobody, submit
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
@@ -35,7 +35,7 @@ def test_a_plain_user_sees_only_their_own_jobs_under_private_data_jobs(slurm, da
     state = site / "state"
     cfg = parse_config({"partitions": ["gpu"], "round_seconds": 5, "state_dir": str(state),
                         "checkpoint": {"grace_seconds": 3}})  # fmt: skip
-    backend = SlurmCluster(managed_partitions=["gpu"], env=slurm.env, grace_s=5)
+    backend = cli_backend(managed_partitions=["gpu"], env=slurm.env, grace_s=5)
     daemon = Daemon(cfg, backend, metrics=DaemonMetrics())
     try:
         with private_data_jobs(slurm):

@@ -74,7 +74,7 @@ def test_preempt_checkpoint_requeue_hold_release_resume(slurm, tmp_path: Path) -
 
     # Not within the second Slurm requeued it: slurmd refuses a relaunch whose
     # credential carries the requeue's second ("Job credential revoked") and the job
-    # ends FAILED. The daemon waits this out too (SlurmCluster._wait_out_requeue_second);
+    # ends FAILED. The daemon waits this out too (SlurmBackend._wait_out_requeue_second);
     # Slurm's own guard is the 121 s BeginTime that StartTime=now bypasses.
     time.sleep(max(0.0, int(time.time()) + 1.05 - time.time()))
     slurm.cmd("scontrol", "release", job)

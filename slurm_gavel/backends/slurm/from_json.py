@@ -43,9 +43,8 @@ from slurm_gavel.backends.slurm.fields import (
     shard_gres,
     state_list,
 )
-from slurm_gavel.backends.slurm.records import GpuSlice, SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.releases import (
-    ACTIVE_JOB_STATES,
     SlurmReleaseError,
     SlurmVersion,
     check_release,
@@ -236,7 +235,7 @@ def _gpus_used(used: list[tuple[str | None, int]], gpu_type: str | None, text: s
 
 
 # Waiting or running: what squeue's job listing lists (slurm/cli/listing.py).
-_ACTIVE = frozenset(ACTIVE_JOB_STATES.split(","))
+_ACTIVE = ACTIVE_STATES
 
 
 def parse_jobs(

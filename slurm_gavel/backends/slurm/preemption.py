@@ -1,29 +1,31 @@
-"""The checkpoint signal, the grace and the requeue-hold of preempted jobs, for the
-Slurm backends (SlurmCluster mixes this in; SlurmRestCluster overrides the primitives
-it calls: _send_signal, _states, _requeuehold, _fetch_nodes).
+"""Preemption: the checkpoint signal, the grace and the requeue-hold of preempted jobs.
 
-Each signalled job has its own grace deadline (_signalled). An act waits for a
+A component of SlurmBackend that owns its state (which jobs were signalled, when,
+their grace deadlines, how long each took to leave) and reaches Slurm only through
+the transport's primitives (send_signal, states, requeuehold, read_nodes). Every
+method that looks at a job is handed the round's SlurmView.
+
+Each signalled job has its own grace deadline (signalled). An act waits for a
 signalled job only when a start of the same act needs it gone (a move, a pair's GPU:
 _wait_and_requeuehold); the others are left to exit on their own, and those still
 running when their grace ends are requeue-held then, between rounds (enforce_grace,
 called by the daemon's loop at grace_due_in), or else by the next act
-(_requeuehold_overdue). Either way a job is requeue-held only when its signal surely
+(requeuehold_overdue). Either way a job is requeue-held only when its signal surely
 reached it (_signal_reached).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
-from slurm_gavel.backends.slurm.from_json import parse_nodes
 from slurm_gavel.backends.slurm.grace import job_grace
 from slurm_gavel.backends.slurm.old_runs import UNREACHABLE
-from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
-from slurm_gavel.backends.slurm.shard_pairs import RUNNING_STATES, AfterExit, StartOrder
-from slurm_gavel.backends.slurm.view import SlurmView, job_list
+from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.shard_pairs import AfterExit, StartOrder
+from slurm_gavel.backends.slurm.transport import SlurmTransport
+from slurm_gavel.backends.slurm.view import SlurmView
 from slurm_gavel.core.cluster_model import JobState
 from slurm_gavel.core.model import JobId
 
@@ -35,59 +37,49 @@ log = logging.getLogger(__name__)
 FRESH_RUN_S = 5.0
 
 
-def requeuehold_argv(ids: list[JobId]) -> list[str]:
-    """`scontrol requeuehold Incomplete`: the preemption of jobs that ignored the
-    checkpoint signal. Without `Incomplete`, Slurm also requeues a batch job that has
-    ended (COMPLETED, FAILED, or still COMPLETING), so a job that finished between
-    the daemon's last look at it and this command ran again from its last checkpoint
-    (CI, 24.11: a job done during a slurmd restart ran a second time). With it, Slurm
-    requeues only CONFIGURING, RUNNING, STOPPED or SUSPENDED jobs and skips the rest
-    without an error, in one step: no race (22.05 to 26.05; slurmrestd 26.05's
-    POST /jobs/requeue takes the same flag)."""
-    return ["scontrol", "requeuehold", "Incomplete", job_list(ids)]
-
-
 class Preemption:
-    """Signal, grace and requeue-hold: the state and steps SlurmCluster.act uses."""
+    """Signal, grace and requeue-hold: the state and steps SlurmBackend.act uses."""
 
-    view: SlurmView | None
-    clock: Callable[[], float]
-    poll_s: float
-    grace_s: float
-    max_grace_s: float | None
-    fresh_run_s: float  # a run younger than this is not signalled (_signallable)
-    checkpoint_waits: dict[JobId, float]  # the last act's: seconds until each left
-    _signalled: dict[JobId, float]  # job -> grace deadline (clock)
-    _signal_sent: dict[JobId, float]  # job -> when signalled (clock)
-    _requeued_at: dict[JobId, float]  # seen leaving its run in this act (clock)
-    _grace_capped_told: set[JobId]  # logged once per job
-    _grace_checked: set[JobId]  # signalled jobs enforce_grace has looked at
-    _allow_newer: bool
+    def __init__(
+        self,
+        transport: SlurmTransport,
+        *,
+        grace_s: float,
+        max_grace_s: float | None,
+        checkpoint_signal: str,
+        fresh_run_s: float,
+        poll_s: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.transport = transport
+        self.grace_s = grace_s
+        self.max_grace_s = max_grace_s
+        self.checkpoint_signal = checkpoint_signal
+        self.fresh_run_s = fresh_run_s  # a run younger than this is not signalled
+        self.poll_s = poll_s
+        self.clock = clock
+        self.signalled: dict[JobId, float] = {}  # job -> grace deadline (clock)
+        self.signal_sent: dict[JobId, float] = {}  # job -> when signalled (clock)
+        # the last act's signalled jobs -> seconds until they left (metrics)
+        self.checkpoint_waits: dict[JobId, float] = {}
+        self.requeued_at: dict[JobId, float] = {}  # seen leaving its run in an act (clock)
+        self._grace_capped_told: set[JobId] = set()  # logged once per job
+        self._grace_checked: set[JobId] = set()  # signalled jobs enforce_grace looked at
 
-    # --- primitives (the backend's) ------------------------------------------------
-
-    def _send_signal(self, ids: list[JobId], failed: dict[JobId, str]) -> set[JobId]:
-        raise NotImplementedError
-
-    def _states(self, ids: list[JobId]) -> dict[JobId, str]:
-        raise NotImplementedError
-
-    def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
-        raise NotImplementedError
-
-    def _fetch_nodes(self) -> dict:
-        raise NotImplementedError
+    def observed(self, now: float) -> None:
+        """A new observe: forget the requeue seconds that no release can still meet."""
+        self.requeued_at = {j: t for j, t in self.requeued_at.items() if now - t < 5}
 
     # --- steps ----------------------------------------------------------------------
 
-    def _half_freed(self, after: list[AfterExit], failed: dict[JobId, str]) -> list[StartOrder]:
+    def half_freed(self, after: list[AfterExit], failed: dict[JobId, str]) -> list[StartOrder]:
         """The pair members whose GPU's stopping job has now left it (the act waited for
         it): started now rather than a round later. A pair whose stopping job still runs
         (its requeue failed, or it is still completing) waits, both of it."""
         if not after:
             return []
         holders = sorted({a.holder for a in after})
-        states = self._states(holders)
+        states = self.transport.states(holders)
         stuck = {h for h in holders if h in failed or states.get(h) in RUNNING_STATES}
         waiting = {a.order.job_id for a in after if a.holder in stuck}
         waiting |= {a.partner for a in after if a.order.job_id in waiting and a.partner}
@@ -96,20 +88,22 @@ class Preemption:
                 failed.setdefault(a.order.job_id, a.why)
         return [a.order for a in after if a.order.job_id not in waiting]
 
-    def _signal(self, ids: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
+    def signal(
+        self, view: SlurmView | None, ids: list[JobId], failed: dict[JobId, str]
+    ) -> list[JobId]:
         if not ids:
             return []
-        bad = self._send_signal(ids, failed)
+        bad = self.transport.send_signal(ids, self.checkpoint_signal, failed)
         now = self.clock()
         ok = [j for j in ids if j not in bad]
         for j in ok:
-            self._signalled[j] = now + self._grace_of(j)
-            self._signal_sent[j] = now
+            self.signalled[j] = now + self.grace_of(view, j)
+            self.signal_sent[j] = now
             self._grace_checked.discard(j)
         return ok
 
-    def _grace_of(self, j: JobId) -> float:
-        sj = self._managed_job(j)
+    def grace_of(self, view: SlurmView | None, j: JobId) -> float:
+        sj = _managed_job(view, j)
         if sj is None:
             return self.grace_s
         g = job_grace(sj.comment, default_s=self.grace_s, cap_s=self.max_grace_s)
@@ -121,7 +115,7 @@ class Preemption:
             )  # fmt: skip
         return g.seconds
 
-    def _wait_out_requeue_second(self, ids: list[JobId]) -> None:
+    def wait_out_requeue_second(self, view: SlurmView | None, ids: list[JobId]) -> None:
         """Release no job within the wall-clock second in which it was requeued.
 
         slurmd revokes the credential of a requeued job's last run, and refuses a new
@@ -133,25 +127,27 @@ class Preemption:
         the job leave its run. At most about a second, and only for such jobs."""
         latest = 0.0
         for j in ids:
-            sj = self._managed_job(j)
+            sj = _managed_job(view, j)
             if sj is not None and sj.restarts > 0:
                 latest = max(latest, float(sj.submit_time))
-            latest = max(latest, float(int(self._requeued_at.pop(j, 0.0))))
+            latest = max(latest, float(int(self.requeued_at.pop(j, 0.0))))
         wait = latest + 1.05 - self.clock()
         if latest and wait > 0:
             time.sleep(min(wait, 1.1))
 
-    def _wait_and_requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+    def wait_and_requeuehold(
+        self, view: SlurmView | None, ids: list[JobId], failed: dict[JobId, str]
+    ) -> None:
         """Wait for signalled jobs to exit, each up to its own grace deadline: a job
         still running at its deadline is requeue-held then, not when the longest grace
         of the round ends, and the wait stops once no job is inside its grace."""
         start = self.clock()
-        deadline = {j: self._signalled.get(j, start + self._grace_of(j)) for j in ids}
-        sent = {j: self._signal_sent.get(j, start) for j in ids}
+        deadline = {j: self.signalled.get(j, start + self.grace_of(view, j)) for j in ids}
+        sent = {j: self.signal_sent.get(j, start) for j in ids}
         running = list(ids)
         leaving: list[JobId] = []  # requeue-held (or exiting) jobs to let settle
         while running:
-            states = self._states(running)
+            states = self.transport.states(running)
             now = self.clock()
             for j in running:
                 if states.get(j) not in RUNNING_STATES:
@@ -160,7 +156,7 @@ class Preemption:
             due = [j for j in running if deadline[j] <= now]
             if due:
                 self.checkpoint_waits.update((j, now - sent[j]) for j in due)
-                leaving += self._requeuehold_due(due, failed)
+                leaving += self._requeuehold_due(view, due, failed)
                 running = [j for j in running if j not in due]
             if running:
                 soonest = min(deadline[j] for j in running)
@@ -168,38 +164,42 @@ class Preemption:
         # Wait (briefly) until requeued jobs have left COMPLETING, so a move can place them.
         settle = self.clock() + 15
         while leaving and self.clock() < settle:
-            states = self._states(leaving)
+            states = self.transport.states(leaving)
             leaving = [j for j in leaving if states.get(j) in RUNNING_STATES]
             if leaving:
                 time.sleep(self.poll_s)
         now = self.clock()
         for j in ids:
-            self._signalled.pop(j, None)
-            self._signal_sent.pop(j, None)
-            self._requeued_at[j] = now
+            self.signalled.pop(j, None)
+            self.signal_sent.pop(j, None)
+            self.requeued_at[j] = now
 
-    def _requeuehold_due(self, due: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
+    def _requeuehold_due(
+        self, view: SlurmView | None, due: list[JobId], failed: dict[JobId, str]
+    ) -> list[JobId]:
         """Requeue-hold the jobs whose grace is over and that still run and surely got
         the signal; returns the ones to wait for (not those whose signal was lost)."""
-        states = self._states(due)  # one command for every job due at once
+        states = self.transport.states(due)  # one command for every job due at once
         stuck = [j for j in due if states.get(j) == "RUNNING"]
         if stuck:
-            reached = self._requeuehold_reached(stuck, failed)
+            reached = self._requeuehold_reached(view, stuck, failed)
             due = [j for j in due if j in reached or j not in stuck]  # not requeued
         return due
 
-    def _requeuehold_reached(self, stuck: list[JobId], failed: dict[JobId, str]) -> list[JobId]:
+    def _requeuehold_reached(
+        self, view: SlurmView | None, stuck: list[JobId], failed: dict[JobId, str]
+    ) -> list[JobId]:
         """Requeue-hold the jobs still running after their grace whose signal surely
         reached them, by the nodes now, not as the round's observe saw them
         (_signal_reached); returns those (the others are in failed, with why)."""
-        _, nodes = parse_nodes(self._fetch_nodes(), allow_newer=self._allow_newer)
-        reached = self._signal_reached(stuck, {n.name: n for n in nodes}, failed)
+        nodes = self.transport.read_nodes()
+        reached = self._signal_reached(view, stuck, {n.name: n for n in nodes}, failed)
         if reached:
-            self._requeuehold(reached, failed)
+            self.transport.requeuehold(reached, failed)
         return reached
 
-    def _signallable(
-        self, ids: list[JobId], told: set[JobId], failed: dict[JobId, str]
+    def signallable(
+        self, view: SlurmView, ids: list[JobId], told: set[JobId], failed: dict[JobId, str]
     ) -> list[JobId]:
         """Jobs to signal now: strictly RUNNING ones not already told. A job that is
         CONFIGURING or COMPLETING cannot take a signal, and scancel would retry it
@@ -211,13 +211,12 @@ class Preemption:
         it, FAILED and not requeued (CI, 26.05: a job signalled 12 ms after its launch
         died "RaisedSignal:10", RunTime 0). It keeps running and is signalled next
         round; the job placed on its GPUs starts once it has left them."""
-        assert self.view is not None
         now = self.clock()
         out = []
         for j in ids:
             if j in told:
                 continue
-            sj = self.view.managed[j]
+            sj = view.managed[j]
             age = now - sj.start_time
             if sj.state != "RUNNING":
                 failed[j] = (
@@ -232,39 +231,39 @@ class Preemption:
                 out.append(j)
         return out
 
-    def _requeuehold_overdue(self, failed: dict[JobId, str]) -> set[JobId]:
+    def requeuehold_overdue(self, view: SlurmView | None, failed: dict[JobId, str]) -> set[JobId]:
         """Requeue-hold the jobs an earlier act signalled (and did not wait for) that
         still run after their grace."""
-        self._grace_checked &= set(self._signalled)
-        if not self._signalled or self.view is None:
+        self._grace_checked &= set(self.signalled)
+        if not self.signalled or view is None:
             return set()
         now = self.clock()
-        seen = self.view.snapshot.time
-        running = {j.job.id for j in self.view.snapshot.jobs if j.state is JobState.RUNNING}
+        seen = view.snapshot.time
+        running = {j.job.id for j in view.snapshot.jobs if j.state is JobState.RUNNING}
         # A job COMPLETING has left its run (checkpointed, or done): not requeue-held.
         # (A running job of the snapshot is a managed one of the view.)
         overdue = [
             j
-            for j, t in self._signalled.items()
-            if t <= now and j in running and self.view.managed[j].state != "COMPLETING"
+            for j, t in self.signalled.items()
+            if t <= now and j in running and view.managed[j].state != "COMPLETING"
         ]
-        for j in [j for j in self._signalled if j not in running]:
-            del self._signalled[j]  # it left: how long it took, as far as observe saw
-            self.checkpoint_waits[j] = max(0.0, seen - self._signal_sent.pop(j, seen))
-        overdue = self._signal_reached(overdue, self.view.nodes, failed)
+        for j in [j for j in self.signalled if j not in running]:
+            del self.signalled[j]  # it left: how long it took, as far as observe saw
+            self.checkpoint_waits[j] = max(0.0, seen - self.signal_sent.pop(j, seen))
+        overdue = self._signal_reached(view, overdue, view.nodes, failed)
         if overdue:
-            self._requeuehold(overdue, failed)
+            self.transport.requeuehold(overdue, failed)
             for j in overdue:
-                self._signalled.pop(j, None)
-                self.checkpoint_waits[j] = now - self._signal_sent.pop(j, now)
+                self.signalled.pop(j, None)
+                self.checkpoint_waits[j] = now - self.signal_sent.pop(j, now)
         return set(overdue)
 
-    def _managed_job(self, j: JobId) -> SlurmJob | None:
-        """The job's record as the last observe saw it (None: not seen, or no view)."""
-        return self.view.managed.get(j) if self.view is not None else None
-
     def _signal_reached(
-        self, ids: list[JobId], nodes: Mapping[str, SlurmNode], failed: dict[JobId, str]
+        self,
+        view: SlurmView | None,
+        ids: list[JobId],
+        nodes: Mapping[str, SlurmNode],
+        failed: dict[JobId, str],
     ) -> list[JobId]:
         """Of jobs still running after the grace, those that surely got the checkpoint
         signal: requeue-holding the others would throw away their work.
@@ -276,8 +275,8 @@ class Preemption:
         is not requeue-held: it keeps running and is signalled again next round."""
         out = []
         for j in ids:
-            sj = self._managed_job(j)
-            sent = self._signal_sent.get(j, self.clock())
+            sj = _managed_job(view, j)
+            sent = self.signal_sent.get(j, self.clock())
             lost = []
             for name in sj.nodes if sj is not None else ():
                 n = nodes.get(name)
@@ -286,7 +285,7 @@ class Preemption:
                 ):
                     lost.append(name)
             if lost:
-                self._signalled.pop(j, None)
+                self.signalled.pop(j, None)
                 failed[j] = (
                     f"the checkpoint signal may not have reached it: slurmd on "
                     f"{','.join(lost)} did not answer or restarted since; not requeued "
@@ -301,10 +300,10 @@ class Preemption:
     def grace_due_in(self) -> float | None:
         """Seconds until the earliest grace end among the signalled jobs enforce_grace
         has not looked at (<= 0: due now); None when there is none."""
-        ends = [t for j, t in self._signalled.items() if j not in self._grace_checked]
+        ends = [t for j, t in self.signalled.items() if j not in self._grace_checked]
         return min(ends) - self.clock() if ends else None
 
-    def enforce_grace(self) -> tuple[list[JobId], dict[JobId, str]]:
+    def enforce_grace(self, view: SlurmView | None) -> tuple[list[JobId], dict[JobId, str]]:
         """Requeue-hold the signalled jobs still running after their grace, between
         rounds (the daemon's loop calls this when grace_due_in() reaches 0): a job that
         ignores the checkpoint signal then keeps its GPUs for its grace, not up to a
@@ -315,30 +314,21 @@ class Preemption:
         requeue-hold, only when a job is due. Returns the jobs requeue-held, and the
         due ones that were not, with why."""
         now = self.clock()
-        due = [j for j, t in self._signalled.items() if t <= now and j not in self._grace_checked]
+        due = [j for j, t in self.signalled.items() if t <= now and j not in self._grace_checked]
         self._grace_checked.update(due)  # first: a failure below must not make it spin
         failed: dict[JobId, str] = {}
         if not due:
             return [], failed
-        with self._tried_once():
-            states = self._states(due)
+        # Once, without retries: while slurmctld is away this fails at once and leaves
+        # the job to the next act, instead of sitting out the retries (~18 s) where the
+        # next round would find the outage and report it.
+        with self.transport.tried_once():
+            states = self.transport.states(due)
             running = [j for j in due if states.get(j) == "RUNNING"]
-            reached = self._requeuehold_reached(running, failed) if running else []
+            reached = self._requeuehold_reached(view, running, failed) if running else []
         return [j for j in reached if j not in failed], failed
 
-    @contextlib.contextmanager
-    def _tried_once(self) -> Iterator[None]:
-        """Slurm's commands (and slurmrestd's requests) without their retries: while
-        slurmctld is away, enforce_grace fails at once and leaves the job to the next
-        act, instead of sitting out the retries (~18 s) where the next round would find
-        the outage and report it."""
-        found = (getattr(self, "commands", None), getattr(self, "rest", None))
-        clients = [c for c in found if c is not None]
-        saved = [c.retries for c in clients]
-        for c in clients:
-            c.retries = 0
-        try:
-            yield
-        finally:
-            for c, retries in zip(clients, saved, strict=True):
-                c.retries = retries
+
+def _managed_job(view: SlurmView | None, j: JobId) -> SlurmJob | None:
+    """The job's record as the last observe saw it (None: not seen, or no view)."""
+    return view.managed.get(j) if view is not None else None

@@ -1,7 +1,7 @@
 """What the Slurm backends know of a node and of a job, whatever the release:
-SlurmNode (with the NodeState the scheduler makes of it), SlurmJob and the GpuSlice
-a running job holds. slurm/from_json.py builds them from Slurm's JSON (the CLI's and
-slurmrestd's alike).
+SlurmNode (with the NodeState the scheduler makes of it), SlurmJob, the GpuSlice
+a running job holds, and Slurm's job-state vocabulary (the one place it is written).
+from_json.py builds them from Slurm's JSON (the CLI's and slurmrestd's alike).
 """
 
 from __future__ import annotations
@@ -9,6 +9,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurm_gavel.core.cluster_model import NodeState
+
+# Slurm's job states as `squeue -o %T` names them, by what they mean to the daemon.
+# A job in one of RUNNING_STATES holds (or is leaving) its nodes and GPUs.
+RUNNING_STATES = frozenset(
+    {
+        "RUNNING",
+        "CONFIGURING",
+        "COMPLETING",
+        "SUSPENDED",
+        "STOPPED",
+        "SIGNALING",
+        "STAGE_OUT",
+        "RESIZING",
+    }
+)
+# A job in one of WAITING_STATES waits to (re)start.
+WAITING_STATES = frozenset(
+    {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "RESV_DEL_HOLD"}
+)
+# Anything else (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY,
+# BOOT_FAIL, DEADLINE, PREEMPTED, REVOKED) is finished.
+#
+# Both, as squeue's -t argument: what a round lists (finished jobs are asked for by id
+# only when a managed job leaves this list). The order is the one the captures of
+# tests/backends/data/ were made with; tests check it names exactly both sets.
+ACTIVE_JOB_STATES = (
+    "PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING,REQUEUED,REQUEUE_HOLD,REQUEUE_FED,"
+    "SPECIAL_EXIT,RESV_DEL_HOLD,STAGE_OUT,SIGNALING,RESIZING,STOPPED"
+)
+ACTIVE_STATES = RUNNING_STATES | WAITING_STATES
 
 
 @dataclass(frozen=True)

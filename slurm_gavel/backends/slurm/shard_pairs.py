@@ -7,20 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.core.cluster_model import JobPlacement, RoundPlacement
 from slurm_gavel.core.model import JobId
-
-RUNNING_STATES = {
-    "RUNNING",
-    "CONFIGURING",
-    "COMPLETING",
-    "SUSPENDED",
-    "STOPPED",
-    "SIGNALING",
-    "STAGE_OUT",
-    "RESIZING",
-}
 
 
 def running(jobs: Iterable[SlurmJob]) -> Iterable[SlurmJob]:

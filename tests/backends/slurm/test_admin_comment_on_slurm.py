@@ -9,8 +9,9 @@ import re
 import pytest
 
 from slurm_gavel.backends.slurm.admin_comment import PREFIX
-from slurm_gavel.backends.slurm.backend import SlurmCluster
-from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
+from slurm_gavel.backends.slurm.backend import SlurmBackend
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
@@ -33,9 +34,9 @@ def admin_comment(slurm, job_id: str) -> str:
 def test_admin_comment_reaches_slurm_whole(slurm, backend):
     if backend == "rest":
         sock = rest_up(slurm.run_dir)
-        cluster: SlurmCluster = SlurmRestCluster(sock, env=slurm.env)
+        cluster: SlurmBackend = rest_backend(sock, env=slurm.env)
     else:
-        cluster = SlurmCluster(env=slurm.env)
+        cluster = cli_backend(env=slurm.env)
     a, b = held_job(slurm), held_job(slurm)
     failed = cluster.set_admin_comments({a: TEXT, b: TEXT, "999999": TEXT})
     assert set(failed) == {"999999"}, failed  # the job Slurm does not know fails alone

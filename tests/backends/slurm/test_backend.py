@@ -1,4 +1,4 @@
-"""SlurmCluster against the real local cluster (tools/local-cluster, started by the
+"""SlurmBackend against the real local cluster (tools/local-cluster, started by the
 session fixture in tests/conftest.py): observe the topology, start held managed
 jobs where the placement says, preempt with USR1 -> exit 99 -> held, fall back to
 requeuehold, never touch a job that is not managed, batch commands per action."""
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import PLACE_SPLIT_AT, SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands
+from slurm_gavel.backends.slurm.cli.transport import PLACE_SPLIT_AT, cli_backend
 from slurm_gavel.backends.slurm.fields import number
 from slurm_gavel.core.cluster_model import (
     JobPlacement,
@@ -63,8 +64,8 @@ class RecordingCommands(SlurmCommands):
         return hits
 
 
-def backend(slurm, grace_s: float = 10.0) -> SlurmCluster:
-    return SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=grace_s, poll_s=0.2)
+def backend(slurm, grace_s: float = 10.0) -> SlurmBackend:
+    return cli_backend(commands=RecordingCommands(slurm.env), grace_s=grace_s, poll_s=0.2)
 
 
 def place_ids(round_index: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]):
@@ -118,9 +119,9 @@ def test_held_managed_job_is_started_on_the_chosen_type_and_node(slurm, tmp_path
     assert obs.state is JobState.RUNNING and obs.gpu_type == "p100"
     assert obs.nodes == (NodeSlice("p100-2", 2),)
     # The same placement next round is a lease extension: nothing issued.
-    before = b.commands.total
+    before = b.transport.commands.total
     res = b.act(place_ids(1, {job: ("p100", [("p100-2", 2)])}))
-    assert res.kept == (job,) and b.commands.total == before
+    assert res.kept == (job,) and b.transport.commands.total == before
 
 
 def test_preempt_checkpoints_exits_99_is_held_and_resumes_elsewhere(slurm, tmp_path):
@@ -134,13 +135,13 @@ def test_preempt_checkpoints_exits_99_is_held_and_resumes_elsewhere(slurm, tmp_p
     res = b.act(place_ids(1, {}))
     assert res.preempted == (job,) and not res.failed
     # No start needs its GPUs gone: the act returned after the signal, no wait.
-    assert b.commands.counts["wait"] == 0 and b.checkpoint_waits == {}
+    assert b.transport.commands.counts["wait"] == 0 and b.checkpoint_waits == {}
     deadline = time.monotonic() + 30
     while (info := slurm.show(job))["JobState"] != "SPECIAL_EXIT":
         assert time.monotonic() < deadline, slurm.why(job)
         time.sleep(0.2)
     assert info["Restarts"] == "1"
-    assert b.commands.counts["requeuehold"] == 0  # it exited 99 by itself
+    assert b.transport.commands.counts["requeuehold"] == 0  # it exited 99 by itself
     step = int((tmp_path / "ck").read_text().split()[0])
     assert step > 0
     obs = {j.job.id: j for j in b.observe().jobs}[job]
@@ -179,13 +180,16 @@ def test_job_ignoring_the_signal_is_requeue_held_after_the_grace(slurm, tmp_path
     slurm.wait_state(job, "RUNNING")
     b.observe()
     res = b.act(place_ids(1, {}))
-    assert res.preempted == (job,) and b.commands.counts["requeuehold"] == 0  # no wait
+    assert res.preempted == (job,) and b.transport.commands.counts["requeuehold"] == 0  # no wait
     time.sleep(1.5)  # its 1-s grace is over; it ignored the signal
     assert slurm.state(job) == "RUNNING"
     b.observe()
     res = b.act(place_ids(2, {}))  # the next act requeue-holds it
     assert res.preempted == (job,) and not res.failed, res
-    assert b.commands.counts["requeuehold"] == 1 and b.commands.counts["signal"] == 1
+    assert (
+        b.transport.commands.counts["requeuehold"] == 1
+        and b.transport.commands.counts["signal"] == 1
+    )
     slurm.wait_state(job, "PENDING")
     obs = {j.job.id: j for j in b.observe().jobs}[job]
     assert obs.state is JobState.HELD and obs.restarts == 1
@@ -219,7 +223,7 @@ def test_unmanaged_jobs_are_never_touched_and_their_gpus_excluded(slurm, tmp_pat
     b.observe()
     b.act(place_ids(1, {}))
     assert slurm.state(other) == "RUNNING"
-    assert b.commands.mentions(other) == []
+    assert b.transport.commands.mentions(other) == []
 
 
 def test_commands_are_batched_one_per_action_kind(slurm, tmp_path):
@@ -230,16 +234,16 @@ def test_commands_are_batched_one_per_action_kind(slurm, tmp_path):
     plan = {j: (n.split("-")[0], [(n, 1)]) for j, n in zip(jobs, nodes, strict=True)}
     res = b.act(place_ids(0, plan))
     assert sorted(res.started) == sorted(jobs)
-    counts = dict(b.commands.counts)
+    counts = dict(b.transport.commands.counts)
     assert counts.pop("detect") <= 2  # once per backend: `sinfo -V` (+ `squeue --json=list`)
     assert counts == {"observe": 2, "list": 1, "place": 1, "release": 1}
     for j in jobs:
         slurm.wait_state(j, "RUNNING")
     b.observe()
-    before = dict(b.commands.counts)
+    before = dict(b.transport.commands.counts)
     res = b.act(place_ids(1, {}))
     assert sorted(res.preempted) == sorted(jobs)
-    assert b.commands.counts["signal"] - before.get("signal", 0) == 1
+    assert b.transport.commands.counts["signal"] - before.get("signal", 0) == 1
 
 
 def test_released_job_that_could_not_start_is_held_again_when_not_placed(slurm, tmp_path):
@@ -255,7 +259,7 @@ def test_released_job_that_could_not_start_is_held_again_when_not_placed(slurm, 
     assert slurm.state(job) == "PENDING"
     b.observe()
     b.act(place_ids(1, {}))
-    assert b.commands.counts["hold"] == 1
+    assert b.transport.commands.counts["hold"] == 1
     assert slurm.show(job)["Priority"] == "0"
 
 
@@ -294,7 +298,7 @@ def test_drained_node_is_reported_drained(slurm):
 
 def test_non_blocking_preempt_requeue_holds_overdue_jobs_next_act(slurm):
     job = slurm.sbatch_ignoring_the_signal()
-    b = SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=1.0, wait_for_preempted=False)
+    b = cli_backend(commands=RecordingCommands(slurm.env), grace_s=1.0, wait_for_preempted=False)
     b.observe()
     b.act(place_ids(0, {job: ("v100", [("v100-1", 1)])}))
     slurm.wait_state(job, "RUNNING")
@@ -302,11 +306,11 @@ def test_non_blocking_preempt_requeue_holds_overdue_jobs_next_act(slurm):
     t = time.monotonic()
     res = b.act(place_ids(1, {}))
     assert res.preempted == (job,) and time.monotonic() - t < 1.0  # did not wait
-    assert b.commands.counts["requeuehold"] == 0
+    assert b.transport.commands.counts["requeuehold"] == 0
     time.sleep(1.2)
     b.observe()
     b.act(place_ids(2, {}))  # the grace has passed and it still runs
-    assert b.commands.counts["requeuehold"] == 1
+    assert b.transport.commands.counts["requeuehold"] == 1
     slurm.wait_state(job, "PENDING")
 
 
@@ -329,21 +333,23 @@ def test_a_managed_job_that_ends_between_rounds_is_reported_with_its_outcome(slu
     done = {j.job.id: j for j in snap.jobs if j.state is JobState.DONE}
     assert done[ok].succeeded and not done[bad].succeeded
     assert not any("MinJobAge" in w for w in b.warnings), b.warnings
-    assert b.commands.counts["ended"] == (1 if b.cli_format.filters_work else 0)
+    assert b.transport.commands.counts["ended"] == (1 if b.transport.cli_format.filters_work else 0)
 
 
 def test_the_jobs_read_per_round_do_not_grow_with_finished_jobs(slurm):
     b = backend(slurm)
-    b._listed.full_every = 1  # every job's JSON each round (as the safety net reads it)
+    b.transport.reader.listed.full_every = (
+        1  # every job's JSON each round (as the safety net reads it)
+    )
     b.observe()  # the first lists finished jobs too (those of earlier tests)
     b.observe()
-    before = b.commands.jobs_listed()
+    before = b.transport.commands.jobs_listed()
     finished = [slurm.sbatch("-p", "k80", "-o", "/dev/null", "--wrap", "true") for _ in range(5)]
     for job in finished:
         slurm.wait_state(job, "COMPLETED")
     b.observe()
-    listed = b.commands.jobs_listed()
-    if b.cli_format.filters_work:
+    listed = b.transport.commands.jobs_listed()
+    if b.transport.cli_format.filters_work:
         assert listed == before
     else:  # 22.05's squeue --json ignores -t: every job slurmctld holds (MinJobAge)
         assert listed == before | set(finished)
@@ -355,12 +361,12 @@ def test_a_round_issues_at_most_one_command_per_kind_whatever_the_jobs(slurm, tm
     jobs = [managed(slurm, tmp_path, f"n{i}") for i in range(8)]
     nodes = ["v100-1", "v100-2", "p100-1", "p100-2"]
     first = {j: (n.split("-")[0], [(n, 1)]) for j, n in zip(jobs[:4], nodes, strict=True)}
-    b = SlurmCluster(commands=RecordingCommands(slurm.env), grace_s=60.0, wait_for_preempted=False)
+    b = cli_backend(commands=RecordingCommands(slurm.env), grace_s=60.0, wait_for_preempted=False)
     b.observe()
     assert sorted(b.act(place_ids(0, first)).started) == sorted(jobs[:4])
     for j in jobs[:4]:
         slurm.wait_state(j, "RUNNING")
-    before = dict(b.commands.counts)
+    before = dict(b.transport.commands.counts)
     b.observe()
     # keep 2, preempt 2, start 4 others (on the k80s and next to the kept ones)
     second = {
@@ -373,7 +379,7 @@ def test_a_round_issues_at_most_one_command_per_kind_whatever_the_jobs(slurm, tm
     res = b.act(place_ids(1, second))
     assert sorted(res.started) == sorted(jobs[4:]) and sorted(res.preempted) == sorted(jobs[2:4])
     assert sorted(res.kept) == sorted(jobs[:2])
-    round_counts = {k: v - before.get(k, 0) for k, v in b.commands.counts.items()}
+    round_counts = {k: v - before.get(k, 0) for k, v in b.transport.commands.counts.items()}
     round_counts = {k: v for k, v in round_counts.items() if v}
     # the listing and the nodes' JSON: the 4 jobs that started since are built from
     # their listing text (slurm/cli/jobs_from_text.py), so no job's JSON is read
@@ -406,7 +412,7 @@ def test_the_signal_goes_out_beside_the_place_and_both_take_effect(slurm, tmp_pa
     old, new = (managed(slurm, tmp_path, n, scale=4) for n in ("rot-old", "rot-new"))
     gone = managed(slurm, tmp_path, "rot-gone")
     cmds = SignalWaitsForPlace(slurm.env)
-    b = SlurmCluster(commands=cmds, grace_s=30.0, poll_s=0.2, wait_for_preempted=False)
+    b = cli_backend(commands=cmds, grace_s=30.0, poll_s=0.2, wait_for_preempted=False)
     b.observe()
     b.act(place_ids(0, {old: ("k80", [("k80-2", 4)]), gone: ("p100", [("p100-2", 1)])}))
     slurm.wait_state(old, "RUNNING")
@@ -439,9 +445,9 @@ def test_a_large_placement_is_split_over_two_scontrol_with_errors_kept_per_job(s
     for j in cancelled:
         slurm.cmd("scancel", j)
         slurm.wait_state(j, "CANCELLED", "GONE")
-    before = b.commands.counts["place"]
+    before = b.transport.commands.counts["place"]
     res = b.act(place_ids(0, plan))
-    assert b.commands.counts["place"] - before == 2
+    assert b.transport.commands.counts["place"] - before == 2
     assert dict(res.failed).keys() == cancelled
     assert sorted(res.started) == sorted(set(jobs) - cancelled)
     listed = slurm.cmd("squeue", "-h", "-j", ",".join(res.started), "-o", "%i %n").stdout

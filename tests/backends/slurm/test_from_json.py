@@ -340,7 +340,7 @@ def test_jobs_of_every_release_and_parser(release, parser):
 
 @pytest.mark.parametrize(("release", "parser"), PARSERS)
 def test_nodes_of_every_release_and_parser(release, parser):
-    # scontrol --json show nodes (what SlurmCluster reads) and sinfo --json, whose
+    # scontrol --json show nodes (what SlurmBackend reads) and sinfo --json, whose
     # 23.11+ shape groups nodes under "sinfo" (one record per node and partition here)
     for command in ("scontrol-nodes", "sinfo"):
         version, nodes = parse_nodes(load(f"{command}.{parser}.json", release))
@@ -359,7 +359,7 @@ def test_slurmrestd_jobs_and_nodes_of_the_newest_parser(release):
 
 @pytest.mark.parametrize("release", NEWER)
 def test_plain_squeue_json_leaves_finished_jobs_out(release):
-    """Why SlurmCluster asks for finished jobs by id: 24.11+ plain squeue --json
+    """Why SlurmBackend asks for finished jobs by id: 24.11+ plain squeue --json
     lists no COMPLETED, FAILED or CANCELLED job (22.05 listed them all)."""
     _, jobs = parse_jobs(load("squeue.json", release))
     s = scenario(DATA / release)

@@ -28,21 +28,21 @@ def test_the_between_rounds_check_tries_slurm_once_and_looks_at_a_job_once():
     """enforce_grace while slurmctld is away: one try, no retries (the next round finds
     the outage and reports it), the commands' retries restored, and the job not looked
     at again (the next act does), so the daemon's loop cannot spin on it."""
-    from slurm_gavel.backends.slurm.backend import SlurmCluster
     from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable
+    from slurm_gavel.backends.slurm.cli.transport import cli_backend
 
-    b = SlurmCluster(commands=SlurmCommands(retries=4, sleep=lambda s: None), clock=lambda: 100.0)
-    b._signalled = {"7": 90.0, "8": 130.0}  # 7's grace ended 10 s ago, 8's in 30 s
+    b = cli_backend(commands=SlurmCommands(retries=4, sleep=lambda s: None), clock=lambda: 100.0)
+    b.preemption.signalled = {"7": 90.0, "8": 130.0}  # 7's grace ended 10 s ago, 8's in 30 s
     assert b.grace_due_in() == -10.0
     tries: list[int] = []
 
     def unreachable(ids):
-        tries.append(b.commands.retries)
+        tries.append(b.transport.commands.retries)
         raise SlurmUnreachable("squeue: slurmctld not answering")
 
-    b._states = unreachable  # type: ignore[method-assign]
+    b.transport.states = unreachable  # type: ignore[method-assign]
     with pytest.raises(SlurmUnreachable):
         b.enforce_grace()
-    assert tries == [0] and b.commands.retries == 4
+    assert tries == [0] and b.transport.commands.retries == 4
     assert b.grace_due_in() == 30.0  # 7 is left to the next act; 8 not due yet
     assert b.enforce_grace() == ([], {}) and tries == [0]

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
-from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
+from slurm_gavel.backends.slurm.backend import SlurmBackend
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel_dev.localcluster_rest import rest_up
 
@@ -22,11 +23,11 @@ def ignoring_the_signal(slurm, grace: str) -> str:
                         "--wrap", "trap '' USR1; sleep 300")  # fmt: skip
 
 
-def build(slurm, backend: str, **options: float) -> SlurmCluster:
+def build(slurm, backend: str, **options: float) -> SlurmBackend:
     """The CLI backend, or the REST one on the cluster's slurmrestd socket."""
     if backend == "rest":
-        return SlurmRestCluster(rest_up(slurm.run_dir), env=slurm.env, poll_s=0.2, **options)
-    return SlurmCluster(env=slurm.env, poll_s=0.2, **options)
+        return rest_backend(rest_up(slurm.run_dir), env=slurm.env, poll_s=0.2, **options)
+    return cli_backend(env=slurm.env, poll_s=0.2, **options)
 
 
 def placement(round_index: int, jobs: list[str]) -> RoundPlacement:
@@ -52,20 +53,20 @@ def test_each_job_is_requeue_held_after_its_own_grace(slurm, backend):
         slurm.wait_state(j, "RUNNING")
     time.sleep(1)  # the scripts' trap is set
     held_after: dict[str, float] = {}
-    requeuehold = cluster._requeuehold
+    requeuehold = cluster.transport.requeuehold
 
     def timed(ids, failed):  # type: ignore[no-untyped-def]
         held_after.update({j: time.monotonic() - start for j in ids})
         requeuehold(ids, failed)
 
-    cluster._requeuehold = timed  # type: ignore[method-assign]
+    cluster.transport.requeuehold = timed  # type: ignore[method-assign]
     cluster.observe()
     start = time.monotonic()
     res = cluster.act(placement(1, []))
     assert sorted(res.preempted) == sorted(jobs) and not dict(res.failed)
     # No start needs their GPUs: the act returned after the signal. The acts that
     # follow (here one every ~0.5 s) requeue-hold each once its own grace is over.
-    assert not held_after and cluster.commands.counts["wait"] == 0
+    assert not held_after and cluster.transport.commands.counts["wait"] == 0
     for k in range(2, 40):
         if len(held_after) == len(jobs) or time.monotonic() - start > 15:
             break
@@ -145,7 +146,7 @@ def test_a_job_preempted_in_its_first_seconds_is_signalled_a_round_later(slurm, 
     if time.time() - start < 4.0:  # (a loaded machine may take longer to get here)
         why = dict(res.failed).get(job, "")
         assert not res.preempted and "too soon for the checkpoint signal" in why, res
-        assert cluster.commands.counts["signal"] == 0 and slurm.state(job) == "RUNNING"
+        assert cluster.transport.commands.counts["signal"] == 0 and slurm.state(job) == "RUNNING"
     time.sleep(max(0.0, start + 5.5 - time.time()))
     cluster.observe()
     res = cluster.act(placement(2, []))
@@ -172,13 +173,13 @@ def test_a_job_that_ends_just_before_its_requeue_hold_is_not_run_again(slurm, ba
     time.sleep(1)  # its trap is set
     cluster.observe()
     assert cluster.act(placement(1, [])).preempted == (job,)
-    fetch_nodes = cluster._fetch_nodes
+    read_nodes = cluster.transport.read_nodes
 
     def after_the_job_ended():  # type: ignore[no-untyped-def]
         slurm.wait_state(job, "COMPLETED", "COMPLETING")
-        return fetch_nodes()
+        return read_nodes()
 
-    cluster._fetch_nodes = after_the_job_ended  # type: ignore[method-assign]
+    cluster.transport.read_nodes = after_the_job_ended  # type: ignore[method-assign]
     time.sleep(max(0.0, cluster.grace_due_in() or 0.0))
     held, failed = cluster.enforce_grace()
     assert held == [job] and not failed, (held, failed)  # seen RUNNING: the command went

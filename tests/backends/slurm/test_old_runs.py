@@ -6,10 +6,11 @@ On the real cluster: tests/integration/test_node_outages.py."""
 
 from __future__ import annotations
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmBackend
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.old_runs import OldRuns, kill_wait_seconds
-from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
-from slurm_gavel.backends.slurm.view import RUNNING_STATES, SlurmView
+from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.view import SlurmView
 from slurm_gavel.core.cluster_model import ClusterSnapshot
 
 
@@ -88,12 +89,12 @@ def test_kill_wait_from_scontrol_show_config():
     assert kill_wait_seconds("nothing here") is None
 
 
-def overdue_backend(now: float, grace: float) -> SlurmCluster:
-    c = SlurmCluster(grace_s=grace, clock=lambda: now)
+def overdue_backend(now: float, grace: float) -> SlurmBackend:
+    c = cli_backend(grace_s=grace, clock=lambda: now)
     snap = ClusterSnapshot(now, (), ())
     c.view = SlurmView(snap, {"7": job()}, {}, [])
-    c._signal_sent["7"] = now - 1 - grace  # signalled grace + 1 s ago
-    c._signalled["7"] = now - 1  # its grace ended 1 s ago
+    c.preemption.signal_sent["7"] = now - 1 - grace  # signalled grace + 1 s ago
+    c.preemption.signalled["7"] = now - 1  # its grace ended 1 s ago
     return c
 
 
@@ -109,10 +110,10 @@ def test_a_job_whose_signal_may_have_been_lost_is_not_requeue_held():
     ]:
         c = overdue_backend(now, grace)
         failed: dict[str, str] = {}
-        reached = c._signal_reached(["7"], {"v100-1": n}, failed)
+        reached = c.preemption._signal_reached(c.view, ["7"], {"v100-1": n}, failed)
         assert (reached == []) is lost, n
         if lost:
-            assert "may not have reached it" in failed["7"] and "7" not in c._signalled
+            assert "may not have reached it" in failed["7"] and "7" not in c.preemption.signalled
 
 
 def test_a_run_seen_over_before_its_node_restarted_is_not_held():
@@ -151,6 +152,6 @@ def test_a_job_completing_when_the_round_looked_is_not_requeue_held():
         observed = (ObservedJob(Job("7", "A3C"), JobState.RUNNING),)  # as the snapshot maps both
         c.view = SlurmView(ClusterSnapshot(now, (), observed), c.view.managed, {}, [])
         calls: list[list[str]] = []
-        c._requeuehold = lambda ids, failed, calls=calls: calls.append(ids)  # type: ignore[method-assign,misc]
-        assert c._requeuehold_overdue({}) == ({"7"} if held else set()), state
+        c.transport.requeuehold = lambda ids, failed, calls=calls: calls.append(ids)  # type: ignore[method-assign,misc]
+        assert c.preemption.requeuehold_overdue(c.view, {}) == ({"7"} if held else set()), state
         assert calls == ([["7"]] if held else []), state

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from private_data import private_data_jobs
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
-from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.daemon.publish import privacy
 from slurm_gavel_dev.localcluster_rest import rest_up
 
@@ -37,7 +37,7 @@ def private_jobs(slurm) -> Iterator[object]:
 
 
 def test_auto_is_public_where_slurm_hides_nothing(slurm):
-    cluster = SlurmCluster(env=slurm.env)
+    cluster = cli_backend(env=slurm.env)
     assert cluster.private_data() == "none"
     private, why = privacy("auto", cluster)
     assert not private and why.endswith("PrivateData (none) does not hide jobs")
@@ -46,7 +46,7 @@ def test_auto_is_public_where_slurm_hides_nothing(slurm):
 
 def test_auto_is_private_under_private_data_jobs(private_jobs):
     slurm = private_jobs
-    cluster = SlurmCluster(env=slurm.env)
+    cluster = cli_backend(env=slurm.env)
     private, why = privacy("auto", cluster)
     assert private and why.endswith("PrivateData (jobs) hides jobs")
     assert not seen_by_nobody(slurm, held_job(slurm))  # squeue hides it: so does status
@@ -54,6 +54,6 @@ def test_auto_is_private_under_private_data_jobs(private_jobs):
 
 def test_rest_backend_reads_it_through_scontrol_or_says_it_cannot(slurm):
     sock = rest_up(slurm.run_dir)
-    assert privacy("auto", SlurmRestCluster(sock, env=slurm.env))[0] is False
-    private, why = privacy("auto", SlurmRestCluster(sock, env=slurm.env, cli_fallback=False))
+    assert privacy("auto", rest_backend(sock, env=slurm.env))[0] is False
+    private, why = privacy("auto", rest_backend(sock, env=slurm.env, cli_fallback=False))
     assert private and "slurmrestd does not publish Slurm's PrivateData" in why

@@ -1,4 +1,4 @@
-"""JobRecordCache (SlurmCluster.observe): unchanged squeue records are parsed once,
+"""JobRecordCache (SlurmBackend.observe): unchanged squeue records are parsed once,
 and the jobs are always exactly those parse_jobs gives. Captures from real daemons."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.from_json import _job, parse_jobs, parse_version
 from slurm_gavel.backends.slurm.record_cache import FIELDS, JobRecordCache
 from slurm_gavel.core.managed import ManagedCommentError, parse_comment
@@ -23,7 +23,7 @@ CAPTURES = [
     "26.05/squeue-t-all.v0.0.45.json",
     "26.05/complex/squeue-t-all.v0.0.45+complex.json",
     "26.05/local-cluster/squeue-t-all.v0.0.45.json",
-    # slurmrestd's /jobs (SlurmRestCluster observes through the same cache)
+    # slurmrestd's /jobs (SlurmBackend observes through the same cache)
     "24.11/rest-v0.0.42-jobs.json",
     "26.05/rest-v0.0.45-jobs.json",
 ]
@@ -74,7 +74,7 @@ def test_another_release_starts_afresh():
 
 
 def test_the_cli_backend_parses_through_the_cache():
-    assert isinstance(SlurmCluster(env={})._job_cache, JobRecordCache)
+    assert isinstance(cli_backend(env={}).transport.reader.job_cache, JobRecordCache)
 
 
 def test_comment_parsing_is_memoised_and_refusals_are_raised_every_time():

@@ -56,7 +56,7 @@ def test_two_shard_jobs_share_a_gpu_and_keep_whole_gpu_jobs_off_it(slurm_shards_
         slurm.cancel_all()
 
 
-# --- the daemon's backend enacting pairs (SlurmCluster.act) --------------------------
+# --- the daemon's backend enacting pairs (SlurmBackend.act) --------------------------
 
 
 def _pair(round_index, jobs):
@@ -96,7 +96,7 @@ def _not_from_text(b, slurm, jobs):
     only there), where the same record asking whole GPUs is built from its text."""
     assert b.view is not None
     types = node_gpu_types(b.view.nodes.values())
-    rows = b._listed._rows
+    rows = b.transport.reader.listed._rows
     users = {j.user_id: j.user for _, j in rows.values() if j.user_id is not None}
     at = {name: i for i, name in enumerate(LISTING_FIELDS)}
     gpu = ("gres:" if slurm.release == "22.05" else "gres/") + "gpu:1"
@@ -104,7 +104,7 @@ def _not_from_text(b, slurm, jobs):
     def with_value(record, field, value):
         return (*record[: at[field]], value, *record[at[field] + 1 :])
 
-    sharing = b.cli_format.node_sharing_field
+    sharing = b.transport.cli_format.node_sharing_field
     for job in jobs:
         record, sj = rows[job]
         assert "shard" in record[at["tres_per_node"]] and sj.gpu_slices[0].indices
@@ -124,9 +124,9 @@ def test_a_pair_shares_one_gpu_and_keeps_its_lease(slurm_shards_session, tmp_pat
         assert (obs[a].partner, obs[b_].partner) == (b_, a)
         assert obs[a].nodes == obs[b_].nodes == (NodeSlice("v100-1", 1),)
         _not_from_text(b, slurm, [a, b_])
-        before = b.commands.total
+        before = b.transport.commands.total
         res = b.act(_pair(1, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
-        assert sorted(res.kept) == sorted([a, b_]) and b.commands.total == before
+        assert sorted(res.kept) == sorted([a, b_]) and b.transport.commands.total == before
         # The node's two GPUs: one shared by the pair, one free for a whole-GPU job.
         (node,) = [n for n in b.observe().nodes if n.name == "v100-1"]
         assert node.gpus_held_unmanaged == 0
@@ -143,7 +143,7 @@ def test_one_of_a_pair_preempted_leaves_the_other_running(slurm_shards_session, 
         res = b.act(_pair(1, {a: ("v100", "v100-1", None)}))
         assert res.preempted == (b_,) and res.kept == (a,) and not res.failed, res
         # no start needs b_'s shards: the act did not wait for it to leave
-        assert b.commands.counts["wait"] == 0
+        assert b.transport.commands.counts["wait"] == 0
         deadline = time.monotonic() + 30
         while slurm.show(b_)["JobState"] != "SPECIAL_EXIT":
             assert time.monotonic() < deadline, slurm.why(b_)

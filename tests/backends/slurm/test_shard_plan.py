@@ -7,8 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from slurm_gavel.backends.slurm.act_plan import plan_act
+from slurm_gavel.backends.slurm.cli.argv import render_update
 from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
-from slurm_gavel.backends.slurm.view import build_view, plan_act, render_update
+from slurm_gavel.backends.slurm.view import build_view
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from tests.backends.slurm.test_shard_pairs import CAPTURES, load, scenario
 
@@ -187,13 +189,13 @@ def test_a_pair_member_moved_beside_a_lone_shard_job_is_stopped_and_waits(releas
 
 @pytest.mark.parametrize("release", sorted(CAPTURES))
 def test_a_job_the_last_act_released_and_slurm_has_not_started_is_not_updated_again(release):
-    from slurm_gavel.backends.slurm.backend import SlurmCluster
+    from slurm_gavel.backends.slurm.cli.transport import cli_backend
 
     ids, v = shard_view(release, drop=("m",))
     d, e = ids["d"], ids["e"]  # pending, not held (waiting for resources)
     placement = RoundPlacement(1, 0, 60, pair(d, e, "k80-1", "k80"))
     plan = plan_act(placement, v, None)
-    cluster = SlurmCluster()  # no command runs here
+    cluster = cli_backend()  # no command runs here
     cluster._released = {d: plan.starts[0]}
     assert [o.job_id for o in cluster._not_released_already(plan, v)] == [e]
     assert d in plan.keep  # released, same order: keeps its lease

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 
 pytestmark = pytest.mark.slurm
@@ -53,7 +53,7 @@ def lines(out: Path) -> list[str]:
 def test_each_batch_shell_gets_the_signal_once_and_an_ended_job_fails_alone(slurm, tmp_path):
     outs = [tmp_path / f"job{i}.log" for i in range(3)]
     a, b, ended = (counting(slurm, out) for out in outs)
-    cluster = SlurmCluster(env=slurm.env, grace_s=2.0, poll_s=0.2)
+    cluster = cli_backend(env=slurm.env, grace_s=2.0, poll_s=0.2)
     cluster.observe()
     started = cluster.act(placement(0, {a: "v100-1", b: "v100-1", ended: "v100-2"})).started
     assert sorted(started) == sorted([a, b, ended])
@@ -77,5 +77,5 @@ def test_each_batch_shell_gets_the_signal_once_and_an_ended_job_fails_alone(slur
     time.sleep(1)  # a late second delivery would show by now
     assert [lines(o).count("usr1") for o in outs[:2]] == [1, 1], [lines(o) for o in outs]
     assert lines(outs[2]).count("usr1") == 0
-    assert cluster.commands.counts["signal"] == 1
-    assert cluster.commands.counts["requeuehold"] == 1
+    assert cluster.transport.commands.counts["signal"] == 1
+    assert cluster.transport.commands.counts["requeuehold"] == 1

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from slurm_gavel.backends.slurm.act_plan import plan_act
+from slurm_gavel.backends.slurm.cli.argv import render_update
 from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
-from slurm_gavel.backends.slurm.view import build_view, plan_act, render_update
+from slurm_gavel.backends.slurm.view import build_view
 from slurm_gavel.core.cluster_model import (
     JobPlacement,
     JobState,

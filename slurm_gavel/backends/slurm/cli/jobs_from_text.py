@@ -67,14 +67,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS, NODE_SHARING, UNNAMED, Record
 from slurm_gavel.backends.slurm.fields import exit_code, expand_hostlist, gpu_gres, shard_gres
-from slurm_gavel.backends.slurm.records import GpuSlice, SlurmJob, SlurmNode
-from slurm_gavel.backends.slurm.releases import ACTIVE_JOB_STATES
+from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.core.managed import is_managed_comment
 
 _AT = {name: i for i, name in enumerate(LISTING_FIELDS)}
 
 # The states the listing asks for (waiting or running); anything else -> None.
-_STATES = frozenset(ACTIVE_JOB_STATES.split(","))
+_STATES = ACTIVE_STATES
 # state_desc texts squeue prints in place of the reason, with the reason the JSON
 # gives: `scontrol requeuehold` (job_mgr.c; each release's test checks it).
 _DESCRIBED_REASONS = {"job requeued in held state": "JobHeldUser"}

@@ -71,8 +71,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
-from slurm_gavel.backends.slurm.records import SlurmJob
-from slurm_gavel.backends.slurm.releases import ACTIVE_JOB_STATES
+from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES, SlurmJob
 
 # squeue --Format names, one per slurm_json._job field (slurm_job_cache.FIELDS): the
 # job id first, the comment (free user text) last.

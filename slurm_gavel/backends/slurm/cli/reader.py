@@ -1,12 +1,31 @@
-"""How SlurmCluster reads the jobs and nodes through the CLI: the JSON commands of the
-release, retried while slurmctld is unreachable, and the incremental job read
-(slurm/cli/listing.py). SlurmRestCluster overrides _fetch_nodes and _fetch_jobs."""
+"""CliReader: how the CLI transport reads the nodes and jobs. The JSON commands of the
+release (detected once: json_format.py), retried while slurmctld is unreachable, and
+the incremental job read: a text listing each round, JSON only for the jobs that are
+new or changed and that the text cannot describe (listing.py, jobs_from_text.py).
+
+Reads per round, two or three commands:
+
+    nodes        scontrol --json=vX show nodes   (22.05: sinfo --json)
+    list         squeue -h -t <waiting and running states> -O <fields>: every job's
+                 fields as text, to tell which changed (listing.py)
+    jobs         squeue --json=vX -t all -j ID,...  only the new or changed jobs the
+                 listing's text cannot describe (jobs_from_text.py: "(null)"
+                 values, starts on shards or whole nodes); every waiting and running
+                 job in the first round, every 10th (between rounds), and on 22.05
+                 (whose --json ignores -j and -t) in any round in which a changed job
+                 needs its JSON or a managed job left the listing; none when the text
+                 describes every change
+    ended        squeue --json=vX -t all -j ID,...  only in a round where a managed
+                 job left that list (how it ended: completed or failed)
+
+so the JSON read per round follows the jobs that changed, and does not grow with
+finished jobs (on 22.05 MinJobAge bounds the full read)."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable
@@ -16,6 +35,7 @@ from slurm_gavel.backends.slurm.cli.jobs_from_text import (
     node_gpu_types,
     prints_null,
 )
+from slurm_gavel.backends.slurm.cli.json_format import CliFormat, detect_cli
 from slurm_gavel.backends.slurm.cli.listing import (
     IncrementalJobs,
     Record,
@@ -23,46 +43,46 @@ from slurm_gavel.backends.slurm.cli.listing import (
     new_token,
     parse_listing,
 )
-from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs
+from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm.record_cache import JobRecordCache
-from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
-from slurm_gavel.backends.slurm.releases import ACTIVE_JOB_STATES, CliFormat, detect_cli
+from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.retry import attempts
-from slurm_gavel.backends.slurm.view import SlurmView
 from slurm_gavel.core.model import Job, JobId
 
 log = logging.getLogger(__name__)
 
 
-class CliReads:
-    """The observe commands of SlurmCluster (mixed in)."""
+class CliReader:
+    """The CLI transport's reads; it owns what they remember from round to round."""
 
-    commands: SlurmCommands
-    view: SlurmView | None
-    _format: CliFormat | None
-    _allow_newer: bool
-    _job_cache: JobRecordCache  # unchanged squeue records parsed once
-    _listed: IncrementalJobs  # JSON read only for new or changed jobs
-    _active: dict[JobId, Job]  # managed, not done, at the last observe
-    _resumed: set[JobId]  # resume(): managed when the daemon last stopped
-
-    data_parser: str | None
-    # From how many new or changed managed jobs printing "(null)" the filtered
-    # listings are used (_literal_nulls).
-    literal_null_filter_from: int = 500
+    def __init__(self, commands: SlurmCommands, data_parser: str | None = None) -> None:
+        """data_parser: e.g. "v0.0.45", the JSON format to ask the CLI for, skipping the
+        check that Slurm is a release slurm-gavel knows (None: detected)."""
+        self.commands = commands
+        self.data_parser = data_parser
+        self._format: CliFormat | None = None  # detected on the first read
+        self.allow_newer = False  # parse JSON of a release newer than known (override)
+        self.job_cache = JobRecordCache()  # unchanged squeue records parsed once
+        self.listed = IncrementalJobs()  # JSON read only for new or changed jobs
+        # From how many new or changed managed jobs printing "(null)" the filtered
+        # listings are used (_literal_nulls).
+        self.literal_null_filter_from = 500
 
     @property
     def cli_format(self) -> CliFormat:
         """This Slurm's release and JSON commands, detected once (2 commands)."""
         if self._format is None:
             self._format = detect_cli(self.commands, self.data_parser)
-            self._allow_newer = self._format.allow_newer
+            self.allow_newer = self._format.allow_newer
         return self._format
 
-    def _fetch_nodes(self) -> dict:
-        return self._json("observe", self.cli_format.nodes_argv())
+    def read_nodes(self) -> list[SlurmNode]:
+        doc = self._json("observe", self.cli_format.nodes_argv())
+        return parse_nodes(doc, allow_newer=self.allow_newer)[1]
 
-    def _fetch_jobs(self, nodes: Sequence[SlurmNode]) -> list[SlurmJob]:
+    def read_jobs(
+        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
+    ) -> list[SlurmJob]:
         """The waiting and running jobs: JSON only for those new or changed since the
         last observe that their listing text cannot describe (slurm/cli/listing.py,
         slurm/cli/jobs_from_text.py; this round's nodes tell the GPU type an untyped
@@ -73,11 +93,10 @@ class CliReads:
         (observe, resume()). On 22.05 the first observe reads every job's JSON, the
         finished ones too (-t all, once), which tells how those jobs ended."""
         fmt = self.cli_format
-        first = self.view is None
 
         def full() -> list[SlurmJob]:
             doc = self._json("observe", fmt.jobs_argv(finished_too=first))
-            return self._job_cache.parse(doc, allow_newer=self._allow_newer)[1]
+            return self.job_cache.parse(doc, allow_newer=self.allow_newer)[1]
 
         def some(ids: list[JobId]) -> list[SlurmJob]:
             return self._jobs_by_id("observe", ids)
@@ -92,9 +111,9 @@ class CliReads:
             literal_nulls=nulls,
         )  # fmt: skip
         # Only a managed job's end is read (22.05: by a full read); others just leave.
-        return self._listed.read(
+        return self.listed.read(
             listing, full, some_or_none, force_full=force_full, from_text=from_text,
-            watched=self._active,
+            watched=watched,
         )  # fmt: skip
 
     def _literal_nulls(self, listing: dict[JobId, Record]) -> dict[str, frozenset[str]]:
@@ -108,7 +127,7 @@ class CliReads:
         other JSON, as before: the two listings cost about what the JSON of a few
         hundred jobs does, 0.1 s each at 5,000 jobs.) A field whose command fails is
         left out (those jobs' JSON is read)."""
-        changed = self._listed.changed(listing)
+        changed = self.listed.changed(listing)
         out: dict[str, frozenset[str]] = {}
         for name, flag in LITERAL_NULL_FIELDS.items():
             if sum(prints_null(listing[j], name) for j in changed) < self.literal_null_filter_from:
@@ -121,18 +140,6 @@ class CliReads:
                 out[name] = frozenset(ids)
         return out
 
-    def resume(self, job_ids: Iterable[JobId]) -> None:
-        """The jobs a restarted daemon managed when it stopped (its saved state): the
-        first observe reads the final record of those no longer listed, so that jobs
-        that ended while the daemon was down are reported done with how they ended
-        (a job slurmctld has forgotten already just leaves, as before)."""
-        self._resumed = set(job_ids)
-
-    def _resumed_ended(self, listed: set[JobId]) -> list[JobId]:
-        """resume()'s jobs not listed now (observe forgets them once their records are
-        read, so that a failed read is made again by the next observe)."""
-        return sorted(j for j in self._resumed if j not in listed and j not in self._active)
-
     def between_rounds(self) -> None:
         """The safety net's full read (slurm_job_listing.FULL_READ_EVERY), made while
         the daemon waits for the next round instead of inside one: at 5,000 jobs it
@@ -140,16 +147,16 @@ class CliReads:
         every 10th round at 3-4 s. The next observe then reads only what changed since
         (Daemon.run calls this between rounds; without it observe reads every job
         itself when due). A failure is left to that observe, which reads every job
-        when its listing fails."""
-        if self.view is None or not self._listed.full_read_due():
+        when its listing fails. Called only once a round has been observed."""
+        if not self.listed.full_read_due():
             return
         fmt = self.cli_format
         listing = self._listing(fmt.node_sharing_field)
         if listing is None:
             return
         doc = self._json("observe", fmt.jobs_argv(finished_too=False))
-        _, everyone = self._job_cache.parse(doc, allow_newer=self._allow_newer)
-        self._listed.refreshed(listing, everyone)
+        _, everyone = self.job_cache.parse(doc, allow_newer=self.allow_newer)
+        self.listed.refreshed(listing, everyone)
 
     def _listing(self, node_sharing: str) -> dict[JobId, Record] | None:
         """Every waiting or running job's listing record; None (read every job's
@@ -165,12 +172,11 @@ class CliReads:
             )  # fmt: skip
         return listing
 
-    def _ended_jobs(self, ids: list[JobId]) -> list[SlurmJob]:
+    def read_ended(self, ids: list[JobId]) -> list[SlurmJob]:
         """The final records of managed jobs that left the waiting/running list since
         the last observe (one command, only in such a round), so that how they ended
-        is known. A job slurmctld forgot already is not returned (add_vanished)."""
-        fmt = self._format
-        if fmt is None or not fmt.filters_work:  # 22.05 listed finished jobs already
+        is known. A job slurmctld forgot already is not returned (view.add_vanished)."""
+        if not self.cli_format.filters_work:  # 22.05 listed finished jobs already
             return []
         return self._jobs_by_id("ended", ids)
 
@@ -183,7 +189,7 @@ class CliReads:
                 return []
             raise SlurmJsonError(f"{' '.join(res.argv)} failed: {res.stderr.strip()}")
         try:
-            _, jobs = parse_jobs(json.loads(res.stdout), allow_newer=self._allow_newer)
+            _, jobs = parse_jobs(json.loads(res.stdout), allow_newer=self.allow_newer)
         except json.JSONDecodeError as e:
             raise SlurmJsonError(f"{' '.join(res.argv)} printed no JSON ({e})") from None
         wanted = set(ids)

@@ -1,11 +1,11 @@
-"""SlurmRestCluster: the same backend through slurmrestd instead of the commands.
+"""RestTransport: SlurmBackend's primitives through slurmrestd instead of the commands.
 
-It shares SlurmCluster's round logic and the parsers (slurmrestd's /jobs and
-/nodes return the same documents as squeue/sinfo --json) and replaces only the
-primitives. The API version is the newest one both the server (its
-``/openapi/v3``) and this code know, and what it can do is read from the same
-document (slurm/rest/versions.py has the table, checked on 22.05, 24.11 and
-26.05). Where a version cannot do something the commands do:
+The round's logic is SlurmBackend's, and the parsers are the CLI's (slurmrestd's
+/jobs and /nodes return the same documents as squeue/sinfo --json); this holds
+only the primitives, and a CliTransport (`cli`) for the scontrol fallbacks below.
+The API version is the newest one both the server (its ``/openapi/v3``) and this
+code know, and what it can do is read from the same document (versions.py has the
+table, checked on 22.05, 24.11 and 26.05). Where a version cannot do something the commands do:
 
 * no node list on a job update (22.05's v0.0.38: "Disabled key:
   required_nodes"): the job is placed by partition, GRES and node count, and the
@@ -21,23 +21,27 @@ document (slurm/rest/versions.py has the table, checked on 22.05, 24.11 and
   hold or release (signal and requeue take many jobs per request from v0.0.40
   and v0.0.45).
 
-Transport, token and retry rules: slurm/rest/client.py, slurm/rest/auth.py.
+HTTP, token and retry rules: client.py, auth.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Collection, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from slurm_gavel.backends.slurm.admin_comment import CommentOrder
-from slurm_gavel.backends.slurm.backend import SlurmCluster
-from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, note_errors
+from slurm_gavel.backends.slurm.backend import SlurmBackend
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
+from slurm_gavel.backends.slurm.cli.transport import CliTransport
 from slurm_gavel.backends.slurm.fields import job_state
+from slurm_gavel.backends.slurm.from_json import parse_nodes
 from slurm_gavel.backends.slurm.giveback import GiveBack
-from slurm_gavel.backends.slurm.preemption import requeuehold_argv
+from slurm_gavel.backends.slurm.record_cache import JobRecordCache
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.rest.auth import DEFAULT_REREAD_S, TokenSource
 from slurm_gavel.backends.slurm.rest.client import (
@@ -47,74 +51,43 @@ from slurm_gavel.backends.slurm.rest.client import (
 )
 from slurm_gavel.backends.slurm.rest.versions import RestApi, api_from_spec
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
-from slurm_gavel.core.model import JobId
+from slurm_gavel.core.model import Job, JobId
 
-__all__ = ["RestClient", "SlurmRestCluster"]
+__all__ = ["RestClient", "RestTransport", "rest_backend"]
 
 _REQUEUE_FAILED = re.compile(r"JobId=(\d+)")
 STATE_QUERY_IDS = 100  # job ids per /jobs/state/ request (the URL stays short)
 
 
-class SlurmRestCluster(SlurmCluster):
-    """SlurmCluster whose observe/act go through slurmrestd (see the module notes)."""
+class RestTransport:
+    """Slurm through slurmrestd (see the module notes)."""
 
     def __init__(
         self,
-        address: str | Path | None = None,
+        rest: RestClient,
+        cli: CliTransport,
         *,
-        url: str | Path | None = None,
-        token: str | None = None,
-        token_file: Path | None = None,
-        token_reread_s: float = DEFAULT_REREAD_S,
-        user: str | None = None,
-        managed_partitions: Collection[str] | None = None,
-        env: Mapping[str, str] | None = None,
-        commands: SlurmCommands | None = None,
-        rest: RestClient | None = None,
         pin_nodes_with_cli: bool = True,
         cli_fallback: bool = True,
-        **kwargs: Any,
     ) -> None:
-        """address/url: a unix socket path (``unix:`` optional, rest_auth/local) or
-        http(s)://host:port (rest_auth/jwt: token_file, re-read every token_reread_s
-        and when refused, or a fixed token; and user). commands run the scontrol
-        fallbacks (node list, requeuehold)."""
-        super().__init__(
-            managed_partitions=managed_partitions, commands=commands or SlurmCommands(env), **kwargs
-        )
-        where = address if address is not None else url
-        if rest is None and where is None:
-            raise ValueError("SlurmRestCluster needs the slurmrestd address (socket or URL)")
-        if rest is None:
-            source = TokenSource(token_file, reread_s=token_reread_s) if token_file else None
-            c = self.commands  # the same timeout, retries and (daemon-watched) sleep
-            rest = RestClient(
-                str(where),
-                token=token,
-                token_source=source,
-                user=user,
-                timeout=c.timeout,
-                retries=c.retries,
-                backoff=c.backoff,
-                sleep=c.sleep,
-            )
+        """cli runs the scontrol fallbacks: the node list where the API cannot set it
+        (pin_nodes_with_cli), the AdminComment on v0.0.38 (also pin_nodes_with_cli),
+        requeuehold before v0.0.45 and PrivateData (cli_fallback), KillWait."""
         self.rest = rest
+        self.cli = cli
         self.pin_nodes_with_cli = pin_nodes_with_cli
         self.cli_fallback = cli_fallback
         self._api: RestApi | None = None
+        self._job_cache = JobRecordCache()  # unchanged records parsed once
 
-    def private_data(self) -> str | None:
-        """slurmrestd does not publish PrivateData: scontrol reads it, where the scontrol
-        fallbacks are allowed."""
-        if not self.cli_fallback:
-            raise NotImplementedError(
-                "slurmrestd does not publish Slurm's PrivateData and the scontrol fallback is off"
-            )
-        return super().private_data()
+    @property
+    def commands(self) -> SlurmCommands:
+        """The runner of the scontrol fallbacks."""
+        return self.cli.commands
 
     @property
     def commands_issued(self) -> int:
-        return self.rest.total + self.commands.total
+        return self.rest.total + self.cli.commands.total
 
     @property
     def api(self) -> RestApi:
@@ -124,7 +97,7 @@ class SlurmRestCluster(SlurmCluster):
             self._api = api_from_spec(spec, where=f"slurmrestd at {self.rest.address}")
         return self._api
 
-    def _call(
+    def call(
         self, kind: str, method: str, path: str, body: Any = None, **kw: Any
     ) -> dict[str, Any]:
         api = self.api
@@ -134,22 +107,43 @@ class SlurmRestCluster(SlurmCluster):
             self._api = None  # slurmrestd was upgraded: discover again next time
             raise
 
-    def _fetch_nodes(self) -> dict:
-        return self._call("observe", "GET", "/nodes")
+    # --- reads -----------------------------------------------------------------------
+
+    def read_nodes(self) -> list[SlurmNode]:
+        return parse_nodes(self.call("observe", "GET", "/nodes"))[1]
+
+    def read_jobs(
+        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
+    ) -> list[SlurmJob]:
+        """Every job's JSON, each round: slurmrestd has no cheap listing (the nodes,
+        which tell the listing's jobs their GPU types, are not needed). /jobs lists
+        the jobs that ended too, as long as slurmctld remembers them (MinJobAge)."""
+        return self._job_cache.parse(self.call("observe", "GET", "/jobs"))[1]
+
+    def read_ended(self, ids: list[JobId]) -> list[SlurmJob]:
+        """Nothing more: read_jobs listed every job slurmctld remembers."""
+        return []
 
     def between_rounds(self) -> None:
-        """Nothing: observe reads every job's JSON each round (no listing to check)."""
+        """Nothing: read_jobs reads every job's JSON each round (no listing to check)."""
 
-    def _fetch_jobs(self, nodes: Sequence[SlurmNode]) -> list[SlurmJob]:
-        # slurmrestd has no cheap listing: every job's JSON, each round (the nodes,
-        # which tell the listing's jobs their GPU types, are not needed)
-        doc = self._call("observe", "GET", "/jobs")
-        return self._job_cache.parse(doc, allow_newer=self._allow_newer)[1]
+    def private_data(self) -> str | None:
+        """slurmrestd does not publish PrivateData: scontrol reads it, where the scontrol
+        fallbacks are allowed."""
+        if not self.cli_fallback:
+            raise NotImplementedError(
+                "slurmrestd does not publish Slurm's PrivateData and the scontrol fallback is off"
+            )
+        return self.cli.private_data()
+
+    def kill_wait_s(self) -> float | None:
+        """slurmrestd does not publish KillWait: scontrol show config (a read)."""
+        return self.cli.kill_wait_s()
 
     def _update(
         self, kind: str, job_id: JobId, body: Mapping[str, Any], failed: dict[JobId, str]
     ) -> bool:
-        doc = self._call(kind, "POST", f"/job/{quote(job_id, safe='')}", body)
+        doc = self.call(kind, "POST", f"/job/{quote(job_id, safe='')}", body)
         err = first_error(doc)
         if err:
             failed[job_id] = f"slurmrestd: {err}"
@@ -176,11 +170,18 @@ class SlurmRestCluster(SlurmCluster):
             body["required_nodes"] = list(o.nodes)
         return body
 
-    def _place(self, orders: list[StartOrder], failed: dict[JobId, str]) -> None:
+    # --- acts ------------------------------------------------------------------------
+
+    def place(
+        self,
+        orders: list[StartOrder],
+        nodes: Mapping[str, SlurmNode],
+        failed: dict[JobId, str],
+    ) -> None:
         pin_with_cli = not self.api.node_list and self.pin_nodes_with_cli
         pinned: list[StartOrder] = []
         for o in orders:
-            if not self.api.node_list and not pin_with_cli and not self._type_only_partition(o):
+            if not self.api.node_list and not pin_with_cli and not _type_only(o, nodes):
                 failed[o.job_id] = (
                     f"partition {o.partition} mixes GPU types and slurmrestd's API "
                     f"{self.api.version} cannot set a node list (enable pin_nodes_with_cli)"
@@ -189,22 +190,13 @@ class SlurmRestCluster(SlurmCluster):
             if self._update("place", o.job_id, self._place_body(o), failed):
                 pinned.append(o)
         if pin_with_cli and pinned:
-            lines = "".join(
-                f"update JobId={o.job_id} NodeList={','.join(o.nodes)}\n" for o in pinned
-            )
-            res = self.commands.run("place-nodes", ["scontrol"], stdin=lines)
-            note_errors(res, [o.job_id for o in pinned], failed, check_rc=False)
+            self.cli.pin_nodes(pinned, failed)
 
-    def _type_only_partition(self, o: StartOrder) -> bool:
-        assert self.view is not None
-        types = {n.gpu_type for n in self.view.nodes.values() if o.partition in n.partitions}
-        return types == {o.gpu_type}
-
-    def _release(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+    def release(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         for j in ids:
             self._update("release", j, {"hold": False}, failed)
 
-    def _relabel(self, orders: list[GiveBack], failed: dict[JobId, str]) -> None:
+    def relabel(self, orders: list[GiveBack], failed: dict[JobId, str]) -> None:
         """A held job given back to Slurm (slurm/giveback.py): its comment, its GPUs."""
         for o in orders:
             body: dict[str, Any] = {"comment": o.comment}
@@ -214,43 +206,43 @@ class SlurmRestCluster(SlurmCluster):
                 )
             self._update("give_back", o.job_id, body, failed)
 
-    def _admin_comment(self, order: CommentOrder, failed: dict[JobId, str]) -> None:
+    def admin_comment(self, order: CommentOrder, failed: dict[JobId, str]) -> None:
         if self.api.legacy:  # v0.0.38 refuses the key ("Unknown key"): scontrol, if allowed
             if not self.pin_nodes_with_cli:
                 raise NotImplementedError(
                     f"slurmrestd's API {self.api.version} cannot set admin_comment "
                     "(enable pin_nodes_with_cli to let the daemon use scontrol)"
                 )
-            super()._admin_comment(order, failed)
+            self.cli.admin_comment(order, failed)
             return
         for j in order.job_ids:
             self._update("admin_comment", j, {"admin_comment": order.text}, failed)
 
-    def _hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+    def hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         for j in ids:
             self._update("hold", j, {"hold": True}, failed)
 
-    def _send_signal(self, ids: list[JobId], failed: dict[JobId, str]) -> set[JobId]:
+    def send_signal(self, ids: list[JobId], signal: str, failed: dict[JobId, str]) -> set[JobId]:
         if not ids:  # an empty job list in DELETE /jobs/ would select by filters alone
             return set()
-        sig = self.checkpoint_signal
+        sig = signal
         if self.api.batch_signal:
             body = {"signal": sig, "flags": ["BATCH_JOB"], "jobs": list(ids)}
-            return _note_rest_errors(self._call("signal", "DELETE", "/jobs/", body), ids, failed)
+            return _note_rest_errors(self.call("signal", "DELETE", "/jobs/", body), ids, failed)
         flags = "&flags=BATCH_JOB" if self.api.signal_batch_flag else ""
         bad: set[JobId] = set()
         for j in ids:
-            doc = self._call("signal", "DELETE", f"/job/{quote(j, safe='')}?signal={sig}{flags}")
+            doc = self.call("signal", "DELETE", f"/job/{quote(j, safe='')}?signal={sig}{flags}")
             bad |= _note_rest_errors(doc, [j], failed)
         return bad
 
-    def _states(self, ids: list[JobId]) -> dict[JobId, str]:
+    def states(self, ids: list[JobId]) -> dict[JobId, str]:
         """States of these jobs, polled during the grace period: only theirs where the
         version can (/jobs/state/, v0.0.40+), else the whole /jobs listing."""
         wanted = set(ids)
         if self.api.job_states:
             docs = [
-                self._call(
+                self.call(
                     "wait", "GET", "/jobs/state/?" + urlencode([("job_id", j) for j in chunk])
                 )
                 for chunk in (
@@ -259,7 +251,7 @@ class SlurmRestCluster(SlurmCluster):
             ]
             field = "state"
         else:
-            docs, field = [self._call("wait", "GET", "/jobs")], "job_state"
+            docs, field = [self.call("wait", "GET", "/jobs")], "job_state"
         out = {}
         for doc in docs:
             for raw in doc.get("jobs") or []:
@@ -271,11 +263,11 @@ class SlurmRestCluster(SlurmCluster):
                     out[job_id] = job_state(raw.get(field))[0]
         return out
 
-    def _requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+    def requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         if self.api.requeue and ids:
-            body = {"flags": ["Hold", "Incomplete"], "jobs": list(ids)}  # requeuehold_argv
+            body = {"flags": ["Hold", "Incomplete"], "jobs": list(ids)}  # cli/argv.py
             # Acts: never retried after a timeout (idempotent=False is the POST default).
-            _note_rest_errors(self._call("requeuehold", "POST", "/jobs/requeue", body), ids, failed)
+            _note_rest_errors(self.call("requeuehold", "POST", "/jobs/requeue", body), ids, failed)
             return
         if not self.cli_fallback:
             for j in ids:
@@ -284,8 +276,69 @@ class SlurmRestCluster(SlurmCluster):
                     "requeue (enable cli_fallback for scontrol requeuehold)"
                 )
             return
-        res = self.commands.run("requeuehold", requeuehold_argv(ids))
-        note_errors(res, ids, failed)
+        self.cli.requeuehold(ids, failed)
+
+    @contextlib.contextmanager
+    def tried_once(self) -> Iterator[None]:
+        saved = self.rest.retries, self.cli.commands.retries
+        self.rest.retries = self.cli.commands.retries = 0
+        try:
+            yield
+        finally:
+            self.rest.retries, self.cli.commands.retries = saved
+
+
+def _type_only(o: StartOrder, nodes: Mapping[str, SlurmNode]) -> bool:
+    """Whether the order's partition holds only GPUs of its type."""
+    types = {n.gpu_type for n in nodes.values() if o.partition in n.partitions}
+    return types == {o.gpu_type}
+
+
+def rest_backend(
+    address: str | Path | None = None,
+    *,
+    url: str | Path | None = None,
+    token: str | None = None,
+    token_file: Path | None = None,
+    token_reread_s: float = DEFAULT_REREAD_S,
+    user: str | None = None,
+    managed_partitions: Collection[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    commands: SlurmCommands | None = None,
+    rest: RestClient | None = None,
+    pin_nodes_with_cli: bool = True,
+    cli_fallback: bool = True,
+    clock: Callable[[], float] = time.time,
+    **options: Any,
+) -> SlurmBackend[RestTransport]:
+    """A SlurmBackend over slurmrestd. address/url: a unix socket path (``unix:``
+    optional, rest_auth/local) or http(s)://host:port (rest_auth/jwt: token_file,
+    re-read every token_reread_s and when refused, or a fixed token; and user).
+    commands run the scontrol fallbacks (node list, requeuehold). options:
+    SlurmBackend's."""
+    commands = commands or SlurmCommands(env)
+    where = address if address is not None else url
+    if rest is None and where is None:
+        raise ValueError("the slurmrestd backend needs the slurmrestd address (socket or URL)")
+    if rest is None:
+        source = TokenSource(token_file, reread_s=token_reread_s) if token_file else None
+        rest = RestClient(  # the same timeout, retries and (daemon-watched) sleep
+            str(where),
+            token=token,
+            token_source=source,
+            user=user,
+            timeout=commands.timeout,
+            retries=commands.retries,
+            backoff=commands.backoff,
+            sleep=commands.sleep,
+        )
+    transport = RestTransport(
+        rest,
+        CliTransport(commands),
+        pin_nodes_with_cli=pin_nodes_with_cli,
+        cli_fallback=cli_fallback,
+    )
+    return SlurmBackend(transport, managed_partitions=managed_partitions, clock=clock, **options)
 
 
 def _note_rest_errors(

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
 from slurm_gavel.backends.slurm.cli.commands import (
     CommandResult,
     SlurmActionTimedOut,
@@ -17,6 +16,7 @@ from slurm_gavel.backends.slurm.cli.commands import (
     errors_by_job,
 )
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parents[2] / "data"
@@ -165,11 +165,11 @@ def test_json_errors_from_an_unreachable_controller_are_retried_not_read_as_empt
     sinfo = (DATA / "22.05" / "sinfo.json").read_text()
     squeue = (DATA / "22.05" / "squeue.json").read_text()
     cmds = CannedCommands({"sinfo": [DOWN_NODES, sinfo], "squeue": [DOWN_JOBS, DOWN_JOBS, squeue]})
-    snap = SlurmCluster(commands=cmds).observe()
+    snap = cli_backend(commands=cmds).observe()
     assert len(snap.jobs) > 0 and cmds.sleeps == [1.0, 1.0, 2.0]
     cmds = CannedCommands({"sinfo": [sinfo], "squeue": [DOWN_JOBS]})
     with pytest.raises(SlurmUnreachable, match="Failed while looking for jobs"):
-        SlurmCluster(commands=cmds).observe()
+        cli_backend(commands=cmds).observe()
     assert cmds.counts["observe"] == 1 + 4
 
 
@@ -197,7 +197,7 @@ def test_a_job_whose_update_failed_is_never_released():
     scenario = SCENARIO
     held, ckpt, run1 = scenario["held"], scenario["ckpt"], scenario["run1"]
     cmds = ScriptedCommands({"place": f"Invalid partition name specified for job {held}\n"})
-    b = SlurmCluster(commands=cmds)
+    b = cli_backend(commands=cmds)
     b.observe()
     res = b.act(
         RoundPlacement(
@@ -223,7 +223,7 @@ def test_nothing_is_released_when_the_place_error_names_no_job():
     scenario = SCENARIO
     held = scenario["held"]
     cmds = ScriptedCommands({"place": "scontrol: error: something unexpected\n"})
-    b = SlurmCluster(commands=cmds)
+    b = cli_backend(commands=cmds)
     b.observe()
     res = b.act(
         RoundPlacement(0, 0, 60, {held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),))})
@@ -237,7 +237,7 @@ def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
     would end FAILED: seen in CI as "Job credential revoked")."""
     scenario = SCENARIO
     held, ckpt = scenario["held"], scenario["ckpt"]
-    b = SlurmCluster(commands=ScriptedCommands({}))
+    b = cli_backend(commands=ScriptedCommands({}))
     b.observe()
     requeued = b.view.managed[ckpt]
     assert requeued.restarts == 1 and b.view.managed[held].restarts == 0
@@ -245,7 +245,7 @@ def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
     monkeypatch.setattr("slurm_gavel.backends.slurm.preemption.time.sleep", sleeps.append)
 
     def start(job: str, now: float) -> None:
-        b.clock = lambda: now
+        b.clock = b.preemption.clock = lambda: now
         res = b.act(
             RoundPlacement(0, 0, 60, {job: JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))})
         )
@@ -323,7 +323,7 @@ class Cli2411(SlurmCommands):
 def test_a_job_that_ended_is_asked_for_by_id_once_and_reported_with_its_outcome():
     s = NEWER_SCENARIO
     cli = Cli2411()
-    b = SlurmCluster(commands=cli)
+    b = cli_backend(commands=cli)
     # round 1: the cancelled job (CANCELLED in the capture) is still waiting
     cli.active = {s["held"], s["run1"], s["cancelled"]}
     cli.all_jobs["jobs"] = [
@@ -356,7 +356,7 @@ def test_the_first_observe_reports_jobs_that_ended_while_the_daemon_was_down():
     s = NEWER_SCENARIO
     cli = Cli2411()
     cli.active, cli.finished = {s["held"]}, {s["cancelled"], s["ok"]}
-    snap = SlurmCluster(commands=cli).observe()
+    snap = cli_backend(commands=cli).observe()
     states = {j.job.id: j.state for j in snap.jobs}  # ok is not managed: not there
     assert states == {s["held"]: JobState.PENDING, s["cancelled"]: JobState.DONE}
 
@@ -364,7 +364,7 @@ def test_the_first_observe_reports_jobs_that_ended_while_the_daemon_was_down():
 def test_a_job_slurmctld_forgot_is_reported_done_with_the_min_job_age_warning():
     s = NEWER_SCENARIO
     cli = Cli2411()
-    b = SlurmCluster(commands=cli)
+    b = cli_backend(commands=cli)
     cli.active = {s["held"], s["run1"]}
     b.observe()
     cli.active = {s["held"]}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.jobs_from_text import job_from_listing, node_gpu_types
 from slurm_gavel.backends.slurm.cli.listing import (
     LISTING_FIELDS,
@@ -25,7 +25,8 @@ from slurm_gavel.backends.slurm.cli.listing import (
     new_token,
     parse_listing,
 )
-from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.from_json import parse_jobs
 from slurm_gavel.backends.slurm.record_cache import FIELDS
 from slurm_gavel.backends.slurm.records import GpuSlice, SlurmJob
 from slurm_gavel.core.managed import is_managed_comment
@@ -62,15 +63,15 @@ class Read:
     jobs: dict[str, SlurmJob]
 
 
-def read(b: SlurmCluster, wanted: set[str]) -> Read:
+def read(b: SlurmBackend, wanted: set[str]) -> Read:
     """The listing and every listed job's JSON, taken until every wanted job's record is
     the same before and after the JSON (backfill may move a pending job meanwhile)."""
     for _ in range(20):
         token = new_token()
-        argv, env = listing_command(token, b.cli_format.node_sharing_field)
-        text = b.commands.run("list", argv, env=env).stdout
-        doc = b._json("observe", b.cli_format.jobs_argv())
-        again = b.commands.run("list", argv, env=env).stdout
+        argv, env = listing_command(token, b.transport.cli_format.node_sharing_field)
+        text = b.transport.commands.run("list", argv, env=env).stdout
+        doc = b.transport.reader._json("observe", b.transport.cli_format.jobs_argv())
+        again = b.transport.commands.run("list", argv, env=env).stdout
         first, second = parse_listing(text, token), parse_listing(again, token)
         assert first is not None and second is not None
         stable = {j: r for j, r in first.items() if second.get(j) == r}
@@ -135,7 +136,7 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         for job in (run1, run2, multi, untyped, ckpt, requeued, rerun):
             slurm.wait_state(job, "RUNNING")
         slurm.wait_state(done, "COMPLETED", "GONE")
-        b = SlurmCluster(env=slurm.env)
+        b = cli_backend(env=slurm.env)
         everyone = {held, later, starts, run1, run2, multi, untyped, ckpt, requeued,
                     cancelled, plain, null_account, *hostile.values(), *to.values(),
                     *start.values(), rerun}  # fmt: skip
@@ -179,9 +180,9 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
 
         second = read(b, everyone - {cancelled} | {new, named})
         capture(slurm, "round2", second)
-        types = node_gpu_types(parse_nodes(b._fetch_nodes())[1])
+        types = node_gpu_types(b.transport.read_nodes())
         assert types["v100-1"] == "v100"
-        sharing = b.cli_format.node_sharing_field
+        sharing = b.transport.cli_format.node_sharing_field
         assert sharing == ("Exclusive" if slurm.release == "26.05" else "OverSubscribe")
         built = {}
         for job_id, record in second.records.items():
@@ -261,7 +262,7 @@ def test_with_accounting_a_new_job_of_a_known_user_is_built_from_its_text(slurm_
 
     try:
         first = submit()
-        b = SlurmCluster(env=slurm.env)
+        b = cli_backend(env=slurm.env)
         before = read(b, {first})
         users = {j.user_id: j.user for j in before.jobs.values() if j.user_id is not None}
         second = submit()

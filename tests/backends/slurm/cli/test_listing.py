@@ -141,7 +141,7 @@ def test_only_new_and_changed_jobs_are_read_after_the_first_round():
     s.jobs["3"] = replace(s.jobs["3"], comment="gavel:type=ResNet-50")  # scontrol update
     s.jobs["5"] = replace(s.jobs["5"], state="RUNNING")
     s.jobs["11"] = job("11")  # submitted
-    del s.jobs["7"]  # ended: gone from the listing (SlurmCluster reads how it ended)
+    del s.jobs["7"]  # ended: gone from the listing (SlurmBackend reads how it ended)
     got = rounds(inc, s)
     assert s.asked == [["3", "5", "11"]] and s.full_reads == 0 and inc.last_json_jobs == 3
     assert got == list(s.jobs.values())  # the new records, the others as cached
@@ -232,7 +232,7 @@ def test_without_filtering_by_id_a_round_the_text_describes_reads_no_json():
 
 
 def test_a_full_read_between_rounds_stands_for_the_rounds_own():
-    """SlurmCluster.between_rounds makes the safety net's full read while the daemon
+    """SlurmBackend.between_rounds makes the safety net's full read while the daemon
     waits: the next read() then reads only what changed since, and a job that changed
     between that listing and its JSON is read again."""
     s, inc = Slurm(10), IncrementalJobs(full_every=3)

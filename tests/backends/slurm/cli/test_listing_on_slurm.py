@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
+from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.listing import IncrementalJobs
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 pytestmark = pytest.mark.slurm
@@ -19,13 +20,15 @@ pytestmark = pytest.mark.slurm
 MANAGED = ("--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null", "--wrap", "sleep 300")
 
 
-def same_as_a_full_read(b: SlurmCluster, slurm) -> None:
+def same_as_a_full_read(b: SlurmBackend, slurm) -> None:
     """The incremental view's waiting and running managed jobs are those a backend
     that reads every job's JSON sees, record for record."""
-    fresh = SlurmCluster(env=slurm.env)
-    fresh._listed = IncrementalJobs(full_every=1)  # every observe reads every job's JSON
+    fresh = cli_backend(env=slurm.env)
+    fresh.transport.reader.listed = IncrementalJobs(
+        full_every=1
+    )  # every observe reads every job's JSON
     fresh.observe()
-    assert fresh._listed.last_read == "full"
+    assert fresh.transport.reader.listed.last_read == "full"
     assert b.view is not None and fresh.view is not None
     mine = {j.job.id for j in b.view.snapshot.jobs if j.state is not JobState.DONE}
     theirs = {j.job.id for j in fresh.view.snapshot.jobs if j.state is not JobState.DONE}
@@ -46,13 +49,13 @@ def update(slurm, job: str, change: str) -> None:
         time.sleep(0.5)
 
 
-def observe(b: SlurmCluster, *, json: int, text: int, gone: bool = False) -> dict[str, object]:
+def observe(b: SlurmBackend, *, json: int, text: int, gone: bool = False) -> dict[str, object]:
     """A round's observe; how many changed jobs it built from their text and how many
     it read as JSON: by id where squeue --json filters (23.02+); on 22.05 every job's,
     in a round where some changed job needs its JSON or a job left the listing."""
     snap = b.observe()
-    inc = b._listed
-    if b.cli_format.filters_work:
+    inc = b.transport.reader.listed
+    if b.transport.cli_format.filters_work:
         read = "changed" if json else "none"
         assert (inc.last_read, inc.last_json_jobs, inc.last_text_jobs) == (read, json, text)
     elif json or gone:
@@ -67,12 +70,12 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
     try:
         jobs = [slurm.sbatch(*MANAGED) for _ in range(12)]  # 5 changed: under half
         plain = slurm.sbatch("-p", "gpu", "--hold", "-o", "/dev/null", "--wrap", "sleep 300")
-        b = SlurmCluster(env=slurm.env, grace_s=2.0, poll_s=0.2)
+        b = cli_backend(env=slurm.env, grace_s=2.0, poll_s=0.2)
         b.observe()
         # the first observe reads every job's JSON here: this cluster has no accounting,
         # so new jobs' account and QOS print "(null)", which the text cannot say (the
         # next test has jobs that name theirs)
-        assert b._listed.last_read == "full"
+        assert b.transport.reader.listed.last_read == "full"
         observe(b, json=0, text=0)  # nothing changed: no job's JSON at all
         # waiting jobs whose change the listing says in full: no JSON, on 22.05 too
         update(slurm, jobs[5], "Comment=gavel:type=A3C,scale=2")
@@ -139,19 +142,19 @@ def test_only_a_managed_job_that_ends_has_its_end_read(slurm):
     try:
         mine = slurm.sbatch(*MANAGED)
         theirs = slurm.sbatch("-p", "gpu", "--hold", "-o", "/dev/null", "--wrap", "sleep 300")
-        b = SlurmCluster(env=slurm.env)
+        b = cli_backend(env=slurm.env)
         b.observe()
         slurm.cmd("scancel", theirs)
         slurm.wait_state(theirs, "CANCELLED", "GONE")
         seen = observe(b, json=0, text=0)  # 22.05 too: no full read for it
         assert theirs not in seen
-        ended_before = b.commands.counts["ended"]
+        ended_before = b.transport.commands.counts["ended"]
         slurm.cmd("scancel", mine)
         slurm.wait_state(mine, "CANCELLED", "GONE")
         seen = observe(b, json=0, text=0, gone=True)
         assert seen[mine].state is JobState.DONE
-        if b.cli_format.filters_work:
-            assert b.commands.counts["ended"] == ended_before + 1
+        if b.transport.cli_format.filters_work:
+            assert b.transport.commands.counts["ended"] == ended_before + 1
     finally:
         slurm.cancel_all()
 
@@ -188,33 +191,35 @@ def test_the_first_observe_reads_one_record_per_user_and_the_ends_it_resumes(slu
         slurm.cmd("scancel", ended, gone_unmanaged)
         for j in (ended, gone_unmanaged):
             slurm.wait_state(j, "CANCELLED", "GONE")
-        b = SlurmCluster(env=slurm.env)
-        b.literal_null_filter_from = 1  # (500 by default: the first round at scale)
+        b = cli_backend(env=slurm.env)
+        b.transport.reader.literal_null_filter_from = (
+            1  # (500 by default: the first round at scale)
+        )
         b.resume([*jobs, ended])
         seen = {j.job.id: j for j in b.observe().jobs}
         assert seen[ended].state is JobState.DONE and not seen[ended].succeeded
         assert {j for j in jobs} <= set(seen) and all(
             seen[j].state is JobState.PENDING for j in jobs
         )
-        first = b._listed
-        if b.cli_format.filters_work:
+        first = b.transport.reader.listed
+        if b.transport.cli_format.filters_work:
             read = (first.last_read, first.last_json_jobs, first.last_text_jobs)
             assert read == ("changed", 1, 6 + len(nulls) + len(others))
-            assert b.commands.counts["list"] == 1 + 2  # the listing, -A and -q '(null)'
+            assert b.transport.commands.counts["list"] == 1 + 2  # the listing, -A and -q '(null)'
             managed = b.view.managed if b.view is not None else {}
             assert [managed[j].account for j in nulls] == ["", "", "(null)"]
-            assert b.commands.counts["ended"] == 1 and gone_unmanaged not in seen
+            assert b.transport.commands.counts["ended"] == 1 and gone_unmanaged not in seen
         else:
             assert first.last_read == "full"
         assert not set(others) & set(seen)
         same_as_a_full_read(b, slurm)
         # read once: the next observe neither reports it again nor asks for it
         again = {j.job.id: j for j in b.observe().jobs}
-        assert ended not in again and b.commands.counts["ended"] <= 1
+        assert ended not in again and b.transport.commands.counts["ended"] <= 1
         # without resume(), 24.11+ do not see the job that ended (its account is
         # dropped, as for a job slurmctld has forgotten): the daemon always resumes
-        plain = SlurmCluster(env=slurm.env)
-        if plain.cli_format.filters_work:
+        plain = cli_backend(env=slurm.env)
+        if plain.transport.cli_format.filters_work:
             assert ended not in {j.job.id for j in plain.observe().jobs}
     finally:
         slurm.cancel_all()
@@ -236,10 +241,12 @@ def test_the_admins_squeue_settings_change_nothing_the_daemon_reads(slurm, monke
         "SINFO_FORMAT": "%N",
     }.items():
         monkeypatch.setenv(name, value)
-    b = SlurmCluster(env=slurm.env)
+    b = cli_backend(env=slurm.env)
     b.observe()
     b.observe()  # the second observe reads the listing (the first may read JSON)
-    assert b._listed.last_read in ("none", "changed"), b._listed.last_read
+    assert b.transport.reader.listed.last_read in ("none", "changed"), (
+        b.transport.reader.listed.last_read
+    )
     assert b.view is not None and set(jobs) <= set(b.view.managed)
     for name in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2", "SQUEUE_USERS", "SQUEUE_STATES"):
         monkeypatch.delenv(name)

@@ -13,7 +13,7 @@ from slurm_gavel.backends.slurm.rest.auth import (
     check_token_transport,
     read_token_file,
 )
-from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.errors import InputError
 
 
@@ -29,7 +29,7 @@ from slurm_gavel.errors import InputError
 def test_a_token_over_plain_http_to_another_host_is_refused(url):
     """Before: accepted; the operator's JWT went over the network in clear text."""
     with pytest.raises(InputError, match="refusing to send the slurmrestd token over plain http"):
-        SlurmRestCluster(url=url, token="a.b.c")
+        rest_backend(url=url, token="a.b.c")
 
 
 @pytest.mark.parametrize(
@@ -39,11 +39,11 @@ def test_a_token_over_plain_http_to_another_host_is_refused(url):
 )  # fmt: skip
 def test_a_token_may_go_over_https_unix_sockets_and_loopback(url):
     check_token_transport(url)
-    SlurmRestCluster(url=url, token="a.b.c")
+    rest_backend(url=url, token="a.b.c")
 
 
 def test_plain_http_without_a_token_is_left_alone():
-    SlurmRestCluster(url="http://ctl:6820")  # no credential to leak
+    rest_backend(url="http://ctl:6820")  # no credential to leak
 
 
 def token_file(tmp_path: Path, text: str = "aaa.bbb.ccc\n", mode: int = 0o600) -> Path:
@@ -64,7 +64,7 @@ def test_a_token_file_others_can_read_or_change_is_refused_naming_the_fix(tmp_pa
     """Before: read whatever its mode."""
     path = token_file(tmp_path, mode=mode)
     with pytest.raises(TokenFileError) as e:
-        SlurmRestCluster(url="https://ctl:6820", token_file=path)
+        rest_backend(url="https://ctl:6820", token_file=path)
     msg = str(e.value)
     assert str(path) in msg and f"mode {mode:04o}" in msg and f"chmod 600 {path}" in msg
 

@@ -13,7 +13,7 @@ from rest_replay import load, replay
 from slurm_gavel.backends.slurm.cli.commands import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.rest.auth import SlurmRestAuthError, TokenSource
 from slurm_gavel.backends.slurm.rest.client import RestClient
-from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster, _note_rest_errors
+from slurm_gavel.backends.slurm.rest.transport import _note_rest_errors, rest_backend
 
 OK = (200, {"meta": {}, "errors": [], "warnings": []})
 
@@ -169,10 +169,10 @@ def test_signal_of_a_batch_goes_in_one_request_and_never_with_an_empty_list(tmp_
 
     sock = tmp_path / "rest.sock"
     with replay(sock, route) as seen:
-        b = SlurmRestCluster(sock)
+        b = rest_backend(sock)
         failed: dict[str, str] = {}
-        assert b._send_signal([], failed) == set()
-        assert b._send_signal(["5", "6"], failed) == set() and not failed
+        assert b.transport.send_signal([], "USR1", failed) == set()
+        assert b.transport.send_signal(["5", "6"], "USR1", failed) == set() and not failed
     assert [(r.method, r.path, r.body) for r in seen[1:]] == [
         (
             "DELETE",
@@ -223,7 +223,7 @@ def test_a_requeued_job_still_cleaning_up_reads_as_completing(
 
     sock = tmp_path / "rest.sock"
     with replay(sock, route) as seen:
-        assert SlurmRestCluster(sock)._states([job, "99999"]) == {job: "COMPLETING"}
+        assert rest_backend(sock).transport.states([job, "99999"]) == {job: "COMPLETING"}
     want = f"/jobs/state/?job_id={job}&job_id=99999" if states_path else "/jobs"
     assert seen[-1].path.endswith(want)
 

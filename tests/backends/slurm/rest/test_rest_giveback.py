@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slurm
 @pytest.mark.hostile(guards="stranded")
 def test_rest_gives_a_held_job_back_with_its_reason_and_gpus(slurm):
     sock = rest_up(slurm.run_dir)
-    b = SlurmRestCluster(sock, env=slurm.env, poll_s=0.2, grace_s=10.0)
+    b = rest_backend(sock, env=slurm.env, poll_s=0.2, grace_s=10.0)
     job = slurm.sbatch(
         "--comment=gavel:type=A3C", "-p", "gpu", "--gres=gpu:2", "--begin=now+3600",
         "-o", "/dev/null", "--wrap", "true",

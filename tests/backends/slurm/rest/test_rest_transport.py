@@ -1,6 +1,6 @@
-"""SlurmRestCluster through slurmrestd (unix socket, rest_auth/local) on the real
+"""SlurmBackend through slurmrestd (unix socket, rest_auth/local) on the real
 local cluster of each Slurm release (22.05, 24.11, 26.05): the same behaviour as
-SlurmCluster, through the REST API where the release's API version allows it
+SlurmBackend, through the REST API where the release's API version allows it
 (node list from v0.0.40, requeue from v0.0.45) and scontrol where it does not."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.backend import SlurmCluster
-from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.backends.slurm.rest.versions import choose_version, offered_versions
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel_dev.localcluster_rest import rest_up
@@ -24,7 +24,7 @@ JOB = str(Path(__file__).parents[2] / "jobs" / "checkpoint_job.sh")
 @pytest.fixture
 def rest(slurm):
     sock = rest_up(slurm.run_dir)
-    return lambda **kw: SlurmRestCluster(sock, env=slurm.env, poll_s=0.2, **{"grace_s": 10.0, **kw})
+    return lambda **kw: rest_backend(sock, env=slurm.env, poll_s=0.2, **{"grace_s": 10.0, **kw})
 
 
 def placement(i: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]) -> RoundPlacement:
@@ -56,7 +56,7 @@ def test_rest_observe_matches_cli(slurm, rest, tmp_path):
     other = slurm.sbatch("-p", "k80", "--gres=gpu:k80:2", "-o", "/dev/null", "--wrap", "sleep 60")
     slurm.wait_state(other, "RUNNING")
     a = rest().observe()
-    b = SlurmCluster(env=slurm.env).observe()
+    b = cli_backend(env=slurm.env).observe()
     assert a.nodes == b.nodes
     # Finished jobs of earlier tests: slurmrestd's /jobs lists them until MinJobAge,
     # squeue -t (24.11+) does not; both backends agree on every job not done.
@@ -78,11 +78,11 @@ NEWEST = {"22.05": "v0.0.38", "24.11": "v0.0.42", "26.05": "v0.0.45"}
 def test_rest_speaks_the_newest_version_the_server_offers(slurm, rest):
     """Before: /slurm/v0.0.38 on every release; 24.11 and 26.05 answer HTTP 404."""
     b = rest()
-    spec = b.rest.request("discover", "GET", "/openapi/v3")
-    assert b.api.version == choose_version(offered_versions(spec))
-    assert b.api.version == NEWEST.get(slurm.release, b.api.version)
-    assert b.api.node_list == (b.api.version != "v0.0.38")
-    assert b.api.requeue == (b.api.version >= "v0.0.45")
+    spec = b.transport.rest.request("discover", "GET", "/openapi/v3")
+    assert b.transport.api.version == choose_version(offered_versions(spec))
+    assert b.transport.api.version == NEWEST.get(slurm.release, b.transport.api.version)
+    assert b.transport.api.node_list == (b.transport.api.version != "v0.0.38")
+    assert b.transport.api.requeue == (b.transport.api.version >= "v0.0.45")
 
 
 def test_rest_start_preempt_resume(slurm, rest, tmp_path):
@@ -94,12 +94,12 @@ def test_rest_start_preempt_resume(slurm, rest, tmp_path):
     slurm.wait_state(job, "RUNNING")
     assert slurm.show(job)["NodeList"] == "v100-2"
     # The node list goes through the REST API where the version can set one.
-    assert b.commands.counts["place-nodes"] == (0 if b.api.node_list else 1)
+    assert b.transport.commands.counts["place-nodes"] == (0 if b.transport.api.node_list else 1)
     time.sleep(0.8)
     b.observe()
     res = b.act(placement(1, {}))
     assert res.preempted == (job,) and not res.failed
-    assert b.commands.counts["requeuehold"] == 0
+    assert b.transport.commands.counts["requeuehold"] == 0
     slurm.wait_state(job, "SPECIAL_EXIT", "PENDING")  # exit 99 (the act did not wait)
     obs = {j.job.id: j for j in b.observe().jobs}[job]
     assert obs.state is JobState.HELD and obs.restarts == 1
@@ -112,8 +112,8 @@ def test_rest_start_preempt_resume(slurm, rest, tmp_path):
     while "start restart=1" not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.1)  # RUNNING comes before the script's first line
     assert "start restart=1" in log.read_text()
-    assert b.rest.counts["signal"] == 1 and b.rest.counts["release"] == 2
-    assert b.commands.total == (0 if b.api.node_list else 2)
+    assert b.transport.rest.counts["signal"] == 1 and b.transport.rest.counts["release"] == 2
+    assert b.transport.commands.total == (0 if b.transport.api.node_list else 2)
 
 
 def test_rest_signal_reaches_the_batch_shell_only_where_the_version_can_say_so(
@@ -142,11 +142,11 @@ def test_rest_signal_reaches_the_batch_shell_only_where_the_version_can_say_so(
         time.sleep(0.2)
     assert "ready" in out.read_text(), slurm.why(job)
     failed: dict[str, str] = {}
-    assert b._send_signal([job], failed) == set() and not failed
+    assert b.transport.send_signal([job], "USR1", failed) == set() and not failed
     time.sleep(2)
     got = out.read_text().split()
     assert "batch" in got
-    assert ("step" in got) == (not b.api.signal_batch_flag), got
+    assert ("step" in got) == (not b.transport.api.signal_batch_flag), got
 
 
 def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
@@ -154,12 +154,12 @@ def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
     b = rest(pin_nodes_with_cli=False)
     b.observe()
     res = b.act(placement(0, {job: ("k80", [("k80-2", 1)])}))
-    if b.api.node_list:
+    if b.transport.api.node_list:
         # 24.11+: the node list goes in the REST update; no scontrol needed at all.
         assert res.started == (job,), res
         slurm.wait_state(job, "RUNNING")
         assert slurm.show(job)["NodeList"] == "k80-2"
-        assert b.commands.total == 0
+        assert b.transport.commands.total == 0
         return
     # 22.05: its partition "gpu" mixes types: refused, since the type could not be enforced.
     assert "mixes GPU types" in dict(res.failed)[job]
@@ -171,7 +171,7 @@ def test_rest_without_cli_places_by_type_partition_only(slurm, rest, tmp_path):
     assert res.started == (job,), res
     slurm.wait_state(job, "RUNNING")
     assert slurm.show(job)["NodeList"].startswith("k80-")  # Slurm picked the k80 node
-    assert b.commands.total == 0  # no command-line tool was used
+    assert b.transport.commands.total == 0  # no command-line tool was used
 
 
 def test_rest_requeuehold_and_unmanaged_untouched(slurm, rest, tmp_path):
@@ -191,8 +191,8 @@ def test_rest_requeuehold_and_unmanaged_untouched(slurm, rest, tmp_path):
     res = b.act(placement(2, {}))
     assert res.preempted == (job,) and not res.failed, res
     # v0.0.45 (26.05) requeues through the API, older versions with scontrol.
-    assert b.commands.counts["requeuehold"] == (0 if b.api.requeue else 1)
-    assert b.rest.counts["requeuehold"] == (1 if b.api.requeue else 0)
+    assert b.transport.commands.counts["requeuehold"] == (0 if b.transport.api.requeue else 1)
+    assert b.transport.rest.counts["requeuehold"] == (1 if b.transport.api.requeue else 0)
     slurm.wait_state(job, "PENDING")
     obs = {j.job.id: j for j in b.observe().jobs}[job]
     assert obs.state is JobState.HELD and obs.restarts == 1
@@ -206,13 +206,13 @@ def test_rest_requeuehold_and_unmanaged_untouched(slurm, rest, tmp_path):
     time.sleep(1.0)  # its grace is over: the next act requeue-holds it
     b_off.observe()
     res = b_off.act(placement(4, {}))
-    if b_off.api.requeue:
+    if b_off.transport.api.requeue:
         assert res.preempted == (job,) and not res.failed, res
         slurm.wait_state(job, "PENDING")
     else:
         assert "cannot requeue" in dict(res.failed)[job]
         assert slurm.state(job) == "RUNNING"  # left running, reported; never cancelled
-    assert b_off.commands.counts["requeuehold"] == 0
+    assert b_off.transport.commands.counts["requeuehold"] == 0
 
 
 @pytest.mark.hostile(inputs=1)  # HOSTILE: a comment that is not UTF-8, through slurmrestd

@@ -1,13 +1,13 @@
 """slurmrestd API version discovery and abilities, from /openapi/v3 excerpts
 captured on the real 22.05, 24.11 and 26.05 slurmrestd (spec_excerpt keeps what
-api_from_spec reads), and SlurmRestCluster choosing its paths from them."""
+api_from_spec reads), and SlurmBackend choosing its paths from them."""
 
 from __future__ import annotations
 
 import pytest
 from rest_replay import load, replay
 
-from slurm_gavel.backends.slurm.rest.transport import SlurmRestCluster
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.backends.slurm.rest.versions import (
     KNOWN_VERSIONS,
     RestApi,
@@ -109,9 +109,9 @@ def test_cluster_asks_for_the_discovered_version(tmp_path, release):
 
     sock = tmp_path / "rest.sock"
     with replay(sock, route) as seen:
-        b = SlurmRestCluster(sock)
-        assert b.api.version == version
-        assert b._call("observe", "GET", "/jobs")["jobs"] == []
+        b = rest_backend(sock)
+        assert b.transport.api.version == version
+        assert b.transport.call("observe", "GET", "/jobs")["jobs"] == []
     assert [r.path for r in seen] == ["/openapi/v3", f"/slurm/{version}/jobs"]
 
 
@@ -131,9 +131,9 @@ def test_a_version_gone_after_an_upgrade_is_discovered_again(tmp_path):
 
     sock = tmp_path / "rest.sock"
     with replay(sock, route):
-        b = SlurmRestCluster(sock)
-        assert b.api.version == "v0.0.42"
+        b = rest_backend(sock)
+        assert b.transport.api.version == "v0.0.42"
         served["spec"] = specs[1]  # slurmrestd upgraded to 26.05 under the daemon
         with pytest.raises(SlurmRestEndpointGone, match="HTTP 404"):
-            b._call("observe", "GET", "/jobs")
-        assert b.api.version == "v0.0.45"
+            b.transport.call("observe", "GET", "/jobs")
+        assert b.transport.api.version == "v0.0.45"

@@ -9,15 +9,11 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.cli.commands import CommandResult
-from slurm_gavel.backends.slurm.releases import (
-    ACTIVE_JOB_STATES,
-    SlurmReleaseError,
-    detect_cli,
-    parse_release,
-)
-from slurm_gavel.backends.slurm.view import RUNNING_STATES, WAITING_STATES
+from slurm_gavel.backends.slurm.cli.json_format import detect_cli
+from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES, RUNNING_STATES, WAITING_STATES
+from slurm_gavel.backends.slurm.releases import SlurmReleaseError, parse_release
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = Path(__file__).parents[2] / "data"
 # what 22.05's squeue said to --json=list (checked on the host's 22.05.8)
 NO_JSON_ARG = "squeue: option '--json' doesn't allow an argument\n"
 

@@ -1,4 +1,4 @@
-"""squeue's data_parser flag +complex (24.11+), which SlurmCluster asks for because
+"""squeue's data_parser flag +complex (24.11+), which SlurmBackend asks for because
 it halves the JSON of a round (slurm_release.COMPLEX_VALUES_SINCE): the jobs must read
 exactly as from the default shape. Captures from the real daemons, taken back to back
 by `capture.sh local` on tools/local-cluster --slurm 24.11 / 26.05
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from slurm_gavel.backends.slurm.cli.json_format import COMPLEX_VALUES_SINCE, CliFormat
 from slurm_gavel.backends.slurm.fields import INFINITE, number
 from slurm_gavel.backends.slurm.from_json import parse_jobs
-from slurm_gavel.backends.slurm.releases import COMPLEX_VALUES_SINCE, CliFormat, SlurmVersion
+from slurm_gavel.backends.slurm.releases import SlurmVersion
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = Path(__file__).parents[2] / "data"
 NEWER = ("24.11", "26.05")
 PARSER = {"24.11": "v0.0.42", "26.05": "v0.0.45"}
 
