@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TextIO
 
+from slurm_gavel.core.backend_hooks import BackendHooks
 from slurm_gavel.core.cluster_model import (
     ClusterBackend,
     ClusterSnapshot,
@@ -48,7 +49,9 @@ from slurm_gavel.core.scheduler import account_last_round, run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import ThroughputTable, load_table
 from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.daemon.dry_run import format_plan
 from slurm_gavel.daemon.events import RoundEvents
+from slurm_gavel.daemon.inflight import Inflight
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.loop import DaemonLoop
 from slurm_gavel.daemon.metrics import DaemonMetrics
@@ -58,14 +61,8 @@ from slurm_gavel.daemon.reload import reload_daemon, scheduler_config
 from slurm_gavel.daemon.round_failures import round_failed, save_failed
 from slurm_gavel.daemon.state_doc import state_document
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
+from slurm_gavel.daemon.status_rows import jobs_view
 from slurm_gavel.daemon.tap import DaemonTap
-from slurm_gavel.daemon.views import (
-    Inflight,
-    checkpoint_waits,
-    commands_issued,
-    format_plan,
-    jobs_view,
-)
 from slurm_gavel.policies import get_policy
 
 log = logging.getLogger("slurm_gavel.daemon")
@@ -91,10 +88,14 @@ class Daemon(DaemonLoop):
         """retried_unreachable: True (once) when the backend had to wait for an
         unreachable slurmctld since the last call (run.py wires it to the retry sleep
         of SlurmCommands), so outages the backend rode out still make the daemon settle.
+
+        The backend's optional hooks are checked here, once (core/backend_hooks.py):
+        BackendHookError when one has the wrong shape.
         """
         self.config = config
         self.retried_unreachable = retried_unreachable
         self.backend = backend
+        self.hooks = BackendHooks.of(backend)
         self.store = store or StateStore(config.state_dir)
         self.metrics = metrics or DaemonMetrics()
         self.table = table if table is not None else load_table(config.throughput_table)
@@ -107,7 +108,7 @@ class Daemon(DaemonLoop):
             ProgressTracker(config.progress_dir, table=self.table) if config.progress_dir else None
         )
         self.tap = DaemonTap(self)
-        self.publisher = Publisher(self.store, backend)  # status.json, AdminComment
+        self.publisher = Publisher(self.store, self.hooks)  # status.json, AdminComment
         self.stop_event = threading.Event()
         self.reload_requested = threading.Event()  # SIGHUP: read the config between rounds
         self._wake = threading.Event()  # ends the wait between rounds early
@@ -149,8 +150,9 @@ class Daemon(DaemonLoop):
         raw = doc.get("inflight")
         self._inflight = Inflight.from_json(raw) if raw else None
         self._needs_reconcile = True
-        # The backend reads how the jobs it managed and no longer lists ended (SlurmCluster).
-        getattr(self.backend, "resume", lambda ids: None)(list(self.state.jobs))
+        # The backend reads how the jobs it managed and no longer lists ended (SlurmBackend.resume).
+        if self.hooks.resumable is not None:
+            self.hooks.resumable.resume(list(self.state.jobs))
         event(
             log,
             "state_loaded",
@@ -249,7 +251,7 @@ class Daemon(DaemonLoop):
             # reports, not from the previous (imagined) round.
             self._needs_reconcile = True
         t0 = self.clock()
-        self._commands_before = commands_issued(self.backend)
+        self._commands_before = self.hooks.commands_issued()
         try:
             self.state, report = run_round(self.state, self.tap, self.sched_config)
         except BaseException:
@@ -339,18 +341,23 @@ class Daemon(DaemonLoop):
 
     def _record(self, report: RoundReport, duration: float) -> None:
         """Metrics, the round's log lines (daemon/events.py) and a dry run's plan."""
-        issued = commands_issued(self.backend)
+        issued = self.hooks.commands_issued()
         commands = None
         if issued is not None and self._commands_before is not None:
             commands = issued - self._commands_before
         snap = self.tap.last_snapshot
         self.metrics.record_round(
-            report, snap, duration, commands, self.state.allocation, checkpoint_waits(self.backend)
+            report,
+            snap,
+            duration,
+            commands,
+            self.state.allocation,
+            self.hooks.checkpoint_waits(),
         )
         self.events.record(
             report,
             snap,
-            getattr(self.backend, "warnings", None) or (),
+            self.hooks.warnings(),
             duration=duration,
             commands=commands,
             dry_run=self.dry_run,

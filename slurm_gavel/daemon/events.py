@@ -15,9 +15,8 @@ from collections.abc import Iterable
 from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeState
 from slurm_gavel.core.cluster_rows import TYPE_BLIND
 from slurm_gavel.core.round_types import RoundReport
-from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.logs import event, log_ids, running_as
 from slurm_gavel.daemon.tap import SETTLING
-from slurm_gavel.daemon.views import log_ids, running_as
 
 log = logging.getLogger("slurm_gavel.daemon")
 

@@ -7,6 +7,9 @@ can grep the key=value form and a log shipper can parse the JSON form.
 Other modules keep using ``logging.getLogger(__name__)``; once
 :func:`configure` has run, their records come out in the same format, with
 fields passed as ``extra={"fields": {...}}`` or through :func:`event`.
+
+Also the values some events carry: a bounded list of job ids (log_ids) and the
+account the daemon runs as, for the fixes its errors print (running_as).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pwd
 import sys
 import time
 from collections.abc import Mapping
@@ -155,3 +159,17 @@ def configure(
 def event(logger: logging.Logger, name: str, level: int = logging.INFO, **fields: Any) -> None:
     """Log one event with its fields: event(log, "round_done", round=3, duration_s=0.4)."""
     logger.log(level, name, extra={"event": name, "fields": fields})
+
+
+def log_ids(ids: tuple[str, ...], limit: int = 50) -> str:
+    """Job ids for a log line, at most `limit` of them."""
+    more = f",+{len(ids) - limit}" if len(ids) > limit else ""
+    return ",".join(ids[:limit]) + more
+
+
+def running_as() -> str:
+    """The account the daemon runs as, for the fixes its errors print."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from slurm_gavel.daemon.logs import event
 
 if TYPE_CHECKING:
-    from slurm_gavel.core.cluster_model import ClusterBackend
+    from slurm_gavel.core.backend_hooks import BackendHooks
     from slurm_gavel.core.scheduler_state import SchedulerState
     from slurm_gavel.daemon.config_types import Config
     from slurm_gavel.daemon.state_store import StateStore
@@ -27,7 +27,7 @@ class DaemonLoop:
     """Rounds until stopped; Daemon provides the round (round_safely) and its state."""
 
     config: Config
-    backend: ClusterBackend
+    hooks: BackendHooks
     store: StateStore
     state: SchedulerState
     tap: DaemonTap
@@ -87,10 +87,14 @@ class DaemonLoop:
             self._started = False
 
     def _between_rounds(self) -> None:
-        """The backend's upkeep off the round's path (SlurmCluster: the periodic full
-        read); on failure the next observe does what it left undone."""
+        """The backend's upkeep off the round's path (its BetweenRoundsUpkeep hook; the
+        Slurm backend: the periodic full read); on failure the next observe does what it
+        left undone."""
+        upkeep = self.hooks.upkeep
+        if upkeep is None:
+            return
         try:
-            getattr(self.backend, "between_rounds", lambda: None)()
+            upkeep.between_rounds()
         except Exception as e:
             event(log, "between_rounds_failed", logging.WARNING, error=str(e)[:300])
 
@@ -115,20 +119,26 @@ class DaemonLoop:
         return True
 
     def _grace_due_in(self) -> float | None:
-        """Seconds until a preempted job's grace ends (SlurmCluster.grace_due_in)."""
-        due_in = getattr(self.backend, "grace_due_in", None)
+        """Seconds until a preempted job's grace ends (the backend's GraceEnforcement
+        hook); None without one."""
+        grace = self.hooks.grace
+        if grace is None:
+            return None
         try:
-            return due_in() if due_in is not None else None
+            return grace.grace_due_in()
         except Exception:  # a bug: never let it end the loop; the next act looks again
             log.exception("grace_due_in failed")
             return None
 
     def _enforce_grace(self) -> None:
         """Requeue-hold the preempted jobs still running after their grace, now rather
-        than at the next round (SlurmCluster.enforce_grace); a failure is logged and
-        left to the next act, which checks them again."""
+        than at the next round (the backend's GraceEnforcement hook, which said one is
+        due); a failure is logged and left to the next act, which checks them again."""
+        grace = self.hooks.grace
+        if grace is None:
+            return
         try:
-            held, failed = self.backend.enforce_grace()  # type: ignore[attr-defined]
+            held, failed = grace.enforce_grace()
         except Exception as e:
             event(log, "grace_check_failed", logging.WARNING, error=str(e)[:300])
             return

@@ -8,7 +8,8 @@ force is decided once at start (resolve_privacy) and logged with the reason:
 ``status_privacy: auto`` is private when Slurm's PrivateData hides jobs, and when
 the backend cannot tell (slurmrestd without the scontrol fallback, Slurm away). The
 one-line reason of each job (status_view.why) goes to its AdminComment through
-the backend (backends/slurm_admin_comment.py), after the round's post-save only,
+the backend's AdminCommentWriter hook (core/backend_hooks.py; the Slurm backend:
+backends/slurm/admin_comment.py), after the round's post-save only,
 and only for jobs whose reason changed since the daemon last wrote it: a round
 in which no decision changed issues no command. What was written is kept in
 memory only; after a restart the daemon writes each job's reason once again.
@@ -21,13 +22,13 @@ import logging
 from typing import Any
 
 from slurm_gavel.backends.slurm.private_data import hides_jobs
+from slurm_gavel.core.backend_hooks import AdminCommentWriter, BackendHooks, PrivateDataReader
 from slurm_gavel.core.model import JobId
-from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.logs import event, running_as
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.status_d import remove_views, write_views
 from slurm_gavel.daemon.status_private import public_summary, user_views
 from slurm_gavel.daemon.status_view import status_view
-from slurm_gavel.daemon.views import running_as
 
 log = logging.getLogger("slurm_gavel.daemon")
 CHOWN_FIX = (
@@ -37,9 +38,13 @@ CHOWN_FIX = (
 
 
 class Publisher:
-    def __init__(self, store: StateStore, backend: object) -> None:
+    def __init__(self, store: StateStore, hooks: BackendHooks | None = None) -> None:
+        """hooks: the backend's (Daemon.hooks); None, as a backend with none."""
+        hooks = hooks or BackendHooks()
         self.store = store
-        self.backend = backend
+        self.private_data = hooks.private_data
+        # None once the backend said it cannot, or may not, write AdminComment.
+        self.comment_writer: AdminCommentWriter | None = hooks.admin_comments
         self.view: dict[str, Any] | None = None
         self.written: dict[JobId, str] = {}  # job -> the reason its AdminComment holds
         self._view_failing = False
@@ -50,7 +55,7 @@ class Publisher:
         """Decide public or private from the config's status_privacy (and, for auto,
         Slurm's PrivateData) and log which, and why. Public mode removes the user
         views a private run left."""
-        self.private, why = privacy(setting, self.backend)
+        self.private, why = privacy(setting, self.private_data)
         event(log, "status_privacy", mode="private" if self.private else "public", why=why)
         if not self.private:
             try:
@@ -90,8 +95,8 @@ class Publisher:
     def admin_comments(self) -> int:
         """Write the reasons that changed to the jobs' AdminComment; returns how many
         jobs were sent."""
-        write = getattr(self.backend, "set_admin_comments", None)
-        if write is None or self.view is None:
+        writer = self.comment_writer
+        if writer is None or self.view is None:
             return 0
         reasons = {j["id"]: j["why"] for j in self.view["jobs"]}
         self.written = {j: t for j, t in self.written.items() if j in reasons}
@@ -99,10 +104,10 @@ class Publisher:
         if not changed:
             return 0
         try:
-            failed = write(changed)
+            failed = writer.set_admin_comments(changed)
         except NotImplementedError as e:  # the backend cannot (an old REST API): say it once
             event(log, "admin_comment_unsupported", logging.WARNING, error=str(e)[:300])
-            self.backend = None
+            self.comment_writer = None
             return 0
         except Exception as e:  # Slurm away: the next round tries again
             event(log, "admin_comment_failed", logging.WARNING, jobs=len(changed),
@@ -120,7 +125,7 @@ class Publisher:
             event(log, "admin_comment_denied", logging.ERROR, user=user,
                   fix=f"sacctmgr -i modify user {user} set adminlevel=Administrator, or "
                   "leave it: `slurm-gavel status` and `explain` show the same reasons")  # fmt: skip
-            self.backend = None
+            self.comment_writer = None
             return 0
         for job_id, text in changed.items():
             if job_id not in failed:
@@ -134,16 +139,16 @@ class Publisher:
         return len(changed)
 
 
-def privacy(setting: str, backend: object) -> tuple[bool, str]:
-    """(private, why) for a status_privacy setting; auto asks the backend for Slurm's
-    PrivateData, and is private whenever that cannot be read."""
+def privacy(setting: str, reader: PrivateDataReader | None) -> tuple[bool, str]:
+    """(private, why) for a status_privacy setting; auto asks the backend (its
+    PrivateDataReader hook, None without one) for Slurm's PrivateData, and is private
+    whenever that cannot be read."""
     if setting != "auto":
         return setting == "private", f"status_privacy: {setting} in the config"
-    read = getattr(backend, "private_data", None)
-    if read is None:
+    if reader is None:
         return True, "status_privacy: auto, and this backend cannot read Slurm's PrivateData"
     try:
-        value = read()
+        value = reader.private_data()
     except Exception as e:  # fail closed: an unknown PrivateData may hide jobs
         return True, f"status_privacy: auto, and PrivateData is unknown ({str(e)[:200]})"
     if value is None:

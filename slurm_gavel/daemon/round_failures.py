@@ -1,20 +1,42 @@
 """How the daemon logs and counts a round that failed, by cause.
 
 Every failure is one log event and one `slurm_gavel_round_errors_total{cause}` count;
-the daemon never gives up on its own (the loop retries with a backoff).
+the daemon never gives up on its own (the loop retries with a backoff). Which
+errors are a Slurm outage, and which command failed, is decided here too
+(is_slurm_unavailable, failed_command).
 """
 
 from __future__ import annotations
 
 import logging
+import subprocess
 
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.state_store import StateSaveError
-from slurm_gavel.daemon.views import failed_command, is_slurm_unavailable
 from slurm_gavel.errors import InputError, SolveError
 
 log = logging.getLogger("slurm_gavel.daemon")
+
+
+def is_slurm_unavailable(e: BaseException) -> bool:
+    """True when `e` says Slurm could not be reached (slurmctld away, a command timed
+    out): the round is retried and the daemon settles before it acts again."""
+    from slurm_gavel.backends.slurm.cli.commands import SlurmUnreachable
+
+    # Not every OSError: the backends turn their own (a missing command, a refused
+    # connection) into SlurmUnreachable, so a bare OSError here is a local file (the
+    # state, the spool) and must not be reported, or settled on, as a Slurm outage.
+    return isinstance(
+        e, SlurmUnreachable | subprocess.SubprocessError | TimeoutError | ConnectionError
+    )
+
+
+def failed_command(e: BaseException) -> str:
+    """The Slurm command an error names first ("sinfo --json: ..." -> "sinfo")."""
+    words = str(e).split()
+    name = words[0].rstrip(":") if words else ""
+    return name if name in ("sinfo", "squeue", "scontrol", "scancel") else "other"
 
 
 def round_failed(metrics: DaemonMetrics, e: Exception) -> bool:

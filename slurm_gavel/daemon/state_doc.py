@@ -13,8 +13,9 @@ from typing import Any
 
 from slurm_gavel.core.cluster_model import ClusterSnapshot
 from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.daemon.inflight import Inflight
 from slurm_gavel.daemon.progress import ProgressTracker
-from slurm_gavel.daemon.views import Inflight, cluster_view
+from slurm_gavel.daemon.status_rows import cluster_view
 
 
 def state_document(

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Protocol
 
+from slurm_gavel.core.backend_hooks import BackendHooks
 from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterBackend,
@@ -27,9 +27,10 @@ from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.shares import apply_weights, capped_message
 from slurm_gavel.core.throughputs import ThroughputError
 from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.daemon.dry_run import planned_actions
+from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.progress import ProgressTracker, estimate_steps
-from slurm_gavel.daemon.views import planned_actions, rename_gpu_types
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -45,6 +46,7 @@ class TapHost(Protocol):
 
     config: Config
     backend: ClusterBackend
+    hooks: BackendHooks
     state: SchedulerState
     sched_config: SchedulerConfig
     progress: ProgressTracker | None
@@ -85,7 +87,7 @@ class DaemonTap:
         if d.retried_unreachable():
             self.outage = True  # the backend waited out slurmctld inside this observe
         if d.config.gpu_types:
-            snap = rename_gpu_types(snap, d.config.gpu_types)
+            snap = to_table_names(snap, d.config.gpu_types)
         snap = self._admin_weights(snap)
         if d.progress is not None:
             snap = d.progress.merge(snap)
@@ -134,14 +136,15 @@ class DaemonTap:
 
     def give_back(self, report: RoundReport) -> None:
         """Waiting jobs the daemon can never schedule go back to Slurm with the reason
-        (backends/slurm_giveback.py), so no job stays held forever: those whose comment
-        the grammar refuses (the backend's refused_held) and those whose job type or
-        scale the throughput table lacks. A failure is logged; the round stands."""
+        (the backend's HeldJobGiveBack hook, core/backend_hooks.py), so no job stays
+        held forever: those whose comment the grammar refuses (the backend's
+        refused_held) and those whose job type or scale the throughput table lacks. A
+        backend without the hook keeps them. A failure is logged; the round stands."""
         d = self.daemon
-        give = getattr(d.backend, "give_back", None)
-        if give is None or self.last_snapshot is None:
+        giver = d.hooks.give_back
+        if giver is None or self.last_snapshot is None:
             return
-        reasons: dict[JobId, str] = dict(getattr(d.backend, "refused_held", None) or {})
+        reasons: dict[JobId, str] = dict(giver.refused_held)
         waiting = {
             o.job.id: o.job
             for o in self.last_snapshot.jobs
@@ -163,7 +166,7 @@ class DaemonTap:
         if not reasons or d.dry_run:
             return
         try:
-            failed = give(reasons)
+            failed = giver.give_back(reasons)
         except Exception as e:  # Slurm away: the next round tries again
             event(log, "give_back_failed", logging.WARNING, error=str(e)[:300])
             return
@@ -187,14 +190,7 @@ class DaemonTap:
             return ActResult(failed=tuple((j, SETTLING) for j in placement.jobs))
         self.settle_until = None
         if d.config.gpu_types:
-            back = {v: k for k, v in d.config.gpu_types.items()}
-            placement = replace(
-                placement,
-                jobs={
-                    j: replace(p, gpu_type=back.get(p.gpu_type, p.gpu_type))
-                    for j, p in placement.jobs.items()
-                },
-            )
+            placement = to_slurm_names(placement, d.config.gpu_types)
         result = d.backend.act(placement)
         if d.retried_unreachable():
             # slurmctld went away during the act: settle before the next one acts.

@@ -18,8 +18,8 @@ from slurm_gavel.core.cluster_model import (
 )
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_types import RoundReport
+from slurm_gavel.daemon.status_rows import jobs_view
 from slurm_gavel.daemon.status_view import status_view
-from slurm_gavel.daemon.views import jobs_view
 
 BLIND = "unmeasured: type-blind"
 

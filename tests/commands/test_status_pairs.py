@@ -10,8 +10,8 @@ from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice,
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.daemon.pair_cells import PairObservation, update_pairs
+from slurm_gavel.daemon.status_rows import jobs_view
 from slurm_gavel.daemon.status_view import status_view
-from slurm_gavel.daemon.views import jobs_view
 
 A3C, LM = "A3C", "LM"
 TABLE = ThroughputTable(

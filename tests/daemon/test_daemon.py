@@ -21,9 +21,9 @@ from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.state_store import StateLockedError, StateStore
-from slurm_gavel.daemon.views import rename_gpu_types
 
 ROUND = 60.0
 TYPES = ["ResNet-50 (batch size 64)", "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]
@@ -109,7 +109,7 @@ def test_state_is_saved_every_round_and_reloaded(tmp_path, table):
 
 
 class ResumingBackend(KillingBackend):
-    """Records the jobs a (re)started daemon hands SlurmCluster.resume()."""
+    """Records the jobs a (re)started daemon hands SlurmBackend.resume()."""
 
     def __init__(self, inner) -> None:
         super().__init__(inner, kill_at=0, after_act=True)
@@ -120,7 +120,7 @@ class ResumingBackend(KillingBackend):
 
 
 def test_a_restarted_daemon_tells_the_backend_the_jobs_it_managed(tmp_path, table):
-    """So that SlurmCluster reads how those no longer listed ended (24.11+ no longer
+    """So that SlurmBackend reads how those no longer listed ended (24.11+ no longer
     read every finished job on the first observe: slurm/cli/listing.py)."""
     sim = cluster(table)
     first = ResumingBackend(sim)
@@ -382,7 +382,7 @@ def test_stop_ends_the_loop_after_the_round(tmp_path, table):
 
 
 class UpkeepBackend(FlakyBackend):
-    """The simulated cluster with SlurmCluster's between-rounds hook: the first call
+    """The simulated cluster with SlurmBackend's between-rounds hook: the first call
     fails (slurmctld away), the third stops the daemon."""
 
     def __init__(self, inner, daemon_box: list) -> None:
@@ -415,7 +415,7 @@ def test_the_backends_upkeep_runs_between_rounds_and_its_failure_is_only_logged(
 
 
 class GraceBackend(FlakyBackend):
-    """The simulated cluster with SlurmCluster's grace hooks: two preempted jobs' graces
+    """The simulated cluster with SlurmBackend's grace hooks: two preempted jobs' graces
     end 0.1 and 0.15 s into the wait after round 1; enforce_grace fails for the first
     (it is not looked at again), then holds the second."""
 
@@ -477,19 +477,12 @@ class SiteNames(FlakyBackend):
         self.acted_types: set[str] = set()
 
     def observe(self):
-        return rename_gpu_types(self.inner.observe(), {"v100": "tesla_v100"})
+        return to_table_names(self.inner.observe(), {"v100": "tesla_v100"})
 
     def act(self, placement):
         self.acted_types |= {p.gpu_type for p in placement.jobs.values()}
-        return self.inner.act(rename_placement(placement, {"tesla_v100": "v100"}))
-
-
-def rename_placement(placement, names):
-    from dataclasses import replace
-
-    jobs = {j: replace(p, gpu_type=names.get(p.gpu_type, p.gpu_type))
-            for j, p in placement.jobs.items()}  # fmt: skip
-    return replace(placement, jobs=jobs)
+        # the site's own names back to the simulator's (the reverse of observe's)
+        return self.inner.act(to_slurm_names(placement, {"v100": "tesla_v100"}))
 
 
 def test_gpu_type_names_are_mapped_both_ways(tmp_path, table):
@@ -566,7 +559,7 @@ def test_retry_watch_reports_each_retry_once(monkeypatch):
 
 
 class Findings(FlakyBackend):
-    """A backend whose observation carries findings (as SlurmCluster.warnings)."""
+    """A backend whose observation carries findings (as SlurmBackend.warnings)."""
 
     def __init__(self, inner) -> None:
         super().__init__(inner, 0)

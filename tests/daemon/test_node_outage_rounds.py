@@ -26,7 +26,7 @@ from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.events import RoundEvents
-from slurm_gavel.daemon.views import jobs_view
+from slurm_gavel.daemon.status_rows import jobs_view
 
 TABLE = load_table()
 A3C = "A3C"

@@ -22,6 +22,7 @@ import pytest
 
 from slurm_gavel.backends.slurm.private_data import hides_jobs, private_data_value
 from slurm_gavel.cli import build_parser, main
+from slurm_gavel.core.backend_hooks import BackendHooks
 from slurm_gavel.daemon.publish import Publisher, privacy
 from slurm_gavel.daemon.state_store import StateStore
 from slurm_gavel.daemon.status_private import HIDDEN
@@ -71,7 +72,7 @@ def publish(state_dir: Path, jobs: dict[str, dict[str, object]], setting: str = 
     store = StateStore(state_dir)
     store.acquire()
     try:
-        pub = Publisher(store, backend)
+        pub = Publisher(store, BackendHooks.of(backend))
         pub.resolve_privacy(setting)
         d = doc(jobs)
         store.save(d)
@@ -297,7 +298,7 @@ class Backend:
     ],
 )
 def test_which_mode_is_in_force(setting, backend, private):
-    got, why = privacy(setting, backend)
+    got, why = privacy(setting, BackendHooks.of(backend).private_data)
     assert got is private and why.startswith(f"status_privacy: {setting}")
 
 
