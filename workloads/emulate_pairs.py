@@ -7,7 +7,7 @@ shares a GPU, and paces at its pair cell while it does, at its own speed while a
 
 Who shares is read from Slurm, not from the daemon's placement: two running jobs
 holding shards of the same GPU index of the same node (``gres_detail``, parsed like the
-daemon does: backends/slurm_pairs.shard_partners). The daemon's placement says what it
+daemon does: backends/slurm/shard_pairs.shard_partners). The daemon's placement says what it
 asked for; a pair Slurm split across two GPUs (first fit) does not slow on a real GPU,
 and neither must it here. The partner's job type comes from its comment, which its
 owner wrote: it is parsed with the daemon's own parser, and a partner that is not a

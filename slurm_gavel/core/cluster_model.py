@@ -265,7 +265,7 @@ class ActResult:
 @runtime_checkable
 class ClusterBackend(Protocol):
     """What the round loop needs from a cluster. Implemented by SimulatedCluster and
-    SlurmCluster; the scheduler talks to nothing else."""
+    SlurmBackend; the scheduler talks to nothing else."""
 
     def observe(self) -> ClusterSnapshot:
         """The cluster now. DONE jobs are reported at least once after they finish."""

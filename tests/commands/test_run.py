@@ -86,7 +86,7 @@ def test_backend_is_built_from_the_config(tmp_path):
     assert run_cmd.build_backend(short).preemption.fresh_run_s == 2.0  # at most half a round
     token = tmp_path / "jwt"
     token.write_text("abc.def\n")
-    token.chmod(0o600)  # slurmrestd_auth refuses a token file others can read
+    token.chmod(0o600)  # rest/auth.py refuses a token file others can read
     rest = {"rest_url": "https://ctl:6820", "rest_token_file": str(token), "rest_user": "slurm",
             "rest_token_reread_seconds": 60}  # fmt: skip
     cfg = parse_config({"partitions": ["gpu"], "backend": "rest", "slurm": rest})

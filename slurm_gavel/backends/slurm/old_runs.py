@@ -21,7 +21,7 @@ again for ``clear_s`` (KillWait plus a margin, read from Slurm). A node that sta
 unreachable holds the job only until Slurm's own requeue delay has passed (its
 eligible time): then the daemon waits as long as Slurm itself would, and places it
 elsewhere (an unreachable node takes no work). Pure bookkeeping over parsed
-observations; SlurmCluster feeds it every observe and asks it before starting jobs.
+observations; SlurmBackend feeds it every observe and asks it before starting jobs.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from slurm_gavel.core.model import JobId
 log = logging.getLogger(__name__)
 
 # A run younger than this (seconds) is not signalled yet: what the daemon gives
-# SlurmCluster's fresh_run_s (at most half its round: commands/run.py). Slurm's start
+# SlurmBackend's fresh_run_s (at most half its round: commands/run.py). Slurm's start
 # time is in whole seconds, so it spares a run's first FRESH_RUN_S - 1 s at least.
 FRESH_RUN_S = 5.0
 

@@ -1,9 +1,9 @@
-"""Parse each squeue record once while it does not change (SlurmCluster.observe).
+"""Parse each squeue record once while it does not change (SlurmBackend.observe).
 
 With thousands of managed jobs waiting, most squeue records are the same from one
 round to the next, and turning 5,000 of them into SlurmJob is a fifth of observe's
 Python time. JobRecordCache keeps, per job id, the raw values of the fields
-slurm_json._job reads (FIELDS) with the SlurmJob made from them, and reuses that
+from_json._job reads (FIELDS) with the SlurmJob made from them, and reuses that
 SlurmJob when every one of those values is equal in the new record (a plain ==
 on the values: no hashing of user text, nothing trusted from the record but what
 _job itself reads). A record with any changed field is parsed afresh, so the jobs
@@ -21,7 +21,7 @@ from slurm_gavel.backends.slurm.from_json import _errors, _get, _job, parse_vers
 from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.backends.slurm.releases import SlurmVersion
 
-# Every field of a job record slurm_json._job reads (and nothing else decides its
+# Every field of a job record from_json._job reads (and nothing else decides its
 # SlurmJob). Adding a field there without adding it here fails the cache's test.
 FIELDS = (
     "job_id",

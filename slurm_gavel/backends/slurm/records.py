@@ -144,7 +144,7 @@ class SlurmJob:
     restarts: int
     submit_time: int
     start_time: int
-    end_time: int  # when it ended; 0 while waiting or running (slurm_json._job)
+    end_time: int  # when it ended; 0 while waiting or running (from_json._job)
     exit_code: int | None  # the process's exit code (not the wait status)
     account: str
     user: str

@@ -72,7 +72,7 @@ def check_release(version: SlurmVersion, *, allow_newer: bool = False) -> None:
             f"({NEWEST_KNOWN[0]}.{NEWEST_KNOWN[1]:02d}); upgrade slurm-gavel, or try it anyway "
             f"by naming a data_parser this Slurm offers (`squeue --json=list`) that "
             f"slurm-gavel knows ({KNOWN_PARSERS[-1]} or older): SLURM_GAVEL_DATA_PARSER=v0.0.NN "
-            "(or SlurmCluster(data_parser=...))"
+            "(or cli_backend(data_parser=...))"
         )
 
 

@@ -27,6 +27,10 @@ from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.core.model import Job, JobId
 
+# Per-job failures of an act (job -> why), and the last observe's nodes by name.
+Failures = dict[JobId, str]
+NodesByName = Mapping[str, SlurmNode]
+
 
 class SlurmTransport(Protocol):
     """The primitives of one way to reach Slurm (see the module notes)."""
@@ -79,12 +83,7 @@ class SlurmTransport(Protocol):
 
     def release(self, ids: list[JobId], failed: dict[JobId, str]) -> None: ...
 
-    def place(
-        self,
-        orders: list[StartOrder],
-        nodes: Mapping[str, SlurmNode],
-        failed: dict[JobId, str],
-    ) -> None:
+    def place(self, orders: list[StartOrder], nodes: NodesByName, failed: Failures) -> None:
         """Set each held job's partition, nodes and GPUs (StartOrder) without releasing
         it. nodes: the last observe's, by name."""
         ...

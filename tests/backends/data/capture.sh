@@ -92,7 +92,7 @@ capture_local() {
       sinfo --json > "$out/sinfo.json"
     else
       squeue --json="$newest" -t all | compact > "$out/squeue-t-all.$newest.json"
-      # what SlurmCluster asks 24.11+ for (slurm_release.COMPLEX_VALUES_SINCE)
+      # what the CLI transport asks 24.11+ for (cli/json_format.COMPLEX_VALUES_SINCE)
       squeue --json="$newest+complex" -t all | compact > "$out/squeue-t-all.$newest+complex.json"
       scontrol --json="$newest" show nodes | compact > "$out/scontrol-nodes.$newest.json"
       sinfo --json="$newest" | compact > "$out/sinfo.$newest.json"

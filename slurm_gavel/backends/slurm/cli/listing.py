@@ -1,10 +1,10 @@
 """Incremental observe: a cheap text listing of every job each round, JSON only for
-the jobs that are new or changed since the last round (SlurmCluster.observe).
+the jobs that are new or changed since the last round (CliReader.read_jobs).
 
 `squeue --json` of 5,000 waiting jobs costs squeue 0.8-1.7 CPU s and the daemon
 ~0.3 s to load, every round, although almost every record is the one it printed a
 round earlier. The listing, `squeue -h -t <active states> -O <LISTING_FIELDS>`,
-prints the text of every field slurm_json._job reads (FIELDS of slurm_job_cache)
+prints the text of every field from_json._job reads (FIELDS of record_cache)
 for the same jobs in ~0.05 CPU s. A job whose listing record is the one it had
 when it was last read keeps its parsed SlurmJob; a changed job whose record says
 everything _job reads is built from the text (slurm/cli/jobs_from_text.py: pending,
@@ -36,7 +36,7 @@ of a few users, the first round is then like any other: benchmarks/README.md).
 
 Full reads (every job's JSON, as before) happen:
 
-- when the listing cannot be read; on 22.05's first observe (SlurmCluster asks for
+- when the listing cannot be read; on 22.05's first observe (CliReader asks for
   the finished jobs too, -t all: how jobs ended while the daemon was down; 24.11+
   read those by id, resume());
 - when Slurm's JSON cannot be asked for by job id (22.05's `squeue --json`
@@ -49,7 +49,7 @@ Full reads (every job's JSON, as before) happen:
   then cheaper than a long id list). On a cluster without accounting new managed
   jobs' account and QOS print "(null)" (the text cannot tell unset from a user's
   "(null)"): from 500 of them, `squeue -A/-q '(null)'` lists the literal ones
-  (CliReads._literal_nulls), so the first observe still builds them from their
+  (CliReader._literal_nulls), so the first observe still builds them from their
   text; jobs that do not claim themselves need neither (slurm/cli/jobs_from_text.py);
 - every FULL_READ_EVERY-th round, a safety net: a field _job reads that the
   listing does not print (gres_detail, user_name) changes only together with one
@@ -58,7 +58,7 @@ Full reads (every job's JSON, as before) happen:
   a field differently or a future _job read a field the listing lacks (the test
   pins LISTING_FIELDS against FIELDS); 10 rounds bound such a miss to an hour at
   the default 6-minute round, for a tenth of the full read's cost. The daemon
-  makes this read between rounds, while it waits (SlurmCluster.between_rounds,
+  makes this read between rounds, while it waits (CliReader.between_rounds,
   refreshed()), so that it costs no round its 1-2 s at 5,000 jobs; read() makes it
   itself where nothing did.
 """
@@ -73,7 +73,7 @@ from typing import NamedTuple
 
 from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES, SlurmJob
 
-# squeue --Format names, one per slurm_json._job field (slurm_job_cache.FIELDS): the
+# squeue --Format names, one per from_json._job field (record_cache.FIELDS): the
 # job id first, the comment (free user text) last.
 LISTING_FIELDS: Mapping[str, str] = {
     "job_id": "JobID",
@@ -200,7 +200,7 @@ class IncrementalJobs:
 
     def full_read_due(self) -> bool:
         """Whether the next read() would read every job's JSON for its safety net
-        (every full_every-th round): SlurmCluster.between_rounds does it beforehand."""
+        (every full_every-th round): CliReader.between_rounds does it beforehand."""
         return bool(self._rows) and self._reads_since_full + 1 >= self.full_every
 
     def changed(self, listing: Mapping[str, Record]) -> list[str]:

@@ -45,6 +45,7 @@ from slurm_gavel.backends.slurm.old_runs import kill_wait_seconds
 from slurm_gavel.backends.slurm.private_data import read_private_data
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
+from slurm_gavel.backends.slurm.transport import Failures, NodesByName
 from slurm_gavel.core.model import Job, JobId
 
 # From this many jobs to place in one act, two scontrol processes share the updates.
@@ -113,12 +114,7 @@ class CliTransport:
         res = self.commands.run("release", ["scontrol", "release", job_list(ids)])
         note_errors(res, ids, failed, ignore=("not held", "already"))
 
-    def place(
-        self,
-        orders: list[StartOrder],
-        nodes: Mapping[str, SlurmNode],
-        failed: dict[JobId, str],
-    ) -> None:
+    def place(self, orders: list[StartOrder], nodes: NodesByName, failed: Failures) -> None:
         """One scontrol reading an update line per job; from PLACE_SPLIT_AT jobs on,
         two side by side, each with half the lines. slurmctld serves each update
         (~2 ms of its CPU with the NodeList) while the other scontrol's next request

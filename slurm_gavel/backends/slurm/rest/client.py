@@ -10,7 +10,7 @@ backend's retry rule (slurm/retry.py, as slurm/cli/commands.py).
   no answer in time is never retried: it may have half happened (a signal
   delivered twice would cost a job its checkpoint grace). It raises
   SlurmActionTimedOut, and the daemon reconciles with what Slurm reports.
-* A refused token (slurmrestd_auth.auth_refused) is re-read from its file and the
+* A refused token (auth.auth_refused) is re-read from its file and the
   request sent once more (a refused request did nothing); refused again, it
   raises SlurmRestAuthError naming the file and the fix.
 """

@@ -51,6 +51,7 @@ from slurm_gavel.backends.slurm.rest.client import (
 )
 from slurm_gavel.backends.slurm.rest.versions import RestApi, api_from_spec
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
+from slurm_gavel.backends.slurm.transport import Failures, NodesByName
 from slurm_gavel.core.model import Job, JobId
 
 __all__ = ["RestClient", "RestTransport", "rest_backend"]
@@ -172,12 +173,7 @@ class RestTransport:
 
     # --- acts ------------------------------------------------------------------------
 
-    def place(
-        self,
-        orders: list[StartOrder],
-        nodes: Mapping[str, SlurmNode],
-        failed: dict[JobId, str],
-    ) -> None:
+    def place(self, orders: list[StartOrder], nodes: NodesByName, failed: Failures) -> None:
         pin_with_cli = not self.api.node_list and self.pin_nodes_with_cli
         pinned: list[StartOrder] = []
         for o in orders:

@@ -1,5 +1,5 @@
 """squeue's data_parser flag +complex (24.11+), which SlurmBackend asks for because
-it halves the JSON of a round (slurm_release.COMPLEX_VALUES_SINCE): the jobs must read
+it halves the JSON of a round (cli/json_format.COMPLEX_VALUES_SINCE): the jobs must read
 exactly as from the default shape. Captures from the real daemons, taken back to back
 by `capture.sh local` on tools/local-cluster --slurm 24.11 / 26.05
 (tests/backends/data/<release>/complex/)."""

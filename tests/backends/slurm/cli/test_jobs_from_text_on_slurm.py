@@ -1,5 +1,5 @@
 """Jobs built from the listing text (slurm/cli/jobs_from_text.py) on each release's real Slurm:
-every job a round lists is either built exactly as slurm_json._job builds it from
+every job a round lists is either built exactly as from_json._job builds it from
 that job's JSON, or not built (None: its JSON is read), and which kinds of job are
 built is pinned. SLURM_GAVEL_CAPTURE_LISTING=1 also writes both rounds' listing and
 JSON to tests/backends/data/<release>/listing-jobs/ (what test_jobs_from_text.py
