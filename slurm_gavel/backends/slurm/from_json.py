@@ -162,7 +162,7 @@ def _sinfo_nodes(records: Any, version: SlurmVersion) -> list[SlurmNode]:
             raise SlurmJsonError(
                 f"sinfo record groups nodes {','.join(map(str, names))} (Slurm {version}): "
                 "their GPU use cannot be told apart; read nodes with "
-                "`scontrol --json show nodes` (what SlurmCluster does on this release)"
+                "`scontrol --json show nodes` (what the CLI transport reads on this release)"
             )
         name = str(names[0])
         where = f"sinfo node {name}"

@@ -3,7 +3,7 @@
 In a round where hundreds of jobs start or are requeue-held, reading their JSON is
 most of observe: `squeue --json -j IDS` on 24.11+, and on 22.05 (whose --json ignores
 -j) every job's JSON. Most such jobs' listing record already says everything
-slurm_json._job reads, so job_from_listing builds the SlurmJob _job would build from
+from_json._job reads, so job_from_listing builds the SlurmJob _job would build from
 that job's JSON, or returns None (the JSON is read) where the text cannot say it
 exactly. The real-Slurm test (tests/backends/slurm/cli/test_jobs_from_text_on_slurm.py)
 checks it, job by job, against each release's JSON.
@@ -86,7 +86,7 @@ _GPU_GRES = frozenset({"gpu", "shard", "mps"})
 
 
 # The fields whose "(null)" a filtered listing tells apart (squeue's option for it):
-# the jobs whose account or QOS is a literal "(null)" (CliReads._literal_nulls).
+# the jobs whose account or QOS is a literal "(null)" (CliReader._literal_nulls).
 LITERAL_NULL_FIELDS = {"account": "-A", "qos": "-q"}
 
 
@@ -112,7 +112,7 @@ def job_from_listing(
     node_sharing: str = "OverSubscribe",
     literal_nulls: Mapping[str, Collection[str]] | None = None,
 ) -> SlurmJob | None:
-    """The SlurmJob slurm_json._job makes of this job's JSON, from its listing values,
+    """The SlurmJob from_json._job makes of this job's JSON, from its listing values,
     its record and job of the last round (None: a new job), the user names the JSON
     gave for uids (users) and the GPU type of each node whose GPUs are all of one type
     (gpu_types, node_gpu_types: what an untyped request gets there) and the field the
@@ -215,7 +215,7 @@ def _build(
         restarts=_int(text("restart_cnt")),
         submit_time=_time(text("submit_time")),
         start_time=_time(text("start_time")),
-        end_time=0,  # a waiting or running job's (slurm_json._job)
+        end_time=0,  # a waiting or running job's (from_json._job)
         exit_code=_exit_code(text("exit_code")),
         account=_name(account),
         user=user,
