@@ -96,7 +96,6 @@ def main(argv: list[str] | None = None) -> int:
         first = RoundPlacement(
             0,
             0,
-            360,
             {
                 j: JobPlacement(j, t, (NodeSlice(n, 1),))
                 for j, (n, t) in zip(jobs, free, strict=False)
@@ -125,7 +124,6 @@ def main(argv: list[str] | None = None) -> int:
         everyone = RoundPlacement(
             1,
             0,
-            360,
             {
                 j: JobPlacement(j, t, (NodeSlice(n, 1),))
                 for j, (n, t) in zip(

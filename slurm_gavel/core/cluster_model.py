@@ -238,7 +238,7 @@ class JobPlacement:
 
 @dataclass(frozen=True)
 class RoundPlacement:
-    """The round's plan: which jobs run where from `start` for `duration` seconds.
+    """The round's plan: which jobs run where from `start` until the next round's plan.
 
     Jobs not in `jobs` must not run during the round (preempt them if they do).
     A space-sharing pair appears as two JobPlacements with the same nodes, each
@@ -247,7 +247,6 @@ class RoundPlacement:
 
     round_index: int
     start: float
-    duration: float
     jobs: Mapping[JobId, JobPlacement] = field(default_factory=dict)
 
 

@@ -249,7 +249,7 @@ def act(
     """Act: hand the placement to the backend and record what it carried out. The
     jobs it failed are not in state.placement, so the next round credits them
     nothing; each placed job counts one more round (and its first start)."""
-    placement = RoundPlacement(state.round_index, now, config.settings.round_seconds, placed)
+    placement = RoundPlacement(state.round_index, now, placed)
     result = backend.act(placement)
     failed = {j for j, _ in result.failed}
     state.placement = {j: p for j, p in placed.items() if j not in failed}

@@ -43,7 +43,7 @@ def test_a_job_completes_at_its_exact_time_inside_a_round():
     job = Job("a", RESNET, 1, total_steps=1000.0, arrival_time=0.0)
     sim = _cluster([job])
     assert sim.observe().jobs[0].state is JobState.PENDING
-    result = sim.act(RoundPlacement(0, 0.0, 360.0, {"a": _place("a")}))
+    result = sim.act(RoundPlacement(0, 0.0, {"a": _place("a")}))
     assert result.started == ("a",)
     sim.advance(10_000.0)
     (c,) = sim.completions
@@ -60,20 +60,20 @@ def test_keeping_a_job_costs_nothing_and_a_restart_pays_the_overhead():
     for overhead in (0.0, 45.0):
         sim = _cluster([Job("a", RESNET, 1, total_steps=steps)], overhead=overhead)
         sim.observe()
-        sim.act(RoundPlacement(0, 0.0, 100.0, {"a": _place("a")}))
+        sim.act(RoundPlacement(0, 0.0, {"a": _place("a")}))
         sim.advance(100.0)
         sim.observe()
-        kept = sim.act(RoundPlacement(1, 100.0, 100.0, {"a": _place("a")}))
+        kept = sim.act(RoundPlacement(1, 100.0, {"a": _place("a")}))
         assert kept.kept == ("a",)
         sim.advance(200.0)
         sim.observe()
-        pre = sim.act(RoundPlacement(2, 200.0, 100.0, {}))
+        pre = sim.act(RoundPlacement(2, 200.0, {}))
         assert pre.preempted == ("a",)
         sim.advance(300.0)
         obs = sim.observe().jobs[0]
         assert obs.state is JobState.HELD
         assert obs.steps_done == pytest.approx(rate * 200.0)
-        sim.act(RoundPlacement(3, 300.0, 100.0, {"a": _place("a", nodes=(("v100-001", 1),))}))
+        sim.act(RoundPlacement(3, 300.0, {"a": _place("a", nodes=(("v100-001", 1),))}))
         sim.advance(10_000.0)
         (c,) = sim.completions
         # 200 s done, 100 s paused, the overhead, then the remaining 800 s
@@ -85,10 +85,10 @@ def test_a_move_is_a_restart_with_overhead():
     rate = TABLE.throughput(RESNET, 1, "v100")
     sim = _cluster([Job("a", RESNET, 1, total_steps=rate * 500.0)], overhead=20.0)
     sim.observe()
-    sim.act(RoundPlacement(0, 0.0, 100.0, {"a": _place("a")}))
+    sim.act(RoundPlacement(0, 0.0, {"a": _place("a")}))
     sim.advance(100.0)
     sim.observe()
-    moved = sim.act(RoundPlacement(1, 100.0, 100.0, {"a": _place("a", nodes=(("v100-001", 1),))}))
+    moved = sim.act(RoundPlacement(1, 100.0, {"a": _place("a", nodes=(("v100-001", 1),))}))
     assert moved.moved == ("a",)
     sim.advance(10_000.0)
     assert sim.completions[0].finish_time == pytest.approx(500.0 + 20.0)
@@ -102,10 +102,10 @@ def test_per_job_type_overhead_override():
         overhead_by_job_type={LM: 5.0},
     )
     sim.observe()
-    sim.act(RoundPlacement(0, 0.0, 100.0, {"a": _place("a")}))
+    sim.act(RoundPlacement(0, 0.0, {"a": _place("a")}))
     sim.advance(100.0)
     sim.observe()
-    sim.act(RoundPlacement(1, 100.0, 100.0, {"a": _place("a", nodes=(("v100-001", 1),))}))
+    sim.act(RoundPlacement(1, 100.0, {"a": _place("a", nodes=(("v100-001", 1),))}))
     sim.advance(10_000.0)
     assert sim.completions[0].finish_time == pytest.approx(505.0)
 
@@ -122,11 +122,11 @@ def test_a_job_s_own_overhead_beats_the_type_and_global_figures():
     )
     sim.observe()
     first = {"a": _place("a"), "b": _place("b", nodes=(("v100-000", 1),))}
-    sim.act(RoundPlacement(0, 0.0, 100.0, first))
+    sim.act(RoundPlacement(0, 0.0, first))
     sim.advance(100.0)
     sim.observe()
     moved = {j: _place(j, nodes=(("v100-001", 1),)) for j in ("a", "b")}
-    sim.act(RoundPlacement(1, 100.0, 100.0, moved))
+    sim.act(RoundPlacement(1, 100.0, moved))
     sim.advance(10_000.0)
     finish = {c.job.id: c.finish_time for c in sim.completions}
     assert finish == {"a": pytest.approx(620.0), "b": pytest.approx(505.0)}
@@ -141,7 +141,7 @@ def test_spread_jobs_run_at_the_unconsolidated_throughput():
     sim = _cluster([Job("a", RESNET, sf, total_steps=steps)])
     sim.observe()
     spread = _place("a", nodes=(("v100-000", 2), ("v100-001", 2)), consolidated=False)
-    sim.act(RoundPlacement(0, 0.0, 1e9, {"a": spread}))
+    sim.act(RoundPlacement(0, 0.0, {"a": spread}))
     sim.advance(1e9)
     assert sim.completions[0].finish_time == pytest.approx(steps / slow)
 
@@ -156,7 +156,7 @@ def test_a_pair_runs_at_the_pair_throughput_then_alone():
     sim = _cluster([a, b])
     sim.observe()
     res = sim.act(
-        RoundPlacement(0, 0.0, 1e9, {"a": _place("a", partner="b"), "b": _place("b", partner="a")})
+        RoundPlacement(0, 0.0, {"a": _place("a", partner="b"), "b": _place("b", partner="a")})
     )
     assert res.failed == ()
     sim.advance(1e9)
@@ -173,7 +173,6 @@ def test_invalid_placements_fail_one_job_not_the_round():
         RoundPlacement(
             0,
             0.0,
-            360.0,
             {
                 "a": _place("a", gpu="k80"),  # nodes are V100s
                 "b": _place("b", nodes=(("v100-000", 2),)),

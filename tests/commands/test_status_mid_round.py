@@ -41,7 +41,7 @@ def _last_round() -> RoundReport:
         time=0.0,
         reallocated=False,
         solve_seconds=0.0,
-        placement=RoundPlacement(4, 0.0, 60.0, {}),
+        placement=RoundPlacement(4, 0.0, {}),
         result=ActResult(),
         active_jobs=2,
         unmeasured=(("A3C", 1, "a100", BLIND), ("A3C", 1, "h100", BLIND)),

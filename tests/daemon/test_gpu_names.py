@@ -37,7 +37,6 @@ def test_a_placement_goes_back_to_slurms_names():
     placement = RoundPlacement(
         3,
         0.0,
-        60.0,
         {
             "1": JobPlacement("1", "v100", (NodeSlice("a", 1),)),
             "2": JobPlacement("2", "k80", (NodeSlice("b", 1),)),

@@ -140,7 +140,7 @@ def _round(snap, placed, result, allocation):
     from slurm_gavel.core.cluster_model import RoundPlacement
     from slurm_gavel.core.round_types import RoundReport
 
-    placement = RoundPlacement(1, 0.0, 60.0, {p.job_id: p for p in placed})
+    placement = RoundPlacement(1, 0.0, {p.job_id: p for p in placed})
     return RoundReport(1, 0.0, True, 0.01, placement, result, len(snap.jobs))
 
 

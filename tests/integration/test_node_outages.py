@@ -254,14 +254,14 @@ def test_a_checkpoint_signal_lost_to_a_stopped_slurmd_requeues_nothing(scenario)
     b = cli_backend(env=slurm.env, grace_s=40, poll_s=0.5)
     b.observe()
     place = JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))
-    res = b.act(RoundPlacement(0, 0.0, 60.0, {job: place}))
+    res = b.act(RoundPlacement(0, 0.0, {job: place}))
     assert res.started == (job,), res
     slurm.wait_state(job, "RUNNING")
     time.sleep(2)
     argv = stop_slurmd(slurm, "v100-2")
     try:
         b.observe()
-        res = b.act(RoundPlacement(1, 0.0, 60.0, {}))  # preempt it: the act does not wait
+        res = b.act(RoundPlacement(1, 0.0, {}))  # preempt it: the act does not wait
         assert res.preempted == (job,) and b.transport.commands.counts["wait"] == 0, res
         time.sleep(41)  # its grace
         # The guard reads slurmctld's flag, set once the signal RPC to the stopped slurmd
@@ -274,7 +274,7 @@ def test_a_checkpoint_signal_lost_to_a_stopped_slurmd_requeues_nothing(scenario)
             "slurmctld flagging v100-2 not responding",
         )
         b.observe()
-        res = b.act(RoundPlacement(2, 0.0, 60.0, {}))  # the first act after its grace
+        res = b.act(RoundPlacement(2, 0.0, {}))  # the first act after its grace
         reasons = dict(res.failed)
         assert "may not have reached it" in reasons.get(job, ""), res
         assert b.transport.commands.counts["requeuehold"] == 0

@@ -82,12 +82,12 @@ def test_a_kept_job_finishes_at_its_exact_time():
     place = {"a": JobPlacement("a", "v100", (NodeSlice("v100-000", 1),))}
     for r in range(100):
         cluster.observe()
-        result = cluster.act(RoundPlacement(r, cluster.clock, 360.0, place))
+        result = cluster.act(RoundPlacement(r, cluster.clock, place))
         assert result.kept == (() if r == 0 else ("a",))
         cluster.advance(cluster.clock + 360.0)
         assert not cluster.completions
     cluster.observe()
-    cluster.act(RoundPlacement(100, cluster.clock, 360.0, place))
+    cluster.act(RoundPlacement(100, cluster.clock, place))
     cluster.advance(cluster.clock + 360.0)
     assert [c.finish_time for c in cluster.completions] == [pytest.approx(100 * 360.0 + 7.0)]
 
@@ -113,7 +113,7 @@ def test_jobs_finishing_at_the_same_instant_complete_in_id_order():
     cluster = SimulatedCluster(parse_cluster_spec("v100:1x4", TABLE), jobs, TABLE)
     cluster.observe()
     place = {j.id: JobPlacement(j.id, "v100", (NodeSlice("v100-000", 1),)) for j in jobs}
-    cluster.act(RoundPlacement(0, 0.0, 360.0, place))
+    cluster.act(RoundPlacement(0, 0.0, place))
     assert cluster.next_completion_time() == pytest.approx(100.0)
     cluster.advance(360.0)
     assert [c.job.id for c in cluster.completions] == ["a", "b", "c"]

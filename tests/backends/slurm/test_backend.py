@@ -73,7 +73,6 @@ def place_ids(round_index: int, jobs: dict[str, tuple[str, list[tuple[str, int]]
     return RoundPlacement(
         round_index,
         0.0,
-        60.0,
         {
             job_id: JobPlacement(job_id, t, tuple(NodeSlice(n, g) for n, g in slices))
             for job_id, (t, slices) in jobs.items()

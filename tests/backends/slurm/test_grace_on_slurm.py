@@ -34,7 +34,6 @@ def placement(round_index: int, jobs: list[str]) -> RoundPlacement:
     return RoundPlacement(
         round_index,
         0.0,
-        60.0,
         {j: JobPlacement(j, "v100", (NodeSlice("v100-1", 1),)) for j in jobs},
     )
 

@@ -64,7 +64,6 @@ def _pair(round_index, jobs):
     return RoundPlacement(
         round_index,
         0.0,
-        60.0,
         {
             j: JobPlacement(j, t, (NodeSlice(node, 1),), partner)
             for j, (t, node, partner) in jobs.items()

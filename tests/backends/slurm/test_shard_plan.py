@@ -83,7 +83,7 @@ def test_warnings_name_halves_split_over_two_gpus_and_halves_shared_with_unmanag
 def test_a_pair_that_stays_together_is_kept(release):
     ids, v = shard_view(release)
     a, b = ids["a"], ids["b"]
-    plan = plan_act(RoundPlacement(0, 0, 60, pair(a, b, "v100-1", "v100")), v, None)
+    plan = plan_act(RoundPlacement(0, 0, pair(a, b, "v100-1", "v100")), v, None)
     assert sorted(plan.keep) == sorted([a, b]) and not plan.moves and not plan.failed
 
 
@@ -91,7 +91,7 @@ def test_a_pair_that_stays_together_is_kept(release):
 def test_a_job_left_alone_on_shards_is_kept_beside_its_new_partner(release):
     ids, v = shard_view(release)
     m, d = ids["m"], ids["d"]  # m alone on k80-1's shards, d waiting
-    plan = plan_act(RoundPlacement(0, 0, 60, pair(m, d, "k80-1", "k80")), v, None)
+    plan = plan_act(RoundPlacement(0, 0, pair(m, d, "k80-1", "k80")), v, None)
     assert plan.keep == [m] and [o.job_id for o in plan.starts] == [d]
     assert plan.starts[0].shards == 1
 
@@ -100,7 +100,7 @@ def test_a_job_left_alone_on_shards_is_kept_beside_its_new_partner(release):
 def test_a_new_pair_asks_half_a_gpus_shards_each(release):
     ids, v = shard_view(release, drop=("m",))  # k80-1 has no shard in use
     d, e = ids["d"], ids["e"]  # waiting
-    plan = plan_act(RoundPlacement(0, 0, 60, pair(d, e, "k80-1", "k80")), v, None)
+    plan = plan_act(RoundPlacement(0, 0, pair(d, e, "k80-1", "k80")), v, None)
     assert [o.job_id for o in plan.starts] == [d, e] and not plan.failed
     for order in plan.starts:
         assert order.shards == 1  # 2 shards per GPU: one each fills GPU
@@ -112,28 +112,28 @@ def test_moves_between_shared_and_whole_gpus(release):
     ids, v = shard_view(release)
     a, b, c = ids["a"], ids["b"], ids["c"]
     # b preempted, a placed alone where it is: a keeps its shards and runs on.
-    plan = plan_act(RoundPlacement(0, 0, 60, {a: jp(a, "v100", ("v100-1", 1))}), v, None)
+    plan = plan_act(RoundPlacement(0, 0, {a: jp(a, "v100", ("v100-1", 1))}), v, None)
     assert plan.keep == [a] and b in plan.preempt
     assert not plan.moves
     # a alone on a whole GPU elsewhere: it moves, asking all the shards of one GPU
     # (22.05 refuses a gpu request on a job that asked for shards).
-    plan = plan_act(RoundPlacement(0, 0, 60, {a: jp(a, "k80", ("k80-1", 1))}), v, None)
+    plan = plan_act(RoundPlacement(0, 0, {a: jp(a, "k80", ("k80-1", 1))}), v, None)
     assert [o.job_id for o in plan.moves] == [a] and plan.moves[0].shards == 2
     assert "NodeList=k80-1 Gres=shard:2 " in render_update(plan.moves[0])
     # ... which cannot give it two GPUs of one node: it is not moved, and says why.
-    plan = plan_act(RoundPlacement(0, 0, 60, {a: jp(a, "k80", ("k80-1", 2))}), v, None)
+    plan = plan_act(RoundPlacement(0, 0, {a: jp(a, "k80", ("k80-1", 2))}), v, None)
     ((job, why),) = plan.failed
     assert job == a and "ran on shards before" in why and not plan.moves
     # c never asked for shards: on a node with shards one GPU is still asked as that
     # GPU's shards (22.05 would refuse to pair it later otherwise) ...
-    plan = plan_act(RoundPlacement(0, 0, 60, {c: jp(c, "k80", ("k80-1", 1))}), v, None)
+    plan = plan_act(RoundPlacement(0, 0, {c: jp(c, "k80", ("k80-1", 1))}), v, None)
     assert "NodeList=k80-1 Gres=shard:2 " in render_update(plan.moves[0])
     # ... and two GPUs of one node as gpu:2.
-    plan = plan_act(RoundPlacement(0, 0, 60, {c: jp(c, "k80", ("k80-1", 2))}), v, None)
+    plan = plan_act(RoundPlacement(0, 0, {c: jp(c, "k80", ("k80-1", 2))}), v, None)
     assert "NodeList=k80-1 Gres=gpu:2 " in render_update(plan.moves[0])
     # c, on a whole GPU now, paired with a: c moves onto shards, a stays.
     placement = pair(a, c, "v100-1", "v100")
-    plan = plan_act(RoundPlacement(0, 0, 60, placement), v, None)
+    plan = plan_act(RoundPlacement(0, 0, placement), v, None)
     assert [o.job_id for o in plan.moves] == [a, c]  # a's partner changes: b -> c
     assert all(o.shards == 1 for o in plan.moves)
 
@@ -142,7 +142,7 @@ def test_moves_between_shared_and_whole_gpus(release):
 def test_a_pair_that_cannot_share_runs_apart_and_says_why(release):
     ids, v = shard_view(release)
     d, e = ids["d"], ids["e"]
-    plan = plan_act(RoundPlacement(0, 0, 60, pair(d, e, "v100-1", "v100", gpus=2)), v, None)
+    plan = plan_act(RoundPlacement(0, 0, pair(d, e, "v100-1", "v100", gpus=2)), v, None)
     assert [o.job_id for o in plan.starts] == [d] and plan.starts[0].shards == 0
     ((job, why),) = plan.failed
     assert job == e and f"not sharing with {d}" in why and "one-GPU pairs" in why
@@ -154,7 +154,7 @@ def test_a_pair_beside_shards_that_are_leaving_starts_after_they_left(release):
     d, e, m = ids["d"], ids["e"], ids["m"]
     # m (on k80-1's shards) is preempted: a new pair on k80-1 started with the round's
     # other starts would land beside it; it starts after the act's wait for exits.
-    plan = plan_act(RoundPlacement(0, 0, 60, pair(d, e, "k80-1", "k80")), v, None)
+    plan = plan_act(RoundPlacement(0, 0, pair(d, e, "k80-1", "k80")), v, None)
     assert m in plan.preempt and not plan.starts and not plan.failed
     assert [(a.order.job_id, a.holder, a.partner) for a in plan.after_exit] == [
         (d, m, e),
@@ -165,11 +165,11 @@ def test_a_pair_beside_shards_that_are_leaving_starts_after_they_left(release):
     )
     # m kept, alone on half of GPU 0: the pair would split the same way; it waits too.
     placement = {**pair(d, e, "k80-1", "k80"), m: jp(m, "k80", ("k80-1", 1))}
-    plan = plan_act(RoundPlacement(0, 0, 60, placement), v, None)
+    plan = plan_act(RoundPlacement(0, 0, placement), v, None)
     assert plan.keep == [m] and not plan.starts
     assert all(f"job {m} runs alone on half a GPU" in why for _, why in plan.failed)
     # A whole-GPU job is not held back (Slurm gives it a GPU with no shard in use).
-    plan = plan_act(RoundPlacement(0, 0, 60, {d: jp(d, "k80", ("k80-1", 1))}), v, None)
+    plan = plan_act(RoundPlacement(0, 0, {d: jp(d, "k80", ("k80-1", 1))}), v, None)
     assert [o.job_id for o in plan.starts] == [d]
 
 
@@ -179,7 +179,7 @@ def test_a_pair_member_moved_beside_a_lone_shard_job_is_stopped_and_waits(releas
     c, d, m = ids["c"], ids["d"], ids["m"]
     # c (whole GPU on v100-1) paired with d on k80-1, where m runs alone on half a GPU.
     placement = {**pair(c, d, "k80-1", "k80"), m: jp(m, "k80", ("k80-1", 1))}
-    plan = plan_act(RoundPlacement(0, 0, 60, placement), v, None)
+    plan = plan_act(RoundPlacement(0, 0, placement), v, None)
     assert plan.keep == [m] and not plan.moves and not plan.starts
     assert c in plan.preempt
     reasons = dict(plan.failed)
@@ -193,7 +193,7 @@ def test_a_job_the_last_act_released_and_slurm_has_not_started_is_not_updated_ag
 
     ids, v = shard_view(release, drop=("m",))
     d, e = ids["d"], ids["e"]  # pending, not held (waiting for resources)
-    placement = RoundPlacement(1, 0, 60, pair(d, e, "k80-1", "k80"))
+    placement = RoundPlacement(1, 0, pair(d, e, "k80-1", "k80"))
     plan = plan_act(placement, v, None)
     cluster = cli_backend()  # no command runs here
     cluster._released = {d: plan.starts[0]}

@@ -41,7 +41,6 @@ def placement(round_index: int, jobs: dict[str, str]) -> RoundPlacement:
     return RoundPlacement(
         round_index,
         0.0,
-        60.0,
         {j: JobPlacement(j, "v100", (NodeSlice(node, 1),)) for j, node in jobs.items()},
     )
 

@@ -86,7 +86,6 @@ def test_plan_keep_start_preempt():
     placement = RoundPlacement(
         0,
         0,
-        60,
         {
             S["run1"]: jp(S["run1"], "v100", ("v100-1", 2)),  # unchanged: keep
             S["held"]: jp(S["held"], "v100", ("v100-2", 1)),  # held: start
@@ -111,7 +110,6 @@ def test_plan_move_and_partition_choice():
     placement = RoundPlacement(
         0,
         0,
-        60,
         {
             S["run1"]: jp(S["run1"], "p100", ("p100-1", 1), ("p100-2", 1)),
             S["multi"]: jp(S["multi"], "p100", ("p100-1", 4), ("p100-2", 4)),
@@ -137,7 +135,7 @@ def test_plan_move_and_partition_choice():
 )
 def test_plan_failures_are_reported_per_job(placement, reason):
     p = placement()
-    plan = plan_act(RoundPlacement(0, 0, 60, {p.job_id: p}), view(), None)
+    plan = plan_act(RoundPlacement(0, 0, {p.job_id: p}), view(), None)
     ((job_id, why),) = plan.failed
     assert job_id == p.job_id and reason in why
     assert not plan.starts and not plan.moves
@@ -149,7 +147,6 @@ def test_space_sharing_pair_starts_one_and_reports_the_other():
     placement = RoundPlacement(
         0,
         0,
-        60,
         {
             a: jp(a, "v100", ("v100-2", 1), partner=b),
             b: jp(b, "v100", ("v100-2", 1), partner=a),

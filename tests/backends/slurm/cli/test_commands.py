@@ -203,7 +203,6 @@ def test_a_job_whose_update_failed_is_never_released():
         RoundPlacement(
             0,
             0,
-            60,
             {
                 held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),)),
                 ckpt: JobPlacement(ckpt, "v100", (NodeSlice("v100-2", 1),)),
@@ -225,9 +224,7 @@ def test_nothing_is_released_when_the_place_error_names_no_job():
     cmds = ScriptedCommands({"place": "scontrol: error: something unexpected\n"})
     b = cli_backend(commands=cmds)
     b.observe()
-    res = b.act(
-        RoundPlacement(0, 0, 60, {held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),))})
-    )
+    res = b.act(RoundPlacement(0, 0, {held: JobPlacement(held, "v100", (NodeSlice("v100-2", 1),))}))
     assert res.started == () and held in dict(res.failed)
     assert cmds.counts["release"] == 0
 
@@ -247,7 +244,7 @@ def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
     def start(job: str, now: float) -> None:
         b.clock = b.preemption.clock = lambda: now
         res = b.act(
-            RoundPlacement(0, 0, 60, {job: JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))})
+            RoundPlacement(0, 0, {job: JobPlacement(job, "v100", (NodeSlice("v100-2", 1),))})
         )
         assert res.started == (job,)
 

@@ -107,7 +107,7 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
             jobs[0]: JobPlacement(jobs[0], "v100", (NodeSlice("v100-1", 1),)),
             jobs[2]: JobPlacement(jobs[2], "p100", (NodeSlice("p100-1", 2),)),
         }
-        assert set(b.act(RoundPlacement(0, 0.0, 60.0, place)).started) == {jobs[0], jobs[2]}
+        assert set(b.act(RoundPlacement(0, 0.0, place)).started) == {jobs[0], jobs[2]}
         for job in (jobs[0], jobs[2]):
             slurm.wait_state(job, "RUNNING")
         seen = observe(b, json=0, text=2)

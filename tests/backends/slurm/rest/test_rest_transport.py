@@ -31,7 +31,6 @@ def placement(i: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]) -> Rou
     return RoundPlacement(
         i,
         0.0,
-        60.0,
         {j: JobPlacement(j, t, tuple(NodeSlice(n, g) for n, g in s)) for j, (t, s) in jobs.items()},
     )
 
