@@ -217,6 +217,26 @@ def test_the_standalone_rule_sees_a_job_module_import_the_core(tmp_path: Path) -
     ]
 
 
+# The Slurm backend's walls: the round's logic (backends/slurm/ outside cli/ and rest/)
+# knows no transport, the CLI transport knows nothing of slurmrestd; the REST transport
+# may hold the CLI one (its scontrol fallbacks), and each transport builds its backend.
+TRANSPORT_NEUTRAL = "slurm_gavel.backends.slurm"
+TRANSPORTS = ("slurm_gavel.backends.slurm.cli", "slurm_gavel.backends.slurm.rest")
+
+
+def test_the_slurm_backends_round_logic_knows_no_transport() -> None:
+    graph = import_graph(modules(["slurm_gavel"]))
+    assert "slurm_gavel.backends.slurm.backend" in graph
+    neutral = [m for m in graph if _in(m, [TRANSPORT_NEUTRAL]) and not _in(m, TRANSPORTS)]
+    assert "slurm_gavel.backends.slurm.preemption" in neutral
+    found = []
+    for module in sorted(neutral):
+        via = reachable(graph, module)
+        found += [_chain(via, d, module) for d in sorted(via) if _in(d, TRANSPORTS)]
+    found += leaks(graph, [TRANSPORTS[0]], [TRANSPORTS[1]])
+    assert not found, "the Slurm backend's walls are crossed:\n" + "\n".join(found)
+
+
 def test_no_import_cycles() -> None:
     mods = modules(["slurm_gavel", "slurm_gavel_dev", "workloads"])
     found = cycles(import_graph(mods))

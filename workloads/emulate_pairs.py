@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
 from slurm_gavel.backends.slurm.cli.json_format import CliFormat, detect_cli
+from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs
 from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.backends.slurm.releases import SlurmReleaseError

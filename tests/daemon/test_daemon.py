@@ -14,7 +14,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.backends.slurm.cli.commands import SlurmUnreachable
+from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.core.cluster_model import ActResult, RoundPlacement
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS

@@ -8,8 +8,6 @@ none is set; `PrivateData=all` in slurm.conf is printed as every flag, but the w
 
 from __future__ import annotations
 
-from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable
-
 # The flags that hide other users' jobs from squeue and scontrol show job.
 HIDES_JOBS = frozenset({"jobs", "all"})
 
@@ -29,14 +27,4 @@ def hides_jobs(value: str) -> bool:
     return bool({w.strip().lower() for w in value.split(",")} & HIDES_JOBS)
 
 
-def read_private_data(commands: SlurmCommands) -> str | None:
-    """PrivateData as slurmctld reports it, or None when it cannot be read (slurmctld
-    away, scontrol failing, no such line)."""
-    try:
-        res = commands.run("config", ["scontrol", "show", "config"], retry_timeouts=True)
-    except SlurmUnreachable:
-        return None
-    return private_data_value(res.stdout) if res.ok else None
-
-
-__all__ = ["HIDES_JOBS", "hides_jobs", "private_data_value", "read_private_data"]
+__all__ = ["HIDES_JOBS", "hides_jobs", "private_data_value"]

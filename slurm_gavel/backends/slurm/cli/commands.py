@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.retry import attempts
 from slurm_gavel.core.model import JobId
 
@@ -37,20 +38,6 @@ _REPLY_LOST = re.compile(
     r"Transport endpoint is not connected",
     re.IGNORECASE,
 )
-
-
-class SlurmUnreachable(RuntimeError):
-    """slurmctld did not answer after every retry."""
-
-
-class SlurmActionTimedOut(SlurmUnreachable):
-    """An action (hold, release, update, signal, requeue) got no answer in time.
-
-    It may have half happened, so it is never retried; and a controller that does
-    not answer one command will not answer the next, so the round stops here
-    instead of firing the rest of its actions into the outage. The daemon rolls
-    the round back and, once slurmctld answers again, reconciles its state with
-    what Slurm reports (daemon.py), which is exact whichever half happened."""
 
 
 @dataclass(frozen=True)

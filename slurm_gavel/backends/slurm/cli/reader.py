@@ -28,7 +28,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from functools import partial
 
-from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
 from slurm_gavel.backends.slurm.cli.jobs_from_text import (
     LITERAL_NULL_FIELDS,
     job_from_listing,
@@ -43,6 +43,7 @@ from slurm_gavel.backends.slurm.cli.listing import (
     new_token,
     parse_listing,
 )
+from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm.record_cache import JobRecordCache
 from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES, SlurmJob, SlurmNode

@@ -37,12 +37,13 @@ from slurm_gavel.backends.slurm.cli.argv import (
     requeuehold_argv,
     signal_argv,
 )
-from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable, note_errors
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, note_errors
 from slurm_gavel.backends.slurm.cli.json_format import CliFormat
 from slurm_gavel.backends.slurm.cli.reader import CliReader
+from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.old_runs import kill_wait_seconds
-from slurm_gavel.backends.slurm.private_data import read_private_data
+from slurm_gavel.backends.slurm.private_data import private_data_value
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
@@ -95,14 +96,22 @@ class CliTransport:
         return out
 
     def private_data(self) -> str | None:
-        return read_private_data(self.commands)
+        """PrivateData as slurmctld reports it, or None when it cannot be read
+        (slurmctld away, scontrol failing, no such line)."""
+        config = self._config()
+        return None if config is None else private_data_value(config)
 
     def kill_wait_s(self) -> float | None:
+        config = self._config()
+        return None if config is None else kill_wait_seconds(config)
+
+    def _config(self) -> str | None:
+        """`scontrol show config`, None when it cannot be read."""
         try:
             res = self.commands.run("config", ["scontrol", "show", "config"], retry_timeouts=True)
         except SlurmUnreachable:
             return None
-        return kill_wait_seconds(res.stdout) if res.ok else None
+        return res.stdout if res.ok else None
 
     # --- acts ------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from slurm_gavel.backends.slurm.cli.commands import SlurmActionTimedOut, SlurmUnreachable
+from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError
 from slurm_gavel.backends.slurm.rest.auth import (
     SlurmRestAuthError,

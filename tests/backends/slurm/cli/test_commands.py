@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.cli.commands import (
-    CommandResult,
-    SlurmActionTimedOut,
-    SlurmCommands,
-    SlurmUnreachable,
-    errors_by_job,
-)
+from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands, errors_by_job
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parents[2] / "data"

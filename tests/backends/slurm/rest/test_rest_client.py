@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rest_replay import load, replay
 
-from slurm_gavel.backends.slurm.cli.commands import SlurmActionTimedOut, SlurmUnreachable
+from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.rest.auth import SlurmRestAuthError, TokenSource
 from slurm_gavel.backends.slurm.rest.client import RestClient
 from slurm_gavel.backends.slurm.rest.transport import _note_rest_errors, rest_backend
