@@ -1,15 +1,19 @@
-"""Values inside Slurm's JSON whose shape differs between releases.
+"""Values Slurm writes whose shape differs between releases and between outputs.
 
-Pure functions over one field each, shared by every record parser (slurm/from_json.py):
-numbers (plain ints on 22.05, ``{"set", "infinite", "number"}`` objects on 23.02+),
-states (``MIXED+DRAIN`` strings on 22.05, lists base first on 23.02+), exit codes
-(raw wait status or an object), host lists and GPU GRES/TRES strings.
+Pure functions over one field each, shared by every record parser (slurm/from_json.py,
+slurm/cli/jobs_from_text.py, and accounting/sacct.py and `report` for Slurm's
+accounting): numbers (plain ints on 22.05, ``{"set", "infinite", "number"}`` objects
+on 23.02+), states (``MIXED+DRAIN`` strings on 22.05, lists base first on 23.02+),
+exit codes (raw wait status or an object), host lists, and GRES/TRES strings in every
+shape Slurm writes them (JSON, squeue and sinfo text, sacct's AllocTRES): one reader,
+:func:`gres_entries`, that the GPU and shard readers below filter.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 INFINITE = -1  # what `number()` returns for {"infinite": true}
@@ -131,45 +135,133 @@ def _split_top(text: str) -> list[str]:
     return [p for p in parts if p]
 
 
-# gpu[:TYPE]:N, maybe with (S:0-1) or (IDX:0-1); a TRES request writes gres/gpu:TYPE:N
-# (24.11+) or gres:gpu:TYPE:N (22.05), and a TRES count may use '=' (gres/gpu=2).
-_GRES_ITEM = re.compile(r"^gpu(?::([^:=(]+))?[:=](\d+)(?:\(.*\))?$")
+# --- GRES and TRES strings: the one reader of every shape Slurm writes them in ------
+#
+# Every Slurm output writes a generic resource (GRES) entry in one grammar:
+# - a node's GRES and use (JSON gres, gres_used; sinfo -o %G): gpu:v100:4(S:0-1),shard:8
+# - a job's allocation per node (gres_detail): gpu:v100:2(IDX:0-1), shard:1(1/2,0/2)
+# - a TRES request (tres_per_node, tres_per_job...): gres/gpu:v100:2 (24.11+),
+#   gres:gpu:v100:2 (22.05), gres/gpu=2
+# - a TRES count (sacct's AllocTRES): cpu=4,gres/gpu=2,gres/gpu:v100=2
+# - a TRES name in sacct's JSON: gpu:v100, its count beside it.
+# That is [gres:|gres/]NAME[:TYPE]{:|=}COUNT[(DETAIL)], or a bare NAME (a request for
+# one), entries split on the commas outside parentheses (a detail holds commas:
+# (IDX:0,2)). An entry that does not follow it (mem=8G, (null), N/A, anything a user
+# typed) is no entry: the readers skip it, they never guess. The backends
+# (from_json.py, cli/jobs_from_text.py) and Slurm's accounting (accounting/sacct.py,
+# `slurm-gavel report`'s sinfo) all read through gres_entries().
+
+
+@dataclass(frozen=True)
+class GresEntry:
+    """One entry of a GRES/TRES string: ``gpu:v100:2(IDX:0-1)`` -> gpu, v100, 2."""
+
+    name: str  # gpu, shard, mps, nic; in a TRES count also cpu, node, billing...
+    type: str | None  # None: untyped (gpu:2)
+    count: int | None  # None: a bare name, which a request reads as one
+    detail: str = ""  # where it sits: "(IDX:0-1)", "(S:0)", "(1/2,0/2)"; "" for none
+
+
+# A name or type never holds ':', '=' or '(' (Slurm splits on them), a name no '/'
+# either (gres/ is a prefix; N/A is no name); a count is digits.
+_NAME = r"([^:=(/]+)"
+_TYPE = r"(?::([^:=(]+))?"
+_ENTRY = re.compile(rf"^{_NAME}{_TYPE}[:=](\d+)(\(.*\))?$")
+_BARE = re.compile(rf"^{_NAME}$")
+_TRES_NAME = re.compile(rf"{_NAME}{_TYPE}")
+_PREFIXES = ("gres:", "gres/")  # 22.05's TRES request, then 24.11+'s and every TRES count
+
+
+def split_entries(text: str) -> list[str]:
+    """The entries of a GRES/TRES string, stripped: split on the commas outside
+    parentheses, so ``gpu:2(IDX:0,2),nic:1`` -> ["gpu:2(IDX:0,2)", "nic:1"]."""
+    return [item.strip() for item in re.split(r",(?![^()]*\))", text or "")]
+
+
+def _unprefixed(item: str) -> str:
+    for prefix in _PREFIXES:
+        if item.startswith(prefix):
+            item = item[len(prefix) :]
+    return item
+
+
+def gres_entries(text: str) -> list[GresEntry]:
+    """Every entry of a GRES/TRES string that follows the grammar, in order."""
+    out: list[GresEntry] = []
+    for item in split_entries(text):
+        item = _unprefixed(item)
+        m = _ENTRY.match(item)
+        if m:
+            name, gres_type, count, detail = m.groups()
+            out.append(GresEntry(name, gres_type, int(count), detail or ""))
+        elif _BARE.match(item):
+            out.append(GresEntry(item, None, None))
+    return out
 
 
 def gpu_gres(text: str) -> list[tuple[str | None, int]]:
     """GPU entries of a GRES/TRES string: ``gpu:v100:4(S:0),nic:1`` -> [("v100", 4)];
-    ``gres/gpu:v100:1`` -> [("v100", 1)]."""
-    out: list[tuple[str | None, int]] = []
-    for item in re.split(r",(?![^()]*\))", text or ""):
-        item = item.strip()
-        for prefix in ("gres:", "gres/"):
-            if item.startswith(prefix):
-                item = item[len(prefix) :]
-        if item == "gpu":
-            out.append((None, 1))
-            continue
-        m = _GRES_ITEM.match(item)
-        if m:
-            out.append((m.group(1), int(m.group(2))))
-    return out
-
-
-_SHARD_ITEM = re.compile(r"^shard(?::([^:=(]+))?[:=](\d+)(?:\(.*\))?$")
+    ``gres/gpu:v100:1`` -> [("v100", 1)]; a bare ``gpu`` -> [(None, 1)]."""
+    return [
+        (e.type, 1 if e.count is None else e.count) for e in gres_entries(text) if e.name == "gpu"
+    ]
 
 
 def shard_gres(text: str) -> list[tuple[str | None, int]]:
     """gres/shard entries of a GRES/TRES string: ``gpu:v100:2,shard:v100:4`` ->
-    [("v100", 4)]; ``shard:1(IDX:0)`` -> [(None, 1)]; ``gres/shard:2`` -> [(None, 2)]."""
-    out: list[tuple[str | None, int]] = []
-    for item in re.split(r",(?![^()]*\))", text or ""):
-        item = item.strip()
-        for prefix in ("gres:", "gres/"):
-            if item.startswith(prefix):
-                item = item[len(prefix) :]
-        m = _SHARD_ITEM.match(item)
-        if m:
-            out.append((m.group(1), int(m.group(2))))
-    return out
+    [("v100", 4)]; ``shard:1(IDX:0)`` -> [(None, 1)]; ``gres/shard:2`` -> [(None, 2)].
+    A bare ``shard`` says no count: none is read."""
+    return [
+        (e.type, e.count) for e in gres_entries(text) if e.name == "shard" and e.count is not None
+    ]
+
+
+def gres_names(text: str) -> set[str]:
+    """The GRES a TRES request names, its count readable or not: "gres/gpu:v100:2,
+    gres/shard:1" -> {gpu, shard}; 22.05 writes gres:gpu:v100:2. Every comma splits
+    here, inside parentheses too: a name is never missed, which is what a caller that
+    refuses any request naming a GPU GRES needs (cli/jobs_from_text.py)."""
+    return {re.split("[:=]", _unprefixed(item), maxsplit=1)[0] for item in (text or "").split(",")}
+
+
+def gpu_counts(entries: Iterable[tuple[str | None, int]]) -> tuple[dict[str, int], int]:
+    """(GPUs per type, all GPUs) of an allocation's GPU entries, as TRES counts them:
+    ``gres/gpu=2,gres/gpu:v100=2`` -> ({"v100": 2}, 2). The untyped count is the total
+    (the last one, if written twice); the total is at least the typed ones' sum (a
+    site without the untyped TRES in AccountingStorageTRES)."""
+    typed: dict[str, int] = {}
+    total = 0
+    for gpu_type, count in entries:
+        if gpu_type is None:
+            total = count
+        else:
+            typed[gpu_type] = typed.get(gpu_type, 0) + count
+    return typed, max(total, sum(typed.values()))
+
+
+def tres_gpus(text: str) -> tuple[dict[str, int], int]:
+    """(GPUs per type, all GPUs) of a TRES count: sacct's AllocTRES
+    ``billing=1,cpu=1,gres/gpu:v100=1,gres/gpu=1,node=1`` -> ({"v100": 1}, 1)."""
+    return gpu_counts(
+        (e.type, e.count) for e in gres_entries(text) if e.name == "gpu" and e.count is not None
+    )
+
+
+def tres_name(name: str) -> tuple[str, str | None] | None:
+    """A TRES name of sacct's JSON, its count written beside it: ``gpu:v100`` ->
+    ("gpu", "v100"), ``gpu`` -> ("gpu", None); None where it is not one."""
+    m = _TRES_NAME.fullmatch(name)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def typed_gpus(text: str) -> dict[str, int]:
+    """GPUs per type of a node's GRES (``sinfo -o %G``): ``gpu:v100:4(S:0-1),shard:8``
+    -> {"v100": 4}; untyped GPUs are not counted; a type written twice, its last."""
+    return {
+        e.type: e.count
+        for e in gres_entries(text)
+        if e.name == "gpu" and e.type is not None and e.count is not None
+    }
 
 
 # One node's allocation in a job's gres_detail or a node's gres_used: 22.05 writes
@@ -184,8 +276,7 @@ def gres_indices(detail: str, name: str) -> tuple[int, ...]:
     ``shard:1(IDX:0)`` and ``shard:1(1/2,0/2)`` -> (0,); ``gpu:v100:2(IDX:0-1)`` -> (0, 1).
     () when the string holds no such allocation or no index (IDX:N/A)."""
     out: set[int] = set()
-    for item in re.split(r",(?![^()]*\))", detail or ""):
-        item = item.strip()
+    for item in split_entries(detail):
         if item.split(":", 1)[0] != name:
             continue
         m = _IDX.search(item)

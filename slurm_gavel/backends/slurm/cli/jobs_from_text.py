@@ -66,7 +66,13 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS, NODE_SHARING, UNNAMED, Record
-from slurm_gavel.backends.slurm.fields import exit_code, expand_hostlist, gpu_gres, shard_gres
+from slurm_gavel.backends.slurm.fields import (
+    exit_code,
+    expand_hostlist,
+    gpu_gres,
+    gres_names,
+    shard_gres,
+)
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.core.managed import is_managed_comment
 
@@ -247,9 +253,9 @@ def _new_run_slices(
     tres_node = _tres(text("tres_per_node"))
     gpus = gpu_gres(tres_node)
     others = [
-        _gres_names(_tres(text(f))) for f in ("tres_per_job", "tres_per_task", "tres_per_socket")
+        gres_names(_tres(text(f))) for f in ("tres_per_job", "tres_per_task", "tres_per_socket")
     ]
-    if _gres_names(tres_node) & _GPU_GRES != {"gpu"} or any(n & _GPU_GRES for n in others):
+    if gres_names(tres_node) & _GPU_GRES != {"gpu"} or any(n & _GPU_GRES for n in others):
         raise _Unsure
     if len(gpus) != 1 or gpus[0][1] < 1:
         raise _Unsure
@@ -264,16 +270,6 @@ def _new_run_slices(
             raise _Unsure  # untyped, on a node with GPUs of several types (or untyped)
         slices.append(GpuSlice(node, node_type, count))
     return tuple(slices)
-
-
-def _gres_names(tres: str) -> set[str]:
-    """The GRES a TRES request names: "gres/gpu:v100:2,gres/shard:1" -> {gpu, shard};
-    22.05 writes gres:gpu:v100:2."""
-    out = set()
-    for item in tres.split(","):
-        name = item.removeprefix("gres/").removeprefix("gres:")
-        out.add(re.split("[:=]", name, maxsplit=1)[0])
-    return out
 
 
 def _int(text: str) -> int:
