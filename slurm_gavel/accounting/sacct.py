@@ -8,12 +8,14 @@ and GPUs; its restarts are its runs minus one.
 
 The JSON changed between releases; what this reads, seen in the captured output of
 22.05, 24.11 and 26.05 (tests/data/sacct/): times are integers on all three
-(other numbers of 24.11+ are ``{"set", "infinite", "number"}`` objects, which
-:func:`_number` reads too), ``state.current`` a string (22.05) or a list, base
-state first, then flags (24.11+: a requeued run is ``["PENDING", "REQUEUED"]``),
-the comment under ``comment.job``; the GPUs
-allocated are the ``gres`` TRES named ``gpu:TYPE`` (slurm.conf must name them in
-AccountingStorageTRES; without it no GPU type is recorded).
+(other numbers of 24.11+ are ``{"set", "infinite", "number"}`` objects), ``state.current``
+a string (22.05) or a list, base state first, then flags (24.11+: a requeued run is
+``["PENDING", "REQUEUED"]``), the comment under ``comment.job``; the GPUs allocated
+are the ``gres`` TRES named ``gpu:TYPE`` (slurm.conf must name them in
+AccountingStorageTRES; without it no GPU type is recorded). Its numbers, states and
+GRES/TRES are read as the backends read them (backends/slurm/fields.py), and sacct
+runs through the backends' command runner (SlurmCommands: argument lists, a timeout,
+retries while slurmdbd is unreachable).
 
 Job comments are user text: they are kept as strings here and only ever parsed by
 slurm_gavel.core.managed's strict grammar.
@@ -22,13 +24,27 @@ slurm_gavel.core.managed's strict grammar.
 from __future__ import annotations
 
 import json
+import re
 import secrets
-import subprocess
+import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from slurm_gavel.backends.slurm.cli.commands import (
+    CommandResult,
+    SlurmActionTimedOut,
+    SlurmCommands,
+    SlurmUnreachable,
+)
+from slurm_gavel.backends.slurm.fields import (
+    gpu_counts,
+    number,
+    state_list,
+    tres_gpus,
+    tres_name,
+)
 from slurm_gavel.errors import InputError
 
 FIELDS = (
@@ -78,20 +94,27 @@ class SacctRun:
 # --- sacct --json ------------------------------------------------------------------
 
 
-def _number(value: Any) -> float | None:
-    """22.05: a number; later: {"set": bool, "infinite": bool, "number": N}."""
-    if isinstance(value, Mapping):
-        if not value.get("set", True) or value.get("infinite"):
-            return None
-        value = value.get("number")
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _number(value: Any) -> int | None:
+    """fields.number of a value sacct wrote, None where it wrote none (null, unset,
+    infinite) or something else: one odd value does not refuse the record."""
+    if value is None or isinstance(value, bool) or _unset_or_infinite(value):
         return None
-    return float(value)
+    try:
+        return number(value)
+    except ValueError:
+        return None
+
+
+def _unset_or_infinite(value: Any) -> bool:
+    """What fields.number reads as 0 or INFINITE, which sacct means as no value."""
+    if isinstance(value, Mapping):
+        return not value.get("set", True) or bool(value.get("infinite"))
+    return value == "Infinity"
 
 
 def _epoch(value: Any) -> float | None:
     n = _number(value)
-    return n if n is not None and n > 0 else None  # 0 = not (yet) happened
+    return float(n) if n is not None and n > 0 else None  # 0 = not (yet) happened
 
 
 def _text(value: Any) -> str:
@@ -99,29 +122,31 @@ def _text(value: Any) -> str:
 
 
 def _state(value: Any) -> str:
+    """state.current: a string (22.05) or a list, base state first (23.02+); a requeued
+    run's is ["PENDING", "REQUEUED"], which sacct -P prints REQUEUED."""
     if isinstance(value, Mapping):
         value = value.get("current")
-    if isinstance(value, list):  # 23.02+: ["COMPLETED"], flags after the base state
-        # a requeued run is ["PENDING", "REQUEUED"] (sacct -P: REQUEUED)
-        value = "REQUEUED" if "REQUEUED" in value[1:] else (value[0] if value else "")
-    return _text(value).split(" ")[0]
+    try:
+        states = state_list(value)
+    except ValueError:
+        return ""
+    if not states:
+        return ""
+    return ("REQUEUED" if "REQUEUED" in states[1:] else states[0]).split(" ")[0]
 
 
 def _json_gpus(tres: Any) -> tuple[dict[str, int], int]:
-    typed: dict[str, int] = {}
-    total = 0
+    """(GPUs per type, all GPUs) of tres.allocated: its gres TRES named gpu[:TYPE]."""
+    gpus: list[tuple[str | None, int]] = []
     for item in tres if isinstance(tres, list) else []:
         if not isinstance(item, Mapping) or item.get("type") != "gres":
             continue
-        name = _text(item.get("name"))
+        name = tres_name(_text(item.get("name")))
         count = _number(item.get("count"))
-        if count is None or count <= 0:
+        if name is None or name[0] != "gpu" or count is None or count <= 0:
             continue
-        if name == "gpu":
-            total = int(count)
-        elif name.startswith("gpu:"):
-            typed[name[4:]] = typed.get(name[4:], 0) + int(count)
-    return typed, max(total, sum(typed.values()))
+        gpus.append((name[1], count))
+    return gpu_counts(gpus)
 
 
 def parse_json(doc: Any, origin: str = "sacct --json") -> list[SacctRun]:
@@ -147,7 +172,7 @@ def _json_run(raw: Mapping[str, Any]) -> SacctRun:
     gpus, total = _json_gpus(tres.get("allocated"))
     job_id = _number(raw.get("job_id"))
     return SacctRun(
-        job_id=str(int(job_id)) if job_id is not None else "?",
+        job_id=str(job_id) if job_id is not None else "?",
         name=_text(raw.get("name")),
         user=_text(raw.get("user")),
         account=_text(raw.get("account")),
@@ -156,7 +181,7 @@ def _json_run(raw: Mapping[str, Any]) -> SacctRun:
         submit=_epoch(times.get("submission")),
         start=_epoch(times.get("start")),
         end=_epoch(times.get("end")),
-        elapsed=_number(times.get("elapsed")) or 0.0,
+        elapsed=float(_number(times.get("elapsed")) or 0),
         comment=_text(comment),
         gpus=gpus,
         gpu_total=total,
@@ -173,20 +198,6 @@ def _parsable_time(text: str) -> float | None:
         return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))  # sacct prints local
     except ValueError:
         return None
-
-
-def _tres_gpus(text: str) -> tuple[dict[str, int], int]:
-    typed: dict[str, int] = {}
-    total = 0
-    for item in text.split(","):
-        key, _, value = item.partition("=")
-        if not value.isdigit():
-            continue
-        if key == "gres/gpu":
-            total = int(value)
-        elif key.startswith("gres/gpu:"):
-            typed[key[9:]] = typed.get(key[9:], 0) + int(value)
-    return typed, max(total, sum(typed.values()))
 
 
 def parse_parsable(text: str, delimiter: str = "|") -> tuple[list[SacctRun], int]:
@@ -217,7 +228,7 @@ def parse_parsable(text: str, delimiter: str = "|") -> tuple[list[SacctRun], int
     runs = []
     for cells in rows:
         f = dict(zip(header, cells, strict=True))
-        gpus, total = _tres_gpus(f["AllocTRES"])
+        gpus, total = tres_gpus(f["AllocTRES"])
         runs.append(
             SacctRun(
                 job_id=f["JobIDRaw"],
@@ -268,11 +279,18 @@ def sacct_argv(since: str, until: str | None, partitions: Sequence[str]) -> list
 
 
 def query(
-    since: str, until: str | None = None, partitions: Iterable[str] = (), timeout: float = 300
+    since: str,
+    until: str | None = None,
+    partitions: Iterable[str] = (),
+    timeout: float = 300,
+    commands: SlurmCommands | None = None,
 ) -> tuple[list[SacctRun], int, str]:
-    """Run sacct (JSON, else -P); the runs, the unreadable lines, and which form."""
+    """Run sacct (JSON, else -P); the runs, the unreadable lines, and which form.
+    Through `commands` (default: a runner of its own with `timeout`): retried while
+    slurmdbd is unreachable; a timeout is not (the same query would take as long)."""
+    commands = commands or SlurmCommands(timeout=timeout)
     base = sacct_argv(since, until, list(partitions))
-    res = _run([*base, "--json"], timeout)
+    res = _run(commands, [*base, "--json"])
     if res.returncode == 0 and is_json(res.stdout):
         try:
             return parse_json(json.loads(res.stdout)), 0, "json"
@@ -280,23 +298,43 @@ def query(
             pass  # an old sacct's --json that is not JSON: fall back
     # A delimiter no user can know when writing a comment: no forged records.
     delimiter = "|" + secrets.token_hex(8) + "|"
-    res = _run([*base, "-P", "--delimiter", delimiter, "-o", ",".join(FIELDS)], timeout)
+    res = _run(commands, [*base, "-P", "--delimiter", delimiter, "-o", ",".join(FIELDS)])
     if res.returncode != 0:
         raise SacctError(
-            f"sacct failed ({res.returncode}): {res.stderr.strip()[:400]}; is slurmdbd "
-            "running and AccountingStorageType=accounting_storage/slurmdbd in slurm.conf?"
+            f"sacct failed ({res.returncode}): {res.stderr.strip()[:400]}; {_SLURMDBD_HINT}"
         )
     runs, bad = parse_parsable(res.stdout, delimiter)
     return runs, bad, "parsable"
 
 
-def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+_SLURMDBD_HINT = (
+    "is slurmdbd running and AccountingStorageType=accounting_storage/slurmdbd in slurm.conf?"
+)
+
+
+def _run(commands: SlurmCommands, argv: list[str]) -> CommandResult:
+    """sacct's output (counted as kind "sacct"); SacctError when it could not run or
+    slurmdbd did not answer. Times print as -P's reader parses them (the runner's own
+    SLURM_TIME_FORMAT is epoch seconds, for the job listing)."""
+    if shutil.which(argv[0], path=commands.env.get("PATH")) is None:
+        raise SacctError("sacct is not installed (Debian: slurm-client)")
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        raise SacctError("sacct is not installed (Debian: slurm-client)") from None
-    except subprocess.TimeoutExpired:
-        raise SacctError(f"sacct took over {timeout:.0f} s; narrow --since/--until") from None
+        return commands.run("sacct", argv, env={"SLURM_TIME_FORMAT": "standard"})
+    except SlurmActionTimedOut:
+        raise SacctError(
+            f"sacct took over {commands.timeout:.0f} s or lost slurmdbd's answer; "
+            "narrow --since/--until"
+        ) from None
+    except SlurmUnreachable as e:
+        # The runner's message names slurmctld (the backends' daemon); sacct's is slurmdbd.
+        said = _LAST_ERROR.search(str(e))
+        raise SacctError(
+            f"sacct could not reach slurmdbd after {commands.retries + 1} tries "
+            f"({said.group(1) if said else e}); {_SLURMDBD_HINT}"
+        ) from None
+
+
+_LAST_ERROR = re.compile(r" tries \((.*)\); ", re.DOTALL)  # SlurmCommands.run's message
 
 
 def by_job(runs: Iterable[SacctRun]) -> dict[str, list[SacctRun]]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from slurm_gavel.accounting.report import GROUPS, add_fairness, job_facts, job_json, summarise
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, SlurmUnreachable
+from slurm_gavel.backends.slurm.fields import typed_gpus
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.commands.plotting import require_matplotlib
 from slurm_gavel.commands.status import printable
@@ -69,21 +70,22 @@ def parse_capacity(text: str) -> dict[str, int]:
     return out
 
 
-def sinfo_capacity() -> dict[str, int]:
-    """GPUs per type of every node sinfo lists (empty when sinfo fails)."""
+def sinfo_capacity(commands: SlurmCommands | None = None) -> dict[str, int]:
+    """GPUs per type of every node sinfo lists (empty when sinfo fails). Through the
+    command runner: retried while slurmctld is unreachable; a timeout is not (one
+    minute, as long as a report should wait for a figure --capacity can give); an
+    admin's SINFO_* shell defaults are dropped, as for the daemon's reads."""
+    commands = commands or SlurmCommands(timeout=60)
     try:
-        res = subprocess.run(
-            ["sinfo", "-h", "-N", "-o", "%N|%G"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        res = commands.run("sinfo", ["sinfo", "-h", "-N", "-o", "%N|%G"])
+    except (SlurmUnreachable, OSError):  # not installed or runnable, not answering, timed out
         return {}
     seen: dict[str, dict[str, int]] = {}
-    for line in res.stdout.splitlines() if res.returncode == 0 else []:
+    for line in res.stdout.splitlines() if res.ok else []:
         node, _, gres = line.partition("|")
-        for item in gres.split(","):
-            parts = item.split("(")[0].split(":")
-            if parts[0] == "gpu" and len(parts) == 3 and parts[2].isdigit():
-                seen.setdefault(node, {})[parts[1]] = int(parts[2])
+        typed = typed_gpus(gres)
+        if typed:
+            seen.setdefault(node, {}).update(typed)
     cap: dict[str, int] = {}
     for per_node in seen.values():  # a node in several partitions is listed once each
         for gpu, n in per_node.items():
