@@ -134,6 +134,10 @@ class ObservedJob:
     # The numeric uid of the job's owner as Slurm records it (None where the backend
     # has no users, as in the simulator): the only owner a progress report may have.
     user_id: int | None = None
+    # Waiting jobs only: why the cluster would not start it now whatever GPUs it got (a
+    # dependency, a begin time, a limit), in words; None when it would. The round
+    # gives such a job no GPUs and no fairness credit, and says why (round_jobs.py).
+    waiting_on: str | None = None
 
     # Written out instead of generated: a frozen dataclass's __init__ pays an
     # object.__setattr__ per field (3.6 us for these ten), and the simulator makes
@@ -151,6 +155,7 @@ class ObservedJob:
         finish_time: float | None = None,
         succeeded: bool = True,
         user_id: int | None = None,
+        waiting_on: str | None = None,
     ) -> None:
         self.__dict__.update(
             job=job,
@@ -164,6 +169,7 @@ class ObservedJob:
             finish_time=finish_time,
             succeeded=succeeded,
             user_id=user_id,
+            waiting_on=waiting_on,
         )
 
 

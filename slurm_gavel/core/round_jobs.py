@@ -19,6 +19,9 @@ from slurm_gavel.core.scheduler_state import RoundMemo, SchedulerState
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import PACKING_POLICIES
 
+# The skip reason of a job the cluster would not start now (ObservedJob.waiting_on).
+WAITING_ON_CLUSTER = "Slurm would not start it now: "
+
 # A job the round can place, with its throughput row on the cluster's GPU types.
 Considered = tuple[ObservedJob, Mapping[GpuType, float]]
 
@@ -50,6 +53,9 @@ def considered_jobs(
     out: list[Considered] = []
     skipped: list[tuple[JobId, str]] = []
     for o in active:
+        if o.waiting_on:
+            skipped.append((o.job.id, WAITING_ON_CLUSTER + o.waiting_on))
+            continue
         try:
             row = rows.row(o.job.job_type, o.job.scale_factor)
         except InputError as e:

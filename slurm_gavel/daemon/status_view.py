@@ -13,7 +13,9 @@ decision): no comment, job name, path or progress report.
 It is built here from the daemon's data only (states, GPU types, node names,
 the policy name, numbers the daemon parsed), never from text a user wrote: the
 scheduler's raw `reason` for a skipped job can quote the user's job type, so
-`why` maps it to a fixed sentence instead.
+`why` maps it to a fixed sentence instead. The one reason passed on as it is says
+why Slurm would not start a job (round_jobs.WAITING_ON_CLUSTER): Slurm's reason
+names, a time, and a dependency as Slurm prints it after checking it at submit.
 
 Pure functions over the state document: no I/O.
 """
@@ -25,6 +27,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
 from slurm_gavel.errors import InputError
 
 VIEW_FORMAT = "slurm-gavel-status/1"
@@ -161,6 +164,10 @@ def why(job: dict[str, Any], policy: str | None) -> str:
             "checkpoints, waits held and resumes when a round places it again"
         )
     if state == "skipped":
+        if reason.startswith(WAITING_ON_CLUSTER):
+            # Slurm's own words (its reason names, a dependency it checked, a time):
+            # no user text, and the user learns what to change.
+            return "not scheduled: " + reason
         if reason.startswith("unknown job type"):
             return "not scheduled: its job type is not in the throughput table of the site"
         if "has no figures at scale factor" in reason:

@@ -240,3 +240,46 @@ def test_a_new_throughput_table_is_used_in_the_next_round_even_with_the_same_job
     state, report = run_round(state, sim, replace(config, table=slow))
     assert all(p.gpu_type != "k80" for p in report.placement.jobs.values())
     assert state.memo is not None and state.memo.table is slow
+
+
+class _WaitingBackend:
+    """The simulated cluster, with one waiting job the cluster would not start (as the
+    Slurm backend reports a job with an unfulfilled dependency)."""
+
+    def __init__(self, inner, waiting: str) -> None:
+        self.inner, self.waiting = inner, waiting
+
+    def observe(self):
+        snap = self.inner.observe()
+        jobs = tuple(
+            replace(o, waiting_on="it waits for its dependency afterok:1(unfulfilled)")
+            if o.job.id == self.waiting
+            else o
+            for o in snap.jobs
+        )
+        return replace(snap, jobs=jobs)
+
+    def act(self, placement):
+        return self.inner.act(placement)
+
+    @property
+    def clock(self) -> float:
+        return self.inner.clock
+
+    def advance(self, until: float) -> None:
+        self.inner.advance(until)
+
+
+def test_a_job_the_cluster_would_not_start_gets_no_gpus_and_no_credit():
+    # One V100 and two jobs: the first in line waits on a dependency, so the GPU goes
+    # to the other, and the waiting job gets no time "received" while it waits.
+    jobs = [Job("w", RESNET, 1, total_steps=LONG), Job("r", RESNET, 1, total_steps=LONG)]
+    backend = _WaitingBackend(_sim(jobs, "v100:1x1"), "w")
+    config = SchedulerConfig(table=TABLE)
+    state, reports = _rounds(SchedulerState(), backend, config, 3)
+    for report in reports:
+        assert list(report.placement.jobs) == ["r"]
+        assert [j for j, _ in report.skipped] == ["w"]
+        assert report.skipped[0][1].startswith("Slurm would not start it now: it waits")
+    assert sum(state.jobs["w"].received_s.values()) == 0.0
+    assert sum(state.jobs["r"].received_s.values()) > 0.0

@@ -57,6 +57,9 @@ def plan_act(
         if obs.state is JobState.DONE:
             plan.failed.append((job_id, "job has finished"))
             continue
+        if obs.waiting_on:  # the round skips these; never placed where Slurm would not start
+            plan.failed.append((job_id, f"Slurm would not start it now: {obs.waiting_on}"))
+            continue
         if jp.partner is not None and jp.partner in apart:
             plan.failed.append((job_id, f"not sharing with {jp.partner}: {apart[jp.partner]}"))
             continue

@@ -35,6 +35,7 @@ from typing import Generic, TypeVar
 
 from slurm_gavel.backends.slurm.act_plan import ActPlan, plan_act
 from slurm_gavel.backends.slurm.admin_comment import comment_orders
+from slurm_gavel.backends.slurm.eligibility import HeldBack
 from slurm_gavel.backends.slurm.giveback import give_back_orders, refused_held
 from slurm_gavel.backends.slurm.old_runs import DEFAULT_KILL_WAIT_S, MARGIN_S, OldRuns
 from slurm_gavel.backends.slurm.preemption import Preemption
@@ -103,6 +104,8 @@ class SlurmBackend(Generic[Transport]):
         self._resumed: set[JobId] = set()  # resume(): read as ended if not listed
         # the orders the last act released (job -> order): still pending, not re-issued
         self._released: dict[JobId, StartOrder] = {}
+        # Jobs Slurm did not start for a limit, kept out for a while (eligibility.py).
+        self.held_back = HeldBack()
         # Requeued jobs whose previous run may still be on a node (old_runs.py).
         self.old_runs = OldRuns()
         self._clear_s_known = old_run_clear_s is not None
@@ -121,8 +124,14 @@ class SlurmBackend(Generic[Transport]):
         self._resumed = set()
         now = self.clock()
         self.view = build_view(
-            nodes, jobs, self.managed_partitions, now, first_submit=self._first_submit
+            nodes,
+            jobs,
+            self.managed_partitions,
+            now,
+            first_submit=self._first_submit,
+            held_back=self.held_back.reasons,
         )
+        self.held_back.observe(self.view.managed, now)
         add_vanished(self.view, self._active, now)
         self._active = {
             o.job.id: o.job for o in self.view.snapshot.jobs if o.state is not JobState.DONE

@@ -292,3 +292,11 @@ def gres_indices(detail: str, name: str) -> tuple[int, ...]:
                 if used.isdigit() and int(used) > 0:
                     out.add(i)
     return tuple(sorted(out))
+
+
+def dependency_text(value: Any) -> str:
+    """A job's dependency as squeue prints it ("afterok:12(unfulfilled)"), "" when it
+    has none: the JSON's "" or null, the listing's "(null)" (a dependency Slurm took
+    is never that text: it checks the form at submit)."""
+    text = "" if value is None else str(value).strip()
+    return "" if text == "(null)" else text

@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from slurm_gavel.backends.slurm.fields import (
+    dependency_text,
     exit_code,
     expand_hostlist,
     gpu_gres,
@@ -285,6 +286,7 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             qos=str(raw.get("qos") or ""),
             user_id=None if user_id is None else number(user_id),
             eligible_time=max(0, number(raw.get("eligible_time"))),
+            dependency=dependency_text(raw.get("dependency")),
         )
     except ValueError as e:
         raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None

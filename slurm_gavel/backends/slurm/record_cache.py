@@ -45,6 +45,7 @@ FIELDS = (
     "user_name",
     "qos",
     "eligible_time",
+    "dependency",
 )
 
 

@@ -156,6 +156,8 @@ class SlurmJob:
     # Slurm's own delay before a job runs again); 0 when unset.
     eligible_time: int = 0
     shard_request: int = 0  # gres/shard per node asked (tres_per_node)
+    # Its dependency as squeue prints it ("afterok:12(unfulfilled)"); "" when none.
+    dependency: str = ""
     # Built from the listing's text for a job whose comment does not claim it, where
     # the text could not say its comment, account, QOS or user name exactly ("" for
     # "(null)" and an unnamed uid, the text for a comment with "\r"): nothing reads

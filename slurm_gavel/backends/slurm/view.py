@@ -7,9 +7,10 @@ without a cluster. The other pure half, placement -> the act's plan, is act_plan
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from slurm_gavel.backends.slurm.eligibility import waiting_on
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.shard_pairs import (
     lone_half_warnings,
@@ -49,12 +50,14 @@ def build_view(
     managed_partitions: Collection[str] | None,
     now: float,
     first_submit: dict[JobId, float] | None = None,
+    held_back: Mapping[JobId, str] | None = None,
 ) -> SlurmView:
     """The snapshot the round loop sees; malformed managed comments become warnings.
 
     first_submit (updated in place) remembers each job's earliest submit time:
     Slurm 22.05 resets submit_time on every requeue, which would make a preempted
-    job look younger than it is.
+    job look younger than it is. held_back: jobs a recent round found blocked by a
+    limit (eligibility.HeldBack), still kept out.
     """
     first_submit = {} if first_submit is None else first_submit
     warnings: list[str] = []
@@ -82,7 +85,8 @@ def build_view(
     warnings += lone_half_warnings(managed, jobs, partners, by_name)
     types = {n.name: n.gpu_type for n in nodes}
     for sj, spec, arrival in specs:
-        observed.append(_observed(sj, spec, arrival, partners.get(sj.job_id), types))
+        waits = None if sj.state in RUNNING_STATES else waiting_on(sj, now, held_back or {})
+        observed.append(_observed(sj, spec, arrival, partners.get(sj.job_id), types, waits))
     for gone in [j for j in first_submit if j not in managed]:
         del first_submit[gone]
     managed_gpus = managed_gpus_of(managed.values())
@@ -120,6 +124,7 @@ def _observed(
     arrival: float,
     partner: JobId | None = None,
     node_types: dict[str, str | None] | None = None,
+    waits: str | None = None,
 ) -> ObservedJob:
     scale = spec.scale_factor
     if scale is None and sj.gpu_request is not None:
@@ -166,6 +171,7 @@ def _observed(
             state=JobState.HELD if held else JobState.PENDING,
             restarts=sj.restarts,
             user_id=uid,
+            waiting_on=waits,
         )
     return ObservedJob(
         job=job,

@@ -17,6 +17,9 @@ from tests.backends.slurm.test_shard_pairs import CAPTURES, load, scenario
 MANAGED = "gavel:type=ResNet-18"
 
 
+# The view's clock after every capture was made: their waiting jobs' EligibleTime is past.
+AFTER_CAPTURES = 2_000_000_000.0
+
 def shard_view(release, managed=("a", "b", "c", "d", "e", "m"), drop=()):
     ids = scenario(release)
     _, nodes = parse_nodes(load(release, 1))
@@ -24,7 +27,7 @@ def shard_view(release, managed=("a", "b", "c", "d", "e", "m"), drop=()):
     jobs = [j for j in jobs if j.job_id not in {ids[k] for k in drop}]
     want = {ids[k] for k in managed}
     jobs = [replace(j, comment=MANAGED) if j.job_id in want else j for j in jobs]
-    return ids, build_view(nodes, jobs, None, 1000.0)
+    return ids, build_view(nodes, jobs, None, AFTER_CAPTURES)
 
 
 def jp(job_id, gpu_type, *slices, partner=None):
@@ -63,7 +66,7 @@ def test_warnings_name_halves_split_over_two_gpus_and_halves_shared_with_unmanag
     a, b, m = ids["a"], ids["b"], ids["m"]
     # b unmanaged: a (managed) shares v100-1's GPU 0 with a user's own shard job.
     marked = [replace(j, comment=MANAGED) if j.job_id in (a, m) else j for j in jobs]
-    v = build_view(nodes, marked, None, 1000.0)
+    v = build_view(nodes, marked, None, AFTER_CAPTURES)
     (w,) = [w for w in v.warnings if "GPU" in w]
     assert w.startswith(f"job {a} shares v100-1 GPU [0] with job {b}, which is not a managed")
     # b on GPU 1 instead (c, the whole-GPU job there, gone): two lone halves of one node.
@@ -73,7 +76,7 @@ def test_warnings_name_halves_split_over_two_gpus_and_halves_shared_with_unmanag
             (s,) = j.gpu_slices
             j = replace(j, gpu_slices=(replace(s, indices=(1,)),))
         split.append(replace(j, comment=MANAGED) if j.job_id in (a, b) else j)
-    v = build_view(nodes, split, None, 1000.0)
+    v = build_view(nodes, split, None, AFTER_CAPTURES)
     (w,) = [w for w in v.warnings if "GPU" in w]
     assert w.startswith(f"jobs {a}, {b} each hold half of a different GPU of node v100-1")
     assert f"{a}: GPU [0], {b}: GPU [1]" in w

@@ -67,6 +67,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS, NODE_SHARING, UNNAMED, Record
 from slurm_gavel.backends.slurm.fields import (
+    dependency_text,
     exit_code,
     expand_hostlist,
     gpu_gres,
@@ -230,6 +231,7 @@ def _build(
         qos=_name(qos),
         user_id=user_id,
         eligible_time=max(0, _time(text("eligible_time"))),
+        dependency=dependency_text(text("dependency")),
         blanked=blanked,
     )
 

@@ -97,6 +97,7 @@ LISTING_FIELDS: Mapping[str, str] = {
     "user_id": "UserID",
     "nodes": "NodeList",
     "eligible_time": "EligibleTime",
+    "dependency": "Dependency",
     "comment": "Comment",
 }
 # _job fields Slurm changes only together with a listed one (the one named).

@@ -133,13 +133,14 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
                              "--gres=gpu:p100:1", *OUT, *SLEEP),
         }  # fmt: skip
         rerun = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)  # requeued: a new run
+        waiter = sub(*MANAGED, f"--dependency=afterok:{run1}")  # held, and a dependency
         for job in (run1, run2, multi, untyped, ckpt, requeued, rerun):
             slurm.wait_state(job, "RUNNING")
         slurm.wait_state(done, "COMPLETED", "GONE")
         b = cli_backend(env=slurm.env)
         everyone = {held, later, starts, run1, run2, multi, untyped, ckpt, requeued,
                     cancelled, plain, null_account, *hostile.values(), *to.values(),
-                    *start.values(), rerun}  # fmt: skip
+                    *start.values(), rerun, waiter}  # fmt: skip
         first = read(b, everyone)
         capture(slurm, "round1", first)
         last = {j: (r, first.jobs[j]) for j, r in first.records.items()}

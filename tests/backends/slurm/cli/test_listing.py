@@ -27,6 +27,8 @@ TOKEN = "|0123456789abcdef|"  # the token the captures were made with (listing_c
 # and SLURM_TIME_FORMAT=%s on a fresh tools/local-cluster, jobs: 1 managed and held;
 # 2 and 3 an array whose comment holds '|' and a newline with a fake record after it;
 # 4 a comment of invalid UTF-8 bytes (24.11 and 26.05: and "\r\n").
+# The Dependency column (added later) was put in each record as squeue prints it for
+# a job without one, "(null)" (checked on 22.05 and 26.05).
 RELEASES = ["22.05", "24.11", "26.05"]
 
 

@@ -1,0 +1,110 @@
+"""Whether Slurm would start a waiting managed job if the daemon placed it now, and if
+not, why (ObservedJob.waiting_on): GPUs given to such a job sit idle while runnable
+jobs wait, and time "received" there is false fairness credit. Pure.
+
+Three kinds of reason, each read from what Slurm reports of every release:
+
+* its dependency (``--dependency``): squeue's Dependency text, "afterok:12(unfulfilled)"
+  while it waits, "(failed)" once it can never be satisfied; "" when none is left;
+* its begin time (``--begin``): Slurm's EligibleTime of a job that never ran, while it
+  is in the future. (A requeued job's EligibleTime is Slurm's own delay before a
+  relaunch, requeue + 121 s, which the daemon's placement deliberately skips; a job
+  that ran once was past its begin time.) The placement's ``StartTime=now`` is never
+  sent for such a job, so the begin time its user set is kept;
+* a limit only Slurm knows (a partition's MaxTime, a QOS or association limit, a
+  reservation, a down partition): Slurm names it as the Reason of a job it was free to
+  start (released, not held) and did not. Such a job is held again (it was not
+  placed this round) and kept out for LIMIT_RECHECK_S before the daemon tries it
+  again: while it is held, Slurm shows the hold, not the limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from slurm_gavel.backends.slurm.records import SlurmJob
+from slurm_gavel.core.model import JobId
+
+# Reasons Slurm gives a pending job that it will not start whatever nodes it is put on
+# (squeue's %r; Slurm's job_state_reason names). Resources, Priority and the like are
+# not here: those a placement answers, nor ReqNodeNotAvail and BadConstraints, which
+# name the nodes the daemon chose for it.
+BLOCKING_REASONS = frozenset(
+    {
+        "AccountNotAllowed",
+        "BeginTime",
+        "Dependency",
+        "DependencyNeverSatisfied",
+        "InvalidAccount",
+        "InvalidQOS",
+        "PartitionConfig",
+        "PartitionDown",
+        "PartitionInactive",
+        "PartitionNodeLimit",
+        "PartitionTimeLimit",
+        "QOSNotAllowed",
+        "Reservation",
+        "ReservationDeleted",
+    }
+)
+# ...and the families of limits: AssocGrpGRES, AssocMaxWallDurationPerJobLimit,
+# QOSMaxGRESPerUser, QOSGrpCpuLimit, ... (dozens, all named by these prefixes).
+BLOCKING_PREFIXES = ("Assoc", "QOS", "MaxGRES", "MaxTRES")
+
+# How long a job Slurm held back for a limit stays out before the daemon tries again.
+LIMIT_RECHECK_S = 300.0
+
+
+def limit_reason(sj: SlurmJob) -> str | None:
+    """The limit Slurm names for a job it was free to start and did not (released,
+    not held, pending), or None."""
+    if sj.state != "PENDING" or sj.held:
+        return None
+    reason = sj.reason
+    if reason in BLOCKING_REASONS or reason.startswith(BLOCKING_PREFIXES):
+        return reason
+    return None
+
+
+def waiting_on(sj: SlurmJob, now: float, held_back: Mapping[JobId, str]) -> str | None:
+    """Why Slurm would not start this waiting job now (see the module notes), or None.
+    held_back: jobs a recent round found blocked by a limit (HeldBack.reasons)."""
+    dep = sj.dependency
+    if dep and "(failed)" in dep:
+        return f"its dependency {dep} can never be satisfied (cancel it or change it)"
+    if dep and "(unfulfilled)" in dep:
+        return f"it waits for its dependency {dep}"
+    if sj.restarts == 0 and sj.eligible_time > now:
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(sj.eligible_time))
+        return f"its begin time {when} has not come"
+    limit = limit_reason(sj)
+    if limit is not None:
+        return f"Slurm holds it back ({limit})"
+    if sj.job_id in held_back:
+        return f"Slurm held it back ({held_back[sj.job_id]}); tried again shortly"
+    return None
+
+
+class HeldBack:
+    """The jobs Slurm held back for a limit, each until its recheck time: owned by
+    SlurmBackend, fed every observe."""
+
+    def __init__(self, recheck_s: float = LIMIT_RECHECK_S) -> None:
+        self.recheck_s = recheck_s
+        self._until: dict[JobId, tuple[str, float]] = {}
+
+    def observe(self, managed: Mapping[JobId, SlurmJob], now: float) -> None:
+        for job_id, sj in managed.items():
+            limit = limit_reason(sj)
+            if limit is not None and limit not in ("Dependency", "BeginTime"):
+                self._until[job_id] = (limit, now + self.recheck_s)
+        self._until = {
+            j: (why, until)
+            for j, (why, until) in self._until.items()
+            if until > now and j in managed and managed[j].state == "PENDING"
+        }
+
+    @property
+    def reasons(self) -> dict[JobId, str]:
+        return {j: why for j, (why, _) in self._until.items()}
