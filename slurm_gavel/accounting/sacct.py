@@ -24,7 +24,6 @@ slurm_gavel.core.managed's strict grammar.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import shutil
 import time
@@ -32,12 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.backends.slurm.cli.commands import (
-    CommandResult,
-    SlurmActionTimedOut,
-    SlurmCommands,
-    SlurmUnreachable,
-)
+from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands
+from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.fields import (
     gpu_counts,
     number,
@@ -327,14 +322,10 @@ def _run(commands: SlurmCommands, argv: list[str]) -> CommandResult:
         ) from None
     except SlurmUnreachable as e:
         # The runner's message names slurmctld (the backends' daemon); sacct's is slurmdbd.
-        said = _LAST_ERROR.search(str(e))
         raise SacctError(
             f"sacct could not reach slurmdbd after {commands.retries + 1} tries "
-            f"({said.group(1) if said else e}); {_SLURMDBD_HINT}"
+            f"({e.last_error or e}); {_SLURMDBD_HINT}"
         ) from None
-
-
-_LAST_ERROR = re.compile(r" tries \((.*)\); ", re.DOTALL)  # SlurmCommands.run's message
 
 
 def by_job(runs: Iterable[SacctRun]) -> dict[str, list[SacctRun]]:

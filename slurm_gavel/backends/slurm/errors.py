@@ -5,7 +5,12 @@ from __future__ import annotations
 
 
 class SlurmUnreachable(RuntimeError):
-    """slurmctld did not answer after every retry."""
+    """slurmctld did not answer after every retry. last_error: the command's last line
+    on stderr (or what else went wrong), for callers that word their own message."""
+
+    def __init__(self, message: str, last_error: str = "") -> None:
+        super().__init__(message)
+        self.last_error = last_error
 
 
 class SlurmActionTimedOut(SlurmUnreachable):

@@ -153,7 +153,8 @@ class SlurmCommands:
                     )
         raise SlurmUnreachable(
             f"{' '.join(argv[:2])}: slurmctld unreachable after {self.retries + 1} tries "
-            f"({last}); is slurmctld running and SLURM_CONF right?"
+            f"({last}); is slurmctld running and SLURM_CONF right?",
+            last_error=last,
         )
 
 
