@@ -31,6 +31,8 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
+from slurm_gavel.policies.solvers.quiet import new_highs
+
 TOLERANCE = 1e-9  # relative overfill of a type we accept as solver noise
 
 
@@ -98,8 +100,7 @@ def _closest_feasible(
     hessian.start_ = np.arange(n + 1, dtype=np.int32)
     hessian.index_ = np.arange(n, dtype=np.int32)
     hessian.value_ = q
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.passModel(lp)
     h.passHessian(hessian)
     h.run()

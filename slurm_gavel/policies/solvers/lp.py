@@ -19,6 +19,7 @@ import highspy
 import numpy as np
 
 from slurm_gavel.errors import SolveError
+from slurm_gavel.policies.solvers.quiet import new_highs
 
 if TYPE_CHECKING:  # imported where a matrix is converted: see mm_lp.py
     import scipy.sparse as sp
@@ -77,8 +78,7 @@ def highs_model(
     lp.a_matrix_.index_ = csc.indices.astype(np.int32)
     lp.a_matrix_.value_ = csc.data.astype(np.float64)
     lp.sense_ = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
     h.passModel(lp)

@@ -22,6 +22,7 @@ import highspy
 import numpy as np
 
 from slurm_gavel.policies.solvers.lp import SolverError, run_to_optimum
+from slurm_gavel.policies.solvers.quiet import silence
 
 INF = highspy.kHighsInf
 
@@ -35,8 +36,7 @@ def _highs() -> Any:  # highspy._Highs, which highspy's stubs do not declare
     as a small solve. Options this module sets are set again on every use."""
     h = getattr(_local, "h", None)
     if h is None:
-        h = highspy._Highs()  # type: ignore[attr-defined]
-        h.setOptionValue("output_flag", False)
+        h = silence(highspy._Highs())  # type: ignore[attr-defined]
         _local.h = h
     return h
 

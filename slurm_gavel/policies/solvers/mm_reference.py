@@ -18,6 +18,7 @@ from slurm_gavel.core.model import Allocation, PairShare, Problem, pair_lookup
 from slurm_gavel.policies.solvers.lp import SolverError
 from slurm_gavel.policies.solvers.mm_lp import STAGE2_SLACK
 from slurm_gavel.policies.solvers.mm_pairs import pair_rates
+from slurm_gavel.policies.solvers.quiet import absorb_banner
 
 SOLVER = "HIGHS"
 
@@ -155,6 +156,7 @@ def solve_reference(
 
 
 def _solve(prob: cp.Problem) -> None:
-    prob.solve(solver=SOLVER)
+    absorb_banner()  # cvxpy makes a highspy.Highs: its banner must not reach stdout
+    prob.solve(solver=SOLVER, verbose=False)
     if prob.status != cp.OPTIMAL:
         raise SolverError(f"reference LP ({SOLVER}) ended with status '{prob.status}'")
