@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.backend import SlurmBackend
+from slurm_gavel.backends.slurm.cli.transport import CliTransport, cli_backend
 from slurm_gavel.core.cluster_model import ActResult, JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel_dev import localcluster
 from slurm_gavel_dev.localcluster_conf import ClusterSpec
@@ -51,6 +52,26 @@ def _submit(env: dict[str, str], n: int, workdir: Path, hold: list[str]) -> None
             env=env,
             capture_output=True,
         )
+
+
+def _one_gpu_each(round_index: int, jobs: list[str], gpus: list[tuple[str, str]]) -> RoundPlacement:
+    """Job i on one GPU of gpus[i]'s node (node, GPU type), as far as there are GPUs."""
+    return RoundPlacement(
+        round_index,
+        0,
+        {j: JobPlacement(j, t, (NodeSlice(n, 1),)) for j, (n, t) in zip(jobs, gpus, strict=False)},
+    )
+
+
+def _act_counted(
+    b: SlurmBackend[CliTransport], placement: RoundPlacement
+) -> tuple[ActResult, float]:
+    """One act, its commands counted and timed from zero; (result, seconds)."""
+    b.transport.commands.counts.clear()
+    b.transport.commands.seconds.clear()
+    t = time.perf_counter()
+    res = b.act(placement)
+    return res, time.perf_counter() - t
 
 
 def _timed(fn: Callable[[], T], repeat: int) -> tuple[float, T]:
@@ -93,20 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         free = [(n.name, n.gpu_type) for n in snap.nodes for _ in range(n.usable_gpus)]
         jobs = [j.job.id for j in snap.jobs]
-        first = RoundPlacement(
-            0,
-            0,
-            {
-                j: JobPlacement(j, t, (NodeSlice(n, 1),))
-                for j, (n, t) in zip(jobs, free, strict=False)
-            },
-        )
-        b.transport.commands.counts.clear()
-        t = time.perf_counter()
-        res = b.act(first)
+        commands = b.transport.commands
+        first = _one_gpu_each(0, jobs, free)  # as many jobs as there are free GPUs
+        res, act_s = _act_counted(b, first)
         print(
-            f"act: start {len(res.started)} jobs: {(time.perf_counter() - t) * 1000:.0f} ms, "
-            f"commands {dict(b.transport.commands.counts)}, failed {len(res.failed)}"
+            f"act: start {len(res.started)} jobs: {act_s * 1000:.0f} ms, "
+            f"commands {dict(commands.counts)}, failed {len(res.failed)}"
         )
         time.sleep(2)
 
@@ -114,33 +127,22 @@ def main(argv: list[str] | None = None) -> int:
             b.observe()
             return b.act(first)
 
-        b.transport.commands.counts.clear()
+        commands.counts.clear()
         keep_s, res = _timed(keep_round, args.repeat)
         print(
             f"observe+act, unchanged placement ({len(res.kept)} kept): median "
             f"{keep_s * 1000:.0f} ms, commands/round "
-            f"{ {k: v // args.repeat for k, v in b.transport.commands.counts.items()} }"
+            f"{ {k: v // args.repeat for k, v in commands.counts.items()} }"
         )
-        everyone = RoundPlacement(
-            1,
-            0,
-            {
-                j: JobPlacement(j, t, (NodeSlice(n, 1),))
-                for j, (n, t) in zip(
-                    jobs, free * (len(jobs) // max(1, len(free)) + 1), strict=False
-                )
-            },
-        )
+        # every job, the free GPUs taken round-robin (most jobs share one GPU's slot)
+        everyone = _one_gpu_each(1, jobs, free * (len(jobs) // max(1, len(free)) + 1))
         b.observe()
-        b.transport.commands.counts.clear()
-        b.transport.commands.seconds.clear()
-        t = time.perf_counter()
-        res = b.act(everyone)
+        res, act_s = _act_counted(b, everyone)
         print(
             f"act: place all {len(everyone.jobs)} (started {len(res.started)}, kept "
-            f"{len(res.kept)}): {(time.perf_counter() - t) * 1000:.0f} ms, "
-            f"commands {dict(b.transport.commands.counts)}, seconds per kind "
-            f"{ {k: round(v, 2) for k, v in b.transport.commands.seconds.items()} }"
+            f"{len(res.kept)}): {act_s * 1000:.0f} ms, "
+            f"commands {dict(commands.counts)}, seconds per kind "
+            f"{ {k: round(v, 2) for k, v in commands.seconds.items()} }"
         )
     finally:
         localcluster.down(run)

@@ -157,20 +157,10 @@ class ObservedJob:
         user_id: int | None = None,
         waiting_on: str | None = None,
     ) -> None:
-        self.__dict__.update(
-            job=job,
-            state=state,
-            gpu_type=gpu_type,
-            nodes=nodes,
-            partner=partner,
-            restarts=restarts,
-            steps_done=steps_done,
-            measured_throughput=measured_throughput,
-            finish_time=finish_time,
-            succeeded=succeeded,
-            user_id=user_id,
-            waiting_on=waiting_on,
-        )
+        # Every argument is a field of the same name (locals() holds just those here).
+        fields = locals()
+        del fields["self"]
+        self.__dict__.update(fields)
 
 
 @dataclass(frozen=True)

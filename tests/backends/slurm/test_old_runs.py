@@ -6,6 +6,8 @@ On the real cluster: tests/integration/test_node_outages.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.old_runs import OldRuns, kill_wait_seconds
@@ -64,13 +66,16 @@ def test_a_slurmd_restart_seen_only_in_its_start_time_counts_too():
     assert runs.why_not_yet(waiting, 14) is None
 
 
-def test_a_node_that_stays_down_holds_the_job_no_longer_than_slurm_would():
+# Until Slurm's own EligibleTime (then elsewhere: the node takes none), or without one
+# Slurm's usual delay (121 s) counted from the run's end.
+@pytest.mark.parametrize("eligible, free_at", [(121, 121), (0, 151)])
+def test_a_node_that_stays_down_holds_the_job_no_longer_than_slurm_would(eligible, free_at):
     runs = OldRuns(clear_s=10)
     see(runs, node(), job(), 0)
-    waiting = job("PENDING", restarts=1, eligible=121)
+    waiting = job("PENDING", restarts=1, eligible=eligible)
     see(runs, node("v100-1", "down", {"NOT_RESPONDING"}), waiting, 30)
-    assert runs.why_not_yet(waiting, 120) is not None
-    assert runs.why_not_yet(waiting, 121) is None  # then elsewhere: the node takes none
+    assert runs.why_not_yet(waiting, free_at - 1) is not None
+    assert runs.why_not_yet(waiting, free_at) is None
 
 
 def test_a_new_run_forgets_the_old_ones_doubts_and_jobs_gone_are_forgotten():
@@ -126,15 +131,6 @@ def test_a_run_seen_over_before_its_node_restarted_is_not_held():
     see(runs, node(), waiting, 10)
     see(runs, node(started=1015), waiting, 20)
     assert runs.why_not_yet(waiting, 20) is None
-
-
-def test_without_an_eligible_time_slurms_usual_delay_counts_from_the_runs_end():
-    runs = OldRuns(clear_s=10)
-    see(runs, node(), job(), 0)
-    waiting = job("PENDING", restarts=1, eligible=0)
-    see(runs, node("v100-1", "down", {"NOT_RESPONDING"}), waiting, 30)
-    assert runs.why_not_yet(waiting, 150) is not None
-    assert runs.why_not_yet(waiting, 151) is None
 
 
 def test_a_job_completing_when_the_round_looked_is_not_requeue_held():
