@@ -121,13 +121,16 @@ def _without_kept(nodes: Iterable[Node], kept: Mapping[JobId, JobPlacement]) -> 
 def update_accounts(
     state: SchedulerState, snap: ClusterSnapshot
 ) -> tuple[tuple[ObservedJob, ...], list[ObservedJob]]:
-    """Observe: bring the job accounts in line with the snapshot and return its
-    completed and active jobs. Afterwards state.jobs holds exactly one account per
-    active job (new jobs get a fresh one; completed jobs and jobs the backend no longer
+    """Observe: bring the job accounts in line with the snapshot and return the jobs
+    that completed since the last round (those it had an account for: a finished job
+    it never managed, as Slurm lists for MinJobAge after a daemon start, is not one)
+    and the active jobs. Afterwards state.jobs holds exactly one account per active
+    job (new jobs get a fresh one; completed jobs and jobs the backend no longer
     reports, e.g. cancelled while the daemon was down, lose theirs), carrying the
     backend's steps done and the highest restart count seen."""
-    completed = tuple(o for o in snap.jobs if o.state is JobState.DONE)
-    for o in completed:
+    finished = [o for o in snap.jobs if o.state is JobState.DONE]
+    completed = tuple(o for o in finished if o.job.id in state.jobs)
+    for o in finished:
         state.jobs.pop(o.job.id, None)
     active = snap.active_jobs()
     observed = {o.job.id: o for o in active}

@@ -283,3 +283,21 @@ def test_a_job_the_cluster_would_not_start_gets_no_gpus_and_no_credit():
         assert report.skipped[0][1].startswith("Slurm would not start it now: it waits")
     assert sum(state.jobs["w"].received_s.values()) == 0.0
     assert sum(state.jobs["r"].received_s.values()) > 0.0
+
+
+class _WithAFinishedStranger(_WaitingBackend):
+    """The simulated cluster, whose snapshots also list a finished job this scheduler
+    never saw active (as Slurm lists one for MinJobAge after a daemon start)."""
+
+    def observe(self):
+        snap = self.inner.observe()
+        stranger = ObservedJob(Job("old", RESNET, 1), JobState.DONE, finish_time=0.0)
+        return replace(snap, jobs=(*snap.jobs, stranger))
+
+
+def test_only_jobs_it_managed_are_reported_completed():
+    jobs = [Job("a", RESNET, 1, total_steps=1.0)]  # done within the first round
+    backend = _WithAFinishedStranger(_sim(jobs, "v100:1x1"), "none")
+    _, reports = _rounds(SchedulerState(), backend, SchedulerConfig(table=TABLE), 3)
+    completed = [o.job.id for r in reports for o in r.completed]
+    assert completed == ["a"]  # once, and never the stranger
