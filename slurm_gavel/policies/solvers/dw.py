@@ -1,0 +1,397 @@
+"""Exact LPs over many distinct jobs and few GPU types, by decomposition (Dantzig-Wolfe).
+
+With per-job throughput rows no two jobs form a class, and the max-min and
+stretch LPs have ~3N columns and ~2N rows that are very degenerate: HiGHS needs
+1-3 s at 10,000 jobs, nearly all of it inside its IPM + crossover. But only K
+rows (one per GPU type: capacity) couple the jobs; everything else is one
+job's own small polytope
+
+    Q_j(w) = {x >= 0 : x_t = 0 where not allowed, a_j . x >= w, sum_t x_t <= 1}
+
+(a_j: the job's coefficients, w: the value it must get). Its vertices are known
+in closed form (`vertices`: w/a_t on one type, all the time on one type, or a
+two-type mix on the full-time face), so pricing the K coupling rows at prices
+lam and letting every job pick its cheapest vertex is one vectorised argmin.
+
+Dantzig-Wolfe finds the prices: a master LP with K + 1 rows whose columns are
+whole-cluster proposals (the GPUs all jobs' picks use), re-solved warm in HiGHS
+after each pricing round; each round also gives a Lagrangian bound. It gets
+within ~1e-8 in a few dozen rounds (milliseconds each) and then stalls on jobs
+that tie at the optimal prices. So the exact answer comes from a restricted LP
+(`_restricted`): every job fixed at its cheapest vertex under those prices except
+the near-ties, which keep a column per vertex and a convexity row. Its optimum is
+accepted once it meets the Lagrangian bound to CHECK_REL_GAP (1e-9 relative: a
+certificate, not an approximation); otherwise the jobs its duals price out of
+their picks are freed and it is solved again. In a degenerate LP the answer may
+be another optimal point than HiGHS's vertex. If nothing settles, `DwStalled` is
+raised and the caller solves the plain LP.
+
+Two LPs are solved this way:
+
+* `min_beta`: min beta s.t. x_j in Q_j(w_j), sum_j g_j x_j <= beta cap (the
+  stretch LP of ftf_solver.py with one class per job; g_j GPUs per unit of
+  time, the scale factor times the class size).
+* `max_value`: max sum_j v_j a_j . x_j s.t. x_j in Q_j(w_j), sum_j g_j x_j <= cap
+  (stage 2 of max-min fairness: the total normalised throughput with every job
+  held at the minimum).
+
+`max_min` finds stage 1 of max-min fairness, max z with beta(z) <= 1, by
+safeguarded Newton on the convex beta(z) (its slope comes from the same picks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import highspy
+import numpy as np
+
+from slurm_gavel.errors import SolveError
+from slurm_gavel.policies.solvers.lp import run_to_optimum
+
+INF = highspy.kHighsInf
+#: At most this many GPU types: a job has K + K + K(K-1)/2 + 1 candidate vertices.
+DW_MAX_TYPES = 6
+DW_REL_GAP = 1e-12
+CHECK_REL_GAP = 1e-9
+PRICE_ROUNDS = 200
+NEWTON_REL_GAP = 1e-10
+NEWTON_MAX_STEPS = 100
+
+
+class DwStalled(SolveError):
+    """Decomposition did not close its bound gap; the caller solves the plain LP."""
+
+
+@dataclass(frozen=True)
+class Vertices:
+    """Candidate vertices of every Q_j(w_j): v (N, M, K), their d/dw (N, M, K), valid (N, M)."""
+
+    v: np.ndarray
+    dv: np.ndarray
+    valid: np.ndarray
+
+
+def vertices(a: np.ndarray, allowed: np.ndarray, w: np.ndarray) -> Vertices:
+    """The vertices of Q_j(w_j) for every job (see the module docstring); all candidates
+    are listed, those that are not vertices of a job's polytope marked invalid."""
+    n, k = a.shape
+    ok = allowed & (a > 0)
+    pairs = [(t, u) for t in range(k) for u in range(t + 1, k)]
+    m = 2 * k + len(pairs) + 1
+    v = np.zeros((n, m, k))
+    dv = np.zeros((n, m, k))
+    valid = np.zeros((n, m), dtype=bool)
+    safe = np.where(ok, a, 1.0)
+    wc = w[:, None]
+    for t in range(k):
+        # w / a_t on type t alone (the value row tight)
+        fits = ok[:, t] & (a[:, t] >= w)
+        v[:, t, t] = w / safe[:, t]
+        dv[:, t, t] = 1.0 / safe[:, t]
+        valid[:, t] = fits
+        # all the time on type t (the time row tight, value to spare)
+        v[:, k + t, t] = 1.0
+        valid[:, k + t] = fits
+    for p, (t, u) in enumerate(pairs):
+        col = 2 * k + p
+        at, au = a[:, t], a[:, u]
+        straddle = ok[:, t] & ok[:, u] & ((at - wc[:, 0]) * (au - wc[:, 0]) < 0)
+        diff = np.where(straddle, at - au, 1.0)
+        xt = np.where(straddle, (w - au) / diff, 0.0)
+        v[:, col, t] = xt
+        v[:, col, u] = np.where(straddle, 1.0 - xt, 0.0)
+        dv[:, col, t] = np.where(straddle, 1.0 / diff, 0.0)
+        dv[:, col, u] = -dv[:, col, t]
+        valid[:, col] = straddle
+    valid[:, m - 1] = w <= 0  # x = 0
+    return Vertices(v, dv, valid)
+
+
+def _new_highs() -> Any:  # highspy._Highs, not in highspy's stubs
+    h = highspy._Highs()  # type: ignore[attr-defined]
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("solver", "simplex")
+    # The default 1e-7 leaves the aggregated master ~1e-8 short of the optimum.
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+    return h
+
+
+class _Master:
+    """The DW master in HiGHS: min cost . mu s.t. sum_i mu_i G_i <= rhs (K rows),
+    sum_i mu_i = 1; optionally a free column beta with -cap in the K rows."""
+
+    def __init__(self, k: int, rhs: np.ndarray, beta_cap: np.ndarray | None) -> None:
+        h = _new_highs()
+        lower = np.concatenate([np.full(k, -INF), [1.0]])
+        upper = np.concatenate([rhs, [1.0]])
+        h.addRows(k + 1, lower, upper, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+        self.k = k
+        self.cols = 0
+        if beta_cap is not None:
+            h.addCols(1, np.array([1.0]), np.array([0.0]), np.array([INF]), k,
+                      np.array([0], np.int32), np.arange(k, dtype=np.int32), -beta_cap)  # fmt: skip
+            self.cols = 1
+        self.first_mu = self.cols
+        self.h = h
+
+    def add(self, cost: float, g: np.ndarray) -> None:
+        self.h.addCols(1, np.array([cost]), np.array([0.0]), np.array([INF]), self.k + 1,
+                       np.array([0], np.int32), np.arange(self.k + 1, dtype=np.int32),
+                       np.concatenate([g, [1.0]]))  # fmt: skip
+        self.cols += 1
+
+    def solve(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """(objective, column values, lam = capacity prices >= 0)."""
+        run_to_optimum(self.h, "decomposition master")
+        sol = self.h.getSolution()
+        lam = np.maximum(-np.asarray(sol.row_dual)[: self.k], 0.0)
+        return float(self.h.getInfo().objective_function_value), np.asarray(sol.col_value), lam
+
+
+@dataclass(frozen=True)
+class BetaResult:
+    beta: float  # of the returned allocation (an upper bound on the optimum)
+    lower: float  # proven lower bound on the optimum
+    x: np.ndarray  # (N, K) per unit (job or class) fractions, using beta * cap
+    slope: float  # d beta / d w along dw (a subgradient), if dw was given
+    lam: np.ndarray  # final prices, lam . cap = 1
+
+
+def _prices(
+    verts: Vertices,
+    cost: np.ndarray,
+    gpus: np.ndarray,
+    cap: np.ndarray,
+    beta: bool,
+    lam: np.ndarray,
+    start: np.ndarray | None,
+    start_cost: float = 0.0,
+) -> tuple[np.ndarray, float]:
+    """Near-optimal capacity prices by the aggregated master (one convexity row): it
+    gets within ~1e-8 in a few dozen rounds, then stalls on jobs that tie at the
+    optimal prices (every round picks the same side of each tie)."""
+    n, _, k = verts.v.shape
+    rows = np.arange(n)
+    master = _Master(k, np.zeros(k) if beta else cap, cap if beta else None)
+    if start is not None:
+        master.add(start_cost, gpus @ start)
+    upper, stall, lower = np.inf, 0, -np.inf
+    for _ in range(PRICE_ROUNDS):
+        red = np.where(verts.valid, cost + (verts.v @ lam) * gpus[:, None], np.inf)
+        pick = np.argmin(red, axis=1)
+        lower = max(lower, _bound(red[rows, pick], lam, cap, beta))
+        if np.isfinite(upper) and upper - lower <= DW_REL_GAP * abs(upper):
+            break
+        master.add(float(cost[rows, pick].sum()), gpus @ verts.v[rows, pick])
+        obj, _, new = master.solve()
+        stall = stall + 1 if obj >= upper - 1e-13 * abs(upper) else 0
+        upper = obj
+        if stall >= 3:
+            break
+        if float(new @ cap) > 0:
+            lam = new
+    return lam, lower
+
+
+def _bound(best: np.ndarray, lam: np.ndarray, cap: np.ndarray, beta: bool) -> float:
+    """The Lagrangian lower bound at prices lam from every job's cheapest vertex."""
+    if beta:
+        return float(best.sum()) / float(lam @ cap) if float(lam @ cap) > 0 else 0.0
+    return float(best.sum()) - float(lam @ cap)
+
+
+def _restricted(
+    verts: Vertices,
+    cost: np.ndarray,
+    gpus: np.ndarray,
+    cap: np.ndarray,
+    beta: bool,
+    lam: np.ndarray,
+    lower: float,
+    anchored: bool = False,
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """The exact LP with every job fixed at its cheapest vertex under `lam` except those
+    near a tie (and any that pricing later finds should move): one convexity row and
+    a column per vertex for each of those. Priced over all jobs at the LP's own duals
+    until no vertex of any job has negative reduced cost, it is the full LP's optimum.
+    (objective, x (N, K), lam, pick (N,))."""
+    n, m, k = verts.v.shape
+    rows = np.arange(n)
+    # Ties a job cannot lose by (a vertex that uses no more of any type, as when a type's
+    # price is 0) are broken towards the smaller GPU share; only real near-ties stay free.
+    share = np.where(verts.valid, (verts.v @ (1.0 / cap)) * gpus[:, None], np.inf)
+    red = np.where(verts.valid, cost + (verts.v @ lam) * gpus[:, None], np.inf)
+    scale_ = float(np.abs(red.min(axis=1)).max()) or 1.0
+    broken = red + 1e-8 * scale_ * share / float(share[verts.valid].max())
+    order = np.sort(broken, axis=1)
+    width = 1e-6
+    free = (order[:, 1] - order[:, 0]) <= width * scale_
+    pick = np.argmin(broken, axis=1)
+    if anchored:  # the last vertex is a feasible point of each job: start from it
+        pick[:] = m - 1
+        free = red[:, m - 1] - red.min(axis=1) > 1e-7 * scale_
+    for _ in range(50):
+        fixed = ~free
+        fixed_use = gpus[fixed] @ verts.v[rows[fixed], pick[fixed]]
+        jobs = np.nonzero(free)[0]
+        h = _new_highs()
+        nf = len(jobs)
+        h.addRows(k, np.full(k, -INF), (np.zeros(k) if beta else cap) - fixed_use, 0,
+                  np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))  # fmt: skip
+        h.addRows(nf, np.ones(nf), np.ones(nf), 0, np.zeros(0, np.int32),
+                  np.zeros(0, np.int32), np.zeros(0))  # fmt: skip
+        if beta:
+            h.addCols(1, np.array([1.0]), np.array([0.0]), np.array([INF]), k,
+                      np.array([0], np.int32), np.arange(k, dtype=np.int32), -cap)  # fmt: skip
+        jj, mm = np.nonzero(verts.valid[jobs])
+        use = gpus[jobs[jj], None] * verts.v[jobs[jj], mm]  # (P, K)
+        ncol = len(jj)
+        idx = np.concatenate([np.tile(np.arange(k), (ncol, 1)), (k + jj)[:, None]], axis=1)
+        val = np.concatenate([use, np.ones((ncol, 1))], axis=1)
+        h.addCols(ncol, cost[jobs[jj], mm], np.zeros(ncol), np.full(ncol, INF), ncol * (k + 1),
+                  np.arange(0, ncol * (k + 1), k + 1, dtype=np.int32),
+                  idx.ravel().astype(np.int32), val.ravel())  # fmt: skip
+        h.run()
+        status = h.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible and not beta and not free.all():
+            # The fixed picks overfill a type: the prices were off; free more jobs.
+            width *= 100.0
+            free |= (order[:, 1] - order[:, 0]) <= width * scale_ if width < 1.0 else True
+            continue
+        if (
+            status == highspy.HighsModelStatus.kModelEmpty
+            and nf == 0
+            and (fixed_use <= (0 if beta else cap) + 1e-9 * cap).all()
+        ):
+            status = highspy.HighsModelStatus.kOptimal  # every job fixed, and they fit
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise DwStalled(f"restricted LP: {h.modelStatusToString(status)}")
+        sol = h.getSolution()
+        obj = float(h.getInfo().objective_function_value)
+        if not beta:
+            obj += float(cost[rows[fixed], pick[fixed]].sum())
+        duals = np.asarray(sol.row_dual)
+        if len(duals) >= k:
+            lam = np.maximum(-duals[:k], 0.0)
+        red = np.where(verts.valid, cost + (verts.v @ lam) * gpus[:, None], np.inf)
+        best = red.min(axis=1)
+        lower = max(lower, _bound(best, lam, cap, beta))
+        tol = 1e-9 * (float(np.abs(best).max()) or 1.0)
+        # Optimal once the bound meets the objective (prices from the aggregated master
+        # prove it); else move the fixed jobs these duals price out of their picks.
+        done = obj - lower <= CHECK_REL_GAP * abs(obj)
+        moved = np.zeros(n, dtype=bool) if done else fixed & (red[rows, pick] > best + tol)
+        if not moved.any():
+            colv = np.asarray(sol.col_value)[1 if beta else 0 :]
+            x = np.zeros((n, k))
+            x[fixed] = verts.v[rows[fixed], pick[fixed]]
+            np.add.at(x, jobs[jj], colv[:, None] * verts.v[jobs[jj], mm])
+            return obj, x, lam, np.argmin(red, axis=1)
+        free |= moved
+        pick = np.where(moved, np.argmin(red, axis=1), pick)
+    raise DwStalled("restricted LP: pricing did not settle")
+
+
+def min_beta(
+    verts: Vertices,
+    gpus: np.ndarray,
+    cap: np.ndarray,
+    dw: np.ndarray | None = None,
+    lam0: np.ndarray | None = None,
+) -> BetaResult:
+    """min beta s.t. x_j in Q_j, sum_j gpus_j x_j <= beta cap (every Q_j non-empty)."""
+    n, m, k = verts.v.shape
+    rows = np.arange(n)
+    lam = np.full(k, 1.0 / cap.sum()) if lam0 is None else lam0
+    cost = np.zeros((n, m))
+    lam, lower = _prices(verts, cost, gpus, cap, True, lam, None)
+    beta, x, lam, pick = _restricted(verts, cost, gpus, cap, True, lam, lower)
+    slope = 0.0
+    norm = float(lam @ cap) or 1.0
+    if dw is not None:
+        slope = float((gpus * dw) @ (verts.dv[rows, pick] @ lam)) / norm
+    return BetaResult(beta, beta, x, slope, lam / norm)
+
+
+def max_value(
+    verts: Vertices,
+    value: np.ndarray,
+    gpus: np.ndarray,
+    cap: np.ndarray,
+    start: np.ndarray,
+    lam0: np.ndarray | None = None,
+) -> np.ndarray:
+    """max sum_j value_j . x_j s.t. x_j in Q_j, sum_j gpus_j x_j <= cap; `start` (N, K) is
+    a feasible point (the master starts from it). Returns x (N, K).
+
+    Exact, but not yet fast: at 10,000 distinct jobs the restricted LP ends up freeing
+    nearly every job (stage 1's prices, rescaled, do not price the start point in),
+    so it is as slow as the plain LP; mm_lp uses it only when asked (decompose=True)."""
+    n, _, k = verts.v.shape
+    # Minimise -value: HiGHS's duals of the <= rows are then <= 0, lam = -dual >= 0.
+    # The start point joins every job's candidates as its last "vertex": the restricted
+    # LP keeps jobs there unless the prices say a vertex is better, so it is feasible.
+    verts = Vertices(
+        np.concatenate([verts.v, start[:, None, :]], axis=1),
+        np.concatenate([verts.dv, np.zeros((n, 1, k))], axis=1),
+        np.concatenate([verts.valid, np.ones((n, 1), dtype=bool)], axis=1),
+    )
+    cost = -np.einsum("nmk,nk->nm", verts.v, value)
+    lam = np.full(k, 1.0 / cap.sum()) if lam0 is None else lam0
+
+    # Stage 1's prices are right up to scale: pick the scale by the Lagrangian bound
+    # (convex in it), golden section on a log scale.
+    def bound(mu: float) -> float:
+        red = np.where(verts.valid, cost + (verts.v @ (mu * lam)) * gpus[:, None], np.inf)
+        return _bound(red.min(axis=1), mu * lam, cap, False)
+
+    lo_, hi_ = -12.0, 12.0
+    scale0 = float(np.abs(cost).max()) / (float(((verts.v @ lam) * gpus[:, None]).max()) or 1.0)
+    g = (np.sqrt(5) - 1) / 2
+    for _ in range(60):
+        m1, m2 = hi_ - g * (hi_ - lo_), lo_ + g * (hi_ - lo_)
+        if bound(scale0 * np.exp(m1)) > bound(scale0 * np.exp(m2)):
+            hi_ = m2
+        else:
+            lo_ = m1
+    lam = lam * scale0 * np.exp(0.5 * (lo_ + hi_))
+    lam, lower = _prices(verts, cost, gpus, cap, False, lam, start, -float((value * start).sum()))
+    return _restricted(verts, cost, gpus, cap, False, lam, lower, anchored=True)[1]
+
+
+def max_min(
+    a: np.ndarray, allowed: np.ndarray, gpus: np.ndarray, cap: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Stage 1 of max-min fairness: (z, x (N, K) feasible with every a_j . x_j >= z, lam).
+
+    Every unit (row) must be able to run somewhere. beta(z) = min capacity scaling
+    with every job at value z is convex, increasing, and beta(c z) >= c beta(z) for
+    c >= 1, so each solve brackets z*: [z / beta_upper, z / beta_lower] (or z, when
+    beta_lower >= 1). Newton from the best upper bound, bisection as a safeguard.
+    """
+    n = a.shape[0]
+    ones = np.ones(n)
+    hi = float(np.where(allowed, a, 0.0).max(axis=1).min())  # each job alone on its best type
+    lo = 0.0
+    z = hi
+    lam = None
+    best: tuple[float, np.ndarray] | None = None
+    for _ in range(NEWTON_MAX_STEPS):
+        res = min_beta(vertices(a, allowed, z * ones), gpus, cap, dw=ones, lam0=lam)
+        lam = res.lam
+        # X meets value z on beta * cap; scaled by 1 / beta (beta > 1) it fits the cluster.
+        feasible, x = (z / res.beta, res.x / res.beta) if res.beta > 1.0 else (z, res.x)
+        if feasible > lo:
+            lo, best = feasible, (feasible, x)
+        hi = min(hi, z if res.lower >= 1.0 else z / res.lower)
+        if hi - lo <= NEWTON_REL_GAP * hi:
+            break
+        step = z - (res.beta - 1.0) / res.slope if res.slope > 0 else np.nan
+        z = step if lo < step < hi else 0.5 * (lo + hi)
+    else:
+        raise DwStalled(f"max-min decomposition: bracket [{lo:.12g}, {hi:.12g}] did not close")
+    assert best is not None and lam is not None
+    return best[0], best[1], lam

@@ -1,0 +1,80 @@
+"""The decomposition of dw.py against HiGHS's plain class LP (mm_lp.py), on random
+jittered problems: same optimum to 1e-9 relative, feasible allocations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from slurm_gavel.policies.solvers import dw
+from slurm_gavel.policies.solvers.mm_lp import solve_max_min_classes
+
+REL = 1e-9
+
+
+def _problem(seed: int, n: int, k: int = 3, gpus: float = 8.0, zeros: float = 0.0):
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.5, 2.0, size=(1, k)) * rng.uniform(0.8, 1.2, size=(n, k))
+    coef = base * rng.choice([1.0, 2.0, 4.0], size=(n, 1))  # weights / scale factors
+    allowed = rng.uniform(size=(n, k)) >= zeros
+    scale = rng.choice([1.0, 1.0, 2.0, 4.0], size=n)
+    capacity = np.full(k, gpus)
+    allowed &= scale[:, None] <= capacity[None, :]
+    return coef, allowed, scale, np.ones(n), capacity
+
+
+def _check(coef, allowed, scale, count, capacity, second_stage: bool) -> None:
+    ref = solve_max_min_classes(
+        coef, allowed, scale, count, capacity, second_stage=second_stage, decompose=False
+    )
+    got = solve_max_min_classes(
+        coef, allowed, scale, count, capacity, second_stage=second_stage, decompose=True
+    )
+    assert got.objective == pytest.approx(ref.objective, rel=REL, abs=1e-12)
+    np.testing.assert_array_equal(got.runnable, ref.runnable)
+    # feasible: time, capacity, no time where not allowed, everyone at the minimum
+    assert (got.x >= 0).all() and (got.x.sum(axis=1) <= 1 + 1e-9).all()
+    assert ((count * scale) @ got.x <= capacity * (1 + 1e-9)).all()
+    assert (got.x[~allowed] == 0).all()
+    assert (got.value[got.runnable] >= got.objective * (1 - 1e-9)).all()
+    if second_stage:
+        total = (count * got.value).sum()
+        assert total == pytest.approx((count * ref.value).sum(), rel=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("second_stage", [False, True])
+def test_random_jittered(seed: int, second_stage: bool) -> None:
+    _check(*_problem(seed, n=60, gpus=16.0, zeros=0.15), second_stage)
+
+
+@pytest.mark.parametrize(
+    "n,gpus",
+    [(1, 8.0), (5, 64.0), (40, 4.0)],  # one job; more GPUs than jobs; scarce GPUs
+)
+def test_edge_sizes(n: int, gpus: float) -> None:
+    for second_stage in (False, True):
+        _check(*_problem(7, n=n, gpus=gpus), second_stage)
+
+
+def test_unrunnable_and_zero_throughputs() -> None:
+    coef, allowed, scale, count, capacity = _problem(3, n=30, zeros=0.4)
+    allowed[:3] = False  # three jobs can run nowhere: left out of the minimum
+    for second_stage in (False, True):
+        _check(coef, allowed, scale, count, capacity, second_stage)
+
+
+def test_class_counts() -> None:
+    coef, allowed, scale, _, capacity = _problem(5, n=20, gpus=40.0)
+    count = np.random.default_rng(1).integers(1, 6, size=20).astype(float)
+    _check(coef, allowed, scale, count, capacity, True)
+
+
+def test_min_beta_matches_scaling() -> None:
+    """beta of the stretch LP: exact, and a Lagrangian certificate equals it."""
+    coef, allowed, scale, _, capacity = _problem(11, n=50)
+    w = np.full(50, 0.3)
+    res = dw.min_beta(dw.vertices(coef, allowed, w), scale, capacity)
+    assert res.lower == pytest.approx(res.beta, rel=REL)
+    assert (scale @ res.x <= res.beta * capacity * (1 + 1e-9)).all()
+    assert ((coef * res.x).sum(axis=1) >= w * (1 - 1e-9)).all()
