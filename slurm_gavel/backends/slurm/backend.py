@@ -27,7 +27,6 @@ or rest.transport.rest_backend.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -45,8 +44,6 @@ from slurm_gavel.backends.slurm.transport import SlurmTransport
 from slurm_gavel.backends.slurm.view import SlurmView, add_vanished, build_view
 from slurm_gavel.core.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
 from slurm_gavel.core.model import Job, JobId
-
-log = logging.getLogger(__name__)
 
 Transport = TypeVar("Transport", bound=SlurmTransport)
 
