@@ -20,6 +20,7 @@ MANAGED = "gavel:type=ResNet-18"
 # The view's clock after every capture was made: their waiting jobs' EligibleTime is past.
 AFTER_CAPTURES = 2_000_000_000.0
 
+
 def shard_view(release, managed=("a", "b", "c", "d", "e", "m"), drop=()):
     ids = scenario(release)
     _, nodes = parse_nodes(load(release, 1))
