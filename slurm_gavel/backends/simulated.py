@@ -12,6 +12,14 @@ figure). A first start
 pays nothing (there is no checkpoint to load), a kept job pays nothing (lease
 extension).
 
+A job may have its own true row (``true_rows``: steps/s per GPU type, the trace's
+``throughput_<type>`` columns): it then runs at that rate alone; spread over nodes or
+sharing GPUs it runs at its type's figure for that placement scaled by its own/its
+type's alone rate (the table knows how placement slows a model, the trace only how
+fast this job is). A running job reports its rate (``measured_throughput``) once it
+has run REPORT_AFTER_S past its restore overhead, alone on consolidated GPUs: what the
+job library's first progress report says on Slurm.
+
 Everything is deterministic: no randomness, iteration in sorted order. The nodes
 come from a --cluster spec (cluster_spec.py).
 """
@@ -37,6 +45,12 @@ from slurm_gavel.core.cluster_model import (
 from slurm_gavel.core.model import GpuType, Job, JobId
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.throughputs import ThroughputTable
+
+# Seconds a job runs (after its restore overhead) before its rate is known: the job
+# library's report interval (GAVEL_PROGRESS_INTERVAL, 30 s), whose steps_per_s is timed
+# over the current run with warm-up left out. The simulator's rates carry no noise, so
+# one report is the true rate; the round uses it from the next round on.
+REPORT_AFTER_S = 30.0
 
 
 def all_of_type(
@@ -86,9 +100,13 @@ class SimulatedCluster:
         preemption_overhead_seconds: float = SIMULATOR_DEFAULTS.preemption_overhead_seconds,
         overhead_by_job_type: Mapping[str, float] | None = None,
         start_time: float = 0.0,
+        true_rows: Mapping[JobId, Mapping[GpuType, float]] | None = None,
     ) -> None:
         self.nodes = tuple(nodes)
         self.table = table
+        self.true_rows = dict(true_rows or {})
+        # (job id, GPU type, consolidated) -> steps/s alone, for jobs with a true row
+        self._own_rates: dict[tuple[JobId, GpuType, bool], float] = {}
         self.clock = start_time
         self.overhead = preemption_overhead_seconds
         self.overhead_by_type = dict(overhead_by_job_type or {})
@@ -134,8 +152,15 @@ class SimulatedCluster:
             sj = self._active[job_id]
             self._settle(sj, now)
             p = sj.placement
+            rate = None
             if p is not None:
                 state = JobState.RUNNING
+                if (
+                    p.partner is None
+                    and p.consolidated
+                    and now >= sj.progress_from + REPORT_AFTER_S
+                ):
+                    rate = sj.rate
             else:
                 state = JobState.HELD if sj.ran_before else JobState.PENDING
             jobs.append(
@@ -147,6 +172,7 @@ class SimulatedCluster:
                     partner=p.partner if p else None,
                     restarts=sj.restarts,
                     steps_done=sj.steps_done,
+                    measured_throughput=rate,
                 )
             )
         return ClusterSnapshot(self.clock, self.nodes, tuple(jobs))
@@ -340,7 +366,9 @@ class SimulatedCluster:
         p = sj.placement
         assert p is not None
         job = sj.job
-        if p.partner is not None and p.partner in self._running:
+        if job.id in self.true_rows:
+            rate = self._own_rate(job, p)
+        elif p.partner is not None and p.partner in self._running:
             other = self._running[p.partner].job
             pair = self.table.pair(job.job_type, other.job_type, job.scale_factor, p.gpu_type)
             rate = pair[0] if pair is not None else 0.0
@@ -356,6 +384,42 @@ class SimulatedCluster:
         start = max(now, sj.progress_from)
         left = max(0.0, job.total_steps - sj.steps_done)
         sj.finish_at = start + left / rate if rate > 0 else math.inf
+
+    def _own_rate(self, job: Job, p: JobPlacement) -> float:
+        """A job with a true row: its own alone rate, times its type's slowdown for a
+        spread or shared placement (module doc)."""
+        t = p.gpu_type
+        key = (job.id, t, p.consolidated)
+        alone = self._own_rates.get(key)
+        if alone is None:
+            alone = self.true_rows[job.id].get(t, 0.0)
+            if not p.consolidated and job.scale_factor > 1:
+                alone *= self._type_ratio(job, t, consolidated=False)
+            self._own_rates[key] = alone
+        if p.partner is None or p.partner not in self._running:
+            return alone
+        other = self._running[p.partner].job
+        pair = None
+        if self.table.has(job.job_type, job.scale_factor):
+            pair = self.table.pair(job.job_type, other.job_type, job.scale_factor, t)
+        if pair is None:
+            return 0.0
+        return alone * self._type_ratio(job, t, consolidated=p.consolidated, shared=pair[0])
+
+    def _type_ratio(
+        self, job: Job, t: GpuType, *, consolidated: bool, shared: float | None = None
+    ) -> float:
+        """The type's rate on this placement over its rate alone and consolidated (1
+        when the table has no figure for the job's type)."""
+        if not self.table.has(job.job_type, job.scale_factor):
+            return 1.0
+        base = self.table.throughput(job.job_type, job.scale_factor, t)
+        if base <= 0:
+            return 1.0
+        if shared is not None:
+            return shared / base
+        here = self.table.throughput(job.job_type, job.scale_factor, t, consolidated=consolidated)
+        return here / base
 
     def _settle(self, sj: _SimJob, t: float) -> None:
         """Bring steps_done and the busy-GPU accounting up to time t."""

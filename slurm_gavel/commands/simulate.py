@@ -17,13 +17,19 @@ from slurm_gavel.commands.simulate_settings import (
     config_line,
     overhead_overrides,
 )
+from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.slurm_baseline import BASELINES
-from slurm_gavel.simulate.traces import load_trace, save_trace
+from slurm_gavel.simulate.traces import load_trace
+from slurm_gavel.simulate.true_rows import (
+    draw_true_rows,
+    load_true_rows,
+    trace_with_rows_csv,
+)
 from slurm_gavel.simulate.window import Window, apply_window, parse_window
 
 # A wheel ships conf/examples as slurm_gavel/examples (pyproject.toml); a checkout has it
@@ -56,6 +62,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             f"{', '.join([*policy_names(), *BASELINES])}"
         ),
     )
+    p.add_argument(
+        "--knowledge",
+        action="append",
+        choices=[k.value for k in Knowledge if k is not Knowledge.TABLE],
+        metavar="K",
+        help=(
+            "what the scheduler knows of each job's true speeds (the trace's "
+            "throughput_<gpu type> columns): learned (default: its type's row, replaced "
+            "by the job's own rate on a type once it has run there 30 s), oracle (the "
+            "true rows), type-blind (no speeds: every type equally fast for every job); "
+            "repeat to compare, each with every --policy"
+        ),
+    )
     add_settings_options(p)
     _add_output_options(p)
 
@@ -79,6 +98,16 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
         help=(
             "with --multi-gpu: draw each job's size first, then a job type the table has at "
             "that size (Gavel's default generator: ~1.9 GPUs per job instead of ~1.65)"
+        ),
+    )
+    p.add_argument(
+        "--row-spread",
+        type=float,
+        metavar="SIGMA",
+        help=(
+            "generated jobs get their own true rows: each cell of their type's row times "
+            "exp(N(0, SIGMA)), drawn with --seed (written by --save-trace as "
+            "throughput_<gpu type> columns)"
         ),
     )
     p.add_argument("--save-trace", metavar="FILE", help="write the generated trace as CSV")
@@ -148,12 +177,16 @@ def run(args: argparse.Namespace) -> int:
     _check_policies(policies)
     if args.size_first and not args.multi_gpu:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
+    if args.row_spread is not None and args.generate is None:
+        raise InputError("--row-spread draws generated jobs' rows: give it with --generate N")
+    knowledge = [Knowledge(k) for k in dict.fromkeys(args.knowledge or [Knowledge.LEARNED])]
     opts = SimulationOptions(
         settings=settings,
         overhead_by_job_type=overhead_overrides(args.overhead_for),
         seed=args.seed,
         record_wall_time=not args.no_wall_time,
         progress=args.progress,
+        report_knowledge=bool(args.knowledge),
     )
     if cfg is not None:
         opts = replace(
@@ -178,21 +211,31 @@ def run(args: argparse.Namespace) -> int:
         )
         source = f"generated: {args.generate} jobs, mean inter-arrival {args.interarrival:g} s"
         title = f"trace: {args.generate} generated jobs (seed {args.seed})"
+        true_rows = {}
+        if args.row_spread is not None:
+            types = list(dict.fromkeys(n.gpu_type for n in nodes))
+            true_rows = draw_true_rows(jobs, table, types, args.row_spread, args.seed)
+            source += f", own rows spread {args.row_spread:g}"
         if args.save_trace:
-            save_trace(jobs, args.save_trace)
+            Path(args.save_trace).write_text(trace_with_rows_csv(jobs, true_rows))
     else:
         path = Path(args.trace) if args.trace else DEFAULT_TRACE
         if not path.exists() and not args.trace:
             raise InputError(f"the default trace {path} is missing; give --trace FILE")
         jobs = load_trace(path, table)
+        true_rows = load_true_rows(path)
         source, title = str(path), f"trace: {path.name}"
 
     if window is not None:
         opts = replace(opts, stop_when_completed=window.ids(jobs))
         source += f"; measured: jobs {window.first}-{window.end - 1}"
+    if true_rows or args.knowledge:
+        source += f"; {len(true_rows)} job(s) with their own throughput rows"
     results: list[SimulationResult] = []
     for policy in policies:
-        results.append(simulate(jobs, nodes, table, policy, opts))
+        for k in knowledge:
+            run_opts = replace(opts, knowledge=k)
+            results.append(simulate(jobs, nodes, table, policy, run_opts, true_rows))
     summaries = [r.summary for r in results]
     if window is not None:
         summaries = [apply_window(s, jobs, window) for s in summaries]
@@ -292,8 +335,10 @@ def format_comparison(summaries: list[dict[str, Any]]) -> str:
         ratio = "-" if not base or s["avg_jct_s"] is None else f"{s['avg_jct_s'] / base:.3f}"
         rho = s["finish_time_fairness"]["mean_rho"]
         wall = "-" if s["wall_seconds"] is None else f"{s['wall_seconds']:.1f}"
-        name = s["policy"] + (
-            f" ({s['unfinished_jobs']} unfinished)" if s["unfinished_jobs"] else ""
+        name = (
+            s["policy"]
+            + (f" [{s['knowledge']['mode']}]" if "knowledge" in s else "")
+            + (f" ({s['unfinished_jobs']} unfinished)" if s["unfinished_jobs"] else "")
         )
         lines.append(
             f"{name:<28}  {s['jobs']:>5}  {h(s['avg_jct_s']):>9}  {h(s['p50_jct_s']):>7}  "

@@ -17,6 +17,7 @@ from slurm_gavel.core.cluster_model import (
     RoundPlacement,
 )
 from slurm_gavel.core.cluster_rows import MarkedCell
+from slurm_gavel.core.job_rows import Knowledge, Row
 from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.core.throughputs import ThroughputTable
@@ -36,6 +37,11 @@ class SchedulerConfig:
     # (the simulator's Slurm FIFO baselines, simulate/slurm_baseline.BASELINES): set
     # by whoever runs the round, so the round imports no simulator. None: the policy.
     baseline: BaselineFn | None = None
+    # Whose throughput row each job is scheduled with (job_rows.py): its type's (TABLE,
+    # today's and the daemon's), learned from its own measurements, given (ORACLE: the
+    # rows in ``given_rows``, the simulator's true ones) or none (TYPE_BLIND).
+    knowledge: Knowledge = Knowledge.TABLE
+    given_rows: Mapping[JobId, Row] = field(default_factory=dict)
 
 
 # Called with the snapshot and the round's config; returns the placement.

@@ -32,6 +32,7 @@ from slurm_gavel.core.cluster_model import (
     RoundPlacement,
 )
 from slurm_gavel.core.cluster_rows import MarkedCell
+from slurm_gavel.core.job_rows import Knowledge, record_measurements
 from slurm_gavel.core.mechanism import MechanismJob, assign, pair_key, single_candidates
 from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.round_jobs import Considered, build_problem, mechanism_jobs, round_jobs
@@ -276,6 +277,9 @@ def run_round(
     now = snap.time if now is None else now
     account_last_round(state, now)
     completed, active = update_accounts(state, snap)
+    if config.knowledge is Knowledge.LEARNED:
+        received = {j: a.received_s for j, a in state.jobs.items()}
+        record_measurements(state.job_rows, active, state.placement, received)
     kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
     capacity = allocation_capacity(snap.nodes)
     solve_s: float | None = None

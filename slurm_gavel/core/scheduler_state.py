@@ -15,6 +15,7 @@ from typing import Any
 
 from slurm_gavel.core.cluster_model import JobPlacement
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
+from slurm_gavel.core.job_rows import JobRows
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId, PairShare
 from slurm_gavel.core.throughputs import ThroughputTable
@@ -46,6 +47,7 @@ class RoundMemo:
     skipped: list[tuple[JobId, str]]
     key: str
     unmeasured: tuple[MarkedCell, ...] = ()
+    rows_revision: int = 0  # JobRows.revision the rows above were built at
     mechanism_jobs: dict[JobId, MechanismJob] = field(default_factory=dict)
     # mechanism.single_candidates() of `singles_for` (an allocation, by identity)
     singles_for: Allocation | None = None
@@ -73,6 +75,9 @@ class SchedulerState:
     # Not state either: the table's rows completed for the cluster's GPU types, kept
     # while the table (by identity) and the types stay the same (cluster_rows.py).
     cluster_rows: ClusterRows | None = field(default=None, repr=False, compare=False)
+    # Each job's measured throughputs (job_rows.py), under LEARNED knowledge. Not in the
+    # JSON yet: the daemon schedules with TABLE knowledge until it persists these.
+    job_rows: JobRows = field(default_factory=JobRows, repr=False, compare=False)
 
     # ---- JSON --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.cluster_model import Node
+from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.model import GpuType, Job
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.core.round_types import SchedulerConfig
@@ -27,6 +28,7 @@ from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.simulate.metrics import MetricsCollector
 from slurm_gavel.simulate.slurm_baseline import BASELINES
+from slurm_gavel.simulate.true_rows import Rows, complete_rows
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,13 @@ class SimulationOptions:
     time_limit: float | None = None
     accounts: Mapping[str, float] = field(default_factory=dict)
     prices: Mapping[GpuType, float] = field(default_factory=dict)
+    # What the scheduler knows of the jobs' true rows (the trace's throughput_* columns):
+    # LEARNED (measures them as jobs run), ORACLE (told them), TYPE_BLIND (no speeds).
+    # Jobs without a true row run at their type's row, which is also their prior, so a
+    # trace without the columns replays the same under LEARNED and ORACLE.
+    knowledge: Knowledge = Knowledge.LEARNED
+    # Put "knowledge" in the summary (and the table) also without true rows: it was asked.
+    report_knowledge: bool = False
 
 
 @dataclass
@@ -63,17 +72,23 @@ def simulate(
     table: ThroughputTable,
     policy: str,
     options: SimulationOptions | None = None,
+    true_rows: Mapping[str, Mapping[GpuType, float]] | None = None,
 ) -> SimulationResult:
+    """Run ``policy`` on the jobs; ``true_rows`` (job id -> steps/s per GPU type, e.g.
+    the trace's throughput_* columns) are how fast those jobs really are."""
     opts = options or SimulationOptions()
     job_list = list(jobs)
     node_list = list(nodes)
     wall0 = time.perf_counter()
+    types = list(dict.fromkeys(n.gpu_type for n in node_list))
+    truth: Rows = complete_rows(job_list, true_rows or {}, table, types)
     backend = SimulatedCluster(
         node_list,
         job_list,
         table,
         preemption_overhead_seconds=opts.settings.preemption_overhead_seconds,
         overhead_by_job_type=opts.overhead_by_job_type,
+        true_rows=truth,
     )
     config = SchedulerConfig(
         table=table,
@@ -85,11 +100,13 @@ def simulate(
         accounts=opts.accounts,
         prices=opts.prices,
         baseline=BASELINES.get(policy),
+        knowledge=opts.knowledge,
+        given_rows=truth if opts.knowledge is Knowledge.ORACLE else {},
     )
     capacity: dict[GpuType, int] = {}
     for n in node_list:
         capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.usable_gpus
-    metrics = MetricsCollector(table, capacity)
+    metrics = MetricsCollector(table, capacity, true_rows=truth)
     state = SchedulerState()
     event_driven = config.baseline is not None
     bar = _progress_bar(len(job_list), policy, opts.progress)
@@ -123,6 +140,8 @@ def simulate(
             end = min(candidates)
         else:
             if opts.skip_stable_rounds and placement_is_stable(state, report):
+                # (a job's first report changes its row, not the allocation: the
+                # next arrival or completion reallocates with it, round_jobs.py)
                 end = _skip_to(backend, opts, state, nxt_arrival)
             end = min(end, backend.last_completion_of_running())
         backend.advance(end)
@@ -141,6 +160,18 @@ def simulate(
         bar.close()
     wall = time.perf_counter() - wall0 if opts.record_wall_time else None
     summary = metrics.summary(policy, backend.busy_gpu_seconds, wall, unfinished)
+    if truth or opts.report_knowledge:
+        rows = state.job_rows
+        summary["knowledge"] = {
+            "mode": str(opts.knowledge),
+            "jobs_with_true_rows": len(truth),
+            # LEARNED: cells learned from the jobs' reports, and jobs that finished
+            # (or were left) without one: they ran on their prior all along
+            "cells_measured": rows.cells_measured,
+            "jobs_never_measured": rows.finished_unmeasured + len(rows.seen - rows.measured.keys())
+            if opts.knowledge is Knowledge.LEARNED
+            else None,
+        }
     return SimulationResult(summary, metrics)
 
 

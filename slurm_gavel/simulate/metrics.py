@@ -72,6 +72,8 @@ class MetricsCollector:
     solve_seconds: float = 0.0
     mechanism_seconds: float = 0.0
     timeline: UtilisationTimeline = field(default_factory=UtilisationTimeline)
+    # jobs' own rows (simulate/true_rows.py): their isolated time is on these
+    true_rows: Mapping[str, Mapping[GpuType, float]] = field(default_factory=dict)
     _busy_at_start: dict[GpuType, float] = field(default_factory=dict, init=False, repr=False)
 
     def on_round(self, time: float, busy_gpu_seconds: Mapping[GpuType, float]) -> None:
@@ -99,16 +101,20 @@ class MetricsCollector:
             self.first_arrival = job.arrival_time
         self.last_finish = max(self.last_finish, c.finish_time)
         iso = self.isolated_time(
-            job.job_type, job.scale_factor, job.total_steps, c.mean_active_jobs
-        )
+            job.job_type, job.scale_factor, job.total_steps, c.mean_active_jobs,
+            self.true_rows.get(job.id),
+        )  # fmt: skip
         if iso > 0:
             self.rho.append(jct / iso)
 
-    def isolated_time(self, job_type: str, sf: int, steps: float, n: float) -> float:
+    def isolated_time(
+        self, job_type: str, sf: int, steps: float, n: float, row: Mapping | None = None
+    ) -> float:
         gpus = sum(self.capacity.values())
         if gpus == 0:
             return 0.0
-        row = self.table.row(job_type, sf)
+        if row is None:
+            row = self.table.row(job_type, sf)
         p = sum(row.get(t, 0.0) * cap for t, cap in self.capacity.items()) / gpus
         share = min(1.0, gpus / (max(1.0, n) * sf))
         rate = p * share

@@ -129,9 +129,9 @@ def seen_options(monkeypatch):
     seen: list[tuple[str, SimulationOptions]] = []
     real = command.simulate
 
-    def spy(jobs, nodes, table, policy, options):
+    def spy(jobs, nodes, table, policy, options, *rest):
         seen.append((policy, options))
-        return real(jobs, nodes, table, policy, options)
+        return real(jobs, nodes, table, policy, options, *rest)
 
     monkeypatch.setattr(command, "simulate", spy)
     return seen

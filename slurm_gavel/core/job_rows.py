@@ -1,0 +1,263 @@
+"""Each job's own throughput row (issue 27): a prior, replaced cell by cell by what that
+job was measured doing.
+
+A job's row is its steps/s on every GPU type of the cluster at its scale factor. It
+starts from a prior, in this order:
+
+* its job type's row (cluster_rows.py: the table's cells, estimated or type-blind where
+  the table lacks one of the cluster's types), when the table knows the type and size;
+* else (a job of a model the table never saw) the estimate from the jobs seen so far:
+  low-rank completion with the table's rows *and every measured job* as rows
+  (:func:`slurm_gavel.core.estimate_jobs.estimate_job_rows`), its own measurements included,
+  so that one measured cell already says how fast it is elsewhere (Gavel's estimator);
+* else type-blind: the same figure on every type.
+
+A running job's measured rate (``ObservedJob.measured_throughput``: its progress reports
+on Slurm, the true rate in the simulator) replaces the cell of the GPU type it runs on,
+when it runs alone on consolidated GPUs (a pair's or a spread job's rate is another
+cell). A job never measured stays on its prior, and its cells are marked so.
+
+How much the round believes is :class:`Knowledge`: TABLE is today's type rows (the
+daemon's until it bounds what a report may move: issue 27's trust part), LEARNED the
+above, ORACLE a row given from outside (the simulator's true rows), TYPE_BLIND no speeds
+at all. Jobs with equal rows keep sharing one row object, so the policies still
+aggregate them into one class, and an unchanged row is the same object round after
+round (the mechanism's cache compares rows by identity).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
+from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, ClusterRows
+from slurm_gavel.core.estimate_jobs import estimate_job_rows
+from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.errors import InputError
+
+Row = Mapping[GpuType, float]
+
+# How a cell of a job's row is backed (besides cluster_rows' ESTIMATED and TYPE_BLIND).
+MEASURED = "measured"  # this job ran there and reported its rate
+PRIOR = "prior"  # its job type's figure, never measured for this job
+GIVEN = "given"  # handed to the round from outside (the simulator's oracle)
+
+
+class Knowledge(StrEnum):
+    TABLE = "table"  # the job type's row: today's rounds (the daemon's default)
+    LEARNED = "learned"  # a prior replaced cell by cell by the job's measurements
+    ORACLE = "oracle"  # the job's true row, given (simulator only)
+    TYPE_BLIND = "type-blind"  # no speeds: every GPU type equally fast for every job
+
+
+@dataclass(frozen=True)
+class Measured:
+    steps_per_s: float
+    # seconds the scheduler had the job on that type when it last reported: how much
+    # running time backs the figure (status and explain show it)
+    seconds: float
+
+
+@dataclass
+class JobRows:
+    """What the scheduler learned per job (SchedulerState.job_rows), and the rows built
+    from it. Not written to the state file yet (the daemon side comes later)."""
+
+    measured: dict[JobId, dict[GpuType, Measured]] = field(default_factory=dict)
+    scale_factor: dict[JobId, int] = field(default_factory=dict)  # of the measured jobs
+    # Bumped whenever a job's row changes value: the round's memo is stale then.
+    revision: int = 0
+    # For a summary: cells measured so far, and finished jobs that were never measured.
+    cells_measured: int = 0
+    finished: int = 0
+    finished_unmeasured: int = 0
+    seen: set[JobId] = field(default_factory=set, repr=False)  # active in a LEARNED round
+    # job -> (the prior its row was built on, the row): rebuilt when either changes
+    _rows: dict[JobId, tuple[Row, Row]] = field(default_factory=dict, repr=False)
+    # id(prior) -> (prior, its type-blind row): one object per kind, round after round
+    _blind: dict[int, tuple[Row, Row]] = field(default_factory=dict, repr=False)
+    # scale factor -> (revision, {job: estimated prior}) for jobs of no known type
+    _untyped: dict[int, tuple[int, dict[JobId, dict[GpuType, float]]]] = field(
+        default_factory=dict, repr=False
+    )
+
+
+def usable_rate(value: object) -> float | None:
+    """A reported rate the round may use: a finite number > 0 (else None)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def record_measurements(
+    rows: JobRows,
+    active: Iterable[ObservedJob],
+    placement: Mapping[JobId, JobPlacement],
+    received_s: Mapping[JobId, Mapping[GpuType, float]],
+) -> None:
+    """Fold the running jobs' measured rates into ``rows`` (LEARNED rounds), and forget
+    the jobs no longer active. Only a job RUNNING alone, on the type the backend says,
+    on GPUs the last placement called consolidated, measures its own cell."""
+    seen: set[JobId] = set()
+    for o in active:
+        seen.add(o.job.id)
+        rows.seen.add(o.job.id)
+        rate = o.measured_throughput
+        if rate is None or o.state is not JobState.RUNNING or o.gpu_type is None:
+            continue
+        if o.partner is not None or usable_rate(rate) is None:
+            continue
+        placed = placement.get(o.job.id)
+        if placed is not None and not placed.consolidated:
+            continue
+        _record(rows, o, o.gpu_type, float(rate), received_s.get(o.job.id, {}))
+    if len(rows.seen) != len(seen):
+        for j in [j for j in rows.seen if j not in seen]:
+            _forget(rows, j)
+
+
+def _record(rows: JobRows, o: ObservedJob, t: GpuType, rate: float, got: Mapping) -> None:
+    job_id = o.job.id
+    cells = rows.measured.setdefault(job_id, {})
+    old = cells.get(t)
+    cells[t] = Measured(rate, got.get(t, 0.0))
+    rows.scale_factor[job_id] = o.job.scale_factor
+    if old is None:
+        rows.cells_measured += 1
+    elif old.steps_per_s == rate:
+        return  # only its seconds moved
+    built = rows._rows.get(job_id)
+    if built is not None and built[1].get(t, rate) == rate:
+        # the row already says so (a measurement equal to the prior: every job of a
+        # trace without true rows), or the type is not the cluster's: nothing to redo
+        return
+    rows._rows.pop(job_id, None)
+    rows.revision += 1
+
+
+def _forget(rows: JobRows, job_id: JobId) -> None:
+    rows.seen.discard(job_id)
+    rows.finished += 1
+    if not rows.measured.pop(job_id, None):
+        rows.finished_unmeasured += 1
+    rows.scale_factor.pop(job_id, None)
+    rows._rows.pop(job_id, None)
+
+
+@dataclass
+class RowSource:
+    """Each job's row for one round (round_jobs.py calls :meth:`row` per job)."""
+
+    knowledge: Knowledge
+    cluster: ClusterRows
+    rows: JobRows
+    given: Mapping[JobId, Row] = field(default_factory=dict)
+
+    def row(self, o: ObservedJob) -> Row:
+        """The job's row; raises InputError where there is nothing to run it on (a job
+        type the table lacks under TABLE knowledge, as today)."""
+        job = o.job
+        if self.knowledge is Knowledge.ORACLE:
+            given = self.given.get(job.id)
+            if given is not None:
+                return given
+        prior = self.prior(o)
+        if self.knowledge is Knowledge.TYPE_BLIND:
+            return self._type_blind(prior)
+        if self.knowledge is not Knowledge.LEARNED:
+            return prior
+        built = self.rows._rows.get(job.id)
+        if built is not None and built[0] is prior:
+            return built[1]  # (a changed measurement drops the entry: _record)
+        out: Row = prior
+        cells = self.rows.measured.get(job.id)
+        if cells:
+            row = dict(prior)
+            for t, m in cells.items():
+                if t in row and row[t] != m.steps_per_s:
+                    row[t] = m.steps_per_s
+                    out = row
+        self.rows._rows[job.id] = (prior, out)
+        return out
+
+    def prior(self, o: ObservedJob) -> Row:
+        job = o.job
+        if self.cluster.filled.has(job.job_type, job.scale_factor):
+            return self.cluster.row(job.job_type, job.scale_factor)
+        if self.knowledge is Knowledge.TABLE:
+            self.cluster.row(job.job_type, job.scale_factor)  # raises the table's error
+        return self._untyped_prior(job.id, job.scale_factor)
+
+    def marks(self, o: ObservedJob) -> dict[GpuType, str]:
+        """{GPU type: MEASURED, GIVEN, PRIOR, ESTIMATED or TYPE_BLIND} for the job's
+        cells on the cluster's types: what backs each figure the round uses."""
+        job = o.job
+        types = self.cluster.gpu_types
+        if self.knowledge is Knowledge.ORACLE and job.id in self.given:
+            return dict.fromkeys(types, GIVEN)
+        if self.knowledge is Knowledge.TYPE_BLIND:
+            return dict.fromkeys(types, TYPE_BLIND)
+        typed = self.cluster.filled.has(job.job_type, job.scale_factor)
+        out = dict.fromkeys(types, PRIOR if typed else TYPE_BLIND)
+        if typed:
+            out.update(self.cluster.marks(job.job_type, job.scale_factor))
+        elif self._estimable(job.scale_factor):
+            out = dict.fromkeys(types, ESTIMATED)
+        if self.knowledge is Knowledge.LEARNED:
+            for t in self.rows.measured.get(job.id, {}):
+                if t in out:
+                    out[t] = MEASURED
+        return out
+
+    def _type_blind(self, prior: Row) -> Row:
+        """Every cluster type at the prior's geometric mean over the cluster's types:
+        the same magnitude (a policy that plans durations needs one), no preference."""
+        hit = self.rows._blind.get(id(prior))
+        if hit is not None and hit[0] is prior:
+            return hit[1]
+        types = self.cluster.gpu_types
+        values = [prior.get(t, 0.0) for t in types if prior.get(t, 0.0) > 0]
+        value = math.exp(sum(math.log(v) for v in values) / len(values)) if values else 0.0
+        row = dict.fromkeys(types, value)
+        self.rows._blind[id(prior)] = (prior, row)
+        return row
+
+    def _estimable(self, sf: int) -> bool:
+        table = self.cluster.filled
+        return any(s == sf for _, s in table.alone) or any(
+            s == sf for s in self.rows.scale_factor.values()
+        )
+
+    def _untyped_prior(self, job_id: JobId, sf: int) -> Row:
+        """A job of no known type: its row estimated from the table's rows and the
+        measured jobs at its size (its own measurements included); type-blind with
+        nothing to go on. Refitted when a measurement changes (the revision)."""
+        rows = self.rows
+        hit = rows._untyped.get(sf)
+        if hit is None or hit[0] != rows.revision or job_id not in hit[1]:
+            wanted = [job_id] + [j for j, s in rows.scale_factor.items() if s == sf]
+            measured = {
+                j: {t: m.steps_per_s for t, m in rows.measured.get(j, {}).items()} for j in wanted
+            }
+            est = estimate_job_rows(self.cluster.filled, sf, self.cluster.gpu_types, measured)
+            if hit is not None and hit[0] == rows.revision:
+                est = {**hit[1], **est}
+            rows._untyped[sf] = (rows.revision, est)
+            hit = rows._untyped[sf]
+        row = hit[1].get(job_id)
+        if row is None:
+            raise InputError(f"no GPU type to estimate job {job_id}'s throughput on")
+        return row
+
+
+def row_source(
+    knowledge: Knowledge, cluster: ClusterRows, rows: JobRows, given: Mapping[JobId, Row]
+) -> RowSource | None:
+    """The round's per-job rows; None under TABLE knowledge (the type rows, unchanged)."""
+    if knowledge is Knowledge.TABLE:
+        return None
+    return RowSource(knowledge, cluster, rows, given)
