@@ -135,6 +135,45 @@ def estimate_missing(
     return out, estimated
 
 
+def estimate_by_scaling(
+    table: ThroughputTable, gpu_types: Iterable[GpuType]
+) -> tuple[ThroughputTable, list[tuple[str, int, GpuType]]]:
+    """A copy of ``table`` with the multi-GPU cells of ``gpu_types`` still missing
+    estimated from the same job type's scale-factor-1 cell on that GPU type, times how
+    the job scales on the other types: the geometric mean of T[sf]/T[1] over the types
+    with figures at both sizes. For a GPU type profiled on a one-GPU machine (only
+    scale factor 1 measured), where the per-size fit of :func:`estimate_missing` has
+    nothing to go on. Needs the scale-factor-1 cell (measured or estimated); notes say
+    it is an estimate and from what."""
+    out = copy.deepcopy(table)
+    estimated: list[tuple[str, int, GpuType]] = []
+    for (jt, sf), row in out.alone.items():
+        one = out.alone.get((jt, 1), {})
+        if sf == 1 or not one:
+            continue
+        ratios = [
+            math.log(row[t] / one[t])
+            for t in row
+            if row[t] > 0 and one.get(t, 0.0) > 0 and not is_estimate(out, jt, sf, t)
+            and not is_estimate(out, jt, 1, t)
+        ]  # fmt: skip
+        for g in gpu_types:
+            if g in row or one.get(g, 0.0) <= 0 or not ratios:
+                continue
+            scaling = math.exp(sum(ratios) / len(ratios))
+            row[g] = one[g] * scaling
+            out.set_note(
+                jt,
+                sf,
+                g,
+                f"{ESTIMATE_PREFIX} its scale factor 1 figure on {g} times its scaling to "
+                f"{sf} GPUs on {len(ratios)} other type(s) ({scaling:.2f}x); measure with "
+                "`slurm-gavel profile`",
+            )
+            estimated.append((jt, sf, g))
+    return out, estimated
+
+
 # Observations come from users' jobs (issue 12): a value further than ABSURD_FACTOR
 # from the cell is no measurement, and no observation moves a cell beyond MAX_DRIFT
 # of the table it is folded into (re-profile with `slurm-gavel profile` for more).

@@ -31,6 +31,11 @@ from slurm_gavel.errors import InputError
 
 FORMAT = "slurm-gavel-throughputs/1"
 DEFAULT_TABLE = "gavel-osdi2020.json"
+# Gavel's table plus an h200 column measured on one H200 (the rest of the column
+# estimated): slurm_gavel/data/measurements/. Not the default yet: a min_cost config
+# must price every GPU type of its table (daemon/config_checks.py), so an h200 column
+# in the default would refuse existing min_cost configs.
+H200_TABLE = "gavel-osdi2020-h200.json"
 
 
 class ThroughputError(InputError):
@@ -307,12 +312,25 @@ def table_from_json(data: Any, origin: str = "table") -> ThroughputTable:
     return table
 
 
+def shipped_tables() -> list[str]:
+    """The names of the tables shipped with the package (slurm_gavel/data/)."""
+    data = resources.files("slurm_gavel.data")
+    return sorted(f.name for f in data.iterdir() if f.name.endswith(".json"))
+
+
 def load_table(path: str | Path | None = None) -> ThroughputTable:
-    """Load a table file; None loads the default table shipped with the package."""
+    """Load a table file; None loads the default table shipped with the package, and the
+    bare name of a shipped table (e.g. ``gavel-osdi2020-h200.json``) that one, unless a
+    file of that name is in the current folder."""
     if path is None:
-        text = resources.files("slurm_gavel.data").joinpath(DEFAULT_TABLE).read_text()
-        return table_from_json(json.loads(text), f"(default) {DEFAULT_TABLE}")
+        path = DEFAULT_TABLE
+        origin = f"(default) {DEFAULT_TABLE}"
+    else:
+        origin = f"(shipped) {path}"
     p = Path(path)
+    if str(path) == p.name and not p.exists() and p.name in shipped_tables():
+        text = resources.files("slurm_gavel.data").joinpath(p.name).read_text()
+        return table_from_json(json.loads(text), origin)
     try:
         data = json.loads(p.read_text())
     except OSError as e:
