@@ -31,6 +31,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, ClusterRows
@@ -85,6 +86,12 @@ class JobRows:
     )
 
 
+class Account(Protocol):
+    """What record_measurements reads of a job's account (scheduler_state.JobAccount)."""
+
+    received_s: dict[GpuType, float]
+
+
 def usable_rate(value: object) -> float | None:
     """A reported rate the round may use: a finite number > 0 (else None)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -97,7 +104,7 @@ def record_measurements(
     rows: JobRows,
     active: Iterable[ObservedJob],
     placement: Mapping[JobId, JobPlacement],
-    received_s: Mapping[JobId, Mapping[GpuType, float]],
+    accounts: Mapping[JobId, Account],
 ) -> None:
     """Fold the running jobs' measured rates into ``rows`` (LEARNED rounds), and forget
     the jobs no longer active. Only a job RUNNING alone, on the type the backend says,
@@ -114,7 +121,8 @@ def record_measurements(
         placed = placement.get(o.job.id)
         if placed is not None and not placed.consolidated:
             continue
-        _record(rows, o, o.gpu_type, float(rate), received_s.get(o.job.id, {}))
+        acct = accounts.get(o.job.id)
+        _record(rows, o, o.gpu_type, float(rate), {} if acct is None else acct.received_s)
     if len(rows.seen) != len(seen):
         for j in [j for j in rows.seen if j not in seen]:
             _forget(rows, j)

@@ -278,8 +278,7 @@ def run_round(
     account_last_round(state, now)
     completed, active = update_accounts(state, snap)
     if config.knowledge is Knowledge.LEARNED:
-        received = {j: a.received_s for j, a in state.jobs.items()}
-        record_measurements(state.job_rows, active, state.placement, received)
+        record_measurements(state.job_rows, active, state.placement, state.jobs)
     kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
     capacity = allocation_capacity(snap.nodes)
     solve_s: float | None = None

@@ -100,7 +100,12 @@ def simulate(
         accounts=opts.accounts,
         prices=opts.prices,
         baseline=BASELINES.get(policy),
-        knowledge=opts.knowledge,
+        # Without true rows every job runs at its type's row, which is its prior: nothing
+        # to learn or be told, so the round skips the per-job bookkeeping (3-10 % of a
+        # 1,000-job run) and schedules exactly as it would with it.
+        knowledge=opts.knowledge
+        if truth or opts.knowledge is Knowledge.TYPE_BLIND
+        else Knowledge.TABLE,
         given_rows=truth if opts.knowledge is Knowledge.ORACLE else {},
     )
     capacity: dict[GpuType, int] = {}
@@ -162,14 +167,15 @@ def simulate(
     summary = metrics.summary(policy, backend.busy_gpu_seconds, wall, unfinished)
     if truth or opts.report_knowledge:
         rows = state.job_rows
+        learned = config.knowledge is Knowledge.LEARNED  # (not without true rows)
         summary["knowledge"] = {
             "mode": str(opts.knowledge),
             "jobs_with_true_rows": len(truth),
-            # LEARNED: cells learned from the jobs' reports, and jobs that finished
-            # (or were left) without one: they ran on their prior all along
-            "cells_measured": rows.cells_measured,
+            # LEARNED with true rows: cells learned from the jobs' reports, and jobs that
+            # finished (or were left) without one: they ran on their prior all along
+            "cells_measured": rows.cells_measured if learned else None,
             "jobs_never_measured": rows.finished_unmeasured + len(rows.seen - rows.measured.keys())
-            if opts.knowledge is Knowledge.LEARNED
+            if learned
             else None,
         }
     return SimulationResult(summary, metrics)

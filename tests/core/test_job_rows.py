@@ -19,6 +19,7 @@ from slurm_gavel.core.job_rows import (
     record_measurements,
 )
 from slurm_gavel.core.model import Job
+from slurm_gavel.core.scheduler_state import JobAccount
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.errors import InputError
 
@@ -45,12 +46,12 @@ def test_learned_prior_is_the_type_row_object_until_a_measurement_differs():
     assert src.marks(ObservedJob(job, JobState.PENDING)) == dict.fromkeys(TYPES, PRIOR)
     # a report equal to the prior (a trace without true rows): nothing changes
     o = _running(job, "v100", prior["v100"])
-    record_measurements(rows, [o], {}, {"1": {"v100": 400.0}})
+    record_measurements(rows, [o], {}, {"1": JobAccount({"v100": 400.0})})
     assert rows.revision == 0 and src.row(o) is prior
     assert src.marks(o)["v100"] == MEASURED and rows.measured["1"]["v100"].seconds == 400.0
     # a report that differs replaces that cell only, and bumps the revision
     o = _running(job, "v100", 2 * prior["v100"])
-    record_measurements(rows, [o], {}, {"1": {"v100": 800.0}})
+    record_measurements(rows, [o], {}, {"1": JobAccount({"v100": 800.0})})
     row = src.row(o)
     assert rows.revision == 1 and row["v100"] == 2 * prior["v100"]
     assert row["k80"] == prior["k80"] and row["p100"] == prior["p100"]
