@@ -46,6 +46,13 @@ HOUR = 3600.0
 SUMMARY = "simulate scheduling policies on a job trace"
 
 
+ROW_SPREAD_HELP = (
+    "generated jobs get their own true rows: each cell of their type's row times "
+    "exp(N(0, SIGMA)), drawn with --seed (written by --save-trace as "
+    "throughput_<gpu type> columns)"
+)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Replay a job trace (the CSV of docs/design.md section 2.3, or Gavel's .trace) or a
     generated one on a simulated heterogeneous cluster, once per policy, and compare
@@ -100,16 +107,7 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
             "that size (Gavel's default generator: ~1.9 GPUs per job instead of ~1.65)"
         ),
     )
-    p.add_argument(
-        "--row-spread",
-        type=float,
-        metavar="SIGMA",
-        help=(
-            "generated jobs get their own true rows: each cell of their type's row times "
-            "exp(N(0, SIGMA)), drawn with --seed (written by --save-trace as "
-            "throughput_<gpu type> columns)"
-        ),
-    )
+    p.add_argument("--row-spread", type=float, metavar="SIGMA", help=ROW_SPREAD_HELP)
     p.add_argument("--save-trace", metavar="FILE", help="write the generated trace as CSV")
     p.add_argument(
         "--cluster",

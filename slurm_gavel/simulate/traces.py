@@ -47,15 +47,20 @@ class TraceError(InputError):
     pass
 
 
-def _num(text: str, where: str, field: str, *, integer: bool = False) -> float:
+def trace_number(
+    text: str, where: str, field: str, *, integer: bool = False, noun: str = "field", fix: str = ""
+) -> float:
+    """A finite number (whole, if integer) read from a trace's text, or TraceError naming
+    where, the field (or other noun: a true-row column) and the fix (appended)."""
+    said = f"{where}: {noun} '{field}': {text!r}"
     try:
         value = float(text)
     except ValueError:
-        raise TraceError(f"{where}: field '{field}': {text!r} is not a number") from None
+        raise TraceError(f"{said} is not a number{fix}") from None
     if not math.isfinite(value):
-        raise TraceError(f"{where}: field '{field}': {text!r} is not a finite number")
+        raise TraceError(f"{said} is not a finite number{fix}")
     if integer and value != int(value):
-        raise TraceError(f"{where}: field '{field}': {text!r} is not a whole number")
+        raise TraceError(f"{said} is not a whole number{fix}")
     return value
 
 
@@ -134,13 +139,15 @@ def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> l
         job = Job(
             id=job_id,
             job_type=get("job_type"),
-            scale_factor=int(_num(get("scale_factor"), where, "scale_factor", integer=True)),
-            priority_weight=_num(weight, where, "priority_weight") if weight else 1.0,
-            total_steps=_num(get("total_steps"), where, "total_steps"),
-            arrival_time=_num(get("arrival_time"), where, "arrival_time"),
+            scale_factor=int(
+                trace_number(get("scale_factor"), where, "scale_factor", integer=True)
+            ),
+            priority_weight=trace_number(weight, where, "priority_weight") if weight else 1.0,
+            total_steps=trace_number(get("total_steps"), where, "total_steps"),
+            arrival_time=trace_number(get("arrival_time"), where, "arrival_time"),
             account=get("account") or None,
-            slo=_num(slo, where, "slo") if slo else None,
-            restart_overhead=_num(overhead, where, OVERHEAD_FIELD) if overhead else None,
+            slo=trace_number(slo, where, "slo") if slo else None,
+            restart_overhead=trace_number(overhead, where, OVERHEAD_FIELD) if overhead else None,
         )
         _check_job(job, where, table, last)
         last = job.arrival_time
@@ -167,14 +174,14 @@ def parse_gavel_trace(text: str, origin: str, table: ThroughputTable | None = No
                 f"{where}: {len(f)} tab-separated fields; a Gavel .trace row has 10 (or 7 in "
                 "older traces)"
             )
-        slo_v = _num(slo, where, "SLO")
+        slo_v = trace_number(slo, where, "SLO")
         job = Job(
             id=str(len(jobs)),
             job_type=jt.strip(),
-            scale_factor=int(_num(sf, where, "scale_factor", integer=True)),
-            priority_weight=_num(weight, where, "priority_weight"),
-            total_steps=_num(steps, where, "total_steps"),
-            arrival_time=_num(arrival, where, "arrival_time"),
+            scale_factor=int(trace_number(sf, where, "scale_factor", integer=True)),
+            priority_weight=trace_number(weight, where, "priority_weight"),
+            total_steps=trace_number(steps, where, "total_steps"),
+            arrival_time=trace_number(arrival, where, "arrival_time"),
             slo=slo_v if slo_v > 0 else None,  # Gavel writes -1 for "no SLO"
         )
         _check_job(job, where, table, last)

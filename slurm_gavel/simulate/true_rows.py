@@ -22,7 +22,7 @@ import numpy as np
 
 from slurm_gavel.core.model import GpuType, Job, JobId
 from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.simulate.traces import TraceError, trace_csv
+from slurm_gavel.simulate.traces import TraceError, trace_csv, trace_number
 
 PREFIX = "throughput_"
 # No model trains at a million steps/s per job; a bigger figure is a unit mistake (a
@@ -37,12 +37,7 @@ Rows = dict[JobId, dict[GpuType, float]]
 
 
 def _cell(text: str, where: str, column: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceError(f"{where}: column '{column}': {text!r} is not a number; {FIX}") from None
-    if not math.isfinite(value):
-        raise TraceError(f"{where}: column '{column}': {text!r} is not a finite number; {FIX}")
+    value = trace_number(text, where, column, noun="column", fix=f"; {FIX}")
     if value < 0:
         raise TraceError(f"{where}: column '{column}': {text!r} is negative; {FIX}")
     if value > MAX_STEPS_PER_S:

@@ -160,19 +160,25 @@ class BetaResult:
     lam: np.ndarray  # final prices, lam . cap = 1
 
 
+@dataclass(frozen=True)
+class _Program:
+    """One LP over the jobs' vertices: min cost (or beta, scaling cap) subject to the
+    capacity rows sum_j gpus_j x_j <= cap (times beta when beta)."""
+
+    verts: Vertices
+    cost: np.ndarray  # (N, M) each vertex's cost
+    gpus: np.ndarray  # (N,) GPUs per unit
+    cap: np.ndarray  # (K,) GPUs per type
+    beta: bool  # minimise the capacity scale instead of the cost
+
+
 def _prices(
-    verts: Vertices,
-    cost: np.ndarray,
-    gpus: np.ndarray,
-    cap: np.ndarray,
-    beta: bool,
-    lam: np.ndarray,
-    start: np.ndarray | None,
-    start_cost: float = 0.0,
+    prog: _Program, lam: np.ndarray, start: np.ndarray | None, start_cost: float = 0.0
 ) -> tuple[np.ndarray, float]:
     """Near-optimal capacity prices by the aggregated master (one convexity row): it
     gets within ~1e-8 in a few dozen rounds, then stalls on jobs that tie at the
     optimal prices (every round picks the same side of each tie)."""
+    verts, cost, gpus, cap, beta = prog.verts, prog.cost, prog.gpus, prog.cap, prog.beta
     n, _, k = verts.v.shape
     rows = np.arange(n)
     master = _Master(k, np.zeros(k) if beta else cap, cap if beta else None)
@@ -204,20 +210,14 @@ def _bound(best: np.ndarray, lam: np.ndarray, cap: np.ndarray, beta: bool) -> fl
 
 
 def _restricted(
-    verts: Vertices,
-    cost: np.ndarray,
-    gpus: np.ndarray,
-    cap: np.ndarray,
-    beta: bool,
-    lam: np.ndarray,
-    lower: float,
-    anchored: bool = False,
+    prog: _Program, lam: np.ndarray, lower: float, anchored: bool = False
 ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """The exact LP with every job fixed at its cheapest vertex under `lam` except those
     near a tie (and any that pricing later finds should move): one convexity row and
     a column per vertex for each of those. Priced over all jobs at the LP's own duals
     until no vertex of any job has negative reduced cost, it is the full LP's optimum.
     (objective, x (N, K), lam, pick (N,))."""
+    verts, cost, gpus, cap, beta = prog.verts, prog.cost, prog.gpus, prog.cap, prog.beta
     n, m, k = verts.v.shape
     rows = np.arange(n)
     # Ties a job cannot lose by (a vertex that uses no more of any type, as when a type's
@@ -307,8 +307,9 @@ def min_beta(
     rows = np.arange(n)
     lam = np.full(k, 1.0 / cap.sum()) if lam0 is None else lam0
     cost = np.zeros((n, m))
-    lam, lower = _prices(verts, cost, gpus, cap, True, lam, None)
-    beta, x, lam, pick = _restricted(verts, cost, gpus, cap, True, lam, lower)
+    prog = _Program(verts, cost, gpus, cap, True)
+    lam, lower = _prices(prog, lam, None)
+    beta, x, lam, pick = _restricted(prog, lam, lower)
     slope = 0.0
     norm = float(lam @ cap) or 1.0
     if dw is not None:
@@ -358,8 +359,9 @@ def max_value(
         else:
             lo_ = m1
     lam = lam * scale0 * np.exp(0.5 * (lo_ + hi_))
-    lam, lower = _prices(verts, cost, gpus, cap, False, lam, start, -float((value * start).sum()))
-    return _restricted(verts, cost, gpus, cap, False, lam, lower, anchored=True)[1]
+    prog = _Program(verts, cost, gpus, cap, False)
+    lam, lower = _prices(prog, lam, start, -float((value * start).sum()))
+    return _restricted(prog, lam, lower, anchored=True)[1]
 
 
 def max_min(
