@@ -126,7 +126,7 @@ class SlurmBackend(Generic[Transport]):
             self.managed_partitions,
             now,
             first_submit=self._first_submit,
-            held_back=self.held_back.reasons,
+            held_back=self.held_back.reasons(now),
         )
         self.held_back.observe(self.view.managed, now)
         add_vanished(self.view, self._active, now)

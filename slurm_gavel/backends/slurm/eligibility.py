@@ -69,7 +69,7 @@ def limit_reason(sj: SlurmJob) -> str | None:
 
 def waiting_on(sj: SlurmJob, now: float, held_back: Mapping[JobId, str]) -> str | None:
     """Why Slurm would not start this waiting job now (see the module notes), or None.
-    held_back: jobs a recent round found blocked by a limit (HeldBack.reasons)."""
+    held_back: jobs a recent round found blocked by a limit (HeldBack.reasons(now))."""
     dep = sj.dependency
     if dep and "(failed)" in dep:
         return f"its dependency {dep} can never be satisfied (cancel it or change it)"
@@ -105,6 +105,6 @@ class HeldBack:
             if until > now and j in managed and managed[j].state == "PENDING"
         }
 
-    @property
-    def reasons(self) -> dict[JobId, str]:
-        return {j: why for j, (why, _) in self._until.items()}
+    def reasons(self, now: float) -> dict[JobId, str]:
+        """The jobs still kept out at `now` (their recheck time not reached), -> why."""
+        return {j: why for j, (why, until) in self._until.items() if until > now}

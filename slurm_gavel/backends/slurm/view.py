@@ -85,7 +85,7 @@ def build_view(
     warnings += lone_half_warnings(managed, jobs, partners, by_name)
     types = {n.name: n.gpu_type for n in nodes}
     for sj, spec, arrival in specs:
-        waits = None if sj.state in RUNNING_STATES else waiting_on(sj, now, held_back or {})
+        waits = waiting_on(sj, now, held_back or {}) if sj.state in WAITING_STATES else None
         observed.append(_observed(sj, spec, arrival, partners.get(sj.job_id), types, waits))
     for gone in [j for j in first_submit if j not in managed]:
         del first_submit[gone]

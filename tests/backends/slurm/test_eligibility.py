@@ -59,14 +59,16 @@ def test_a_limit_slurm_names_for_a_released_job_keeps_it_out_and_then_rechecks()
     held_back = HeldBack(recheck_s=300)
     held_back.observe({"7": limited}, NOW)
     held_again = job()  # the act held it again: Slurm now shows the hold, not the limit
-    assert "tried again shortly" in str(waiting_on(held_again, NOW + 60, held_back.reasons))
+    kept_out = held_back.reasons(NOW + 60)
+    assert "tried again shortly" in str(waiting_on(held_again, NOW + 60, kept_out))
     held_back.observe({"7": held_again}, NOW + 299)
-    assert "7" in held_back.reasons
-    held_back.observe({"7": held_again}, NOW + 300)  # time to try it again
-    assert held_back.reasons == {}
+    assert "7" in held_back.reasons(NOW + 299)
+    assert held_back.reasons(NOW + 300) == {}  # time to try it again, observed or not
+    held_back.observe({"7": held_again}, NOW + 300)
+    assert held_back.reasons(NOW + 300) == {}
     held_back.observe({"7": limited}, NOW)
     held_back.observe({}, NOW + 1)  # gone: forgotten
-    assert held_back.reasons == {}
+    assert held_back.reasons(NOW + 1) == {}
 
 
 def view_of(*jobs: SlurmJob):
