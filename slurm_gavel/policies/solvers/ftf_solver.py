@@ -27,6 +27,8 @@ only improve). The stretch reported is recomputed from the per-job fractions.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import highspy
@@ -35,6 +37,8 @@ import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies.solvers.classes import Classes
+from slurm_gavel.policies.solvers.dw import DwStalled
+from slurm_gavel.policies.solvers.ftf_dw import DwStretch, use_decomposition
 from slurm_gavel.policies.solvers.ftf_requirements import (
     RequirementRows,
     requirement_rows,
@@ -74,11 +78,9 @@ def minimise_stretch(
     if len(members) == 0:
         return StretchResult(np.zeros((n_jobs, n_types)), floor, floor, 0)
     class_tput = tput[classes.first]
-    rows = requirement_rows(class_tput, classes.of_job)
     # Each job alone on its fastest type, all the time: theta can be no lower.
     best = tput[members].max(axis=1)
     lo = max(floor, float(np.max((a[members] + steps[members] / best) / d[members])))
-    model = _BetaLp(rows, class_tput, scale[classes.first], capacity, time_limit)
 
     def requirements(theta: float) -> tuple[np.ndarray, np.ndarray]:
         denom = theta * d - a
@@ -92,12 +94,41 @@ def minimise_stretch(
         # Stretch of the allocation X / beta, which meets w_j(theta) / beta.
         return float(np.max(a[members] / d[members] + beta * (theta - a[members] / d[members])))
 
+    x = np.zeros((n_jobs, n_types))
+    if use_decomposition(len(members), len(classes), n_types):
+        # (Almost) no classes: one unit per job, by decomposition (ftf_dw.py).
+        model_dw = DwStretch(tput[members], scale[members], capacity)
+        with contextlib.suppress(DwStalled):  # stalled: the class LP below
+            theta_f, beta_f, pool, lo_f, solves = _search(
+                lo, requirements, achieved, lambda w, dw: model_dw.solve(w[members], dw[members])
+            )
+            x[members] = pool / beta_f
+            return _finish(x, tput, scale, capacity, members, steps, d, a, floor, lo_f, solves)
+    rows = requirement_rows(class_tput, classes.of_job)
+    model = _BetaLp(rows, class_tput, scale[classes.first], capacity, time_limit)
+    theta_f, beta_f, pool, lo, solves = _search(
+        lo, requirements, achieved, lambda w, dw: model.solve(rows.psi(w), rows.dpsi(w, dw))
+    )
+    need = requirements(theta_f)[0] / beta_f
+    for c, idx in enumerate(classes.members):
+        x[idx] = split_class(class_tput[c], pool[c] / beta_f, need[idx])
+    return _finish(x, tput, scale, capacity, members, steps, d, a, floor, lo, solves)
+
+
+def _search(
+    lo: float,
+    requirements: Callable[[float], tuple[np.ndarray, np.ndarray]],
+    achieved: Callable[[float, float], float],
+    solve: Callable[[np.ndarray, np.ndarray], tuple[float, np.ndarray, float]],
+) -> tuple[float, float, np.ndarray, float, int]:
+    """Safeguarded Newton on beta(theta) = 1 (module docstring): (theta, beta, the LP's
+    point at them, the proven lower bound, LP solves)."""
     theta = lo
     hi, hi_point = np.inf, None
     solves = 0
     while solves < MAX_STEPS:
         w, dw = requirements(theta)
-        beta, pool, slope = model.solve(rows.psi(w), rows.dpsi(w, dw))
+        beta, pool, slope = solve(w, dw)
         solves += 1
         if beta <= 1.0:
             hi, hi_point = theta, (theta, 1.0, pool)  # feasible as it is
@@ -126,10 +157,23 @@ def minimise_stretch(
             f"bracketed in [{lo:.9g}, {hi:.9g}]; no allocation returned"
         )
     theta_f, beta_f, pool = hi_point
-    need = requirements(theta_f)[0] / beta_f
-    x = np.zeros((n_jobs, n_types))
-    for c, idx in enumerate(classes.members):
-        x[idx] = split_class(class_tput[c], pool[c] / beta_f, need[idx])
+    return theta_f, beta_f, pool, lo, solves
+
+
+def _finish(
+    x: np.ndarray,
+    tput: np.ndarray,
+    scale: np.ndarray,
+    capacity: np.ndarray,
+    members: np.ndarray,
+    steps: np.ndarray,
+    d: np.ndarray,
+    a: np.ndarray,
+    floor: float,
+    lo: float,
+    solves: int,
+) -> StretchResult:
+    """Idle GPUs handed out; the stretch recomputed from the per-job fractions."""
     x = hand_out_spare(x, tput, scale, capacity, eligible=members)
     rate = (tput * x).sum(axis=1)
     with np.errstate(divide="ignore"):
