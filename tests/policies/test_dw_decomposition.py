@@ -78,3 +78,35 @@ def test_min_beta_matches_scaling() -> None:
     assert res.lower == pytest.approx(res.beta, rel=REL)
     assert (scale @ res.x <= res.beta * capacity * (1 + 1e-9)).all()
     assert ((coef * res.x).sum(axis=1) >= w * (1 - 1e-9)).all()
+
+
+def _sum_lp(monkeypatch, coef, allowed, scale, count, capacity, decompose: bool):  # type: ignore[no-untyped-def]
+    from slurm_gavel.policies.solvers import mm_lp
+
+    calls = []
+    real = mm_lp._sum_decomposed
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(mm_lp, "DW_MIN_COLUMNS", 1 if decompose else 10**12)
+    monkeypatch.setattr(mm_lp, "_sum_decomposed", spy)
+    x = mm_lp.solve_sum_classes(coef, allowed, scale, count, capacity)
+    assert bool(calls) == decompose
+    return x
+
+
+@pytest.mark.parametrize("seed,n,gpus", [(0, 60, 16.0), (1, 5, 64.0), (2, 40, 4.0), (3, 80, 8.0)])
+def test_max_sum_by_decomposition(monkeypatch, seed: int, n: int, gpus: float) -> None:  # type: ignore[no-untyped-def]
+    """max_sum_throughput's LP (simplex per class) by dw.max_value == HiGHS's plain LP."""
+    coef, allowed, scale, _, capacity = _problem(seed, n=n, gpus=gpus, zeros=0.2)
+    count = np.random.default_rng(seed).integers(1, 4, size=n).astype(float)
+    gain = np.where(allowed, coef * 1000.0, 0.0)  # steps/s: far from 1, as real rows are
+    ref = _sum_lp(monkeypatch, gain, allowed, scale, count, capacity, decompose=False)
+    got = _sum_lp(monkeypatch, gain, allowed, scale, count, capacity, decompose=True)
+    total = lambda x: float((count[:, None] * gain * x).sum())  # noqa: E731
+    assert total(got) == pytest.approx(total(ref), rel=REL)
+    assert (got >= 0).all() and (got.sum(axis=1) <= 1 + 1e-9).all()
+    assert ((count * scale) @ got <= capacity * (1 + 1e-9)).all()
+    assert (got[~allowed] == 0).all()

@@ -48,7 +48,7 @@ import highspy
 import numpy as np
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.solvers.lp import run_to_optimum
+from slurm_gavel.policies.solvers.lp import SolverError, run_to_optimum
 
 INF = highspy.kHighsInf
 #: At most this many GPU types: a job has K + K + K(K-1)/2 + 1 candidate vertices.
@@ -145,7 +145,10 @@ class _Master:
 
     def solve(self) -> tuple[float, np.ndarray, np.ndarray]:
         """(objective, column values, lam = capacity prices >= 0)."""
-        run_to_optimum(self.h, "decomposition master")
+        try:
+            run_to_optimum(self.h, "decomposition master")
+        except SolverError as e:  # numerical trouble: the caller's plain LP decides
+            raise DwStalled(str(e)) from e
         sol = self.h.getSolution()
         lam = np.maximum(-np.asarray(sol.row_dual)[: self.k], 0.0)
         return float(self.h.getInfo().objective_function_value), np.asarray(sol.col_value), lam
@@ -210,7 +213,7 @@ def _bound(best: np.ndarray, lam: np.ndarray, cap: np.ndarray, beta: bool) -> fl
 
 
 def _restricted(
-    prog: _Program, lam: np.ndarray, lower: float, anchored: bool = False
+    prog: _Program, lam: np.ndarray, lower: float
 ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """The exact LP with every job fixed at its cheapest vertex under `lam` except those
     near a tie (and any that pricing later finds should move): one convexity row and
@@ -218,7 +221,7 @@ def _restricted(
     until no vertex of any job has negative reduced cost, it is the full LP's optimum.
     (objective, x (N, K), lam, pick (N,))."""
     verts, cost, gpus, cap, beta = prog.verts, prog.cost, prog.gpus, prog.cap, prog.beta
-    n, m, k = verts.v.shape
+    n, _, k = verts.v.shape
     rows = np.arange(n)
     # Ties a job cannot lose by (a vertex that uses no more of any type, as when a type's
     # price is 0) are broken towards the smaller GPU share; only real near-ties stay free.
@@ -230,9 +233,6 @@ def _restricted(
     width = 1e-6
     free = (order[:, 1] - order[:, 0]) <= width * scale_
     pick = np.argmin(broken, axis=1)
-    if anchored:  # the last vertex is a feasible point of each job: start from it
-        pick[:] = m - 1
-        free = red[:, m - 1] - red.min(axis=1) > 1e-7 * scale_
     for _ in range(50):
         fixed = ~free
         fixed_use = gpus[fixed] @ verts.v[rows[fixed], pick[fixed]]
@@ -326,20 +326,15 @@ def max_value(
     lam0: np.ndarray | None = None,
 ) -> np.ndarray:
     """max sum_j value_j . x_j s.t. x_j in Q_j, sum_j gpus_j x_j <= cap; `start` (N, K) is
-    a feasible point (the master starts from it). Returns x (N, K).
+    a feasible point (the master's first column, so that it is feasible from the
+    start). Returns x (N, K).
 
-    Exact, but not yet fast: at 10,000 distinct jobs the restricted LP ends up freeing
-    nearly every job (stage 1's prices, rescaled, do not price the start point in),
-    so it is as slow as the plain LP; mm_lp uses it only when asked (decompose=True)."""
-    n, _, k = verts.v.shape
+    The restricted LP starts from every job's cheapest vertex at the master's prices
+    (an earlier version started every job at `start` and freed those the prices moved:
+    nearly all of them, as slow as the plain LP). Fixed picks that overfill a type
+    free more jobs (_restricted); the bound certificate is the same as min_beta's."""
     # Minimise -value: HiGHS's duals of the <= rows are then <= 0, lam = -dual >= 0.
-    # The start point joins every job's candidates as its last "vertex": the restricted
-    # LP keeps jobs there unless the prices say a vertex is better, so it is feasible.
-    verts = Vertices(
-        np.concatenate([verts.v, start[:, None, :]], axis=1),
-        np.concatenate([verts.dv, np.zeros((n, 1, k))], axis=1),
-        np.concatenate([verts.valid, np.ones((n, 1), dtype=bool)], axis=1),
-    )
+    k = verts.v.shape[2]
     cost = -np.einsum("nmk,nk->nm", verts.v, value)
     lam = np.full(k, 1.0 / cap.sum()) if lam0 is None else lam0
 
@@ -352,7 +347,7 @@ def max_value(
     lo_, hi_ = -12.0, 12.0
     scale0 = float(np.abs(cost).max()) / (float(((verts.v @ lam) * gpus[:, None]).max()) or 1.0)
     g = (np.sqrt(5) - 1) / 2
-    for _ in range(60):
+    for _ in range(40):  # to ~1e-7 of the scale: a starting point, not the answer
         m1, m2 = hi_ - g * (hi_ - lo_), lo_ + g * (hi_ - lo_)
         if bound(scale0 * np.exp(m1)) > bound(scale0 * np.exp(m2)):
             hi_ = m2
@@ -361,7 +356,7 @@ def max_value(
     lam = lam * scale0 * np.exp(0.5 * (lo_ + hi_))
     prog = _Program(verts, cost, gpus, cap, False)
     lam, lower = _prices(prog, lam, start, -float((value * start).sum()))
-    return _restricted(prog, lam, lower, anchored=True)[1]
+    return _restricted(prog, lam, lower)[1]
 
 
 def max_min(
