@@ -73,6 +73,11 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     )
     if args.jitter > 0:
         problem = jittered(problem, args.jitter, args.seed)
+    if args.prices:
+        import dataclasses
+
+        prices = {t: float(v) for t, v in (kv.split("=") for kv in args.prices.split(","))}
+        problem = dataclasses.replace(problem, prices=prices)
     build = time.perf_counter() - started
     get_policy(args.policy)  # import the module (and cvxpy, if it does) outside the timing
     rss_before = _peak_rss_mib()
@@ -95,6 +100,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "jitter": args.jitter,
         "weights": args.weights,
+        "prices": args.prices,
         "solve_seconds": times,
         "solve_seconds_median": statistics.median(times),
         "objective": alloc.objective,
@@ -117,7 +123,7 @@ def run_child(args: argparse.Namespace, path: str, repeats: int, timeout: float)
         "--repeats", str(repeats),
         "--seed", str(args.seed),
         "--jitter", str(args.jitter),
-        "--weights", args.weights,
+        "--weights", args.weights, "--prices", args.prices,
     ] + (["--pairs"] if args.pairs else [])  # fmt: skip
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
@@ -148,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         "--weights",
         default="1",
         help="comma-separated priority weights drawn uniformly per job (default 1)",
+    )
+    p.add_argument(
+        "--prices",
+        default="",
+        help="TYPE=DOLLARS_PER_GPU_HOUR,... for min_cost (e.g. v100=3.06,p100=1.46,k80=0.9)",
     )
     p.add_argument("--reference-check", action="store_true")
     p.add_argument(
