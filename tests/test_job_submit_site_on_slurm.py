@@ -64,9 +64,11 @@ def replace_lua(path: Path, text: str) -> None:
 
 
 def test_managed_jobs_stay_requeue_able_and_others_keep_theirs(slurm):
-    managed = job_id(submit(slurm, "--no-requeue", "--comment=gavel:type=A3C"))
+    refused = submit(slurm, "--no-requeue", "--comment=gavel:type=A3C")  # explained, not overridden
+    assert refused.returncode != 0 and "--no-requeue cannot be used" in refused.stderr
+    managed = job_id(submit(slurm, "--comment=gavel:type=A3C"))
     plain = job_id(submit(slurm, "--no-requeue"))
-    assert slurm.show(managed)["Requeue"] == "1"  # the user's --no-requeue is overridden
+    assert slurm.show(managed)["Requeue"] == "1"  # whatever the site's JobRequeue
     assert slurm.show(plain)["Requeue"] == "0"  # every other job: as its owner asked
     res = as_nobody(slurm, "scontrol", "update", f"JobId={managed}", "Requeue=0")
     assert res.returncode != 0 and slurm.show(managed)["Requeue"] == "1"
@@ -94,7 +96,9 @@ def site_lua(slurm) -> Iterator[Path]:
 def test_a_site_job_submit_calling_ours_keeps_both_rules(slurm, site_lua):
     res = submit(slurm, "-J", "forbidden")
     assert res.returncode != 0 and "site: jobs may not be called 'forbidden'" in res.stderr
-    managed = job_id(submit(slurm, "--gpus=2", "--no-requeue", "--comment=gavel:type=A3C"))
+    res = submit(slurm, "--no-requeue", "--comment=gavel:type=A3C")
+    assert res.returncode != 0 and "--no-requeue cannot be used" in res.stderr
+    managed = job_id(submit(slurm, "--gpus=2", "--comment=gavel:type=A3C"))
     info = slurm.show(managed)
     assert info["Priority"] == "0", info  # held on arrival
     assert info["Comment"] == "gavel:type=A3C,scale=2" and info["Requeue"] == "1", info

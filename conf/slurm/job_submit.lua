@@ -152,6 +152,28 @@ local function refuse(why)
    return slurm.ERROR
 end
 
+-- What a managed job cannot be, whatever its comment: the reason and the fix, else nil.
+-- The daemon preempts a job by signalling its batch script to checkpoint and requeueing
+-- it (`scontrol requeuehold`), so a managed job is a batch job that may be requeued.
+-- * salloc, and srun outside an allocation, have no batch script (job_desc.script is
+--   nil): placed, such a job could never be preempted (issue 26);
+-- * --no-requeue (job_desc.requeue 0; unset is NO_VAL16) asks what preemption undoes:
+--   refused rather than silently turned into Requeue=1.
+local function unmanageable(job_desc)
+   if job_desc.script == nil or job_desc.script == "" then
+      return "salloc and srun jobs cannot be managed by the gavel scheduler: it preempts " ..
+             "a job by signalling its batch script to checkpoint and requeueing it, and " ..
+             "an interactive allocation has no script to requeue; submit the work with " ..
+             "sbatch, or drop the gavel option for a plain interactive allocation"
+   end
+   if job_desc.requeue == 0 then
+      return "--no-requeue cannot be used with a gavel: job: the scheduler preempts it " ..
+             "by requeueing it (it resumes from its checkpoint); drop --no-requeue, or " ..
+             "drop the gavel option to run it as a plain job that is never requeued"
+   end
+   return nil
+end
+
 -- GPUs in a request such as "gres:gpu:2" or "gres:gpu:v100:2"; nil when there is
 -- no request, false when it cannot be read.
 local function gpu_count(tres)
@@ -167,6 +189,11 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    local verdict, detail = classify(comment)
    if verdict == "plain" then return slurm.SUCCESS end
    if verdict == "refuse" then return refuse(detail) end
+   local cannot = unmanageable(job_desc)
+   if cannot then
+      slurm.log_user("slurm-gavel: %s", cannot)
+      return slurm.ERROR
+   end
    -- Slurm 22.05 cannot later change an untyped GPU request (gpu:2) into a typed
    -- one (gpu:v100:2): "Invalid GRES specification (with and without type
    -- identification)". The daemon sets the typed request when it places the job,
@@ -196,7 +223,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    if per_node ~= nil then job_desc.tres_per_node = "" end
    if per_job ~= nil then job_desc.tres_per_job = "" end
    job_desc.priority = 0
-   -- Requeue-able whatever the site's JobRequeue or the user's --no-requeue: the daemon
+   -- Requeue-able whatever the site's JobRequeue (--no-requeue is refused above): the daemon
    -- preempts with `scontrol requeuehold`, which Slurm refuses for a job that is not
    -- ("Requested operation is presently disabled"). Only managed jobs: the site's
    -- default stays for every other job (admin guide section 2).
