@@ -31,13 +31,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from slurm_gavel.job.checkpoint import (
-    capture_rng,
-    load_latest,
-    restore_rng,
-    save_checkpoint,
-    warn,
-)
+from slurm_gavel.job.checkpoint import capture_rng, save_checkpoint, warn
 from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.progress import ProgressReporter
 from slurm_gavel.job.ranks import (
@@ -45,8 +39,11 @@ from slurm_gavel.job.ranks import (
     RankGroup,
     RankMismatchError,
     hard_exit_at_interpreter_exit,
+    world_size_now,
 )
-from slurm_gavel.job.sharded import SoloGroup, load_sharded, save_sharded
+from slurm_gavel.job.resume import load_plain, load_shards, restore_world
+from slurm_gavel.job.sharded import SoloGroup, save_sharded
+from slurm_gavel.job.world import WORLD_KEY, BatchPlan, Hook, WorldTracker
 
 T = TypeVar("T")
 
@@ -71,6 +68,14 @@ class GavelJob:
     into one directory per step (for FSDP and other state split across ranks; the
     model and optimizer go through ``get_state_dict``/``set_state_dict``). Without
     it, rank 0 saves one plain ``torch.load``-able file (data-parallel training).
+
+    The world size may change between runs (a moldable job, job/world.py):
+    ``job.world_size`` is this run's, ``job.previous_world_size`` the checkpoint's, and
+    ``on_world_size_change`` (or :meth:`on_world_size_change`) is called on a resume at
+    another count. Declare ``global_batch`` and ``micro_batch`` and ``job.batch`` gives
+    the accumulation steps that keep the global batch (``keep_global_batch=False``:
+    ``accumulation_steps`` is kept instead). On another count, each rank's RNG streams
+    are reseeded (:func:`~slurm_gavel.job.world.reseed_rank`) instead of restored.
     """
 
     def __init__(
@@ -84,8 +89,20 @@ class GavelJob:
         checkpoint_dir: str | Path | None = None,
         allow_pickle: bool | None = None,
         sharded: bool = False,
+        global_batch: int | None = None,
+        micro_batch: int | None = None,
+        keep_global_batch: bool = True,
+        accumulation_steps: int = 1,
+        on_world_size_change: Hook | None = None,
         **stateful: Any,
     ) -> None:
+        self.world = WorldTracker(
+            global_batch,
+            micro_batch,
+            keep_global_batch=keep_global_batch,
+            accumulation_steps=accumulation_steps,
+            on_change=on_world_size_change,
+        )
         self.env: JobEnv = read_env(env)
         self.active = self.env.in_slurm if enabled is None else enabled
         self.objects: dict[str, Any] = {
@@ -135,6 +152,37 @@ class GavelJob:
         """Ask for checkpoint-and-exit after the current step (as the signal does)."""
         self._requested = True
 
+    # ---- world size ----------------------------------------------------------------------
+
+    @property
+    def world_size(self) -> int:
+        """This run's number of ranks (1 without a torch.distributed group)."""
+        return self.world.current if self._resumed else world_size_now()
+
+    @property
+    def previous_world_size(self) -> int | None:
+        """The number of ranks of the run that wrote the checkpoint resumed from (or None)."""
+        return self.world.previous
+
+    @property
+    def batch(self) -> BatchPlan | None:
+        """The batch plan (global/micro batch, accumulation steps) of this run, if declared."""
+        return self.world.batch
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Micro batches per rank per optimizer step (1 without a declared batch)."""
+        return self.world.batch.accumulation_steps if self.world.batch else 1
+
+    def on_world_size_change(self, hook: Hook) -> Hook:
+        """Register ``hook(change)`` for a resume at another world size; a decorator too.
+
+        Called on every rank once the checkpoint is loaded (``change.previous``,
+        ``change.current``, ``change.step``, ``change.batch``); registered after that
+        resume, it is called at once.
+        """
+        return self.world.add_hook(hook)
+
     # ---- resume ------------------------------------------------------------------------
 
     def resume(self) -> int:
@@ -148,6 +196,7 @@ class GavelJob:
         self._resumed = True
         if self.active:
             self._join_ranks()
+        self.world.start(self._group.world_size if self._group else world_size_now())
         if self.active and self.env.resuming and self.checkpoint_dir is not None:
             self._load()
         if self._group is not None:
@@ -169,57 +218,28 @@ class GavelJob:
     def _load(self) -> None:
         assert self.checkpoint_dir is not None
         if self.sharded:
-            self._load_sharded()
-            return
-        ckpt = load_latest(self.checkpoint_dir, allow_pickle=self.allow_pickle)
-        if ckpt is None:
+            group = self._group or SoloGroup()
+            names = list(self.objects)
+            stateful = self._stateful({})
+            got = load_shards(group, self.checkpoint_dir, names, stateful, self.allow_pickle)
+        else:
+            got = load_plain(self.checkpoint_dir, self.objects, self.allow_pickle)
+        if got is None:
+            kind = "complete sharded" if self.sharded else "valid"
             warn(
-                f"restart {self.env.restart_count} but no valid checkpoint in "
+                f"restart {self.env.restart_count} but no {kind} checkpoint in "
                 f"{self.checkpoint_dir}: starting from step 0"
             )
             return
-        rank_rng = ckpt.state.pop(RANK_RNG_KEY, None)
-        for name, obj in self.objects.items():
-            if name not in ckpt.state:
-                warn(f"checkpoint {ckpt.path.name} has no '{name}': left as initialised")
-            elif hasattr(obj, "load_state_dict"):
-                obj.load_state_dict(ckpt.state[name])
-            else:
-                self._restored_values[name] = ckpt.state[name]
-        group = self._group
-        if group is not None and isinstance(rank_rng, list) and len(rank_rng) == group.world_size:
-            restore_rng(rank_rng[group.rank])  # this rank's own streams
-        else:
-            restore_rng(ckpt.rng)
-        self.step = ckpt.step
-        self.progress.start_step = self.progress.steps = ckpt.step
-        warn(f"resumed from {ckpt.path} at step {ckpt.step}")
+        self._restored_values.update(got.values)
+        self.step = self.progress.start_step = self.progress.steps = got.step
+        warn(f"resumed from {got.path} at step {got.step}")
+        restore_world(self.world, got, self._group.rank if self._group is not None else 0)
 
     def _stateful(self, values: Mapping[str, Any]) -> dict[str, Any]:
         return {
             k: o for k, o in self.objects.items() if hasattr(o, "state_dict") and k not in values
         }
-
-    def _load_sharded(self) -> None:
-        assert self.checkpoint_dir is not None
-        group = self._group or SoloGroup()
-        got = load_sharded(group, self.checkpoint_dir, self._stateful({}), self.allow_pickle)
-        if got is None:
-            warn(
-                f"restart {self.env.restart_count} but no complete sharded checkpoint in "
-                f"{self.checkpoint_dir}: starting from step 0"
-            )
-            return
-        path, step, extra = got
-        values, rngs = extra.get("values", {}), extra.get("rng")
-        for name in self.objects:
-            if name in values:
-                self._restored_values[name] = values[name]
-        if isinstance(rngs, list) and len(rngs) == group.world_size:
-            restore_rng(rngs[group.rank])
-        self.step = step
-        self.progress.start_step = self.progress.steps = step
-        warn(f"resumed from {path} at step {step}")
 
     def restored(self, name: str, default: Any = None) -> Any:
         """A plain (non-state_dict) value restored from the checkpoint, else ``default``."""
@@ -238,12 +258,14 @@ class GavelJob:
             return None
         if not self._resumed:  # called before the loop: find the ranks (else all save as 0)
             self._join_ranks()
+            self.world.start(self._group.world_size if self._group else world_size_now())
         group = self._group
         if self.sharded:
             solo = group or SoloGroup()
             plain = {k: o for k, o in self.objects.items() if not hasattr(o, "state_dict")}
             plain.update(values)
             extra = {"step": self.step, "rng": solo.gather(capture_rng()), "values": plain}
+            extra[WORLD_KEY] = self.world.record()
             return save_sharded(solo, self.checkpoint_dir, self.step, self._stateful(values), extra)
         if group is None:
             return save_checkpoint(self.checkpoint_dir, self.step, self._state(values))
@@ -268,6 +290,7 @@ class GavelJob:
     def _state(self, values: dict[str, Any]) -> dict[str, Any]:
         state = {name: _state_of(obj) for name, obj in self.objects.items()}
         state.update(values)
+        state[WORLD_KEY] = self.world.record()
         return state
 
     def _stop_requested(self) -> bool:

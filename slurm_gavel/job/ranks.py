@@ -134,3 +134,11 @@ def hard_exit_at_interpreter_exit(code: int) -> None:
     with ``code`` before the teardown that can abort a rank (see :func:`exit_ranks`).
     Registered last, it runs first of the atexit handlers: the others are skipped."""
     atexit.register(hard_exit, code)
+
+
+def world_size_now() -> int:
+    """The job's number of ranks: torch.distributed's world size once initialised, else 1."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return 1
+    return int(dist.get_world_size())
