@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
+from slurm_gavel.policies.solvers.hier_dw import first_level as first_level_dw
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
 
 MARGIN = 1e-4  # relative lift that counts as "not bottlenecked"
@@ -87,9 +88,15 @@ def water_fill(
         iterations += 1
         share = effective_weights(cls, frozen)
         rise = np.where(frozen, 0.0, share / cls.scale)
-        sol, duals = level_lp.solve(level, rise, "level")
-        c_star = float(sol[-1])
-        x = level_lp.fractions(sol)
+        quick = None
+        if iterations == 1:  # everyone at 0: the decomposition's case (hier_dw.py)
+            quick = first_level_dw(cls.coef, cls.count * cls.scale, cls.capacity, rise, ~frozen)
+        if quick is not None:
+            c_star, x, duals = quick
+        else:
+            sol, duals = level_lp.solve(level, rise, "level")
+            c_star = float(sol[-1])
+            x = level_lp.fractions(sol)
         if iterations == 1:
             first_level = c_star
         level = level + c_star * rise

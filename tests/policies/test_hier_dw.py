@@ -1,0 +1,94 @@
+"""hierarchical_max_min_fairness's first level by decomposition (hier_dw.py) against the
+HiGHS level LP: same per-job values and first level on small problems with no two jobs
+alike (with and without accounts, so later levels run in HiGHS after it), the
+decomposition really ran, and a dual that is not optimal is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from slurm_gavel.core.model import Problem
+from slurm_gavel.policies import PolicyOptions, allocate
+from slurm_gavel.policies.solvers import dw, hier_dw
+
+NAME = "hierarchical_max_min_fairness"
+
+
+def distinct(n: int, gpus: int, seed: int, accounts: dict[str, float] | None) -> Problem:
+    from slurm_gavel.simulate.synthetic import random_problem
+
+    p = random_problem(n, gpus, seed=seed, accounts=accounts, weights=(1.0, 2.0))
+    rng = np.random.default_rng(seed + 7)
+    jobs = tuple(
+        dataclasses.replace(
+            j, throughput={t: v * float(rng.uniform(0.8, 1.2)) for t, v in j.throughput.items()}
+        )
+        for j in p.jobs
+    )
+    return dataclasses.replace(p, jobs=jobs)
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, p: Problem, decompose: bool, ran: bool | None = None):  # type: ignore[no-untyped-def]
+    used = []
+    real = hier_dw.first_level
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        out = real(*args)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(hier_dw, "DW_MIN_CELLS", 1 if decompose else 10**12)
+    monkeypatch.setattr("slurm_gavel.policies.solvers.hier_water_filling.first_level_dw", spy)
+    alloc = allocate(p, NAME, PolicyOptions())
+    assert used == [decompose if ran is None else ran]
+    return alloc
+
+
+def _values(p: Problem, alloc) -> np.ndarray:  # type: ignore[no-untyped-def]
+    return np.array([alloc.effective_throughput(p, j.id) for j in p.jobs])
+
+
+@pytest.mark.parametrize(
+    "seed,n,gpus,accounts",
+    [
+        (0, 60, 8, None),
+        (1, 150, 20, None),
+        (2, 80, 6, {"a": 2.0, "b": 1.0, "c": 0.5}),
+        (3, 90, 10, {"a": 1.0, "b": 3.0}),
+    ],
+)
+def test_first_level_matches_highs(
+    monkeypatch: pytest.MonkeyPatch, seed: int, n: int, gpus: int, accounts
+) -> None:  # type: ignore[no-untyped-def]
+    p = distinct(n, gpus, seed, accounts)
+    ref = _run(monkeypatch, p, decompose=False)
+    got = _run(monkeypatch, p, decompose=True)
+    assert got.objective == pytest.approx(ref.objective, rel=1e-8)
+    # water filling's per-job values are unique: the two must agree job by job
+    np.testing.assert_allclose(_values(p, got), _values(p, ref), rtol=1e-6, atol=1e-9)
+    assert got.violations(p) == []
+
+
+def test_wrong_prices_are_refused() -> None:
+    rng = np.random.default_rng(4)
+    a = rng.uniform(0.5, 2.0, size=(30, 3))
+    allowed = np.ones((30, 3), dtype=bool)
+    g = np.ones(30)
+    cap = np.full(3, 6.0)
+    z, _, lam = dw.max_min(a, allowed, g, cap)
+    assert hier_dw._certified_duals(a, allowed, g, cap, z, lam) is not None
+    skewed = lam * np.array([3.0, 0.2, 1.0])
+    skewed /= skewed @ cap
+    assert hier_dw._certified_duals(a, allowed, g, cap, z, skewed) is None
+
+
+def test_plentiful_gpus_fall_back_to_highs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More GPUs than jobs: the level is each job alone on its best type, the capacity
+    prices are 0 and the certificate fails; the HiGHS level LP gives the same answer."""
+    p = distinct(40, 40, 3, {"a": 1.0, "b": 3.0})
+    ref = _run(monkeypatch, p, decompose=False)
+    got = _run(monkeypatch, p, decompose=True, ran=False)
+    np.testing.assert_allclose(_values(p, got), _values(p, ref), rtol=1e-9)
