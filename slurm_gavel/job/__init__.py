@@ -10,6 +10,10 @@
 * Multi-rank jobs (torch.distributed): the ranks stop on one step; rank 0 saves, or
   with ``GavelJob(..., sharded=True)`` every rank saves its shard through
   torch.distributed.checkpoint (FSDP; job/sharded.py).
+* The world size may change between runs (a moldable job): ``job.world_size``,
+  ``job.previous_world_size`` and ``on_world_size_change`` hooks say so, and a declared
+  ``global_batch``/``micro_batch`` keeps the global batch through the accumulation
+  steps (``job.batch``; job/world.py).
 * Outside Slurm everything is a no-op. torch is imported only when a checkpoint is
   written or read, so jobs without torch can use the library.
 
@@ -31,18 +35,30 @@ from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.loop import GavelJob, managed_steps
 from slurm_gavel.job.progress import ProgressReporter, read_report, report_path
 from slurm_gavel.job.ranks import exit_ranks
+from slurm_gavel.job.world import (
+    BatchPlan,
+    BatchPlanError,
+    CheckpointWorldError,
+    WorldChange,
+    plan_batch,
+)
 
 __all__ = [
+    "BatchPlan",
+    "BatchPlanError",
     "Checkpoint",
     "CheckpointDirError",
+    "CheckpointWorldError",
     "GavelJob",
     "JobEnv",
     "ProgressReporter",
     "UnsafeCheckpointError",
+    "WorldChange",
     "__version__",
     "exit_ranks",
     "load_latest",
     "managed_steps",
+    "plan_batch",
     "read_checkpoint",
     "read_env",
     "read_report",
