@@ -2,8 +2,9 @@
 
 job_submit.lua holds every job whose comment claims it for slurm-gavel. When the
 daemon cannot schedule such a job (its comment breaks the grammar: a job from before
-the Lua or a grammar change; its job type or scale is not in the throughput table)
-nobody else could release it: the Lua forbids users to. The daemon therefore gives
+the Lua or a grammar change; its job type or scale is not in the throughput table; its
+partition is none the daemon manages: submitted there, or moved there by its owner
+while held) nobody else could release it: the Lua forbids users to. The daemon therefore gives
 it back to Slurm's own scheduling:
 
     scontrol update JobId=N "Comment=gavel-released: <reason>" [Gres=gpu:G]
@@ -78,21 +79,39 @@ def scale_in(comment: str) -> int | None:
 def refused_held(
     jobs: Iterable[SlurmJob], managed_partitions: Collection[str] | None
 ) -> dict[JobId, str]:
-    """Held jobs whose comment claims them for slurm-gavel but breaks the grammar, with
-    the reason (the daemon reads with no weight cap: it clamps instead)."""
+    """Held jobs whose comment claims them for slurm-gavel but that the daemon cannot
+    schedule, with the reason: a comment that breaks the grammar (the daemon reads with
+    no weight cap: it clamps instead), or a partition it does not manage (outside())."""
     out: dict[JobId, str] = {}
     for sj in jobs:
         if not is_managed_comment(sj.comment):
             continue
-        if not is_managed_partition(sj.partitions, managed_partitions):
-            continue
         if sj.state not in WAITING or not sj.held:
+            continue
+        if not is_managed_partition(sj.partitions, managed_partitions):
+            assert managed_partitions is not None  # None manages every partition
+            out[sj.job_id] = outside(sj, managed_partitions)
             continue
         try:
             parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
         except ManagedCommentError as e:
             out[sj.job_id] = str(e)
     return out
+
+
+def outside(sj: SlurmJob, managed_partitions: Collection[str]) -> str:
+    """Why a held job with a gavel comment is given back: its partition is none the
+    daemon manages. Its owner moved it there (`scontrol update Partition=`, which
+    job_submit.lua allows while it is held) or submitted it there; job_submit.lua held
+    it all the same, and only the daemon releases a managed job, so without this it
+    would wait forever. It runs there as a plain job (issue 26)."""
+    where = ",".join(sj.partitions) or "(none)"
+    managed = ",".join(sorted(managed_partitions)) or "(none)"
+    return (
+        f"partition {where} is not managed by the gavel scheduler (it manages {managed}); "
+        "the job runs there as a plain Slurm job, not preempted; to have it scheduled by "
+        "gavel, submit it again to a managed partition"
+    )
 
 
 def give_back_orders(

@@ -73,7 +73,24 @@ def test_refused_held_finds_held_jobs_with_a_comment_the_grammar_refuses():
     found = refused_held([ok, bad, near, running, plain, capped], None)
     assert set(found) == {"90", "91"}
     assert "scale=" in found["90"] and "must open the comment" in found["91"]
-    assert refused_held([bad], ["elsewhere"]) == {}  # not a managed partition
+
+
+def test_held_jobs_outside_the_managed_partitions_are_given_back_with_the_reason():
+    """Issue 26: a held managed job its owner moved to a partition the daemon does not
+    manage (or submitted there) waited forever; it goes back to Slurm as a plain job."""
+    job = replace(held_job(), partitions=("debug",))
+    running = replace(job, job_id="92", state="RUNNING")
+    plain = replace(job, job_id="93", comment="my notes")
+    inside = replace(job, job_id="94", partitions=("gpu",))
+    both = replace(job, job_id="95", partitions=("debug", "gpu"))
+    found = refused_held([job, running, plain, inside, both], ["gpu", "v100"])
+    assert set(found) == {job.job_id}
+    why = found[job.job_id]
+    assert "partition debug is not managed" in why and "it manages gpu,v100" in why
+    assert refused_held([job], None) == {}  # None manages every partition
+    (order,) = give_back_orders(found, {job.job_id: job}, {})
+    assert order.comment.startswith(RELEASED_PREFIX + "partition debug")
+    assert classify(order.comment) == "plain"
 
 
 def test_orders_only_for_jobs_still_waiting():
