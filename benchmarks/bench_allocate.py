@@ -13,7 +13,10 @@ as slurm_gavel.policies.allocate records it (no process start, no import, no
 problem generation). The figure quoted is the median of --repeats calls in one
 process. --reference-check also runs the policy's reference path
 (PolicyOptions(reference=True), one call, its own process and time limit) and
-reports the relative objective gap |fast - ref| / |ref|.
+reports the relative objective gap |fast - ref| / |ref|. --exact-check runs the
+same policy with every decomposition (policies/solvers/dw.py and its users)
+switched off, i.e. the HiGHS LPs of before issue 27's per-job work, and reports the
+gap to that: the check that the fast path is exact.
 """
 
 from __future__ import annotations
@@ -57,6 +60,16 @@ def jittered(problem: Any, spread: float, seed: int) -> Any:
     return dataclasses.replace(problem, jobs=jobs)
 
 
+def no_decomposition() -> None:
+    """Switch off every decomposition path (dw.py and its users): each LP goes to HiGHS
+    whole, as before issue 27's work. The "exact" check compares against this."""
+    from slurm_gavel.policies.solvers import ftf_dw, hier_dw, mm_lp
+
+    mm_lp.DW_MIN_COLUMNS = 10**12
+    ftf_dw.DW_MIN_JOBS = 10**12
+    hier_dw.DW_MIN_CELLS = 10**12
+
+
 def worker(args: argparse.Namespace) -> dict[str, Any]:
     """Runs in the child: build the problem, call the policy, report figures as JSON."""
     sys.path.insert(0, ROOT)
@@ -80,6 +93,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         problem = dataclasses.replace(problem, prices=prices)
     build = time.perf_counter() - started
     get_policy(args.policy)  # import the module (and cvxpy, if it does) outside the timing
+    if args.worker == "exact":
+        no_decomposition()
     rss_before = _peak_rss_mib()
     options = PolicyOptions(seed=args.seed, reference=args.worker == "reference")
     times: list[float] = []
@@ -165,7 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         "--reference-timeout", type=float, default=900.0, help="seconds for the reference run"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--worker", choices=["fast", "reference"], help=argparse.SUPPRESS)
+    p.add_argument(
+        "--exact-check",
+        action="store_true",
+        help="also run the same HiGHS LPs with every decomposition switched off (one call, "
+        "own process) and print the relative objective gap to it",
+    )
+    p.add_argument("--worker", choices=["fast", "reference", "exact"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args)))
@@ -179,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         if "error" not in fast and "error" not in ref and ref["objective"] is not None:
             denom = abs(ref["objective"]) or 1.0
             out["relative_gap"] = abs(fast["objective"] - ref["objective"]) / denom
+    if args.exact_check:
+        exact = run_child(args, "exact", 1, timeout=args.reference_timeout)
+        out["exact"] = exact
+        if "error" not in fast and "error" not in exact and exact["objective"] is not None:
+            denom = abs(exact["objective"]) or 1.0
+            out["exact_gap"] = abs(fast["objective"] - exact["objective"]) / denom
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -205,6 +232,16 @@ def format_result(args: argparse.Namespace, out: dict[str, Any]) -> str:
         f"  peak RSS {fast['peak_rss_mib']:.0f} MiB "
         f"({fast['peak_rss_mib_before_solve']:.0f} MiB before the first solve)",
     ]
+    exact = out.get("exact")
+    if exact is not None:
+        if "error" in exact:
+            lines.append(f"  exact (no decomposition): {exact['error']}")
+        else:
+            lines.append(
+                f"  exact (no decomposition) objective {exact['objective']!r} in "
+                f"{exact['solve_seconds_median']:.2f} s; relative gap "
+                f"{out.get('exact_gap', float('nan')):.2e}"
+            )
     ref = out.get("reference")
     if ref is not None:
         if "error" in ref:

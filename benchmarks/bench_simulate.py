@@ -93,16 +93,25 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     jobs = generate_trace(
         args.jobs, args.interarrival, table, seed=args.seed, multi_gpu=args.multi_gpu
     )
+    true_rows = {}
+    if args.row_spread is not None:  # each job its own true row, as simulate --row-spread
+        from slurm_gavel.simulate.true_rows import draw_true_rows
+
+        types = list(dict.fromkeys(n.gpu_type for n in nodes))
+        true_rows = draw_true_rows(jobs, table, types, args.row_spread, args.seed)
     settings = RoundSettings(
         round_seconds=args.round_seconds, preemption_overhead_seconds=args.preemption_overhead
     )
+    from slurm_gavel.core.job_rows import Knowledge
+
     opts = SimulationOptions(
         settings=settings,
         seed=args.seed,
         progress=False,
+        knowledge=Knowledge(args.knowledge),
     )
     t0 = time.perf_counter()
-    result = simulate(jobs, nodes, table, args.policy, opts)
+    result = simulate(jobs, nodes, table, args.policy, opts, true_rows)
     sim = time.perf_counter() - t0
     s, m = result.summary, result.metrics
     return {
@@ -132,8 +141,10 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
         "--interarrival", str(args.interarrival), "--cluster", args.cluster,
         "--seed", str(args.seed), "--round-seconds", str(args.round_seconds),
         "--preemption-overhead", str(args.preemption_overhead),
-        "--rss-at", args.rss_at or "",
-    ] + (["--multi-gpu"] if args.multi_gpu else [])  # fmt: skip
+        "--rss-at", args.rss_at or "", "--knowledge", args.knowledge,
+    ] + (["--multi-gpu"] if args.multi_gpu else []) + (
+        ["--row-spread", str(args.row_spread)] if args.row_spread is not None else []
+    )  # fmt: skip
     try:
         done = subprocess.run(
             cmd, capture_output=True, text=True, timeout=args.timeout, check=False
@@ -163,6 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--round-seconds", type=float, default=360.0)
     p.add_argument("--preemption-overhead", type=float, default=30.0)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--row-spread",
+        type=float,
+        default=None,
+        help="SIGMA: every job its own true row (simulate --row-spread; issue 27's case: 0.3)",
+    )
+    p.add_argument(
+        "--knowledge",
+        default="learned",
+        choices=["learned", "oracle", "type-blind"],
+        help="what the scheduler knows of the true rows (simulate --knowledge)",
+    )
     p.add_argument("--rss-at", default="", help="N1,N2,...: peak RSS when the N-th job completes")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -184,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         "interarrival": args.interarrival,
         "cluster": args.cluster,
         "multi_gpu": args.multi_gpu,
+        "row_spread": args.row_spread,
+        "knowledge": args.knowledge,
         "runs": runs,
     }
     if ok:
@@ -199,7 +224,9 @@ def format_result(out: dict[str, Any]) -> str:
     head = (
         f"{out['policy']}: {out['jobs']} {'multi' if out['multi_gpu'] else 'single'}-GPU jobs, "
         f"one per {out['interarrival']:g} s, cluster {out['cluster']}"
-    )
+        + (f", own rows spread {out['row_spread']:g} ({out['knowledge']})"
+           if out["row_spread"] is not None else "")
+    )  # fmt: skip
     lines = [head]
     for r in out["runs"]:
         if "error" in r:
