@@ -22,8 +22,16 @@ bypasses the daemon. This callback instead:
     trainer = L.Trainer(max_steps=10_000, callbacks=[gavel])
     trainer.fit(model, data, ckpt_path=gavel.ckpt_path())
 
-Outside Slurm (no ``SLURM_JOB_ID``) the callback does nothing and ``ckpt_path()`` is
-None. docs/frameworks/lightning.md has a complete sbatch script.
+A moldable job may come back on another number of GPUs (job/world.py): with
+``GavelCallback(global_batch=256, micro_batch=32)`` the callback sets the trainer's
+``accumulate_grad_batches`` so that ``micro x world x accumulation`` stays the global
+batch (``keep_global_batch=False`` opts out), records the world size in the checkpoint
+(the callback's state) and, on a resume at another count, says so and calls
+``on_world_size_change`` hooks (``callback.world_size``, ``previous_world_size``).
+
+Outside Slurm (no ``SLURM_JOB_ID``) the callback neither saves nor exits and
+``ckpt_path()`` is None; a declared batch still sets the accumulation.
+docs/frameworks/lightning.md has a complete sbatch script.
 """
 
 from __future__ import annotations
@@ -46,6 +54,14 @@ from slurm_gavel.job.checkpoint import CheckpointDirError, open_private_dir, war
 from slurm_gavel.job.env import JobEnv, read_env
 from slurm_gavel.job.progress import ProgressReporter
 from slurm_gavel.job.ranks import RankGroup, hard_exit_at_interpreter_exit
+from slurm_gavel.job.world import (
+    WORLD_KEY,
+    BatchPlan,
+    Hook,
+    WorldRecord,
+    WorldTracker,
+    parse_record,
+)
 
 CHECKPOINT_NAME = "gavel-last.ckpt"
 
@@ -59,7 +75,21 @@ class GavelCallback(pl.Callback):
         enabled: bool | None = None,
         env: Mapping[str, str] | None = None,
         checkpoint_dir: str | Path | None = None,
+        global_batch: int | None = None,
+        micro_batch: int | None = None,
+        keep_global_batch: bool = True,
+        accumulation_steps: int = 1,
+        on_world_size_change: Hook | None = None,
     ) -> None:
+        self.world = WorldTracker(
+            global_batch,
+            micro_batch,
+            keep_global_batch=keep_global_batch,
+            accumulation_steps=accumulation_steps,
+            on_change=on_world_size_change,
+        )
+        self._record: WorldRecord | None = None  # the checkpoint's, until train start
+        self._last_step = -1  # global_step at the previous batch end
         self.env: JobEnv = read_env(env)
         self.active = self.env.in_slurm if enabled is None else enabled
         folder = Path(checkpoint_dir) if checkpoint_dir is not None else self.env.checkpoint_dir
@@ -98,8 +128,48 @@ class GavelCallback(pl.Callback):
 
     # ---- Lightning hooks ---------------------------------------------------------------
 
+    # ---- world size ----------------------------------------------------------------------
+
+    @property
+    def world_size(self) -> int:
+        return self.world.current
+
+    @property
+    def previous_world_size(self) -> int | None:
+        return self.world.previous
+
+    @property
+    def batch(self) -> BatchPlan | None:
+        return self.world.batch
+
+    def on_world_size_change(self, hook: Hook) -> Hook:
+        """Register ``hook(change)`` for a resume at another world size (see GavelJob)."""
+        return self.world.add_hook(hook)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {WORLD_KEY: self.world.record()}  # in the checkpoint's callback states
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # Untrusted: a bad record stops the fit with CheckpointWorldError.
+        self._record = parse_record(state_dict.get(WORLD_KEY), None, "(Lightning checkpoint)")
+
+    def _plan(self, trainer: pl.Trainer) -> None:
+        self.world.start(trainer.world_size)
+        plan = self.world.batch
+        if plan is None:
+            return
+        if trainer.accumulate_grad_batches not in (1, plan.accumulation_steps):
+            warn(
+                f"GavelCallback: accumulate_grad_batches={trainer.accumulate_grad_batches} "
+                f"replaced by {plan.accumulation_steps} (global batch {plan.global_batch})"
+            )
+        trainer.accumulate_grad_batches = plan.accumulation_steps
+
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage != "fit" or not self.active:
+        if stage != "fit":
+            return
+        self._plan(trainer)
+        if not self.active:
             return
         environment = getattr(
             getattr(trainer, "_accelerator_connector", None), "cluster_environment", None
@@ -124,6 +194,18 @@ class GavelCallback(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.progress.start_step = self.progress.steps = trainer.global_step
+        self._last_step = trainer.global_step
+        if self._record is not None:  # resumed: the checkpoint's world is known now
+            say = warn if trainer.is_global_zero else (lambda _: None)
+            self.world.restored(self._record, trainer.global_step, say)
+            self._record = None
+        loader_batch = getattr(trainer.train_dataloader, "batch_size", None)
+        plan = self.world.batch
+        if plan is not None and isinstance(loader_batch, int) and loader_batch != plan.micro_batch:
+            warn(
+                f"GavelCallback: the training DataLoader's batch_size={loader_batch} is not "
+                f"micro_batch={plan.micro_batch}: the global batch is not {plan.global_batch}"
+            )
 
     def on_train_batch_end(
         self,
@@ -135,10 +217,15 @@ class GavelCallback(pl.Callback):
     ) -> None:
         if not self.active:
             return
-        self.progress.step_done()
+        # Between the micro batches of one accumulated step the gradients are not in the
+        # checkpoint: stop only once an optimizer step is complete (global_step moved).
+        stepped = trainer.global_step != self._last_step
+        self._last_step = trainer.global_step
+        if stepped:
+            self.progress.step_done()
         stop = trainer.strategy.reduce_boolean_decision(self._requested, all=False)
         last = 0 < trainer.max_steps <= trainer.global_step
-        if stop and not last:  # a signal during the last step: just finish
+        if stop and stepped and not last:  # a signal during the last step: just finish
             self._checkpoint_and_exit(trainer)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
