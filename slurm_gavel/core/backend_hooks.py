@@ -125,6 +125,16 @@ class BackendWarnings(Protocol):
         ...
 
 
+@runtime_checkable
+class InterruptibleWaits(Protocol):
+    def stop_waiting(self) -> None:
+        """The daemon is stopping (SIGTERM): end the act's waits now (a preempted job's
+        grace), so that the round ends, is logged and saved instead of being killed
+        unlogged; the jobs waited for are left to the next act. Called from the signal
+        handler: it only sets a flag."""
+        ...
+
+
 # Every optional hook protocol, in the order BackendHookError names their problems.
 HOOK_PROTOCOLS: tuple[type, ...] = (
     Resumable,
@@ -136,6 +146,7 @@ HOOK_PROTOCOLS: tuple[type, ...] = (
     CommandCounter,
     CheckpointWaitTimes,
     BackendWarnings,
+    InterruptibleWaits,
 )
 
 
@@ -158,6 +169,7 @@ class BackendHooks:
     command_counter: CommandCounter | None = None
     checkpoint_timer: CheckpointWaitTimes | None = None
     findings: BackendWarnings | None = None
+    waits: InterruptibleWaits | None = None
 
     @staticmethod
     def of(backend: object) -> BackendHooks:
@@ -181,6 +193,7 @@ class BackendHooks:
             command_counter=b if isinstance(b, CommandCounter) else None,
             checkpoint_timer=b if isinstance(b, CheckpointWaitTimes) else None,
             findings=b if isinstance(b, BackendWarnings) else None,
+            waits=b if isinstance(b, InterruptibleWaits) else None,
         )
 
     def commands_issued(self) -> int | None:

@@ -148,9 +148,17 @@ class DaemonLoop:
             event(log, "action_failed", logging.WARNING, job=job_id, reason=why)
 
     def stop(self) -> None:
-        """Ask the loop to end after the current round (signal handlers call this)."""
+        """Ask the loop to end after the current round (signal handlers call this).
+
+        A round that is acting ends its waits now (the backend's InterruptibleWaits
+        hook: a preempted job's grace may be minutes), so the round that acted is
+        logged and saved before the process exits, not killed mid-wait by the service
+        manager's stop timeout with nothing logged (issue 26)."""
         self.stop_event.set()
         self._wake.set()
+        waits = self.hooks.waits
+        if waits is not None:
+            waits.stop_waiting()
 
     # ---- reload (SIGHUP) -----------------------------------------------------------------
 

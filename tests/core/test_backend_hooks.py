@@ -35,6 +35,7 @@ HOOK_NAMES = {
     "commands_issued",
     "warnings",
     "refused_held",
+    "stop_waiting",
 }
 
 
@@ -66,6 +67,9 @@ class Every:
     def give_back(self, reasons: Mapping[str, str]) -> dict[str, str]:
         return {}
 
+    def stop_waiting(self) -> None:
+        pass
+
     def set_admin_comments(self, texts: Mapping[str, str]) -> dict[str, str]:
         return {}
 
@@ -77,7 +81,7 @@ class Every:
         return 12
 
 
-def test_the_protocols_declare_the_eleven_hooks_the_daemon_calls():
+def test_the_protocols_declare_the_twelve_hooks_the_daemon_calls():
     names = [n for proto in HOOK_PROTOCOLS for n in hook_members(proto)]
     assert sorted(names) == sorted(HOOK_NAMES)  # each once
 

@@ -287,6 +287,13 @@ class SlurmBackend(Generic[Transport]):
         (Preemption.enforce_grace); returns those, and the due ones that were not."""
         return self.preemption.enforce_grace(self.view)
 
+    def stop_waiting(self) -> None:
+        """The daemon is stopping (its InterruptibleWaits hook, from the SIGTERM
+        handler): an act in progress ends its wait for preempted jobs now (their moves
+        and pair starts fail with the reason, the jobs stay signalled), so the round is
+        logged and saved before the process exits."""
+        self.preemption.stopping.set()
+
     @property
     def checkpoint_waits(self) -> dict[JobId, float]:
         """The last act's signalled jobs -> seconds until each left (metrics)."""

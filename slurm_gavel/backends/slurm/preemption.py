@@ -17,6 +17,7 @@ reached it (_signal_reached).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -30,6 +31,12 @@ from slurm_gavel.core.cluster_model import JobState
 from slurm_gavel.core.model import JobId
 
 log = logging.getLogger(__name__)
+
+# Why a job an act waited for is neither requeue-held nor moved: the daemon is stopping.
+STOPPING = (
+    "the daemon is stopping: its wait for this preempted job ended early; the job keeps "
+    "running and is requeue-held after its grace by the next daemon's act"
+)
 
 # A run younger than this (seconds) is not signalled yet: what the daemon gives
 # SlurmBackend's fresh_run_s (at most half its round: commands/run.py). Slurm's start
@@ -65,6 +72,8 @@ class Preemption:
         self.requeued_at: dict[JobId, float] = {}  # seen leaving its run in an act (clock)
         self._grace_capped_told: set[JobId] = set()  # logged once per job
         self._grace_checked: set[JobId] = set()  # signalled jobs enforce_grace looked at
+        # Set when the daemon stops (SlurmBackend.stop_waiting): the act's waits end now.
+        self.stopping = threading.Event()
 
     def observed(self, now: float) -> None:
         """A new observe: forget the requeue seconds that no release can still meet."""
@@ -147,6 +156,10 @@ class Preemption:
         running = list(ids)
         leaving: list[JobId] = []  # requeue-held (or exiting) jobs to let settle
         while running:
+            if self.stopping.is_set():  # still in their grace: left signalled
+                for j in running:
+                    failed.setdefault(j, STOPPING)
+                break
             states = self.transport.states(running)
             now = self.clock()
             for j in running:
@@ -160,16 +173,18 @@ class Preemption:
                 running = [j for j in running if j not in due]
             if running:
                 soonest = min(deadline[j] for j in running)
-                time.sleep(max(0.0, min(self.poll_s, soonest - now)))
+                self.stopping.wait(max(0.0, min(self.poll_s, soonest - now)))
         # Wait (briefly) until requeued jobs have left COMPLETING, so a move can place them.
         settle = self.clock() + 15
-        while leaving and self.clock() < settle:
+        while leaving and self.clock() < settle and not self.stopping.is_set():
             states = self.transport.states(leaving)
             leaving = [j for j in leaving if states.get(j) in RUNNING_STATES]
             if leaving:
-                time.sleep(self.poll_s)
+                self.stopping.wait(self.poll_s)
         now = self.clock()
         for j in ids:
+            if failed.get(j) == STOPPING:
+                continue  # still signalled: its grace is checked again (requeuehold_overdue)
             self.signalled.pop(j, None)
             self.signal_sent.pop(j, None)
             self.requeued_at[j] = now
