@@ -29,11 +29,11 @@ raised and the caller solves the plain LP.
 Two LPs are solved this way:
 
 * `min_beta`: min beta s.t. x_j in Q_j(w_j), sum_j g_j x_j <= beta cap (the
-  stretch LP of ftf_solver.py with one class per job; g_j GPUs per unit of
-  time, the scale factor times the class size).
-* `max_value`: max sum_j v_j a_j . x_j s.t. x_j in Q_j(w_j), sum_j g_j x_j <= cap
+  stretch LP of ftf_solver.py with one class per job, via ftf_dw.py; g_j GPUs per
+  unit of time, the scale factor times the class size).
+* `max_value`: max sum_j v_j . x_j s.t. x_j in Q_j(w_j), sum_j g_j x_j <= cap
   (stage 2 of max-min fairness: the total normalised throughput with every job
-  held at the minimum).
+  held at the minimum; max_sum_throughput with w = 0, Q_j the simplex).
 
 `max_min` finds stage 1 of max-min fairness, max z with beta(z) <= 1, by
 safeguarded Newton on the convex beta(z) (its slope comes from the same picks).
