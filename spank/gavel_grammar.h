@@ -27,7 +27,8 @@
 #define GAVEL_MAX_GRACE 86400LL
 #define GAVEL_MAX_SLO_MICRO (1000000000LL * GAVEL_MICRO)
 #define GAVEL_DEFAULT_MAX_WEIGHT_MICRO GAVEL_MICRO /* a user may lower, never raise */
-#define GAVEL_FORM "gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS][,grace=SECONDS]"
+#define GAVEL_FORM \
+	"gavel:[key=value,...] with keys type=<job type> (optional), scale=N, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 
 enum gavel_verdict { GAVEL_REFUSED = -1, GAVEL_PLAIN = 0, GAVEL_MANAGED = 1 };
 
@@ -200,6 +201,8 @@ static inline int gavel_check_comment(const char *comment, long long max_weight_
 			 GAVEL_MAX_COMMENT_BYTES);
 		return GAVEL_REFUSED;
 	}
+	if (n == prefix_n)
+		return GAVEL_MANAGED; /* "gavel:" alone: no type named, the daemon learns it */
 	for (part = comment + prefix_n;; part = p + 1) {
 		const char *eq;
 		size_t part_n, key_n, k;
@@ -238,11 +241,7 @@ static inline int gavel_check_comment(const char *comment, long long max_weight_
 		if (!*p)
 			break;
 	}
-	if (!(seen & 1u)) {
-		snprintf(why, why_size, "names no job type");
-		return GAVEL_REFUSED;
-	}
-	return GAVEL_MANAGED;
+	return GAVEL_MANAGED; /* type= is optional: a hint that picks the prior */
 }
 
 #endif /* GAVEL_GRAMMAR_H */

@@ -1,13 +1,16 @@
 /*
- * slurm-gavel.so - SPANK plugin: `sbatch/srun/salloc --gavel-job-type=TYPE` and friends.
+ * slurm-gavel.so - SPANK plugin: `sbatch/srun/salloc --gavel` (or --gavel-job-type=TYPE)
+ * and friends.
  *
  * At submit time (allocator context: sbatch, salloc; local context: srun outside an
  * allocation) it
- *   - validates --gavel-job-type against the site's list of known job types and refuses
- *     an unknown type, printing the known ones;
- *   - makes the type visible to the slurm-gavel daemon by setting the job's comment to
- *     "gavel:type=<TYPE>[,scale=N][,weight=W][,steps=S]", the form a site without this
- *     plugin writes with --comment=... (parsed by slurm_gavel/core/managed.py);
+ *   - validates --gavel-job-type (an optional hint: --gavel alone makes a managed job
+ *     whose speeds the daemon learns as it runs) against the site's list of known job
+ *     types and refuses an unknown type, printing the known ones;
+ *   - makes the job visible to the slurm-gavel daemon by setting the job's comment to
+ *     "gavel:[type=<TYPE>,][scale=N,][weight=W,]..." ("gavel:" alone for --gavel), the
+ *     form a site without this plugin writes with --comment=... (parsed by
+ *     slurm_gavel/core/managed.py);
  *   - optionally holds the job (hold=yes) so Slurm never starts it before the daemon
  *     has placed it (conf/slurm/job_submit.lua does this better, on the controller);
  *   - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_TOTAL_STEPS and
@@ -61,11 +64,11 @@ SPANK_PLUGIN(slurm_gavel, 1);
 
 #define MAX_VALUE 256
 #define MAX_TYPES 1024
-#define COMMENT_PREFIX "gavel:type="
 
-enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR, OPT_STEPS, OPT_GRACE };
+enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR, OPT_STEPS, OPT_GRACE, OPT_GAVEL };
 
 static char job_type[MAX_VALUE];
+static bool opted_in; /* --gavel: managed without naming a type (issue 27) */
 static char scale[32];
 static char priority[32];
 static char steps[32];
@@ -82,6 +85,10 @@ static int n_known_types = -1; /* -1: no types= argument, accept any type */
 static int opt_cb(int val, const char *optarg, int remote);
 
 static struct spank_option gavel_options[] = {
+	{"gavel", NULL,
+	 "make this job managed by slurm-gavel; it learns the job's speed on each GPU type as "
+	 "it runs (no job type needed; --gavel-job-type names one as a hint)",
+	 0, OPT_GAVEL, opt_cb},
 	{"gavel-job-type", "TYPE",
 	 "slurm-gavel job type (a row of the site's throughput table, e.g. "
 	 "'ResNet-50 (batch size 64)'); makes the job managed by slurm-gavel",
@@ -160,7 +167,8 @@ static int refuse_type(const char *t)
 	for (i = 0; i < n_known_types; i++)
 		slurm_error("slurm-gavel:   %s", known_types[i]);
 	slurm_error("slurm-gavel: pick one of those (quote it: --gavel-job-type='...'), or "
-		    "ask the admin to profile your model and add it (%s)", types_file);
+		    "submit with --gavel and no type: slurm-gavel learns your model's speeds "
+		    "as it runs (types listed in %s)", types_file);
 	return -1;
 }
 
@@ -195,6 +203,9 @@ static int check_value(const char *key, const char *value, const char *option)
 static int opt_cb(int val, const char *optarg, int remote)
 {
 	switch (val) {
+	case OPT_GAVEL:
+		opted_in = true;
+		return 0;
 	case OPT_TYPE:
 		if (copy_value(job_type, sizeof(job_type), optarg, "gavel-job-type"))
 			return -1;
@@ -300,6 +311,17 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
+/* ",key=value" onto a comment ("key=value" right after the "gavel:" prefix); nothing
+ * for an empty value. A value never ends in ':' (the grammar has no such character). */
+static void add_key(char *buf, size_t size, const char *key, const char *value)
+{
+	size_t n = strlen(buf);
+
+	if (!value[0] || n >= size)
+		return;
+	snprintf(buf + n, size - n, "%s%s=%s", buf[n - 1] == ':' ? "" : ",", key, value);
+}
+
 typedef char *(*option_get_f)(void *opt, const char *name);
 typedef int (*option_set_f)(void *opt, const char *name, const char *value, bool early);
 
@@ -316,13 +338,17 @@ static int set_submit_options(void)
 	if (!opt || !get || !set) {
 		slurm_error("slurm-gavel: this Slurm build does not export opt/slurm_option_set; "
 			    "cannot mark the job as managed. Submit with "
-			    "--comment='gavel:type=%s' instead", job_type);
+			    "--comment='gavel:%s%s' instead", job_type[0] ? "type=" : "", job_type);
 		return -1;
 	}
-	/* Keys as slurm_gavel/core/managed.py reads them: type, scale, weight, steps, grace. */
-	snprintf(comment, sizeof(comment), COMMENT_PREFIX "%s%s%s%s%s%s%s%s%s", job_type,
-		 scale[0] ? ",scale=" : "", scale, priority[0] ? ",weight=" : "", priority,
-		 steps[0] ? ",steps=" : "", steps, grace[0] ? ",grace=" : "", grace);
+	/* Keys as slurm_gavel/core/managed.py reads them: type, scale, weight, steps, grace;
+	 * "gavel:" alone when none is given (--gavel). */
+	snprintf(comment, sizeof(comment), GAVEL_PREFIX);
+	add_key(comment, sizeof(comment), "type", job_type);
+	add_key(comment, sizeof(comment), "scale", scale);
+	add_key(comment, sizeof(comment), "weight", priority);
+	add_key(comment, sizeof(comment), "steps", steps);
+	add_key(comment, sizeof(comment), "grace", grace);
 	/* The daemon reads the comment whole: it must follow the grammar as a whole too. */
 	if (gavel_check_comment(comment, max_weight_micro, why, sizeof(why)) != GAVEL_MANAGED) {
 		slurm_error("slurm-gavel: the job comment '%s' would be refused: %s", comment, why);
@@ -350,7 +376,7 @@ static int set_submit_options(void)
 
 static int export_local(spank_t sp)
 {
-	if (setenv("GAVEL_JOB_TYPE", job_type, 1) ||
+	if ((job_type[0] && setenv("GAVEL_JOB_TYPE", job_type, 1)) ||
 	    (scale[0] && setenv("GAVEL_SCALE", scale, 1)) ||
 	    (priority[0] && setenv("GAVEL_PRIORITY", priority, 1)) ||
 	    (steps[0] && setenv("GAVEL_TOTAL_STEPS", steps, 1)) ||
@@ -362,7 +388,7 @@ static int export_local(spank_t sp)
 	/* The job control environment reaches the job as SLURM_SPANK_GAVEL_* even with
 	 * --export=NONE (and the prolog/epilog as SPANK_GAVEL_*); slurm_gavel.job reads
 	 * GAVEL_* first, then SLURM_SPANK_GAVEL_*. */
-	if (spank_job_control_setenv(sp, "GAVEL_JOB_TYPE", job_type, 1) ||
+	if ((job_type[0] && spank_job_control_setenv(sp, "GAVEL_JOB_TYPE", job_type, 1)) ||
 	    (scale[0] && spank_job_control_setenv(sp, "GAVEL_SCALE", scale, 1)) ||
 	    (priority[0] && spank_job_control_setenv(sp, "GAVEL_PRIORITY", priority, 1)) ||
 	    (steps[0] && spank_job_control_setenv(sp, "GAVEL_TOTAL_STEPS", steps, 1)) ||
@@ -414,13 +440,13 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	(void)ac;
 	(void)av;
 
-	if (!job_type[0]) {
+	if (!job_type[0] && !opted_in) {
 		bool submits = ctx == S_CTX_ALLOCATOR || (ctx == S_CTX_LOCAL && !getenv("SLURM_JOB_ID"));
 		if (scale[0] || priority[0] || ckpt_dir[0] || steps[0] || grace[0]) {
 			if (ctx == S_CTX_ALLOCATOR || ctx == S_CTX_LOCAL) {
 				slurm_error("slurm-gavel: --gavel-scale/--gavel-priority/--gavel-steps/"
-					    "--gavel-grace/--gavel-checkpoint-dir need "
-					    "--gavel-job-type=TYPE");
+					    "--gavel-grace/--gavel-checkpoint-dir need --gavel "
+					    "(or --gavel-job-type=TYPE)");
 				return refuse_submit();
 			}
 		}

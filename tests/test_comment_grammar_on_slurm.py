@@ -74,8 +74,9 @@ def test_lua_refusal_names_the_problem_and_the_cap(lua):
     assert "weight=1000 is above the cap 1 set by the admin" in stderr
     verdict, stderr = lua(" gavel:type=A3C")
     assert verdict == "refuse" and "'gavel:' must open the comment" in stderr
-    verdict, stderr = lua("gavel:scale=2")
-    assert verdict == "refuse" and "names no job type" in stderr
+    verdict, stderr = lua("gavel:type=A3C,")
+    assert verdict == "refuse" and "'' is not key=value" in stderr
+    assert lua("gavel:")[0] == "managed"  # no type: managed, its row learned (issue 27)
 
 
 def test_gpu_request_moved_into_the_comment_must_still_fit_the_grammar(slurm):

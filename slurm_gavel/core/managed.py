@@ -12,7 +12,7 @@ update) and spank/gavel_grammar.h (the SPANK plugin, in sbatch/srun/salloc).
 tests/data/comment_grammar.json is the shared table of accepted and refused
 strings, run against all three; docs/admin-guide.md section 4 is the written spec.
 
-    comment = "gavel:" pair *("," pair)      at most 256 bytes, all of it
+    comment = "gavel:" [pair *("," pair)]    at most 256 bytes, all of it
     pair    = key "=" value                  keys lower case, each at most once
     type    = 1-64 of [A-Za-z0-9 ._()-], not starting or ending with a space
     scale   = integer 1..1024                GPUs (Gavel's scale factor)
@@ -25,8 +25,10 @@ strings, run against all three; docs/admin-guide.md section 4 is the written spe
     decimal = integer ["." 1-6 digits]       integer part at most 10 digits
 
 No whitespace outside the type, no sign, exponent, hex, inf or nan. ``type`` is
-required. A comment that is not exactly ``gavel:...`` but becomes it after
-dropping leading ASCII whitespace and lower-casing (`` gavel:``, ``GAVEL:``) is
+optional (issue 27): it is a hint that picks the job's prior throughput row; ``gavel:``
+alone (what ``sbatch --gavel`` writes) makes a managed job whose row the daemon learns
+as it runs (core/job_rows.py). A comment that is not exactly ``gavel:...`` but becomes
+it after dropping leading ASCII whitespace and lower-casing (`` gavel:``, ``GAVEL:``) is
 refused rather than left plain: the user meant it, and a near miss must not
 become a job that is neither held nor refused.
 
@@ -45,7 +47,8 @@ from slurm_gavel.errors import InputError
 
 PREFIX = "gavel:"
 FORM = (
-    "--comment=gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS][,grace=SECONDS]"
+    "--comment=gavel:[key=value,...] with keys type=<job type> (optional), scale=N, "
+    "weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 )
 KEYS = ("type", "scale", "weight", "steps", "slo", "grace")
 MAX_COMMENT_BYTES = 256
@@ -58,6 +61,8 @@ MAX_STEPS = 10**12
 MAX_SLO_SECONDS = 10**9
 MAX_GRACE_SECONDS = 86400  # a day; the admin caps it lower in the daemon config
 ASCII_SPACE = " \t\n\v\f\r"
+# The job type of a job that names none: never a table row (a type has 1-64 characters).
+UNTYPED = ""
 
 _INTEGER = re.compile(r"(?:0|[1-9][0-9]{0,12})", re.ASCII)
 _DECIMAL = re.compile(r"(0|[1-9][0-9]{0,9})(?:\.([0-9]{1,6}))?", re.ASCII)
@@ -77,7 +82,7 @@ class ManagedCommentError(InputError):
 class ManagedSpec:
     """What a managed job declares in its comment."""
 
-    job_type: str
+    job_type: str = UNTYPED  # UNTYPED: no hint, the daemon learns the job's row
     scale_factor: int | None = None  # None: take the job's GPU request, else 1
     priority_weight: float = 1.0  # the user's own factor, <= the admin's cap
     total_steps: float | None = None
@@ -85,7 +90,7 @@ class ManagedSpec:
     grace: int | None = None
 
     def to_comment(self) -> str:
-        parts = [f"type={self.job_type}"]
+        parts = [f"type={self.job_type}"] if self.job_type != UNTYPED else []
         if self.scale_factor is not None:
             parts.append(f"scale={self.scale_factor}")
         if self.priority_weight != 1.0:
@@ -154,7 +159,8 @@ def parse_comment(
     if size > MAX_COMMENT_BYTES:
         _fail(job_id, f"the comment is {size} bytes, more than {MAX_COMMENT_BYTES}")
     seen: dict[str, str] = {}
-    for part in comment[len(PREFIX) :].split(","):
+    rest = comment[len(PREFIX) :]
+    for part in rest.split(",") if rest else ():
         key, eq, value = part.partition("=")
         if not eq:
             _fail(job_id, f"{_show(part)} is not key=value")
@@ -165,11 +171,9 @@ def parse_comment(
         if not value:
             _fail(job_id, f"key {key!r} has no value")
         seen[key] = value
-    if "type" not in seen:
-        _fail(job_id, "names no job type")
     cap = None if max_weight is None else round(max_weight * MICRO)
     return ManagedSpec(
-        job_type=_job_type(job_id, seen["type"]),
+        job_type=UNTYPED if "type" not in seen else _job_type(job_id, seen["type"]),
         scale_factor=None if "scale" not in seen else _integer(job_id, "scale", seen, MAX_SCALE),
         priority_weight=_weight(job_id, seen.get("weight", "1"), cap),
         total_steps=(

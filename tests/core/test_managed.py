@@ -1,4 +1,4 @@
-"""The managed-job comment: gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=T].
+"""The managed-job comment: gavel:[type=<job type>,scale=N,weight=W,steps=S,slo=T,grace=G].
 
 The grammar's shared table (every enforcer) is in tests/test_comment_grammar.py; these
 are the Python parser's own promises: what a spec holds, the messages, the cap."""
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from slurm_gavel.core.managed import (
     MAX_TYPE_CHARS,
     TYPE_CHARS,
+    UNTYPED,
     ManagedCommentError,
     ManagedSpec,
     is_managed_comment,
@@ -34,6 +35,16 @@ def test_full_form():
     assert parse_comment("gavel:type=A3C").scale_factor is None
 
 
+def test_no_type_is_a_managed_job_of_no_named_type():
+    # issue 27: the type is a hint; without one the daemon learns the job's row
+    assert parse_comment("gavel:") == ManagedSpec(UNTYPED)
+    assert parse_comment("gavel:scale=2,weight=0.5") == ManagedSpec(UNTYPED, 2, 0.5)
+    for spec in (ManagedSpec(UNTYPED), ManagedSpec(UNTYPED, 2, 0.5)):
+        assert parse_comment(spec.to_comment()) == spec
+    assert ManagedSpec(UNTYPED).to_comment() == "gavel:"
+    assert ManagedSpec(UNTYPED, 4).to_comment() == "gavel:scale=4"
+
+
 @pytest.mark.hostile
 @pytest.mark.parametrize("comment", [" gavel:type=A3C", "\tgavel:type=A3C", "GAVEL:type=A3C"])
 def test_near_misses_are_claimed_and_refused_not_left_plain(comment):
@@ -46,8 +57,8 @@ def test_near_misses_are_claimed_and_refused_not_left_plain(comment):
 @pytest.mark.parametrize(
     ("comment", "problem"),
     [
-        ("gavel:", "is not key=value"),
-        ("gavel:scale=2", "names no job type"),
+        ("gavel:,", "'' is not key=value"),
+        ("gavel:type=A3C,", "'' is not key=value"),
         ("gavel:type=", "has no value"),
         ("gavel:type=A3C,scale=0", "scale='0' must be a whole number from 1 to 1024"),
         ("gavel:type=A3C,scale=1.5", "scale='1.5' must be a whole number"),
@@ -66,7 +77,7 @@ def test_errors_name_job_problem_and_form(comment, problem):
     msg = str(e.value)
     assert msg.startswith("job 42: gavel comment: ")
     assert problem in msg
-    assert "gavel:type=<job type>" in msg  # the fix
+    assert "gavel:[key=value,...] with keys type=<job type> (optional)" in msg  # the fix
     assert isinstance(e.value, InputError)
 
 

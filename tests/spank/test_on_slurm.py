@@ -65,6 +65,40 @@ def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Pat
     assert env["GAVEL_CHECKPOINT_DIR"] == f"{tmp_path}/ck"
 
 
+def test_gavel_flag_alone_makes_a_managed_job_of_no_type(cluster, tmp_path: Path) -> None:
+    # issue 27: no job type needed; the daemon learns the job's row as it runs
+    out = tmp_path / "env.txt"
+    job = cluster.sbatch("--gavel", "-o", str(out), "--wrap", "env")
+    assert comment(cluster, job) == "gavel:"
+    assert cluster.show(job)["Priority"] == "0"  # held on arrival (job_submit.lua)
+    spec = parse_comment(comment(cluster, job), job_id=job)
+    assert spec is not None and spec.job_type == ""
+    both = cluster.sbatch(
+        "--gavel", "--gavel-scale=2", "--gavel-priority=0.5", "--gavel-grace=60",
+        "-o", "/dev/null", "--wrap", "true",
+    )  # fmt: skip
+    assert comment(cluster, both) == "gavel:scale=2,weight=0.5,grace=60"
+    cluster.cmd("scancel", both)
+    cluster.cmd("scontrol", "release", job)
+    cluster.wait_state(job, "COMPLETED", "GONE", timeout=60)
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+    assert "GAVEL_JOB_TYPE" not in env and "SLURM_SPANK_GAVEL_JOB_TYPE" not in env
+
+
+@pytest.mark.hostile(inputs=4)
+def test_gavel_flag_with_hostile_values_is_refused_at_submit(cluster) -> None:
+    for args, message in [
+        (["--gavel-priority=inf"], "must be a decimal number > 0"),
+        (["--gavel-scale=0x10"], "must be a whole number from 1 to 1024"),
+        (["--gavel-grace=30s"], "must be a whole number from 1 to 86400"),
+        (["--comment=my notes"], "is taken"),
+    ]:
+        _refused_without_a_job(cluster, ["--gavel", *args], message)
+    # a flag takes no value: sbatch itself refuses "--gavel=A3C"
+    res = cluster.cmd("sbatch", "--gavel=A3C", "--wrap", "true", check=False)
+    assert res.returncode != 0 and "Submitted" not in res.stdout
+
+
 def test_export_none_still_carries_the_type(cluster, tmp_path: Path) -> None:
     out = tmp_path / "env.txt"
     job = cluster.sbatch(
@@ -93,7 +127,7 @@ def test_unknown_type_is_refused_at_submit_with_the_known_types(cluster) -> None
     "args,message",
     [
         (["--comment=my notes", "--gavel-job-type=A3C"], "is taken"),
-        (["--gavel-scale=2"], "need --gavel-job-type"),
+        (["--gavel-scale=2"], "need --gavel (or --gavel-job-type=TYPE)"),
         (["--gavel-job-type=A3C", "--gavel-scale=two"], "must be a whole number from 1 to 1024"),
     ],
 )

@@ -33,10 +33,16 @@ def test_managed_job_is_held_and_its_gpu_request_becomes_the_scale(slurm):
     assert slurm.show(plain)["Priority"] != "0"
 
 
-def test_comment_without_type_is_refused_at_submit(slurm):
-    res = slurm.cmd("sbatch", "--comment=gavel:scale=2", "-p", "gpu", "--wrap", "true", check=False)
-    assert res.returncode != 0
-    assert "names no job type" in res.stderr
+def test_comment_without_type_is_held_with_the_gpu_count_moved_in(slurm):
+    # issue 27: the type is an optional hint; "gavel:" alone is a managed job, and the
+    # GPU request moved into it keeps the comment in the grammar (no leading comma)
+    job = slurm.sbatch(
+        "--comment=gavel:", "-p", "gpu", "--gres=gpu:2", "-o", "/dev/null", "--wrap", "true"
+    )
+    info = slurm.show(job)
+    assert info["Priority"] == "0" and info["Comment"] == "gavel:scale=2"
+    res = slurm.cmd("sbatch", "--comment=gavel:,", "-p", "gpu", "--wrap", "true", check=False)
+    assert res.returncode != 0 and "is not key=value" in res.stderr
 
 
 def test_users_cannot_release_or_relabel_managed_jobs(slurm):
