@@ -1,8 +1,8 @@
 -- job_submit.lua: hold slurm-gavel managed jobs on arrival; refuse bad gavel comments.
 --
 -- A job is managed when its comment follows the slurm-gavel grammar
--- (gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS][,grace=SECONDS]; the SPANK
--- plugin writes the same). Slurm must never start such a job on its own: the gavel
+-- (gavel:[key=value,...], keys type (optional), scale, weight, steps, slo, grace; `gavel:`
+-- alone is a managed job of no named type; the SPANK plugin writes the same). Slurm must never start such a job on its own: the gavel
 -- daemon picks its GPU type and nodes each round, then releases it. Setting priority
 -- to 0 holds it (the daemon's `scontrol release` lifts the hold).
 --
@@ -26,7 +26,7 @@ local MAX_USER_WEIGHT = "1"
 local DAEMON_UIDS = { [0] = true }
 
 local PREFIX = "gavel:"
-local FORM = "gavel:type=<job type>[,scale=N][,weight=W][,steps=S][,slo=SECONDS][,grace=SECONDS]"
+local FORM = "gavel:[key=value,...] with keys type=<job type> (optional), scale=N, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 local MAX_COMMENT_BYTES = 256
 local MAX_TYPE_CHARS = 64
 local MICRO = 1000000
@@ -122,6 +122,8 @@ local function classify(comment)
    end
    local seen = {}
    local pos = #PREFIX + 1
+   -- "gavel:" alone: managed, no type named (the daemon learns its speeds)
+   if #comment == #PREFIX then return "managed", seen end
    while true do
       local comma = string.find(comment, ",", pos, true)
       local part = string.sub(comment, pos, comma and comma - 1 or -1)
@@ -142,7 +144,6 @@ local function classify(comment)
       if comma == nil then break end
       pos = comma + 1
    end
-   if seen.type == nil then return "refuse", "names no job type" end
    return "managed", seen
 end
 
@@ -212,7 +213,9 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       gpus = per_node * nodes
    end
    if gpus ~= nil and detail.scale == nil then
-      comment = comment .. ",scale=" .. string.format("%.0f", gpus)
+      local sep = ","
+      if comment == PREFIX then sep = "" end  -- "gavel:" alone: no comma before the key
+      comment = comment .. sep .. "scale=" .. string.format("%.0f", gpus)
       -- the daemon reads the comment as stored: it must still follow the grammar
       local again, why = classify(comment)
       if again ~= "managed" then
