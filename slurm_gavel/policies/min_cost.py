@@ -17,8 +17,9 @@ throughput met.
 
 Fast path: one LP over classes of identical jobs (same row and scale factor);
 SLO jobs of a class enter through ftf_requirements' rows, which are exact, and
-split_class hands out the per-job fractions. Reference (options.reference): the
-per-job LP in cvxpy (HiGHS).
+split_class hands out the per-job fractions. With per-job rows (no classes, from
+2,000 jobs) the job-level LP by decomposition (solvers/cost_dw.py). Reference
+(options.reference): the per-job LP in cvxpy (HiGHS).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from slurm_gavel.core.model import Allocation, Problem
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.classes import JobArrays, fractions_dict, group, job_arrays
+from slurm_gavel.policies.solvers.cost_dw import solve_decomposed, use_decomposition
 from slurm_gavel.policies.solvers.ftf_requirements import requirement_rows, split_class
 from slurm_gavel.policies.solvers.ftf_solver import solve_lp_sized
 from slurm_gavel.policies.solvers.lp import SolverError
@@ -122,6 +124,14 @@ def _fast(
     x = np.zeros((n, k))
     if len(classes) == 0:
         return x
+    if use_decomposition(int(arrays.runnable.sum()), len(classes), k):
+        run = arrays.runnable  # per-job rows: by decomposition (cost_dw.py)
+        xr = solve_decomposed(
+            arrays.throughput[run], arrays.scale[run], arrays.capacity, value[run], need[run]
+        )
+        if xr is not None:
+            x[run] = np.clip(xr, 0.0, 1.0)
+            return x
     first = classes.first
     class_tput = arrays.throughput[first]
     rows = requirement_rows(class_tput, classes.of_job)

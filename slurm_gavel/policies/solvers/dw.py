@@ -347,7 +347,7 @@ def max_value(
     lo_, hi_ = -12.0, 12.0
     scale0 = float(np.abs(cost).max()) / (float(((verts.v @ lam) * gpus[:, None]).max()) or 1.0)
     g = (np.sqrt(5) - 1) / 2
-    for _ in range(40):  # to ~1e-7 of the scale: a starting point, not the answer
+    for _ in range(30):  # to ~1e-5 of the scale: a starting point, not the answer
         m1, m2 = hi_ - g * (hi_ - lo_), lo_ + g * (hi_ - lo_)
         if bound(scale0 * np.exp(m1)) > bound(scale0 * np.exp(m2)):
             hi_ = m2
