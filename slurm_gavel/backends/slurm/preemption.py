@@ -285,9 +285,14 @@ class Preemption:
 
         `scancel --signal` succeeds even when the node's slurmd is down, and the signal
         is then lost (not delivered when slurmd returns); slurmctld marks the node
-        NOT_RESPONDING once its signal RPC fails (within MessageTimeout). So a job with
-        a node that does not answer now, or whose slurmd (re)started after the signal,
-        is not requeue-held: it keeps running and is signalled again next round."""
+        NOT_RESPONDING once its signal RPC fails or a ping goes unanswered, which may
+        come well after the grace (issue 26: a signal sent 1.5 s after a slurmd died was
+        lost, and the job requeue-held at its grace end with the node not flagged yet).
+        So a job is requeue-held only when its batch host's slurmd started before the
+        signal (no restart since: the same slurmd took it), is not flagged, and answers
+        now when asked directly (transport.steps_answer: the node's slurmd itself, not
+        slurmctld's view of it). Any other job keeps running and is signalled again in
+        a later round."""
         out = []
         for j in ids:
             sj = _managed_job(view, j)
@@ -308,7 +313,21 @@ class Preemption:
                 )
             else:
                 out.append(j)
-        return out
+        answered = self.transport.steps_answer(out) if out else set()
+        silent = [j for j in out if j not in answered]
+        if silent:  # a job that has ended since has no step to ask: not in doubt
+            states = self.transport.states(silent)
+            silent = [j for j in silent if states.get(j) in RUNNING_STATES]
+        for j in silent:
+            sj = _managed_job(view, j)
+            host = sj.nodes[0] if sj is not None and sj.nodes else "its node"
+            self.signalled.pop(j, None)
+            failed[j] = (
+                f"the checkpoint signal may not have reached it: slurmd on {host} does not "
+                "answer now (asked directly; slurmctld may not have flagged it yet); not "
+                "requeued (that would lose its work), signalled again in a later round"
+            )
+        return [j for j in out if j not in silent]
 
     # --- between rounds -------------------------------------------------------------
 

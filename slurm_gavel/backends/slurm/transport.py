@@ -68,6 +68,12 @@ class SlurmTransport(Protocol):
         """The state names of these jobs (squeue's %T), finished ones may be absent."""
         ...
 
+    def steps_answer(self, ids: list[JobId]) -> set[JobId]:
+        """Of these running jobs, those whose batch step's node answers now, asked of
+        that node's slurmd itself (not slurmctld's NOT_RESPONDING flag, which may come
+        long after a slurmd died); a job whose node cannot be asked is left out."""
+        ...
+
     def private_data(self) -> str | None:
         """Slurm's PrivateData ("none", "jobs,usage"), None where it cannot be read;
         NotImplementedError where this transport cannot ask."""

@@ -100,6 +100,7 @@ def overdue_backend(now: float, grace: float) -> SlurmBackend:
     c.view = SlurmView(snap, {"7": job()}, {}, [])
     c.preemption.signal_sent["7"] = now - 1 - grace  # signalled grace + 1 s ago
     c.preemption.signalled["7"] = now - 1  # its grace ended 1 s ago
+    c.transport.steps_answer = lambda ids: set(ids)  # type: ignore[method-assign]  # slurmd answers
     return c
 
 
@@ -119,6 +120,39 @@ def test_a_job_whose_signal_may_have_been_lost_is_not_requeue_held():
         assert (reached == []) is lost, n
         if lost:
             assert "may not have reached it" in failed["7"] and "7" not in c.preemption.signalled
+
+
+def test_a_job_whose_slurmd_does_not_answer_is_not_requeue_held_before_it_is_flagged():
+    """Issue 26: a signal sent 1.5 s after a slurmd died was lost, and the job was
+    requeue-held at its grace end, slurmctld not having flagged the node yet (its flag
+    comes with a failed RPC or ping, sometimes after the grace). The batch host's
+    slurmd is asked directly (steps_answer): no answer, no requeue-hold."""
+    now, grace = 2000.0, 60.0
+    sent = now - 1 - grace
+    for answers, lost in [(True, False), (False, True)]:
+        c = overdue_backend(now, grace)
+        asked: list[list[str]] = []
+
+        def probe(ids: list[str], answers: bool = answers, asked: list = asked) -> set[str]:
+            asked.append(ids)
+            return set(ids) if answers else set()
+
+        c.transport.steps_answer = probe  # type: ignore[method-assign]
+        c.transport.states = lambda ids: dict.fromkeys(ids, "RUNNING")  # type: ignore[method-assign]
+        failed: dict[str, str] = {}
+        up = node(started=int(sent) - 100)  # not flagged, no restart since the signal
+        reached = c.preemption._signal_reached(c.view, ["7"], {"v100-1": up}, failed)
+        assert asked == [["7"]] and (reached == []) is lost
+        if lost:
+            assert "slurmd on v100-1 does not answer now" in failed["7"]
+            assert "7" not in c.preemption.signalled  # signalled again in a later round
+    # a job that ended since has no step to ask: not in doubt (the Incomplete requeue-hold
+    # leaves an ended job alone)
+    c = overdue_backend(now, grace)
+    c.transport.steps_answer = lambda ids: set()  # type: ignore[method-assign]
+    c.transport.states = lambda ids: {}  # type: ignore[method-assign]
+    up = node(started=int(sent) - 100)
+    assert c.preemption._signal_reached(c.view, ["7"], {"v100-1": up}, {}) == ["7"]
 
 
 def test_a_run_seen_over_before_its_node_restarted_is_not_held():

@@ -11,6 +11,8 @@ beside the hold, place and release):
     release      scontrol release ID,ID,...
     wait         squeue -h -j ID,... -o "%i %T"  (job states, polled during a grace)
     requeuehold  scontrol requeuehold Incomplete ID,...   (ignored the signal)
+    probe        sstat -n -P -o JobID -j ID.batch,...   (before it: each batch host's
+                 slurmd answers, asked directly; preemption._signal_reached)
     give_back    scontrol update JobId=ID "Comment=gavel-released: <why>", per held
                  job the daemon cannot use (giveback.py), then release
     admin_comment  scontrol update JobId=ID,... "AdminComment=slurm-gavel: ..."
@@ -94,6 +96,23 @@ class CliTransport:
             if len(parts) == 2:
                 out[parts[0]] = parts[1]
         return out
+
+    def steps_answer(self, ids: list[JobId]) -> set[JobId]:
+        """`sstat -j ID.batch,...`: sstat asks each batch host's slurmd for the step, so
+        a step listed is one whose slurmd answered now (~20 ms). A dead slurmd costs
+        MessageTimeout (sstat then prints the others and an error, exit 0). Once, no
+        retries (its "Communication connection failure" is the node's, not
+        slurmctld's); a failure leaves every job out (not requeue-held)."""
+        steps = ",".join(f"{j}.batch" for j in ids)
+        try:
+            with self.tried_once():
+                res = self.commands.run(
+                    "probe", ["sstat", "-n", "-P", "-o", "JobID", "-j", steps], retry_timeouts=True
+                )
+        except SlurmUnreachable:
+            return set()
+        listed = {line.strip().split(".")[0] for line in res.stdout.splitlines()}
+        return listed & set(ids)
 
     def private_data(self) -> str | None:
         """PrivateData as slurmctld reports it, or None when it cannot be read

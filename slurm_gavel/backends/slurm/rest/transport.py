@@ -141,6 +141,10 @@ class RestTransport:
         """slurmrestd does not publish KillWait: scontrol show config (a read)."""
         return self.cli.kill_wait_s()
 
+    def steps_answer(self, ids: list[JobId]) -> set[JobId]:
+        """slurmrestd cannot ask a node's slurmd: sstat does (a read)."""
+        return self.cli.steps_answer(ids)
+
     def _update(
         self, kind: str, job_id: JobId, body: Mapping[str, Any], failed: dict[JobId, str]
     ) -> bool:
