@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurm_gavel.core.cluster_model import (
     ActResult,
@@ -105,8 +105,8 @@ class SimulatedCluster:
         self.nodes = tuple(nodes)
         self.table = table
         self.true_rows = dict(true_rows or {})
-        # (job id, GPU type, consolidated) -> steps/s alone, for jobs with a true row
-        self._own_rates: dict[tuple[JobId, GpuType, bool], float] = {}
+        # (job id, GPU type, consolidated, GPUs) -> steps/s alone, for jobs with a true row
+        self._own_rates: dict[tuple[JobId, GpuType, bool, int], float] = {}
         self.clock = start_time
         self.overhead = preemption_overhead_seconds
         self.overhead_by_type = dict(overhead_by_job_type or {})
@@ -117,6 +117,8 @@ class SimulatedCluster:
         self._unreported: list[Completion] = []
         self.completions: list[Completion] = []  # drained by the caller (metrics)
         self.busy_gpu_seconds: dict[GpuType, float] = {}
+        # moldable jobs (Job.scale_range): GPU count -> (re)starts at that count
+        self.counts_at_start: dict[int, int] = {}
         self._node_type = {n.name: n.gpu_type for n in self.nodes}
         self._usable = {n.name: n.usable_gpus for n in self.nodes}  # nodes never change here
         # steps/s by (job type, scale factor, GPU type, consolidated): the table's
@@ -217,6 +219,9 @@ class SimulatedCluster:
                 )
             sj.placement = valid[job_id]
             sj.ran_before = True
+            if sj.job.scale_range is not None:  # moldable: the count it (re)starts at
+                n = sj.placement.gpus
+                self.counts_at_start[n] = self.counts_at_start.get(n, 0) + 1
             sj.progress_from = now + overhead
         self._running = {j: self._active[j] for j in sorted(valid)}
         for sj in self._running.values():
@@ -335,8 +340,8 @@ class SimulatedCluster:
             slices = p.nodes
             # the placement it runs on (kept) passed these two when it was first acted on
             if p is not sj.placement:
-                if p.gpus != sj.job.scale_factor:
-                    failed.append((job_id, f"placed on {p.gpus} GPUs, needs {sj.job.scale_factor}"))
+                if not _count_ok(sj.job, p.gpus):
+                    failed.append((job_id, f"placed on {p.gpus} GPUs, needs {_needs(sj.job)}"))
                     continue
                 if not all_of_type(slices, node_type, p.gpu_type):
                     failed.append((job_id, f"nodes are not all {p.gpu_type}"))
@@ -370,14 +375,15 @@ class SimulatedCluster:
             rate = self._own_rate(job, p)
         elif p.partner is not None and p.partner in self._running:
             other = self._running[p.partner].job
-            pair = self.table.pair(job.job_type, other.job_type, job.scale_factor, p.gpu_type)
+            pair = self.table.pair(job.job_type, other.job_type, p.gpus, p.gpu_type)
             rate = pair[0] if pair is not None else 0.0
         else:
-            key = (job.job_type, job.scale_factor, p.gpu_type, p.consolidated)
+            # at the placement's count: the job's scale factor, or a moldable job's choice
+            key = (job.job_type, p.gpus, p.gpu_type, p.consolidated)
             cached = self._rates.get(key)
             if cached is None:
                 cached = self._rates[key] = self.table.throughput(
-                    job.job_type, job.scale_factor, p.gpu_type, consolidated=p.consolidated
+                    job.job_type, p.gpus, p.gpu_type, consolidated=p.consolidated
                 )
             rate = cached
         sj.rate = rate
@@ -389,15 +395,20 @@ class SimulatedCluster:
         """A job with a true row: its own alone rate, times its type's slowdown for a
         spread or shared placement (module doc)."""
         t = p.gpu_type
-        key = (job.id, t, p.consolidated)
+        key = (job.id, t, p.consolidated, p.gpus)
         alone = self._own_rates.get(key)
         if alone is None:
             alone = self.true_rows[job.id].get(t, 0.0)
+            if p.gpus != job.scale_factor:  # a moldable job at another count
+                alone *= self._count_ratio(job, p.gpus, t)
+                job = replace(job, scale_factor=p.gpus)
             if not p.consolidated and job.scale_factor > 1:
                 alone *= self._type_ratio(job, t, consolidated=False)
             self._own_rates[key] = alone
         if p.partner is None or p.partner not in self._running:
             return alone
+        if p.gpus != job.scale_factor:
+            job = replace(job, scale_factor=p.gpus)
         other = self._running[p.partner].job
         pair = None
         if self.table.has(job.job_type, job.scale_factor):
@@ -405,6 +416,17 @@ class SimulatedCluster:
         if pair is None:
             return 0.0
         return alone * self._type_ratio(job, t, consolidated=p.consolidated, shared=pair[0])
+
+    def _count_ratio(self, job: Job, count: int, t: GpuType) -> float:
+        """A job with a true row at another count: its type's rate at that count over
+        its rate at its own scale factor; linear in the count where the table has no
+        figure for one of the two."""
+        linear = count / job.scale_factor
+        sf = job.scale_factor
+        if not (self.table.has(job.job_type, count) and self.table.has(job.job_type, sf)):
+            return linear
+        base = self.table.throughput(job.job_type, sf, t)
+        return self.table.throughput(job.job_type, count, t) / base if base > 0 else linear
 
     def _type_ratio(
         self, job: Job, t: GpuType, *, consolidated: bool, shared: float | None = None
@@ -436,6 +458,17 @@ class SimulatedCluster:
             busy = self.busy_gpu_seconds
             busy[p.gpu_type] = busy.get(p.gpu_type, 0.0) + share * p.gpus * (t - settled)
         sj.settled_at = t
+
+
+def _count_ok(job: Job, gpus: int) -> bool:
+    """A placement's GPU count fits the job: its scale factor, or within its range."""
+    r = job.scale_range
+    return gpus == job.scale_factor if r is None else r[0] <= gpus <= r[1]
+
+
+def _needs(job: Job) -> str:
+    r = job.scale_range
+    return str(job.scale_factor) if r is None else f"{r[0]}-{r[1]}"
 
 
 __all__ = [

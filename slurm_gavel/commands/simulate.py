@@ -21,6 +21,7 @@ from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
+from slurm_gavel.simulate import moldable_trace
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.slurm_baseline import BASELINES
@@ -109,6 +110,22 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--row-spread", type=float, metavar="SIGMA", help=ROW_SPREAD_HELP)
     p.add_argument("--save-trace", metavar="FILE", help="write the generated trace as CSV")
+    p.add_argument(
+        "--moldable",
+        action="store_true",
+        help=(
+            "not Gavel: trace jobs of n GPUs that give no range may run at n/2..2n GPUs "
+            "(the table's counts), chosen at each (re)start (a trace's scale_factor "
+            "MIN-MAX is a range of its own)"
+        ),
+    )
+    p.add_argument(
+        "--moldable-share",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="with --moldable: only a share F of the jobs, drawn with --seed (default 1)",
+    )
     p.add_argument(
         "--cluster",
         default=DEFAULT_CLUSTER,
@@ -224,6 +241,11 @@ def run(args: argparse.Namespace) -> int:
         true_rows = load_true_rows(path)
         source, title = str(path), f"trace: {path.name}"
 
+    if args.moldable:
+        if not 0.0 < args.moldable_share <= 1.0:
+            raise InputError(f"--moldable-share {args.moldable_share}: give a share 0 < F <= 1")
+        jobs = moldable_trace.with_ranges(jobs, table, args.moldable_share, args.seed)
+        source += f"; moldable: n/2..2n GPUs, share {args.moldable_share:g}"
     if window is not None:
         opts = replace(opts, stop_when_completed=window.ids(jobs))
         source += f"; measured: jobs {window.first}-{window.end - 1}"
@@ -240,6 +262,10 @@ def run(args: argparse.Namespace) -> int:
         _warn_exhausted(summaries)
     _text(args).write(f"trace: {source}; cluster: {args.cluster}\n")
     _text(args).write(format_comparison(summaries))
+    for s in summaries:
+        line = moldable_trace.summary_line(s)
+        if line is not None:
+            _text(args).write(line)
     if args.json:
         write_json(args.json, summaries[0] if len(summaries) == 1 else summaries)
     if args.plot:

@@ -31,10 +31,11 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.cluster_rows import MarkedCell
+from slurm_gavel.core.cluster_rows import MarkedCell, rows_for
 from slurm_gavel.core.job_rows import Knowledge, record_measurements
 from slurm_gavel.core.mechanism import MechanismJob, assign, pair_key, single_candidates
 from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.core.mold_round import mold_jobs
 from slurm_gavel.core.round_jobs import Considered, build_problem, mechanism_jobs, round_jobs
 from slurm_gavel.core.round_settings import RoundSettings
 from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
@@ -266,6 +267,27 @@ def act(
     return placement, result
 
 
+def _mold(
+    state: SchedulerState,
+    config: SchedulerConfig,
+    active: list[ObservedJob],
+    nodes: tuple[Node, ...],
+) -> list[ObservedJob]:
+    """The active jobs, those with a GPU range at this round's count (mold_round.py)."""
+    if not any(o.job.scale_range is not None for o in active) and not state.molds.jobs:
+        return active
+    capacity = allocation_capacity(nodes)
+    rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
+    learned = state.job_rows if config.knowledge is Knowledge.LEARNED else None
+    stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
+
+    def cost(o: ObservedJob) -> float:  # the job's own restart cost, else the default
+        own = o.job.restart_overhead
+        return config.settings.preemption_overhead_seconds if own is None else own
+
+    return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck)
+
+
 def run_round(
     state: SchedulerState,
     backend: ClusterBackend,
@@ -277,6 +299,8 @@ def run_round(
     now = snap.time if now is None else now
     account_last_round(state, now)
     completed, active = update_accounts(state, snap)
+    if config.baseline is None:
+        active = _mold(state, config, active, snap.nodes)
     if config.knowledge is Knowledge.LEARNED:
         record_measurements(state.job_rows, active, state.placement, state.jobs)
     kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)

@@ -18,6 +18,7 @@ from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.core.job_rows import JobRows
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId, PairShare
+from slurm_gavel.core.mold_round import MoldMemory
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
@@ -78,6 +79,9 @@ class SchedulerState:
     # Each job's measured throughputs (job_rows.py), under LEARNED knowledge. Not in the
     # JSON yet: the daemon schedules with TABLE knowledge until it persists these.
     job_rows: JobRows = field(default_factory=JobRows, repr=False, compare=False)
+    # Not state: the moldable jobs' counts and per-count rates (mold_round.py); a
+    # reloaded state takes the counts from the running jobs and measures rates again.
+    molds: MoldMemory = field(default_factory=MoldMemory, repr=False, compare=False)
 
     # ---- JSON --------------------------------------------------------------------------
 

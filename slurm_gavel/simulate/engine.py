@@ -26,6 +26,7 @@ from slurm_gavel.core.scheduler import placement_is_stable, run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.policies import PolicyOptions
+from slurm_gavel.simulate import moldable_trace
 from slurm_gavel.simulate.metrics import MetricsCollector
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.true_rows import Rows, complete_rows
@@ -165,6 +166,9 @@ def simulate(
         bar.close()
     wall = time.perf_counter() - wall0 if opts.record_wall_time else None
     summary = metrics.summary(policy, backend.busy_gpu_seconds, wall, unfinished)
+    molds = moldable_trace.summarise(job_list, backend.counts_at_start)
+    if molds is not None:
+        summary["moldable"] = molds
     if truth or opts.report_knowledge:
         rows = state.job_rows
         learned = config.knowledge is Knowledge.LEARNED  # (not without true rows)

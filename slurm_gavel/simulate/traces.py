@@ -1,7 +1,8 @@
 """Job traces: the CSV of docs/design.md §2.3 and Gavel's own tab-separated .trace files.
 
 CSV header: job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account
-(slo and account may be empty; priority_weight defaults to 1). An optional last
+(slo and account may be empty; priority_weight defaults to 1; scale_factor MIN-MAX makes
+a moldable job, core/moldable.py). An optional last
 column `overhead` gives a job's own seconds per restart (checkpoint + restore).
 
 Gavel's .trace rows are tab-separated, in two generations:
@@ -23,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from slurm_gavel.core.model import Job
+from slurm_gavel.core.moldable import ScaleRangeError, format_range, parse_range
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
@@ -98,6 +100,18 @@ def _check_job(job: Job, where: str, table: ThroughputTable | None, last_arrival
             )
 
 
+def _scale(text: str, where: str) -> tuple[int, tuple[int, int] | None]:
+    """The scale_factor field: N GPUs, or MIN-MAX for a moldable job (issue 25), which
+    then has scale_factor MIN (what a scheduler that does not mold runs it at)."""
+    try:
+        r = parse_range(text)
+    except ScaleRangeError as e:
+        raise TraceError(f"{where}: field 'scale_factor': {e}") from None
+    if r is not None:
+        return r[0], r
+    return int(trace_number(text, where, "scale_factor", integer=True)), None
+
+
 def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> list[Job]:
     reader = csv.reader(io.StringIO(text))
     try:
@@ -136,12 +150,12 @@ def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> l
         weight = get("priority_weight")
         slo = get("slo")
         overhead = get(OVERHEAD_FIELD)
+        sf, scale_range = _scale(get("scale_factor"), where)
         job = Job(
             id=job_id,
             job_type=get("job_type"),
-            scale_factor=int(
-                trace_number(get("scale_factor"), where, "scale_factor", integer=True)
-            ),
+            scale_factor=sf,
+            scale_range=scale_range,
             priority_weight=trace_number(weight, where, "priority_weight") if weight else 1.0,
             total_steps=trace_number(get("total_steps"), where, "total_steps"),
             arrival_time=trace_number(get("arrival_time"), where, "arrival_time"),
@@ -227,7 +241,7 @@ def trace_csv(jobs: Iterable[Job]) -> str:
                 j.id,
                 _fmt(j.arrival_time),
                 j.job_type,
-                j.scale_factor,
+                j.scale_factor if j.scale_range is None else format_range(j.scale_range),
                 _fmt(j.total_steps),
                 _fmt(j.priority_weight),
                 "" if j.slo is None else _fmt(j.slo),

@@ -1,0 +1,201 @@
+"""The round's side of moldable jobs (issue 25): each job with a GPU range is handed to
+the rest of the round at the count chosen for it (core/moldable.py), as a Job whose
+scale_factor is that count.
+
+* A running job keeps the count it runs at (its GPUs as observed): a count never
+  changes while a job runs. It changes when the job is restarted: by the mechanism, as
+  any job, or to grow into idle GPUs where that pays for the restart (moldable.py, 3.;
+  it needs the job's steps done, e.g. its progress reports, and not on a node that
+  stopped answering). Such a job is handed to the round as waiting (HELD, no GPUs), so
+  the mechanism places it anew at its new count: the act then moves it (a restart).
+* A waiting job's count is chosen again every round among the counts in its range that
+  the table has a row for at its job type (the prior) or that it was measured at
+  (``MoldMemory.measured``: its own rate at each count it ran at, alone on consolidated
+  GPUs, which replaces the prior's cell). Jobs of no known type that were never measured
+  keep their scale factor: nothing says how they scale.
+* The molded Job objects are kept while the count stays the same, so the round's memo
+  (round_jobs.py), which compares Job objects by identity, still sees a quiet round.
+* Under LEARNED knowledge a job's measured cells (job_rows.py) are those of the count it
+  ran at: when its count changes they are swapped for those of the new count.
+
+The memory is transient (not in the daemon's state file): after a daemon restart the
+counts come from the running jobs again and per-count rates are measured again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from slurm_gavel.core.cluster_model import JobState, ObservedJob
+from slurm_gavel.core.cluster_rows import ClusterRows
+from slurm_gavel.core.job_rows import JobRows, Measured, usable_rate
+from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.core.moldable import MoldJob, choose_counts, cluster_value
+
+
+@dataclass
+class MoldMemory:
+    """What the round remembers of its moldable jobs (SchedulerState.molds)."""
+
+    # job -> (the backend's Job, the count, the Job at that count): reused while both hold
+    jobs: dict[JobId, tuple[Job, int, Job]] = field(default_factory=dict)
+    # job -> count -> GPU type -> steps/s it reported running there at that count
+    measured: dict[JobId, dict[int, dict[GpuType, float]]] = field(default_factory=dict)
+    # job -> count -> its job_rows cells at that count (LEARNED), while at another count
+    stashed: dict[JobId, dict[int, dict[GpuType, Measured]]] = field(default_factory=dict)
+
+
+def running_count(o: ObservedJob) -> int | None:
+    """The GPUs a running job holds (None when it does not run)."""
+    if o.state is not JobState.RUNNING or not o.nodes:
+        return None
+    return sum(s.gpus for s in o.nodes)
+
+
+def mold_jobs(
+    memory: MoldMemory,
+    active: list[ObservedJob],
+    rows: ClusterRows,
+    capacity: Mapping[GpuType, int],
+    job_rows: JobRows | None = None,
+    restart_cost: Callable[[ObservedJob], float] | None = None,
+    stuck_nodes: frozenset[str] = frozenset(),
+) -> list[ObservedJob]:
+    """``active`` with every job that has a range at its count for this round (the
+    same list when no job has one). ``capacity``: usable GPUs per type;
+    ``restart_cost``: seconds a restart costs the job (None: running jobs never grow);
+    ``stuck_nodes``: nodes not answering (their jobs never grow)."""
+    if not any(o.job.scale_range is not None for o in active):
+        if memory.jobs:
+            memory.jobs.clear()
+            memory.measured.clear()
+            memory.stashed.clear()
+        return active
+    usable = {t: n for t, n in capacity.items() if n > 0}
+    biggest = max(usable.values(), default=0)
+    _record(memory, active)
+    mold: list[MoldJob] = []
+    for o in active:
+        if o.waiting_on:
+            continue  # the round gives it nothing
+        fixed = running_count(o)
+        r = o.job.scale_range
+        value = None if r is None else _values(memory, o.job, r, rows, usable, biggest)
+        if value is None or (fixed is not None and fixed not in value):
+            value = {fixed or o.job.scale_factor: 1.0}
+        left, cost = 0.0, 0.0
+        if (
+            fixed is not None
+            and r is not None
+            and restart_cost is not None
+            and o.steps_done is not None
+            and not any(s.node in stuck_nodes for s in o.nodes)
+        ):
+            left = max(0.0, o.job.total_steps - o.steps_done)
+            cost = restart_cost(o)
+        mold.append(MoldJob(o.job.id, value, fixed, left, cost))
+    counts = choose_counts(mold, sum(usable.values()))
+    out: list[ObservedJob] = []
+    for o in active:
+        c = counts.get(o.job.id)
+        if o.job.scale_range is None or c is None:
+            out.append(o)
+            continue
+        job = _job_at(memory, o.job, c)
+        regrow = o.state is JobState.RUNNING and c != running_count(o)
+        if job_rows is not None and (o.state is not JobState.RUNNING or regrow):
+            _switch_cells(memory, job_rows, o.job.id, c)
+        if regrow:  # restarted at its new count: waiting, for the round (module doc)
+            out.append(_restarting(o, job))
+        else:
+            out.append(o if job is o.job else replace(o, job=job))
+    for gone in [j for j in memory.jobs if j not in counts]:
+        memory.jobs.pop(gone, None)
+        memory.measured.pop(gone, None)
+        memory.stashed.pop(gone, None)
+    return out
+
+
+def _restarting(o: ObservedJob, job: Job) -> ObservedJob:
+    """A running job as the round sees it when it is to restart at another count."""
+    return replace(
+        o,
+        job=job,
+        state=JobState.HELD,
+        gpu_type=None,
+        nodes=(),
+        partner=None,
+        measured_throughput=None,
+    )
+
+
+def _record(memory: MoldMemory, active: list[ObservedJob]) -> None:
+    """Each running moldable job's reported rate, at the count it runs at."""
+    for o in active:
+        if o.job.scale_range is None or o.partner is not None or o.gpu_type is None:
+            continue
+        rate = usable_rate(o.measured_throughput)
+        c = running_count(o)
+        if rate is None or c is None:
+            continue
+        memory.measured.setdefault(o.job.id, {}).setdefault(c, {})[o.gpu_type] = rate
+
+
+def _values(
+    memory: MoldMemory,
+    job: Job,
+    r: tuple[int, int],
+    rows: ClusterRows,
+    usable: Mapping[GpuType, int],
+    biggest: int,
+) -> dict[int, float] | None:
+    """value(c) for each count the job may take (moldable.py), None when none is known."""
+    own = memory.measured.get(job.id, {})
+    out: dict[int, float] = {}
+    for c in range(r[0], min(r[1], biggest) + 1):
+        cells = own.get(c)
+        if rows.filled.has(job.job_type, c):
+            row: Mapping[GpuType, float] = rows.row(job.job_type, c)
+            if cells:
+                row = {**row, **cells}
+        elif cells:
+            # measured on some types only, no prior: its mean there stands for all
+            row = dict.fromkeys(usable, sum(cells.values()) / len(cells))
+        else:
+            continue
+        out[c] = cluster_value(row, usable)
+    return out or None
+
+
+def _job_at(memory: MoldMemory, job: Job, c: int) -> Job:
+    """The Job at count c: ``job`` itself at its own scale factor, else one object per
+    (backend Job, count), kept while both stay the same."""
+    if c == job.scale_factor:
+        memory.jobs.pop(job.id, None)
+        return job
+    hit = memory.jobs.get(job.id)
+    if hit is not None and hit[0] is job and hit[1] == c:
+        return hit[2]
+    molded = replace(job, scale_factor=c)
+    memory.jobs[job.id] = (job, c, molded)
+    return molded
+
+
+def _switch_cells(memory: MoldMemory, rows: JobRows, job_id: JobId, c: int) -> None:
+    """LEARNED: a waiting job about to run at count c takes the cells it measured at c
+    (none: its prior), the ones of the count it last ran at are kept aside."""
+    was = rows.scale_factor.get(job_id)
+    if was is None or was == c:
+        return
+    cells = rows.measured.pop(job_id, None)
+    if cells:
+        memory.stashed.setdefault(job_id, {})[was] = cells
+    back = memory.stashed.get(job_id, {}).pop(c, None)
+    if back:
+        rows.measured[job_id] = back
+        rows.scale_factor[job_id] = c
+    else:
+        rows.scale_factor.pop(job_id, None)
+    rows._rows.pop(job_id, None)
+    rows.revision += 1

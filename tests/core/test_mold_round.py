@@ -1,0 +1,128 @@
+"""Moldable jobs in the round (core/mold_round.py) against the simulated cluster: the
+count chosen at a (re)start, run at, kept while running, grown when it pays."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
+from slurm_gavel.core.cluster_model import JobState, NodeSlice, ObservedJob
+from slurm_gavel.core.cluster_rows import rows_for
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.mold_round import MoldMemory, mold_jobs
+from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.throughputs import load_table
+
+TABLE = load_table()
+R18 = "ResNet-18 (batch size 16)"  # v100 per job: 1 GPU 1x, 2 GPUs 3.1x, 4 GPUs 3.8x
+R50 = "ResNet-50 (batch size 64)"  # sublinear: most per GPU at 1
+LONG = 1e9
+
+
+def _config(**over):
+    return SchedulerConfig(table=TABLE, settings=replace(SIMULATOR_DEFAULTS, **over))
+
+
+def _run(jobs, spec, rounds, config=None):
+    sim = SimulatedCluster(parse_cluster_spec(spec, TABLE), jobs, TABLE)
+    config = config or _config()
+    state = SchedulerState()
+    reports = []
+    for _ in range(rounds):
+        state, report = run_round(state, sim, config)
+        reports.append(report)
+        sim.advance(sim.clock + config.settings.round_seconds)
+    return sim, state, reports
+
+
+def test_a_lone_moldable_job_grows_into_the_idle_gpus_and_runs_at_that_count():
+    job = Job("m", R18, 1, total_steps=LONG, scale_range=(1, 4))
+    sim, _, reports = _run([job], "v100:1x4", 2)
+    assert reports[0].placement.jobs["m"].gpus == 4
+    assert sim.counts_at_start == {4: 1}
+    running = sim._running["m"]
+    assert running.rate == TABLE.throughput(R18, 4, "v100")  # the rate at 4 GPUs, not 1
+
+
+def test_a_rigid_job_of_the_same_kind_stays_at_its_scale_factor():
+    job = Job("r", R18, 1, total_steps=LONG)
+    sim, _, reports = _run([job], "v100:1x4", 1)
+    assert reports[0].placement.jobs["r"].gpus == 1
+    assert sim.counts_at_start == {}
+
+
+def test_under_contention_waiting_jobs_start_at_their_efficient_count():
+    jobs = [Job(f"j{i}", R50, 2, total_steps=LONG, scale_range=(1, 4)) for i in range(6)]
+    _, _, reports = _run(jobs, "v100:1x4", 1)
+    assert {p.gpus for p in reports[0].placement.jobs.values()} == {1}  # R50: 1 is best
+    assert len(reports[0].placement.jobs) == 4
+
+
+def test_a_running_job_keeps_its_count_when_others_arrive():
+    first = Job("m", R18, 1, total_steps=LONG, scale_range=(1, 4))
+    later = Job("late", R50, 1, total_steps=LONG, arrival_time=400.0)
+    _, _, reports = _run([first, later], "v100:1x4", 2)
+    assert reports[0].placement.jobs["m"].gpus == 4
+    # the round after: m keeps its 4 GPUs (no count change while it runs) or waits
+    second = reports[1].placement.jobs
+    assert "m" not in second or second["m"].gpus == 4
+
+
+def test_a_running_job_grows_by_a_restart_once_the_cluster_empties():
+    # m starts at 2 GPUs beside a rigid 2-GPU job; when that one ends m is worth growing
+    m = Job("m", R18, 1, total_steps=LONG, scale_range=(1, 4))
+    short = Job("short", R50, 2, total_steps=TABLE.throughput(R50, 2, "v100") * 300)
+    sim, _, reports = _run([short, m], "v100:1x4", 3, _config(preemption_overhead_seconds=60))
+    assert reports[0].placement.jobs["m"].gpus == 2
+    assert reports[-1].placement.jobs["m"].gpus == 4
+    assert sim._active["m"].restarts == 1  # the count change was a restart
+    assert sim.counts_at_start == {2: 1, 4: 1}
+
+
+def test_without_ranges_the_round_sees_the_very_same_jobs():
+    jobs = [ObservedJob(Job("a", R50, 1), JobState.PENDING)]
+    capacity = {"v100": 4}
+    rows = rows_for(None, TABLE, capacity)
+    assert mold_jobs(MoldMemory(), jobs, rows, capacity) is jobs
+
+
+def test_the_molded_job_object_is_reused_while_its_count_holds():
+    job = Job("m", R18, 1, total_steps=LONG, scale_range=(1, 4))
+    capacity = {"v100": 4}
+    rows = rows_for(None, TABLE, capacity)
+    memory = MoldMemory()
+    a = mold_jobs(memory, [ObservedJob(job, JobState.PENDING)], rows, capacity)[0].job
+    b = mold_jobs(memory, [ObservedJob(job, JobState.PENDING)], rows, capacity)[0].job
+    assert a.scale_factor == 4 and a is b  # the round's memo compares Jobs by identity
+
+
+def test_a_count_the_table_lacks_is_never_chosen():
+    # A3C has a row for 1 GPU only: a range 1-8 still runs it at 1
+    job = Job("a3c", "A3C", 1, total_steps=LONG, scale_range=(1, 8))
+    capacity = {"v100": 8}
+    rows = rows_for(None, TABLE, capacity)
+    out = mold_jobs(MoldMemory(), [ObservedJob(job, JobState.PENDING)], rows, capacity)
+    assert out[0].job.scale_factor == 1
+
+
+def test_a_measured_rate_at_a_count_replaces_the_prior():
+    # measured far slower at 4 GPUs than the table says: the next start is smaller
+    job = Job("m", R18, 1, total_steps=LONG, scale_range=(1, 4))
+    capacity = {"v100": 4}
+    rows = rows_for(None, TABLE, capacity)
+    memory = MoldMemory()
+    running = ObservedJob(
+        job,
+        JobState.RUNNING,
+        gpu_type="v100",
+        nodes=(NodeSlice("n0", 4),),
+        measured_throughput=TABLE.throughput(R18, 1, "v100") * 0.5,
+    )
+    mold_jobs(memory, [running], rows, capacity)
+    assert memory.measured["m"] == {4: {"v100": TABLE.throughput(R18, 1, "v100") * 0.5}}
+    out = mold_jobs(memory, [ObservedJob(job, JobState.HELD)], rows, capacity)
+    assert out[0].job.scale_factor == 2
