@@ -66,6 +66,7 @@ def no_decomposition() -> None:
     from slurm_gavel.policies.solvers import ftf_dw, hier_dw, mm_lp
 
     mm_lp.DW_MIN_COLUMNS = 10**12
+    mm_lp.SUM_DW_MIN_COLUMNS = 10**12
     ftf_dw.DW_MIN_JOBS = 10**12
     hier_dw.DW_MIN_CELLS = 10**12
 

@@ -90,7 +90,7 @@ def _sum_lp(monkeypatch, coef, allowed, scale, count, capacity, decompose: bool)
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(mm_lp, "DW_MIN_COLUMNS", 1 if decompose else 10**12)
+    monkeypatch.setattr(mm_lp, "SUM_DW_MIN_COLUMNS", 1 if decompose else 10**12)
     monkeypatch.setattr(mm_lp, "_sum_decomposed", spy)
     x = mm_lp.solve_sum_classes(coef, allowed, scale, count, capacity)
     assert bool(calls) == decompose

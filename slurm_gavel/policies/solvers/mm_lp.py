@@ -47,9 +47,12 @@ IPM_MIN_COLUMNS = 6000
 PRICING_MIN_PAIRS = 500
 # From this many x columns on (and without pairs) both stages are solved by
 # decomposition (dw.py): 10,000 distinct jobs ~0.35 s instead of ~2.4 s (stage 1
-# alone ~0.15 s instead of ~1.1 s). Below it HiGHS's vertex as before (the simulator's
-# class LPs are far smaller: its results stay bit for bit).
-DW_MIN_COLUMNS = IPM_MIN_COLUMNS
+# alone ~0.15 s instead of ~1.1 s); 1,000 jobs 0.29-0.30 s vs 0.38-0.43, 300 jobs
+# 0.11-0.12 vs 0.06-0.09 (loaded machine, one process). Below it HiGHS's vertex as
+# before (the simulator's class LPs are far smaller: its results stay bit for bit).
+DW_MIN_COLUMNS = 3000
+# The same for max_sum_throughput (its LP is easy for simplex; measured at 10,000).
+SUM_DW_MIN_COLUMNS = IPM_MIN_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -321,7 +324,7 @@ def solve_sum_classes(
     nx = len(xc)
     if nx == 0:
         return np.zeros((n_cls, n_types))
-    if n_types <= DW_MAX_TYPES and nx + 1 >= DW_MIN_COLUMNS:
+    if n_types <= DW_MAX_TYPES and nx + 1 >= SUM_DW_MIN_COLUMNS:
         with contextlib.suppress(DwStalled):  # stalled: the plain LP below
             return _sum_decomposed(gain, allowed, scale, count, capacity)
     rows = np.concatenate([xc, n_cls + xt])
