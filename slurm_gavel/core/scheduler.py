@@ -282,9 +282,8 @@ def _mold(
     learned = state.job_rows if config.knowledge is Knowledge.LEARNED else None
     stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
 
-    def cost(o: ObservedJob) -> float:  # the job's own restart cost, else the default
-        own = o.job.restart_overhead
-        return config.settings.preemption_overhead_seconds if own is None else own
+    def cost(o: ObservedJob) -> float:  # measured, else the job's own, else the default
+        return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
 
     return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck)
 

@@ -45,9 +45,11 @@ def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path):
         "trap '' USR1\n"  # ignores the checkpoint signal: requeue-held after the grace
         "while true; do sleep 0.2 & wait $!; done\n"
     )
-    job = slurm.sbatch("--comment=gavel:type=A3C", "-p", "gpu", "--gres=gpu:1",
+    job = slurm.sbatch("--comment=gavel:type=A3C,scale=1-4", "-p", "gpu", "--gres=gpu:1",
                        "-o", "/dev/null", str(script))  # fmt: skip
     cluster = cli_backend(env=slurm.env, grace_s=1.0, poll_s=0.2, fresh_run_s=0.0)
+    seen = {o.job.id: o.job for o in cluster.observe().jobs}[job]
+    assert (seen.scale_factor, seen.scale_range) == (1, (1, 4))  # the round molds it
 
     def act(i: int, slices: tuple[NodeSlice, ...] | None) -> None:
         cluster.observe()
