@@ -17,6 +17,9 @@ DEFAULT_TOPOLOGY = "v100:2x4,p100:2x4,k80:2x4"
 DEFAULT_PORT_BASE = 6817
 SHARED_PARTITION = "gpu"
 REQUEUE_HOLD_EXIT = 99  # the exit code that means "checkpointed, hold me in the queue"
+NODE_CPUS = 16
+NODE_MEMORY_MB = 64000
+DEF_MEM_PER_CPU_MB = 1000  # a job that names no memory: 1 GB per CPU
 
 
 class ClusterError(RuntimeError):
@@ -140,7 +143,10 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
         # The host has a couple of cores; let each emulated node claim more.
         "SlurmdParameters=config_overrides",
         "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
+        # Memory is consumable, as at real centres: a node with a free GPU and no free
+        # memory is not free. A job that names no memory gets DefMemPerCPU per CPU.
+        "SelectTypeParameters=CR_Core_Memory",
+        f"DefMemPerCPU={DEF_MEM_PER_CPU_MB}",
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "MpiDefault=none",
@@ -169,7 +175,9 @@ def slurm_conf_text(spec: ClusterSpec, run: Path) -> str:
     for i, (name, g) in enumerate(names):
         lines.append(
             f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 "
-            f"Port={spec.port_base + 1 + i} CPUs=16 RealMemory=64000 "
+            f"Port={spec.port_base + 1 + i} CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} "
+            # The GPU type as a node feature too, as centres do (--constraint=v100)
+            f"Feature={g.gpu_type} "
             f"Gres=gpu:{g.gpu_type}:{g.gpus_per_node}{_shard_gres(spec, g)} State=UNKNOWN"
         )
     groups = parse_topology(spec.topology)

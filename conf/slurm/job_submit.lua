@@ -26,7 +26,7 @@ local MAX_USER_WEIGHT = "1"
 local DAEMON_UIDS = { [0] = true }
 
 local PREFIX = "gavel:"
-local FORM = "gavel:[key=value,...] with keys type=<job type> (optional), scale=N or MIN-MAX, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
+local FORM = "gavel:[key=value,...] with keys type=<job type> (optional), scale=N, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 local MAX_COMMENT_BYTES = 256
 local MAX_TYPE_CHARS = 64
 local MICRO = 1000000
@@ -76,15 +76,6 @@ local function check_value(key, v)
       end
       if string.sub(v, 1, 1) == " " or string.sub(v, -1) == " " then
          return "the job type starts or ends with a space"
-      end
-   elseif key == "scale" and string.find(v, "-", 1, true) then
-      -- a range MIN-MAX (issue 25: moldable), each a grammar integer 1..MAX_SCALE
-      local lo, hi = string.match(v, "^([^-]*)%-([^-]*)$")
-      local a, b = lo and parse_integer(lo), hi and parse_integer(hi)
-      if a == nil or b == nil or a < 1 or b > MAX_SCALE or a > b then
-         return string.format("scale=%s must be a whole number from 1 to %.0f, or a range " ..
-                              "MIN-MAX of them with MIN <= MAX (e.g. 1-8)",
-                              string.sub(v, 1, 40), MAX_SCALE)
       end
    elseif key == "scale" or key == "steps" or key == "grace" then
       local max = MAX_GRACE
@@ -194,6 +185,74 @@ local function gpu_count(tres)
    return tonumber(count)
 end
 
+local function refuse_request(why)
+   slurm.log_user("slurm-gavel: %s", why)
+   return slurm.ERROR
+end
+
+-- The GPU type a request names ("gres:gpu:p100:2", "gres/gpu:p100:2"), nil if none.
+local function gpu_type(tres)
+   if tres == nil or tres == "" then return nil end
+   return string.match(tres, "gpu:([A-Za-z0-9_.-]+):[0-9]+$")
+end
+
+-- What the GPU request of a managed job becomes (its count is in the comment's scale):
+-- * untyped (gpu:2, --gpus=2): dropped; the daemon sets it per node when it places the
+--   job (StartOrder.gres: untyped, the node list fixes the type);
+-- * typed (gpu:p100:2, --gpus=p100:2): kept, per node, so the daemon reads the type
+--   the user asked for (the only type it may give the job) and places it with the
+--   same type (22.05 makes a job never runnable once an update changes its type);
+-- * --mem-per-gpu with an untyped request: translated into memory per node (--mem) for
+--   the GPUs per node asked, since the GPU request it is relative to is dropped;
+--   --cpus-per-gpu likewise into CPUs per node (--mincpus): 24.11+ refuse either one
+--   without a GPU request ("Invalid generic resource (gres) specification");
+-- * --nodelist is refused: the daemon names the nodes of each placement, which would
+--   overwrite it (--exclude and --constraint are kept and bind every placement).
+-- Returns the reason for a refusal, else nil.
+local function keep_request(job_desc, per_node, per_job, gpus)
+   if job_desc.req_nodes ~= nil and job_desc.req_nodes ~= "" then
+      return "--nodelist/-w cannot be used with a gavel: job: the daemon chooses its " ..
+             "nodes each round; keep it off nodes with --exclude=NODES, or on a kind " ..
+             "of node with --constraint=FEATURE or a typed --gres=gpu:TYPE:N"
+   end
+   local nodes = job_desc.min_nodes
+   if nodes == nil or nodes < 1 or nodes > 100000 then nodes = 1 end  -- unset is NO_VAL
+   local typed = gpu_type(job_desc.tres_per_node) or gpu_type(job_desc.tres_per_job)
+   local per_node_gpus = per_node
+   if per_node_gpus == nil and gpus ~= nil then per_node_gpus = math.ceil(gpus / nodes) end
+   if typed ~= nil then
+      if per_node == nil then  -- --gpus=TYPE:N: per node, in the form Slurm gave
+         job_desc.tres_per_node = string.gsub(job_desc.tres_per_job, ":[0-9]+$",
+                                              ":" .. string.format("%.0f", per_node_gpus))
+      end
+      if per_job ~= nil then job_desc.tres_per_job = "" end
+      return nil
+   end
+   local mem = job_desc.mem_per_tres
+   if mem ~= nil and mem ~= "" then
+      local mb = string.match(mem, "gpu:([0-9]+)$")
+      if mb == nil or #mb > 12 or per_node_gpus == nil then
+         return "cannot read --mem-per-gpu (" .. string.sub(mem, 1, 40) .. ") with the " ..
+                "GPU request of this gavel: job; give --mem=MB per node instead"
+      end
+      job_desc.pn_min_memory = tonumber(mb) * per_node_gpus
+      job_desc.mem_per_tres = ""
+   end
+   local cpg = job_desc.cpus_per_tres
+   if cpg ~= nil and cpg ~= "" then  -- 24.11+ refuse it without a GPU request
+      local n = string.match(cpg, "gpu:([0-9]+)$")
+      if n == nil or #n > 6 or per_node_gpus == nil then
+         return "cannot read --cpus-per-gpu (" .. string.sub(cpg, 1, 40) .. ") with the " ..
+                "GPU request of this gavel: job; give --mincpus=N per node instead"
+      end
+      job_desc.pn_min_cpus = tonumber(n) * per_node_gpus
+      job_desc.cpus_per_tres = ""
+   end
+   if per_node ~= nil then job_desc.tres_per_node = "" end
+   if per_job ~= nil then job_desc.tres_per_job = "" end
+   return nil
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
    local comment = job_desc.comment
    local verdict, detail = classify(comment)
@@ -232,8 +291,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       end
       job_desc.comment = comment
    end
-   if per_node ~= nil then job_desc.tres_per_node = "" end
-   if per_job ~= nil then job_desc.tres_per_job = "" end
+   local keep_why = keep_request(job_desc, per_node, per_job, gpus)
+   if keep_why then return refuse_request(keep_why) end
    job_desc.priority = 0
    -- Requeue-able whatever the site's JobRequeue (--no-requeue is refused above): the daemon
    -- preempts with `scontrol requeuehold`, which Slurm refuses for a job that is not

@@ -112,6 +112,18 @@ def slices_fit(slices: tuple[NodeSlice, ...], free: Mapping[str, int]) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Allowed:
+    """The nodes a job's own request lets it run on (a typed GPU request, --constraint,
+    --exclude, memory and CPUs per node: backends/slurm/fit.py), and why the others are
+    left out. The round gives the job nothing on a GPU type none of them has and
+    places it on these nodes only."""
+
+    nodes: frozenset[str]
+    types: frozenset[GpuType]  # the GPU types of those nodes
+    why: str = ""
+
+
 @dataclass(frozen=True, init=False)
 class ObservedJob:
     """A managed job as the backend sees it now."""
@@ -138,6 +150,8 @@ class ObservedJob:
     # dependency, a begin time, a limit), in words; None when it would. The round
     # gives such a job no GPUs and no fairness credit, and says why (round_jobs.py).
     waiting_on: str | None = None
+    # Where its own request lets it run; None: on any node.
+    allowed: Allowed | None = None
 
     # Written out instead of generated: a frozen dataclass's __init__ pays an
     # object.__setattr__ per field (3.6 us for these ten), and the simulator makes
@@ -156,6 +170,7 @@ class ObservedJob:
         succeeded: bool = True,
         user_id: int | None = None,
         waiting_on: str | None = None,
+        allowed: Allowed | None = None,
     ) -> None:
         # Every argument is a field of the same name (locals() holds just those here).
         fields = locals()

@@ -54,6 +54,8 @@ class MechanismJob:
     scale_factor: int
     throughput: Mapping[GpuType, float]  # steps/s alone; <= 0 means it cannot run there
     current: JobPlacement | None = None  # where it runs now, if it runs
+    # The only nodes it may use (its own request: cluster_model.Allowed); None: any.
+    nodes: frozenset[str] | None = None
 
 
 class Entry(NamedTuple):
@@ -254,6 +256,23 @@ class _FreePool:
                 return self.buckets[f][0][1]
         return None
 
+    def fit_within(self, gpus: int, allowed: frozenset[str]) -> list[NodeSlice] | None:
+        """Best fit, else fewest nodes, among ``allowed`` nodes only (a job whose own
+        request rules out the others); None when they have too few GPUs free."""
+        mine = sorted((f, self.order[n], n) for n in allowed if (f := self.free.get(n, 0)) > 0)
+        for f, _, name in mine:
+            if f >= gpus:
+                return [NodeSlice(name, gpus)]
+        parts: list[NodeSlice] = []
+        need = gpus
+        for f, _, name in sorted(mine, key=lambda x: (-x[0], x[1])):
+            take = min(need, f)
+            parts.append(NodeSlice(name, take))
+            need -= take
+            if need == 0:
+                return parts
+        return None
+
     def spread(self, gpus: int) -> list[NodeSlice] | None:
         """Fewest nodes: the nodes with the most free GPUs first."""
         parts: list[NodeSlice] = []
@@ -297,17 +316,23 @@ def _place(
     pools = _pools(nodes)
 
     out: dict[JobId, JobPlacement] = {}
-    rest: list[tuple[int, str, tuple[JobId, ...], GpuType]] = []
+    rest: list[tuple[int, str, tuple[JobId, ...], GpuType, frozenset[str] | None]] = []
     # 1. lease extension: an entry on the type it already runs on, with its previous
     #    nodes still free, stays exactly where it is.
     for key, members, gpu_type in chosen:
         first = members[0]
         job = jobs[first]
         cur = job.current
+        allowed = _allowed(members, jobs)
         if cur is not None and cur.gpu_type == gpu_type:
             pool = pools.get(gpu_type)
             partner = members[1] if len(members) == 2 else None
-            if pool is not None and cur.partner == partner and slices_fit(cur.nodes, pool.free):
+            if (
+                pool is not None
+                and cur.partner == partner
+                and slices_fit(cur.nodes, pool.free)
+                and (allowed is None or all(sl.node in allowed for sl in cur.nodes))
+            ):
                 for sl in cur.nodes:
                     pool.take(sl.node, sl.gpus)
                 if partner is None and cur.job_id == first:
@@ -318,16 +343,24 @@ def _place(
                         j, gpu_type, cur.nodes, _partner(members, j), cur.consolidated
                     )
                 continue
-        rest.append((-job.scale_factor, key, members, gpu_type))
+        rest.append((-job.scale_factor, key, members, gpu_type, allowed))
     # 2. the rest, largest first (Gavel assigns in decreasing scale factor to limit
     #    fragmentation); ties keep priority order (the sort is stable).
     rest.sort(key=itemgetter(0))
-    for neg_sf, key, members, gpu_type in rest:
+    for neg_sf, key, members, gpu_type, allowed in rest:
         sf = -neg_sf
         pool = pools[gpu_type]
-        best = pool.best_fit(sf)  # best fit keeps big holes for big jobs
-        if best is not None:
-            slices: tuple[NodeSlice, ...] = (NodeSlice(best, sf),)
+        slices: tuple[NodeSlice, ...]
+        best = None if allowed is not None else pool.best_fit(sf)  # keeps big holes
+        if allowed is not None:
+            # Its own request rules out some nodes (select() counted GPUs per type
+            # only): where its nodes have too few free, it waits this round.
+            within = pool.fit_within(sf, allowed)
+            if within is None:
+                continue
+            slices = tuple(within)
+        elif best is not None:
+            slices = (NodeSlice(best, sf),)
         else:
             spread = pool.spread(sf)
             if spread is None:  # select() checked totals, so only a caller bug lands here
@@ -338,6 +371,18 @@ def _place(
         consolidated = len(slices) <= math.ceil(sf / max(1, pool.biggest))
         for j in members:
             out[j] = JobPlacement(j, gpu_type, slices, _partner(members, j), consolidated)
+    return out
+
+
+def _allowed(
+    members: tuple[JobId, ...], jobs: Mapping[JobId, MechanismJob]
+) -> frozenset[str] | None:
+    """The nodes every member may use (None: any)."""
+    out: frozenset[str] | None = None
+    for j in members:
+        nodes = jobs[j].nodes
+        if nodes is not None:
+            out = nodes if out is None else out & nodes
     return out
 
 

@@ -64,12 +64,16 @@ def considered_jobs(
         except InputError as e:
             skipped.append((o.job.id, str(e)))
             continue
+        if o.allowed is not None:  # its own request: nothing on the other types
+            row = {t: (v if t in o.allowed.types else 0.0) for t, v in row.items()}
         usable = False
         for t in types:
             if row.get(t, 0.0) > 0.0:
                 usable = True
                 break
-        if not usable:
+        if not usable and o.allowed is not None and o.allowed.why:
+            skipped.append((o.job.id, f"no usable node fits it: {o.allowed.why}"))
+        elif not usable:
             skipped.append((o.job.id, "no usable GPU type has a throughput for it"))
         elif o.job.scale_factor > biggest:
             skipped.append((o.job.id, f"needs {o.job.scale_factor} GPUs of one type"))
@@ -194,7 +198,8 @@ def mechanism_jobs(jobs: list[Considered], state: SchedulerState) -> dict[JobId,
             else:
                 current = JobPlacement(job_id, o.gpu_type, o.nodes, o.partner, True)
         m = cache.get(job_id)
-        if m is None or m.current is not current or m.throughput is not row:
-            m = cache[job_id] = MechanismJob(job_id, o.job.scale_factor, row, current)
+        nodes = None if o.allowed is None else o.allowed.nodes
+        if m is None or m.current is not current or m.throughput is not row or m.nodes != nodes:
+            m = cache[job_id] = MechanismJob(job_id, o.job.scale_factor, row, current, nodes)
         out[job_id] = m
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, RoundPlacement
+from slurm_gavel.core.cluster_model import Allowed, ClusterSnapshot, RoundPlacement
 
 
 def to_table_names(snap: ClusterSnapshot, names: Mapping[str, str]) -> ClusterSnapshot:
@@ -23,8 +23,17 @@ def to_table_names(snap: ClusterSnapshot, names: Mapping[str, str]) -> ClusterSn
     return replace(
         snap,
         nodes=tuple(replace(n, gpu_type=names.get(n.gpu_type, n.gpu_type)) for n in snap.nodes),
-        jobs=tuple(replace(o, gpu_type=name(o.gpu_type)) for o in snap.jobs),
+        jobs=tuple(
+            replace(o, gpu_type=name(o.gpu_type), allowed=_allowed(o.allowed, names))
+            for o in snap.jobs
+        ),
     )
+
+
+def _allowed(allowed: Allowed | None, names: Mapping[str, str]) -> Allowed | None:
+    if allowed is None:
+        return None
+    return replace(allowed, types=frozenset(names.get(t, t) for t in allowed.types))
 
 
 def to_slurm_names(placement: RoundPlacement, names: Mapping[str, str]) -> RoundPlacement:

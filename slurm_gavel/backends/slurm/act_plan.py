@@ -75,7 +75,7 @@ def plan_act(
         if current is not None and jp.same_place(current):
             plan.keep.append(job_id)
             continue
-        order = _start_order(jp, view, managed_partitions)
+        order = _start_order(jp, view, managed_partitions, obs)
         if isinstance(order, str):
             plan.failed.append((job_id, order))
             continue
@@ -145,11 +145,18 @@ def _current_partner(
 
 
 def _start_order(
-    jp: JobPlacement, view: SlurmView, managed_partitions: Collection[str] | None
+    jp: JobPlacement,
+    view: SlurmView,
+    managed_partitions: Collection[str] | None,
+    obs: ObservedJob | None = None,
 ) -> StartOrder | str:
     """The order for a placement, or why it cannot be carried out on Slurm."""
     if not jp.nodes:
         return "placement names no nodes"
+    if obs is not None and obs.allowed is not None:
+        off = [s.node for s in jp.nodes if s.node not in obs.allowed.nodes]
+        if off:  # never placed where its own request fails (fit.py)
+            return f"not placed on {','.join(off)}: {obs.allowed.why}"
     counts = {s.gpus for s in jp.nodes}
     if len(counts) != 1:
         return (
@@ -179,7 +186,13 @@ def _start_order(
     partition = next((p for p in current if p in candidates), None)
     partition = partition or (jp.gpu_type if jp.gpu_type in candidates else candidates[0])
     shards: int | str = 0
-    if jp.partner is not None:
+    sj = view.managed[jp.job_id]
+    typed = (sj.gpu_request or sj.gpu_request_total or (None, 0))[0] is not None
+    if typed and jp.partner is not None:
+        return "a job that names its GPU type shares no GPU (shards are untyped)"
+    if typed:
+        pass  # whole GPUs of its type, never shards (22.05: no gpu <-> shard switch)
+    elif jp.partner is not None:
         shards = pair_on_shards(jp, view.nodes)
     elif view.managed[jp.job_id].shard_request or isinstance(
         whole_gpu_as_shards(jp, view.nodes), int
@@ -190,4 +203,4 @@ def _start_order(
         shards = whole_gpu_as_shards(jp, view.nodes)
     if isinstance(shards, str):
         return shards
-    return StartOrder(jp.job_id, partition, jp.gpu_type, counts.pop(), names, shards)
+    return StartOrder(jp.job_id, partition, jp.gpu_type, counts.pop(), names, shards, typed)

@@ -44,6 +44,7 @@ from slurm_gavel.backends.slurm.fields import (
     shard_gres,
     state_list,
 )
+from slurm_gavel.backends.slurm.fit import JobNeeds
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.releases import (
     SlurmReleaseError,
@@ -148,6 +149,7 @@ def _node(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmNode:
         where,
         version,
         raw.get("slurmd_start_time"),
+        raw,
     )
 
 
@@ -199,6 +201,7 @@ def _make_node(
     where: str,
     version: SlurmVersion,
     slurmd_start_time: Any = None,
+    raw: Mapping[str, Any] | None = None,
 ) -> SlurmNode:
     try:
         states = state_list(state)
@@ -206,6 +209,7 @@ def _make_node(
         gpus = gpu_gres(gres)
         used = gpu_gres(gres_used)
         started = max(0, number(slurmd_start_time))
+        room = _node_room(raw or {})
     except ValueError as e:
         raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None
     typed = [(t, n) for t, n in gpus if t]
@@ -222,7 +226,45 @@ def _make_node(
         slurmd_start_time=started,
         shards=sum(n for _, n in shard_gres(gres)),
         other_gpus=sum(n for t, n in gpus if t != gpu_type or t is None),
+        **room,
     )
+
+
+def _node_room(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Features, memory and CPUs of one node record (22.05: features a string "a,b";
+    23.02+: a list; every release: real_memory, alloc_memory, cpus, alloc_cpus)."""
+    feats = raw.get("active_features") or raw.get("features") or ""
+    if isinstance(feats, str):
+        feats = feats.split(",")
+    return {
+        "features": frozenset(str(f).strip() for f in feats if str(f).strip()),
+        "memory_mb": max(0, number(raw.get("real_memory"))),
+        "memory_used_mb": max(0, number(raw.get("alloc_memory"))),
+        "cpus": max(0, number(raw.get("cpus"))),
+        "cpus_used": max(0, number(raw.get("alloc_cpus"))),
+    }
+
+
+def job_needs(raw: Mapping[str, Any]) -> JobNeeds:
+    """A job record's --constraint, --exclude, memory and CPUs per node (fit.py). On
+    24.11+ a --mem-per-gpu job also shows the per-GPU value as memory_per_node: the
+    memory_per_tres entry decides."""
+    per_gpu = _per_gpu(raw.get("memory_per_tres"))
+    return JobNeeds(
+        features=str(raw.get("features") or ""),
+        excluded=tuple(expand_hostlist(str(raw.get("excluded_nodes") or ""))),
+        memory_per_node_mb=0 if per_gpu else max(0, number(raw.get("memory_per_node"))),
+        memory_per_cpu_mb=max(0, number(raw.get("memory_per_cpu"))),
+        memory_per_gpu_mb=per_gpu,
+        cpus_per_node=max(1, number(raw.get("minimum_cpus_per_node"))),
+        cpus_per_gpu=_per_gpu(raw.get("cpus_per_tres")),
+    )
+
+
+def _per_gpu(value: Any) -> int:
+    """gres:gpu:2 / gres/gpu:2 (--mem-per-gpu, --cpus-per-gpu) -> 2; else 0."""
+    m = re.search(r"gpu:([0-9]{1,12})$", str(value or ""))
+    return int(m.group(1)) if m else 0
 
 
 def _gpus_used(used: list[tuple[str | None, int]], gpu_type: str | None, text: str) -> int:
@@ -287,6 +329,7 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             user_id=None if user_id is None else number(user_id),
             eligible_time=max(0, number(raw.get("eligible_time"))),
             dependency=dependency_text(raw.get("dependency")),
+            needs=job_needs(raw),
         )
     except ValueError as e:
         raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None

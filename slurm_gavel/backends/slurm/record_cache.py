@@ -46,6 +46,14 @@ FIELDS = (
     "qos",
     "eligible_time",
     "dependency",
+    # job_needs
+    "features",
+    "excluded_nodes",
+    "memory_per_node",
+    "memory_per_cpu",
+    "memory_per_tres",
+    "minimum_cpus_per_node",
+    "cpus_per_tres",
 )
 
 

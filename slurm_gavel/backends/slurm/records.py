@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from slurm_gavel.backends.slurm.fit import NO_NEEDS, JobNeeds
 from slurm_gavel.core.cluster_model import NodeState
 
 # Slurm's job states as `squeue -o %T` names them, by what they mean to the daemon.
@@ -58,6 +59,14 @@ class SlurmNode:
     # GPUs beside gpu_type's (another type, or untyped): an untyped request may get
     # those, so a job's text cannot say the type of the GPUs it got there.
     other_gpus: int = 0
+    # What a job's --constraint, memory and CPU request are checked against (fit.py):
+    # the node's active features, its memory and CPUs and what jobs hold of them
+    # (0 where Slurm does not report them: not counted).
+    features: frozenset[str] = frozenset()
+    memory_mb: int = 0
+    memory_used_mb: int = 0
+    cpus: int = 0
+    cpus_used: int = 0
 
     @property
     def drained(self) -> bool:
@@ -158,6 +167,10 @@ class SlurmJob:
     shard_request: int = 0  # gres/shard per node asked (tres_per_node)
     # Its dependency as squeue prints it ("afterok:12(unfulfilled)"); "" when none.
     dependency: str = ""
+    # --constraint, --exclude, memory and CPUs per node (fit.py); read from the JSON
+    # (the listing's text keeps a managed job's last ones: slurm/cli/jobs_from_text.py).
+    # Not compared: the text builds a plain job without them (nothing reads those).
+    needs: JobNeeds = field(default=NO_NEEDS, compare=False)
     # Built from the listing's text for a job whose comment does not claim it, where
     # the text could not say its comment, account, QOS or user name exactly ("" for
     # "(null)" and an unnamed uid, the text for a comment with "\r"): nothing reads

@@ -105,10 +105,16 @@ class StartOrder:
     gpus_per_node: int
     nodes: tuple[str, ...]
     shards: int = 0  # gres/shard per node instead of whole GPUs (one job of a pair)
+    # The job's own request names its GPU type (--gres=gpu:p100:1): the update keeps
+    # that type, since 22.05 refuses to turn a typed request into an untyped one
+    # ("Invalid GRES specification (with and without type identification)").
+    typed: bool = False
 
     def gres(self) -> str:
         if self.shards:
             return f"shard:{self.shards}"  # untyped, as below
+        if self.typed:
+            return f"gpu:{self.gpu_type}:{self.gpus_per_node}"
         # Untyped on purpose: the node list fixes the type, and Slurm 22.05 makes a
         # job "never runnable" (BadConstraints) once its GRES type is changed by an
         # update (gpu:v100:2 -> gpu:k80:1), while gpu:2 -> gpu:1 on other nodes works.

@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from slurm_gavel.backends.slurm.eligibility import waiting_on
+from slurm_gavel.backends.slurm.fit import NodeRoom, allowed_nodes, free_room, per_node_gpus
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.shard_pairs import (
     lone_half_warnings,
@@ -20,6 +21,7 @@ from slurm_gavel.backends.slurm.shard_pairs import (
     managed_gpus as managed_gpus_of,
 )
 from slurm_gavel.core.cluster_model import (
+    Allowed,
     ClusterSnapshot,
     JobState,
     Node,
@@ -84,9 +86,13 @@ def build_view(
     by_name = {n.name: n for n in nodes}
     warnings += lone_half_warnings(managed, jobs, partners, by_name)
     types = {n.name: n.gpu_type for n in nodes}
+    rooms = node_rooms(nodes, managed.values(), managed_partitions)
     for sj, spec, arrival in specs:
         waits = waiting_on(sj, now, held_back or {}) if sj.state in WAITING_STATES else None
-        observed.append(_observed(sj, spec, arrival, partners.get(sj.job_id), types, waits))
+        o = _observed(sj, spec, arrival, partners.get(sj.job_id), types, waits)
+        if o.state is not JobState.DONE:
+            o = replace(o, allowed=job_allowed(sj, o.job.scale_factor, rooms))
+        observed.append(o)
     for gone in [j for j in first_submit if j not in managed]:
         del first_submit[gone]
     managed_gpus = managed_gpus_of(managed.values())
@@ -118,6 +124,49 @@ def build_view(
     return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings)
 
 
+def node_rooms(
+    nodes: Iterable[SlurmNode],
+    managed: Iterable[SlurmJob],
+    managed_partitions: Collection[str] | None,
+) -> list[NodeRoom]:
+    """The managed partitions' typed GPU nodes with the memory and CPUs jobs the daemon
+    does not manage leave free (fit.free_room): what managed jobs hold is placed anew
+    each round."""
+    memory: dict[str, int] = {}
+    cpus: dict[str, int] = {}
+    for sj in managed:
+        if sj.state not in RUNNING_STATES:
+            continue
+        for sl in sj.gpu_slices:
+            mb, c = sj.needs.on_node(sl.gpus)
+            memory[sl.node] = memory.get(sl.node, 0) + mb
+            cpus[sl.node] = cpus.get(sl.node, 0) + c
+    return [
+        NodeRoom(
+            n.name,
+            n.gpu_type,
+            n.gpus,
+            n.features,
+            free_room(n.memory_mb, n.memory_used_mb, memory, n.name),
+            free_room(n.cpus, n.cpus_used, cpus, n.name),
+        )
+        for n in nodes
+        if n.gpu_type is not None and is_managed_partition(n.partitions, managed_partitions)
+    ]
+
+
+def job_allowed(sj: SlurmJob, scale: int, rooms: list[NodeRoom]) -> Allowed | None:
+    """ObservedJob.allowed: None where the job's request rules out no node."""
+    request = sj.gpu_request or sj.gpu_request_total
+    gpu_type = request[0] if request is not None else None
+    per_node = per_node_gpus(scale, sj.node_count)
+    nodes, why = allowed_nodes(gpu_type, per_node, sj.needs, rooms)
+    if not why:
+        return None
+    types = frozenset(r.gpu_type for r in rooms if r.name in nodes)
+    return Allowed(nodes, types, why)
+
+
 def _observed(
     sj: SlurmJob,
     spec: ManagedSpec,
@@ -138,7 +187,6 @@ def _observed(
         id=sj.job_id,
         job_type=spec.job_type,
         scale_factor=scale or 1,
-        scale_range=spec.scale_range,  # moldable (issue 25): core/mold_round.py
         priority_weight=spec.priority_weight,
         total_steps=spec.total_steps or 0.0,
         arrival_time=arrival,

@@ -89,7 +89,9 @@ def test_plan_keep_start_preempt():
         {
             S["run1"]: jp(S["run1"], "v100", ("v100-1", 2)),  # unchanged: keep
             S["held"]: jp(S["held"], "v100", ("v100-2", 1)),  # held: start
-            S["ckpt"]: jp(S["ckpt"], "k80", ("k80-1", 1)),  # checkpointed: restart
+            # checkpointed: restart (on its type: the capture placed it with the
+            # typed gpu:v100:1, which now reads as its own request)
+            S["ckpt"]: jp(S["ckpt"], "v100", ("v100-2", 1)),
         },
     )
     plan = plan_act(placement, v, None)
@@ -111,15 +113,29 @@ def test_plan_move_and_partition_choice():
         0,
         0,
         {
-            S["run1"]: jp(S["run1"], "p100", ("p100-1", 1), ("p100-2", 1)),
+            S["run1"]: jp(S["run1"], "v100", ("v100-2", 2)),
             S["multi"]: jp(S["multi"], "p100", ("p100-1", 4), ("p100-2", 4)),
         },
     )
     plan = plan_act(placement, v, {"v100", "p100", "k80"})
     assert plan.keep == [S["multi"]]
     (move,) = plan.moves
-    assert (move.job_id, move.partition, move.nodes) == (S["run1"], "p100", ("p100-1", "p100-2"))
+    assert (move.job_id, move.partition, move.nodes) == (S["run1"], "v100", ("v100-2",))
+    assert move.typed and move.gres() == "gpu:v100:2"  # its own type, kept
     assert plan.to_signal == [S["run1"]]
+
+
+def test_plan_never_places_a_typed_job_on_another_type():
+    """run1 asks for v100 (gres:gpu:v100:2): a placement on p100 is refused with the
+    reason, never carried out (issue 26: --gres=gpu:p100:1 ran on a v100)."""
+    v = view(managed_partitions={"v100", "p100", "k80"})
+    placement = RoundPlacement(
+        0, 0, {S["run1"]: jp(S["run1"], "p100", ("p100-1", 1), ("p100-2", 1))}
+    )
+    plan = plan_act(placement, v, {"v100", "p100", "k80"})
+    assert plan.moves == [] and plan.starts == []
+    ((job, why),) = plan.failed
+    assert job == S["run1"] and "p100-1,p100-2" in why and "asks for v100 GPUs" in why
 
 
 @pytest.mark.parametrize(

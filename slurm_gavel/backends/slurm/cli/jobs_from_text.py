@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import replace
 
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS, NODE_SHARING, UNNAMED, Record
 from slurm_gavel.backends.slurm.fields import (
@@ -74,6 +75,7 @@ from slurm_gavel.backends.slurm.fields import (
     gres_names,
     shard_gres,
 )
+from slurm_gavel.backends.slurm.fit import NO_NEEDS, JobNeeds
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
 from slurm_gavel.core.managed import is_managed_comment
 
@@ -207,6 +209,7 @@ def _build(
             raise _Unsure  # user_name is not listed; no JSON named this uid yet
     tres_node = _tres(text("tres_per_node"))
     req = gpu_gres(tres_node)
+    needs = _needs(text("features"), old, is_managed_comment(comment))
     req_total = gpu_gres(_tres(text("tres_per_job")))
     return SlurmJob(
         job_id=job_id,
@@ -232,8 +235,23 @@ def _build(
         user_id=user_id,
         eligible_time=max(0, _time(text("eligible_time"))),
         dependency=dependency_text(text("dependency")),
+        needs=needs,
         blanked=blanked,
     )
+
+
+def _needs(features: str, old: SlurmJob | None, managed: bool) -> JobNeeds:
+    """A job's needs (from_json.job_needs): its --constraint from the text, the rest
+    (listing.JSON_ONLY) from its last record where that was a managed job's; a new
+    managed job is read as JSON; nothing reads a plain job's."""
+    feats = "" if features == _UNSET else features
+    if any(c.isspace() for c in feats):
+        raise _Unsure
+    if old is not None and is_managed_comment(old.comment) and not old.blanked:
+        return replace(old.needs, features=feats)
+    if managed:
+        raise _Unsure
+    return replace(NO_NEEDS, features=feats)
 
 
 def _new_run_slices(

@@ -98,10 +98,23 @@ LISTING_FIELDS: Mapping[str, str] = {
     "nodes": "NodeList",
     "eligible_time": "EligibleTime",
     "dependency": "Dependency",
+    "features": "Feature",  # --constraint ("(null)" for none)
     "comment": "Comment",
 }
 # _job fields Slurm changes only together with a listed one (the one named).
 FOLLOWS = {"gres_detail": "nodes", "user_name": "user_id"}
+# _job fields no listing field prints (a job's --exclude, memory and CPUs per node:
+# from_json.job_needs): a job built from its text keeps its last JSON's, and a new
+# managed job is read as JSON (slurm/cli/jobs_from_text.py). A user's change to them
+# while the job waits is seen at the next full read (FULL_READ_EVERY).
+JSON_ONLY = (
+    "excluded_nodes",
+    "memory_per_node",
+    "memory_per_cpu",
+    "memory_per_tres",
+    "minimum_cpus_per_node",
+    "cpus_per_tres",
+)
 # Listed fields _job does not read: they tell whether a job's GPU request says the
 # GPUs it got, per node (a job that just started: slurm/cli/jobs_from_text.py).
 GUARDS = ("tres_per_task", "tres_per_socket", "node_sharing")

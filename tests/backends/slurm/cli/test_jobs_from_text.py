@@ -89,7 +89,8 @@ def test_every_job_built_from_text_is_the_one_its_json_gives(release):
     assert len(built) >= 25 and len(built) < len(listing)  # some are read as JSON
     # a new job: built where its account and QOS are named (sbatch -A --qos), not
     # "(null)" (22.05 without slurmdbd drops --qos)
-    named = [] if release == "22.05" else ["gavel-acct"]
+    # (none since their --exclude, memory and CPUs are only in the JSON: JSON_ONLY)
+    named: list[str] = []
     new_managed = [j for j in built.values() if j.job_id not in last and j.comment]
     assert [j.account for j in new_managed] == named
     for record in listing.values():
@@ -205,6 +206,9 @@ def test_a_running_job_keeps_its_gpus_only_while_it_is_the_same_run(release):
     assert job_from_listing(record, last[job_id], users(release)) == last[job_id][1]
     comment = with_value(record, "comment", "gavel:type=A3C")  # an update: same run
     names = users(release)
+    # a job that claims itself is read as JSON once (its needs: listing.JSON_ONLY)
+    assert job_from_listing(comment, last[job_id], names) is None
+    last[job_id] = (last[job_id][0], replace(last[job_id][1], comment="gavel:type=A3C"))
     got = job_from_listing(comment, last[job_id], names)
     assert got is not None and got.gpu_slices == last[job_id][1].gpu_slices
     before = last[job_id][1]
@@ -316,7 +320,7 @@ def test_a_filtered_listing_tells_an_unset_account_or_qos_from_a_literal_null(re
     (sbatch -A '(null)' without accounting): `squeue -A/-q '(null)'` lists only the
     literal ones (literal_nulls), so both are built exactly, a new job too; without
     that listing (for every field that prints "(null)") the JSON is read."""
-    record, _, job = held_job(release)
+    record, seen, job = held_job(release)
     names = users(release)
     both = with_value(with_value(record, "account", "(null)"), "qos", "(null)")
     assert job_from_listing(both, None, names) is None
@@ -325,12 +329,12 @@ def test_a_filtered_listing_tells_an_unset_account_or_qos_from_a_literal_null(re
 
         def built(literal: set[str], name: str = name, other: str = other) -> SlurmJob | None:
             nulls = {name: frozenset(literal), other: frozenset()}
-            return job_from_listing(both, None, names, literal_nulls=nulls)
+            return job_from_listing(both, seen, names, literal_nulls=nulls)
 
         unset = replace(job, account="", qos="")
         assert built(set()) == built({"99999"}) == unset
         assert built({job.job_id}) == replace(unset, **{name: "(null)"})
     # a named value needs no filter
     named = with_value(both, "account", "physics")
-    got = job_from_listing(named, None, names, literal_nulls={"qos": frozenset()})
+    got = job_from_listing(named, seen, names, literal_nulls={"qos": frozenset()})
     assert got == replace(job, account="physics", qos="")

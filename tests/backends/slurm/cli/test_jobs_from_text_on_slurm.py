@@ -104,7 +104,7 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         sub = slurm.sbatch
         held = sub(*MANAGED)  # held on arrival (job_submit.lua)
         later = sub(*MANAGED, "--begin=now+3600")  # released: waits for its begin time
-        starts = sub(*MANAGED, "--gres=gpu:p100:1")  # released: starts
+        starts = sub(*MANAGED, "--gres=gpu:1")  # released: starts (untyped: anywhere)
         run1 = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)
         run2 = sub("-p", "p100", "--gres=gpu:p100:2", *OUT, *SLEEP)
         multi = sub("-p", "k80", "-N", "2", "--gres=gpu:k80:2", *OUT, *SLEEP)
@@ -192,13 +192,15 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
                 assert same_for_the_daemon(got, second.jobs[job_id]), (got, second.jobs[job_id])
                 built[job_id] = got
         assert done not in second.records and cancelled not in second.records
-        as_json = {new, starts, start["per_job"], start["exclusive"]}
-        from_text = {held, later, run1, run2, multi, untyped, ckpt, requeued, plain,
+        # run1 claims itself between the rounds: its --exclude, memory and CPUs are
+        # only in the JSON (listing.JSON_ONLY), read once as for any new managed job
+        as_json = {new, starts, start["per_job"], start["exclusive"], run1}
+        from_text = {held, later, run2, multi, untyped, ckpt, requeued, plain,
                      null_account, *hostile.values(), to["token"], start["1"], start["2"],
                      start["2x2"], start["untyped"], rerun, to["null"], to["crlf"]}  # fmt: skip
-        # a new job is built where accounting names its account and QOS; 22.05 without
-        # slurmdbd drops --qos (squeue prints "(null)"): its JSON is read
-        (as_json if slurm.release == "22.05" else from_text).add(named)
+        # a new managed job is read as JSON: its --exclude, memory and CPUs per node are
+        # only there (listing.JSON_ONLY), whatever its account and QOS say
+        as_json.add(named)
         assert from_text <= set(built), sorted(from_text - set(built))
         # a new managed job whose account is "(null)" (unset, or a user's "(null)");
         # one that just started with no GPU request (starts: no gres) or one its text
@@ -207,7 +209,7 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         assert built[to["null"]].blanked and built[to["null"]].comment == ""
         assert not as_json & set(built), sorted(as_json & set(built))
         assert second.jobs[ckpt].exit_code == 99 and built[ckpt].held
-        assert built[run1].gpu_slices == first.jobs[run1].gpu_slices != ()
+        assert built[run2].gpu_slices == first.jobs[run2].gpu_slices != ()
         assert len(built[multi].gpu_slices) == 2
         assert built[hostile["bytes"]].comment == HOSTILE["bytes"]
         # the runs that just started, from their text: whole GPUs by count
@@ -247,9 +249,9 @@ def wait_rerun(slurm, job: str, requeued_at: float) -> None:
         time.sleep(0.5)
 
 
-def test_with_accounting_a_new_job_of_a_known_user_is_built_from_its_text(slurm_accounting):
-    """With slurmdbd every job has an account and a QOS: a new job of a user some JSON
-    named before is built from its text (another user's than the daemon's)."""
+def test_with_accounting_a_known_job_of_another_user_is_built_from_its_text(slurm_accounting):
+    """With slurmdbd every job has an account and a QOS: a managed job of another user
+    than the daemon's, read as JSON once, is built from its text from then on."""
     slurm = slurm_accounting
     slurm.cancel_all()
 
@@ -268,9 +270,13 @@ def test_with_accounting_a_new_job_of_a_known_user_is_built_from_its_text(slurm_
         users = {j.user_id: j.user for j in before.jobs.values() if j.user_id is not None}
         second = submit()
         after = read(b, {first, second})
-        got = job_from_listing(after.records[second], None, users)
-        assert got is not None and got == after.jobs[second]
+        # new and managed: read as JSON once (its --exclude, memory and CPUs per node
+        # are only there: listing.JSON_ONLY); from then on built from its text
+        assert job_from_listing(after.records[second], None, users) is None
+        last = (before.records[first], before.jobs[first])
+        got = job_from_listing(after.records[first], last, users)
+        assert got is not None and got == after.jobs[first]
+        assert got.needs == after.jobs[first].needs
         assert (got.user, got.account) == ("nobody", "biology") and got.qos
-        assert job_from_listing(after.records[second], None, {}) is None  # user unknown
     finally:
         slurm.cancel_all()

@@ -11,6 +11,7 @@ import pytest
 from slurm_gavel.backends.slurm.cli.listing import (
     FOLLOWS,
     GUARDS,
+    JSON_ONLY,
     LISTING_FIELDS,
     TOKEN_ALPHABET,
     IncrementalJobs,
@@ -42,7 +43,8 @@ def test_the_listing_prints_every_field_a_job_is_read_from():
     """A field _job reads that the listing neither prints nor follows from a printed
     one would let a change go unseen until the next full read. The guards are printed
     for the text alone (whether a request says the GPUs a new run got)."""
-    assert (set(LISTING_FIELDS) - set(GUARDS)) | set(FOLLOWS) == set(FIELDS)
+    assert (set(LISTING_FIELDS) - set(GUARDS)) | set(FOLLOWS) | set(JSON_ONLY) == set(FIELDS)
+    assert not set(JSON_ONLY) & set(LISTING_FIELDS)
     assert set(GUARDS) <= set(LISTING_FIELDS) and not set(GUARDS) & set(FIELDS)
     assert set(FOLLOWS.values()) <= set(LISTING_FIELDS)
     names = list(LISTING_FIELDS.values())
