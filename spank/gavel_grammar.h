@@ -28,7 +28,7 @@
 #define GAVEL_MAX_SLO_MICRO (1000000000LL * GAVEL_MICRO)
 #define GAVEL_DEFAULT_MAX_WEIGHT_MICRO GAVEL_MICRO /* a user may lower, never raise */
 #define GAVEL_FORM \
-	"gavel:[key=value,...] with keys type=<job type> (optional), scale=N, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
+	"gavel:[key=value,...] with keys type=<job type> (optional), scale=N or MIN-MAX, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 
 enum gavel_verdict { GAVEL_REFUSED = -1, GAVEL_PLAIN = 0, GAVEL_MANAGED = 1 };
 
@@ -122,6 +122,21 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 		}
 		if (val[0] == ' ' || val[val_n - 1] == ' ') {
 			snprintf(why, why_size, "the job type starts or ends with a space");
+			return false;
+		}
+		return true;
+	}
+	if (GAVEL_KEY("scale") && memchr(val, '-', val_n)) {
+		/* a range MIN-MAX (issue 25: moldable), each a grammar integer 1..1024 */
+		const char *dash = memchr(val, '-', val_n);
+		size_t lo_n = (size_t)(dash - val);
+		long long lo, hi;
+		if (!gavel_parse_integer(val, lo_n, &lo) ||
+		    !gavel_parse_integer(dash + 1, val_n - lo_n - 1, &hi) || lo < 1 ||
+		    hi > GAVEL_MAX_SCALE || lo > hi) {
+			snprintf(why, why_size, "scale=%.*s must be a whole number from 1 to %lld, "
+				 "or a range MIN-MAX of them with MIN <= MAX (e.g. 1-8)",
+				 val_n > 40 ? 40 : (int)val_n, val, GAVEL_MAX_SCALE);
 			return false;
 		}
 		return true;

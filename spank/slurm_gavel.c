@@ -93,7 +93,9 @@ static struct spank_option gavel_options[] = {
 	 "slurm-gavel job type (a row of the site's throughput table, e.g. "
 	 "'ResNet-50 (batch size 64)'); makes the job managed by slurm-gavel",
 	 1, OPT_TYPE, opt_cb},
-	{"gavel-scale", "N", "GPUs the job uses (slurm-gavel scale factor; default 1)", 1,
+	{"gavel-scale", "N|MIN-MAX",
+	 "GPUs the job uses (slurm-gavel scale factor; default 1), or a range MIN-MAX the "
+	 "daemon may choose from at each (re)start (placed at MIN until it chooses)", 1,
 	 OPT_SCALE, opt_cb},
 	{"gavel-priority", "W",
 	 "lower this job's slurm-gavel share: a weight in (0, 1] (default 1; the admin may allow "

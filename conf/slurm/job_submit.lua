@@ -26,7 +26,7 @@ local MAX_USER_WEIGHT = "1"
 local DAEMON_UIDS = { [0] = true }
 
 local PREFIX = "gavel:"
-local FORM = "gavel:[key=value,...] with keys type=<job type> (optional), scale=N, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
+local FORM = "gavel:[key=value,...] with keys type=<job type> (optional), scale=N or MIN-MAX, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 local MAX_COMMENT_BYTES = 256
 local MAX_TYPE_CHARS = 64
 local MICRO = 1000000
@@ -76,6 +76,15 @@ local function check_value(key, v)
       end
       if string.sub(v, 1, 1) == " " or string.sub(v, -1) == " " then
          return "the job type starts or ends with a space"
+      end
+   elseif key == "scale" and string.find(v, "-", 1, true) then
+      -- a range MIN-MAX (issue 25: moldable), each a grammar integer 1..MAX_SCALE
+      local lo, hi = string.match(v, "^([^-]*)%-([^-]*)$")
+      local a, b = lo and parse_integer(lo), hi and parse_integer(hi)
+      if a == nil or b == nil or a < 1 or b > MAX_SCALE or a > b then
+         return string.format("scale=%s must be a whole number from 1 to %.0f, or a range " ..
+                              "MIN-MAX of them with MIN <= MAX (e.g. 1-8)",
+                              string.sub(v, 1, 40), MAX_SCALE)
       end
    elseif key == "scale" or key == "steps" or key == "grace" then
       local max = MAX_GRACE

@@ -117,6 +117,9 @@ class SimulatedCluster:
         self._unreported: list[Completion] = []
         self.completions: list[Completion] = []  # drained by the caller (metrics)
         self.busy_gpu_seconds: dict[GpuType, float] = {}
+        # GPU-seconds held by restarting jobs before their restore overhead ended (no
+        # progress): what restarts cost the cluster (GPU-hours lost to restarts)
+        self.restart_gpu_seconds = 0.0
         # moldable jobs (Job.scale_range): GPU count -> (re)starts at that count
         self.counts_at_start: dict[int, int] = {}
         self._node_type = {n.name: n.gpu_type for n in self.nodes}
@@ -457,6 +460,9 @@ class SimulatedCluster:
             share = 0.5 if p.partner is not None else 1.0  # a pair holds one set of GPUs
             busy = self.busy_gpu_seconds
             busy[p.gpu_type] = busy.get(p.gpu_type, 0.0) + share * p.gpus * (t - settled)
+            if settled < sj.progress_from:  # (part of) this span restores a checkpoint
+                lost = min(t, sj.progress_from) - settled
+                self.restart_gpu_seconds += share * p.gpus * lost
         sj.settled_at = t
 
 

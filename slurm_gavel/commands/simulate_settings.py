@@ -79,6 +79,29 @@ def add_settings_options(p: argparse.ArgumentParser) -> None:
             "simulator runs with 1920)"
         ),
     )
+    p.add_argument(
+        "--restart-aware",
+        dest="restart_aware",
+        action="store_const",
+        const=True,
+        default=None,
+        help=(
+            "not Gavel: keep each run of a job where it is for its restart cost / "
+            "--restart-budget seconds (the cost: the trace's restart_seconds, else "
+            "--overhead-for, else --preemption-overhead); replaces --stay-credit "
+            "(default off, or the config's restart_aware)"
+        ),
+    )
+    p.add_argument(
+        "--restart-budget",
+        dest="restart_budget",
+        type=float,
+        metavar="B",
+        help=(
+            "with --restart-aware: the share of a job's GPU time its restarts may cost, "
+            "0 < B <= 1 (default 0.1, or the config's restart_budget)"
+        ),
+    )
     p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
 
 
@@ -126,6 +149,11 @@ def _check_settings(s: RoundSettings) -> None:
         raise InputError(f"--preemption-overhead {s.preemption_overhead_seconds}: must be >= 0")
     if not (0 <= s.stay_credit_seconds < float("inf")):
         raise InputError(f"--stay-credit {s.stay_credit_seconds}: must be a finite number >= 0")
+    if not (0 < s.restart_budget <= 1):
+        raise InputError(
+            f"--restart-budget {s.restart_budget}: must be a share of GPU time, 0 < B <= 1 "
+            "(0.1: restarts may cost a job a tenth of its GPU time)"
+        )
     if not (0 <= s.min_reallocation_interval_seconds < float("inf")):
         raise InputError(
             f"--min-reallocation-interval {s.min_reallocation_interval_seconds}: must be a "

@@ -8,11 +8,15 @@ from pathlib import Path
 
 from slurm_gavel.accounting import sacct
 from slurm_gavel.accounting.trace import DEFAULT_STATES, load_mapping, to_trace
+from slurm_gavel.commands import trace_public
 from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.traces import trace_csv
 
-SUMMARY = "make job traces for the simulator (from-sacct: from Slurm's accounting)"
+SUMMARY = (
+    "make job traces for the simulator (from-sacct: from Slurm's accounting; philly, "
+    "alibaba: from public traces)"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="trace_command",
         required=True,
         metavar="SOURCE",
-        help="where the jobs come from: from-sacct (Slurm's accounting)",
+        help="where the jobs come from: from-sacct (Slurm's accounting), philly or "
+        "alibaba (public traces)",
     )
     f: argparse.ArgumentParser = tsub.add_parser(
         "from-sacct",
@@ -56,6 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     f.add_argument("-o", "--output", default="-", metavar="FILE", help="trace CSV (- = stdout)")
     f.set_defaults(func=from_sacct)
+    trace_public.add_parsers(tsub)
 
 
 def read_runs(args: argparse.Namespace) -> tuple[list[sacct.SacctRun], int]:

@@ -15,7 +15,9 @@ strings, run against all three; docs/admin-guide.md section 4 is the written spe
     comment = "gavel:" [pair *("," pair)]    at most 256 bytes, all of it
     pair    = key "=" value                  keys lower case, each at most once
     type    = 1-64 of [A-Za-z0-9 ._()-], not starting or ending with a space
-    scale   = integer 1..1024                GPUs (Gavel's scale factor)
+    scale   = integer 1..1024                GPUs (Gavel's scale factor), or
+            / integer "-" integer            a range MIN-MAX, 1 <= MIN <= MAX <= 1024 (issue 25:
+                                             moldable; placed at MIN until the daemon chooses)
     steps   = integer 1..10^12               total steps, for finish-time policies
     slo     = decimal, 0 < slo <= 10^9       seconds after submission
     grace   = integer 1..86400               seconds the job needs to checkpoint and exit
@@ -47,7 +49,7 @@ from slurm_gavel.errors import InputError
 
 PREFIX = "gavel:"
 FORM = (
-    "--comment=gavel:[key=value,...] with keys type=<job type> (optional), scale=N, "
+    "--comment=gavel:[key=value,...] with keys type=<job type> (optional), scale=N or MIN-MAX, "
     "weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 )
 KEYS = ("type", "scale", "weight", "steps", "slo", "grace")
@@ -88,10 +90,14 @@ class ManagedSpec:
     total_steps: float | None = None
     slo: float | None = None
     grace: int | None = None
+    # scale=MIN-MAX (issue 25): the GPU counts the job may run at; scale_factor is MIN
+    scale_range: tuple[int, int] | None = None
 
     def to_comment(self) -> str:
         parts = [f"type={self.job_type}"] if self.job_type != UNTYPED else []
-        if self.scale_factor is not None:
+        if self.scale_range is not None:
+            parts.append(f"scale={self.scale_range[0]}-{self.scale_range[1]}")
+        elif self.scale_factor is not None:
             parts.append(f"scale={self.scale_factor}")
         if self.priority_weight != 1.0:
             parts.append(f"weight={_num(self.priority_weight)}")
@@ -172,9 +178,11 @@ def parse_comment(
             _fail(job_id, f"key {key!r} has no value")
         seen[key] = value
     cap = None if max_weight is None else round(max_weight * MICRO)
+    scale = None if "scale" not in seen else _scale(job_id, seen["scale"])
     return ManagedSpec(
         job_type=UNTYPED if "type" not in seen else _job_type(job_id, seen["type"]),
-        scale_factor=None if "scale" not in seen else _integer(job_id, "scale", seen, MAX_SCALE),
+        scale_factor=None if scale is None else scale[0],
+        scale_range=None if scale is None or "-" not in seen["scale"] else scale,
         priority_weight=_weight(job_id, seen.get("weight", "1"), cap),
         total_steps=(
             None if "steps" not in seen else float(_integer(job_id, "steps", seen, MAX_STEPS))
@@ -213,6 +221,19 @@ def _integer(job_id: str, key: str, seen: dict[str, str], maximum: int) -> int:
     if not _INTEGER.fullmatch(text) or not 1 <= int(text) <= maximum:
         _fail(job_id, f"{key}={_show(text)} must be a whole number from 1 to {maximum}")
     return int(text)
+
+
+def _scale(job_id: str, text: str) -> tuple[int, int]:
+    """scale=N -> (N, N); scale=MIN-MAX -> (MIN, MAX), each a grammar integer 1..1024."""
+    lo, dash, hi = text.partition("-")
+    ok = all(_INTEGER.fullmatch(x) and 1 <= int(x) <= MAX_SCALE for x in (lo, hi) if dash or x)
+    if not ok or (dash and int(lo) > int(hi)):
+        _fail(
+            job_id,
+            f"scale={_show(text)} must be a whole number from 1 to {MAX_SCALE}, or a range "
+            f"MIN-MAX of them with MIN <= MAX (e.g. 1-8)",
+        )
+    return (int(lo), int(hi or lo))
 
 
 def decimal_micro(text: str) -> int | None:

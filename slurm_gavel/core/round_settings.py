@@ -33,6 +33,13 @@ class RoundSettings:
     # (policies that read progress, e.g. finish_time_fairness); None = only on change.
     # The simulator's --reallocate-every; the daemon's config has no key for it.
     reallocate_every_seconds: float | None = None
+    # Not Gavel, opt-in: restart-aware rounds (restart_aware.py says how and why). Each
+    # run of a job is kept where it is for its restart cost / restart_budget seconds, so
+    # restarts cost a job at most that share of its GPU time; the stay credit is then
+    # not applied. The cost: measured per job (daemon), else the job's own, else
+    # preemption_overhead_seconds.
+    restart_aware: bool = False
+    restart_budget: float = 0.1
 
 
 # The daemon measures what a restart costs rather than modelling it: jobs that report

@@ -42,6 +42,9 @@ class SchedulerConfig:
     # rows in ``given_rows``, the simulator's true ones) or none (TYPE_BLIND).
     knowledge: Knowledge = Knowledge.TABLE
     given_rows: Mapping[JobId, Row] = field(default_factory=dict)
+    # Restart cost per job type over settings.preemption_overhead_seconds (the
+    # simulator's --overhead-for), for restart-aware rounds (restart_aware.py).
+    restart_seconds_by_job_type: Mapping[str, float] = field(default_factory=dict)
 
 
 # Called with the snapshot and the round's config; returns the placement.

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
+from slurm_gavel.core import restart_aware
 from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterBackend,
@@ -281,9 +282,8 @@ def _mold(
     learned = state.job_rows if config.knowledge is Knowledge.LEARNED else None
     stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
 
-    def cost(o: ObservedJob) -> float:  # the job's own restart cost, else the default
-        own = o.job.restart_overhead
-        return config.settings.preemption_overhead_seconds if own is None else own
+    def cost(o: ObservedJob) -> float:  # measured, else the job's own, else the default
+        return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
 
     return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck)
 
@@ -306,6 +306,7 @@ def run_round(
     kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
     capacity = allocation_capacity(snap.nodes)
     solve_s: float | None = None
+    backfill: set[JobId] = set()
     t0 = time.perf_counter()
     if config.baseline is not None:
         skipped: list[tuple[JobId, str]] = []
@@ -314,12 +315,23 @@ def run_round(
     else:
         considered, skipped, key, unmeasured = round_jobs(state, active, config, capacity)
         solve_s = reallocate_if_due(state, config, considered, key, capacity, now)
-        placed = assign_jobs(state, config, considered, snap.nodes, kept, capacity)
+        if config.settings.restart_aware:
+            kept = {**restart_aware.protected_runs(state, considered, snap.nodes, now), **kept}
+            free = _without_kept(snap.nodes, kept) if kept else list(snap.nodes)
+            placed, backfill = restart_aware.assign_around(
+                state, config, considered, free, kept, capacity
+            )
+        else:
+            placed = assign_jobs(state, config, considered, snap.nodes, kept, capacity)
     placed.update(kept)
     solve_seconds = 0.0 if solve_s is None else solve_s
     mech_s = time.perf_counter() - t0 - solve_seconds
 
+    previous = state.placement
     placement, result = act(state, backend, config, placed, now)
+    if config.settings.restart_aware and config.baseline is None:
+        jobs = {o.job.id: o.job for o in active}
+        restart_aware.protect_new_runs(state, config, previous, jobs, backfill, now)
     report = RoundReport(
         round_index=state.round_index,
         time=now,

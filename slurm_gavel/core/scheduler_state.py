@@ -34,6 +34,10 @@ class JobAccount:
     steps_done: float = 0.0
     restarts: int = 0
     first_start: float | None = None
+    # restart-aware rounds (restart_aware.py): the job's current run is kept where it
+    # is until then; and its restart cost as measured (the daemon's), if it was
+    protected_until: float | None = None
+    restart_cost_s: float | None = None
 
 
 @dataclass
@@ -112,6 +116,8 @@ class SchedulerState:
                     "steps_done": a.steps_done,
                     "restarts": a.restarts,
                     "first_start": a.first_start,
+                    **({} if a.protected_until is None else {"protected_until": a.protected_until}),
+                    **({} if a.restart_cost_s is None else {"restart_cost_s": a.restart_cost_s}),
                 }
                 for j, a in self.jobs.items()
             },
@@ -162,6 +168,8 @@ class SchedulerState:
                         steps_done=float(a["steps_done"]),
                         restarts=int(a["restarts"]),
                         first_start=a.get("first_start"),
+                        protected_until=_optional_float(a.get("protected_until")),
+                        restart_cost_s=_optional_float(a.get("restart_cost_s")),
                     )
                     for j, a in d["jobs"].items()
                 },
@@ -172,6 +180,10 @@ class SchedulerState:
                 f"{origin}: malformed scheduler state ({type(e).__name__}: {e}); "
                 "delete it to start with fresh fairness accounting"
             ) from e
+
+
+def _optional_float(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 def fresh_state() -> SchedulerState:

@@ -108,6 +108,7 @@ def simulate(
         if truth or opts.knowledge is Knowledge.TYPE_BLIND
         else Knowledge.TABLE,
         given_rows=truth if opts.knowledge is Knowledge.ORACLE else {},
+        restart_seconds_by_job_type=opts.overhead_by_job_type,
     )
     capacity: dict[GpuType, int] = {}
     for n in node_list:
@@ -165,7 +166,9 @@ def simulate(
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - wall0 if opts.record_wall_time else None
-    summary = metrics.summary(policy, backend.busy_gpu_seconds, wall, unfinished)
+    summary = metrics.summary(
+        policy, backend.busy_gpu_seconds, wall, unfinished, backend.restart_gpu_seconds
+    )
     molds = moldable_trace.summarise(job_list, backend.counts_at_start)
     if molds is not None:
         summary["moldable"] = molds

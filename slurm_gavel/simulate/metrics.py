@@ -126,7 +126,10 @@ class MetricsCollector:
         busy_gpu_seconds: Mapping[GpuType, float],
         wall_seconds: float | None,
         unfinished: int = 0,
+        restart_gpu_seconds: float = 0.0,
     ) -> dict[str, Any]:
+        """The summary; restart_gpu_seconds: GPU time restarting jobs held without
+        progress (restoring a checkpoint), the backend's count."""
         jcts = np.array(list(self.jct.values()), dtype=float)
         start = self.first_arrival or 0.0
         makespan = max(0.0, self.last_finish - start)
@@ -151,6 +154,8 @@ class MetricsCollector:
             "makespan_s": _r(makespan),
             "utilization": _r(util),
             "preemptions": self.restarts,
+            "restarts_per_job": _r(self.restarts / len(self.jct)) if self.jct else None,
+            "restart_gpu_hours": _r(restart_gpu_seconds / 3600.0),
             "wall_seconds": None if wall_seconds is None else round(wall_seconds, 3),
             "unfinished_jobs": unfinished,
             "rounds": self.rounds,

@@ -3,7 +3,8 @@
 CSV header: job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account
 (slo and account may be empty; priority_weight defaults to 1; scale_factor MIN-MAX makes
 a moldable job, core/moldable.py). An optional last
-column `overhead` gives a job's own seconds per restart (checkpoint + restore).
+column `restart_seconds` gives a job's own seconds per restart (checkpoint + restore;
+`overhead`, its name before, is read too).
 
 Gavel's .trace rows are tab-separated, in two generations:
   10 fields: job_type, command, working_dir, num_steps_arg, needs_data_dir,
@@ -40,8 +41,10 @@ CSV_FIELDS = (
 )
 # Optional: seconds each restart of the job costs (its own checkpoint + restore; e.g.
 # a job asking a long grace= for a big checkpoint). Written only when a job has it,
-# so traces without it round-trip byte for byte.
-OVERHEAD_FIELD = "overhead"
+# so traces without it round-trip byte for byte. OLD_OVERHEAD_FIELD is its earlier
+# name, still read (a trace may have one of the two, not both).
+OVERHEAD_FIELD = "restart_seconds"
+OLD_OVERHEAD_FIELD = "overhead"
 REQUIRED = ("job_id", "arrival_time", "job_type", "scale_factor", "total_steps")
 
 
@@ -66,7 +69,13 @@ def trace_number(
     return value
 
 
-def _check_job(job: Job, where: str, table: ThroughputTable | None, last_arrival: float) -> None:
+def _check_job(
+    job: Job,
+    where: str,
+    table: ThroughputTable | None,
+    last_arrival: float,
+    overhead_field: str = OVERHEAD_FIELD,
+) -> None:
     if job.arrival_time < 0:
         raise TraceError(f"{where}: field 'arrival_time': {job.arrival_time:g} is negative")
     if job.arrival_time < last_arrival:
@@ -84,7 +93,7 @@ def _check_job(job: Job, where: str, table: ThroughputTable | None, last_arrival
         raise TraceError(f"{where}: field 'slo': {job.slo:g} must be > 0 seconds")
     if job.restart_overhead is not None and job.restart_overhead < 0:
         raise TraceError(
-            f"{where}: field '{OVERHEAD_FIELD}': {job.restart_overhead:g} must be >= 0 seconds"
+            f"{where}: field '{overhead_field}': {job.restart_overhead:g} must be >= 0 seconds"
         )
     if table is not None:
         if job.job_type not in table.job_types:
@@ -126,6 +135,14 @@ def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> l
             f"{origin}:1: header lacks {', '.join(missing)}; expected {','.join(CSV_FIELDS)}"
         )
     col = {name: i for i, name in enumerate(header)}
+    overhead_field = OVERHEAD_FIELD
+    if OLD_OVERHEAD_FIELD in col:
+        if OVERHEAD_FIELD in col:
+            raise TraceError(
+                f"{origin}:1: header has both '{OVERHEAD_FIELD}' and '{OLD_OVERHEAD_FIELD}' "
+                f"(its old name); keep only '{OVERHEAD_FIELD}'"
+            )
+        overhead_field = OLD_OVERHEAD_FIELD
     jobs: list[Job] = []
     seen: set[str] = set()
     last = 0.0
@@ -149,7 +166,7 @@ def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> l
         seen.add(job_id)
         weight = get("priority_weight")
         slo = get("slo")
-        overhead = get(OVERHEAD_FIELD)
+        overhead = get(overhead_field)
         sf, scale_range = _scale(get("scale_factor"), where)
         job = Job(
             id=job_id,
@@ -161,9 +178,9 @@ def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> l
             arrival_time=trace_number(get("arrival_time"), where, "arrival_time"),
             account=get("account") or None,
             slo=trace_number(slo, where, "slo") if slo else None,
-            restart_overhead=trace_number(overhead, where, OVERHEAD_FIELD) if overhead else None,
+            restart_overhead=trace_number(overhead, where, overhead_field) if overhead else None,
         )
-        _check_job(job, where, table, last)
+        _check_job(job, where, table, last, overhead_field)
         last = job.arrival_time
         jobs.append(job)
     if not jobs:

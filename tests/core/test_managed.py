@@ -45,6 +45,22 @@ def test_no_type_is_a_managed_job_of_no_named_type():
     assert ManagedSpec(UNTYPED, 4).to_comment() == "gavel:scale=4"
 
 
+def test_a_scale_range_is_carried_with_its_minimum_as_the_scale():
+    # issue 25: moldable; the daemon places the job at its minimum until it chooses
+    spec = parse_comment("gavel:type=A3C,scale=2-8")
+    assert spec == ManagedSpec("A3C", 2, scale_range=(2, 8))
+    assert parse_comment(spec.to_comment()) == spec
+    assert spec.to_comment() == "gavel:type=A3C,scale=2-8"
+    assert parse_comment("gavel:scale=4").scale_range is None
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("text", ["8-2", "0-4", "1-1025", "01-4", "1--4", "-4", "4-", "1-8 "])
+def test_bad_scale_ranges_name_the_form(text):
+    with pytest.raises(ManagedCommentError, match=r"or a range MIN-MAX of them with MIN <= MAX"):
+        parse_comment(f"gavel:scale={text}", job_id="3")
+
+
 @pytest.mark.hostile
 @pytest.mark.parametrize("comment", [" gavel:type=A3C", "\tgavel:type=A3C", "GAVEL:type=A3C"])
 def test_near_misses_are_claimed_and_refused_not_left_plain(comment):

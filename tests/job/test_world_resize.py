@@ -57,6 +57,10 @@ def _launch(out: Path, world: int, restarts: int, mode: str, stop: int, keep: bo
     return [err for _, err in results]
 
 
+def _log(out: Path, rank: int) -> list[str]:
+    return [line.split(" node=")[0] for line in (out / f"log-{rank}").read_text().splitlines()]
+
+
 def _final(out: Path) -> float:
     return float.fromhex((out / "final").read_text().strip())
 
@@ -81,14 +85,14 @@ def test_resumed_at_one_rank_and_again_at_two_reaches_the_uninterrupted_loss(
 
     assert "world size changed 2 -> 1 ranks at step 4; global batch 16 kept: 4" in errs[1]
     assert "world size changed 1 -> 2 ranks at step 8; global batch 16 kept: 2" in errs[2]
-    assert (moved / "log-0").read_text().splitlines() == [
+    assert _log(moved, 0) == [
         "start world=2 previous=None step=0 accumulation=2 global=16",
         "change 2->1 step=4",  # the hook runs on resume, before the loop
         "start world=1 previous=2 step=4 accumulation=4 global=16",
         "change 1->2 step=8",
         "start world=2 previous=1 step=8 accumulation=2 global=16",
     ]
-    rank1 = (moved / "log-1").read_text().splitlines()
+    rank1 = _log(moved, 1)
     assert rank1 == [
         "start world=2 previous=None step=0 accumulation=2 global=16",
         "change 1->2 step=8",

@@ -38,8 +38,8 @@ def test_optional_fields(tmp_path):
     assert j == Job("7", "LM (batch size 5)", 2, 2.5, 10.0, 5.5, "physics", 3600.0)
 
 
-def test_a_job_s_own_restart_overhead_column(tmp_path):
-    header = HEADER.rstrip("\n") + ",overhead\n"
+def test_a_job_s_own_restart_seconds_column(tmp_path):
+    header = HEADER.rstrip("\n") + ",restart_seconds\n"
     p = _write(
         tmp_path, header + GOOD.rstrip("\n") + ",\n" + "7,5,LM (batch size 5),1,10,1,,,240\n"
     )
@@ -52,8 +52,22 @@ def test_a_job_s_own_restart_overhead_column(tmp_path):
     assert (tmp_path / "plain.csv").read_text() == HEADER + GOOD
     for bad in ("-1", "inf", "nan", "1e400", "30s"):
         q = _write(tmp_path, header + f"7,5,LM (batch size 5),1,10,1,,,{bad}\n", "bad.csv")
-        with pytest.raises(TraceError, match="'overhead'"):
+        with pytest.raises(TraceError, match="'restart_seconds'"):
             load_trace(q, TABLE)
+
+
+def test_the_column_s_old_name_overhead_is_still_read_but_not_beside_the_new(tmp_path):
+    row = "7,5,LM (batch size 5),1,10,1,,,240\n"
+    p = _write(tmp_path, HEADER.rstrip("\n") + ",overhead\n" + row)
+    assert load_trace(p, TABLE)[0].restart_overhead == 240.0
+    q = _write(tmp_path, HEADER.rstrip("\n") + ",overhead\n7,5,LM (batch size 5),1,10,1,,,-5\n")
+    with pytest.raises(TraceError, match=r"'overhead'.*>= 0"):
+        load_trace(q, TABLE)
+    both = _write(
+        tmp_path, HEADER.rstrip("\n") + ",overhead,restart_seconds\n" + row.rstrip() + ",1\n"
+    )
+    with pytest.raises(TraceError, match="both 'restart_seconds' and 'overhead'"):
+        load_trace(both, TABLE)
 
 
 @pytest.mark.parametrize(

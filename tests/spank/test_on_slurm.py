@@ -85,9 +85,22 @@ def test_gavel_flag_alone_makes_a_managed_job_of_no_type(cluster, tmp_path: Path
     assert "GAVEL_JOB_TYPE" not in env and "SLURM_SPANK_GAVEL_JOB_TYPE" not in env
 
 
-@pytest.mark.hostile(inputs=4)
+def test_a_scale_range_reaches_the_comment(cluster) -> None:
+    # issue 25: --gavel-scale=MIN-MAX, one grammar with the comment's scale=MIN-MAX
+    job = cluster.sbatch("--gavel", "--gavel-scale=1-8", "-o", "/dev/null", "--wrap", "true")
+    assert comment(cluster, job) == "gavel:scale=1-8"
+    spec = parse_comment(comment(cluster, job), job_id=job)
+    assert spec is not None and (spec.scale_factor, spec.scale_range) == (1, (1, 8))
+    cluster.cmd("scancel", job)
+
+
+@pytest.mark.hostile(inputs=9)
 def test_gavel_flag_with_hostile_values_is_refused_at_submit(cluster) -> None:
     for args, message in [
+        *(
+            ([f"--gavel-scale={r}"], "or a range MIN-MAX of them with MIN <= MAX")
+            for r in ("8-2", "0-4", "1-1025", "1--4", "1-0x10")
+        ),
         (["--gavel-priority=inf"], "must be a decimal number > 0"),
         (["--gavel-scale=0x10"], "must be a whole number from 1 to 1024"),
         (["--gavel-grace=30s"], "must be a whole number from 1 to 86400"),

@@ -1,19 +1,20 @@
-"""A job resumed at another world size, for tests/job/test_world_resize.py.
+"""A job resumed at another world size, for tests/job/test_world_resize*.py.
 
 Usage (one process per rank; SLURM_PROCID / SLURM_NTASKS give rank and world size,
 MASTER_ADDR / MASTER_PORT the rendezvous; SLURM_JOB_ID, SLURM_RESTART_COUNT and
 GAVEL_CHECKPOINT_DIR as Slurm and the daemon set them):
 
-    resize_train.py OUT_DIR MODE TOTAL STOP KEEP
+    resize_train.py OUT_DIR MODE TOTAL STOPS KEEP
 
 MODE ``ddp`` (rank 0 saves one file) or ``fsdp`` (FSDP2, every rank saves its shard;
 a resume at another count reshards through torch.distributed.checkpoint). The job
 declares a global batch of 16 and a micro batch of 4 (KEEP=1), or opts out with 2
 accumulation steps (KEEP=0). Sample ``i`` of the data is fixed (a seeded table), and a
 step reads the samples GavelJob's batch plan names, so the samples behind a step do not
-depend on the world size. After step STOP (0: never) every rank asks for the checkpoint
-and exits 99. At the end the loss on a fixed evaluation set goes to OUT_DIR/final
-(``float.hex``); each rank appends ``start`` and world-change lines to OUT_DIR/log-<rank>.
+depend on the world size. STOPS is a comma list of steps (0: none): after the first
+one past the step it resumed at, every rank asks for the checkpoint and exits 99. At
+the end the loss on a fixed evaluation set goes to OUT_DIR/final (``float.hex``); each
+rank appends ``start`` and world-change lines to OUT_DIR/log-<rank>.
 """
 
 import os
@@ -26,11 +27,11 @@ from torch import nn
 
 from slurm_gavel.job import GavelJob, exit_ranks
 
-out, mode, total, stop, keep = (
+out, mode, total, stops, keep = (
     Path(sys.argv[1]),
     sys.argv[2],
     int(sys.argv[3]),
-    int(sys.argv[4]),
+    [int(s) for s in sys.argv[4].split(",")],
     sys.argv[5] == "1",
 )
 rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
@@ -71,10 +72,12 @@ if not keep:
     batch.update(keep_global_batch=False, accumulation_steps=2)
 with GavelJob(model, opt, sharded=mode == "fsdp", on_world_size_change=changed, **batch) as job:
     plan = job.batch
+    node = os.environ.get("SLURMD_NODENAME", "-")
     note(
         f"start world={job.world_size} previous={job.previous_world_size} step={job.step} "
-        f"accumulation={plan.accumulation_steps} global={plan.global_batch}"
+        f"accumulation={plan.accumulation_steps} global={plan.global_batch} node={node}"
     )
+    stop = min([s for s in stops if s > job.step], default=0)
     for step in job.steps(total):
         opt.zero_grad()
         for sl in plan.micro_slices(step, rank):

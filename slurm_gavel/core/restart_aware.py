@@ -1,0 +1,164 @@
+"""Restart-aware rounds (``restart_aware``, not Gavel): each run of a job is kept long
+enough that its restart cost is a bounded share of it.
+
+Gavel's mechanism re-decides every GPU every round. Under contention a job with a time
+fraction below 1 is swapped out and back in round after round, and on Slurm every swap
+is a requeue that costs the job its restart (checkpoint, requeue, restore: 25-250 s
+measured by Sia, against 360 s rounds). The rule here, derived from each job's own
+restart cost c_j and one budget b (``restart_budget``, the share of its GPU time a job's
+restarts may cost):
+
+* **Protection.** A run (a stint at one place) that starts at t is protected until
+  t + c_j / b: the round keeps it exactly where it is (lease extension), whatever the
+  priorities say. Its next restart, which costs c_j, is then paid for by at least
+  c_j / b of uninterrupted work, so restarts cost at most a share b of the GPU time.
+  A job with no restart cost (c_j = 0) is never protected: free restarts give Gavel's
+  mechanism unchanged. Protection always ends: no job is kept out for longer than the
+  longest protection (no starvation, unlike a stay credit that may renew forever).
+* **No protection for backfill.** A multi-GPU job that outranks others but does not fit
+  in what the protected runs leave free must not wait for ever while smaller jobs take
+  each GPU as it frees up and protect it again. Once such a job is blocked on a type,
+  the jobs placed after it on that type this round start unprotected runs: the next
+  round may take their GPUs back for it. So a blocked job waits at most until the
+  protections on its type run out, max c / b.
+* **Everything else is Gavel's.** The allocation (the policy's LP) is unchanged and the
+  jobs that are not protected are placed by Gavel's priorities on the GPUs left; the
+  time the protected jobs receive counts against their fractions as usual, so they
+  wait longer afterwards and fairness holds over the long run. The stay credit is not
+  applied (this replaces it).
+
+Pure functions over the scheduler's state: the clock is the round's ``now``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
+from slurm_gavel.core.mechanism import _place, _ranked, _select, single_candidates
+from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.core.round_jobs import Considered, mechanism_jobs
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+
+
+def restart_cost(job: Job, account: JobAccount | None, config: SchedulerConfig) -> float:
+    """Seconds a restart of the job costs: measured (the daemon's, per job), else the
+    job's own (a trace's restart_seconds), else its type's (simulate --overhead-for),
+    else the configured preemption_overhead_seconds."""
+    if account is not None and account.restart_cost_s is not None:
+        return account.restart_cost_s
+    if job.restart_overhead is not None:
+        return job.restart_overhead
+    by_type = config.restart_seconds_by_job_type.get(job.job_type)
+    if by_type is not None:
+        return by_type
+    return config.settings.preemption_overhead_seconds
+
+
+def protection_seconds(cost: float, budget: float) -> float:
+    """How long a run is kept: its restart cost over the budget (0 without a cost)."""
+    if cost <= 0.0 or budget <= 0.0:
+        return 0.0
+    return cost / budget
+
+
+def protected_runs(
+    state: SchedulerState, considered: list[Considered], nodes: Iterable[Node], now: float
+) -> dict[JobId, JobPlacement]:
+    """The running jobs kept where they run this round: protected until after ``now``,
+    alone on their GPUs (no space-sharing partner) and on nodes still UP with room."""
+    free = {n.name: n.usable_gpus for n in nodes if n.state is NodeState.UP}
+    kept: dict[JobId, JobPlacement] = {}
+    for o, _row in considered:
+        acct = state.jobs.get(o.job.id)
+        if acct is None or acct.protected_until is None or acct.protected_until <= now:
+            continue
+        prev = state.placement.get(o.job.id)
+        if (
+            o.state is not JobState.RUNNING
+            or prev is None
+            or prev.partner is not None
+            or o.partner is not None
+            or prev.gpu_type != o.gpu_type
+            or prev.nodes != o.nodes
+            or not slices_fit(prev.nodes, free)
+        ):
+            continue
+        for sl in prev.nodes:
+            free[sl.node] -= sl.gpus
+        kept[o.job.id] = prev
+    return kept
+
+
+def assign_around(
+    state: SchedulerState,
+    config: SchedulerConfig,
+    considered: list[Considered],
+    free_nodes: list[Node],
+    kept: Mapping[JobId, JobPlacement],
+    capacity: Mapping[GpuType, int],
+) -> tuple[dict[JobId, JobPlacement], set[JobId]]:
+    """Gavel's mechanism for the jobs not in ``kept`` on ``free_nodes`` (the nodes with
+    the GPUs of ``kept`` taken out), as scheduler.assign_jobs without the stay credit,
+    and the backfilled jobs: placed on a type after a job that outranks them there was
+    left out for want of GPUs."""
+    alloc = state.allocation
+    if alloc is None or not considered:
+        return {}, set()
+    jobs_m = {j: m for j, m in mechanism_jobs(considered, state).items() if j not in kept}
+    types = list(capacity)
+    left: dict[GpuType, int] = {}
+    for n in free_nodes:
+        left[n.gpu_type] = left.get(n.gpu_type, 0) + n.usable_gpus
+    singles = single_candidates(alloc, jobs_m, types)
+    ranked = _ranked(
+        alloc, jobs_m, state.epoch_received, state.epoch_elapsed, types, None, 0.0, singles
+    )
+    chosen = _select(ranked, jobs_m, left)
+    placed_jobs = {j for i in chosen for j in ranked[i][6]}
+    # where each type is first blocked: the best-ranked entry with a positive priority
+    # of a single job that was placed nowhere
+    blocked_at: dict[GpuType, int] = {}
+    for i, k in enumerate(ranked):
+        members, t = k[6], k[5]
+        if len(members) == 1 and members[0] not in placed_jobs and k[0] < 0.0:
+            blocked_at.setdefault(t, i)
+    backfill = {
+        j
+        for i in chosen
+        for j in ranked[i][6]
+        if ranked[i][5] in blocked_at and i > blocked_at[ranked[i][5]]
+    }
+    placement = _place(
+        [(ranked[i][4], ranked[i][6], ranked[i][5]) for i in chosen], jobs_m, free_nodes
+    )
+    return placement, backfill
+
+
+def protect_new_runs(
+    state: SchedulerState,
+    config: SchedulerConfig,
+    previous: Mapping[JobId, JobPlacement],
+    jobs: Mapping[JobId, Job],
+    backfill: set[JobId],
+    now: float,
+) -> None:
+    """After the round acted: a job that started a run (placed where it did not run
+    before) is protected for its restart cost over the budget, unless it was
+    backfilled; a job that is not placed loses its protection; a kept one keeps it."""
+    budget = config.settings.restart_budget
+    for job_id, acct in state.jobs.items():
+        p = state.placement.get(job_id)
+        if p is None:
+            acct.protected_until = None
+            continue
+        before = previous.get(job_id)
+        if before is not None and p.same_place(before):
+            continue
+        job = jobs.get(job_id)
+        if job_id in backfill or job is None or p.partner is not None:
+            acct.protected_until = None
+            continue
+        span = protection_seconds(restart_cost(job, acct, config), budget)
+        acct.protected_until = now + span if span > 0.0 else None

@@ -1,0 +1,82 @@
+"""Moldable at (re)start on Slurm (issue 25): a held job is released at the GPU count
+and node count its placement gives, whatever it asked before, on the real cluster of
+each release. The act's update (NumNodes=N-N NodeList=... Gres=gpu:K, or slurmrestd's
+nodes/tres_per_node) is what carries a count chosen by the round: started on 1 GPU,
+preempted, resumed on 2 nodes x 2 GPUs, preempted, resumed on 1 GPU again, each run
+seeing its own count (SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+
+pytestmark = pytest.mark.slurm
+
+
+def on(round_index: int, job: str | None, slices: tuple[NodeSlice, ...]) -> RoundPlacement:
+    jobs = {} if job is None else {job: JobPlacement(job, "v100", slices)}
+    return RoundPlacement(round_index, time.time(), jobs)
+
+
+def runs(out: Path) -> list[str]:
+    return (
+        [ln for ln in out.read_text().splitlines() if ln.startswith("run")] if out.exists() else []
+    )
+
+
+def wait_runs(out: Path, n: int, timeout: float = 30.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while len(runs(out)) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return runs(out)
+
+
+def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path):
+    out = tmp_path / "runs.log"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"echo run nodes=$SLURM_JOB_NUM_NODES gpus_per_node=$SLURM_GPUS_ON_NODE >> {out}\n"
+        "trap '' USR1\n"  # ignores the checkpoint signal: requeue-held after the grace
+        "while true; do sleep 0.2 & wait $!; done\n"
+    )
+    job = slurm.sbatch("--comment=gavel:type=A3C,scale=1-4", "-p", "gpu", "--gres=gpu:1",
+                       "-o", "/dev/null", str(script))  # fmt: skip
+    cluster = cli_backend(env=slurm.env, grace_s=1.0, poll_s=0.2, fresh_run_s=0.0)
+    seen = {o.job.id: o.job for o in cluster.observe().jobs}[job]
+    assert (seen.scale_factor, seen.scale_range) == (1, (1, 4))  # the round molds it
+
+    def act(i: int, slices: tuple[NodeSlice, ...] | None) -> None:
+        cluster.observe()
+        res = cluster.act(on(i, job if slices else None, slices or ()))
+        assert not res.failed, res
+
+    def preempt(i: int) -> None:
+        act(i, None)
+        time.sleep(1.5)  # past the grace: the next act requeue-holds it
+        act(i + 1, None)
+        slurm.wait_state(job, "PENDING")
+
+    act(0, (NodeSlice("v100-1", 1),))
+    assert wait_runs(out, 1) == ["run nodes=1 gpus_per_node=1"], slurm.why(job)
+    preempt(1)
+    # resumed on two nodes, two GPUs each: 4 GPUs where it asked for 1
+    act(3, (NodeSlice("v100-1", 2), NodeSlice("v100-2", 2)))
+    slurm.wait_state(job, "RUNNING")
+    info = slurm.show(job)
+    assert info["NumNodes"] == "2" and info["NodeList"] == "v100-[1-2]", info
+    assert "gpu:2" in info.get("TresPerNode", info.get("Gres", "")), info
+    got = wait_runs(out, 2)
+    assert got[1] == "run nodes=2 gpus_per_node=2", got
+    preempt(4)
+    act(6, (NodeSlice("v100-2", 1),))  # and back to one GPU on one node
+    slurm.wait_state(job, "RUNNING")
+    info = slurm.show(job)
+    assert info["NumNodes"] == "1" and info["NodeList"] == "v100-2", info
+    assert wait_runs(out, 3)[2] == "run nodes=1 gpus_per_node=1", runs(out)
+    assert int(info["Restarts"]) == 2
