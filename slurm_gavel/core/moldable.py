@@ -7,19 +7,21 @@ update of its request anyway, so choosing the count again costs nothing beyond t
 restart the mechanism decided. The choice, for the jobs that wait this round, given the
 counts the running jobs hold (:func:`choose_counts`):
 
-1. **Efficient first.** Each waiting job starts at its most efficient count: the one
-   with the highest throughput per GPU, ``value(c) / c`` (ties: the smaller count).
-   Where the table scales sublinearly this is the job's minimum; where it scales
-   superlinearly (Gavel's table has such cells) it is larger. Under contention GPUs are
-   the bottleneck, and this count gets the most work out of each GPU the policy gives
-   the job (Pollux's and Sia's goodput-per-GPU argument).
+1. **Least first.** Each waiting job starts at the smallest count of its range that
+   has a throughput row: under contention the policy shares the GPUs among more jobs
+   and a job never holds more than it said it can do with. (Starting at the count with
+   the most steps/s per GPU was tried and measured worse on every Philly window,
+   EXPERIMENTS.md: the count is chosen before the LP picks the type, and Gavel's table
+   is superlinear on V100 only for several models, so a count efficient on average
+   often lands on a type where it is not.)
 2. **Grow into idle GPUs.** If the chosen counts and the running jobs' counts together
    ask for fewer GPUs than the cluster has, the rest is handed out greedily: each step
    moves one job to a larger count, the step with the largest normalised gain per
    added GPU, ``(value(c') - value(c)) / value(c0) / (c' - c)``, where c0 is its count of
    step 1, so that a 10 % speed-up of one job weighs as much as of any other (steps of
    different models are not comparable; Gavel's max-min normalises the same way). Only
-   steps with a positive gain that fit in the GPUs left are taken.
+   steps with a positive gain that fit in the GPUs left are taken: Pollux's and Sia's
+   goodput per GPU, given to idle GPUs only.
 3. **A running job grows only if it pays.** A running job keeps its count, except that
    it may take such a step too when the time the larger count saves on its remaining
    steps, ``steps_left * (1/value(c) - 1/value(c'))``, is at least RESTART_WORTH times
@@ -110,20 +112,9 @@ def cluster_value(row: Mapping[GpuType, float], capacity: Mapping[GpuType, int])
     return sum(row.get(t, 0.0) * n for t, n in capacity.items() if n > 0) / total
 
 
-def efficient_count(value: Mapping[int, float]) -> int:
-    """The count with the most steps/s per GPU (ties: the smallest); counts with no
-    throughput are never chosen unless all are so (then the smallest)."""
-    best, best_eff = min(value), -1.0
-    for c in sorted(value):
-        eff = value[c] / c
-        if eff > best_eff * (1 + 1e-12):
-            best, best_eff = c, eff
-    return best
-
-
 def choose_counts(jobs: Iterable[MoldJob], gpus: int) -> dict[JobId, int]:
     """Each job's count this round (module doc): running jobs keep theirs, waiting ones
-    start at their efficient count and grow into the GPUs the others leave idle."""
+    start at their least count and grow into the GPUs the others leave idle."""
     jobs = sorted(jobs, key=lambda j: j.id)
     count: dict[JobId, int] = {}
     base: dict[JobId, float] = {}
@@ -133,7 +124,7 @@ def choose_counts(jobs: Iterable[MoldJob], gpus: int) -> dict[JobId, int]:
             if j.steps_left > 0 and j.fixed in j.value and j.value[j.fixed] > 0:
                 base[j.id] = j.value[j.fixed]
             continue
-        c = efficient_count(j.value)
+        c = min(j.value)
         count[j.id] = c
         base[j.id] = j.value[c]
     left = gpus - sum(count.values())

@@ -55,10 +55,10 @@ def test_a_rigid_job_of_the_same_kind_stays_at_its_scale_factor():
     assert sim.counts_at_start == {}
 
 
-def test_under_contention_waiting_jobs_start_at_their_efficient_count():
+def test_under_contention_waiting_jobs_start_at_their_least_count():
     jobs = [Job(f"j{i}", R50, 2, total_steps=LONG, scale_range=(1, 4)) for i in range(6)]
     _, _, reports = _run(jobs, "v100:1x4", 1)
-    assert {p.gpus for p in reports[0].placement.jobs.values()} == {1}  # R50: 1 is best
+    assert {p.gpus for p in reports[0].placement.jobs.values()} == {1}
     assert len(reports[0].placement.jobs) == 4
 
 
@@ -73,7 +73,7 @@ def test_a_running_job_keeps_its_count_when_others_arrive():
 
 
 def test_a_running_job_grows_by_a_restart_once_the_cluster_empties():
-    # m starts at 2 GPUs beside a rigid 2-GPU job; when that one ends m is worth growing
+    # m grows to the 2 GPUs a rigid 2-GPU job leaves; when that one ends it grows again
     m = Job("m", R18, 1, total_steps=LONG, scale_range=(1, 4))
     short = Job("short", R50, 2, total_steps=TABLE.throughput(R50, 2, "v100") * 300)
     sim, _, reports = _run([short, m], "v100:1x4", 3, _config(preemption_overhead_seconds=60))

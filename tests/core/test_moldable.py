@@ -9,7 +9,6 @@ from slurm_gavel.core.moldable import (
     ScaleRangeError,
     choose_counts,
     cluster_value,
-    efficient_count,
     format_range,
     parse_range,
     trace_range,
@@ -54,16 +53,11 @@ def test_hostile_ranges_are_refused_naming_the_form(text):
         parse_range(text)
 
 
-def test_efficient_count_is_the_most_steps_per_gpu_ties_smallest():
-    assert efficient_count(SUBLINEAR) == 1
-    assert efficient_count(SUPERLINEAR_2) == 2
-    assert efficient_count({2: 2.0, 4: 4.0}) == 2  # linear: a tie, the smaller
-    assert efficient_count({1: 0.0, 2: 0.0}) == 1
-
-
-def test_under_contention_every_waiting_job_takes_its_efficient_count():
+def test_under_contention_every_waiting_job_takes_its_least_count():
     jobs = [MoldJob("a", SUBLINEAR), MoldJob("b", SUPERLINEAR_2), MoldJob("c", {4: 1.0})]
-    assert choose_counts(jobs, 6) == {"a": 1, "b": 2, "c": 4}  # 7 GPUs asked of 6
+    assert choose_counts(jobs, 5) == {"a": 1, "b": 1, "c": 4}  # 6 GPUs asked of 5
+    assert choose_counts(jobs, 6) == {"a": 1, "b": 1, "c": 4}
+    # one GPU idle: b's 1 -> 2 (3x) gains more per GPU than a's (1.8x)
     assert choose_counts(jobs, 7) == {"a": 1, "b": 2, "c": 4}
 
 

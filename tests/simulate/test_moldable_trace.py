@@ -75,7 +75,8 @@ def test_the_summary_reports_the_counts_chosen():
     s = simulate(jobs, nodes, TABLE, "max_min_fairness", SimulationOptions(progress=False))
     m = s.summary["moldable"]
     assert m["jobs"] == 1
-    # 2 GPUs beside r (its most per GPU), then 4 by a restart once r has finished
+    # 1 GPU grown to 2 beside r (3 GPUs left: 2 -> 4 does not fit), then 4 by a
+    # restart once r has finished
     assert m["starts_by_count"] == {"2": 1, "4": 1}
     assert m["mean_gpus_at_start"] == 3.0
     rigid = simulate(jobs[1:], nodes, TABLE, "max_min_fairness", SimulationOptions(progress=False))
