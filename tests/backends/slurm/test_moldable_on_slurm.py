@@ -14,6 +14,10 @@ import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.throughputs import load_table
 
 pytestmark = pytest.mark.slurm
 
@@ -80,3 +84,28 @@ def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path):
     assert info["NumNodes"] == "1" and info["NodeList"] == "v100-2", info
     assert wait_runs(out, 3)[2] == "run nodes=1 gpus_per_node=1", runs(out)
     assert int(info["Restarts"]) == 2
+
+
+def test_the_round_chooses_the_count_and_slurm_starts_the_job_at_it(slurm, tmp_path):
+    """The whole path on Slurm: the comment's range, the round's count choice (idle
+    GPUs: it grows past the 1 GPU it asked for), the policy, the mechanism and the act."""
+    out = tmp_path / "runs.log"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"echo run nodes=$SLURM_JOB_NUM_NODES gpus_per_node=$SLURM_GPUS_ON_NODE >> {out}\n"
+        "while true; do sleep 0.2 & wait $!; done\n"
+    )
+    job = slurm.sbatch("--comment=gavel:type=ResNet-18 (batch size 16),scale=1-4", "-p", "gpu",
+                       "--gres=gpu:1", "-o", "/dev/null", str(script))  # fmt: skip
+    cluster = cli_backend(env=slurm.env)
+    config = SchedulerConfig(table=load_table(), policy="max_min_fairness")
+    state, report = run_round(SchedulerState(), cluster, config)
+    assert report.placement.jobs[job].gpus == 4, report  # the table's best count that fits
+    assert not report.result.failed, report.result
+    slurm.wait_state(job, "RUNNING")
+    info = slurm.show(job)
+    assert info["NumNodes"] == "1" and "gpu:4" in info.get("TresPerNode", ""), info
+    assert wait_runs(out, 1) == ["run nodes=1 gpus_per_node=4"], slurm.why(job)
+    _, again = run_round(state, cluster, config)  # kept at its count while it runs
+    assert again.result.kept == (job,), again.result
