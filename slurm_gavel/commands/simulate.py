@@ -127,6 +127,11 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
         help="with --moldable: only a share F of the jobs, drawn with --seed (default 1)",
     )
     p.add_argument(
+        "--moldable-up-only",
+        action="store_true",
+        help="with --moldable: n..2n GPUs, never fewer than the trace's n",
+    )
+    p.add_argument(
         "--cluster",
         default=DEFAULT_CLUSTER,
         metavar="SPEC",
@@ -244,8 +249,10 @@ def run(args: argparse.Namespace) -> int:
     if args.moldable:
         if not 0.0 < args.moldable_share <= 1.0:
             raise InputError(f"--moldable-share {args.moldable_share}: give a share 0 < F <= 1")
-        jobs = moldable_trace.with_ranges(jobs, table, args.moldable_share, args.seed)
-        source += f"; moldable: n/2..2n GPUs, share {args.moldable_share:g}"
+        shrink = not args.moldable_up_only
+        jobs = moldable_trace.with_ranges(jobs, table, args.moldable_share, args.seed, shrink)
+        rule = "n/2..2n" if shrink else "n..2n"
+        source += f"; moldable: {rule} GPUs, share {args.moldable_share:g}"
     if window is not None:
         opts = replace(opts, stop_when_completed=window.ids(jobs))
         source += f"; measured: jobs {window.first}-{window.end - 1}"

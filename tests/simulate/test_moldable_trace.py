@@ -57,6 +57,12 @@ def test_the_rule_is_half_to_double_within_the_table_s_counts():
     assert got == {"a": (1, 2), "b": (2, 8), "c": (4, 8), "d": None}  # A3C: only 1 GPU
 
 
+def test_up_only_never_goes_below_the_trace_s_count():
+    jobs = [Job("a", R18, 1), Job("b", R18, 4), Job("c", R18, 8)]
+    got = {j.id: j.scale_range for j in with_ranges(jobs, TABLE, shrink=False)}
+    assert got == {"a": (1, 2), "b": (4, 8), "c": None}  # 8..8 is no range
+
+
 def test_a_share_of_the_jobs_is_drawn_by_seed_and_job_id():
     jobs = [Job(str(i), R18, 2) for i in range(400)]
     half = with_ranges(jobs, TABLE, share=0.5, seed=1)
