@@ -17,6 +17,7 @@ used). Pure functions; the backends issue the commands.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from slurm_gavel.core.model import JobId
 PREFIX = "slurm-gavel: "
 MAX_CHARS = 400  # Slurm refuses comments over 1024 bytes; a line stays readable
 JOBS_PER_COMMAND = 100  # keeps one argv short (ids of 10 digits: ~1 kB)
+_JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?", re.ASCII)  # a job, or an array task (28_2)
 
 
 def admin_comment(text: str) -> str:
@@ -54,10 +56,11 @@ class CommentOrder:
 
 def comment_orders(texts: Mapping[JobId, str]) -> list[CommentOrder]:
     """Jobs grouped by their (made safe) text, at most JOBS_PER_COMMAND per order.
-    A job id that is not a plain number is left out: it would not be a Slurm job."""
+    A job id that is not a plain number or an array task (28_2) is left out: it would
+    not be a Slurm job."""
     groups: dict[str, list[JobId]] = {}
     for job_id, text in sorted(texts.items(), key=lambda kv: (len(kv[0]), kv[0])):
-        if job_id.isascii() and job_id.isdigit():
+        if _JOB_ID.fullmatch(job_id):
             groups.setdefault(admin_comment(text), []).append(job_id)
     orders = []
     for text, ids in groups.items():

@@ -34,6 +34,7 @@ from typing import Generic, TypeVar
 
 from slurm_gavel.backends.slurm.act_plan import ActPlan, plan_act
 from slurm_gavel.backends.slurm.admin_comment import comment_orders
+from slurm_gavel.backends.slurm.arrays import expand_tasks
 from slurm_gavel.backends.slurm.eligibility import HeldBack
 from slurm_gavel.backends.slurm.giveback import give_back_orders, refused_held
 from slurm_gavel.backends.slurm.old_runs import DEFAULT_KILL_WAIT_S, MARGIN_S, OldRuns
@@ -113,11 +114,15 @@ class SlurmBackend(Generic[Transport]):
 
     def observe(self) -> ClusterSnapshot:
         nodes = self.transport.read_nodes()
-        jobs = self.transport.read_jobs(nodes, first=self.view is None, watched=self._active)
+        # An array's pending tasks one job each: the daemon never names an array
+        # (arrays.py).
+        jobs = expand_tasks(
+            self.transport.read_jobs(nodes, first=self.view is None, watched=self._active)
+        )
         listed = {j.job_id for j in jobs}
         ended = [j for j in self._active if j not in listed] + self._resumed_ended(listed)
         if ended:
-            jobs += self.transport.read_ended(ended)
+            jobs += expand_tasks(self.transport.read_ended(ended))
         self._resumed = set()
         now = self.clock()
         self.view = build_view(

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from slurm_gavel.backends.slurm.arrays import pending_tasks, task_job_id
 from slurm_gavel.backends.slurm.fields import (
     dependency_text,
     exit_code,
@@ -329,6 +330,8 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             user_id=None if user_id is None else number(user_id),
             eligible_time=max(0, number(raw.get("eligible_time"))),
             dependency=dependency_text(raw.get("dependency")),
+            array_tasks=pending_tasks(raw),
+            task_id=task_job_id(raw, ""),
             needs=job_needs(raw),
         )
     except ValueError as e:

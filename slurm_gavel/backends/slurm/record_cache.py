@@ -25,6 +25,9 @@ from slurm_gavel.backends.slurm.releases import SlurmVersion
 # SlurmJob). Adding a field there without adding it here fails the cache's test.
 FIELDS = (
     "job_id",
+    "array_job_id",
+    "array_task_id",
+    "array_task_string",
     "job_state",
     "nodes",
     "tres_per_node",

@@ -167,6 +167,12 @@ class SlurmJob:
     shard_request: int = 0  # gres/shard per node asked (tres_per_node)
     # Its dependency as squeue prints it ("afterok:12(unfulfilled)"); "" when none.
     dependency: str = ""
+    # An array's meta record: the ids ("28_3") of the pending tasks it holds, each made
+    # a job of its own by arrays.expand_tasks; () for any other record.
+    array_tasks: tuple[str, ...] = ()
+    # An array task's own record: its id as the daemon names it ("28_1"; job_id is the
+    # record's own number until arrays.expand_tasks renames it); "" for any other.
+    task_id: str = ""
     # --constraint, --exclude, memory and CPUs per node (fit.py); read from the JSON
     # (the listing's text keeps a managed job's last ones: slurm/cli/jobs_from_text.py).
     # Not compared: the text builds a plain job without them (nothing reads those).

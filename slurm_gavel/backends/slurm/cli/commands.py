@@ -158,7 +158,9 @@ class SlurmCommands:
         )
 
 
-_JOB_IN_ERROR = re.compile(r"(?:job(?:\s*id)?|JobId=)\s*[= ]?\s*(\d+)", re.IGNORECASE)
+# An array task's id is ARRAY_TASK ("28_2", arrays.py): its error is its own, never
+# the array's or another job's.
+_JOB_IN_ERROR = re.compile(r"(?:job(?:\s*id)?|JobId=)\s*[= ]?\s*(\d+(?:_\d+)?)", re.IGNORECASE)
 
 
 def errors_by_job(stderr: str) -> tuple[dict[str, str], list[str]]:

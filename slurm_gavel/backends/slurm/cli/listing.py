@@ -101,8 +101,16 @@ LISTING_FIELDS: Mapping[str, str] = {
     "features": "Feature",  # --constraint ("(null)" for none)
     "comment": "Comment",
 }
-# _job fields Slurm changes only together with a listed one (the one named).
-FOLLOWS = {"gres_detail": "nodes", "user_name": "user_id"}
+# _job fields Slurm changes only together with a listed one (the one named). An
+# array's fields are printed by no listing field: its records are read as JSON every
+# round (read(); backends/slurm/arrays.py), whatever their listing says.
+FOLLOWS = {
+    "gres_detail": "nodes",
+    "user_name": "user_id",
+    "array_job_id": "job_id",
+    "array_task_id": "job_id",
+    "array_task_string": "job_id",
+}
 # _job fields no listing field prints (a job's --exclude, memory and CPUs per node:
 # from_json.job_needs): a job built from its text keeps its last JSON's, and a new
 # managed job is read as JSON (slurm/cli/jobs_from_text.py). A user's change to them
@@ -246,6 +254,13 @@ class IncrementalJobs:
         jobs whose end must be read when they leave the listing (None: every job)."""
         rows = self._rows
         changed = [] if listing is None else self.changed(listing)
+        # An array's records are read as JSON every round, never built from text: the
+        # listing prints neither a meta record's task list nor a task's name, and a task
+        # split off (scontrol update JobId=28_2) changes the meta record's list alone
+        # (backends/slurm/arrays.py).
+        arrays = {j for j, (_, job) in rows.items() if job.array_tasks or job.task_id}
+        if listing is not None:
+            changed += [j for j in arrays if j in listing and j not in changed]
         ending = rows if watched is None else [j for j in watched if j in rows]
         gone = listing is not None and any(j not in listing for j in ending)
         built: dict[str, SlurmJob] = {}
@@ -254,6 +269,8 @@ class IncrementalJobs:
             users = _user_names(job for _, job in rows.values())
             guess = {**users, **dict.fromkeys(_uids(listing, changed, users), UNNAMED)}
             for job_id in changed:
+                if job_id in arrays:
+                    continue
                 job = from_text(listing[job_id], rows.get(job_id), guess)
                 if job is not None:
                     (unnamed if job.user == UNNAMED else built)[job_id] = job

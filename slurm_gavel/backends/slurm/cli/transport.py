@@ -4,7 +4,8 @@ Reads: reader.py (nodes, the job listing, JSON of changed jobs). Acts, one comma
 per action kind whatever the number of jobs (SlurmBackend.act runs the signal
 beside the hold, place and release):
 
-    signal       scancel --signal=USR1 --batch ID ID ...   (preempt and move)
+    signal       scancel --signal=USR1 --batch ID ID ...   (preempt and move; an array
+                 task: one scancel each, stopped at its first answer: task_signal.py)
     hold         scontrol hold ID,ID,...   (released earlier, not placed this round)
     place        scontrol, reading one `update JobId=...` line per job on stdin
                  (from 64 jobs on, two scontrol side by side, half the lines each)
@@ -42,6 +43,7 @@ from slurm_gavel.backends.slurm.cli.argv import (
 from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, note_errors
 from slurm_gavel.backends.slurm.cli.json_format import CliFormat
 from slurm_gavel.backends.slurm.cli.reader import CliReader
+from slurm_gavel.backends.slurm.cli.task_signal import signal_task
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.old_runs import kill_wait_seconds
@@ -172,7 +174,25 @@ class CliTransport:
         note_errors(res, [o.job_id for o in orders], failed, check_rc=False)
 
     def send_signal(self, ids: list[JobId], signal: str, failed: dict[JobId, str]) -> set[JobId]:
-        return note_errors(self.commands.run("signal", signal_argv(ids, signal)), ids, failed)
+        """One scancel for the plain jobs; each array task (ARRAY_TASK) its own, stopped
+        at slurmctld's first answer (cli/task_signal.py), side by side."""
+        plain = [j for j in ids if "_" not in j]
+        tasks = [j for j in ids if "_" in j]
+        bad: set[JobId] = set()
+        if plain:
+            res = self.commands.run("signal", signal_argv(plain, signal))
+            bad = note_errors(res, plain, failed)
+        if not tasks:
+            return bad
+        with self.commands._tally:
+            self.commands.counts["signal"] += len(tasks)
+        with ThreadPoolExecutor(min(8, len(tasks)), thread_name_prefix="gavel-task-signal") as pool:
+            whys = list(pool.map(lambda j: signal_task(j, signal, self.commands.env), tasks))
+        for j, why in zip(tasks, whys, strict=True):
+            if why is not None:
+                failed[j] = why
+                bad.add(j)
+        return bad
 
     def requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         note_errors(self.commands.run("requeuehold", requeuehold_argv(ids)), ids, failed)
