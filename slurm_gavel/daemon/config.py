@@ -78,6 +78,8 @@ _TOP_KEYS = [
     "checkpoint",
     "preemption_overhead_seconds",
     "stay_credit_seconds",
+    "restart_aware",
+    "restart_budget",
     "min_reallocation_interval_seconds",
     "solver_time_limit_seconds",
     "state_dir",
@@ -253,7 +255,25 @@ def _settings(d: Mapping[str, Any], w: str) -> RoundSettings:
         preemption_overhead_seconds=seconds("preemption_overhead_seconds"),
         stay_credit_seconds=seconds("stay_credit_seconds"),
         min_reallocation_interval_seconds=seconds("min_reallocation_interval_seconds"),
+        restart_aware=_restart_aware(d.get("restart_aware", base.restart_aware), w),
+        restart_budget=_restart_budget(d.get("restart_budget", base.restart_budget), w),
     )
+
+
+def _restart_aware(value: Any, w: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{w}restart_aware: expected true or false, got {value!r}")
+    return value
+
+
+def _restart_budget(value: Any, w: str) -> float:
+    b = _check.number(value, w + "restart_budget", minimum=0, strict=True)
+    if b > 1:
+        raise ConfigError(
+            f"{w}restart_budget: {value!r} is a share of GPU time and must be <= 1 "
+            "(0.1: restarts may cost a job a tenth of its GPU time)"
+        )
+    return b
 
 
 def parse_config(doc: Any, source: Path | None = None) -> Config:

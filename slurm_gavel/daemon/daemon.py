@@ -58,6 +58,7 @@ from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.publish import Publisher
 from slurm_gavel.daemon.reload import reload_daemon, scheduler_config
+from slurm_gavel.daemon.restart_clock import RestartClock
 from slurm_gavel.daemon.round_failures import round_failed, save_failed
 from slurm_gavel.daemon.state_doc import state_document
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
@@ -107,6 +108,8 @@ class Daemon(DaemonLoop):
         self.progress = (
             ProgressTracker(config.progress_dir, table=self.table) if config.progress_dir else None
         )
+        # each restart's cost, measured (restart_clock.py): JobAccount.restart_cost_s
+        self.restart_clock = RestartClock(config.settings.preemption_overhead_seconds)
         self.tap = DaemonTap(self)
         self.publisher = Publisher(self.store, self.hooks)  # status.json, AdminComment
         self.stop_event = threading.Event()
@@ -259,6 +262,9 @@ class Daemon(DaemonLoop):
             self._needs_reconcile = True  # uses self._inflight if act had begun
             raise
         self._inflight = None
+        self.restart_clock.on_round(
+            self.state, report, self.tap.last_snapshot, self.hooks.checkpoint_waits()
+        )
         # The round has acted: log it first, so a save that fails (a full disk) cannot
         # hide what was done to Slurm. A failed save here keeps the new state in memory
         # (it is what Slurm now runs); on disk the inflight record of this round stays,
@@ -354,6 +360,7 @@ class Daemon(DaemonLoop):
             self.state.allocation,
             self.hooks.checkpoint_waits(),
         )
+        self.metrics.record_restart_costs(self.restart_clock.measured, snap)
         self.events.record(
             report,
             snap,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -92,6 +92,22 @@ class DaemonMetrics:
         )
         self.starts = Counter(
             "slurm_gavel_job_starts_total", "Jobs started or restarted", registry=r
+        )
+        self.restart_seconds = Counter(
+            "slurm_gavel_restart_seconds_total",
+            "Measured cost of the restarts of managed jobs: checkpoint signal to exit, "
+            "requeue, and the next run's start until its first progress (restart_clock.py)",
+            registry=r,
+        )
+        self.restart_gpu_seconds = Counter(
+            "slurm_gavel_restart_gpu_seconds_total",
+            "GPU time lost to the measured restarts (each restart's cost x the job's GPUs)",
+            registry=r,
+        )
+        self.restarts_per_job = Gauge(
+            "slurm_gavel_restarts_per_job",
+            "Mean restarts of the managed jobs in the system (running, held or pending)",
+            registry=r,
         )
         self.act_failures = Counter(
             "slurm_gavel_action_failures_total",
@@ -299,6 +315,20 @@ class DaemonMetrics:
             acct = accounts.get(j, "")
             self.account_checkpoint_waits.labels(account=acct).inc()
             self.account_checkpoint_wait_seconds.labels(account=acct).inc(max(0.0, seconds))
+
+    def record_restart_costs(
+        self, measured: Sequence[tuple[JobId, float]], snap: ClusterSnapshot | None
+    ) -> None:
+        """The restarts measured this round (daemon/restart_clock.py), and the mean
+        restart count of the jobs in the system."""
+        gpus = {o.job.id: sum(s.gpus for s in o.nodes) for o in snap.jobs} if snap else {}
+        for job_id, seconds in measured:
+            self.restart_seconds.inc(seconds)
+            self.restart_gpu_seconds.inc(seconds * gpus.get(job_id, 0))
+        if snap is not None:
+            active = [o for o in snap.jobs if o.state.value != "done"]
+            mean = sum(o.restarts for o in active) / len(active) if active else 0.0
+            self.restarts_per_job.set(mean)
 
     def count_command_failures(self, failures: Mapping[str, int]) -> None:
         for command, n in failures.items():

@@ -64,6 +64,8 @@ def test_every_round_setting_is_read_from_the_key_of_its_name():
         "preemption_overhead_seconds": 7.0,
         "stay_credit_seconds": 11.0,
         "min_reallocation_interval_seconds": 13.0,
+        "restart_aware": True,
+        "restart_budget": 0.2,
     }
     cfg = parse_config({"partitions": ["gpu"], **keys})
     assert cfg.settings == RoundSettings(**keys)

@@ -1,0 +1,101 @@
+"""daemon/restart_clock.py: each restart's cost measured from the checkpoint wait and
+the restarted run's own progress, learned per job, capped against inflated reports."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.restart_clock import RestartClock
+
+TABLE = load_table()
+RESNET = "ResNet-50 (batch size 64)"
+
+
+class Tap(SimulatedCluster):
+    """The simulated cluster, keeping the snapshot each round observed (as DaemonTap)."""
+
+    def observe(self):  # type: ignore[no-untyped-def]
+        self.last_snapshot = super().observe()
+        return self.last_snapshot
+
+
+def _measure(
+    overhead: float,
+    wait: float,
+    default: float = 0.0,
+    rounds: int = 8,
+    initial: float | None = None,
+    keep: bool = False,
+):
+    rate = TABLE.throughput(RESNET, 1, "v100")
+    jobs = [Job(j, RESNET, 1, total_steps=rate * 5000.0) for j in ("a", "b")]
+    tap = Tap(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
+              preemption_overhead_seconds=overhead)  # fmt: skip
+    # keep: restart-aware rounds keep each run 2 x its cost, long enough to report
+    settings = replace(
+        SIMULATOR_DEFAULTS,
+        preemption_overhead_seconds=overhead,
+        restart_aware=keep,
+        restart_budget=0.5,
+    )
+    config = SchedulerConfig(table=TABLE, settings=settings)
+    clock = RestartClock(default)
+    metrics = DaemonMetrics()
+    state = SchedulerState()
+    seen = []
+    for _ in range(rounds):
+        state, report = run_round(state, tap, config)
+        if initial is not None and report.round_index == 0:
+            for acct in state.jobs.values():
+                acct.restart_cost_s = initial
+        waits = {j: wait for j in (*report.result.preempted, *report.result.moved)}
+        seen += clock.on_round(state, report, tap.last_snapshot, waits)
+        metrics.record_restart_costs(clock.measured, tap.last_snapshot)
+        tap.advance(tap.clock + 360.0)
+        tap.completions.clear()
+    return state, seen, metrics
+
+
+def test_a_restart_costs_its_checkpoint_wait_plus_the_restore_before_progress():
+    # Gavel time-slices a and b (A, B, B, A, A, ...): each resume restores for 100 s;
+    # each signalled job took 20 s to leave
+    state, seen, metrics = _measure(overhead=100.0, wait=20.0)
+    assert seen and all(cost == pytest.approx(120.0) for _, cost in seen)
+    assert {j for j, _ in seen} <= {"a", "b"}
+    for j, _ in seen:
+        assert state.jobs[j].restart_cost_s == pytest.approx(120.0)
+    got = metrics.registry.get_sample_value("slurm_gavel_restart_seconds_total")
+    assert got == pytest.approx(120.0 * len(seen))
+    gpu = metrics.registry.get_sample_value("slurm_gavel_restart_gpu_seconds_total")
+    assert gpu == pytest.approx(120.0 * len(seen))  # one GPU each
+    mean = metrics.registry.get_sample_value("slurm_gavel_restarts_per_job")
+    assert mean == pytest.approx(sum(state.jobs[j].restarts for j in state.jobs) / len(state.jobs))
+
+
+def test_the_learned_cost_is_the_mean_of_the_last_measurement_and_the_one_before():
+    # a job that had learned 300 s measures 120 s k times: 120 + 180 / 2^k
+    state, seen, _ = _measure(overhead=100.0, wait=20.0, initial=300.0)
+    for j in state.jobs:
+        k = sum(1 for job, _ in seen if job == j)
+        assert state.jobs[j].restart_cost_s == pytest.approx(120.0 + 180.0 / 2**k)
+    assert any(job == j for job, _ in seen for j in state.jobs)
+
+
+def test_an_inflated_restore_is_capped():
+    # a job whose run shows progress only 1,000 s after its release (a user's report
+    # claiming a slow restore) counts the cap, max(600 s, 4 x the admin default)
+    _, seen, _ = _measure(overhead=1000.0, wait=0.0, rounds=20, keep=True)
+    assert seen and all(cost == pytest.approx(600.0) for _, cost in seen)
+    _, seen, _ = _measure(overhead=1000.0, wait=0.0, default=300.0, rounds=20, keep=True)
+    assert seen and all(cost == pytest.approx(1000.0, abs=1e-6) for _, cost in seen)
