@@ -17,7 +17,14 @@ from typing import Any
 from slurm_gavel.job.checkpoint import load_latest, restore_rng, warn
 from slurm_gavel.job.ranks import RANK_RNG_KEY
 from slurm_gavel.job.sharded import load_sharded
-from slurm_gavel.job.world import WORLD_KEY, WorldTracker, parse_record, reseed_rank
+from slurm_gavel.job.world import (
+    FIX,
+    WORLD_KEY,
+    CheckpointWorldError,
+    WorldTracker,
+    parse_record,
+    reseed_rank,
+)
 
 
 @dataclass(frozen=True)
@@ -70,8 +77,15 @@ def restore_world(world: WorldTracker, got: Loaded, rank: int) -> None:
     if record.world_size != world.current:
         rank0 = rngs[0] if isinstance(rngs, list) else got.own_rng
         reseed_rank(rank0, got.step, rank, world.current)
-    elif isinstance(rngs, list):
-        restore_rng(rngs[rank])  # this rank's own streams
-    elif isinstance(got.own_rng, dict):
-        restore_rng(got.own_rng)
+    else:
+        mine = rngs[rank] if isinstance(rngs, list) else got.own_rng  # this rank's own
+        try:
+            if not isinstance(mine, dict):
+                raise TypeError(f"a {type(mine).__name__}, not a record of states")
+            restore_rng(mine)
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError) as e:
+            raise CheckpointWorldError(
+                f"checkpoint {got.path}: the RNG states of rank {rank} cannot be restored "
+                f"({type(e).__name__}: {str(e)[:100]}); {FIX}"
+            ) from None
     world.restored(record, got.step, warn if rank == 0 else lambda _: None)

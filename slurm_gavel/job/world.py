@@ -45,7 +45,7 @@ class BatchPlanError(InputError):
 
 
 class CheckpointWorldError(InputError):
-    """A checkpoint's world-size record is not what slurm-gavel writes."""
+    """A checkpoint's world-size record or RNG states are not what slurm-gavel writes."""
 
 
 def _count(value: Any, name: str, limit: int) -> int:

@@ -246,3 +246,16 @@ def test_a_sharded_checkpoint_with_a_hostile_world_size_stops_the_job(tmp_path: 
     with pytest.raises(CheckpointWorldError, match="world_size=-5 is not a whole number") as e:
         job.resume()
     assert "dcp-000000000003" in str(e.value)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    "rngs", [[5], ["python"], [{"python": "not a state"}], [{"python": (3, (1, 2), None)}]]
+)
+def test_rng_states_that_cannot_be_restored_stop_the_job_clearly(
+    tmp_path: Path, rngs: list[Any]
+) -> None:
+    folder = tmp_path / "ck"
+    save_checkpoint(folder, 5, {"w": [1], WORLD_KEY: {"world_size": 1}, RANK_RNG_KEY: rngs})
+    with pytest.raises(CheckpointWorldError, match="the RNG states of rank 0 cannot be restored"):
+        _job(folder).resume()
