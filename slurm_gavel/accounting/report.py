@@ -6,6 +6,10 @@ Per job (all its runs: with ``sacct -D`` a requeued job has one record per run):
 * queueing delay: its first start minus its first submission;
 * restarts: its runs minus one (each Gavel preemption is a requeue), or the
   daemon's own count when its state file knows the job and counted more;
+* GPU-hours lost to restarts: restarts x the job's restart cost x its GPUs, the cost
+  being the daemon's measurement for the job when its view has one, else the one
+  given (`report --restart-seconds`, or the config's preemption_overhead_seconds);
+  unknown (None) without either;
 * GPU-hours per GPU type: sum over runs of elapsed x GPUs, by the run's type;
 * finish-time fairness rho (Themis/Gavel, as simulate/metrics.py): JCT over the
   time the job would have needed alone on an equal 1/n share of the cluster, n
@@ -50,6 +54,14 @@ class JobFacts:
     steps: float | None = None  # work done, when its type and GPUs are in the table
     scale: int = 0
     rho: float | None = None
+    gpus: int = 0  # the most GPUs any of its runs had
+    restart_cost: float | None = None  # seconds per restart, when known
+
+    @property
+    def restart_gpu_hours(self) -> float | None:
+        if self.restart_cost is None:
+            return None
+        return self.restarts * self.restart_cost * self.gpus / 3600.0
 
     @property
     def jct(self) -> float | None:
@@ -75,6 +87,8 @@ def job_facts(
     runs: Iterable[SacctRun],
     table: ThroughputTable,
     daemon_restarts: Mapping[str, int] | None = None,
+    restart_costs: Mapping[str, float] | None = None,
+    default_restart_seconds: float | None = None,
 ) -> list[JobFacts]:
     """One JobFacts per job that had GPUs in some run (the rest is not ours to judge)."""
     facts = []
@@ -101,6 +115,8 @@ def job_facts(
             first_start=ran[0].start if ran else None,
             restarts=max(len(job_runs) - 1, (daemon_restarts or {}).get(job_id, 0)),
             gpu_seconds=gpu_seconds,
+            gpus=max(r.gpu_total for r in job_runs),
+            restart_cost=(restart_costs or {}).get(job_id, default_restart_seconds),
         )
         f.scale, f.steps = _work(f.job_type, ran, table)
         facts.append(f)
@@ -179,11 +195,26 @@ def summarise(facts: Sequence[JobFacts], by: str | None) -> list[dict[str, Any]]
                     [f.queue_delay for f in members if f.queue_delay is not None]
                 ),
                 "restarts": sum(f.restarts for f in members),
+                "restarts_per_job": round(sum(f.restarts for f in members) / len(members), 3),
+                "restart_gpu_hours": _lost(members),
                 "gpu_hours": {g: round(h, 4) for g, h in sorted(gpu_hours.items())},
                 "rho": _stats([f.rho for f in members if f.rho is not None]),
             }
         )
     return rows
+
+
+def _lost(members: Sequence[JobFacts]) -> float | None:
+    """GPU-hours lost to the members' restarts; None when a job that restarted has no
+    known restart cost (the sum would leave it out)."""
+    total = 0.0
+    for f in members:
+        if f.restarts:
+            lost = f.restart_gpu_hours
+            if lost is None:
+                return None
+            total += lost
+    return round(total, 4)
 
 
 def job_json(f: JobFacts) -> dict[str, Any]:
@@ -196,6 +227,7 @@ def job_json(f: JobFacts) -> dict[str, Any]:
         "jct_s": f.jct,
         "queue_delay_s": f.queue_delay,
         "restarts": f.restarts,
+        "restart_gpu_hours": None if f.restart_gpu_hours is None else round(f.restart_gpu_hours, 6),
         "gpu_hours": {g: round(s / 3600, 6) for g, s in sorted(f.gpu_seconds.items())},
         "rho": None if f.rho is None else round(f.rho, 4),
     }

@@ -41,6 +41,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="GPUs per type, for rho (default: the daemon's state, else sinfo)",
     )
     p.add_argument("--throughputs", metavar="FILE", help="throughput table (default shipped)")
+    p.add_argument(
+        "--restart-seconds",
+        type=float,
+        metavar="S",
+        help="what a restart costs a job without a measured cost, for GPU-hours lost to "
+        "restarts (default: the config's preemption_overhead_seconds when above 0)",
+    )
     add_json_option(p, "the groups and every job")
     p.add_argument(
         "--plot",
@@ -98,8 +105,15 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     table = load_table(args.throughputs)
     daemon = _daemon_state(args)
     restarts = {j["id"]: int(j["restarts"]) for j in (daemon or {}).get("jobs", [])}
+    measured = {
+        j["id"]: float(j["restart_cost_s"])
+        for j in (daemon or {}).get("jobs", [])
+        if isinstance(j.get("restart_cost_s"), int | float)
+        and not isinstance(j.get("restart_cost_s"), bool)
+        and 0 <= j["restart_cost_s"] < 1e6
+    }
     runs, unreadable = read_runs(args)
-    facts = job_facts(runs, table, restarts)
+    facts = job_facts(runs, table, restarts, measured, _restart_seconds(args))
     if args.capacity:
         capacity = parse_capacity(args.capacity)
     elif daemon and daemon.get("capacity"):
@@ -118,6 +132,22 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _restart_seconds(args: argparse.Namespace) -> float | None:
+    """--restart-seconds, else the config's preemption_overhead_seconds when above 0."""
+    if args.restart_seconds is not None:
+        s = float(args.restart_seconds)
+        if not (0 <= s < 1e6):
+            raise InputError(f"--restart-seconds {s:g}: give seconds, 0 or more (e.g. 120)")
+        return s
+    if args.config:
+        from slurm_gavel.daemon.config import load_config
+
+        cfg = load_config(args.config)
+        if cfg.settings.preemption_overhead_seconds > 0:
+            return cfg.settings.preemption_overhead_seconds
+    return None
+
+
 def _fmt(x: float | None, unit: str = "s") -> str:
     if x is None:
         return "-"
@@ -131,12 +161,14 @@ def _fmt(x: float | None, unit: str = "s") -> str:
 def format_table(report: dict[str, Any]) -> str:
     gpus = sorted({g for row in report["groups"] for g in row["gpu_hours"]})
     head = ["GROUP", "JOBS", "DONE", "JCT mean", "JCT p50", "QUEUE mean", "RESTARTS",
-            *[f"{g} GPU-h" for g in gpus], "RHO mean", "RHO max"]  # fmt: skip
+            "PER JOB", "LOST GPU-h", *[f"{g} GPU-h" for g in gpus], "RHO mean",
+            "RHO max"]  # fmt: skip
     rows = [head]
     for r in report["groups"]:
         rows.append(
             [str(r["group"]), str(r["jobs"]), str(r["finished"]), _fmt(r["jct_s"]["mean"]),
              _fmt(r["jct_s"]["p50"]), _fmt(r["queue_delay_s"]["mean"]), str(r["restarts"]),
+             f"{r['restarts_per_job']:.2f}", _fmt(r["restart_gpu_hours"], ""),
              *[_fmt(r["gpu_hours"].get(g, 0.0), "") for g in gpus],
              _fmt(r["rho"]["mean"], ""), _fmt(r["rho"]["max"], "")]
         )  # fmt: skip
