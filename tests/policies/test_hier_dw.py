@@ -92,3 +92,24 @@ def test_plentiful_gpus_fall_back_to_highs(monkeypatch: pytest.MonkeyPatch) -> N
     ref = _run(monkeypatch, p, decompose=False)
     got = _run(monkeypatch, p, decompose=True, ran=False)
     np.testing.assert_allclose(_values(p, got), _values(p, ref), rtol=1e-9)
+
+
+def test_only_proven_bottlenecks_get_a_dual() -> None:
+    """y_j > 0 only where y_j * margin_j exceeds the certificate's gap: with a zero
+    margin nothing is proven (the caller's bottleneck LP decides), with a wide one
+    every class with a positive dual is."""
+    rng = np.random.default_rng(5)
+    coef = rng.uniform(0.5, 2.0, size=(40, 3))
+    gpus, cap = np.ones(40), np.full(3, 4.0)  # scarce: the capacity rows bind
+    rise, live = np.full(40, 1.0 / 40), np.ones(40, dtype=bool)
+    hier_dw_cells = hier_dw.DW_MIN_CELLS
+    try:
+        hier_dw.DW_MIN_CELLS = 1
+        none = hier_dw.first_level(coef, gpus, cap, rise, live, np.zeros_like)
+        wide = hier_dw.first_level(coef, gpus, cap, rise, live, lambda lv: np.ones_like(lv))
+    finally:
+        hier_dw.DW_MIN_CELLS = hier_dw_cells
+    assert none is not None and wide is not None
+    assert (none[2] == 0).all()
+    assert (wide[2] > 0).sum() > 0
+    assert none[0] == wide[0]

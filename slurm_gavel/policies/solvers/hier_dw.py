@@ -27,6 +27,8 @@ type), the capacity prices are 0 and the duals are not of this form.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from slurm_gavel.policies.solvers.dw import DW_MAX_TYPES, DwStalled, max_min
@@ -37,9 +39,19 @@ CERT_TOL = 1e-9
 
 
 def first_level(
-    coef: np.ndarray, gpus: np.ndarray, cap: np.ndarray, rise: np.ndarray, live: np.ndarray
+    coef: np.ndarray,
+    gpus: np.ndarray,
+    cap: np.ndarray,
+    rise: np.ndarray,
+    live: np.ndarray,
+    margin: Callable[[np.ndarray], np.ndarray],
 ) -> tuple[float, np.ndarray, np.ndarray] | None:
-    """(c*, x (C, K), y (C,) >= 0 certified optimal value-row duals) or None.
+    """(c*, x (C, K), y (C,)) or None. y_j > 0 only where the certified dual *proves*
+    that class j cannot rise by margin(level)_j (its level after this one) with every
+    other class held at its level: for any allocation that keeps every row at c* and
+    lifts j by delta, weak duality gives y_j delta <= dual objective - c*, so
+    y_j margin_j > that gap rules the lift out. The others get y_j = 0 and go to the
+    caller's bottleneck LP.
 
     `live`: the classes in the level (runnable, rise > 0); the others get no time.
     `gpus`: GPUs per unit of x of each class (count times scale factor)."""
@@ -52,21 +64,26 @@ def first_level(
         z, xl, lam = max_min(a, allowed[live], gpus[live], cap)
     except DwStalled:
         return None
-    y = _certified_duals(a, allowed[live], gpus[live], cap, z, lam)
-    if y is None:
+    cert = _certified_duals(a, allowed[live], gpus[live], cap, z, lam)
+    if cert is None:
         return None
+    y, gap = cert
+    r = rise[live]
+    lift = margin(z * r) / r  # the margin in the scaled rows' units (value / r_j)
+    proven = y * lift > gap
     x = np.zeros((n, k))
     x[live] = xl
     out = np.zeros(n)
-    out[live] = y / rise[live]  # back to the rows with coefficient r_j
+    out[live] = np.where(proven, y / r, 0.0)  # back to the rows with coefficient r_j
     return z, x, out
 
 
 def _certified_duals(
     a: np.ndarray, allowed: np.ndarray, g: np.ndarray, cap: np.ndarray, z: float, lam: np.ndarray
-) -> np.ndarray | None:
-    """Per-job y of the scaled level LP (rows a_j . x >= c) from the prices lam, or
-    None if (lam, y, u) is not an optimal dual to CERT_TOL (module docstring)."""
+) -> tuple[np.ndarray, float] | None:
+    """(per-job y of the scaled level LP (rows a_j . x >= c) from the prices lam, the
+    dual objective's excess over z), or None if (lam, y, u) is not an optimal dual to
+    CERT_TOL (module docstring)."""
     n, k = a.shape
     price = g[:, None] * lam[None, :]  # (N, K) g_j lam_t
     cand_y = [np.zeros(n)]
@@ -98,4 +115,4 @@ def _certified_duals(
     dual_obj = (float(u.sum()) + float(lam @ cap)) / total
     if abs(dual_obj - z) > CERT_TOL * max(abs(z), 1.0) * 10:
         return None
-    return y / total
+    return y / total, max(dual_obj - z, 0.0) + 1e-12 * abs(z)

@@ -90,7 +90,9 @@ def water_fill(
         rise = np.where(frozen, 0.0, share / cls.scale)
         quick = None
         if iterations == 1:  # everyone at 0: the decomposition's case (hier_dw.py)
-            quick = first_level_dw(cls.coef, cls.count * cls.scale, cls.capacity, rise, ~frozen)
+            quick = first_level_dw(
+                cls.coef, cls.count * cls.scale, cls.capacity, rise, ~frozen, _margin
+            )
         if quick is not None:
             c_star, x, duals = quick
         else:
@@ -122,10 +124,15 @@ def effective_weights(cls: HierClasses, frozen: np.ndarray) -> np.ndarray:
     return w
 
 
+def _margin(level: np.ndarray) -> np.ndarray:
+    """The lift that counts as "not bottlenecked" at these levels."""
+    return np.maximum(MARGIN * level, MARGIN_FLOOR)
+
+
 def find_bottlenecked(lift_lp: _ClassLp, level: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """(C,) candidates that no allocation can lift above their level (others held)."""
     cand = candidates.copy()
-    margin = np.maximum(MARGIN * level, MARGIN_FLOOR)
+    margin = _margin(level)
     while cand.any():
         sol, _ = lift_lp.solve(level, np.where(cand, margin, 0.0), "bottleneck")
         e = np.where(cand, sol[lift_lp.nx :], 0.0)
