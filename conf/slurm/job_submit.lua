@@ -194,6 +194,26 @@ local function gpu_count(tres)
    return tonumber(count)
 end
 
+-- --gpus-per-task: 22.05 "gres:gpu:2" / "gres:gpu:p100:2", 24.11+ "gres/gpu=2" /
+-- "gres/gpu:p100=2", maybe beside "cpu=N". Returns the count (nil: none; false:
+-- unreadable), the request's prefix with its type ("gres/gpu:p100") and the other entries.
+local function task_gpus(tres)
+   if tres == nil or tres == "" then return nil end
+   local count, prefix, rest = nil, nil, {}
+   for entry in string.gmatch(tres, "[^,]+") do
+      local pre, n = string.match(entry, "^(gres[:/]gpu[:A-Za-z0-9_.-]*)[:=]([0-9]+)$")
+      if pre ~= nil and count == nil and #n <= 9 then
+         count, prefix = tonumber(n), pre
+      elseif string.find(entry, "gpu", 1, true) then
+         return false
+      else
+         rest[#rest + 1] = entry
+      end
+   end
+   if count == nil then return nil end
+   return count, prefix, table.concat(rest, ",")
+end
+
 local function refuse_request(why)
    slurm.log_user("slurm-gavel: %s", why)
    return slurm.ERROR
@@ -278,12 +298,22 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    -- so move the GPU count into the comment and drop the request here.
    local per_node = gpu_count(job_desc.tres_per_node)
    local per_job = gpu_count(job_desc.tres_per_job)
-   if per_node == false or per_job == false then
+   local per_task, task_type, task_rest = task_gpus(job_desc.tres_per_task)
+   if per_node == false or per_job == false or per_task == false then
       slurm.log_user("slurm-gavel: cannot read the GPU request of a managed job; " ..
                      "drop --gres/--gpus and write --comment=gavel:type=<job type>,scale=N")
       return slurm.ERROR
    end
    local gpus = per_job
+   if per_task ~= nil and per_job == nil and per_node == nil then
+      local tasks = job_desc.num_tasks
+      if tasks == nil or tasks < 1 or tasks > 100000 then tasks = 1 end  -- unset is NO_VAL
+      gpus = per_task * tasks
+      -- as a per-job request from here on (the daemon sets it per node)
+      job_desc.tres_per_job = task_type .. ":" .. string.format("%.0f", gpus)
+      job_desc.tres_per_task = task_rest
+      per_job = gpus
+   end
    if per_node ~= nil then
       local nodes = job_desc.min_nodes
       if nodes == nil or nodes < 1 or nodes > 100000 then nodes = 1 end  -- unset is NO_VAL
