@@ -41,9 +41,18 @@ from slurm_gavel.job.env import JobEnvError, read_env
 
 # Batch-script lines: a shell function `srun` (found before the command) that runs the
 # real srun in the background and passes the checkpoint signal (USR1) on to it, then
-# returns srun's exit status (99 when the tasks exit for requeue-hold).
+# returns srun's exit status (99 when the tasks exit for requeue-hold). It also sizes
+# srun from the allocation as it is now: after the daemon changed a held job's node
+# count (a moldable job), the batch environment still holds the submission's
+# SLURM_NTASKS/SLURM_NPROCS, and srun would start that many tasks; submitit always
+# sets --ntasks-per-node, so nodes x tasks per node is the count.
 SRUN_FORWARDING = (
     "srun() {",
+    '  case "$SLURM_JOB_NUM_NODES:$SLURM_NTASKS_PER_NODE" in',
+    "    *[!0-9:]*|:*|*:) ;;",
+    "    *) local -x SLURM_NTASKS=$((SLURM_JOB_NUM_NODES * SLURM_NTASKS_PER_NODE))",
+    '       local -x SLURM_NPROCS="$SLURM_NTASKS" ;;',
+    "  esac",
     '  command srun "$@" & local pid=$! rc',
     "  trap 'kill -USR1 '\"$pid\"' 2>/dev/null' USR1",
     '  while :; do wait "$pid"; rc=$?; kill -0 "$pid" 2>/dev/null || return "$rc"; done',
