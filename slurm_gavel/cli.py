@@ -21,7 +21,17 @@ from slurm_gavel import __version__
 from slurm_gavel.errors import InputError, SolveError
 
 # Subcommands in the order `--help` lists them.
-COMMANDS = ["run", "status", "explain", "allocate", "simulate", "profile", "trace", "report"]
+COMMANDS = [
+    "run",
+    "status",
+    "explain",
+    "refused",
+    "allocate",
+    "simulate",
+    "profile",
+    "trace",
+    "report",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

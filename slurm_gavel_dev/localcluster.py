@@ -218,7 +218,7 @@ def _start_chroot_munge(rel: chroot.Release, run: Path, state: dict) -> None:
     chroot.write_bin(rel, run)
     if rel.slurm_user != "root":
         uid, gid = chroot.user_ids(rel, rel.slurm_user)
-        for sub in ("state", "log"):
+        for sub in ("state", "log", "refused"):  # refused: job_submit.lua's REFUSALS_DIR
             os.chown(run / sub, uid, gid)
     sock = chroot.prepare_munge(run)
     _start(run, state, "munged", chroot.munged_argv(run))

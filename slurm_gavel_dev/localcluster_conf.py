@@ -7,7 +7,6 @@ GPU devices, which slurmd accepts), plugstack.conf. Standard library only.
 
 from __future__ import annotations
 
-import shutil
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,4 +276,14 @@ def write_config(spec: ClusterSpec, run: Path) -> None:
     )
     if spec.hold_on_arrival:
         # slurmctld reads job_submit.lua from slurm.conf's directory.
-        shutil.copyfile(REPO / "conf" / "slurm" / "job_submit.lua", run / "job_submit.lua")
+        lua = (REPO / "conf" / "slurm" / "job_submit.lua").read_text()
+        # each user's last refusal in this cluster's own folder (22.05 users read
+        # it with `slurm-gavel refused --dir DIR/refused`)
+        refused = run / "refused"
+        refused.mkdir(exist_ok=True)
+        refused.chmod(0o711)
+        line = 'local REFUSALS_DIR = "/var/spool/slurm-gavel/refused"'
+        if line not in lua:
+            raise ClusterError(f"conf/slurm/job_submit.lua has no line {line!r}")
+        lua = lua.replace(line, f'local REFUSALS_DIR = "{refused}"')
+        (run / "job_submit.lua").write_text(lua)

@@ -25,6 +25,12 @@ local MAX_USER_WEIGHT = "1"
 -- (root, or add the uid it runs as).
 local DAEMON_UIDS = { [0] = true }
 
+-- Where each user's last refusal is written (<dir>/<uid>), for `slurm-gavel refused`:
+-- Slurm 22.05's sbatch and scontrol show a refusal as "Unspecified error", without the
+-- reason given here (24.11+ show it). A folder owned by SlurmUser, not writable by
+-- users (mode 0711: each file is read by its name); nil turns it off. Admin guide 4.
+local REFUSALS_DIR = "/var/spool/slurm-gavel/refused"
+
 local PREFIX = "gavel:"
 local FORM = "gavel:[key=value,...] with keys type=<job type> (optional), scale=N or MIN-MAX, weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 local MAX_COMMENT_BYTES = 256
@@ -373,6 +379,45 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
       return slurm.ERROR
    end
    return slurm.SUCCESS
+end
+
+-- Each user's last refusal, also where 22.05 users can read it (REFUSALS_DIR): every
+-- reason above goes through slurm.log_user, whose text is kept here and written by
+-- uid when the submission or update is refused. The text is the daemon's own words
+-- with at most 40 characters of the user's values in them; control characters are
+-- replaced, the length bounded, the file name a number.
+local last_message = nil
+local real_log_user = slurm.log_user
+slurm.log_user = function(fmt, ...)
+   local ok, text = pcall(string.format, fmt, ...)
+   if ok then last_message = text end
+   return real_log_user(fmt, ...)
+end
+
+local function note_refusal(uid)
+   if REFUSALS_DIR == nil or last_message == nil or uid == nil then return end
+   if uid < 0 or uid > 4294967294 then return end
+   local f = io.open(REFUSALS_DIR .. "/" .. string.format("%d", uid), "w")
+   if f == nil then return end  -- no folder: the admin did not set it up
+   local text = (string.gsub(string.sub(last_message, 1, 1000), "%c", " "))
+   f:write(string.format("%d\t%s\n", os.time(), text))
+   f:close()
+end
+
+local checks_submit, checks_modify = slurm_job_submit, slurm_job_modify
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+   last_message = nil
+   local rc = checks_submit(job_desc, part_list, submit_uid)
+   if rc ~= slurm.SUCCESS then note_refusal(submit_uid) end
+   return rc
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+   last_message = nil
+   local rc = checks_modify(job_desc, job_rec, part_list, modify_uid)
+   if rc ~= slurm.SUCCESS then note_refusal(modify_uid) end
+   return rc
 end
 
 return slurm.SUCCESS
