@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
+from slurm_gavel.backends.slurm.fit import free_room, managed_use
+from slurm_gavel.backends.slurm.records import RUNNING_STATES
 from slurm_gavel.backends.slurm.shard_pairs import (
     AfterExit,
     StartOrder,
@@ -88,6 +90,7 @@ def plan_act(
             plan.preempt.append(job_id)
         elif obs.state is JobState.PENDING and not view.managed[job_id].held:
             plan.hold.append(job_id)  # released in an earlier round, must not start now
+    _keep_within_memory(plan, view)
     defer_pairs_beside_leaving_shards(
         plan.starts,
         plan.failed,
@@ -99,6 +102,57 @@ def plan_act(
     )
     _stop_moves_beside_lone_shards(plan, view, placement)
     return plan
+
+
+def _keep_within_memory(plan: ActPlan, view: SlurmView) -> None:
+    """Starts and moves that, together with the managed jobs staying where they are,
+    would need more memory or CPUs on a node than jobs the daemon does not manage leave
+    there: the later ones (in the plan's order) wait this round, with the reason.
+    ObservedJob.allowed checks each job against each node alone (fit.py); this checks
+    them together, so Slurm is never asked to start a job it would leave pending."""
+    orders = plan.starts + plan.moves
+    if not orders:
+        return
+    staying = [view.managed[j] for j in plan.keep]
+    memory, cpus = managed_use(
+        (sj.needs, ((sl.node, sl.gpus) for sl in sj.gpu_slices)) for sj in staying
+    )
+    held_mem, held_cpus = managed_use(
+        (sj.needs, ((sl.node, sl.gpus) for sl in sj.gpu_slices))
+        for sj in view.managed.values()
+        if sj.state in RUNNING_STATES
+    )
+    left_mem: dict[str, int | None] = {}
+    left_cpus: dict[str, int | None] = {}
+    for name, node in view.nodes.items():
+        free_mem = free_room(node.memory_mb, node.memory_used_mb, held_mem, name)
+        free_cpus = free_room(node.cpus, node.cpus_used, held_cpus, name)
+        left_mem[name] = None if free_mem is None else free_mem - memory.get(name, 0)
+        left_cpus[name] = None if free_cpus is None else free_cpus - cpus.get(name, 0)
+    refused: set[JobId] = set()
+    for o in orders:
+        mb, c = view.managed[o.job_id].needs.on_node(o.gpus_per_node)
+        short = [
+            n
+            for n in o.nodes
+            if (left_mem.get(n) is not None and mb > (left_mem[n] or 0))
+            or (left_cpus.get(n) is not None and c > (left_cpus[n] or 0))
+        ]
+        if short:
+            refused.add(o.job_id)
+            why = f"waits: {','.join(short)} has not {mb} MB and {c} CPUs left beside "
+            plan.failed.append((o.job_id, why + "the jobs placed there this round"))
+            continue
+        for n in o.nodes:
+            if left_mem.get(n) is not None:
+                left_mem[n] = (left_mem[n] or 0) - mb
+            if left_cpus.get(n) is not None:
+                left_cpus[n] = (left_cpus[n] or 0) - c
+    if refused:
+        plan.starts = [o for o in plan.starts if o.job_id not in refused]
+        moved = [o for o in plan.moves if o.job_id in refused]
+        plan.moves = [o for o in plan.moves if o.job_id not in refused]
+        plan.preempt += [o.job_id for o in moved]  # it leaves its old place all the same
 
 
 def _stop_moves_beside_lone_shards(

@@ -19,9 +19,8 @@ What each request means, as Slurm reads it:
 * ``--exclude``: never those nodes (the daemon never sets ExcNodeList);
 * memory and CPUs: a node whose free memory or CPUs (what jobs the daemon does not
   manage leave) cannot hold the job's per-node request with its GPUs there is not
-  for it. Each job is checked against each node alone: two managed jobs that fit a
-  node one at a time may not fit together (Slurm then starts one, the other waits
-  for the next round).
+  for it. Each job is checked against each node alone here; act_plan adds up the
+  jobs started on a node (managed_use) and holds back a start that would not fit.
 """
 
 from __future__ import annotations
@@ -205,3 +204,18 @@ def free_room(total: int, used: int, managed_use: Mapping[str, int], name: str) 
 
 def per_node_gpus(scale: int, node_count: int) -> int:
     return max(1, math.ceil(scale / max(1, node_count)))
+
+
+def managed_use(
+    jobs: Iterable[tuple[JobNeeds, Iterable[tuple[str, int]]]],
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Memory (MB) and CPUs per node that these jobs hold or will hold: each a job's
+    needs and its (node, GPUs there)."""
+    memory: dict[str, int] = {}
+    cpus: dict[str, int] = {}
+    for needs, slices in jobs:
+        for node, gpus in slices:
+            mb, c = needs.on_node(gpus)
+            memory[node] = memory.get(node, 0) + mb
+            cpus[node] = cpus.get(node, 0) + c
+    return memory, cpus

@@ -11,7 +11,13 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from slurm_gavel.backends.slurm.eligibility import waiting_on
-from slurm_gavel.backends.slurm.fit import NodeRoom, allowed_nodes, free_room, per_node_gpus
+from slurm_gavel.backends.slurm.fit import (
+    NodeRoom,
+    allowed_nodes,
+    free_room,
+    managed_use,
+    per_node_gpus,
+)
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.shard_pairs import (
     lone_half_warnings,
@@ -132,15 +138,11 @@ def node_rooms(
     """The managed partitions' typed GPU nodes with the memory and CPUs jobs the daemon
     does not manage leave free (fit.free_room): what managed jobs hold is placed anew
     each round."""
-    memory: dict[str, int] = {}
-    cpus: dict[str, int] = {}
-    for sj in managed:
-        if sj.state not in RUNNING_STATES:
-            continue
-        for sl in sj.gpu_slices:
-            mb, c = sj.needs.on_node(sl.gpus)
-            memory[sl.node] = memory.get(sl.node, 0) + mb
-            cpus[sl.node] = cpus.get(sl.node, 0) + c
+    memory, cpus = managed_use(
+        (sj.needs, ((sl.node, sl.gpus) for sl in sj.gpu_slices))
+        for sj in managed
+        if sj.state in RUNNING_STATES
+    )
     return [
         NodeRoom(
             n.name,

@@ -4,10 +4,12 @@ GPUs, --constraint, --exclude, memory and CPUs per node; hostile constraints ref
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from slurm_gavel.backends.slurm.act_plan import plan_act
 from slurm_gavel.backends.slurm.fit import (
     ConstraintError,
     JobNeeds,
@@ -16,6 +18,18 @@ from slurm_gavel.backends.slurm.fit import (
     matcher,
 )
 from slurm_gavel.backends.slurm.from_json import job_needs, parse_jobs, parse_nodes
+from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.view import SlurmView
+from slurm_gavel.core.cluster_model import (
+    ClusterSnapshot,
+    JobPlacement,
+    JobState,
+    Node,
+    NodeSlice,
+    ObservedJob,
+    RoundPlacement,
+)
+from slurm_gavel.core.model import Job
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -126,3 +140,36 @@ def test_node_features_memory_and_cpus_from_a_capture():
     assert v.memory_mb > 0 and v.cpus == 16
     _, jobs = parse_jobs(json.loads((DATA / "22.05" / "squeue.json").read_text()))
     assert all(j.needs.cpus_per_node >= 1 for j in jobs)
+
+
+def _job(job_id: str, needs: JobNeeds) -> SlurmJob:
+    return SlurmJob(
+        job_id=job_id, state="PENDING", reason="JobHeldUser", comment="gavel:type=A3C",
+        partitions=("gpu",), nodes=(), gpu_request=None, gpu_slices=(), node_count=1,
+        priority=0, restarts=0, submit_time=1, start_time=0, end_time=0, exit_code=None,
+        account="", user="u", needs=needs,
+    )  # fmt: skip
+
+
+def test_starts_that_fit_a_node_one_at_a_time_but_not_together_wait():
+    """Two jobs of 40 GB each on a 64 GB node: each fits alone (allowed), not both: the
+    second is not released (Slurm would leave it pending while the round credits it)."""
+    node = SlurmNode(
+        "v100-1", "idle", frozenset(), "v100", 4, 0, ("gpu",),
+        memory_mb=64000, memory_used_mb=0, cpus=16, cpus_used=0,
+    )  # fmt: skip
+    needs = JobNeeds(memory_per_node_mb=40000)
+    jobs = {j: _job(j, needs) for j in ("1", "2")}
+    observed = tuple(ObservedJob(Job(j, "A3C", 1), JobState.PENDING) for j in jobs)
+    snap = ClusterSnapshot(0.0, (Node("v100-1", "v100", 4, "gpu"),), observed)
+    view = SlurmView(snap, jobs, {"v100-1": node})
+    placement = RoundPlacement(
+        0, 0.0, {j: JobPlacement(j, "v100", (NodeSlice("v100-1", 1),)) for j in jobs}
+    )
+    plan = plan_act(placement, view, {"gpu"})
+    assert [o.job_id for o in plan.starts] == ["1"]
+    ((job, why),) = plan.failed
+    assert job == "2" and "40000 MB" in why
+    # with room for both, both start
+    roomy = SlurmView(snap, jobs, {"v100-1": replace(node, memory_mb=128000)})
+    assert len(plan_act(placement, roomy, {"gpu"}).starts) == 2
