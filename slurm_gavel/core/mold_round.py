@@ -53,6 +53,15 @@ def running_count(o: ObservedJob) -> int | None:
     return sum(s.gpus for s in o.nodes)
 
 
+def at_running_count(o: ObservedJob) -> ObservedJob:
+    """A running job with a range as a job of the count it runs at (the table cell its
+    measured rate belongs to: daemon/progress.py); any other job as it is."""
+    c = running_count(o)
+    if o.job.scale_range is None or c is None or c == o.job.scale_factor:
+        return o
+    return replace(o, job=replace(o.job, scale_factor=c))
+
+
 def mold_jobs(
     memory: MoldMemory,
     active: list[ObservedJob],

@@ -51,6 +51,7 @@ from typing import Any
 
 from slurm_gavel.core import estimate
 from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, ObservedJob
+from slurm_gavel.core.mold_round import at_running_count
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.pair_cells import PairObservation, pair_reference
@@ -182,6 +183,7 @@ class ProgressTracker:
         if o.state is JobState.RUNNING and o.gpu_type is not None and rate and current_run:
             if o.partner is not None:
                 return self._apply_paired(out, rate, named, now, jobs)
+            o = at_running_count(o)  # a moldable job: the cell of the count it runs at
             base = self._base(o.job.job_type, o.job.scale_factor, o.gpu_type)
             if base is None:
                 return out  # a cell the table lacks: nothing to learn, no made-up rows
