@@ -3,7 +3,8 @@
  * and friends.
  *
  * At submit time (allocator context: sbatch, salloc; local context: srun outside an
- * allocation) it
+ * allocation) it refuses the options with salloc and srun (an interactive job has no
+ * batch script to checkpoint and requeue: it could never be preempted) and for sbatch
  *   - validates --gavel-job-type (an optional hint: --gavel alone makes a managed job
  *     whose speeds the daemon learns as it runs) against the site's list of known job
  *     types and refuses an unknown type, printing the known ones;
@@ -436,6 +437,31 @@ static int refuse_submit(void)
 	return -1;
 }
 
+/*
+ * An interactive job (salloc, or srun outside a job: both make an allocation with no
+ * batch script) cannot be managed: the daemon preempts a job by signalling its batch
+ * script to checkpoint and requeueing it (issue 26). job_submit.lua refuses one on the
+ * controller; this refuses it here, before anything is sent, with the same reason.
+ * sbatch and salloc both run in the allocator context: the program's name tells them
+ * apart (a renamed salloc still meets the Lua).
+ */
+static bool interactive(spank_context_t ctx)
+{
+	if (ctx == S_CTX_LOCAL)
+		return !getenv("SLURM_JOB_ID");
+	return ctx == S_CTX_ALLOCATOR && strcmp(program_invocation_short_name, "salloc") == 0;
+}
+
+static int refuse_interactive(void)
+{
+	slurm_error("slurm-gavel: salloc and srun jobs cannot be managed by the gavel "
+		    "scheduler: it preempts a job by signalling its batch script to checkpoint "
+		    "and requeueing it, and an interactive allocation has no script to requeue; "
+		    "submit the work with sbatch, or drop the gavel option for a plain "
+		    "interactive allocation");
+	return refuse_submit();
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	spank_context_t ctx = spank_context();
@@ -454,6 +480,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		}
 		return submits && check_user_comment() ? refuse_submit() : 0;
 	}
+	if (interactive(ctx))
+		return refuse_interactive();
 	if (ctx == S_CTX_ALLOCATOR)
 		return export_local(sp) || set_submit_options() ? refuse_submit() : 0;
 	if (ctx == S_CTX_LOCAL) {
