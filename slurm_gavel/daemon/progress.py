@@ -183,8 +183,8 @@ class ProgressTracker:
         if o.state is JobState.RUNNING and o.gpu_type is not None and rate and current_run:
             if o.partner is not None:
                 return self._apply_paired(out, rate, named, now, jobs)
-            o = at_running_count(o)  # a moldable job: the cell of the count it runs at
-            base = self._base(o.job.job_type, o.job.scale_factor, o.gpu_type)
+            cell = at_running_count(o)  # a moldable job: the cell of the count it runs at
+            base = self._base(cell.job.job_type, cell.job.scale_factor, o.gpu_type)
             if base is None:
                 return out  # a cell the table lacks: nothing to learn, no made-up rows
             if not base / ABSURD_FACTOR <= rate <= base * ABSURD_FACTOR:
@@ -193,7 +193,7 @@ class ProgressTracker:
                     f"{base:g} for {o.job.job_type} on {o.gpu_type}"
                 )
             out = replace(out, measured_throughput=rate)
-            self._vote(o, base, rate, now)
+            self._vote(cell, base, rate, now)
         return out
 
     def _apply_paired(

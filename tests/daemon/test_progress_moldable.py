@@ -71,6 +71,5 @@ def test_a_count_the_table_lacks_moves_no_cell(spool):
     t = ProgressTracker(spool, table=table)
     _merge(t, _on_two_gpus("8"))
     _report(spool, "8", 17.0)
-    got = _merge(t, _on_two_gpus("8"))
-    assert got.measured_throughput == 17.0  # the job's own row still learns it
+    _merge(t, _on_two_gpus("8"))
     assert not t.cells
