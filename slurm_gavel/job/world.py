@@ -233,7 +233,7 @@ class WorldTracker:
             raise BatchPlanError("keep_global_batch=False needs micro_batch")
         self._ask = (global_batch, micro_batch, keep_global_batch, accumulation_steps)
         if micro_batch is not None:  # check the values now, the fit at start()
-            plan_batch(global_batch, micro_batch, 1, keep_global_batch=False)
+            _count(micro_batch, "micro_batch", MAX_BATCH)
             if keep_global_batch and global_batch is not None:
                 _count(global_batch, "global_batch", MAX_BATCH)
             else:
