@@ -21,6 +21,14 @@ restarts may cost):
   the jobs placed after it on that type this round start unprotected runs: the next
   round may take their GPUs back for it. So a blocked job waits at most until the
   protections on its type run out, max c / b.
+* **A spread run is moved when consolidating it pays.** A multi-GPU job spread over
+  more nodes than it needs runs at the table's unconsolidated rate, and lease extension
+  would keep it there for ever once it is alone on its nodes (one 2-GPU LM job ran
+  spread for 120 h on a Philly window). Moving it costs one restart c_j and gains
+  (consolidated rate / spread rate - 1) x c_j / b over one protected run, so when the
+  consolidated rate exceeds the spread one by more than the budget b, the run is
+  neither protected nor lease-extended: the mechanism places it afresh (best fit), if
+  some node of its type has room for it whole.
 * **Everything else is Gavel's.** The allocation (the policy's LP) is unchanged and the
   jobs that are not protected are placed by Gavel's priorities on the GPUs left; the
   time the protected jobs receive counts against their fractions as usual, so they
@@ -33,6 +41,7 @@ Pure functions over the scheduler's state: the clock is the round's ``now``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
 from slurm_gavel.core.mechanism import _place, _ranked, _select, single_candidates
@@ -63,8 +72,30 @@ def protection_seconds(cost: float, budget: float) -> float:
     return cost / budget
 
 
+def consolidating_pays(
+    job: Job, p: JobPlacement, config: SchedulerConfig, account: JobAccount | None
+) -> bool:
+    """A spread run of the job whose consolidated rate beats its rate now by more than
+    the budget (module doc); False for a consolidated or shared run, without figures,
+    or for a job whose restarts cost nothing (then the round is Gavel's, unchanged)."""
+    if p.consolidated or p.partner is not None or p.gpus <= 1:
+        return False
+    if restart_cost(job, account, config) <= 0.0:
+        return False
+    table = config.table
+    if not table.has(job.job_type, p.gpus):
+        return False
+    whole = table.throughput(job.job_type, p.gpus, p.gpu_type)
+    spread = table.throughput(job.job_type, p.gpus, p.gpu_type, consolidated=False)
+    return whole > spread * (1.0 + config.settings.restart_budget)
+
+
 def protected_runs(
-    state: SchedulerState, considered: list[Considered], nodes: Iterable[Node], now: float
+    state: SchedulerState,
+    considered: list[Considered],
+    nodes: Iterable[Node],
+    now: float,
+    config: SchedulerConfig | None = None,
 ) -> dict[JobId, JobPlacement]:
     """The running jobs kept where they run this round: protected until after ``now``,
     alone on their GPUs (no space-sharing partner) and on nodes still UP with room."""
@@ -83,6 +114,7 @@ def protected_runs(
             or prev.gpu_type != o.gpu_type
             or prev.nodes != o.nodes
             or not slices_fit(prev.nodes, free)
+            or (config is not None and consolidating_pays(o.job, prev, config, acct))
         ):
             continue
         for sl in prev.nodes:
@@ -107,6 +139,19 @@ def assign_around(
     if alloc is None or not considered:
         return {}, set()
     jobs_m = {j: m for j, m in mechanism_jobs(considered, state).items() if j not in kept}
+    room: dict[GpuType, int] = {}  # the most GPUs free on one node, per type
+    for n in free_nodes:
+        room[n.gpu_type] = max(room.get(n.gpu_type, 0), n.usable_gpus)
+    for o, _row in considered:
+        m = jobs_m.get(o.job.id)
+        cur = None if m is None else m.current
+        if (
+            m is not None
+            and cur is not None
+            and room.get(cur.gpu_type, 0) >= cur.gpus
+            and consolidating_pays(o.job, cur, config, state.jobs.get(o.job.id))
+        ):
+            jobs_m[o.job.id] = replace(m, current=None)  # placed afresh, not extended
     types = list(capacity)
     left: dict[GpuType, int] = {}
     for n in free_nodes:
@@ -157,7 +202,12 @@ def protect_new_runs(
         if before is not None and p.same_place(before):
             continue
         job = jobs.get(job_id)
-        if job_id in backfill or job is None or p.partner is not None:
+        if (
+            job_id in backfill
+            or job is None
+            or p.partner is not None
+            or consolidating_pays(job, p, config, acct)
+        ):
             acct.protected_until = None
             continue
         span = protection_seconds(restart_cost(job, acct, config), budget)

@@ -316,7 +316,8 @@ def run_round(
         considered, skipped, key, unmeasured = round_jobs(state, active, config, capacity)
         solve_s = reallocate_if_due(state, config, considered, key, capacity, now)
         if config.settings.restart_aware:
-            kept = {**restart_aware.protected_runs(state, considered, snap.nodes, now), **kept}
+            protected = restart_aware.protected_runs(state, considered, snap.nodes, now, config)
+            kept = {**protected, **kept}
             free = _without_kept(snap.nodes, kept) if kept else list(snap.nodes)
             placed, backfill = restart_aware.assign_around(
                 state, config, considered, free, kept, capacity

@@ -11,6 +11,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
+from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.restart_aware import protection_seconds, restart_cost
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
@@ -140,3 +141,27 @@ def test_no_makespan_cliff_over_restart_costs(cost):
     assert aware["unfinished_jobs"] == 0
     assert aware["makespan_s"] <= 1.10 * gavel["makespan_s"]
     assert aware["preemptions"] <= gavel["preemptions"]
+
+
+@pytest.mark.parametrize("aware", [False, True])
+def test_a_spread_run_is_consolidated_when_the_gain_pays_its_restart(aware):
+    # A 2-GPU LM job runs spread over two nodes (its table rate there is 4.6x lower);
+    # both nodes are otherwise free. Gavel's lease extension keeps it spread; the
+    # restart-aware round moves it onto one node (one restart buys 4.6x the rate).
+    lm = "LM (batch size 10)"
+    job = Job("L", lm, 2, total_steps=TABLE.throughput(lm, 2, "v100") * 50000.0)
+    backend = SimulatedCluster(parse_cluster_spec("v100:2x2", TABLE), [job], TABLE,
+                               preemption_overhead_seconds=30.0)  # fmt: skip
+    config = SchedulerConfig(table=TABLE, settings=_settings(30.0, aware))
+    state, _ = run_round(SchedulerState(), backend, config)
+    spread = JobPlacement(
+        "L", "v100", (NodeSlice("v100-000", 1), NodeSlice("v100-001", 1)), None, False
+    )
+    backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
+    state.placement = {"L": spread}
+    state.jobs["L"].protected_until = None
+    for _ in range(3):
+        backend.advance(backend.clock + 360.0)
+        state, report = run_round(state, backend, config)
+    p = report.placement.jobs["L"]
+    assert p.consolidated is aware and len(p.nodes) == (1 if aware else 2)
