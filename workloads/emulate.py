@@ -13,6 +13,13 @@ a k80 node; 0.5 halves both. The GPU type comes from ``GAVEL_EMULATE_GPU_TYPE`` 
 set, else from the node's typed GRES (``scontrol show node $SLURMD_NODENAME``), else
 from the local cluster's node naming (``v100-1`` -> ``v100``).
 
+A job of a model the table never saw (issue 27: submitted with ``--gavel`` and no
+type) has no table row to pace to; it names its own speed per GPU type instead:
+
+    GAVEL_EMULATE_RATES=v100=20,p100=10,k80=2     (steps/s on each type)
+
+(:func:`rates_from`), so tests can check that the daemon learns each job's own row.
+
 This is an emulation, not a measurement: the step's real work (a tiny model on the
 CPU) is done, then the loop sleeps until the emulated rate is met. When the real
 work is slower than the emulated rate, the job falls behind and the runner's
@@ -21,6 +28,7 @@ summary says by how much (``emulation_behind_s``).
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import time
@@ -33,6 +41,7 @@ from slurm_gavel.core.throughputs import load_table
 ENV_SPEED = "GAVEL_EMULATE_SPEED"
 ENV_GPU_TYPE = "GAVEL_EMULATE_GPU_TYPE"
 ENV_TABLE = "GAVEL_EMULATE_TABLE"
+ENV_RATES = "GAVEL_EMULATE_RATES"
 NOTE = "speed emulated from Gavel's published table; the GPUs here are fake"
 
 
@@ -163,6 +172,35 @@ def factor_from(cli: float | None, env: Mapping[str, str]) -> float | None:
     if not value > 0:
         raise ValueError(f"{where} must be > 0 (got {value})")
     return value
+
+
+def rates_from(text: str) -> dict[str, float]:
+    """``v100=20,k80=2.5`` -> {"v100": 20.0, "k80": 2.5}; ValueError naming the form."""
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        gpu, eq, value = part.strip().partition("=")
+        try:
+            rate = float(value)
+        except ValueError:
+            rate = math.nan
+        if not eq or not gpu or not math.isfinite(rate) or rate <= 0 or gpu in out:
+            raise ValueError(
+                f"{ENV_RATES}={text!r}: write GPU_TYPE=STEPS_PER_S,... with each rate a "
+                "finite number > 0 and each type once, e.g. v100=20,k80=2"
+            )
+        out[gpu] = rate
+    return out
+
+
+def emulation_for_rates(
+    rates: dict[str, float],
+    env: Mapping[str, str] | None = None,
+    gres_of: Callable[[str], str | None] = node_gres,
+) -> Emulation:
+    """The rate this job names for this node's GPU type (GAVEL_EMULATE_RATES)."""
+    env = os.environ if env is None else env
+    gpu, source = resolve_gpu_type(env, list(rates), gres_of)
+    return Emulation(gpu, rates[gpu], rates[gpu], 1.0, source)
 
 
 def emulation_for(

@@ -5,7 +5,9 @@ for the job and its reason (the same line the daemon writes to the job's
 AdminComment), then the figures behind it: its allocation per GPU type, the
 time it received on each since the allocation was computed, its priority there
 (Gavel's: allocation / share of time received; the mechanism fills each type's
-GPUs in priority order) and its deficit (allocation x elapsed - received).
+GPUs in priority order) and its deficit (allocation x elapsed - received), and
+the job's own throughput row (issue 27): each cell measured, prior, estimated or
+type-blind, with the seconds of measurement behind it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from slurm_gavel.commands.status import (
     state_dir,
 )
 from slurm_gavel.commands.status_fields import slurm_time
+from slurm_gavel.commands.status_rows import cell_text, reports_nothing
 from slurm_gavel.errors import InputError
 
 SUMMARY = "why a managed job waits or moved: its allocation, priority and the decision"
@@ -109,4 +112,9 @@ def format_explain(job: dict[str, Any], view: dict[str, Any]) -> str:
     if job.get("gpu_type"):
         nodes = ",".join(f"{n}" if g == 1 else f"{n}x{g}" for n, g in job.get("nodes") or [])
         lines.append(f"placement: {job['gpu_type']} on {nodes}")
+    cells = job.get("throughput") or {}
+    if cells:
+        note = " (no reports yet: on its prior)" if reports_nothing(cells) else ""
+        lines.append(f"its throughput row, the policy's figures for it{note}:")
+        lines += [f"  {t:<12} {cell_text(c)}" for t, c in sorted(cells.items())]
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ from slurm_gavel.commands.status_fields import (
     parse_format,
     table,
 )
+from slurm_gavel.commands.status_rows import row_lines
 from slurm_gavel.daemon.state_store import StateStore
 from slurm_gavel.daemon.status_d import read_view
 from slurm_gavel.daemon.status_private import empty_user_view
@@ -252,6 +253,7 @@ def format_status(
         lines += [f"  {j['id']}: {j.get('why') or j.get('reason')}" for j in waiting[:50]]
     lines += _unmeasured_lines(view["jobs"])
     lines += _pair_estimate_lines(view["jobs"])
+    lines += row_lines(view["jobs"])
     return "\n".join(lines) + "\n"
 
 

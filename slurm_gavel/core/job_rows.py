@@ -17,10 +17,11 @@ on Slurm, the true rate in the simulator) replaces the cell of the GPU type it r
 when it runs alone on consolidated GPUs (a pair's or a spread job's rate is another
 cell). A job never measured stays on its prior, and its cells are marked so.
 
-How much the round believes is :class:`Knowledge`: TABLE is today's type rows (the
-daemon's until it bounds what a report may move: issue 27's trust part), LEARNED the
-above, ORACLE a row given from outside (the simulator's true rows), TYPE_BLIND no speeds
-at all. Jobs with equal rows keep sharing one row object, so the policies still
+How much the round believes is :class:`Knowledge`: TABLE is the type rows (Gavel's; the
+daemon's before issue 27), LEARNED the above (the daemon's default, with
+:class:`row_trust.TrustBounds` on what a report may move), ORACLE a row given
+from outside (the simulator's true rows), TYPE_BLIND no speeds at all. Jobs with equal
+rows keep sharing one row object, so the policies still
 aggregate them into one class, and an unchanged row is the same object round after
 round (the mechanism's cache compares rows by identity).
 """
@@ -36,7 +37,9 @@ from typing import Protocol
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, ClusterRows
 from slurm_gavel.core.estimate_jobs import estimate_job_rows
+from slurm_gavel.core.explore import Exploration, optimistic
 from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.core.row_trust import TrustBounds, admit
 from slurm_gavel.errors import InputError
 
 Row = Mapping[GpuType, float]
@@ -64,8 +67,8 @@ class Measured:
 
 @dataclass
 class JobRows:
-    """What the scheduler learned per job (SchedulerState.job_rows), and the rows built
-    from it. Not written to the state file yet (the daemon side comes later)."""
+    """What the scheduler learned per job (SchedulerState.job_rows, in the daemon's state
+    file: job_rows_doc.py), and the rows built from it."""
 
     measured: dict[JobId, dict[GpuType, Measured]] = field(default_factory=dict)
     scale_factor: dict[JobId, int] = field(default_factory=dict)  # of the measured jobs
@@ -76,6 +79,15 @@ class JobRows:
     finished: int = 0
     finished_unmeasured: int = 0
     seen: set[JobId] = field(default_factory=set, repr=False)  # active in a LEARNED round
+    # With trust bounds (row_trust.py): each job's prior as first seen (the reference
+    # ratios its reports are held to), the jobs of no known type among them, and how
+    # many reports the bounds clamped or refused.
+    anchor: dict[JobId, dict[GpuType, float]] = field(default_factory=dict)
+    untyped: set[JobId] = field(default_factory=set)
+    bounded: int = 0
+    # Jobs whose unmeasured cells look better while they have exploration budget left
+    # (explore.py); transient: recomputed from the accounts each round.
+    exploring: set[JobId] = field(default_factory=set, repr=False)
     # job -> (the prior its row was built on, the row): rebuilt when either changes
     _rows: dict[JobId, tuple[Row, Row]] = field(default_factory=dict, repr=False)
     # id(prior) -> (prior, its type-blind row): one object per kind, round after round
@@ -90,6 +102,7 @@ class Account(Protocol):
     """What record_measurements reads of a job's account (scheduler_state.JobAccount)."""
 
     received_s: dict[GpuType, float]
+    restarts: int
 
 
 def usable_rate(value: object) -> float | None:
@@ -105,14 +118,20 @@ def record_measurements(
     active: Iterable[ObservedJob],
     placement: Mapping[JobId, JobPlacement],
     accounts: Mapping[JobId, Account],
+    bounds: TrustBounds | None = None,
+    explore: Exploration | None = None,
 ) -> None:
     """Fold the running jobs' measured rates into ``rows`` (LEARNED rounds), and forget
     the jobs no longer active. Only a job RUNNING alone, on the type the backend says,
-    on GPUs the last placement called consolidated, measures its own cell."""
+    on GPUs the last placement called consolidated, measures its own cell. With
+    ``bounds`` (the daemon: reports are user input) only on a type the job's account
+    shows time on, and within the bounds (row_trust.admit)."""
     seen: set[JobId] = set()
     for o in active:
         seen.add(o.job.id)
         rows.seen.add(o.job.id)
+        if explore is not None or rows.exploring:
+            _explore(rows, explore, o, accounts.get(o.job.id))
         rate = o.measured_throughput
         if rate is None or o.state is not JobState.RUNNING or o.gpu_type is None:
             continue
@@ -122,10 +141,55 @@ def record_measurements(
         if placed is not None and not placed.consolidated:
             continue
         acct = accounts.get(o.job.id)
-        _record(rows, o, o.gpu_type, float(rate), {} if acct is None else acct.received_s)
+        got = {} if acct is None else acct.received_s
+        if bounds is not None:
+            admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, float(rate), got)
+            if admitted is None:
+                continue
+            rate = admitted
+        _record(rows, o, o.gpu_type, float(rate), got)
     if len(rows.seen) != len(seen):
         for j in [j for j in rows.seen if j not in seen]:
             _forget(rows, j)
+
+
+def _explore(rows: JobRows, explore: Exploration | None, o: ObservedJob, acct: object) -> None:
+    """Keep ``rows.exploring`` in step with the job's budget (a change rebuilds its row)."""
+    received = getattr(acct, "received_s", {})
+    restarts = getattr(acct, "restarts", 0)
+    inside = explore is not None and explore.within_budget(restarts, received, o.job.scale_factor)
+    if inside == (o.job.id in rows.exploring):
+        return
+    if inside:
+        rows.exploring.add(o.job.id)
+    else:
+        rows.exploring.discard(o.job.id)
+    rows._rows.pop(o.job.id, None)
+    rows.revision += 1
+
+
+def _bounded(
+    rows: JobRows, bounds: TrustBounds, job_id: JobId, t: GpuType, rate: float, got: Mapping
+) -> float | None:
+    """The rate a report may set (row_trust.admit), None when it sets nothing."""
+    if not got.get(t, 0.0) > 0.0:
+        return None  # no time on that type in the accounts: not measured there
+    cells = rows.measured.get(job_id, {})
+    old = cells.get(t)
+    others = {u: m.steps_per_s for u, m in cells.items() if u != t}
+    anchor = rows.anchor.get(job_id, {})
+    out = admit(
+        bounds,
+        t,
+        rate,
+        None if old is None else old.steps_per_s,
+        others,
+        anchor,
+        level_free=job_id in rows.untyped,
+    )
+    if out != rate:
+        rows.bounded += 1
+    return out
 
 
 def _record(rows: JobRows, o: ObservedJob, t: GpuType, rate: float, got: Mapping) -> None:
@@ -154,6 +218,9 @@ def _forget(rows: JobRows, job_id: JobId) -> None:
         rows.finished_unmeasured += 1
     rows.scale_factor.pop(job_id, None)
     rows._rows.pop(job_id, None)
+    rows.anchor.pop(job_id, None)
+    rows.untyped.discard(job_id)
+    rows.exploring.discard(job_id)
 
 
 @dataclass
@@ -164,6 +231,10 @@ class RowSource:
     cluster: ClusterRows
     rows: JobRows
     given: Mapping[JobId, Row] = field(default_factory=dict)
+    # Set: keep each job's first prior as the anchor its reports are bounded by.
+    bounds: TrustBounds | None = None
+    # Set: the exploring jobs' unmeasured cells times its bonus (explore.py).
+    explore: Exploration | None = None
 
     def row(self, o: ObservedJob) -> Row:
         """The job's row; raises InputError where there is nothing to run it on (a job
@@ -181,6 +252,10 @@ class RowSource:
         built = self.rows._rows.get(job.id)
         if built is not None and built[0] is prior:
             return built[1]  # (a changed measurement drops the entry: _record)
+        if self.bounds is not None and job.id not in self.rows.anchor:
+            self.rows.anchor[job.id] = dict(prior)
+            if not self.cluster.filled.has(job.job_type, job.scale_factor):
+                self.rows.untyped.add(job.id)
         out: Row = prior
         cells = self.rows.measured.get(job.id)
         if cells:
@@ -189,6 +264,10 @@ class RowSource:
                 if t in row and row[t] != m.steps_per_s:
                     row[t] = m.steps_per_s
                     out = row
+        if self.explore is not None and job.id in self.rows.exploring:
+            done = self.rows.measured.get(job.id, {})
+            if any(t not in done for t in self.cluster.gpu_types):
+                out = optimistic(out, done, self.explore.bonus)
         self.rows._rows[job.id] = (prior, out)
         return out
 
@@ -263,9 +342,14 @@ class RowSource:
 
 
 def row_source(
-    knowledge: Knowledge, cluster: ClusterRows, rows: JobRows, given: Mapping[JobId, Row]
+    knowledge: Knowledge,
+    cluster: ClusterRows,
+    rows: JobRows,
+    given: Mapping[JobId, Row],
+    bounds: TrustBounds | None = None,
+    explore: Exploration | None = None,
 ) -> RowSource | None:
     """The round's per-job rows; None under TABLE knowledge (the type rows, unchanged)."""
     if knowledge is Knowledge.TABLE:
         return None
-    return RowSource(knowledge, cluster, rows, given)
+    return RowSource(knowledge, cluster, rows, given, bounds, explore)

@@ -17,9 +17,11 @@ from slurm_gavel.core.cluster_model import (
     RoundPlacement,
 )
 from slurm_gavel.core.cluster_rows import MarkedCell
+from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge, Row
 from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
+from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.policies import PolicyOptions
 
@@ -45,6 +47,12 @@ class SchedulerConfig:
     # Restart cost per job type over settings.preemption_overhead_seconds (the
     # simulator's --overhead-for), for restart-aware rounds (restart_aware.py).
     restart_seconds_by_job_type: Mapping[str, float] = field(default_factory=dict)
+    # What a job's own reports may move its row by (row_trust.py): the daemon's (its
+    # users write the reports); None takes measurements as they come (the simulator's
+    # true rates, unless simulate --row-bounds).
+    row_bounds: TrustBounds | None = None
+    # Exploration budget (explore.py): None, no optimism for unmeasured cells.
+    explore: Exploration | None = None
 
 
 # Called with the snapshot and the round's config; returns the placement.

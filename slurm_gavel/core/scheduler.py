@@ -302,7 +302,9 @@ def run_round(
     if config.baseline is None:
         active = _mold(state, config, active, snap.nodes)
     if config.knowledge is Knowledge.LEARNED:
-        record_measurements(state.job_rows, active, state.placement, state.jobs)
+        record_measurements(
+            state.job_rows, active, state.placement, state.jobs, config.row_bounds, config.explore
+        )
     kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
     capacity = allocation_capacity(snap.nodes)
     solve_s: float | None = None

@@ -16,6 +16,7 @@ from typing import Any
 from slurm_gavel.core.cluster_model import JobPlacement
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.core.job_rows import JobRows
+from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId, PairShare
 from slurm_gavel.core.mold_round import MoldMemory
@@ -80,8 +81,8 @@ class SchedulerState:
     # Not state either: the table's rows completed for the cluster's GPU types, kept
     # while the table (by identity) and the types stay the same (cluster_rows.py).
     cluster_rows: ClusterRows | None = field(default=None, repr=False, compare=False)
-    # Each job's measured throughputs (job_rows.py), under LEARNED knowledge. Not in the
-    # JSON yet: the daemon schedules with TABLE knowledge until it persists these.
+    # Each job's measured throughputs (job_rows.py), under LEARNED knowledge; in the
+    # JSON as "job_rows" when there are any (job_rows_doc.py).
     job_rows: JobRows = field(default_factory=JobRows, repr=False, compare=False)
     # Not state: the moldable jobs' counts and per-count rates (mold_round.py); a
     # reloaded state takes the counts from the running jobs and measures rates again.
@@ -90,6 +91,13 @@ class SchedulerState:
     # ---- JSON --------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
+        out = self._to_json()
+        rows = rows_to_json(self.job_rows)
+        if rows is not None:
+            out["job_rows"] = rows
+        return out
+
+    def _to_json(self) -> dict[str, Any]:
         alloc = self.allocation
         return {
             "format": STATE_FORMAT,
@@ -174,6 +182,8 @@ class SchedulerState:
                     for j, a in d["jobs"].items()
                 },
                 placement={str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
+                # untrusted figures are dropped, not refused: a job relearns its row
+                job_rows=rows_from_json(d.get("job_rows"))[0],
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise InputError(

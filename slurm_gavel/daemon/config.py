@@ -23,6 +23,7 @@ from slurm_gavel.core.checks import Checks
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.core.shares import MAX_ADMIN_WEIGHT, WeightsConfig
 from slurm_gavel.daemon.config_checks import cross_checks
+from slurm_gavel.daemon.config_learning import learning_config
 from slurm_gavel.daemon.config_types import (
     BACKENDS,
     LOG_FORMATS,
@@ -91,6 +92,7 @@ _TOP_KEYS = [
     "slurm",
     "log_format",
     "log_level",
+    "learning",
 ]
 _CHECKPOINT_KEYS = ["signal", "grace_seconds", "max_grace_seconds", "requeue_exit_code"]
 _SLURM_KEYS = [
@@ -334,6 +336,7 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
             d.get("log_format", base.log_format), w + "log_format", LOG_FORMATS
         ),
         log_level=_check.choice(d.get("log_level", base.log_level), w + "log_level", LOG_LEVELS),
+        learning=learning_config(d.get("learning") or {}, w + "learning"),
         source=source,
     )
     cross_checks(cfg, w)

@@ -9,7 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slurm_gavel.core.explore import Exploration
+from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
+from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.shares import WeightsConfig
 from slurm_gavel.errors import InputError
 
@@ -61,6 +64,16 @@ class SlurmConfig:
 
 
 @dataclass(frozen=True)
+class LearningConfig:
+    """``learning:`` (config_learning.py): whose rows the rounds use (each job's own,
+    learned from its prior; or its type's), and what a job's reports may move."""
+
+    knowledge: Knowledge = Knowledge.LEARNED
+    bounds: TrustBounds = field(default_factory=TrustBounds)
+    explore: Exploration | None = None  # off unless explore_max_gpu_seconds > 0
+
+
+@dataclass(frozen=True)
 class Config:
     partitions: tuple[str, ...]
     policy: str = "max_min_fairness"
@@ -85,4 +98,6 @@ class Config:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     log_format: str = "kv"
     log_level: str = "info"
+    # Whose throughput rows the rounds use, and the bounds on what reports may move.
+    learning: LearningConfig = field(default_factory=LearningConfig)
     source: Path | None = None  # the file this was read from (for messages)

@@ -60,6 +60,7 @@ from slurm_gavel.daemon.publish import Publisher
 from slurm_gavel.daemon.reload import reload_daemon, scheduler_config
 from slurm_gavel.daemon.restart_clock import RestartClock
 from slurm_gavel.daemon.round_failures import round_failed, save_failed
+from slurm_gavel.daemon.row_view import row_view
 from slurm_gavel.daemon.state_doc import state_document
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.status_rows import jobs_view
@@ -337,7 +338,13 @@ class Daemon(DaemonLoop):
             self.started_at,
             scheduler_json,
             inflight,
-            jobs_view(snap, report, self.sched_config.table, previous=self.last_report),
+            jobs_view(
+                snap,
+                report,
+                self.sched_config.table,
+                previous=self.last_report,
+                throughput_of=row_view(self.state, self.sched_config),
+            ),
             snap,
             self.progress,
         )

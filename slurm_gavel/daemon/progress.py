@@ -11,7 +11,9 @@ everything in them is hostile input (issue 12). Each round the daemon:
   future nor older than the job's submission (a file left by an earlier job)
   (progress_report.py);
 * sets ``steps_done`` (capped at the job's total) and, for the job's current run
-  (same restart count, running, recent), ``measured_throughput``;
+  (same restart count, running, recent), ``measured_throughput``: the job's own row's
+  cell on that GPU type (core/job_rows.py, bounded by core/row_trust.py), also for a job
+  of no known type (issue 27), which has no table cell to vote on;
 * keeps each job's latest rate as a vote on its (job type, scale factor, GPU type)
   cell: the job type comes from Slurm's comment and must be a row of the configured
   table (no made-up rows), the GPU type from Slurm's allocation (a type new to the
@@ -186,7 +188,10 @@ class ProgressTracker:
             cell = at_running_count(o)  # a moldable job: the cell of the count it runs at
             base = self._base(cell.job.job_type, cell.job.scale_factor, o.gpu_type)
             if base is None:
-                return out  # a cell the table lacks: nothing to learn, no made-up rows
+                # A cell the table lacks (a job of no known type, issue 27): no vote on
+                # the table (no made-up rows), only the job's own row, which the round
+                # bounds (core/row_trust.py)
+                return replace(out, measured_throughput=rate)
             if not base / ABSURD_FACTOR <= rate <= base * ABSURD_FACTOR:
                 raise ReportRefused(
                     f"'steps_per_s' {rate:g} is over {ABSURD_FACTOR:g}x off the table's "

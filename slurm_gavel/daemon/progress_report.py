@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from slurm_gavel.core.cluster_model import ObservedJob
+from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.daemon.progress_cells import finite
 from slurm_gavel.job.progress import JOB_ID, ReportRefused
 
 MAX_CLOCK_SKEW_S = 120.0  # compute nodes' clocks may run this much ahead of ours
 MAX_STEPS = 1e15
+MAX_STEPS_PER_S = TrustBounds().max_rate  # no training loop runs 10 million steps a second
 
 
 class CheckedReport(NamedTuple):
@@ -54,8 +56,10 @@ def check_report(
     if r.get("steps") is not None and (steps is None or not 0 <= steps <= MAX_STEPS):
         raise ReportRefused(f"'steps' {shown(r.get('steps'))} is not in 0..{MAX_STEPS:g}")
     rate = finite(r.get("steps_per_s"))
-    if r.get("steps_per_s") is not None and (rate is None or rate < 0):
-        raise ReportRefused(f"'steps_per_s' {shown(r.get('steps_per_s'))} is not >= 0")
+    if r.get("steps_per_s") is not None and (rate is None or not 0 <= rate <= MAX_STEPS_PER_S):
+        raise ReportRefused(
+            f"'steps_per_s' {shown(r.get('steps_per_s'))} is not in 0..{MAX_STEPS_PER_S:g}"
+        )
     named = named_partner(r)
     stale = named is not None and named == last_partner
     if named is not None and named != o.partner and not stale:

@@ -148,6 +148,9 @@ def scheduler_config(config: Config, table: ThroughputTable) -> SchedulerConfig:
         policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
         accounts=config.weights.accounts,  # hierarchical_max_min_fairness's entities
         prices=config.prices,
+        knowledge=config.learning.knowledge,
+        row_bounds=config.learning.bounds,
+        explore=config.learning.explore,
     )
 
 

@@ -7,6 +7,7 @@ Pure functions of the round's snapshot and report: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from slurm_gavel.core.cluster_model import (
@@ -26,6 +27,7 @@ def jobs_view(
     report: RoundReport | None,
     table: ThroughputTable | None = None,
     previous: RoundReport | None = None,
+    throughput_of: Callable[[ObservedJob], dict[str, dict[str, Any]] | None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """What `slurm-gavel status` shows that the scheduler state does not hold.
 
@@ -37,7 +39,8 @@ def jobs_view(
     is an estimate (learned from reports or derived, not measured). A mid-round save
     keeps the ``previous`` round's unmeasured marks: the table the round uses is the
     one they were made with, and a view without them would drop the status notes
-    for the seconds the round acts.
+    for the seconds the round acts. ``throughput_of`` gives each job's own row
+    (daemon/row_view.py): {GPU type: steps/s, what backs it, seconds measured}.
     """
     if snap is None:
         return {}
@@ -74,6 +77,8 @@ def jobs_view(
             reason = failed[o.job.id]
         cells = unmeasured.get((o.job.job_type, o.job.scale_factor), {})
         out[o.job.id] = _job_row(o, state, gpu_type, nodes, reason, cells)
+        if throughput_of is not None:
+            out[o.job.id]["throughput"] = throughput_of(o)
         partner = p.partner if p is not None and o.job.id not in failed else o.partner
         mate = by_id.get(partner or "")
         if table is not None and mate is not None and gpu_type is not None:

@@ -17,13 +17,14 @@ from slurm_gavel.daemon.metrics import DaemonMetrics
 TYPES = ["ResNet-50 (batch size 64)", "A3C", "LM (batch size 5)"]
 
 
-def run_daemon(state_dir: Path, jobs: list[Job], rounds: int = 3) -> Daemon:
+def run_daemon(state_dir: Path, jobs: list[Job], rounds: int = 3, **config: object) -> Daemon:
     """`rounds` 60 s rounds of the daemon over `jobs` on v100:1x2,k80:1x2 (partition
-    gpu, 5 s grace); its state and public view are left in state_dir."""
+    gpu, 5 s grace, more config keys in ``config``); its state and public view are left
+    in state_dir."""
     table = load_table()
     sim = SimulatedCluster(parse_cluster_spec("v100:1x2,k80:1x2"), jobs, table)
     cfg = parse_config({"partitions": ["gpu"], "round_seconds": 60, "state_dir": str(state_dir),
-                        "checkpoint": {"grace_seconds": 5}})  # fmt: skip
+                        "checkpoint": {"grace_seconds": 5}, **config})  # fmt: skip
     daemon = Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
     daemon.start()
     for _ in range(rounds):

@@ -750,7 +750,8 @@ def test_other_local_os_errors_are_not_slurm_outages(tmp_path, table, daemon_log
 def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, table, daemon_log):
     # Before: the daemon kept every (job, reason) ever seen, growing without bound
     # with what users submit.
-    jobs = [Job(str(i), "no such model", 1, total_steps=1e6) for i in range(50)]
+    # (skipped: bigger than the cluster; a type the table lacks is managed since issue 27)
+    jobs = [Job(str(i), TYPES[0], 4, total_steps=1e6) for i in range(50)]
     jobs.append(Job("ok", TYPES[0], 1, total_steps=1e9))
     sim = SimulatedCluster(parse_cluster_spec("v100:1x2"), jobs, table)
 

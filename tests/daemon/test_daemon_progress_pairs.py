@@ -181,12 +181,19 @@ def test_a_paired_job_naming_no_partner_has_its_steps_per_s_ignored(spool, table
     assert not t.cells
 
 
-@pytest.mark.parametrize("rate", [1e12, 1e-9])
-def test_an_absurd_paired_rate_is_refused_and_the_pair_cell_stays(spool, table, events, rate):
+@pytest.mark.parametrize(
+    ("rate", "why"),
+    [
+        (1e6, f"for {A3C} sharing with {LM} on v100"),
+        (1e-9, f"for {A3C} sharing with {LM} on v100"),
+        (1e12, "is not in 0..1e+07"),  # over any training loop's rate: refused whole
+    ],
+)
+def test_an_absurd_paired_rate_is_refused_and_the_pair_cell_stays(spool, table, events, rate, why):
     t = ProgressTracker(spool, table=table)
     rounds(spool, t, two_pairs(), {"1": rate, "3": rate}, 3)
     assert update_pairs(table, t.pair_observations()).pairs == table.pairs
-    assert any(f"for {A3C} sharing with {LM} on v100" in p for p in problems(events))
+    assert any(why in p for p in problems(events))
 
 
 @pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e400"])

@@ -1,0 +1,153 @@
+"""The daemon learns each job's own throughput row (issue 27): a job of no named type
+is managed from submission, its row replaces its prior cell by cell within the trust
+bounds, survives a restart, and `status`/`explain` show it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from test_daemon import ROUND, FlakyBackend, config, rounds
+
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster
+from slurm_gavel.commands.explain import format_explain
+from slurm_gavel.commands.status import format_status
+from slurm_gavel.core.managed import UNTYPED
+from slurm_gavel.core.model import Job
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.status_view import status_view
+
+
+@pytest.fixture(scope="module")
+def table():
+    return load_table()
+
+
+TRUE = {"a": {"v100": 40.0, "k80": 4.0}, "b": {"v100": 4.0, "k80": 4.4}}
+
+
+def _sim(table) -> SimulatedCluster:
+    jobs = [Job(j, UNTYPED, 1, total_steps=1e9) for j in TRUE]
+    return SimulatedCluster(parse_cluster_spec("v100:1x1,k80:1x1"), jobs, table, true_rows=TRUE)
+
+
+def _daemon(tmp_path, sim, table, **learning) -> Daemon:
+    cfg = config(tmp_path)
+    if learning:
+        from slurm_gavel.daemon.config_learning import learning_config
+
+        cfg = replace(cfg, learning=learning_config(learning, "learning"))
+    return Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
+
+
+def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
+    sim = _sim(table)
+    d = _daemon(tmp_path, sim, table)
+    d.start()
+    try:
+        rounds(d, sim, 12)
+        assert not d.last_report.skipped  # managed from submission, no type needed
+        measured = d.state.job_rows.measured
+        # each job ran on both types (the policy's rotation) and measured its own cells
+        for j, row in TRUE.items():
+            for t, v in row.items():
+                got = measured[j].get(t)
+                if got is not None:
+                    assert got.steps_per_s == v and got.seconds > 0
+        assert {t for j in measured for t in measured[j]} == {"v100", "k80"}
+        view = status_view(d.store.load(), None)
+    finally:
+        d.store.release()
+    jobs = {j["id"]: j for j in view["jobs"]}
+    cells = jobs["a"]["throughput"]
+    assert {c["backed_by"] for c in cells.values()} <= {"measured", "estimate"}
+    assert any(c["backed_by"] == "measured" and c["seconds"] > 0 for c in cells.values())
+    text = format_status(view, now=view["saved_at"])
+    assert "each job's throughput row" in text and "a (no type):" in text
+    assert "measured" in format_explain(jobs["a"], view)
+    # a restart keeps what was learned
+    d2 = _daemon(tmp_path, sim, table)
+    d2.start()
+    try:
+        assert d2.state.job_rows.measured == measured
+    finally:
+        d2.store.release()
+
+
+def test_placement_follows_the_learned_rows(tmp_path, table):
+    # Both jobs start on the same estimate (the typical job: faster on a V100), so the
+    # allocation time-shares both types; once each has reported from both types, job a
+    # (10x on a V100) keeps the V100 and job b (faster on the K80) the K80. Without the
+    # reallocation on a job's first report from a type, the first allocation stays in
+    # force as long as no job arrives or ends: they swap every other round forever.
+    sim = _sim(table)
+    d = _daemon(tmp_path, sim, table)
+    d.start()
+    try:
+        seen = []
+        for _ in range(16):
+            d.round()
+            seen.append({j: p.gpu_type for j, p in d.state.placement.items()})
+            sim.advance(sim.clock + ROUND)
+    finally:
+        d.store.release()
+    assert {"a": "k80", "b": "v100"} in seen[:3]  # the prior's rotation at first
+    assert all(p == {"a": "v100", "b": "k80"} for p in seen[-8:]), seen
+
+
+@pytest.mark.hostile
+def test_a_row_beyond_the_bounds_is_held_to_them(tmp_path, table):
+    # job c claims (here: truly is) 40x faster on a K80 than on a V100, against a
+    # prior that says a V100 is the faster one: its learned ratio stops at 4x the prior's
+    far = {"c": {"v100": 1.0, "k80": 40.0}, "d": {"v100": 1.0, "k80": 1.0}}
+    jobs = [Job(j, UNTYPED, 1, total_steps=1e9) for j in far]
+    sim = SimulatedCluster(parse_cluster_spec("v100:1x1,k80:1x1"), jobs, table, true_rows=far)
+    d = _daemon(tmp_path, sim, table)
+    d.start()
+    try:
+        rounds(d, sim, 8)
+    finally:
+        d.store.release()
+    rows = d.state.job_rows
+    got = {t: m.steps_per_s for t, m in rows.measured["c"].items()}
+    anchor = rows.anchor["c"]
+    assert set(got) == {"v100", "k80"} and rows.bounded > 0
+    prior_ratio = anchor["k80"] / anchor["v100"]
+    assert got["k80"] / got["v100"] == pytest.approx(4.0 * prior_ratio)
+    assert got != far["c"]  # the cell measured second was clamped (which: whichever ran later)
+
+
+def test_a_job_that_reports_nothing_stays_on_its_prior_and_is_marked_so(tmp_path, table):
+    sim = _sim(table)
+
+    class Silent(FlakyBackend):  # jobs that never report their progress
+        def observe(self):
+            snap = self.inner.observe()
+            quiet = tuple(replace(o, measured_throughput=None) for o in snap.jobs)
+            return replace(snap, jobs=quiet)
+
+    d = _daemon(tmp_path, Silent(sim, 0), table)
+    d.start()
+    try:
+        rounds(d, sim, 6)
+        assert d.state.job_rows.measured == {}
+        view = status_view(d.store.load(), None)
+    finally:
+        d.store.release()
+    for job in view["jobs"]:
+        assert all(c["backed_by"] != "measured" for c in job["throughput"].values())
+    assert "(no reports yet: on its prior)" in format_status(view, now=view["saved_at"])
+
+
+def test_table_knowledge_gives_untyped_jobs_back(tmp_path, table):
+    sim = _sim(table)
+    d = _daemon(tmp_path, sim, table, knowledge="table")
+    d.start()
+    try:
+        d.round()
+        assert {j for j, _ in d.last_report.skipped} == set(TRUE)
+    finally:
+        d.store.release()
