@@ -44,6 +44,11 @@ class MoldMemory:
     measured: dict[JobId, dict[int, dict[GpuType, float]]] = field(default_factory=dict)
     # job -> count -> its job_rows cells at that count (LEARNED), while at another count
     stashed: dict[JobId, dict[int, dict[GpuType, Measured]]] = field(default_factory=dict)
+    # job -> (what its values were computed from, value(c) per count): the same every
+    # round until a measurement, the capacity or the rows change (a quiet round's cost)
+    values: dict[JobId, tuple[ClusterRows, tuple[object, ...], dict[int, float] | None]] = field(
+        default_factory=dict
+    )
 
 
 def running_count(o: ObservedJob) -> int | None:
@@ -76,13 +81,15 @@ def mold_jobs(
     ``restart_cost``: seconds a restart costs the job (None: running jobs never grow);
     ``stuck_nodes``: nodes not answering (their jobs never grow)."""
     if not any(o.job.scale_range is not None for o in active):
-        if memory.jobs:
+        if memory.jobs or memory.values:
             memory.jobs.clear()
             memory.measured.clear()
             memory.stashed.clear()
+            memory.values.clear()
         return active
     usable = {t: n for t, n in capacity.items() if n > 0}
     biggest = max(usable.values(), default=0)
+    context = tuple(usable.items())
     _record(memory, active)
     mold: list[MoldJob] = []
     for o in active:
@@ -90,7 +97,15 @@ def mold_jobs(
             continue  # the round gives it nothing
         fixed = running_count(o)
         r = o.job.scale_range
-        value = None if r is None else _values(memory, o.job, r, rows, usable, biggest)
+        value = None
+        if r is not None:
+            key = (context, o.job.job_type, r, _version(memory, o.job.id))
+            hit = memory.values.get(o.job.id)
+            if hit is not None and hit[0] is rows and hit[1] == key:
+                value = hit[2]
+            else:
+                value = _values(memory, o.job, r, rows, usable, biggest)
+                memory.values[o.job.id] = (rows, key, value)
         if value is None or (fixed is not None and fixed not in value):
             value = {fixed or o.job.scale_factor: 1.0}
         left, cost = 0.0, 0.0
@@ -119,10 +134,13 @@ def mold_jobs(
             out.append(_restarting(o, job))
         else:
             out.append(o if job is o.job else replace(o, job=job))
-    for gone in [j for j in memory.jobs if j not in counts]:
+    here = {o.job.id for o in active}
+    known = memory.values.keys() | memory.measured.keys() | memory.jobs.keys()
+    for gone in [j for j in known if j not in here]:
         memory.jobs.pop(gone, None)
         memory.measured.pop(gone, None)
         memory.stashed.pop(gone, None)
+        memory.values.pop(gone, None)
     return out
 
 
@@ -148,7 +166,15 @@ def _record(memory: MoldMemory, active: list[ObservedJob]) -> None:
         c = running_count(o)
         if rate is None or c is None:
             continue
-        memory.measured.setdefault(o.job.id, {}).setdefault(c, {})[o.gpu_type] = rate
+        cells = memory.measured.setdefault(o.job.id, {}).setdefault(c, {})
+        if cells.get(o.gpu_type) != rate:
+            cells[o.gpu_type] = rate
+            memory.values.pop(o.job.id, None)  # its values change
+
+
+def _version(memory: MoldMemory, job_id: JobId) -> int:
+    """How many cells the job has measured: part of its values' cache key."""
+    return sum(len(cells) for cells in memory.measured.get(job_id, {}).values())
 
 
 def _values(
