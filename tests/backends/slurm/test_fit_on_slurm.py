@@ -14,7 +14,9 @@ import time
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 
@@ -49,9 +51,14 @@ def test_types_constraints_and_memory_bind_placement(slurm):
         if slurm.release != "22.05":  # 22.05 shows "Unspecified error" (slurm-gavel explain)
             assert "--exclude" in refused.stderr, refused.stderr
 
+        # slurmrestd's /jobs and /nodes say the same (every release's REST transport)
+        rest = rest_backend(rest_up(slurm.run_dir), env=slurm.env).observe()
+        by_rest = {o.job.id: o.allowed for o in rest.jobs}
         b = cli_backend(env=slurm.env)
         snap = b.observe()
         jobs = {o.job.id: o for o in snap.jobs}
+        for job in (typed, per_job, feature, plain):
+            assert by_rest[job] == jobs[job].allowed, (job, by_rest[job], jobs[job].allowed)
         assert jobs[typed].allowed is not None and jobs[typed].allowed.types == {"p100"}
         assert jobs[per_job].allowed is not None and jobs[per_job].allowed.types == {"k80"}
         assert jobs[feature].allowed is not None
