@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 
@@ -33,12 +35,21 @@ def states(cluster) -> dict[str, JobState]:
     return {o.job.id: o.state for o in cluster.observe().jobs}
 
 
-def test_each_array_task_is_placed_preempted_and_resumed_on_its_own(slurm, tmp_path):
+@pytest.mark.parametrize("transport", ["cli", "rest"])
+def test_each_array_task_is_placed_preempted_and_resumed_on_its_own(slurm, tmp_path, transport):
+    """Through slurmrestd too: it refuses an update naming an array task ("Submit job
+    update against Array Job's JobID instead of array task id"), so its transport acts
+    on tasks through scontrol/scancel (cli_fallback)."""
     slurm.cancel_all()
-    array = slurm.sbatch("--array=0-3", "--comment=gavel:type=A3C", "-p", "gpu",
-                         "-o", str(tmp_path / "%A_%a.out"), JOB, str(tmp_path / "ckpt"))  # fmt: skip
+    out = str(tmp_path / "%A_%a.out")
+    array = slurm.sbatch("--array=0-3", "--comment=gavel:type=A3C", "-p", "gpu", "-o", out,
+                         JOB, str(tmp_path / "ckpt"))  # fmt: skip
     task = [f"{array}_{t}" for t in range(4)]
-    b = cli_backend(env=slurm.env, grace_s=20.0, poll_s=0.2)
+    options = {"grace_s": 20.0, "poll_s": 0.2}
+    if transport == "cli":
+        b = cli_backend(env=slurm.env, **options)
+    else:
+        b = rest_backend(rest_up(slurm.run_dir), env=slurm.env, **options)
     seen = states(b)
     assert {j: s for j, s in seen.items() if j.startswith(f"{array}_")} == {
         t: JobState.PENDING for t in task

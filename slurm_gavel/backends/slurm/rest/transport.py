@@ -177,7 +177,30 @@ class RestTransport:
 
     # --- acts ------------------------------------------------------------------------
 
+    def _tasks_apart(
+        self, ids: list[JobId], failed: dict[JobId, str]
+    ) -> tuple[list[JobId], list[JobId]]:
+        """(other jobs, array tasks to act on through scontrol/scancel): slurmrestd
+        refuses an act naming an array task ("Submit job update against Array Job's
+        JobID instead of array task id", 26.05), and naming the array would act on
+        every pending task (backends/slurm/arrays.py). Without the CLI fallback a
+        task fails with why."""
+        tasks = [j for j in ids if "_" in j]
+        others = [j for j in ids if "_" not in j]
+        if tasks and not self.cli_fallback:
+            for j in tasks:
+                failed[j] = (
+                    "slurmrestd refuses to act on an array task; enable cli_fallback to let "
+                    "the daemon use scontrol and scancel for array tasks"
+                )
+            return others, []
+        return others, tasks
+
     def place(self, orders: list[StartOrder], nodes: NodesByName, failed: Failures) -> None:
+        _, tasks = self._tasks_apart([o.job_id for o in orders], failed)
+        if tasks:
+            self.cli.place([o for o in orders if o.job_id in tasks], nodes, failed)
+        orders = [o for o in orders if "_" not in o.job_id]
         pin_with_cli = not self.api.node_list and self.pin_nodes_with_cli
         pinned: list[StartOrder] = []
         for o in orders:
@@ -193,12 +216,18 @@ class RestTransport:
             self.cli.pin_nodes(pinned, failed)
 
     def release(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        ids, tasks = self._tasks_apart(ids, failed)
+        if tasks:
+            self.cli.release(tasks, failed)
         for j in ids:
             self._update("release", j, {"hold": False}, failed)
 
     def relabel(self, orders: list[GiveBack], failed: dict[JobId, str]) -> None:
         """A held job given back to Slurm (slurm/giveback.py): its comment, its GPUs."""
-        for o in orders:
+        _, tasks = self._tasks_apart([o.job_id for o in orders], failed)
+        if tasks:
+            self.cli.relabel([o for o in orders if o.job_id in tasks], failed)
+        for o in [o for o in orders if "_" not in o.job_id]:
             body: dict[str, Any] = {"comment": o.comment}
             if o.gres:
                 body.update(
@@ -207,6 +236,12 @@ class RestTransport:
             self._update("give_back", o.job_id, body, failed)
 
     def admin_comment(self, order: CommentOrder, failed: dict[JobId, str]) -> None:
+        ids, tasks = self._tasks_apart(list(order.job_ids), failed)
+        if tasks:
+            self.cli.admin_comment(CommentOrder(tuple(tasks), order.text), failed)
+        if not ids:
+            return
+        order = CommentOrder(tuple(ids), order.text)
         if self.api.legacy:  # v0.0.38 refuses the key ("Unknown key"): scontrol, if allowed
             if not self.pin_nodes_with_cli:
                 raise NotImplementedError(
@@ -219,12 +254,22 @@ class RestTransport:
             self._update("admin_comment", j, {"admin_comment": order.text}, failed)
 
     def hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        ids, tasks = self._tasks_apart(ids, failed)
+        if tasks:
+            self.cli.hold(tasks, failed)
         for j in ids:
             self._update("hold", j, {"hold": True}, failed)
 
     def send_signal(self, ids: list[JobId], signal: str, failed: dict[JobId, str]) -> set[JobId]:
+        ids, tasks = self._tasks_apart(ids, failed)
+        bad = {j for j in tasks if j in failed}
+        if tasks:  # one scancel each, stopped at its first answer (cli/task_signal.py)
+            bad |= self.cli.send_signal(tasks, signal, failed)
         if not ids:  # an empty job list in DELETE /jobs/ would select by filters alone
-            return set()
+            return bad
+        return bad | self._send_signal(ids, signal, failed)
+
+    def _send_signal(self, ids: list[JobId], signal: str, failed: dict[JobId, str]) -> set[JobId]:
         sig = signal
         if self.api.batch_signal:
             body = {"signal": sig, "flags": ["BATCH_JOB"], "jobs": list(ids)}
@@ -264,6 +309,11 @@ class RestTransport:
         return out
 
     def requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        ids, tasks = self._tasks_apart(ids, failed)
+        if tasks:
+            self.cli.requeuehold(tasks, failed)
+        if not ids:
+            return
         if self.api.requeue and ids:
             body = {"flags": ["Hold", "Incomplete"], "jobs": list(ids)}  # cli/argv.py
             # Acts: never retried after a timeout (idempotent=False is the POST default).
