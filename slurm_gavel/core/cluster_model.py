@@ -122,6 +122,9 @@ class Allowed:
     nodes: frozenset[str]
     types: frozenset[GpuType]  # the GPU types of those nodes
     why: str = ""
+    # Of those, the nodes its --prefer names (a soft wish: tried first, never required);
+    # None: no preference.
+    preferred: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, init=False)

@@ -56,6 +56,8 @@ class MechanismJob:
     current: JobPlacement | None = None  # where it runs now, if it runs
     # The only nodes it may use (its own request: cluster_model.Allowed); None: any.
     nodes: frozenset[str] | None = None
+    # Nodes it would rather have (--prefer): tried first among those; None: no wish.
+    prefer: frozenset[str] | None = None
 
 
 class Entry(NamedTuple):
@@ -316,7 +318,9 @@ def _place(
     pools = _pools(nodes)
 
     out: dict[JobId, JobPlacement] = {}
-    rest: list[tuple[int, str, tuple[JobId, ...], GpuType, frozenset[str] | None]] = []
+    rest: list[
+        tuple[int, str, tuple[JobId, ...], GpuType, frozenset[str] | None, frozenset[str] | None]
+    ] = []
     # 1. lease extension: an entry on the type it already runs on, with its previous
     #    nodes still free, stays exactly where it is.
     for key, members, gpu_type in chosen:
@@ -324,6 +328,7 @@ def _place(
         job = jobs[first]
         cur = job.current
         allowed = _allowed(members, jobs)
+        prefer = jobs[first].prefer if len(members) == 1 else None
         if cur is not None and cur.gpu_type == gpu_type:
             pool = pools.get(gpu_type)
             partner = members[1] if len(members) == 2 else None
@@ -343,16 +348,19 @@ def _place(
                         j, gpu_type, cur.nodes, _partner(members, j), cur.consolidated
                     )
                 continue
-        rest.append((-job.scale_factor, key, members, gpu_type, allowed))
+        rest.append((-job.scale_factor, key, members, gpu_type, allowed, prefer))
     # 2. the rest, largest first (Gavel assigns in decreasing scale factor to limit
     #    fragmentation); ties keep priority order (the sort is stable).
     rest.sort(key=itemgetter(0))
-    for neg_sf, key, members, gpu_type, allowed in rest:
+    for neg_sf, key, members, gpu_type, allowed, prefer in rest:
         sf = -neg_sf
         pool = pools[gpu_type]
         slices: tuple[NodeSlice, ...]
-        best = None if allowed is not None else pool.best_fit(sf)  # keeps big holes
-        if allowed is not None:
+        wished = pool.fit_within(sf, prefer) if prefer is not None else None
+        best = None if allowed is not None or wished else pool.best_fit(sf)  # big holes
+        if wished:  # --prefer: its preferred nodes (within the allowed ones) first
+            slices = tuple(wished)
+        elif allowed is not None:
             # Its own request rules out some nodes (select() counted GPUs per type
             # only): where its nodes have too few free, it waits this round.
             within = pool.fit_within(sf, allowed)

@@ -227,8 +227,17 @@ def mechanism_jobs(jobs: list[Considered], state: SchedulerState) -> dict[JobId,
             else:
                 current = JobPlacement(job_id, o.gpu_type, o.nodes, o.partner, True)
         m = cache.get(job_id)
-        nodes = None if o.allowed is None else o.allowed.nodes
-        if m is None or m.current is not current or m.throughput is not row or m.nodes != nodes:
-            m = cache[job_id] = MechanismJob(job_id, o.job.scale_factor, row, current, nodes)
+        nodes = None if o.allowed is None or not o.allowed.why else o.allowed.nodes
+        prefer = None if o.allowed is None else o.allowed.preferred
+        if (
+            m is None
+            or m.current is not current
+            or m.throughput is not row
+            or m.nodes != nodes
+            or m.prefer != prefer
+        ):
+            m = cache[job_id] = MechanismJob(
+                job_id, o.job.scale_factor, row, current, nodes, prefer
+            )
         out[job_id] = m
     return out

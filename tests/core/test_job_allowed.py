@@ -73,3 +73,17 @@ def test_a_running_job_is_not_kept_on_a_node_it_may_no_longer_use():
     # and with no restriction, the lease is extended in place
     jobs = {"a": MechanismJob("a", 1, ROW, cur)}
     assert assign(alloc, jobs, NODES, {}, 0.0)["a"] is cur
+
+
+def test_a_preference_is_tried_first_and_never_required():
+    alloc = Allocation("test", {"a": {"v100": 1.0}, "b": {"v100": 1.0}})
+    jobs = {"a": MechanismJob("a", 2, ROW, prefer=frozenset({"v100-2"}))}
+    assert assign(alloc, jobs, NODES, {}, 0.0)["a"].nodes == (NodeSlice("v100-2", 2),)
+    # its preferred node full: placed elsewhere all the same (soft)
+    jobs = {
+        "b": MechanismJob("b", 4, ROW, nodes=frozenset({"v100-2"})),
+        "a": MechanismJob("a", 2, ROW, prefer=frozenset({"v100-2"})),
+    }
+    placed = assign(alloc, jobs, NODES, {}, 0.0)
+    assert placed["b"].nodes == (NodeSlice("v100-2", 4),)
+    assert placed["a"].nodes == (NodeSlice("v100-1", 2),)

@@ -51,6 +51,7 @@ class JobNeeds:
     memory_per_gpu_mb: int = 0  # --mem-per-gpu (kept only with a typed request)
     cpus_per_node: int = 1  # the job's minimum CPUs per node
     cpus_per_gpu: int = 0  # --cpus-per-gpu
+    prefer: str = ""  # --prefer (23.02+): features wanted where they can be had
 
     def on_node(self, gpus: int) -> tuple[int, int]:
         """(memory MB, CPUs) the job needs on a node where it has ``gpus`` GPUs."""
@@ -192,6 +193,17 @@ def allowed_nodes(
     if why:
         reason = "its request keeps it off some nodes (" + ", ".join(why) + ")"
     return frozenset(out), reason
+
+
+def preferred_nodes(needs: JobNeeds) -> Matcher | None:
+    """The matcher of the job's --prefer, None when it has none or it cannot be read
+    (a preference is soft: an unreadable one is no preference)."""
+    if not needs.prefer:
+        return None
+    try:
+        return matcher(needs.prefer)
+    except ConstraintError:
+        return None
 
 
 def free_room(total: int, used: int, managed_use: Mapping[str, int], name: str) -> int | None:

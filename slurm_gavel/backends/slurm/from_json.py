@@ -259,6 +259,7 @@ def job_needs(raw: Mapping[str, Any]) -> JobNeeds:
         memory_per_gpu_mb=per_gpu,
         cpus_per_node=max(1, number(raw.get("minimum_cpus_per_node"))),
         cpus_per_gpu=_per_gpu(raw.get("cpus_per_tres")),
+        prefer=str(raw.get("prefer") or ""),
     )
 
 

@@ -57,6 +57,7 @@ FIELDS = (
     "memory_per_tres",
     "minimum_cpus_per_node",
     "cpus_per_tres",
+    "prefer",
 )
 
 

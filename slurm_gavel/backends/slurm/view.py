@@ -17,6 +17,7 @@ from slurm_gavel.backends.slurm.fit import (
     free_room,
     managed_use,
     per_node_gpus,
+    preferred_nodes,
 )
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.shard_pairs import (
@@ -163,10 +164,14 @@ def job_allowed(sj: SlurmJob, scale: int, rooms: list[NodeRoom]) -> Allowed | No
     gpu_type = request[0] if request is not None else None
     per_node = per_node_gpus(scale, sj.node_count)
     nodes, why = allowed_nodes(gpu_type, per_node, sj.needs, rooms)
-    if not why:
+    prefer = preferred_nodes(sj.needs)
+    preferred = None
+    if prefer is not None:
+        preferred = frozenset(r.name for r in rooms if r.name in nodes and prefer(r.features))
+    if not why and not preferred:
         return None
     types = frozenset(r.gpu_type for r in rooms if r.name in nodes)
-    return Allowed(nodes, types, why)
+    return Allowed(nodes, types, why, preferred or None)
 
 
 def _observed(

@@ -128,9 +128,11 @@ def test_needs_read_from_each_releases_json():
         "memory_per_tres": "gres/gpu:500",
         "minimum_cpus_per_node": {"set": True, "infinite": False, "number": 1},
         "cpus_per_tres": "gres/gpu:2",
+        "prefer": "v100|p100",
     }
     n = job_needs(raw_26)
     assert (n.memory_per_gpu_mb, n.memory_per_node_mb, n.cpus_per_gpu) == (500, 0, 2)
+    assert n.prefer == "v100|p100" and job_needs(raw_22).prefer == ""  # 22.05: no --prefer
 
 
 def test_node_features_memory_and_cpus_from_a_capture():

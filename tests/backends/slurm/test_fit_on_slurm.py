@@ -46,6 +46,8 @@ def test_types_constraints_and_memory_bind_placement(slurm):
         plain = slurm.sbatch(*MANAGED, *SLEEP)
         mem_gpu = slurm.sbatch(*MANAGED, "--gres=gpu:2", "--mem-per-gpu=3000", *SLEEP)
         cpu_gpu = slurm.sbatch(*MANAGED, "--gpus=1", "--cpus-per-gpu=3", *SLEEP)
+        # --prefer (23.02+; 22.05's sbatch has none): a soft wish, read on every release
+        prefer = slurm.sbatch(*MANAGED, "--prefer=k80", *SLEEP) if slurm.release != "22.05" else ""
         refused = slurm.cmd("sbatch", *MANAGED, "-w", "v100-2", *SLEEP, check=False)
         assert refused.returncode != 0
         if slurm.release != "22.05":  # 22.05 shows "Unspecified error" (slurm-gavel explain)
@@ -57,6 +59,10 @@ def test_types_constraints_and_memory_bind_placement(slurm):
         b = cli_backend(env=slurm.env)
         snap = b.observe()
         jobs = {o.job.id: o for o in snap.jobs}
+        if prefer:
+            wish = jobs[prefer].allowed
+            assert wish is not None and wish.preferred == {"k80-1", "k80-2"}, wish
+            assert wish.types == {"v100", "p100", "k80"} and "k80" not in wish.why  # soft
         for job in (typed, per_job, feature, plain):
             assert by_rest[job] == jobs[job].allowed, (job, by_rest[job], jobs[job].allowed)
         assert jobs[typed].allowed is not None and jobs[typed].allowed.types == {"p100"}

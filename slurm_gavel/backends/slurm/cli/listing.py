@@ -122,6 +122,7 @@ JSON_ONLY = (
     "memory_per_tres",
     "minimum_cpus_per_node",
     "cpus_per_tres",
+    "prefer",
 )
 # Listed fields _job does not read: they tell whether a job's GPU request says the
 # GPUs it got, per node (a job that just started: slurm/cli/jobs_from_text.py).
