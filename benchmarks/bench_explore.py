@@ -16,6 +16,7 @@ import argparse
 import json
 import statistics
 import sys
+from typing import Any
 
 from bench_liars import run
 
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     explore = Exploration(args.bonus, args.restarts, args.gpu_seconds)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for seed in (int(s) for s in args.seeds.split(",")):
         off = run(args.policy, "honest", seed, TrustBounds())
         on = run(args.policy, "honest", seed, TrustBounds(), explore)

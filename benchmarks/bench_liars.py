@@ -120,7 +120,7 @@ def run(
     finish: dict[str, float] = {}
     restarts = 0
     while not sim.done():
-        state, _ = run_round(state, backend, config)  # type: ignore[arg-type]
+        state, _ = run_round(state, backend, config)
         sim.advance(sim.clock + settings.round_seconds)
         for c in sim.completions:
             finish[c.job.id] = c.finish_time
