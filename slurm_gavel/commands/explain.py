@@ -79,7 +79,7 @@ def format_explain(job: dict[str, Any], view: dict[str, Any]) -> str:
     age = float(view.get("allocation_age_s") or 0.0)
     lines = [
         f"job {job['id']} ({job.get('user') or job.get('user_id') or '?'}, account "
-        f"{job.get('account') or '-'}): {job.get('job_type') or '?'} on "
+        f"{job.get('account') or '-'}): {job.get('job_type') or '(no job type)'} on "
         f"{job.get('scale_factor') or '?'} GPU(s), state {job.get('state')}",
         f"round {view['round']}, policy {view.get('policy')}: {job.get('why')}",
     ]

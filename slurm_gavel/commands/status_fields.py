@@ -60,7 +60,13 @@ FIELDS = [
     Field("partition", "P", "PARTITION", lambda j, _: j.get("partition") or "-", "partition"),
     Field("user", "u", "USER", lambda j, _: j.get("user") or str(j.get("user_id") or "-"), "user"),
     Field("account", "a", "ACCOUNT", lambda j, _: j.get("account") or "-", "Slurm account"),
-    Field("jobtype", "j", "JOBTYPE", lambda j, _: j.get("job_type") or "?", "job type, in full"),
+    Field(
+        "jobtype",
+        "j",
+        "JOBTYPE",
+        lambda j, _: j.get("job_type") or "(none)",  # none: submitted without a type hint
+        "job type, in full ((none): no type given, its row is learned)",
+    ),
     Field("gpus", "b", "GPUS", lambda j, _: str(j.get("scale_factor") or "?"), "GPUs it needs"),
     Field("state", "T", "STATE", lambda j, _: j.get("state") or "?", "scheduler state"),
     Field("time", "M", "TIME", lambda j, _: slurm_time(j.get("time_s")), "time it ran"),

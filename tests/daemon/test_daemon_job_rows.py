@@ -67,7 +67,9 @@ def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
     assert any(c["backed_by"] == "measured" and c["seconds"] > 0 for c in cells.values())
     text = format_status(view, now=view["saved_at"])
     assert "each job's throughput row" in text and "a (no type):" in text
-    assert "measured" in format_explain(jobs["a"], view)
+    assert "(none)" in text  # the JOBTYPE column of a job submitted without a type
+    explained = format_explain(jobs["a"], view)
+    assert "(no job type) on 1 GPU(s)" in explained and "measured" in explained
     # a restart keeps what was learned
     d2 = _daemon(tmp_path, sim, table)
     d2.start()
