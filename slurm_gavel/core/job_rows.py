@@ -85,6 +85,9 @@ class JobRows:
     anchor: dict[JobId, dict[GpuType, float]] = field(default_factory=dict)
     untyped: set[JobId] = field(default_factory=set)
     bounded: int = 0
+    # Each job's last bounded report: (GPU type, the rate reported, the rate used or
+    # None when it moved nothing), for the daemon's log (events.RoundEvents.rows_bounded)
+    clamped: dict[JobId, tuple[GpuType, float, float | None]] = field(default_factory=dict)
     # Jobs whose unmeasured cells look better while they have exploration budget left
     # (explore.py); transient: recomputed from the accounts each round.
     exploring: set[JobId] = field(default_factory=set, repr=False)
@@ -189,6 +192,7 @@ def _bounded(
     )
     if out != rate:
         rows.bounded += 1
+        rows.clamped[job_id] = (t, rate, out)
     return out
 
 
@@ -221,6 +225,7 @@ def _forget(rows: JobRows, job_id: JobId) -> None:
     rows.anchor.pop(job_id, None)
     rows.untyped.discard(job_id)
     rows.exploring.discard(job_id)
+    rows.clamped.pop(job_id, None)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeState
 from slurm_gavel.core.cluster_rows import TYPE_BLIND
@@ -54,6 +54,28 @@ class RoundEvents:
         self.warned: set[str] = set()
         self.denied = False
         self.node_states: dict[str, NodeState] = {}
+        self.bounded: dict[str, tuple[str, float, float | None]] = {}
+
+    def rows_bounded(self, clamped: Mapping[str, tuple[str, float, float | None]]) -> None:
+        """Log each job's progress report the trust bounds clamped (core/row_trust.py),
+        once per job and GPU type and figure; forget jobs no longer listed there."""
+        for job_id, what in clamped.items():
+            if self.bounded.get(job_id) == what:
+                continue
+            self.bounded[job_id] = what
+            gpu, reported, used = what
+            event(
+                log,
+                "job_row_bounded",
+                logging.WARNING,
+                job=job_id,
+                gpu_type=gpu,
+                reported_steps_per_s=reported,
+                used_steps_per_s=used,
+                why="beyond the bounds on a job's own row (learning: ratio_factor, "
+                "step_factor; admin guide section 4a)",
+            )
+        self.bounded = {j: v for j, v in self.bounded.items() if j in clamped}
 
     def record(
         self,

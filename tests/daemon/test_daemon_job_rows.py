@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from test_daemon import ROUND, FlakyBackend, config, rounds
+from test_daemon import ROUND, FlakyBackend, config, events_of, rounds
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -101,7 +101,7 @@ def test_placement_follows_the_learned_rows(tmp_path, table):
 
 
 @pytest.mark.hostile
-def test_a_row_beyond_the_bounds_is_held_to_them(tmp_path, table):
+def test_a_row_beyond_the_bounds_is_held_to_them(tmp_path, table, daemon_log):
     # job c claims (here: truly is) 40x faster on a K80 than on a V100, against a
     # prior that says a V100 is the faster one: its learned ratio stops at 4x the prior's
     far = {"c": {"v100": 1.0, "k80": 40.0}, "d": {"v100": 1.0, "k80": 1.0}}
@@ -120,6 +120,10 @@ def test_a_row_beyond_the_bounds_is_held_to_them(tmp_path, table):
     prior_ratio = anchor["k80"] / anchor["v100"]
     assert got["k80"] / got["v100"] == pytest.approx(4.0 * prior_ratio)
     assert got != far["c"]  # the cell measured second was clamped (which: whichever ran later)
+    # the admin hears of it, once per job and figure, not every round
+    said = [r.fields for r in events_of(daemon_log, "job_row_bounded")]  # type: ignore[attr-defined]
+    assert said and {r["job"] for r in said} == {"c"}
+    assert len(said) == len({(r["gpu_type"], r["reported_steps_per_s"]) for r in said})
 
 
 def test_a_job_that_reports_nothing_stays_on_its_prior_and_is_marked_so(tmp_path, table):
