@@ -19,6 +19,10 @@ GAVEL_CHECKPOINT_ALLOW_PICKLE  1: load checkpoints with full unpickling (default
 GAVEL_PROGRESS_DIR          spool folder for progress reports (unset: no reports)
 GAVEL_PROGRESS_INTERVAL     seconds between progress reports (default 30)
 SLURM_JOB_ID                the job id; without it the library does nothing
+SLURM_ARRAY_JOB_ID,         an array task's array id and task number: its progress
+SLURM_ARRAY_TASK_ID         reports go under ``<array>_<task>`` ("28_2"), the name
+                            the daemon gives the task (its SLURM_JOB_ID is another
+                            number); either one unset or not a number: SLURM_JOB_ID
 SLURM_RESTART_COUNT         > 0: the job was requeued, resume from a checkpoint
 ==========================  ==========================================================
 """
@@ -26,6 +30,7 @@ SLURM_RESTART_COUNT         > 0: the job was requeued, resume from a checkpoint
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +40,7 @@ from slurm_gavel.job._errors import InputError
 
 DEFAULT_REQUEUE_EXIT_CODE = 99
 DEFAULT_PROGRESS_INTERVAL = 30.0
+_SLURM_NUMBER = re.compile(r"[0-9]{1,20}", re.ASCII)
 
 
 class JobEnvError(InputError):
@@ -54,10 +60,18 @@ class JobEnv:
     progress_dir: Path | None
     progress_interval: float
     checkpoint_allow_pickle: bool = False
+    # An array task's name as the daemon gives it ("28_2"), None for any other job.
+    array_task: str | None = None
 
     @property
     def in_slurm(self) -> bool:
         return self.job_id is not None
+
+    @property
+    def report_id(self) -> str | None:
+        """The id its progress reports go under: the daemon's name for the job (an
+        array task's ARRAY_TASK; backends/slurm/arrays.py), else SLURM_JOB_ID."""
+        return self.array_task if self.job_id is not None and self.array_task else self.job_id
 
     @property
     def resuming(self) -> bool:
@@ -126,6 +140,10 @@ def read_env(env: Mapping[str, str] | None = None) -> JobEnv:
     if not 1 <= code <= 255:
         raise JobEnvError(f"GAVEL_REQUEUE_EXIT_CODE={code} must be 1..255")
     progress = _gavel(env, "PROGRESS_DIR")
+    array, task = env.get("SLURM_ARRAY_JOB_ID", ""), env.get("SLURM_ARRAY_TASK_ID", "")
+    array_task = None
+    if _SLURM_NUMBER.fullmatch(array) and _SLURM_NUMBER.fullmatch(task):
+        array_task = f"{int(array)}_{int(task)}"
     priority = _gavel(env, "PRIORITY")
     steps = _gavel(env, "TOTAL_STEPS")
     return JobEnv(
@@ -142,4 +160,5 @@ def read_env(env: Mapping[str, str] | None = None) -> JobEnv:
             env, "PROGRESS_INTERVAL", DEFAULT_PROGRESS_INTERVAL, integer=False
         ),
         checkpoint_allow_pickle=_flag(env, "CHECKPOINT_ALLOW_PICKLE"),
+        array_task=array_task,
     )

@@ -4,10 +4,11 @@ The admin sets ``GAVEL_PROGRESS_DIR`` (the daemon's ``progress_dir``, e.g. on th
 shared file system) in the jobs' environment. The daemon makes one folder per user
 in it, ``<progress_dir>/<uid>/``, owned by that user (mode 2750, group the daemon's),
 so no user can write into another's. Each job keeps one file
-``<progress_dir>/<uid>/<SLURM_JOB_ID>.json`` there, replaced atomically (temp file +
-rename in the same folder) so the daemon never reads half a report; the library
-refuses a folder that is a symlink, not its user's, or writable by group or others,
-and never creates it (a warning says why no report is written). Format
+``<progress_dir>/<uid>/<SLURM_JOB_ID>.json`` there (an array task's
+``<SLURM_ARRAY_JOB_ID>_<SLURM_ARRAY_TASK_ID>.json``, the daemon's name for it), replaced
+atomically (temp file + rename in the same folder) so the daemon never reads half a
+report; the library refuses a folder that is a symlink, not its user's, or writable by
+group or others, and never creates it (a warning says why no report is written). Format
 (docs/user-guide.md repeats it)::
 
     {"format": "slurm-gavel-progress/1",
@@ -190,7 +191,7 @@ class ProgressReporter:
         """The reporter of one job as its environment describes it; it writes to the
         spool only while `active` (inside a Slurm job, or when asked to)."""
         return cls(
-            job_id=env.job_id,
+            job_id=env.report_id,  # an array task's ARRAY_TASK, as the daemon names it
             job_type=env.job_type,
             folder=env.progress_dir if active else None,
             interval=env.progress_interval,
