@@ -1,0 +1,70 @@
+"""Restart-aware rounds on the real local Slurm cluster (issue 25): more jobs than GPUs,
+so the daemon preempts and resumes them; it times each restart (the backend's
+checkpoint wait, then the resumed run's start until its progress reports show steps
+again) and keeps the job's learned restart cost in its state file and Prometheus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from waiting import wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+JOB = Path(__file__).resolve().parents[1] / "workloads" / "jobs" / "rated_reporter.py"
+RATES = "v100=20,p100=10,k80=10"
+
+
+def test_restarts_are_timed_and_learned_per_job(scenario):
+    sc = scenario
+    spool = sc.dir / "progress"
+    spool.mkdir(mode=0o755)
+    state = sc.dir / "jobstate"
+    state.mkdir()
+    with sc.daemon.config.open("a") as f:
+        # each run kept 2 s / 0.1 = 20 s (5 rounds), then the 12 jobs take turns on the GPUs
+        f.write(f"progress_dir: {spool}\nrestart_aware: true\npreemption_overhead_seconds: 2\n")
+    jobs = [
+        sc.slurm.sbatch(
+            "-p",
+            "gpu",
+            "-o",
+            str(sc.dir / f"j{i}.out"),
+            "--comment=gavel:",
+            "--wrap",
+            f"GAVEL_EMULATE_RATES={RATES} exec python3 {JOB} 4000 {spool} {state}",
+        )
+        for i in range(12)
+    ]
+    sc.daemon.start()
+
+    def learned() -> dict[str, float] | None:
+        doc = sc.state_doc() or {}
+        accts = (doc.get("scheduler") or {}).get("jobs") or {}
+        got = {j: a["restart_cost_s"] for j, a in accts.items() if "restart_cost_s" in a}
+        return got or None
+
+    try:
+        costs = wait_for(learned, 240, "a job's measured restart cost in the state file", 1.0)
+    except AssertionError:
+        doc = sc.state_doc() or {}
+        accts = (doc.get("scheduler") or {}).get("jobs") or {}
+        log = sc.daemon.log_path.read_text().splitlines()
+        raise AssertionError(
+            f"accounts: {accts}\nstatus: {sc.states(jobs)}\nlog tail:\n" + "\n".join(log[-40:])
+        ) from None
+    metrics = sc.metrics()
+    sc.daemon.stop()
+    assert set(costs) <= set(jobs)
+    # a restart here: the grace to exit (< 3 s), requeue, Slurm's start, python's start
+    # and the first progress report (1 s interval); never the 600 s cap
+    assert all(0.0 < c < 120.0 for c in costs.values()), costs
+    assert metrics["slurm_gavel_restart_seconds_total"] > 0
+    assert metrics["slurm_gavel_restart_gpu_seconds_total"] > 0
+    # a resumed job continued from its checkpoint
+    resumed = [j for j in costs if (state / f"{j}.log").exists()]
+    for j in resumed:
+        starts = [line.split() for line in (state / f"{j}.log").read_text().splitlines()
+                  if line.startswith("start")]  # fmt: skip
+        assert len(starts) >= 2 and int(starts[-1][4]) > 0, starts
