@@ -152,6 +152,16 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 		}
 		return true;
 	}
+	if (GAVEL_KEY("hold")) {
+		/* hold=user: held by its owner (sbatch --hold, scontrol hold/uhold), written
+		 * by job_submit.lua; the daemon never places such a job (issue 26) */
+		if (val_n != 4 || memcmp(val, "user", 4) != 0) {
+			snprintf(why, why_size, "hold=%.*s must be hold=user (or leave it out)",
+				 val_n > 40 ? 40 : (int)val_n, val);
+			return false;
+		}
+		return true;
+	}
 	if (GAVEL_KEY("slo")) {
 		if (!gavel_parse_decimal(val, val_n, &v) || v <= 0 || v > GAVEL_MAX_SLO_MICRO) {
 			snprintf(why, why_size, "slo=%.*s must be seconds, a decimal > 0 and <= "
@@ -186,7 +196,8 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 static inline int gavel_check_comment(const char *comment, long long max_weight_micro,
 				      char *why, size_t why_size)
 {
-	static const char *const keys[] = {"type", "scale", "weight", "steps", "slo", "grace"};
+	static const char *const keys[] = {"type", "scale", "weight", "steps", "slo", "grace",
+						     "hold"};
 	const size_t prefix_n = sizeof(GAVEL_PREFIX) - 1;
 	const char *p = comment, *part;
 	unsigned seen = 0;

@@ -41,7 +41,11 @@ local MAX_STEPS = 1000000000000
 local MAX_GRACE = 86400
 local MAX_SLO_MICRO = 1000000000 * MICRO
 local KEYS = { type = true, scale = true, weight = true, steps = true, slo = true,
-               grace = true }
+               grace = true, hold = true }
+-- hold=user: the job is held by its owner (sbatch --hold, the owner's scontrol
+-- hold/uhold), written here; the daemon never places it, and its owner's `scontrol
+-- release` removes the key, handing the job back to the daemon (slurm_job_modify).
+local USER_HOLD = "hold=user"
 
 -- Explicit byte ranges, never %d/%s/%a: those follow the C locale.
 
@@ -99,6 +103,10 @@ local function check_value(key, v)
       if n == nil or n < 1 or n > max then
          return string.format("%s=%s must be a whole number from 1 to %.0f", key,
                               string.sub(v, 1, 40), max)
+      end
+   elseif key == "hold" then
+      if v ~= "user" then
+         return "hold=" .. string.sub(v, 1, 40) .. " must be hold=user (or leave it out)"
       end
    elseif key == "slo" then
       local n = parse_decimal(v)
@@ -160,6 +168,29 @@ local function classify(comment)
       pos = comma + 1
    end
    return "managed", seen
+end
+
+-- hold=user in a managed comment, added or removed (the comment must stay managed).
+local function has_user_hold(comment)
+   local verdict, seen = classify(comment)
+   return verdict == "managed" and seen.hold ~= nil
+end
+
+local function with_user_hold(comment)
+   local sep = ","
+   if comment == PREFIX then sep = "" end  -- "gavel:" alone: no comma before the key
+   local marked = comment .. sep .. USER_HOLD
+   local verdict, why = classify(marked)
+   if verdict ~= "managed" then return nil, why end
+   return marked
+end
+
+local function without_user_hold(comment)
+   local parts = {}
+   for part in string.gmatch(string.sub(comment, #PREFIX + 1), "[^,]+") do
+      if part ~= USER_HOLD then parts[#parts + 1] = part end
+   end
+   return PREFIX .. table.concat(parts, ",")
 end
 
 local function refuse(why)
@@ -338,6 +369,13 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    end
    local keep_why = keep_request(job_desc, per_node, per_job, gpus)
    if keep_why then return refuse_request(keep_why) end
+   -- sbatch --hold (priority 0 asked at submit): the owner's hold, marked hold=user in
+   -- the comment so that the daemon never places it until its owner releases it
+   if job_desc.priority == 0 and not has_user_hold(job_desc.comment) then
+      local marked, why = with_user_hold(job_desc.comment)
+      if marked == nil then return refuse("with --hold marked in it, " .. why) end
+      job_desc.comment = marked
+   end
    job_desc.priority = 0
    -- Requeue-able whatever the site's JobRequeue (--no-requeue is refused above): the daemon
    -- preempts with `scontrol requeuehold`, which Slurm refuses for a job that is not
@@ -357,9 +395,33 @@ local function set(value)
    return value ~= nil and value ~= slurm.NO_VAL and value ~= slurm.NO_VAL64
 end
 
+-- A user's hold is the user's (issue 26): the owner's `scontrol hold`/`uhold` of a
+-- managed job adds hold=user to its comment (`sbatch --hold` too: slurm_job_submit),
+-- and the daemon never places a job so marked; the owner's `scontrol release` of a job
+-- so marked removes the key and leaves the job held, now by the daemon, which places
+-- it when its turn comes. Nobody else's release passes either: the daemon's release
+-- of a job its owner holds is refused (it read the job before the owner held it), and
+-- the owner's release of a job the daemon holds is refused as before. The key is in
+-- the comment, which only this file and the daemon's uids may change: a user can hold
+-- their own job with it, never release one.
+local function releases(job_desc)
+   return set(job_desc.priority) and job_desc.priority ~= 0
+end
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-   if DAEMON_UIDS[modify_uid] then return slurm.SUCCESS end
    local ours = classify(job_rec.comment) ~= "plain"
+   local owner_holds = ours and has_user_hold(job_rec.comment)
+   if DAEMON_UIDS[modify_uid] then
+      -- the daemon may release a job its owner holds only by removing the key with it
+      if owner_holds and releases(job_desc) and
+         (job_desc.comment == nil or has_user_hold(job_desc.comment)) then
+         slurm.log_user("slurm-gavel: job %u is held by its owner (hold=user in its " ..
+                        "comment): only the owner's `scontrol release %u` hands it back",
+                        job_rec.job_id, job_rec.job_id)
+         return slurm.ERROR
+      end
+      return slurm.SUCCESS
+   end
    if job_desc.comment ~= nil and job_desc.comment ~= job_rec.comment and
       (ours or classify(job_desc.comment) ~= "plain") then
       slurm.log_user("slurm-gavel: a gavel: comment cannot be added to, changed on or " ..
@@ -372,11 +434,28 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
                      job_rec.job_id)
       return slurm.ERROR
    end
-   if ours and set(job_desc.priority) and job_desc.priority ~= 0 then
+   if ours and releases(job_desc) and owner_holds then
+      -- the owner's release of their own hold: the key goes, the job stays held by
+      -- the daemon (Slurm would otherwise start it wherever it fits)
+      job_desc.comment = without_user_hold(job_rec.comment)
+      job_desc.priority = slurm.NO_VAL
+      return slurm.SUCCESS
+   end
+   if ours and releases(job_desc) then
       slurm.log_user("slurm-gavel: job %u is managed by the gavel scheduler, which " ..
                      "releases it when it places it; scancel it to withdraw it",
                      job_rec.job_id)
       return slurm.ERROR
+   end
+   if ours and set(job_desc.priority) and not owner_holds then
+      -- the owner's hold or uhold: theirs until they release it
+      local marked, why = with_user_hold(job_rec.comment)
+      if marked == nil then
+         slurm.log_user("slurm-gavel: job %u cannot be held by its owner: %s",
+                        job_rec.job_id, why)
+         return slurm.ERROR
+      end
+      job_desc.comment = marked
    end
    return slurm.SUCCESS
 end

@@ -52,7 +52,11 @@ FORM = (
     "--comment=gavel:[key=value,...] with keys type=<job type> (optional), scale=N or MIN-MAX, "
     "weight=W, steps=S, slo=SECONDS, grace=SECONDS"
 )
-KEYS = ("type", "scale", "weight", "steps", "slo", "grace")
+KEYS = ("type", "scale", "weight", "steps", "slo", "grace", "hold")
+# The keys an error names: hold=user is written by job_submit.lua (sbatch --hold,
+# scontrol hold/uhold by the owner; issue 26), accepted from a user too (it only holds
+# the user's own job), not advertised.
+SHOWN_KEYS = ", ".join(KEYS[:-1])
 MAX_COMMENT_BYTES = 256
 MAX_TYPE_CHARS = 64
 TYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ._()-")
@@ -92,6 +96,9 @@ class ManagedSpec:
     grace: int | None = None
     # scale=MIN-MAX (issue 25): the GPU counts the job may run at; scale_factor is MIN
     scale_range: tuple[int, int] | None = None
+    # hold=user: held by its owner (issue 26); the daemon never places it until the
+    # owner's `scontrol release` removes the key (job_submit.lua)
+    user_hold: bool = False
 
     def to_comment(self) -> str:
         parts = [f"type={self.job_type}"] if self.job_type != UNTYPED else []
@@ -107,6 +114,8 @@ class ManagedSpec:
             parts.append(f"slo={_num(self.slo)}")
         if self.grace is not None:
             parts.append(f"grace={self.grace}")
+        if self.user_hold:
+            parts.append("hold=user")
         return PREFIX + ",".join(parts)
 
 
@@ -171,7 +180,7 @@ def parse_comment(
         if not eq:
             _fail(job_id, f"{_show(part)} is not key=value")
         if key not in KEYS:
-            _fail(job_id, f"unknown key {_show(key)} (known, in lower case: {', '.join(KEYS)})")
+            _fail(job_id, f"unknown key {_show(key)} (known, in lower case: {SHOWN_KEYS})")
         if key in seen:
             _fail(job_id, f"key {key!r} appears twice")
         if not value:
@@ -189,7 +198,14 @@ def parse_comment(
         ),
         slo=None if "slo" not in seen else _slo(job_id, seen["slo"]),
         grace=(None if "grace" not in seen else _integer(job_id, "grace", seen, MAX_GRACE_SECONDS)),
+        user_hold=_hold(job_id, seen.get("hold")),
     )
+
+
+def _hold(job_id: str, value: str | None) -> bool:
+    if value is not None and value != "user":
+        _fail(job_id, f"hold={_show(value)} must be hold=user (or leave it out)")
+    return value is not None
 
 
 def _show(text: str) -> str:

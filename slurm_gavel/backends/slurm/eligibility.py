@@ -16,6 +16,9 @@ Three kinds of reason, each read from what Slurm reports of every release:
   start (released, not held) and did not. Such a job is held again (it was not
   placed this round) and kept out for LIMIT_RECHECK_S before the daemon tries it
   again: while it is held, Slurm shows the hold, not the limit.
+
+A fourth, the user's own hold (user_hold_reason), is read from the job's comment by
+view.build_view: Slurm shows the daemon's hold and the user's alike (JobHeldUser).
 """
 
 from __future__ import annotations
@@ -84,6 +87,14 @@ def waiting_on(sj: SlurmJob, now: float, held_back: Mapping[JobId, str]) -> str 
     if sj.job_id in held_back:
         return f"Slurm held it back ({held_back[sj.job_id]}); tried again shortly"
     return None
+
+
+def user_hold_reason(job_id: JobId) -> str:
+    """ObservedJob.waiting_on of a job its owner holds (hold=user in its comment, written
+    by job_submit.lua for `sbatch --hold` and the owner's `scontrol hold`/`uhold`): the
+    daemon never places it, whatever else would let it run, until the owner's release
+    removes the key (issue 26)."""
+    return f"held by you: `scontrol release {job_id}` hands it back to the scheduler"
 
 
 class HeldBack:

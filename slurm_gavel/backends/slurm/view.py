@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.backends.slurm.eligibility import waiting_on
+from slurm_gavel.backends.slurm.eligibility import user_hold_reason, waiting_on
 from slurm_gavel.backends.slurm.fit import (
     NodeRoom,
     allowed_nodes,
@@ -96,6 +96,8 @@ def build_view(
     rooms = node_rooms(nodes, managed.values(), managed_partitions)
     for sj, spec, arrival in specs:
         waits = waiting_on(sj, now, held_back or {}) if sj.state in WAITING_STATES else None
+        if spec.user_hold and sj.state in WAITING_STATES:
+            waits = user_hold_reason(sj.job_id)
         o = _observed(sj, spec, arrival, partners.get(sj.job_id), types, waits)
         if o.state is not JobState.DONE:
             o = replace(o, allowed=job_allowed(sj, o.job.scale_factor, rooms))
