@@ -96,3 +96,23 @@ def test_the_key_cannot_be_forged_away(slurm):
     res = slurm.cmd("scontrol", "release", own, check=False)
     assert res.returncode == 0, res.stderr
     slurm.cancel_all()
+
+
+def test_the_owner_pauses_a_running_job_with_uhold_then_requeue(slurm):
+    """What the user guide tells users to do instead of `scontrol requeuehold` (whose
+    record is the daemon's preemption's): the hold marks the running job, which runs
+    on; the requeue puts it back held, still marked."""
+    slurm.cancel_all()
+    job = _submit(slurm, MANAGED)
+    res = slurm.cmd("scontrol", "release", job, check=False)  # the daemon's placement
+    assert res.returncode == 0, res.stderr
+    slurm.wait_state(job, "RUNNING")
+    res = slurm.as_user("nobody", "scontrol", "uhold", job)
+    assert res.returncode == 0, res.stderr
+    assert slurm.show(job)["Comment"] == "gavel:type=A3C,hold=user", slurm.why(job)
+    assert slurm.state(job) == "RUNNING"
+    res = slurm.as_user("nobody", "scontrol", "requeue", job)
+    assert res.returncode == 0, res.stderr
+    slurm.wait_state(job, "PENDING", timeout=60)
+    assert _held(slurm, job) == ("PENDING", "0", "gavel:type=A3C,hold=user"), slurm.why(job)
+    slurm.cancel_all()
