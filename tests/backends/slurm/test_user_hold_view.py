@@ -15,6 +15,7 @@ from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import build_view
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
+from slurm_gavel.daemon.status_view import why
 
 NOW = 10_000.0
 
@@ -52,6 +53,10 @@ def test_a_job_its_owner_holds_waits_on_its_owner_and_is_never_released():
     plan = plan_act(placement, v, None)
     assert [o.job_id for o in plan.starts] == ["9"]
     assert dict(plan.failed)["7"] == WAITING_ON_CLUSTER + str(by_id["7"].waiting_on)
+    # what `status` and `explain` tell the owner
+    doc = {"state": "skipped", "reason": dict(plan.failed)["7"], "allocation": {}}
+    told = why({**doc, "paired_allocation": {}}, "max_min_fairness")
+    assert told.startswith("not scheduled: ") and "held by you: `scontrol release 7`" in told
 
 
 def test_a_running_job_whose_owner_held_it_keeps_running():
