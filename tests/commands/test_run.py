@@ -12,6 +12,7 @@ from slurm_gavel.cli import main
 from slurm_gavel.commands import run as run_cmd
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.state_store import StateStore
 
 
@@ -121,11 +122,24 @@ def test_a_hostile_config_file_is_exit_2_naming_the_file(tmp_path, sim, capsys, 
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_sighup_reloads_the_config_and_sigterm_still_stops(tmp_path, sim, capsys):
+def test_sighup_reloads_the_config_and_sigterm_still_stops(tmp_path, sim, capsys, monkeypatch):
     """The real handlers of `slurm-gavel run`, in this process: SIGHUP while the daemon
-    waits for its next round reloads the file (policy fifo), SIGTERM then ends it."""
+    waits for its next round reloads the file (policy fifo), SIGTERM then ends it.
+    SIGTERM waits for the reload to have run: a stop asked before the daemon gets back to
+    its wait rightly wins over a pending reload, which a fixed pause let happen on a
+    loaded machine (load 10: the reload was skipped and the test failed)."""
     path = write_config(tmp_path)
     state = tmp_path / "state" / "state.json"
+    reloaded_once = threading.Event()
+    real_reload = Daemon.reload
+
+    def reload_and_tell(self: Daemon) -> bool:
+        try:
+            return real_reload(self)
+        finally:
+            reloaded_once.set()
+
+    monkeypatch.setattr(Daemon, "reload", reload_and_tell)
 
     def round_over() -> bool:
         # state.json exists from the pre-act save on; the round is over once the
@@ -139,7 +153,7 @@ def test_sighup_reloads_the_config_and_sigterm_still_stops(tmp_path, sim, capsys
         with open(path, "a") as f:
             f.write("policy: fifo\n")
         os.kill(os.getpid(), signal.SIGHUP)
-        time.sleep(0.5)
+        reloaded_once.wait(30)
         os.kill(os.getpid(), signal.SIGTERM)
 
     saved = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)}
