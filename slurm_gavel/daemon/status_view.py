@@ -89,6 +89,8 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             "deficit_s": {t: x * elapsed - got.get(t, 0.0) for t, x in row.items()},
             "rounds": acct.get("rounds", 0),
             "restarts": max(int(v.get("restarts") or 0), int(acct.get("restarts") or 0)),
+            # seconds a restart of it costs, as the daemon measured it (restart_clock.py)
+            "restart_cost_s": acct.get("restart_cost_s"),
             "steps_done": v.get("steps_done"),
             "total_steps": v.get("total_steps"),
             # {GPU type: "estimate" | "unmeasured: type-blind"}: its figures there

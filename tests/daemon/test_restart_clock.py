@@ -99,3 +99,23 @@ def test_an_inflated_restore_is_capped():
     assert seen and all(cost == pytest.approx(600.0) for _, cost in seen)
     _, seen, _ = _measure(overhead=1000.0, wait=0.0, default=300.0, rounds=20, keep=True)
     assert seen and all(cost == pytest.approx(1000.0, abs=1e-6) for _, cost in seen)
+
+
+def test_the_public_view_carries_each_job_s_learned_cost_for_report(tmp_path):
+    # `report --state-dir` reads the status view: a measured cost must reach it
+    from slurm_gavel.commands.status import load_view
+    from slurm_gavel.daemon.config import parse_config
+    from slurm_gavel.daemon.daemon import Daemon
+
+    jobs = [Job(str(i), RESNET, 1, total_steps=1e7) for i in range(3)]
+    sim = SimulatedCluster(parse_cluster_spec("v100:1x2", TABLE), jobs, TABLE)
+    cfg = parse_config({"partitions": ["gpu"], "state_dir": str(tmp_path / "state")})
+    d = Daemon(cfg, sim, table=TABLE, metrics=DaemonMetrics())
+    d.store.acquire()
+    d.round()
+    d.state.jobs["0"].restart_cost_s = 42.04
+    sim.advance(sim.clock + 60.0)
+    d.round()
+    view, _ = load_view(tmp_path / "state")
+    got = {j["id"]: j["restart_cost_s"] for j in view["jobs"]}
+    assert got == {"0": 42.04, "1": None, "2": None}
