@@ -21,9 +21,10 @@ A window (start, hours) becomes the trace CSV of docs/design.md 2.3:
 * account: the virtual cluster (the hierarchical policies' entity).
 
 Rows outside the window are dropped, as are jobs shorter than ``min_duration`` or
-longer than ``max_duration`` (defaults 60 s and 7 days, as the case in
-../shared/cases was made) and jobs whose GPU count no job type of the table has: each
-is counted in the skip report. A malformed row raises TraceError naming the line.
+longer than ``max_duration`` (defaults 60 s and 7 days, as the stay-credit case
+window of EXPERIMENTS.md "No cliff" was made) and jobs whose GPU count no job type of
+the table has: each is counted in the skip report. A malformed row raises TraceError
+naming the line.
 """
 
 from __future__ import annotations
