@@ -30,6 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Generic, TypeVar
 
 from slurm_gavel.backends.slurm.act_plan import ActPlan, plan_act
@@ -39,10 +40,16 @@ from slurm_gavel.backends.slurm.eligibility import HeldBack
 from slurm_gavel.backends.slurm.giveback import give_back_orders, refused_held
 from slurm_gavel.backends.slurm.old_runs import DEFAULT_KILL_WAIT_S, MARGIN_S, OldRuns
 from slurm_gavel.backends.slurm.preemption import Preemption
-from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob
+from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import SlurmTransport
-from slurm_gavel.backends.slurm.view import SlurmView, add_vanished, build_view
+from slurm_gavel.backends.slurm.user_holds import requeued_by_owner
+from slurm_gavel.backends.slurm.view import (
+    SlurmView,
+    add_vanished,
+    build_view,
+    is_managed_partition,
+)
 from slurm_gavel.core.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
 from slurm_gavel.core.model import Job, JobId
 
@@ -124,6 +131,7 @@ class SlurmBackend(Generic[Transport]):
         if ended:
             jobs += expand_tasks(self.transport.read_ended(ended))
         self._resumed = set()
+        jobs, notes = self._mark_owners_requeueholds(jobs)
         now = self.clock()
         self.view = build_view(
             nodes,
@@ -138,6 +146,7 @@ class SlurmBackend(Generic[Transport]):
         self._active = {
             o.job.id: o.job for o in self.view.snapshot.jobs if o.state is not JobState.DONE
         }
+        self.view.warnings += notes
         self.warnings = self.view.warnings
         # Held jobs claimed by a comment the grammar refuses: the daemon gives them back.
         self.refused_held = refused_held(jobs, self.managed_partitions)
@@ -145,6 +154,26 @@ class SlurmBackend(Generic[Transport]):
         self.preemption.observed(now)
         self.old_runs.observe(nodes, self.view.managed.values(), now, RUNNING_STATES)
         return self.view.snapshot
+
+    def _mark_owners_requeueholds(self, jobs: list[SlurmJob]) -> tuple[list[SlurmJob], list[str]]:
+        """A run requeue-held by its owner since the last observe (not by the daemon:
+        user_holds.py) gets hold=user in its comment, here and in Slurm, so that this
+        round does not place it; the jobs as read, with those comments, and warnings."""
+        now = {
+            j.job_id: j for j in jobs if is_managed_partition(j.partitions, self.managed_partitions)
+        }
+        orders = requeued_by_owner(self._jobs_seen, now, self.preemption.stopped_runs)
+        running = {j.job_id for j in jobs if j.state not in WAITING_STATES}
+        self.preemption.stopped_runs &= running  # seen waiting, or gone: forgotten
+        if not orders:
+            return jobs, []
+        failed: dict[JobId, str] = {}
+        self.transport.relabel(orders, failed)
+        notes = [f"job {j}: its owner's requeuehold not marked hold=user: {why}"
+                 for j, why in failed.items()]  # fmt: skip
+        marked = {o.job_id: o.comment for o in orders if o.job_id not in failed}
+        jobs = [replace(j, comment=marked[j.job_id]) if j.job_id in marked else j for j in jobs]
+        return jobs, notes
 
     def resume(self, job_ids: Iterable[JobId]) -> None:
         """The jobs a restarted daemon managed when it stopped (its saved state): the

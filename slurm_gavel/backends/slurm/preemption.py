@@ -70,6 +70,9 @@ class Preemption:
         # the last act's signalled jobs -> seconds until they left (metrics)
         self.checkpoint_waits: dict[JobId, float] = {}
         self.requeued_at: dict[JobId, float] = {}  # seen leaving its run in an act (clock)
+        # Every job signalled, until an observe sees it waiting: a run that ends held
+        # without being here was stopped by its owner (user_holds.py).
+        self.stopped_runs: set[JobId] = set()
         self._grace_capped_told: set[JobId] = set()  # logged once per job
         self._grace_checked: set[JobId] = set()  # signalled jobs enforce_grace looked at
         # Set when the daemon stops (SlurmBackend.stop_waiting): the act's waits end now.
@@ -108,6 +111,7 @@ class Preemption:
         for j in ok:
             self.signalled[j] = now + self.grace_of(view, j)
             self.signal_sent[j] = now
+            self.stopped_runs.add(j)
             self._grace_checked.discard(j)
         return ok
 
