@@ -5,8 +5,7 @@ centre's users write, submitted with the gavel: comment beside plain jobs, the d
 expects of one form; they share one run per release (module fixture), so the suite
 costs one daemon run, not one per form.
 
-A form another helper is fixing now is marked xfail(strict=True) with the reason:
-user holds (never released by the daemon). Arrays landed (0d1763a): unmarked.
+User holds (hold=user, da6b2d3) and arrays (0d1763a) landed: no form is marked xfail.
 Not here: limits (partition MaxTime, QOS; tests/backends/slurm/test_eligibility_on_slurm.py)
 and scancel during the grace (tests/backends/slurm/test_grace_on_slurm.py).
 """
@@ -168,11 +167,6 @@ def test_a_begin_time_is_kept(run):
     assert run.first_start("begin") >= run.submitted["begin"] + 24
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="user holds: another helper is making a user's hold the user's (issue 26); "
-    "unmark when that lands",
-)
 def test_a_job_held_at_submit_stays_held_until_its_user_releases_it(run):
     job = run.ids["hold"]
     assert run.states[job] == "PENDING" and not run.sc.segments(job)
