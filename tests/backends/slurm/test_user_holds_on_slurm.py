@@ -64,6 +64,11 @@ def test_the_owners_requeuehold_is_theirs_and_the_daemons_preemption_is_not(slur
     assert mine in dict(res2.failed), res2
     slurm.wait_state(preempted, "RUNNING", timeout=60)
     assert slurm.state(mine) == "PENDING" and slurm.show(mine)["Priority"] == "0"
+    # a release by the daemon's transport itself (a daemon that read the job before its
+    # owner held it) is refused by job_submit.lua, through scontrol and slurmrestd alike
+    failed: dict[str, str] = {}
+    cluster.transport.release([mine], failed)
+    assert mine in failed and slurm.show(mine)["Priority"] == "0", slurm.why(mine)
     # the owner's release hands it back; the next round places it
     res = slurm.as_user("nobody", "scontrol", "release", mine)
     assert res.returncode == 0, res.stderr
