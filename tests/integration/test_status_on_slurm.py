@@ -73,9 +73,11 @@ def test_status_explain_and_admin_comment_for_a_plain_user(slurm):
     site = Path(tempfile.mkdtemp(prefix="gavel-status-", dir="/tmp"))
     os.chmod(site, 0o755)
     state = site / "state"
+    # knowledge: table, the mode in which a job type the table lacks is not scheduled
+    # (the default, learned rows, runs it on an estimated prior: test_untyped_on_slurm.py)
     cfg = parse_config(
         {"partitions": ["gpu"], "round_seconds": 5, "state_dir": str(state),
-         "checkpoint": {"grace_seconds": 3}}
+         "checkpoint": {"grace_seconds": 3}, "learning": {"knowledge": "table"}}
     )  # fmt: skip
     backend = cli_backend(managed_partitions=["gpu"], env=slurm.env, grace_s=5)
     daemon = Daemon(cfg, backend, metrics=DaemonMetrics())
