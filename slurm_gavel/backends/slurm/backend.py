@@ -43,7 +43,7 @@ from slurm_gavel.backends.slurm.preemption import Preemption
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import SlurmTransport
-from slurm_gavel.backends.slurm.user_holds import requeued_by_owner
+from slurm_gavel.backends.slurm.user_holds import held_by_owner, requeued_by_owner
 from slurm_gavel.backends.slurm.view import (
     SlurmView,
     add_vanished,
@@ -350,7 +350,12 @@ class SlurmBackend(Generic[Transport]):
         failed: dict[JobId, str] = {}
         if orders:
             self.transport.relabel(orders, failed)
-            relabelled = [o.job_id for o in orders if o.job_id not in failed]
+            # A job its owner holds stays held, now a plain job its owner may release.
+            relabelled = [
+                o.job_id
+                for o in orders
+                if o.job_id not in failed and not held_by_owner(self._jobs_seen[o.job_id].comment)
+            ]
             if relabelled:
                 self.transport.release(relabelled, failed)
         return failed

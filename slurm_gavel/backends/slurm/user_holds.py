@@ -34,6 +34,16 @@ def with_user_hold(comment: str) -> str:
     return comment + ("" if comment == "gavel:" else ",") + USER_HOLD
 
 
+def held_by_owner(comment: str) -> bool:
+    """Whether the comment is a managed one with hold=user (a comment the grammar
+    refuses is not)."""
+    try:
+        spec = parse_comment(comment, max_weight=None)
+    except ManagedCommentError:
+        return False
+    return spec is not None and spec.user_hold
+
+
 def requeued_by_owner(
     before: Mapping[JobId, SlurmJob],
     now: Mapping[JobId, SlurmJob],

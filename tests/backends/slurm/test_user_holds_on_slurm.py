@@ -75,3 +75,22 @@ def test_the_owners_requeuehold_is_theirs_and_the_daemons_preemption_is_not(slur
     assert cluster.observe() and cluster.view is not None
     assert next(o for o in cluster.view.snapshot.jobs if o.job.id == mine).waiting_on is None
     slurm.cancel_all()
+
+
+def test_a_job_its_owner_holds_given_back_to_slurm_stays_held_for_its_owner(slurm):
+    """A held job the daemon gives back (its partition moved out of the managed ones,
+    its type unknown: giveback.py) becomes a plain job; one its owner holds is not
+    released with it: its owner releases it, now as any plain job."""
+    slurm.cancel_all()
+    cluster = build(slurm, "cli")
+    held = submit(slurm, "sleep 60")
+    res = slurm.as_user("nobody", "scontrol", "uhold", held)
+    assert res.returncode == 0, res.stderr
+    cluster.observe()
+    assert cluster.give_back({held: "partition debug is not managed"}) == {}
+    info = slurm.show(held)
+    assert info["Comment"].startswith("gavel-released:") and info["Priority"] == "0", info
+    res = slurm.as_user("nobody", "scontrol", "release", held)
+    assert res.returncode == 0, res.stderr
+    assert slurm.show(held)["Priority"] != "0"
+    slurm.cancel_all()
