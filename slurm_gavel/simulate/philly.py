@@ -29,9 +29,7 @@ naming the line.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -39,7 +37,7 @@ from datetime import datetime, timedelta
 
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.simulate.traces import TraceError, trace_number
+from slurm_gavel.simulate.traces import TraceError, csv_records, trace_number
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -99,30 +97,19 @@ def philly_jobs(
             f"the throughput table has no '{reference_gpu}' column to turn durations into "
             f"steps; pass --reference-gpu, one of: {', '.join(table.gpu_types)}"
         )
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise TraceError(f"{origin}: empty file; expected Sia's philly.csv") from None
-    missing = [c for c in PHILLY_COLUMNS if c not in header]
-    if missing:
-        raise TraceError(
-            f"{origin}:1: header lacks {', '.join(missing)}; expected Sia's philly.csv "
-            "(timestamp,duration,num_gpus,gpu_time,cluster)"
-        )
-    col = {name: i for i, name in enumerate(header)}
+    col, records = csv_records(
+        text,
+        origin,
+        PHILLY_COLUMNS,
+        empty="Sia's philly.csv",
+        header_fix="Sia's philly.csv (timestamp,duration,num_gpus,gpu_time,cluster)",
+    )
     end = start + timedelta(hours=hours)
     by_gpus: dict[int, list[str]] = {}
     seen: Counter[str] = Counter()
     skipped = Skipped()
     rows: list[tuple[float, int, Job]] = []
-    for row in reader:
-        line = reader.line_num
-        if not row or all(not c.strip() for c in row):
-            continue
-        where = f"{origin}:{line}"
-        if len(row) != len(header):
-            raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
+    for line, where, row in records:
         ts, dur, gpus, cluster = (row[col[c]].strip() for c in PHILLY_COLUMNS)
         try:
             when = datetime.strptime(ts, TIME_FORMAT)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from slurm_gavel.core.model import Job
@@ -121,20 +121,43 @@ def _scale(text: str, where: str) -> tuple[int, tuple[int, int] | None]:
     return int(trace_number(text, where, "scale_factor", integer=True)), None
 
 
-def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> list[Job]:
+def csv_records(
+    text: str, origin: str, required: Iterable[str], *, empty: str, header_fix: str
+) -> tuple[dict[str, int], Iterator[tuple[int, str, list[str]]]]:
+    """A CSV file's header (column name -> index) and its non-blank rows as (line,
+    ``origin:line``, fields), each checked to have as many fields as the header. The
+    header is read at once: an empty file raises TraceError "expected {empty}", one
+    whose header lacks a ``required`` column "expected {header_fix}"."""
     reader = csv.reader(io.StringIO(text))
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
-        raise TraceError(
-            f"{origin}: empty file; expected the header {','.join(CSV_FIELDS)}"
-        ) from None
-    missing = [f for f in REQUIRED if f not in header]
+        raise TraceError(f"{origin}: empty file; expected {empty}") from None
+    missing = [c for c in required if c not in header]
     if missing:
-        raise TraceError(
-            f"{origin}:1: header lacks {', '.join(missing)}; expected {','.join(CSV_FIELDS)}"
-        )
-    col = {name: i for i, name in enumerate(header)}
+        raise TraceError(f"{origin}:1: header lacks {', '.join(missing)}; expected {header_fix}")
+
+    def rows() -> Iterator[tuple[int, str, list[str]]]:
+        for row in reader:
+            line = reader.line_num
+            if not row or all(not c.strip() for c in row):
+                continue
+            where = f"{origin}:{line}"
+            if len(row) != len(header):
+                raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
+            yield line, where, row
+
+    return {name: i for i, name in enumerate(header)}, rows()
+
+
+def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> list[Job]:
+    col, rows = csv_records(
+        text,
+        origin,
+        REQUIRED,
+        empty=f"the header {','.join(CSV_FIELDS)}",
+        header_fix=",".join(CSV_FIELDS),
+    )
     overhead_field = OVERHEAD_FIELD
     if OLD_OVERHEAD_FIELD in col:
         if OVERHEAD_FIELD in col:
@@ -146,13 +169,7 @@ def parse_csv(text: str, origin: str, table: ThroughputTable | None = None) -> l
     jobs: list[Job] = []
     seen: set[str] = set()
     last = 0.0
-    for row in reader:
-        line = reader.line_num
-        if not row or all(not c.strip() for c in row):
-            continue
-        where = f"{origin}:{line}"
-        if len(row) != len(header):
-            raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
+    for _line, where, row in rows:
 
         def get(name: str, row: list[str] = row) -> str:
             i = col.get(name)
