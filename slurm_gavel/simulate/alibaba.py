@@ -31,16 +31,14 @@ GPUs are scaled by ``scale`` and split into nodes of that type's most common nod
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.simulate.philly import MAX_SECONDS, Skipped, pick_type
-from slurm_gavel.simulate.traces import TraceError, trace_number
+from slurm_gavel.simulate.philly import MAX_SECONDS, Skipped, TraceJobs
+from slurm_gavel.simulate.traces import TraceError, csv_records, trace_number
 
 POD_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time",
                "scheduled_time")  # fmt: skip
@@ -65,24 +63,14 @@ DEFAULT_GPU_MAP = {
 def _rows(
     text: str, origin: str, columns: tuple[str, ...], what: str
 ) -> Iterator[tuple[str, dict[str, str]]]:
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise TraceError(f"{origin}: empty file; expected Alibaba's {what}") from None
-    missing = [c for c in columns if c not in header]
-    if missing:
-        raise TraceError(
-            f"{origin}:1: header lacks {', '.join(missing)}; expected Alibaba's {what} "
-            f"({','.join(columns)}, ...)"
-        )
-    col = {name: i for i, name in enumerate(header)}
-    for row in reader:
-        if not row or all(not c.strip() for c in row):
-            continue
-        where = f"{origin}:{reader.line_num}"
-        if len(row) != len(header):
-            raise TraceError(f"{where}: {len(row)} fields, the header has {len(header)}")
+    col, records = csv_records(
+        text,
+        origin,
+        columns,
+        empty=f"Alibaba's {what}",
+        header_fix=f"Alibaba's {what} ({','.join(columns)}, ...)",
+    )
+    for _line, where, row in records:
         yield where, {c: row[col[c]].strip() for c in columns}
 
 
@@ -113,14 +101,9 @@ def alibaba_jobs(
         raise TraceError(f"--fractional {fractional!r}: expected whole or skip")
     if not (0 < hours < 1e6) or not (0 <= start < MAX_SECONDS):
         raise TraceError(f"window {start:g} s + {hours:g} h: give start >= 0 s and hours > 0")
-    if reference_gpu not in table.gpu_types:
-        raise TraceError(
-            f"the throughput table has no '{reference_gpu}' column to turn durations into "
-            f"steps; pass --reference-gpu, one of: {', '.join(table.gpu_types)}"
-        )
-    end = start + hours * 3600.0
     skipped = Skipped()
-    by_gpus: dict[int, list[str]] = {}
+    make = TraceJobs(table, seed, reference_gpu, skipped)
+    end = start + hours * 3600.0
     rows: list[tuple[float, str, Job]] = []
     names: set[str] = set()
     for where, r in _rows(text, origin, POD_COLUMNS, "pod list (openb_pod_list_*.csv)"):
@@ -158,26 +141,9 @@ def alibaba_jobs(
         if seconds < min_duration:
             skipped.reasons[f"ran shorter than {min_duration:g} s"] += 1
             continue
-        types = by_gpus.get(gpus)
-        if types is None:
-            types = by_gpus[gpus] = [jt for jt in table.job_types if table.has(jt, gpus)]
-        if not types:
-            skipped.reasons[f"{gpus} GPUs: no job type of the table has figures for it"] += 1
-            continue
-        job_type = pick_type(types, seed, name)
-        rate = table.throughput(job_type, gpus, reference_gpu)
-        if rate <= 0:
-            skipped.reasons[f"{job_type} x{gpus} cannot run on {reference_gpu}"] += 1
-            continue
-        job = Job(
-            id="",
-            job_type=job_type,
-            scale_factor=gpus,
-            total_steps=max(1.0, round(seconds * rate)),
-            arrival_time=created - start,
-            account=r["qos"] or None,
-        )
-        rows.append((created, name, job))
+        job = make.job(gpus, seconds, name, created - start, r["qos"] or None)
+        if job is not None:
+            rows.append((created, name, job))
     rows.sort(key=lambda x: (x[0], x[1]))
     return [replace(j, id=str(i)) for i, (_, _, j) in enumerate(rows)], skipped
 

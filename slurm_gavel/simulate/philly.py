@@ -77,6 +77,51 @@ def pick_type(types: list[str], seed: int, key: str) -> str:
     return types[int.from_bytes(digest[:8], "big") % len(types)]
 
 
+@dataclass
+class TraceJobs:
+    """A trace row as a job (module doc; alibaba.py uses it too): its type by pick_type
+    among the table's job types with figures at its GPU count, its steps its duration x
+    that type's rate on the reference GPU; None where no type fits, the reason counted
+    in ``skipped``."""
+
+    table: ThroughputTable
+    seed: int
+    reference_gpu: str
+    skipped: Skipped
+    _types: dict[int, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.reference_gpu not in self.table.gpu_types:
+            raise TraceError(
+                f"the throughput table has no '{self.reference_gpu}' column to turn durations "
+                f"into steps; pass --reference-gpu, one of: {', '.join(self.table.gpu_types)}"
+            )
+
+    def job(
+        self, gpus: int, seconds: float, key: str, arrival: float, account: str | None
+    ) -> Job | None:
+        table = self.table
+        types = self._types.get(gpus)
+        if types is None:
+            types = self._types[gpus] = [jt for jt in table.job_types if table.has(jt, gpus)]
+        if not types:
+            self.skipped.reasons[f"{gpus} GPUs: no job type of the table has figures for it"] += 1
+            return None
+        job_type = pick_type(types, self.seed, key)
+        rate = table.throughput(job_type, gpus, self.reference_gpu)
+        if rate <= 0:
+            self.skipped.reasons[f"{job_type} x{gpus} cannot run on {self.reference_gpu}"] += 1
+            return None
+        return Job(
+            id="",
+            job_type=job_type,
+            scale_factor=gpus,
+            total_steps=max(1.0, round(seconds * rate)),
+            arrival_time=arrival,
+            account=account,
+        )
+
+
 def philly_jobs(
     text: str,
     origin: str,
@@ -92,11 +137,8 @@ def philly_jobs(
     """The window's jobs and what was skipped (module doc)."""
     if not (hours > 0 and math.isfinite(hours)):
         raise TraceError(f"--hours {hours}: must be a positive number of hours")
-    if reference_gpu not in table.gpu_types:
-        raise TraceError(
-            f"the throughput table has no '{reference_gpu}' column to turn durations into "
-            f"steps; pass --reference-gpu, one of: {', '.join(table.gpu_types)}"
-        )
+    skipped = Skipped()
+    make = TraceJobs(table, seed, reference_gpu, skipped)
     col, records = csv_records(
         text,
         origin,
@@ -105,9 +147,7 @@ def philly_jobs(
         header_fix="Sia's philly.csv (timestamp,duration,num_gpus,gpu_time,cluster)",
     )
     end = start + timedelta(hours=hours)
-    by_gpus: dict[int, list[str]] = {}
     seen: Counter[str] = Counter()
-    skipped = Skipped()
     rows: list[tuple[float, int, Job]] = []
     for line, where, row in records:
         ts, dur, gpus, cluster = (row[col[c]].strip() for c in PHILLY_COLUMNS)
@@ -144,27 +184,10 @@ def philly_jobs(
         if seconds > max_duration:
             skipped.reasons[f"longer than {max_duration:g} s"] += 1
             continue
-        types = by_gpus.get(n)
-        if types is None:
-            types = by_gpus[n] = [jt for jt in table.job_types if table.has(jt, n)]
-        if not types:
-            skipped.reasons[f"{n} GPUs: no job type of the table has figures for it"] += 1
-            continue
-        job_type = pick_type(types, seed, f"{key}#{nth}")
-        rate = table.throughput(job_type, n, reference_gpu)
-        if rate <= 0:
-            skipped.reasons[f"{job_type} x{n} cannot run on {reference_gpu}"] += 1
-            continue
         arrival = (when - start).total_seconds()
-        job = Job(
-            id="",
-            job_type=job_type,
-            scale_factor=n,
-            total_steps=max(1.0, round(seconds * rate)),
-            arrival_time=arrival,
-            account=cluster,
-        )
-        rows.append((arrival, line, job))
+        job = make.job(n, seconds, f"{key}#{nth}", arrival, cluster)
+        if job is not None:
+            rows.append((arrival, line, job))
     rows.sort(key=lambda r: (r[0], r[1]))
     jobs = [replace(j, id=str(i)) for i, (_, _, j) in enumerate(rows)]
     return jobs, skipped
