@@ -265,28 +265,28 @@ class _FreePool:
         for f, _, name in mine:
             if f >= gpus:
                 return [NodeSlice(name, gpus)]
-        parts: list[NodeSlice] = []
-        need = gpus
-        for f, _, name in sorted(mine, key=lambda x: (-x[0], x[1])):
-            take = min(need, f)
-            parts.append(NodeSlice(name, take))
-            need -= take
-            if need == 0:
-                return parts
-        return None
+        return _fill(gpus, ((f, name) for f, _, name in sorted(mine, key=lambda x: (-x[0], x[1]))))
 
     def spread(self, gpus: int) -> list[NodeSlice] | None:
         """Fewest nodes: the nodes with the most free GPUs first."""
-        parts: list[NodeSlice] = []
-        need = gpus
-        for f in range(len(self.buckets) - 1, 0, -1):
-            for _, name in self.buckets[f]:
-                take = min(need, f)
-                parts.append(NodeSlice(name, take))
-                need -= take
-                if need == 0:
-                    return parts
-        return None
+        return _fill(
+            gpus,
+            ((f, name) for f in range(len(self.buckets) - 1, 0, -1) for _, name in self.buckets[f]),
+        )
+
+
+def _fill(gpus: int, nodes: Iterable[tuple[int, str]]) -> list[NodeSlice] | None:
+    """``gpus`` taken from ``nodes`` (free GPUs, name) in their order, each node's free
+    GPUs or what is still needed; None when they run out first."""
+    parts: list[NodeSlice] = []
+    need = gpus
+    for f, name in nodes:
+        take = min(need, f)
+        parts.append(NodeSlice(name, take))
+        need -= take
+        if need == 0:
+            return parts
+    return None
 
 
 def _pools(nodes: Iterable[Node]) -> dict[GpuType, _FreePool]:
