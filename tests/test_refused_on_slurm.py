@@ -9,6 +9,8 @@ from __future__ import annotations
 import pwd
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -19,10 +21,34 @@ pytestmark = pytest.mark.slurm
 OUT = ("-o", "/dev/null")
 
 
+def lua_only(slurm) -> str:  # type: ignore[no-untyped-def]
+    """SLURM_CONF=... for a client that loads no SPANK plugin. In the full suite the
+    session cluster loads ours (tests/spank/conftest.py), which refuses a malformed
+    comment in sbatch itself: the Lua, whose refusal record this test reads, never
+    sees it. In the run dir: a chroot release's client sees that folder."""
+    client = Path(tempfile.mkdtemp(prefix="client-", dir=slurm.run_dir))
+    client.chmod(0o755)  # read by the plain user's sbatch too
+    empty = client / "plugstack.conf"
+    empty.write_text("")
+    conf = client / "slurm.conf"
+    lines = (slurm.run_dir / "slurm.conf").read_text().splitlines()
+    conf.write_text(
+        "\n".join(
+            f"PlugStackConfig={empty}" if line.startswith("PlugStackConfig=") else line
+            for line in lines
+        )
+        + "\n"
+    )
+    for f in (empty, conf):
+        f.chmod(0o644)
+    return f"SLURM_CONF={conf}"
+
+
 def test_a_refused_update_and_submission_are_on_record_for_their_user(slurm):
     slurm.cancel_all()
     folder = slurm.run_dir / "refused"
     nobody = pwd.getpwnam("nobody").pw_uid
+    client = lua_only(slurm)
     try:
         res = slurm.as_user(
             "nobody", "sbatch", "--parsable", "-D", "/tmp", *OUT, "-p", "gpu",
@@ -40,7 +66,7 @@ def test_a_refused_update_and_submission_are_on_record_for_their_user(slurm):
         assert "releases it when it places it" in got[1]
         # a refused submission replaces it, one line, control characters replaced
         res = slurm.as_user(
-            "nobody", "sbatch", "-D", "/tmp", *OUT, "-p", "gpu",
+            "nobody", "env", client, "sbatch", "-D", "/tmp", *OUT, "-p", "gpu",
             "--comment=gavel:type=A\x01B\nC", "--wrap", "true",
         )  # fmt: skip
         assert res.returncode != 0
@@ -50,8 +76,8 @@ def test_a_refused_update_and_submission_are_on_record_for_their_user(slurm):
         raw = (folder / str(nobody)).read_bytes()
         assert raw.count(b"\n") == 1 and b"\x01" not in raw
         # the command, for the caller's own uid (root here)
-        res = slurm.cmd("sbatch", *OUT, "-p", "gpu", "--comment=gavel:type=A3C", "-w",
-                        "v100-1", "--wrap", "true", check=False)  # fmt: skip
+        res = slurm.cmd("env", client, "sbatch", *OUT, "-p", "gpu", "--comment=gavel:type=A3C",
+                        "-w", "v100-1", "--wrap", "true", check=False)  # fmt: skip
         assert res.returncode != 0
         cli = subprocess.run(
             [sys.executable, "-m", "slurm_gavel", "refused", "--dir", str(folder)],
