@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 from comment_grammar import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from spank_free_client import spank_free_conf
 
 from slurm_gavel.core.managed import classify
 
@@ -27,19 +26,7 @@ CASES = cases()
 @pytest.fixture
 def lua(slurm):  # type: ignore[no-untyped-def]
     """A submitter whose client loads no SPANK plugin: (verdict, stderr) per comment."""
-    # in the run dir: a chroot release's client sees that folder, not the host's /tmp
-    client = Path(tempfile.mkdtemp(prefix="client-", dir=slurm.run_dir))
-    empty = client / "plugstack.conf"
-    empty.write_text("")
-    conf = client / "slurm.conf"
-    lines = (slurm.run_dir / "slurm.conf").read_text().splitlines()
-    conf.write_text(
-        "\n".join(
-            f"PlugStackConfig={empty}" if line.startswith("PlugStackConfig=") else line
-            for line in lines
-        )
-        + "\n"
-    )
+    conf = spank_free_conf(slurm)
     env = {**os.environ, **slurm.env, "SLURM_CONF": str(conf)}
 
     def submit(comment: str) -> tuple[str, str]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 import pwd
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import pytest
+from spank_free_client import spank_free_conf
 
 from slurm_gavel.commands.refused import read_refusal
 
@@ -23,25 +22,9 @@ OUT = ("-o", "/dev/null")
 
 def lua_only(slurm) -> str:  # type: ignore[no-untyped-def]
     """SLURM_CONF=... for a client that loads no SPANK plugin. In the full suite the
-    session cluster loads ours (tests/spank/conftest.py), which refuses a malformed
-    comment in sbatch itself: the Lua, whose refusal record this test reads, never
-    sees it. In the run dir: a chroot release's client sees that folder."""
-    client = Path(tempfile.mkdtemp(prefix="client-", dir=slurm.run_dir))
-    client.chmod(0o755)  # read by the plain user's sbatch too
-    empty = client / "plugstack.conf"
-    empty.write_text("")
-    conf = client / "slurm.conf"
-    lines = (slurm.run_dir / "slurm.conf").read_text().splitlines()
-    conf.write_text(
-        "\n".join(
-            f"PlugStackConfig={empty}" if line.startswith("PlugStackConfig=") else line
-            for line in lines
-        )
-        + "\n"
-    )
-    for f in (empty, conf):
-        f.chmod(0o644)
-    return f"SLURM_CONF={conf}"
+    session cluster loads ours, which refuses a malformed comment in sbatch itself: the
+    Lua, whose refusal record this test reads, never sees it."""
+    return f"SLURM_CONF={spank_free_conf(slurm)}"
 
 
 def test_a_refused_update_and_submission_are_on_record_for_their_user(slurm):
