@@ -29,6 +29,19 @@ restarts may cost):
   consolidated rate exceeds the spread one by more than the budget b, the run is
   neither protected nor lease-extended: the mechanism places it afresh (best fit), if
   some node of its type has room for it whole.
+* **Protection needs the allocation's backing.** A run on a GPU type the allocation
+  gives its job no time on (a work-conserving fill of GPUs nobody with a fraction
+  wanted) is not protected, and a protected run loses its protection as soon as a
+  reallocation takes its type's fraction to 0: a job the allocation wants on that
+  type must not wait c / b behind a run the allocation never asked for.
+* **Jobs that never ran go first among equals.** Gavel's priorities tie (every entry
+  at infinity) after each reallocation, which on a busy trace is nearly every round;
+  Gavel then prefers the incumbent. Here, among entries of equal priority, a job that
+  has never run goes before one that has run and whose restarts cost something: its
+  first start costs no restart, and a job with no service yet is likely short
+  (heavy-tailed durations, the least-attained-service argument), while protected
+  runs already hold GPUs longer than Gavel's rounds. Jobs whose restarts cost nothing
+  keep Gavel's order, so free restarts still give Gavel's mechanism unchanged.
 * **Everything else is Gavel's.** The allocation (the policy's LP) is unchanged and the
   jobs that are not protected are placed by Gavel's priorities on the GPUs left; the
   time the protected jobs receive counts against their fractions as usual, so they
@@ -44,8 +57,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
-from slurm_gavel.core.mechanism import _place, _ranked, _select, single_candidates
-from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.core.mechanism import _place, _Ranked, _ranked, _select, single_candidates
+from slurm_gavel.core.model import Allocation, GpuType, Job, JobId
 from slurm_gavel.core.round_jobs import Considered, mechanism_jobs
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
@@ -70,6 +83,24 @@ def protection_seconds(cost: float, budget: float) -> float:
     if cost <= 0.0 or budget <= 0.0:
         return 0.0
     return cost / budget
+
+
+def backed(allocation: Allocation | None, job_id: JobId, gpu_type: GpuType) -> bool:
+    """Whether the allocation gives the job time on the type (module doc: a run is
+    protected only there); True without an allocation (nothing to go by)."""
+    if allocation is None:
+        return True
+    return float(allocation.fractions.get(job_id, {}).get(gpu_type, 0.0)) > 0.0
+
+
+def new_runs_first(ranked: list[_Ranked], waits_for_restart: Mapping[JobId, bool]) -> list[_Ranked]:
+    """The mechanism's ranking with one more tie-break right after the priority: an
+    entry none of whose jobs would pay a restart (``waits_for_restart`` False: never
+    ran, or restarts free) before one with such a job; otherwise Gavel's order."""
+    return sorted(
+        ranked,
+        key=lambda k: (k[0], any(waits_for_restart[j] for j in k[6]), k[1], k[2], k[3], k[4]),
+    )
 
 
 def consolidating_pays(
@@ -109,6 +140,7 @@ def protected_runs(
         if (
             o.state is not JobState.RUNNING
             or prev is None
+            or not backed(state.allocation, o.job.id, prev.gpu_type)
             or prev.partner is not None
             or o.partner is not None
             or prev.gpu_type != o.gpu_type
@@ -160,6 +192,9 @@ def assign_around(
     ranked = _ranked(
         alloc, jobs_m, state.epoch_received, state.epoch_elapsed, types, None, 0.0, singles
     )
+    by_id = {o.job.id: o.job for o, _row in considered}
+    waits = {j: _waits_for_restart(state, config, by_id[j]) for j in jobs_m}
+    ranked = new_runs_first(ranked, waits)
     chosen = _select(ranked, jobs_m, left)
     placed_jobs = {j for i in chosen for j in ranked[i][6]}
     # where each type is first blocked: the best-ranked entry with a positive priority
@@ -179,6 +214,14 @@ def assign_around(
         [(ranked[i][4], ranked[i][6], ranked[i][5]) for i in chosen], jobs_m, free_nodes
     )
     return placement, backfill
+
+
+def _waits_for_restart(state: SchedulerState, config: SchedulerConfig, job: Job) -> bool:
+    """Whether placing the job costs it a restart: it ran before and restarts cost."""
+    acct = state.jobs.get(job.id)
+    if acct is None or acct.first_start is None:
+        return False
+    return restart_cost(job, acct, config) > 0.0
 
 
 def protect_new_runs(
@@ -206,6 +249,7 @@ def protect_new_runs(
             job_id in backfill
             or job is None
             or p.partner is not None
+            or not backed(state.allocation, job_id, p.gpu_type)
             or consolidating_pays(job, p, config, acct)
         ):
             acct.protected_until = None

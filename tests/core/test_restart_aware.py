@@ -1,6 +1,7 @@
 """Restart-aware rounds (core/restart_aware.py): runs kept for their restart cost over
 the budget, Gavel's schedule unchanged when restarts are free, no starvation of a
-blocked multi-GPU job, and no makespan cliff over restart costs."""
+blocked multi-GPU job, no makespan cliff over restart costs, protection only where the
+allocation gives the job time, and jobs that never ran first among equal priorities."""
 
 from __future__ import annotations
 
@@ -11,9 +12,24 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.restart_aware import protection_seconds, restart_cost
+from slurm_gavel.core.cluster_model import (
+    JobPlacement,
+    JobState,
+    Node,
+    NodeSlice,
+    ObservedJob,
+    RoundPlacement,
+)
+from slurm_gavel.core.mechanism import INF
+from slurm_gavel.core.model import Allocation, Job
+from slurm_gavel.core.restart_aware import (
+    backed,
+    new_runs_first,
+    protect_new_runs,
+    protected_runs,
+    protection_seconds,
+    restart_cost,
+)
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
@@ -165,3 +181,96 @@ def test_a_spread_run_is_consolidated_when_the_gain_pays_its_restart(aware):
         state, report = run_round(state, backend, config)
     p = report.placement.jobs["L"]
     assert p.consolidated is aware and len(p.nodes) == (1 if aware else 2)
+
+
+def _on(job_id, gpu_type, node):
+    return JobPlacement(job_id, gpu_type, (NodeSlice(node, 1),), None, True)
+
+
+def test_backed_means_a_positive_fraction_on_the_type():
+    alloc = Allocation("max_min_fairness", {"a": {"v100": 0.4, "k80": 0.0}})
+    assert backed(alloc, "a", "v100")
+    assert not backed(alloc, "a", "k80")
+    assert not backed(alloc, "a", "p100")
+    assert not backed(alloc, "b", "v100")  # a job the allocation does not know
+    assert backed(None, "a", "k80")  # no allocation: nothing to go by
+
+
+def test_a_run_the_allocation_gives_no_time_on_its_type_is_not_protected():
+    # a was placed on k80 as a work-conserving fill (its allocation: v100 only), b on
+    # v100 where its allocation wants it: only b's run is protected (300 s / 0.1).
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    jobs = {j: Job(j, RESNET, 1, total_steps=1e6) for j in ("a", "b")}
+    state = SchedulerState()
+    state.allocation = Allocation("max_min_fairness", {"a": {"v100": 0.5}, "b": {"v100": 0.5}})
+    state.jobs = {"a": JobAccount(), "b": JobAccount()}
+    state.placement = {"a": _on("a", "k80", "k80-000"), "b": _on("b", "v100", "v100-000")}
+    protect_new_runs(state, config, {}, jobs, set(), 1000.0)
+    assert state.jobs["a"].protected_until is None
+    assert state.jobs["b"].protected_until == pytest.approx(1000.0 + 3000.0)
+
+
+def test_a_protected_run_loses_protection_when_its_type_s_fraction_drops_to_0():
+    # Both runs are protected until 5,000 s; a reallocation gives a no time on v100
+    # any more: a's run is no longer kept, b's still is.
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    state = SchedulerState()
+    state.jobs = {j: JobAccount(protected_until=5000.0) for j in ("a", "b")}
+    state.placement = {"a": _on("a", "v100", "v100-000"), "b": _on("b", "v100", "v100-001")}
+    considered = [
+        (
+            ObservedJob(Job(j, RESNET, 1, total_steps=1e6), JobState.RUNNING, "v100",
+                        state.placement[j].nodes),
+            {"v100": 1.0},
+        )
+        for j in ("a", "b")
+    ]  # fmt: skip
+    nodes = [Node(f"v100-00{i}", "v100", 1) for i in range(2)]
+    state.allocation = Allocation("m", {"a": {"v100": 0.5}, "b": {"v100": 0.5}})
+    assert set(protected_runs(state, considered, nodes, 1000.0, config)) == {"a", "b"}
+    state.allocation = Allocation("m", {"a": {"k80": 1.0}, "b": {"v100": 0.5}})
+    assert set(protected_runs(state, considered, nodes, 1000.0, config)) == {"b"}
+
+
+def test_new_runs_first_breaks_equal_priorities_only():
+    # sort keys as mechanism._ranked makes them: (-priority, -deficit, -fraction,
+    # -runs_here, key, type, members)
+    old_here = (-INF, 0.0, -0.5, -1, "old", "v100", ("old",))
+    new = (-INF, 0.0, -0.5, 0, "new", "v100", ("new",))
+    free_restart = (-INF, 0.0, -0.5, -1, "free", "v100", ("free",))
+    behind = (-2.0, 0.0, -0.5, 0, "late", "v100", ("late",))
+    ranked = sorted([old_here, new, behind])
+    assert ranked[0] is old_here  # Gavel: the incumbent first among equals
+    waits = {"old": True, "new": False, "late": False, "free": False}
+    assert new_runs_first(ranked, waits) == [new, old_here, behind]
+    # a higher priority still wins whatever it would pay
+    top = (-INF, 0.0, -0.5, -1, "old", "v100", ("old",))
+    low_new = (-1.0, 0.0, -0.5, 0, "new", "v100", ("new",))
+    assert new_runs_first([low_new, top], waits) == [top, low_new]
+    # nobody waits for a restart: Gavel's order unchanged
+    gavel = sorted([free_restart, new, behind])
+    assert new_runs_first(gavel, {k: False for k in waits}) == gavel
+
+
+@pytest.mark.parametrize(("cost", "b_starts"), [(300.0, 3240.0), (0.0, 3600.0)])
+def test_a_new_job_goes_before_an_unprotected_incumbent_that_ran(cost, b_starts):
+    # One GPU. a runs from 0, protected until 3,000 s at a 300 s restart cost (budget
+    # 0.1); b arrives at 3,100 s. At 3,240 s both have priority inf after the
+    # reallocation; Gavel keeps the incumbent a for that round and swaps b in at
+    # 3,600 s. With a restart cost, b (never ran: its start costs no restart) goes
+    # first; with free restarts the order is Gavel's.
+    rate = TABLE.throughput(RESNET, 1, "v100")
+    jobs = [
+        Job("a", RESNET, 1, total_steps=rate * 20000.0),
+        Job("b", RESNET, 1, total_steps=rate * 20000.0, arrival_time=3100.0),
+    ]
+    backend = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
+                               preemption_overhead_seconds=cost)  # fmt: skip
+    config = SchedulerConfig(table=TABLE, settings=_settings(cost, True))
+    state = SchedulerState()
+    for _ in range(12):
+        state, report = run_round(state, backend, config)
+        if "b" in report.placement.jobs:
+            break
+        backend.advance(backend.clock + 360.0)
+    assert report.time == b_starts
