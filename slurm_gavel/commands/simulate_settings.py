@@ -102,6 +102,18 @@ def add_settings_options(p: argparse.ArgumentParser) -> None:
             "0 < B <= 1 (default 0.1, or the config's restart_budget)"
         ),
     )
+    p.add_argument(
+        "--moldable-lp",
+        dest="moldable_lp",
+        action="store_const",
+        const=True,
+        default=None,
+        help=(
+            "not Gavel: a moldable job's GPU count from one max-min LP over (GPU type, "
+            "count) instead of least-first + grow into idle GPUs (default off, or the "
+            "config's moldable_lp)"
+        ),
+    )
     p.add_argument("--table", metavar="FILE", help="throughput table (default: Gavel's)")
 
 

@@ -31,6 +31,7 @@ from slurm_gavel.core.cluster_model import JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ClusterRows
 from slurm_gavel.core.job_rows import JobRows, Measured, usable_rate
 from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.core.mold_joint import JointMemo, choose_joint
 from slurm_gavel.core.moldable import MoldJob, choose_counts, cluster_value
 
 
@@ -49,6 +50,8 @@ class MoldMemory:
     values: dict[JobId, tuple[ClusterRows, tuple[object, ...], dict[int, float] | None]] = field(
         default_factory=dict
     )
+    # moldable_lp: the joint LP's last input and answer (mold_joint.py)
+    joint: JointMemo = field(default_factory=JointMemo)
 
 
 def running_count(o: ObservedJob) -> int | None:
@@ -75,11 +78,13 @@ def mold_jobs(
     job_rows: JobRows | None = None,
     restart_cost: Callable[[ObservedJob], float] | None = None,
     stuck_nodes: frozenset[str] = frozenset(),
+    joint: bool = False,
 ) -> list[ObservedJob]:
     """``active`` with every job that has a range at its count for this round (the
     same list when no job has one). ``capacity``: usable GPUs per type;
     ``restart_cost``: seconds a restart costs the job (None: running jobs never grow);
-    ``stuck_nodes``: nodes not answering (their jobs never grow)."""
+    ``stuck_nodes``: nodes not answering (their jobs never grow); ``joint``: the counts
+    from the LP over (type, count) (mold_joint.py) instead of moldable.choose_counts."""
     if not any(o.job.scale_range is not None for o in active):
         if memory.jobs or memory.values:
             memory.jobs.clear()
@@ -92,6 +97,7 @@ def mold_jobs(
     context = tuple(usable.items())
     _record(memory, active)
     mold: list[MoldJob] = []
+    rates: dict[JobId, dict[int, Mapping[GpuType, float]]] = {}
     for o in active:
         if o.waiting_on:
             continue  # the round gives it nothing
@@ -119,7 +125,14 @@ def mold_jobs(
             left = max(0.0, o.job.total_steps - o.steps_done)
             cost = restart_cost(o)
         mold.append(MoldJob(o.job.id, value, fixed, left, cost))
-    counts = choose_counts(mold, sum(usable.values()))
+        if joint:
+            rates[o.job.id] = _joint_rows(memory, o, rows, usable, biggest)
+    if joint:
+        requests = {o.job.id: o.job.scale_factor for o in active}
+        weights = {o.job.id: o.job.priority_weight for o in active}
+        counts = choose_joint(mold, rates, requests, weights, usable, memory.joint)
+    else:
+        counts = choose_counts(mold, sum(usable.values()))
     out: list[ObservedJob] = []
     for o in active:
         c = counts.get(o.job.id)
@@ -142,6 +155,27 @@ def mold_jobs(
         memory.stashed.pop(gone, None)
         memory.values.pop(gone, None)
     return out
+
+
+def _joint_rows(
+    memory: MoldMemory,
+    o: ObservedJob,
+    rows: ClusterRows,
+    usable: Mapping[GpuType, int],
+    biggest: int,
+) -> dict[int, Mapping[GpuType, float]]:
+    """The job's rows per count for the joint LP: a moldable job's known counts; a
+    rigid one (or one with no known count) its row at its scale factor, the table's, or
+    1 steps/s on every type where the table has none (it still takes GPUs)."""
+    r = o.job.scale_range
+    if r is not None:
+        by_count = count_rows(memory, o.job, r, rows, usable, biggest)
+        if by_count:
+            return by_count
+    sf = running_count(o) or o.job.scale_factor
+    if rows.filled.has(o.job.job_type, sf):
+        return {sf: rows.row(o.job.job_type, sf)}
+    return {sf: dict.fromkeys(usable, 1.0)}
 
 
 def _restarting(o: ObservedJob, job: Job) -> ObservedJob:
@@ -186,8 +220,25 @@ def _values(
     biggest: int,
 ) -> dict[int, float] | None:
     """value(c) for each count the job may take (moldable.py), None when none is known."""
+    by_count = count_rows(memory, job, r, rows, usable, biggest)
+    if by_count is None:
+        return None
+    return {c: cluster_value(row, usable) for c, row in by_count.items()}
+
+
+def count_rows(
+    memory: MoldMemory,
+    job: Job,
+    r: tuple[int, int],
+    rows: ClusterRows,
+    usable: Mapping[GpuType, int],
+    biggest: int,
+) -> dict[int, Mapping[GpuType, float]] | None:
+    """The job's row (steps/s per type) at each count it may take, None when none is
+    known: the table's row at that count, the cells it measured there replacing the
+    prior's."""
     own = memory.measured.get(job.id, {})
-    out: dict[int, float] = {}
+    out: dict[int, Mapping[GpuType, float]] = {}
     for c in range(r[0], min(r[1], biggest) + 1):
         cells = own.get(c)
         if rows.filled.has(job.job_type, c):
@@ -199,7 +250,7 @@ def _values(
             row = dict.fromkeys(usable, sum(cells.values()) / len(cells))
         else:
             continue
-        out[c] = cluster_value(row, usable)
+        out[c] = row
     return out or None
 
 

@@ -40,6 +40,9 @@ class RoundSettings:
     # preemption_overhead_seconds.
     restart_aware: bool = False
     restart_budget: float = 0.1
+    # Not Gavel, opt-in: a moldable job's count from one max-min LP over (GPU type,
+    # count) (core/mold_joint.py) instead of least-first + grow into idle GPUs.
+    moldable_lp: bool = False
 
 
 # The daemon measures what a restart costs rather than modelling it: jobs that report

@@ -285,7 +285,8 @@ def _mold(
     def cost(o: ObservedJob) -> float:  # measured, else the job's own, else the default
         return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
 
-    return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck)
+    joint = config.settings.moldable_lp
+    return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck, joint)
 
 
 def run_round(

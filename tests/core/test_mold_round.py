@@ -126,3 +126,19 @@ def test_a_measured_rate_at_a_count_replaces_the_prior():
     assert memory.measured["m"] == {4: {"v100": TABLE.throughput(R18, 1, "v100") * 0.5}}
     out = mold_jobs(memory, [ObservedJob(job, JobState.HELD)], rows, capacity)
     assert out[0].job.scale_factor == 2
+
+
+def test_the_joint_lp_time_shares_superlinear_jobs_at_the_larger_count():
+    # ResNet-18 runs 3.1x faster on 2 V100s than on 1: two such jobs on 2 GPUs do more
+    # each taking turns at 2 GPUs (1.55x) than both at 1 GPU, which least-first picks
+    jobs = [Job(f"j{i}", R18, 1, total_steps=LONG, scale_range=(1, 2)) for i in range(2)]
+    _, _, least = _run(jobs, "v100:1x2", 1)
+    assert sorted(p.gpus for p in least[0].placement.jobs.values()) == [1, 1]
+    _, _, joint = _run(jobs, "v100:1x2", 1, _config(moldable_lp=True))
+    assert [p.gpus for p in joint[0].placement.jobs.values()] == [2]
+
+
+def test_the_joint_lp_keeps_sublinear_jobs_at_their_least_count():
+    jobs = [Job(f"j{i}", R50, 2, total_steps=LONG, scale_range=(1, 4)) for i in range(4)]
+    _, _, reports = _run(jobs, "v100:1x4", 1, _config(moldable_lp=True))
+    assert sorted(p.gpus for p in reports[0].placement.jobs.values()) == [1, 1, 1, 1]
