@@ -132,6 +132,13 @@ def _add_trace_options(p: argparse.ArgumentParser) -> None:
         help="with --moldable: n..2n GPUs, never fewer than the trace's n",
     )
     p.add_argument(
+        "--moldable-grow",
+        type=int,
+        default=2,
+        metavar="K",
+        help="with --moldable: up to K x n GPUs instead of 2n (default 2)",
+    )
+    p.add_argument(
         "--cluster",
         default=DEFAULT_CLUSTER,
         metavar="SPEC",
@@ -250,8 +257,12 @@ def run(args: argparse.Namespace) -> int:
         if not 0.0 < args.moldable_share <= 1.0:
             raise InputError(f"--moldable-share {args.moldable_share}: give a share 0 < F <= 1")
         shrink = not args.moldable_up_only
-        jobs = moldable_trace.with_ranges(jobs, table, args.moldable_share, args.seed, shrink)
-        rule = "n/2..2n" if shrink else "n..2n"
+        if args.moldable_grow < 1:
+            raise InputError(f"--moldable-grow {args.moldable_grow}: give a whole number >= 1")
+        grow = args.moldable_grow
+        jobs = moldable_trace.with_ranges(jobs, table, args.moldable_share, args.seed, shrink, grow)
+        top = "2n" if grow == 2 else ("n" if grow == 1 else f"{grow}n")
+        rule = f"n/2..{top}" if shrink else f"n..{top}"
         source += f"; moldable: {rule} GPUs, share {args.moldable_share:g}"
     if window is not None:
         opts = replace(opts, stop_when_completed=window.ids(jobs))

@@ -165,10 +165,11 @@ def _push(
         heapq.heappush(heap, (-best[0], j.id, best[1]))
 
 
-def trace_range(scale_factor: int, largest: int, shrink: bool = True) -> ScaleRange:
+def trace_range(scale_factor: int, largest: int, shrink: bool = True, grow: int = 2) -> ScaleRange:
     """The range ``simulate --moldable`` gives a trace job of n GPUs that names none:
     n/2 .. 2n (at least 1, at most ``largest``, the biggest count the table has for
-    its type); n .. 2n without ``shrink`` (--moldable-up-only). In EXPERIMENTS.md."""
+    its type); n .. 2n without ``shrink`` (--moldable-up-only); up to ``grow`` x n
+    instead of 2n (--moldable-grow). In EXPERIMENTS.md."""
     lo = max(1, scale_factor // 2) if shrink else scale_factor
-    hi = max(scale_factor, min(2 * scale_factor, largest))
+    hi = max(scale_factor, min(grow * scale_factor, largest))
     return lo, hi

@@ -3,8 +3,9 @@ says of the counts the round chose (issue 25).
 
 The rule (EXPERIMENTS.md): a job of n GPUs may run at n/2 .. 2n GPUs (at least 1, at
 most the largest count the table has for its job type, never below n's own upper
-bound; n .. 2n with ``--moldable-up-only``), restricted by the table to the counts it
-has rows for (core/moldable.py). With
+bound; n .. 2n with ``--moldable-up-only``; up to K x n instead of 2n with
+``--moldable-grow K``), restricted by the table to the counts it has rows for
+(core/moldable.py). With
 ``--moldable-share F`` only a share F of the jobs get a range, drawn per job from
 (--seed, job id), so the same seed picks the same jobs whatever the policy.
 """
@@ -35,6 +36,7 @@ def with_ranges(
     share: float = 1.0,
     seed: int = 0,
     shrink: bool = True,
+    grow: int = 2,
 ) -> list[Job]:
     """The jobs, those without a range given n/2 .. 2n (module doc) where drawn."""
     out: list[Job] = []
@@ -44,7 +46,7 @@ def with_ranges(
             continue
         sizes = table.scale_factors(j.job_type) if j.job_type in table.job_types else []
         largest = max(sizes, default=j.scale_factor)
-        r = trace_range(j.scale_factor, largest, shrink)
+        r = trace_range(j.scale_factor, largest, shrink, grow)
         out.append(j if r == (j.scale_factor, j.scale_factor) else replace(j, scale_range=r))
     return out
 

@@ -109,3 +109,18 @@ def test_cluster_value_weights_types_by_their_gpus():
 )
 def test_trace_rule_is_half_to_double_within_the_table(n, largest, want):
     assert trace_range(n, largest) == want
+
+
+@pytest.mark.parametrize(
+    ("n", "grow", "shrink", "want"),
+    [
+        (1, 4, True, (1, 4)),
+        (2, 4, True, (1, 8)),
+        (4, 4, True, (2, 8)),
+        (1, 4, False, (1, 4)),
+        (2, 1, True, (1, 2)),
+        (2, 1, False, (2, 2)),
+    ],
+)
+def test_trace_rule_grows_up_to_k_times_n(n, grow, shrink, want):
+    assert trace_range(n, 8, shrink, grow) == want

@@ -120,3 +120,14 @@ def test_moldable_share_out_of_range_is_refused(capsys):
     rc = main(["simulate", "--generate", "5", "--moldable", "--moldable-share", "0"])
     assert rc == 2
     assert "--moldable-share 0" in capsys.readouterr().err
+
+
+def test_moldable_grow_widens_the_trace_rule_and_refuses_zero(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    args = ["simulate", "--generate", "20", "--seed", "2", "--moldable", "--no-progress"]
+    rc = main([*args, "--moldable-grow", "4", "--no-wall-time", "--json", str(out)])
+    assert rc == 0
+    assert "moldable: n/2..4n GPUs" in capsys.readouterr().out
+    rc = main([*args, "--moldable-grow", "0"])
+    assert rc == 2
+    assert "--moldable-grow 0" in capsys.readouterr().err
