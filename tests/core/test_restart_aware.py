@@ -232,45 +232,43 @@ def test_a_protected_run_loses_protection_when_its_type_s_fraction_drops_to_0():
     assert set(protected_runs(state, considered, nodes, 1000.0, config)) == {"b"}
 
 
-def test_new_runs_first_breaks_equal_priorities_only():
+def test_new_runs_first_breaks_only_ties_gavel_leaves_to_the_job_id():
     # sort keys as mechanism._ranked makes them: (-priority, -deficit, -fraction,
     # -runs_here, key, type, members)
-    old_here = (-INF, 0.0, -0.5, -1, "old", "v100", ("old",))
-    new = (-INF, 0.0, -0.5, 0, "new", "v100", ("new",))
-    free_restart = (-INF, 0.0, -0.5, -1, "free", "v100", ("free",))
-    behind = (-2.0, 0.0, -0.5, 0, "late", "v100", ("late",))
-    ranked = sorted([old_here, new, behind])
-    assert ranked[0] is old_here  # Gavel: the incumbent first among equals
-    waits = {"old": True, "new": False, "late": False, "free": False}
-    assert new_runs_first(ranked, waits) == [new, old_here, behind]
-    # a higher priority still wins whatever it would pay
-    top = (-INF, 0.0, -0.5, -1, "old", "v100", ("old",))
-    low_new = (-1.0, 0.0, -0.5, 0, "new", "v100", ("new",))
-    assert new_runs_first([low_new, top], waits) == [top, low_new]
-    # nobody waits for a restart: Gavel's order unchanged
-    gavel = sorted([free_restart, new, behind])
-    assert new_runs_first(gavel, {k: False for k in waits}) == gavel
+    ran = (-INF, 0.0, -0.5, 0, "a", "v100", ("a",))  # ran before, waits now
+    new = (-INF, 0.0, -0.5, 0, "b", "v100", ("b",))  # never ran
+    here = (-INF, 0.0, -0.5, -1, "c", "v100", ("c",))  # the incumbent, ran before
+    bigger = (-INF, 0.0, -0.6, 0, "d", "v100", ("d",))  # a larger fraction, ran before
+    higher = (-3.0, 0.0, -0.5, 0, "e", "v100", ("e",))  # a higher priority, ran before
+    waits = {"a": True, "b": False, "c": True, "d": True, "e": True}
+    gavel = sorted([ran, new, here, bigger, higher])
+    assert gavel == [bigger, here, ran, new, higher]  # the id decides between a and b
+    assert new_runs_first(gavel, waits) == [bigger, here, new, ran, higher]
+    # nobody waits for a restart (never ran, or restarts free): Gavel's order unchanged
+    assert new_runs_first(gavel, dict.fromkeys(waits, False)) == gavel
 
 
-@pytest.mark.parametrize(("cost", "b_starts"), [(300.0, 3240.0), (0.0, 3600.0)])
-def test_a_new_job_goes_before_an_unprotected_incumbent_that_ran(cost, b_starts):
-    # One GPU. a runs from 0, protected until 3,000 s at a 300 s restart cost (budget
-    # 0.1); b arrives at 3,100 s. At 3,240 s both have priority inf after the
-    # reallocation; Gavel keeps the incumbent a for that round and swaps b in at
-    # 3,600 s. With a restart cost, b (never ran: its start costs no restart) goes
-    # first; with free restarts the order is Gavel's.
+def test_a_job_that_never_ran_goes_before_a_preempted_one_on_a_freed_gpu():
+    # One GPU, 300 s restarts (runs kept 3,000 s). p runs from 0; q (never ran) takes
+    # over at 3,240 s and finishes at 6,240 s; r arrives at 6,000 s. At 6,240 s p (ran,
+    # preempted) and r (never ran) tie on everything but the job id, which in Gavel's
+    # order gives the GPU to p; restart-aware rounds give it to r, whose start costs
+    # no restart, and p waits.
     rate = TABLE.throughput(RESNET, 1, "v100")
     jobs = [
-        Job("a", RESNET, 1, total_steps=rate * 20000.0),
-        Job("b", RESNET, 1, total_steps=rate * 20000.0, arrival_time=3100.0),
+        Job("p", RESNET, 1, total_steps=rate * 50000.0),
+        Job("q", RESNET, 1, total_steps=rate * 3000.0),
+        Job("r", RESNET, 1, total_steps=rate * 50000.0, arrival_time=6000.0),
     ]
     backend = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
-                               preemption_overhead_seconds=cost)  # fmt: skip
-    config = SchedulerConfig(table=TABLE, settings=_settings(cost, True))
+                               preemption_overhead_seconds=300.0)  # fmt: skip
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
     state = SchedulerState()
-    for _ in range(12):
+    runs = {}
+    while backend.clock < 7000.0:
         state, report = run_round(state, backend, config)
-        if "b" in report.placement.jobs:
-            break
-        backend.advance(backend.clock + 360.0)
-    assert report.time == b_starts
+        runs[report.time] = sorted(report.placement.jobs)
+        done = backend.next_completion_time()  # a round ends early when its jobs finish
+        backend.advance(backend.clock + 360.0 if done is None else min(backend.clock + 360.0, done))
+    assert runs[0.0] == ["p"] and runs[3240.0] == ["q"] and runs[6120.0] == ["q"]
+    assert runs[6240.0] == ["r"]
