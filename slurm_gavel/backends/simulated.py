@@ -13,12 +13,12 @@ pays nothing (there is no checkpoint to load), a kept job pays nothing (lease
 extension).
 
 A job may have its own true row (``true_rows``: steps/s per GPU type, the trace's
-``throughput_<type>`` columns): it then runs at that rate alone; spread over nodes or
-sharing GPUs it runs at its type's figure for that placement scaled by its own/its
-type's alone rate (the table knows how placement slows a model, the trace only how
-fast this job is). A running job reports its rate (``measured_throughput``) once it
-has run REPORT_AFTER_S past its restore overhead, alone on consolidated GPUs: what the
-job library's first progress report says on Slurm.
+``throughput_<type>`` columns): it then runs at that rate alone, and spread or shared
+at its type's slowdown for that placement (sim_rates.py, the rate model). Which
+placements the cluster carries out: sim_placement.py. A running job reports its
+rate (``measured_throughput``) once it has run REPORT_AFTER_S past its restore
+overhead, alone on consolidated GPUs: what the job library's first progress report
+says on Slurm.
 
 Everything is deterministic: no randomness, iteration in sorted order. The nodes
 come from a --cluster spec (cluster_spec.py).
@@ -29,18 +29,18 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from slurm_gavel.backends.sim_placement import validate
+from slurm_gavel.backends.sim_rates import RateModel
 from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobPlacement,
     JobState,
     Node,
-    NodeSlice,
     ObservedJob,
     RoundPlacement,
-    slices_fit,
 )
 from slurm_gavel.core.model import GpuType, Job, JobId
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
@@ -51,16 +51,6 @@ from slurm_gavel.core.throughputs import ThroughputTable
 # over the current run with warm-up left out. The simulator's rates carry no noise, so
 # one report is the true rate; the round uses it from the next round on.
 REPORT_AFTER_S = 30.0
-
-
-def all_of_type(
-    slices: tuple[NodeSlice, ...], node_type: Mapping[str, GpuType], t: GpuType
-) -> bool:
-    """Every slice is on a node of GPU type t."""
-    for sl in slices:  # noqa: SIM110 - as cluster_model.slices_fit
-        if node_type.get(sl.node) != t:
-            return False
-    return True
 
 
 @dataclass
@@ -105,8 +95,7 @@ class SimulatedCluster:
         self.nodes = tuple(nodes)
         self.table = table
         self.true_rows = dict(true_rows or {})
-        # (job id, GPU type, consolidated, GPUs) -> steps/s alone, for jobs with a true row
-        self._own_rates: dict[tuple[JobId, GpuType, bool, int], float] = {}
+        self.rates = RateModel(table, self.true_rows)  # steps/s on a placement (sim_rates.py)
         self.clock = start_time
         self.overhead = preemption_overhead_seconds
         self.overhead_by_type = dict(overhead_by_job_type or {})
@@ -124,9 +113,6 @@ class SimulatedCluster:
         self.counts_at_start: dict[int, int] = {}
         self._node_type = {n.name: n.gpu_type for n in self.nodes}
         self._usable = {n.name: n.usable_gpus for n in self.nodes}  # nodes never change here
-        # steps/s by (job type, scale factor, GPU type, consolidated): the table's
-        # lookup, memoised because every running job's rate is set every round
-        self._rates: dict[tuple[str, int, GpuType, bool], float] = {}
         # integral of the number of active jobs over time, for mean contention
         self._active_integral = 0.0
         self._integral_t = start_time
@@ -189,7 +175,7 @@ class SimulatedCluster:
         moved: list[JobId] = []
         preempted: list[JobId] = []
         failed: list[tuple[JobId, str]] = []
-        valid = self._validate(placement.jobs, failed)
+        valid = validate(placement.jobs, self._active, self._usable, self._node_type, failed)
         for job_id in sorted(self._running):
             sj = self._running[job_id]
             new = valid.get(job_id)
@@ -327,44 +313,6 @@ class SimulatedCluster:
             )
             self._next_arrival += 1
 
-    def _validate(
-        self, jobs: Mapping[JobId, JobPlacement], failed: list[tuple[JobId, str]]
-    ) -> dict[JobId, JobPlacement]:
-        free = dict(self._usable)
-        node_type = self._node_type
-        counted: set[JobId] = set()
-        ok: dict[JobId, JobPlacement] = {}
-        for job_id in sorted(jobs):
-            p = jobs[job_id]
-            sj = self._active.get(job_id)
-            if sj is None:
-                failed.append((job_id, "not an active job"))
-                continue
-            slices = p.nodes
-            # the placement it runs on (kept) passed these two when it was first acted on
-            if p is not sj.placement:
-                if not _count_ok(sj.job, p.gpus):
-                    failed.append((job_id, f"placed on {p.gpus} GPUs, needs {_needs(sj.job)}"))
-                    continue
-                if not all_of_type(slices, node_type, p.gpu_type):
-                    failed.append((job_id, f"nodes are not all {p.gpu_type}"))
-                    continue
-            if p.partner is not None and p.partner in counted:
-                ok[job_id] = p  # its partner already holds these GPUs
-                continue
-            if not slices_fit(slices, free):
-                failed.append((job_id, "not enough free GPUs on its nodes"))
-                continue
-            for sl in slices:
-                free[sl.node] -= sl.gpus
-            counted.add(job_id)
-            ok[job_id] = p
-        # a pair whose partner failed runs alone
-        for job_id, p in list(ok.items()):
-            if p.partner is not None and p.partner not in ok:
-                ok[job_id] = JobPlacement(job_id, p.gpu_type, p.nodes, None, p.consolidated)
-        return ok
-
     def _integrate(self, t: float) -> None:
         if t > self._integral_t:
             self._active_integral += len(self._active) * (t - self._integral_t)
@@ -374,77 +322,12 @@ class SimulatedCluster:
         p = sj.placement
         assert p is not None
         job = sj.job
-        if job.id in self.true_rows:
-            rate = self._own_rate(job, p)
-        elif p.partner is not None and p.partner in self._running:
-            other = self._running[p.partner].job
-            pair = self.table.pair(job.job_type, other.job_type, p.gpus, p.gpu_type)
-            rate = pair[0] if pair is not None else 0.0
-        else:
-            # at the placement's count: the job's scale factor, or a moldable job's choice
-            key = (job.job_type, p.gpus, p.gpu_type, p.consolidated)
-            cached = self._rates.get(key)
-            if cached is None:
-                cached = self._rates[key] = self.table.throughput(
-                    job.job_type, p.gpus, p.gpu_type, consolidated=p.consolidated
-                )
-            rate = cached
+        partner = self._running.get(p.partner) if p.partner is not None else None
+        rate = self.rates.rate(job, p, None if partner is None else partner.job)
         sj.rate = rate
         start = max(now, sj.progress_from)
         left = max(0.0, job.total_steps - sj.steps_done)
         sj.finish_at = start + left / rate if rate > 0 else math.inf
-
-    def _own_rate(self, job: Job, p: JobPlacement) -> float:
-        """A job with a true row: its own alone rate, times its type's slowdown for a
-        spread or shared placement (module doc)."""
-        t = p.gpu_type
-        key = (job.id, t, p.consolidated, p.gpus)
-        alone = self._own_rates.get(key)
-        if alone is None:
-            alone = self.true_rows[job.id].get(t, 0.0)
-            if p.gpus != job.scale_factor:  # a moldable job at another count
-                alone *= self._count_ratio(job, p.gpus, t)
-                job = replace(job, scale_factor=p.gpus)
-            if not p.consolidated and job.scale_factor > 1:
-                alone *= self._type_ratio(job, t, consolidated=False)
-            self._own_rates[key] = alone
-        if p.partner is None or p.partner not in self._running:
-            return alone
-        if p.gpus != job.scale_factor:
-            job = replace(job, scale_factor=p.gpus)
-        other = self._running[p.partner].job
-        pair = None
-        if self.table.has(job.job_type, job.scale_factor):
-            pair = self.table.pair(job.job_type, other.job_type, job.scale_factor, t)
-        if pair is None:
-            return 0.0
-        return alone * self._type_ratio(job, t, consolidated=p.consolidated, shared=pair[0])
-
-    def _count_ratio(self, job: Job, count: int, t: GpuType) -> float:
-        """A job with a true row at another count: its type's rate at that count over
-        its rate at its own scale factor; linear in the count where the table has no
-        figure for one of the two."""
-        linear = count / job.scale_factor
-        sf = job.scale_factor
-        if not (self.table.has(job.job_type, count) and self.table.has(job.job_type, sf)):
-            return linear
-        base = self.table.throughput(job.job_type, sf, t)
-        return self.table.throughput(job.job_type, count, t) / base if base > 0 else linear
-
-    def _type_ratio(
-        self, job: Job, t: GpuType, *, consolidated: bool, shared: float | None = None
-    ) -> float:
-        """The type's rate on this placement over its rate alone and consolidated (1
-        when the table has no figure for the job's type)."""
-        if not self.table.has(job.job_type, job.scale_factor):
-            return 1.0
-        base = self.table.throughput(job.job_type, job.scale_factor, t)
-        if base <= 0:
-            return 1.0
-        if shared is not None:
-            return shared / base
-        here = self.table.throughput(job.job_type, job.scale_factor, t, consolidated=consolidated)
-        return here / base
 
     def _settle(self, sj: _SimJob, t: float) -> None:
         """Bring steps_done and the busy-GPU accounting up to time t."""
@@ -464,17 +347,6 @@ class SimulatedCluster:
                 lost = min(t, sj.progress_from) - settled
                 self.restart_gpu_seconds += share * p.gpus * lost
         sj.settled_at = t
-
-
-def _count_ok(job: Job, gpus: int) -> bool:
-    """A placement's GPU count fits the job: its scale factor, or within its range."""
-    r = job.scale_range
-    return gpus == job.scale_factor if r is None else r[0] <= gpus <= r[1]
-
-
-def _needs(job: Job) -> str:
-    r = job.scale_range
-    return str(job.scale_factor) if r is None else f"{r[0]}-{r[1]}"
 
 
 __all__ = [
