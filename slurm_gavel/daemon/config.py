@@ -81,6 +81,7 @@ _TOP_KEYS = [
     "stay_credit_seconds",
     "restart_aware",
     "restart_budget",
+    "moldable_lp",
     "min_reallocation_interval_seconds",
     "solver_time_limit_seconds",
     "state_dir",
@@ -259,7 +260,14 @@ def _settings(d: Mapping[str, Any], w: str) -> RoundSettings:
         min_reallocation_interval_seconds=seconds("min_reallocation_interval_seconds"),
         restart_aware=_restart_aware(d.get("restart_aware", base.restart_aware), w),
         restart_budget=_restart_budget(d.get("restart_budget", base.restart_budget), w),
+        moldable_lp=_flag(d.get("moldable_lp", base.moldable_lp), w + "moldable_lp"),
     )
+
+
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    return value
 
 
 def _restart_aware(value: Any, w: str) -> bool:

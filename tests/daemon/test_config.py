@@ -66,6 +66,7 @@ def test_every_round_setting_is_read_from_the_key_of_its_name():
         "min_reallocation_interval_seconds": 13.0,
         "restart_aware": True,
         "restart_budget": 0.2,
+        "moldable_lp": True,
     }
     cfg = parse_config({"partitions": ["gpu"], **keys})
     assert cfg.settings == RoundSettings(**keys)
@@ -307,3 +308,9 @@ def test_shipped_config_says_how_to_enable_the_packed_policy(tmp_path):
         cfg.settings.round_seconds == 360
         and cfg.partitions == load_config(REPO / "conf" / "gavel.yaml").partitions
     )
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None, [True]])
+def test_moldable_lp_must_be_true_or_false(bad):
+    with pytest.raises(ConfigError, match="moldable_lp: expected true or false"):
+        parse_config({"partitions": ["gpu"], "moldable_lp": bad})
