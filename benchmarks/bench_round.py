@@ -389,7 +389,7 @@ def main() -> int:
             # of every job when it is due (SlurmBackend.between_rounds).
             if listed is not None and listed.full_read_due():
                 t = time.perf_counter()
-                daemon._between_rounds()
+                daemon.loop.between_rounds()
                 print(f"       between rounds: the full read, {time.perf_counter() - t:.2f} s")
         daemon.store.release()
         if args.alone:

@@ -16,12 +16,10 @@ reconciliation runs after a round that failed half-way (slurmctld went away
 mid-act): the in-memory state is rolled back to the last save and reconciled
 against what the next observe sees.
 
-A round that fails (Slurm unreachable, solver error) is retried after a
-backoff that doubles from ``slurm.retry_initial_seconds`` to
-``slurm.retry_max_seconds``; the daemon never gives up on its own. Once
-slurmctld answers again the daemon observes without acting for
-SETTLE_AFTER_OUTAGE_S (daemon/tap.py), so jobs that ended during the outage are known to be
-over before anything is preempted (or requeued).
+A round that fails (Slurm unreachable, solver error) is retried after a backoff
+(daemon/loop.py). Once slurmctld answers again the daemon observes without acting
+for SETTLE_AFTER_OUTAGE_S (daemon/tap.py), so jobs that ended during the outage are
+known to be over before anything is preempted (or requeued).
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ import gc
 import json
 import logging
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -73,7 +70,7 @@ log = logging.getLogger("slurm_gavel.daemon")
 LEARNED_TABLE = "throughputs-learned.json"
 
 
-class Daemon(DaemonLoop):
+class Daemon:
     def __init__(
         self,
         config: Config,
@@ -113,18 +110,42 @@ class Daemon(DaemonLoop):
         self.restart_clock = RestartClock(config.settings.preemption_overhead_seconds)
         self.tap = DaemonTap(self)
         self.publisher = Publisher(self.store, self.hooks)  # status.json, AdminComment
-        self.stop_event = threading.Event()
-        self.reload_requested = threading.Event()  # SIGHUP: read the config between rounds
-        self._wake = threading.Event()  # ends the wait between rounds early
         self.started_at = time.time()
         self._inflight: Inflight | None = None
         self._needs_reconcile = False
         self.events = RoundEvents()
-        self.consecutive_failures = 0
         self.last_report: RoundReport | None = None
         self._started = False
         self._commands_before: int | None = None
         self._failed_saves = 0  # in a row, since the last save that worked
+        # the rounds, the wait between them, stop and reload (daemon/loop.py)
+        self.loop = DaemonLoop(self, self.hooks, clock)
+
+    # ---- the loop (daemon/loop.py): what the CLI and its signal handlers call ------------
+
+    def run(self, once: bool = False) -> int:
+        """Rounds until stop() (or one round with once=True). Returns an exit code."""
+        return self.loop.run(once)
+
+    def stop(self) -> None:
+        """Ask the loop to end after the current round (the SIGTERM handler)."""
+        self.loop.stop()
+
+    def request_reload(self) -> None:
+        """Ask for the config file to be read again between rounds (the SIGHUP handler)."""
+        self.loop.request_reload()
+
+    # ---- the loop's host (loop.LoopHost) ---------------------------------------------------
+
+    def settle_left(self) -> float | None:
+        return self.tap.settle_left()
+
+    def round_index(self) -> int:
+        return self.state.round_index
+
+    def release(self) -> None:
+        self.store.release()
+        self._started = False
 
     # ---- start / resume ------------------------------------------------------------------
 
@@ -235,7 +256,7 @@ class Daemon(DaemonLoop):
         Python's cyclic garbage collector is off during it: at 5,000 jobs a round
         allocates and frees enough objects to set off full passes over everything the
         daemon holds (~0.1 s each, on the round's path; benchmarks/README.md "A daemon
-        round"). run() collects between rounds instead, while the daemon waits anyway."""
+        round"). The loop collects between rounds instead, while the daemon waits anyway."""
         collecting = gc.isenabled()
         gc.disable()
         try:

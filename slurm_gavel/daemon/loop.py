@@ -1,6 +1,13 @@
-"""The daemon's loop (mixed into Daemon): a round, the wait for the next one, and
-what happens while it waits: the backend's upkeep, a config reload (SIGHUP), a stop
-(SIGTERM). Kept apart from daemon.py, which is the round and its crash safety."""
+"""The daemon's loop, a component the daemon holds (Daemon.loop): a round, the wait
+for the next one, and what happens while it waits: the backend's upkeep, a preempted
+job's grace, a config reload (SIGHUP), a stop (SIGTERM). It owns the loop's state
+(the stop, reload and wake events, the failures in a row and the backoff they set)
+and sees the daemon only through `LoopHost`: its round, its reload, its config.
+Kept apart from daemon.py, which is the round and its crash safety.
+
+A round that fails (Slurm unreachable, solver error) is retried after a backoff that
+doubles from ``slurm.retry_initial_seconds`` to ``slurm.retry_max_seconds``; the
+daemon never gives up on its own."""
 
 from __future__ import annotations
 
@@ -9,62 +16,90 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from slurm_gavel.daemon.logs import event
 
 if TYPE_CHECKING:
     from slurm_gavel.core.backend_hooks import BackendHooks
-    from slurm_gavel.core.scheduler_state import SchedulerState
     from slurm_gavel.daemon.config_types import Config
-    from slurm_gavel.daemon.state_store import StateStore
-    from slurm_gavel.daemon.tap import DaemonTap
 
 log = logging.getLogger("slurm_gavel.daemon")
 
 
+class LoopHost(Protocol):
+    """What the loop asks of the daemon (daemon.Daemon)."""
+
+    @property
+    def config(self) -> Config:
+        """Read each round: a reload replaces it (round_seconds, slurm.retry_*)."""
+        ...
+
+    def start(self) -> None:
+        """Take the state lock and load the saved state (before the first round)."""
+        ...
+
+    def round_safely(self) -> bool:
+        """One round, every failure logged and counted; True when it succeeded."""
+        ...
+
+    def reload(self) -> bool:
+        """Read the config file again now; never raises."""
+        ...
+
+    def settle_left(self) -> float | None:
+        """Seconds of settling after an outage still to go; None when not settling."""
+        ...
+
+    def round_index(self) -> int:
+        """The rounds done (for the log line at the stop)."""
+        ...
+
+    def release(self) -> None:
+        """The loop has ended: release the state lock."""
+        ...
+
+
 class DaemonLoop:
-    """Rounds until stopped; Daemon provides the round (round_safely) and its state."""
+    """Rounds until stopped. stop() and request_reload() may be called from any
+    thread (the signal handlers); run() from one."""
 
-    config: Config
-    hooks: BackendHooks
-    store: StateStore
-    state: SchedulerState
-    tap: DaemonTap
-    clock: Callable[[], float]
-    consecutive_failures: int
-    stop_event: threading.Event
-    reload_requested: threading.Event
-    _wake: threading.Event
-    _started: bool
-
-    if TYPE_CHECKING:  # Daemon's
-
-        def start(self) -> None: ...
-
-        def round_safely(self) -> bool: ...
-
-        def reload(self) -> bool: ...
+    def __init__(
+        self,
+        host: LoopHost,
+        hooks: BackendHooks,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """clock: the round's own time (the daemon's; a test's may be virtual); the wait
+        between rounds is real time (time.monotonic)."""
+        self.host = host
+        self.hooks = hooks
+        self.clock = clock
+        self.consecutive_failures = 0  # rounds that failed in a row: the backoff
+        self.stop_event = threading.Event()
+        self.reload_requested = threading.Event()  # SIGHUP: read the config between rounds
+        self._wake = threading.Event()  # ends the wait between rounds early
 
     def backoff_seconds(self) -> float:
-        s = self.config.slurm
+        s = self.host.config.slurm
         return min(
             s.retry_max_seconds, s.retry_initial_seconds * 2 ** (self.consecutive_failures - 1)
         )
 
     def run(self, once: bool = False) -> int:
         """Rounds until stop() (or one round with once=True). Returns an exit code."""
-        self.start()
+        host = self.host
+        host.start()
         try:
             while True:
                 t0 = self.clock()
-                ok = self.round_safely()
+                ok = host.round_safely()
                 self.consecutive_failures = 0 if ok else self.consecutive_failures + 1
                 if once:
                     return 0 if ok else 1
                 if ok:
-                    wait = self.config.settings.round_seconds - (self.clock() - t0)
-                    settling = self.tap.settle_left()
+                    wait = host.config.settings.round_seconds - (self.clock() - t0)
+                    settling = host.settle_left()
                     if settling is not None:  # act as soon as the settling ends
                         wait = min(wait, settling + 0.1)
                 else:
@@ -76,17 +111,16 @@ class DaemonLoop:
                         in_s=round(wait, 3),
                         failures=self.consecutive_failures,
                     )
-                gc.collect()  # the round's garbage, outside it (round())
+                gc.collect()  # the round's garbage, outside it (Daemon.round)
                 if ok:
-                    self._between_rounds()
+                    self.between_rounds()
                 if self._idle(wait):
-                    event(log, "stopping", round=self.state.round_index)
+                    event(log, "stopping", round=host.round_index())
                     return 0
         finally:
-            self.store.release()
-            self._started = False
+            host.release()
 
-    def _between_rounds(self) -> None:
+    def between_rounds(self) -> None:
         """The backend's upkeep off the round's path (its BetweenRoundsUpkeep hook; the
         Slurm backend: the periodic full read); on failure the next observe does what it
         left undone."""
@@ -106,7 +140,8 @@ class DaemonLoop:
         due = time.monotonic() + max(0.0, seconds)
         while not self.stop_event.is_set():
             if self.reload_requested.is_set():
-                self.reload()
+                self.reload_requested.clear()
+                self.host.reload()
             left = due - time.monotonic()
             if left <= 0:
                 return False
@@ -159,8 +194,6 @@ class DaemonLoop:
         waits = self.hooks.waits
         if waits is not None:
             waits.stop_waiting()
-
-    # ---- reload (SIGHUP) -----------------------------------------------------------------
 
     def request_reload(self) -> None:
         """Ask for the config file to be read again between rounds (the SIGHUP handler)."""

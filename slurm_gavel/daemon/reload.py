@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import stat
-import threading
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Protocol
@@ -157,7 +156,6 @@ def scheduler_config(config: Config, table: ThroughputTable) -> SchedulerConfig:
 class Reloadable(Protocol):
     """The settings of the daemon (daemon.Daemon) a reload replaces."""
 
-    reload_requested: threading.Event
     config: Config
     table: ThroughputTable
     sched_config: SchedulerConfig
@@ -169,7 +167,6 @@ class Reloadable(Protocol):
 def reload_daemon(d: Reloadable) -> bool:
     """Daemon.reload: prepare, then apply to the daemon's public settings. Never raises
     (a reload must not end the daemon); True when the new config is in use."""
-    d.reload_requested.clear()
     source = d.config.source
     try:
         if source is None:

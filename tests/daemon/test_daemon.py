@@ -283,8 +283,8 @@ def test_unreachable_slurm_backs_off_and_leaves_state_untouched(tmp_path, table)
     waits = []
     for _ in range(4):
         assert not d.round_safely()
-        d.consecutive_failures += 1
-        waits.append(d.backoff_seconds())
+        d.loop.consecutive_failures += 1
+        waits.append(d.loop.backoff_seconds())
     assert waits == [1, 2, 4, 4]  # doubling, capped at retry_max_seconds
     assert json.dumps(d.state.to_json(), sort_keys=True) == before
     assert 'cause="slurm_unavailable"} 4.0' in d.metrics.exposition()

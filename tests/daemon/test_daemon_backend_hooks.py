@@ -83,7 +83,7 @@ def test_the_hooks_are_read_once_at_start_not_probed_each_round(tmp_path, table)
     d.start()
     try:
         d.round()
-        d._between_rounds()
+        d.loop.between_rounds()
     finally:
         d.store.release()
     assert calls == []  # not offered when the daemon was built
