@@ -21,13 +21,13 @@ table, checked on 22.05, 24.11 and 26.05). Where a version cannot do something t
   hold or release (signal and requeue take many jobs per request from v0.0.40
   and v0.0.45).
 
-HTTP, token and retry rules: client.py, auth.py.
+HTTP, token and retry rules: client.py, auth.py. What the requests send and what their
+answers say (per API version; pure): documents.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -38,7 +38,6 @@ from slurm_gavel.backends.slurm.admin_comment import CommentOrder
 from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
 from slurm_gavel.backends.slurm.cli.transport import CliTransport
-from slurm_gavel.backends.slurm.fields import job_state
 from slurm_gavel.backends.slurm.from_json import parse_nodes
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.record_cache import JobRecordCache
@@ -49,6 +48,13 @@ from slurm_gavel.backends.slurm.rest.client import (
     SlurmRestEndpointGone,
     first_error,
 )
+from slurm_gavel.backends.slurm.rest.documents import (
+    give_back_body,
+    note_rest_errors,
+    place_body,
+    states_of,
+    type_only,
+)
 from slurm_gavel.backends.slurm.rest.versions import RestApi, api_from_spec
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
@@ -56,7 +62,6 @@ from slurm_gavel.core.model import Job, JobId
 
 __all__ = ["RestClient", "RestTransport", "rest_backend"]
 
-_REQUEUE_FAILED = re.compile(r"JobId=(\d+)")
 STATE_QUERY_IDS = 100  # job ids per /jobs/state/ request (the URL stays short)
 
 
@@ -155,26 +160,6 @@ class RestTransport:
             return False
         return True
 
-    def _place_body(self, o: StartOrder) -> dict[str, Any]:
-        n = len(o.nodes)
-        if self.api.legacy:  # v0.0.38 (22.05): gres and a [min, max] node count
-            return {
-                "partition": o.partition,
-                "gres": o.gres(),
-                "nodes": [n, n],
-                "begin_time": "now",
-            }
-        body: dict[str, Any] = {
-            "partition": o.partition,
-            "tres_per_node": f"gres/{o.gres()}",
-            "minimum_nodes": n,
-            "maximum_nodes": n,
-            "begin_time": "now",
-        }
-        if self.api.node_list:
-            body["required_nodes"] = list(o.nodes)
-        return body
-
     # --- acts ------------------------------------------------------------------------
 
     def _tasks_apart(
@@ -204,13 +189,13 @@ class RestTransport:
         pin_with_cli = not self.api.node_list and self.pin_nodes_with_cli
         pinned: list[StartOrder] = []
         for o in orders:
-            if not self.api.node_list and not pin_with_cli and not _type_only(o, nodes):
+            if not self.api.node_list and not pin_with_cli and not type_only(o, nodes):
                 failed[o.job_id] = (
                     f"partition {o.partition} mixes GPU types and slurmrestd's API "
                     f"{self.api.version} cannot set a node list (enable pin_nodes_with_cli)"
                 )
                 continue
-            if self._update("place", o.job_id, self._place_body(o), failed):
+            if self._update("place", o.job_id, place_body(self.api, o), failed):
                 pinned.append(o)
         if pin_with_cli and pinned:
             self.cli.pin_nodes(pinned, failed)
@@ -228,12 +213,7 @@ class RestTransport:
         if tasks:
             self.cli.relabel([o for o in orders if o.job_id in tasks], failed)
         for o in [o for o in orders if "_" not in o.job_id]:
-            body: dict[str, Any] = {"comment": o.comment}
-            if o.gres:
-                body.update(
-                    {"gres": o.gres} if self.api.legacy else {"tres_per_node": f"gres/{o.gres}"}
-                )
-            self._update("give_back", o.job_id, body, failed)
+            self._update("give_back", o.job_id, give_back_body(self.api, o), failed)
 
     def admin_comment(self, order: CommentOrder, failed: dict[JobId, str]) -> None:
         ids, tasks = self._tasks_apart(list(order.job_ids), failed)
@@ -273,12 +253,12 @@ class RestTransport:
         sig = signal
         if self.api.batch_signal:
             body = {"signal": sig, "flags": ["BATCH_JOB"], "jobs": list(ids)}
-            return _note_rest_errors(self.call("signal", "DELETE", "/jobs/", body), ids, failed)
+            return note_rest_errors(self.call("signal", "DELETE", "/jobs/", body), ids, failed)
         flags = "&flags=BATCH_JOB" if self.api.signal_batch_flag else ""
         bad: set[JobId] = set()
         for j in ids:
             doc = self.call("signal", "DELETE", f"/job/{quote(j, safe='')}?signal={sig}{flags}")
-            bad |= _note_rest_errors(doc, [j], failed)
+            bad |= note_rest_errors(doc, [j], failed)
         return bad
 
     def states(self, ids: list[JobId]) -> dict[JobId, str]:
@@ -297,16 +277,7 @@ class RestTransport:
             field = "state"
         else:
             docs, field = [self.call("wait", "GET", "/jobs")], "job_state"
-        out = {}
-        for doc in docs:
-            for raw in doc.get("jobs") or []:
-                job_id = str(raw.get("job_id"))
-                if job_id in wanted:
-                    # As squeue names it: 24.11+ list a requeued job still cleaning up
-                    # as ["PENDING", "COMPLETING"], which must read as COMPLETING (a
-                    # release before it is done lost the relaunch's batch script on 26.05).
-                    out[job_id] = job_state(raw.get(field))[0]
-        return out
+        return states_of(docs, field, wanted)
 
     def requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
         ids, tasks = self._tasks_apart(ids, failed)
@@ -317,7 +288,7 @@ class RestTransport:
         if self.api.requeue and ids:
             body = {"flags": ["Hold", "Incomplete"], "jobs": list(ids)}  # cli/argv.py
             # Acts: never retried after a timeout (idempotent=False is the POST default).
-            _note_rest_errors(self.call("requeuehold", "POST", "/jobs/requeue", body), ids, failed)
+            note_rest_errors(self.call("requeuehold", "POST", "/jobs/requeue", body), ids, failed)
             return
         if not self.cli_fallback:
             for j in ids:
@@ -336,12 +307,6 @@ class RestTransport:
             yield
         finally:
             self.rest.retries, self.cli.commands.retries = saved
-
-
-def _type_only(o: StartOrder, nodes: Mapping[str, SlurmNode]) -> bool:
-    """Whether the order's partition holds only GPUs of its type."""
-    types = {n.gpu_type for n in nodes.values() if o.partition in n.partitions}
-    return types == {o.gpu_type}
 
 
 def rest_backend(
@@ -389,51 +354,3 @@ def rest_backend(
         cli_fallback=cli_fallback,
     )
     return SlurmBackend(transport, managed_partitions=managed_partitions, clock=clock, **options)
-
-
-def _note_rest_errors(
-    doc: Mapping[str, Any], ids: list[JobId], failed: dict[JobId, str]
-) -> set[JobId]:
-    """Per-job failures of a signal or requeue answer; returns the jobs that failed.
-
-    24.11+ report a signal's failures per job in ``status`` (with HTTP 200 and no
-    ``errors``: seen for an unknown job id, also for a single-job DELETE); the
-    requeue call reports them in ``errors`` ("Requeue JobId=N failed"). An error
-    that names no job of `ids` fails them all (unattributable)."""
-    bad: set[JobId] = set()
-    wanted = set(ids)
-    unattributed: list[str] = []
-    for st in doc.get("status") or []:
-        if not isinstance(st, Mapping):
-            continue
-        err = st.get("error") or {}
-        code = err.get("code") if isinstance(err, Mapping) else None
-        if not code:
-            continue
-        msg = str(err.get("message") or err.get("string") or code)
-        job = str(st.get("step_id") or "").split(".", 1)[0]
-        if job in wanted:
-            failed[job] = f"slurmrestd: {msg}"
-            bad.add(job)
-        else:
-            unattributed.append(msg)
-    for e in doc.get("errors") or []:
-        text = (
-            str(e.get("description") or e.get("error") or e) if isinstance(e, Mapping) else str(e)
-        )
-        detail = str(e.get("error") or "") if isinstance(e, Mapping) else ""
-        m = _REQUEUE_FAILED.search(text)
-        if m and m.group(1) in wanted:
-            failed[m.group(1)] = f"slurmrestd: {text}" + (f": {detail}" if detail else "")
-            bad.add(m.group(1))
-        elif not m:
-            unattributed.append(text + (f": {detail}" if detail and detail not in text else ""))
-    if unattributed and len(ids) == 1:
-        failed[ids[0]] = f"slurmrestd: {'; '.join(unattributed)}"
-        bad.add(ids[0])
-    elif unattributed:
-        for j in ids:
-            if j not in bad:
-                failed.setdefault(j, f"slurmrestd: {'; '.join(unattributed)}")
-                bad.add(j)
-    return bad

@@ -13,7 +13,8 @@ from rest_replay import load, replay
 from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.rest.auth import SlurmRestAuthError, TokenSource
 from slurm_gavel.backends.slurm.rest.client import RestClient
-from slurm_gavel.backends.slurm.rest.transport import _note_rest_errors, rest_backend
+from slurm_gavel.backends.slurm.rest.documents import note_rest_errors
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 
 OK = (200, {"meta": {}, "errors": [], "warnings": []})
 
@@ -157,7 +158,7 @@ def test_per_job_failures_are_read_from_each_release_answer(doc_of, ids, failed)
     """Before: a 24.11+ signal of an unknown job (HTTP 200, errors []) counted as sent."""
     responses = {r: load(r, "responses.json") for r in ("22.05", "24.11", "26.05")}
     got: dict[str, str] = {}
-    bad = _note_rest_errors(doc_of(responses)["response"], ids, got)
+    bad = note_rest_errors(doc_of(responses)["response"], ids, got)
     assert got == failed and bad == set(failed)
 
 
