@@ -8,12 +8,14 @@ seeing its own count (SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
@@ -86,9 +88,11 @@ def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path):
     assert int(info["Restarts"]) == 2
 
 
-def test_the_round_chooses_the_count_and_slurm_starts_the_job_at_it(slurm, tmp_path):
+@pytest.mark.parametrize("joint", [False, True], ids=["least-first", "moldable_lp"])
+def test_the_round_chooses_the_count_and_slurm_starts_the_job_at_it(slurm, tmp_path, joint):
     """The whole path on Slurm: the comment's range, the round's count choice (idle
-    GPUs: it grows past the 1 GPU it asked for), the policy, the mechanism and the act."""
+    GPUs: it grows past the 1 GPU it asked for; by least-first + growth, or by the
+    joint LP over type and count), the policy, the mechanism and the act."""
     out = tmp_path / "runs.log"
     script = tmp_path / "job.sh"
     script.write_text(
@@ -99,7 +103,8 @@ def test_the_round_chooses_the_count_and_slurm_starts_the_job_at_it(slurm, tmp_p
     job = slurm.sbatch("--comment=gavel:type=ResNet-18 (batch size 16),scale=1-4", "-p", "gpu",
                        "--gres=gpu:1", "-o", "/dev/null", str(script))  # fmt: skip
     cluster = cli_backend(env=slurm.env)
-    config = SchedulerConfig(table=load_table(), policy="max_min_fairness")
+    settings = replace(DAEMON_DEFAULTS, moldable_lp=joint)
+    config = SchedulerConfig(table=load_table(), policy="max_min_fairness", settings=settings)
     state, report = run_round(SchedulerState(), cluster, config)
     assert report.placement.jobs[job].gpus == 4, report  # the table's best count that fits
     assert not report.result.failed, report.result
