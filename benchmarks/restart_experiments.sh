@@ -14,6 +14,9 @@ sg() { "$here/.venv/bin/python" -m slurm_gavel "$@"; }
 mkdir -p "$out"
 sg trace philly "$philly" --start "2017-10-17 00:00" --hours 12 -o "$out/philly-1017.csv"
 sg trace philly "$philly" --start "2017-10-05 00:00" --hours 12 -o "$out/philly-1005.csv"
+# held out while restart-aware rounds' rules were chosen (EXPERIMENTS.md)
+sg trace philly "$philly" --start "2017-10-10 00:00" --hours 12 -o "$out/philly-1010.csv"
+sg trace philly "$philly" --start "2017-10-24 00:00" --hours 12 -o "$out/philly-1024.csv"
 sg trace alibaba "$pods" --nodes "$nodes" --scale 0.01 --start 11232000 --hours 96 \
   --cluster-out "$out/ali-130.cluster" -o "$out/ali-130.csv"
 run_window() {  # name cluster
@@ -30,19 +33,21 @@ run_window() {  # name cluster
 }
 run_window philly-1017 v100:6x4,p100:6x4,k80:6x4
 run_window philly-1005 v100:6x4,p100:6x4,k80:6x4
+run_window philly-1010 v100:6x4,p100:6x4,k80:6x4
+run_window philly-1024 v100:6x4,p100:6x4,k80:6x4
 run_window ali-130 "$(cat "$out/ali-130.cluster")"
 "$here/.venv/bin/python" - "$out" <<'PY'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
-print(f"{'window':<12} {'run':<28} {'avg JCT h':>9} {'p99 h':>8} {'makespan h':>10} "
+print(f"{'window':<12} {'run':<36} {'avg JCT h':>9} {'p99 h':>8} {'makespan h':>10} "
       f"{'restarts':>8} {'per job':>7} {'lost GPU-h':>10}")
-for w in ("philly-1017", "philly-1005", "ali-130"):
+for w in ("philly-1017", "philly-1005", "philly-1010", "philly-1024", "ali-130"):
     for cost in (0, 120, 300):
         for kind in ("gavel", "aware"):
             doc = json.loads((out / w / f"{kind}_{cost}.json").read_text())
             for s in doc if isinstance(doc, list) else [doc]:
                 name = ("restart-aware " if kind == "aware" else "") + s["policy"]
-                print(f"{w:<12} {name + f' @{cost}s':<28} {s['avg_jct_s'] / 3600:9.2f} "
+                print(f"{w:<12} {name + f' @{cost}s':<36} {s['avg_jct_s'] / 3600:9.2f} "
                       f"{s['p99_jct_s'] / 3600:8.2f} {s['makespan_s'] / 3600:10.2f} "
                       f"{s['preemptions']:8d} {s['restarts_per_job']:7.2f} "
                       f"{s['restart_gpu_hours']:10.1f}")
