@@ -6,7 +6,10 @@ over (GPU type, count) (policies/solvers/mold_lp.py), each job's rate at count c
 type t from its row at that scale factor (the table's prior, the job's own measured
 cells: mold_round.count_rows); the count of each waiting job is the one its allocation
 gives time to (pick_counts). The policy's LP and the mechanism then run as before with
-these counts as scale factors.
+these counts as scale factors, and a job above its least count only on the GPU types
+its joint allocation gives it time on at that count: a count is chosen for a type (LM
+at 2 GPUs is 2x one V100 but slower than one P100), and the rigid LP must not spend it
+on another.
 
 A running job keeps its count while it runs: in the LP it may take its count or a
 larger one (it never shrinks while running; the mechanism preempts it as any job and
@@ -24,7 +27,12 @@ from dataclasses import dataclass, field
 
 from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.moldable import RESTART_WORTH, MoldJob, cluster_value
-from slurm_gavel.policies.solvers.mold_lp import CountJob, allocate_counts, pick_counts
+from slurm_gavel.policies.solvers.mold_lp import (
+    CountJob,
+    allocate_counts,
+    count_types,
+    pick_counts,
+)
 
 Rows = Mapping[int, Mapping[GpuType, float]]
 
@@ -35,6 +43,16 @@ class JointMemo:
 
     key: tuple[object, ...] | None = None
     counts: dict[JobId, int] = field(default_factory=dict)
+    types: dict[JobId, frozenset[GpuType]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JointChoice:
+    """Each job's count, and for a job above its least count the GPU types its
+    allocation gives it time on at that count (the round runs it there only)."""
+
+    counts: dict[JobId, int]
+    types: dict[JobId, frozenset[GpuType]]
 
 
 def request_norm(rates: Rows, request: int, capacity: Mapping[GpuType, int]) -> float:
@@ -57,7 +75,7 @@ def choose_joint(
     weights: Mapping[JobId, float],
     capacity: Mapping[GpuType, int],
     memo: JointMemo | None = None,
-) -> dict[JobId, int]:
+) -> JointChoice:
     """Each job's count this round (module doc). ``rates``: per job, its row at each
     count it may take; ``requests``: its rigid count; ``weights``: priority weights."""
     usable = {t: g for t, g in capacity.items() if g > 0}
@@ -75,18 +93,23 @@ def choose_joint(
         tuple((j.id, j.rates, j.request, j.weight) for j in cjobs),
     )
     if memo is not None and memo.key == key:
-        picked = memo.counts
+        picked, on = memo.counts, memo.types
     else:
-        picked = pick_counts(cjobs, allocate_counts(cjobs, usable))
+        alloc = allocate_counts(cjobs, usable)
+        picked = pick_counts(cjobs, alloc)
+        on = count_types(alloc, picked)
         if memo is not None:
-            memo.key, memo.counts = key, picked
+            memo.key, memo.counts, memo.types = key, picked, on
     out: dict[JobId, int] = {}
-    for m in mold:
+    types: dict[JobId, frozenset[GpuType]] = {}
+    for m, j in zip(mold, cjobs, strict=True):
         c = picked[m.id]
         if m.fixed is not None and c != m.fixed and not _pays(m, c):
             c = m.fixed
         out[m.id] = c
-    return out
+        if c != m.fixed and c > min(j.rates) and on.get(m.id):
+            types[m.id] = on[m.id]
+    return JointChoice(out, types)
 
 
 def _pays(m: MoldJob, to: int) -> bool:

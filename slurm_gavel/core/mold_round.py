@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.core.cluster_model import JobState, ObservedJob
+from slurm_gavel.core.cluster_model import Allowed, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ClusterRows
 from slurm_gavel.core.job_rows import JobRows, Measured, usable_rate
 from slurm_gavel.core.model import GpuType, Job, JobId
@@ -79,12 +79,15 @@ def mold_jobs(
     restart_cost: Callable[[ObservedJob], float] | None = None,
     stuck_nodes: frozenset[str] = frozenset(),
     joint: bool = False,
+    nodes_of_type: Mapping[GpuType, frozenset[str]] | None = None,
 ) -> list[ObservedJob]:
     """``active`` with every job that has a range at its count for this round (the
     same list when no job has one). ``capacity``: usable GPUs per type;
     ``restart_cost``: seconds a restart costs the job (None: running jobs never grow);
     ``stuck_nodes``: nodes not answering (their jobs never grow); ``joint``: the counts
-    from the LP over (type, count) (mold_joint.py) instead of moldable.choose_counts."""
+    from the LP over (type, count) (mold_joint.py) instead of moldable.choose_counts;
+    ``nodes_of_type``: the nodes of each GPU type (joint: a job grown past its least
+    count runs only on the types the LP gave it time on, ``ObservedJob.allowed``)."""
     if not any(o.job.scale_range is not None for o in active):
         if memory.jobs or memory.values:
             memory.jobs.clear()
@@ -127,10 +130,12 @@ def mold_jobs(
         mold.append(MoldJob(o.job.id, value, fixed, left, cost))
         if joint:
             rates[o.job.id] = _joint_rows(memory, o, rows, usable, biggest)
+    on: dict[JobId, frozenset[GpuType]] = {}
     if joint:
         requests = {o.job.id: o.job.scale_factor for o in active}
         weights = {o.job.id: o.job.priority_weight for o in active}
-        counts = choose_joint(mold, rates, requests, weights, usable, memory.joint)
+        choice = choose_joint(mold, rates, requests, weights, usable, memory.joint)
+        counts, on = choice.counts, choice.types
     else:
         counts = choose_counts(mold, sum(usable.values()))
     out: list[ObservedJob] = []
@@ -144,9 +149,13 @@ def mold_jobs(
         if job_rows is not None and (o.state is not JobState.RUNNING or regrow):
             _switch_cells(memory, job_rows, o.job.id, c)
         if regrow:  # restarted at its new count: waiting, for the round (module doc)
-            out.append(_restarting(o, job))
-        else:
-            out.append(o if job is o.job else replace(o, job=job))
+            o = _restarting(o, job)
+        elif job is not o.job:
+            o = replace(o, job=job)
+        types = on.get(o.job.id)
+        if types is not None and o.state is not JobState.RUNNING:
+            o = _only_on(o, types, nodes_of_type or {})
+        out.append(o)
     here = {o.job.id for o in active}
     known = memory.values.keys() | memory.measured.keys() | memory.jobs.keys()
     for gone in [j for j in known if j not in here]:
@@ -176,6 +185,21 @@ def _joint_rows(
     if rows.filled.has(o.job.job_type, sf):
         return {sf: rows.row(o.job.job_type, sf)}
     return {sf: dict.fromkeys(usable, 1.0)}
+
+
+def _only_on(
+    o: ObservedJob, types: frozenset[GpuType], nodes_of_type: Mapping[GpuType, frozenset[str]]
+) -> ObservedJob:
+    """The waiting job restricted to ``types`` this round (with its own request's
+    restriction, if any; unchanged where the two leave no type)."""
+    have = o.allowed
+    keep = types if have is None else types & have.types
+    if not keep or (have is not None and keep == have.types):
+        return o
+    nodes = frozenset().union(*(nodes_of_type.get(t, frozenset()) for t in keep))
+    if have is None:
+        return replace(o, allowed=Allowed(nodes, keep))
+    return replace(o, allowed=replace(have, nodes=nodes & have.nodes, types=keep))
 
 
 def _restarting(o: ObservedJob, job: Job) -> ObservedJob:

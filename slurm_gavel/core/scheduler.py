@@ -286,7 +286,8 @@ def _mold(
         return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
 
     joint = config.settings.moldable_lp
-    return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck, joint)
+    of_type = {t: frozenset(n.name for n in nodes if n.gpu_type == t) for t in capacity}
+    return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck, joint, of_type)
 
 
 def run_round(

@@ -14,7 +14,7 @@ CAP = {"v100": 2}
 
 
 def _choose(job: MoldJob, memo: JointMemo | None = None) -> int:
-    return choose_joint([job], {"j": ROWS}, {"j": 1}, {"j": 1.0}, CAP, memo)["j"]
+    return choose_joint([job], {"j": ROWS}, {"j": 1}, {"j": 1.0}, CAP, memo).counts["j"]
 
 
 def test_a_waiting_job_takes_the_count_the_lp_gives_it_time_at() -> None:
@@ -33,7 +33,8 @@ def test_a_running_job_never_shrinks() -> None:
     sub = {1: {"v100": 1.0}, 2: {"v100": 1.2}}
     jobs = [MoldJob("a", {1: 1.0, 2: 1.2}, fixed=2), MoldJob("b", {1: 1.0, 2: 1.2})]
     got = choose_joint(jobs, {"a": sub, "b": sub}, {"a": 2, "b": 2}, {"a": 1.0, "b": 1.0}, CAP)
-    assert got == {"a": 2, "b": 1}
+    assert got.counts == {"a": 2, "b": 1}
+    assert got.types == {}  # a running job keeps its place; b is at its least count
 
 
 def test_the_same_input_is_not_solved_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,3 +49,12 @@ def test_the_norm_without_a_row_at_the_request_scales_the_nearest_count() -> Non
     assert request_norm({2: {"v100": 3.0}}, 4, CAP) == pytest.approx(6.0)
     assert request_norm({1: {"v100": 1.0}, 2: {"v100": 3.0}}, 2, CAP) == pytest.approx(3.0)
     assert request_norm({}, 2, CAP) == 1.0
+
+
+def test_a_job_grown_past_its_least_count_runs_only_where_the_lp_gave_it_that_count() -> None:
+    # LM-like: 2 GPUs are 2x one V100 but slower than one P100 (Gavel's LM rows)
+    rows = {1: {"v100": 80.0, "p100": 77.0}, 2: {"v100": 160.0, "p100": 72.0}}
+    job = MoldJob("lm", {1: 78.5, 2: 116.0})
+    got = choose_joint([job], {"lm": rows}, {"lm": 1}, {"lm": 1.0}, {"v100": 2, "p100": 2})
+    assert got.counts == {"lm": 2}
+    assert got.types == {"lm": frozenset({"v100"})}

@@ -142,3 +142,19 @@ def test_the_joint_lp_keeps_sublinear_jobs_at_their_least_count():
     jobs = [Job(f"j{i}", R50, 2, total_steps=LONG, scale_range=(1, 4)) for i in range(4)]
     _, _, reports = _run(jobs, "v100:1x4", 1, _config(moldable_lp=True))
     assert sorted(p.gpus for p in reports[0].placement.jobs.values()) == [1, 1, 1, 1]
+
+
+def test_the_joint_lp_runs_a_grown_job_only_on_the_types_it_chose_the_count_for():
+    # LM at 2 GPUs: 2x one V100, slower than one P100. Two such jobs on 2 V100s and 2
+    # P100s: the LP gives each half its time at 2 V100s and half at 1 P100, so one runs
+    # at 2 GPUs, on V100 only (the rigid round must not put it on 2 P100s)
+    lm = "LM (batch size 10)"
+    jobs = [ObservedJob(Job(f"j{i}", lm, 1, scale_range=(1, 2)), JobState.PENDING) for i in (0, 1)]
+    capacity = {"v100": 2, "p100": 2}
+    rows = rows_for(None, TABLE, capacity)
+    of_type = {"v100": frozenset({"v1"}), "p100": frozenset({"p1"})}
+    out = mold_jobs(MoldMemory(), jobs, rows, capacity, joint=True, nodes_of_type=of_type)
+    grown = [o for o in out if o.job.scale_factor == 2]
+    assert len(grown) == 1 and grown[0].allowed is not None
+    assert grown[0].allowed.types == {"v100"} and grown[0].allowed.nodes == {"v1"}
+    assert [o.allowed for o in out if o.job.scale_factor == 1] == [None]

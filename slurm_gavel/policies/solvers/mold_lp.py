@@ -23,7 +23,8 @@ same optimum as the per-job one (tests/policies/test_mold_lp.py compares them).
 :func:`pick_counts` turns the class shares into one count per job: a class's jobs are
 spread over its counts in proportion to the time the LP gives each count (largest
 remainder, job ids in order, the smaller counts first); a class given no time starts at
-its least count. Pure functions; deterministic.
+its least count. :func:`count_types`: the types it gives time on at that count. Pure
+functions; deterministic.
 """
 
 from __future__ import annotations
@@ -157,3 +158,14 @@ def pick_counts(jobs: Sequence[CountJob], alloc: CountAllocation) -> dict[JobId,
             for _ in range(quota[i]):
                 out[next(it).id] = c
     return out
+
+
+def count_types(
+    alloc: CountAllocation, picked: Mapping[JobId, int]
+) -> dict[JobId, frozenset[GpuType]]:
+    """Per job, the GPU types its allocation gives it time on at its picked count
+    (empty where it gives none)."""
+    return {
+        j: frozenset(t for (t, c2), x in alloc.x.get(j, {}).items() if c2 == c and x > _EPS)
+        for j, c in picked.items()
+    }
