@@ -63,12 +63,13 @@ def jittered(problem: Any, spread: float, seed: int) -> Any:
 def no_decomposition() -> None:
     """Switch off every decomposition path (dw.py and its users): each LP goes to HiGHS
     whole, as before issue 27's work. The "exact" check compares against this."""
-    from slurm_gavel.policies.solvers import ftf_dw, hier_dw, mm_lp
+    from slurm_gavel.policies.solvers import ftf_dw, hier_dw, hier_parametric, mm_lp
 
     mm_lp.DW_MIN_COLUMNS = 10**12
     mm_lp.SUM_DW_MIN_COLUMNS = 10**12
     ftf_dw.DW_MIN_JOBS = 10**12
     hier_dw.DW_MIN_CELLS = 10**12
+    hier_parametric.DW_MIN_CELLS = 10**12
 
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:
@@ -84,6 +85,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         with_pairs=args.pairs,
         weights=tuple(float(w) for w in args.weights.split(",")),
+        accounts={a: float(w) for a, w in (kv.split("=") for kv in args.accounts.split(",") if kv)},
     )
     if args.jitter > 0:
         problem = jittered(problem, args.jitter, args.seed)
@@ -108,6 +110,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         times.append(alloc.solve_seconds)
     assert alloc is not None
     violations = alloc.violations(problem)
+    values = [alloc.effective_throughput(problem, j.id) for j in problem.jobs]
     return {
         "path": args.worker,
         "policy": args.policy,
@@ -132,6 +135,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         "problem_build_seconds": build,
         "peak_rss_mib_before_solve": rss_before,
         "peak_rss_mib": _peak_rss_mib(),
+        # each job's steps/s under the allocation: --exact-check compares them job by job
+        "job_values": values if args.exact_check else None,
     }
 
 
@@ -146,8 +151,9 @@ def run_child(args: argparse.Namespace, path: str, repeats: int, timeout: float)
         "--repeats", str(repeats),
         "--seed", str(args.seed),
         "--jitter", str(args.jitter),
-        "--weights", args.weights, "--prices", args.prices,
+        "--weights", args.weights, "--prices", args.prices, "--accounts", args.accounts,
     ] + (["--pairs"] if args.pairs else [])  # fmt: skip
+    cmd += ["--exact-check"] if args.exact_check else []
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -183,6 +189,12 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="TYPE=DOLLARS_PER_GPU_HOUR,... for min_cost (e.g. v100=3.06,p100=1.46,k80=0.9)",
     )
+    p.add_argument(
+        "--accounts",
+        default="",
+        help="NAME=WEIGHT,... Slurm accounts, assigned to jobs in turn (hierarchical policy; "
+        "e.g. a=2,b=1,c=0.5)",
+    )
     p.add_argument("--reference-check", action="store_true")
     p.add_argument(
         "--reference-timeout", type=float, default=900.0, help="seconds for the reference run"
@@ -214,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         if "error" not in fast and "error" not in exact and exact["objective"] is not None:
             denom = abs(exact["objective"]) or 1.0
             out["exact_gap"] = abs(fast["objective"] - exact["objective"]) / denom
+            # job by job (steps/s): the largest relative difference, and of the sum
+            fv, ev = fast["job_values"], exact["job_values"]
+            out["exact_job_gap"] = max(
+                (abs(f - e) / abs(e) for f, e in zip(fv, ev, strict=True) if e), default=0.0
+            )
+            out["exact_sum_gap"] = abs(sum(fv) - sum(ev)) / (abs(sum(ev)) or 1.0)
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -228,6 +246,7 @@ def format_result(args: argparse.Namespace, out: dict[str, Any]) -> str:
         f"{', pairs' if args.pairs else ''}, seed {args.seed}"
         f"{f', jitter {args.jitter}' if args.jitter else ''}"
         f"{f', weights {args.weights}' if args.weights != '1' else ''}"
+        f"{f', accounts {args.accounts}' if args.accounts else ''}"
     )
     if "error" in fast:
         return f"{head}\n  fast path failed: {fast['error']}"
@@ -249,7 +268,9 @@ def format_result(args: argparse.Namespace, out: dict[str, Any]) -> str:
             lines.append(
                 f"  exact (no decomposition) objective {exact['objective']!r} in "
                 f"{exact['solve_seconds_median']:.2f} s; relative gap "
-                f"{out.get('exact_gap', float('nan')):.2e}"
+                f"{out.get('exact_gap', float('nan')):.2e}; per job (steps/s) at most "
+                f"{out.get('exact_job_gap', float('nan')):.2e}, of their sum "
+                f"{out.get('exact_sum_gap', float('nan')):.2e}"
             )
     ref = out.get("reference")
     if ref is not None:

@@ -84,8 +84,30 @@ def _certified_duals(
     """(per-job y of the scaled level LP (rows a_j . x >= c) from the prices lam, the
     dual objective's excess over z), or None if (lam, y, u) is not an optimal dual to
     CERT_TOL (module docstring)."""
+    found = job_duals(a, allowed, g[:, None] * lam[None, :], np.full(a.shape[0], z))
+    if found is None:
+        return None
+    y, u, _ = found
+    total = float(y.sum())
+    if total <= 0:
+        return None
+    # scaled so that sum_j y_j = 1 (the c column); the dual objective must equal z
+    dual_obj = (float(u.sum()) + float(lam @ cap)) / total
+    if abs(dual_obj - z) > CERT_TOL * max(abs(z), 1.0) * 10:
+        return None
+    return y / total, max(dual_obj - z, 0.0) + 1e-12 * abs(z)
+
+
+def job_duals(
+    a: np.ndarray, allowed: np.ndarray, price: np.ndarray, target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Each job's own dual at capacity prices: max target_j y - u s.t. a_jt y - u <=
+    price_jt on its allowed types, y, u >= 0 (the dual of min price_j . x s.t. a_j . x >=
+    target_j, sum_t x_t <= 1). Its optimum is one of the candidate points (0, 0), one
+    type's (y = price_t / a_t) or two types' (both constraints tight); the best feasible
+    one per job: (y, u, objective = the job's least cost of its target), or None if a
+    job has no feasible candidate (CERT_TOL)."""
     n, k = a.shape
-    price = g[:, None] * lam[None, :]  # (N, K) g_j lam_t
     cand_y = [np.zeros(n)]
     cand_u = [np.zeros(n)]
     for t in range(k):
@@ -100,19 +122,13 @@ def _certified_duals(
     ys, us = np.stack(cand_y, axis=1), np.stack(cand_u, axis=1)  # (N, M)
     scale_ = float(price.max()) or 1.0
     tol = CERT_TOL * scale_
-    # feasible: y, u >= 0 and a_t y - u <= g lam_t on every allowed type
+    # feasible: y, u >= 0 and a_t y - u <= price_t on every allowed type
     a0 = np.where(allowed, a, 0.0)
     slack = price[:, None, :] - (ys[:, :, None] * a0[:, None, :] - us[:, :, None])
     ok = (ys >= 0) & (us >= -tol) & (np.where(allowed[:, None, :], slack, 0) >= -tol).all(axis=2)
-    obj = np.where(ok, z * ys - us, -np.inf)
+    obj = np.where(ok, target[:, None] * ys - us, -np.inf)
     best = np.argmax(obj, axis=1)
     rows = np.arange(n)
-    y, u = ys[rows, best], np.maximum(us[rows, best], 0.0)
-    total = float(y.sum())
-    if not np.isfinite(obj[rows, best]).all() or total <= 0:
+    if not np.isfinite(obj[rows, best]).all():
         return None
-    # scaled so that sum_j y_j = 1 (the c column); the dual objective must equal z
-    dual_obj = (float(u.sum()) + float(lam @ cap)) / total
-    if abs(dual_obj - z) > CERT_TOL * max(abs(z), 1.0) * 10:
-        return None
-    return y / total, max(dual_obj - z, 0.0) + 1e-12 * abs(z)
+    return ys[rows, best], np.maximum(us[rows, best], 0.0), obj[rows, best]

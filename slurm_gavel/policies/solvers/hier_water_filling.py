@@ -34,10 +34,9 @@ import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies.solvers.hier_dw import first_level as first_level_dw
+from slurm_gavel.policies.solvers.hier_parametric import MARGIN, MARGIN_FLOOR, parametric_fill
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
 
-MARGIN = 1e-4  # relative lift that counts as "not bottlenecked"
-MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)
 DUAL_TOL = 1e-9
 
 
@@ -75,6 +74,16 @@ def water_fill(
     first_level = 0.0
     limit = max_iterations if max_iterations is not None else n_cls + 1
     iterations = 0
+    # Per-job rows: the levels where only time rows bind need no LP (hier_parametric).
+    par = parametric_fill(
+        cls.coef, cls.scale, cls.count, cls.weight, cls.entity, cls.entity_weight, cls.capacity
+    )
+    if par is not None:
+        if par.complete:
+            value = (cls.coef * par.x).sum(axis=1)
+            return WaterFillingResult(par.x, value, par.first_level, par.iterations)
+        frozen, level, x = par.frozen, par.level, par.x  # the LP loop goes on from there
+        first_level, iterations = par.first_level, par.iterations
     # Two LPs, built once and re-solved warm: only bounds and one column's (or the
     # diagonal's) coefficients change between iterations.
     level_lp = _ClassLp(cls, one_column=True, time_limit=time_limit)

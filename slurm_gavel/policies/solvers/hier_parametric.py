@@ -1,0 +1,310 @@
+"""Hierarchical water filling along its own path: the levels where only jobs' time rows bind.
+
+With per-job rows (issue 27) the LP loop of hier_water_filling needs one level per
+job that reaches its own maximum: while the GPUs are not yet scarce, the level LP's
+capacity prices are 0 and each level ends when the next job runs all the time on
+its best type (1,000 distinct jobs with 3 accounts: 128 such levels, then one
+level where the capacity rows bind and every other job freezes; 10,000 jobs did
+not finish in 600 s). Those levels need no LP. With the common level tau rising,
+a job j of entity e (unfrozen) rises at W_e w_j / (S_e s_j) with S_e the weight
+of e's unfrozen jobs, so within an entity every unfrozen job's level is
+w_j mu_e / s_j for one entity clock mu_e (d mu_e / d tau = W_e / S_e), and j
+freezes when that reaches M_j = max_t coef_jt (alone on its best type). `path`
+replays these events exactly as the LP loop meets them: each level ends where
+the next job reaches M_j, and then every job that cannot rise by the loop's
+margin (M_j - level_j below max(1e-4 level_j, 1e-5)) freezes too.
+
+That path is the water filling as long as its levels fit the cluster: then
+every unfrozen job can still rise (the profile a little further on is feasible)
+and a job at M_j cannot. Whether the profile L(tau) fits is beta(L(tau)) <= 1,
+the least capacity scaling that meets every level, which dw.min_beta finds
+exactly (per job cheapest vertex under capacity prices; certified to 1e-9).
+beta(L(tau)) increases with tau; binary search over the events finds the segment
+where it crosses 1, and inside a segment (no event: L(tau) linear) beta is convex,
+so Newton from the right meets the crossing tau_cap (the next level's end).
+
+At tau_cap the capacity rows bind. The prices lam of that solve give each job's
+own dual (y_j, u_j) at its level V_j (hier_dw.job_duals): for any allocation
+within the capacity, sum_j (y_j V'_j - u_j) <= lam . cap = 1, so lifting job j by
+delta with everyone else held needs y_j delta <= 1 - sum_j C_j(V_j) (C_j: the
+job's least cost of V_j at lam, the same sum). A job with y_j margin_j above that
+gap is bottlenecked: proven. If every unfrozen job is proven, the water filling
+ends here (the usual case with all GPU types scarce); otherwise the state at
+tau_cap (levels, frozen jobs) goes back to the LP loop, which goes on from it.
+Either way the answer is the LP loop's to within dw's 1e-9 certificates.
+`None` (caller: the plain LP loop) where the decomposition does not apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from slurm_gavel.policies.solvers.dw import (
+    DW_MAX_TYPES,
+    NEWTON_MAX_STEPS,
+    BetaResult,
+    DwStalled,
+    min_beta,
+    vertices,
+)
+from slurm_gavel.policies.solvers.hier_dw import job_duals
+
+#: From this many (class, type) cells on (about 500 distinct jobs on 3 types); below
+#: it the LP loop alone is faster, and the simulator's class LPs stay as they were.
+DW_MIN_CELLS = 1500
+
+#: A job that cannot rise by this much is bottlenecked (relative; the water filling's
+#: LP loop, hier_water_filling, uses the same).
+MARGIN = 1e-4
+MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)
+#: Newton stops once beta is within this of 1 (from above).
+BETA_TOL = 1e-11
+
+
+@dataclass(frozen=True)
+class Path:
+    """The events of the time-row levels, in order: tau[k] the common level at the
+    end of level k + 1, mu[k] (E,) each entity's clock there; per class, the event
+    at which it froze (-1: from the start, int64 max: never) and its level then."""
+
+    tau: np.ndarray  # (m,)
+    mu: np.ndarray  # (m, E)
+    froze_at: np.ndarray  # (C,) int
+    final: np.ndarray  # (C,) level at freezing
+    entity: np.ndarray  # (C,) entity index
+    unit: np.ndarray  # (C,) level per unit of the entity's clock (w / s)
+
+    def at(self, tau: float) -> tuple[np.ndarray, np.ndarray]:
+        """(levels (C,), frozen (C,)) at common level tau: the clocks interpolated
+        between events (linear there), the classes frozen at events up to tau."""
+        k = int(np.searchsorted(self.tau, tau, side="right")) - 1  # last event <= tau
+        t0 = float(self.tau[k]) if k >= 0 else 0.0
+        mu0 = self.mu[k] if k >= 0 else np.zeros(self.mu.shape[1])
+        mu = mu0
+        if k + 1 < len(self.tau):
+            span = float(self.tau[k + 1]) - t0
+            mu = mu0 + ((tau - t0) / span if span > 0 else 0.0) * (self.mu[k + 1] - mu0)
+        frozen = self.froze_at <= k
+        return np.where(frozen, self.final, self.unit * mu[self.entity]), frozen
+
+
+@dataclass(frozen=True)
+class Partial:
+    """The water filling's state after the crossing: levels, frozen classes, fractions
+    x (within the cluster, every class at its level to 1e-9), the first level, the
+    number of levels so far, whether every class is frozen, and min_beta solves."""
+
+    level: np.ndarray
+    frozen: np.ndarray
+    x: np.ndarray
+    first_level: float
+    iterations: int
+    complete: bool
+    solves: int
+
+
+def path(
+    maximum: np.ndarray,
+    unit: np.ndarray,
+    live_weight: np.ndarray,
+    entity: np.ndarray,
+    entity_weight: np.ndarray,
+    frozen: np.ndarray,
+) -> Path:
+    """The time-row events. Class c's level is unit_c mu_e until it freezes at
+    maximum_c; live_weight_c = w_c count_c (its part of S_e); `frozen`: from the start."""
+    n_ent = len(entity_weight)
+    star = np.where(frozen, 0.0, maximum / np.where(unit > 0, unit, 1.0))  # mu at M_c
+    froze_at = np.where(frozen, -1, np.iinfo(np.int64).max)
+    final = np.where(frozen, 0.0, maximum)
+    # per entity: its unfrozen classes by mu*, a pointer to the next to freeze
+    order = [np.nonzero((entity == e) & ~frozen)[0] for e in range(n_ent)]
+    order = [o[np.argsort(star[o], kind="stable")] for o in order]
+    star_l = [star[o].tolist() for o in order]
+    max_l = [maximum[o].tolist() for o in order]
+    unit_l = [unit[o].tolist() for o in order]
+    lw_l = [live_weight[o].tolist() for o in order]
+    nxt = [0] * n_ent
+    left = [float(sum(w)) for w in lw_l]
+    ew = [float(w) for w in entity_weight]
+    mu = [0.0] * n_ent
+    tau = 0.0
+    taus: list[float] = []
+    mus: list[list[float]] = []
+    frz: list[tuple[int, int, float]] = []  # (class, event, level)
+    while True:
+        # each entity's next event: its next class reaches M (its clock at W_e / S_e)
+        step, e_hit = np.inf, -1
+        for e in range(n_ent):
+            if nxt[e] < len(order[e]) and left[e] > 0:
+                dt = (star_l[e][nxt[e]] - mu[e]) * left[e] / ew[e]
+                if dt < step:
+                    step, e_hit = dt, e
+        if e_hit < 0:
+            break
+        step = max(step, 0.0)
+        tau += step
+        for e in range(n_ent):
+            if left[e] > 0:
+                mu[e] += step * ew[e] / left[e]
+        mu[e_hit] = star_l[e_hit][nxt[e_hit]]  # exactly at the event
+        k = len(taus)
+        for e in range(n_ent):  # freeze every class that cannot rise by the margin
+            i = nxt[e]
+            while i < len(order[e]):
+                lv = min(unit_l[e][i] * mu[e], max_l[e][i])
+                if max_l[e][i] - lv >= max(MARGIN * lv, MARGIN_FLOOR):
+                    break
+                frz.append((int(order[e][i]), k, lv))
+                left[e] -= lw_l[e][i]
+                i += 1
+            nxt[e] = i
+            if i == len(order[e]):
+                left[e] = 0.0
+        taus.append(tau)
+        mus.append(list(mu))
+    if frz:
+        cls, ev, lv = (np.array(v) for v in zip(*frz, strict=True))
+        froze_at[cls] = ev
+        final[cls] = lv
+    return Path(
+        np.array(taus), np.array(mus).reshape(len(taus), n_ent), froze_at, final, entity, unit
+    )
+
+
+def parametric_fill(
+    coef: np.ndarray,
+    scale: np.ndarray,
+    count: np.ndarray,
+    weight: np.ndarray,
+    entity: np.ndarray,
+    entity_weight: np.ndarray,
+    capacity: np.ndarray,
+) -> Partial | None:
+    """The water filling up to (and usually through) the first level where the capacity
+    rows bind; None where the decomposition does not apply (few cells, many types,
+    zero weights) or stalls."""
+    k = coef.shape[1]
+    allowed = coef > 0
+    runnable: np.ndarray = np.asarray(allowed.any(axis=1))
+    if (
+        k > DW_MAX_TYPES
+        or int(allowed[runnable].sum()) < DW_MIN_CELLS
+        or (weight[runnable] <= 0).any()
+        or (entity_weight <= 0).any()
+    ):
+        return None
+    maximum = np.where(allowed, coef, 0.0).max(axis=1, initial=0.0)
+    unit = np.where(runnable, weight / scale, 0.0)
+    pth = path(maximum, unit, weight * count, entity, entity_weight, ~runnable)
+    try:
+        return _cross(coef, runnable, count * scale, capacity, pth, weight * count, entity_weight)
+    except DwStalled:
+        return None
+
+
+def _cross(
+    coef: np.ndarray,
+    runnable: np.ndarray,
+    gpus: np.ndarray,
+    cap: np.ndarray,
+    pth: Path,
+    live_weight: np.ndarray,
+    entity_weight: np.ndarray,
+) -> Partial:
+    """Where the path's levels stop fitting the cluster (module docstring)."""
+    n, k = coef.shape
+    allowed = coef > 0
+    a, al, g = coef[runnable], allowed[runnable], gpus[runnable]
+    maximum = np.where(allowed, coef, 0.0).max(axis=1, initial=0.0)
+    lam: np.ndarray | None = None
+
+    def rise_at(frozen: np.ndarray) -> np.ndarray:
+        left = np.bincount(pth.entity, np.where(frozen, 0.0, live_weight), len(entity_weight))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(frozen, 0.0, pth.unit * entity_weight[pth.entity] / left[pth.entity])
+
+    def beta(tau: float) -> tuple[BetaResult, np.ndarray, np.ndarray]:
+        nonlocal lam
+        level, frozen = pth.at(tau)
+        w = np.minimum(level, maximum)[runnable]
+        rise = rise_at(frozen | ~runnable)[runnable]
+        res = min_beta(vertices(a, al, w), g, cap, dw=rise, lam0=lam)
+        lam = res.lam
+        return res, np.minimum(level, maximum), frozen | ~runnable
+
+    def fractions(res: BetaResult) -> np.ndarray:
+        x = np.zeros((n, k))  # scaled by 1 / beta (beta > 1) it fits the cluster
+        x[runnable] = np.clip(res.x / max(res.beta, 1.0), 0.0, 1.0)
+        return x
+
+    end = float(pth.tau[-1]) if len(pth.tau) else 0.0
+    res, level, frozen = beta(end)
+    solves = 1
+    first = float(pth.tau[0]) if len(pth.tau) else 0.0
+    if res.beta <= 1.0:  # every job reaches its maximum: time rows only
+        return Partial(level, frozen, fractions(res), first, len(pth.tau), True, solves)
+    # safeguarded Newton on beta(tau) = 1: beta rises with tau, convex between events.
+    # It starts where the Lagrangian bound at the last prices reaches 1 (an upper bound
+    # on the crossing, cheap: no LP): min_beta far above the crossing can be slow.
+    lo, hi = 0.0, end
+    tau = _bound_root(pth, a, al, g, cap, runnable, maximum, res.lam, hi)
+    res, level, frozen = beta(tau)
+    solves += 1
+    while abs(res.beta - 1.0) > BETA_TOL:
+        if res.beta > 1.0:
+            hi = tau
+        else:
+            lo = tau
+        if hi - lo <= 1e-14 * hi or solves >= NEWTON_MAX_STEPS:
+            raise DwStalled("hierarchical path: the crossing was not found")
+        step = tau - (res.beta - 1.0) / res.slope if res.slope > 0 else np.nan
+        tau = step if lo < step < hi else 0.5 * (lo + hi)
+        res, level, frozen = beta(tau)
+        solves += 1
+    level = level / max(res.beta, 1.0)
+    x = fractions(res)
+    assert lam is not None
+    found = job_duals(a, al, g[:, None] * lam[None, :], level[runnable])
+    if found is None:
+        raise DwStalled("hierarchical path: no dual at the crossing")
+    y_r, _, cost = found
+    gap = max(1.0 - float(cost.sum()), 0.0) + 1e-12
+    y = np.zeros(n)
+    y[runnable] = y_r
+    proven = ~frozen & (y * np.maximum(MARGIN * level, MARGIN_FLOOR) > gap)
+    frozen = frozen | proven
+    events = int(np.searchsorted(pth.tau, tau, side="right"))
+    if events == 0:
+        first = tau
+    return Partial(level, frozen, x, first, events + 1, bool(frozen.all()), solves)
+
+
+def _bound_root(
+    pth: Path,
+    a: np.ndarray,
+    allowed: np.ndarray,
+    g: np.ndarray,
+    cap: np.ndarray,
+    runnable: np.ndarray,
+    maximum: np.ndarray,
+    lam: np.ndarray,
+    hi: float,
+) -> float:
+    """The tau in [0, hi] where sum_j C_j(L_j(tau); lam) / lam . cap (a lower bound on
+    beta(L(tau)), rising with tau) reaches 1, by bisection to 1e-9: the crossing is at
+    or below it."""
+    price = g[:, None] * lam[None, :]
+    total = float(lam @ cap)
+    lo = 0.0
+    for _ in range(32):
+        mid = 0.5 * (lo + hi)
+        level = np.minimum(pth.at(mid)[0], maximum)[runnable]
+        found = job_duals(a, allowed, price, level)
+        if found is not None and float(found[2].sum()) > total:
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -1,0 +1,131 @@
+"""hierarchical_max_min_fairness along its own path (hier_parametric.py) against the LP
+loop of hier_water_filling: the same water filling on small problems with no two jobs
+alike, with accounts, where the path ends the water filling (GPUs scarce: one capacity
+level freezes the rest; plentiful: every job alone on its best type) and where the LP
+loop has to go on from the path's state (one type plentiful, so its price is 0 and
+not every job is proven bottlenecked). A spy checks which of these really ran."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from slurm_gavel.core.model import Problem
+from slurm_gavel.policies import allocate
+from slurm_gavel.policies.solvers import hier_parametric as hp
+from slurm_gavel.policies.solvers import hier_water_filling as hw
+
+NAME = "hierarchical_max_min_fairness"
+ACCOUNTS = {"a": 2.0, "b": 1.0, "c": 0.5}
+
+
+def distinct(n: int, cluster: dict[str, int], seed: int) -> Problem:
+    from slurm_gavel.simulate.synthetic import random_problem
+
+    p = random_problem(n, 10, seed=seed, accounts=ACCOUNTS, weights=(1.0, 2.0))
+    rng = np.random.default_rng(seed + 7)
+    jobs = tuple(
+        dataclasses.replace(
+            j, throughput={t: v * float(rng.uniform(0.8, 1.2)) for t, v in j.throughput.items()}
+        )
+        for j in p.jobs
+    )
+    return dataclasses.replace(p, jobs=jobs, cluster=cluster)
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, p: Problem, on: bool) -> tuple[np.ndarray, float, list]:  # type: ignore[type-arg]
+    seen: list = []  # type: ignore[type-arg]
+    real = hp.parametric_fill
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        out = real(*args)
+        seen.append(None if out is None else out.complete)
+        return out
+
+    monkeypatch.setattr(hp, "DW_MIN_CELLS", 1 if on else 10**12)
+    monkeypatch.setattr(hw, "parametric_fill", spy)
+    alloc = allocate(p, NAME)
+    assert alloc.violations(p) == []
+    values = np.array([alloc.effective_throughput(p, j.id) for j in p.jobs])
+    return values, float(alloc.objective or 0.0), seen
+
+
+SCARCE = {"v100": 10, "p100": 10, "k80": 10}
+PLENTY = {"v100": 200, "p100": 200, "k80": 200}
+ONE_PLENTIFUL = {"v100": 2, "p100": 2, "k80": 200}
+SKEWED = {"v100": 40, "p100": 3, "k80": 3}
+
+
+@pytest.mark.parametrize(
+    "cluster,seed,complete",
+    [
+        (SCARCE, 0, True),
+        (SCARCE, 1, True),
+        (PLENTY, 0, True),
+        (SKEWED, 0, True),
+        (ONE_PLENTIFUL, 0, False),
+        (SKEWED, 1, False),
+    ],
+)
+def test_path_matches_the_lp_loop(
+    monkeypatch: pytest.MonkeyPatch, cluster: dict[str, int], seed: int, complete: bool
+) -> None:
+    p = distinct(80, cluster, seed)
+    ref, ref_first, seen_ref = _run(monkeypatch, p, on=False)
+    got, got_first, seen = _run(monkeypatch, p, on=True)
+    assert seen_ref == [None]
+    assert seen == [complete]
+    assert got_first == pytest.approx(ref_first, rel=1e-8)
+    # Levels agree to the solvers' tolerances; a job frozen within the bottleneck margin
+    # (1e-4 relative) of its maximum may keep spare time in one and not the other.
+    np.testing.assert_allclose(got, ref, rtol=2 * hp.MARGIN, atol=1e-9)
+    assert got.sum() == pytest.approx(ref.sum(), rel=1e-6)
+
+
+def test_path_events_by_hand() -> None:
+    """One entity (weight 1) with jobs of weight 1 and unit 1, maxima 1 and 3; a second
+    entity (weight 2) with one job, maximum 4. Entity 0: both rise at 1/2 per unit tau
+    until job 0 is full at tau 2, then job 1 at 1 per unit until 3 at tau 4; entity 1's
+    job rises at 2 per unit and is full at tau 2 (the same event)."""
+    pth = hp.path(
+        maximum=np.array([1.0, 3.0, 4.0]),
+        unit=np.ones(3),
+        live_weight=np.ones(3),
+        entity=np.array([0, 0, 1]),
+        entity_weight=np.array([1.0, 2.0]),
+        frozen=np.zeros(3, dtype=bool),
+    )
+    np.testing.assert_allclose(pth.tau, [2.0, 4.0])
+    assert pth.froze_at.tolist() == [0, 1, 0]
+    np.testing.assert_allclose(pth.final, [1.0, 3.0, 4.0])
+    level, frozen = pth.at(3.0)
+    np.testing.assert_allclose(level, [1.0, 2.0, 4.0])
+    assert frozen.tolist() == [True, False, True]
+    level, frozen = pth.at(1.0)
+    np.testing.assert_allclose(level, [0.5, 0.5, 2.0])
+    assert not frozen.any()
+
+
+def test_margin_freezes_near_full_jobs_together() -> None:
+    """A job within the margin (1e-4 relative) of its maximum when another fills freezes
+    at that event, as the LP loop freezes every job that cannot rise by the margin."""
+    pth = hp.path(
+        maximum=np.array([1.0, 1.00005, 2.0]),
+        unit=np.ones(3),
+        live_weight=np.ones(3),
+        entity=np.zeros(3, dtype=np.int64),
+        entity_weight=np.array([1.0]),
+        frozen=np.zeros(3, dtype=bool),
+    )
+    assert pth.froze_at.tolist() == [0, 0, 1]
+    np.testing.assert_allclose(pth.final, [1.0, 1.0, 2.0])
+
+
+def test_zero_weights_take_the_lp_loop() -> None:
+    coef = np.ones((600, 3))
+    one = np.ones(600)
+    args = (coef, one, one, one, np.zeros(600, dtype=np.int64))
+    assert hp.parametric_fill(*args, np.array([0.0]), np.full(3, 10.0)) is None
+    assert hp.parametric_fill(*args, np.array([1.0]), np.full(3, 10.0)) is not None
