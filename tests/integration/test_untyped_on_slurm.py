@@ -4,8 +4,9 @@ speed per GPU type (GAVEL_EMULATE_RATES) and reports progress through the spool;
 daemon (`slurm-gavel run`, LEARNED with its trust bounds) learns each job's own row
 from those reports and from Slurm's record of the GPU type each run ran on, keeps it
 in its state file, and `status --json` shows each cell measured with the seconds of
-running behind it. (That the placement then follows the learned rows is tested on the
-simulated cluster, tests/daemon/test_daemon_job_rows.py: here nothing contends.)"""
+running behind it. (That the placement then follows the learned rows: on the simulated
+cluster, tests/daemon/test_daemon_job_rows.py, and on real Slurm with two jobs contending
+for one GPU of each type, test_learned_placement_on_slurm.py: here nothing contends.)"""
 
 from __future__ import annotations
 
