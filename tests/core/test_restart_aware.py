@@ -1,7 +1,8 @@
 """Restart-aware rounds (core/restart_aware.py): runs kept for their restart cost over
 the budget, Gavel's schedule unchanged when restarts are free, no starvation of a
 blocked multi-GPU job, no makespan cliff over restart costs, protection only where the
-allocation gives the job time, and jobs that never ran first among equal priorities."""
+allocation gives the job time, jobs that never ran first among equal priorities, and a
+run about to finish kept to its end (within a bound, whatever its job declares)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from slurm_gavel.core.cluster_model import (
 from slurm_gavel.core.mechanism import INF
 from slurm_gavel.core.model import Allocation, Job
 from slurm_gavel.core.restart_aware import (
+    FINISH_LEASES,
+    about_to_finish,
     backed,
     new_runs_first,
     protect_new_runs,
@@ -76,8 +79,9 @@ def test_the_cost_is_measured_else_the_job_s_own_else_its_type_s_else_the_settin
 def test_two_jobs_on_one_gpu_swap_once_per_protection_not_every_round():
     # Gavel swaps a and b every other round (test_engine: A, B, B, A, A); with a 100 s
     # restart and a budget of 0.1 each run is kept 1,000 s: a runs rounds 0-2 (1,080 s)
+    # (long jobs: neither is ever within FINISH_LEASES protections of its end here)
     rate = TABLE.throughput(RESNET, 1, "v100")
-    jobs = [Job(j, RESNET, 1, total_steps=rate * 3000.0) for j in ("a", "b")]
+    jobs = [Job(j, RESNET, 1, total_steps=rate * 30000.0) for j in ("a", "b")]
     gavel = _run(jobs, "v100:1x1", 100.0, aware=False)
     aware = _run(jobs, "v100:1x1", 100.0, aware=True)
     assert aware["preemptions"] < gavel["preemptions"]
@@ -272,3 +276,70 @@ def test_a_job_that_never_ran_goes_before_a_preempted_one_on_a_freed_gpu():
         backend.advance(backend.clock + 360.0 if done is None else min(backend.clock + 360.0, done))
     assert runs[0.0] == ["p"] and runs[3240.0] == ["q"] and runs[6120.0] == ["q"]
     assert runs[6240.0] == ["r"]
+
+
+def test_about_to_finish_counts_the_remaining_steps_in_protections():
+    # 300 s restarts, budget 0.1: a protection is 3,000 s; FINISH_LEASES of them 12,000 s
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    more = FINISH_LEASES * 3000.0
+    job = Job("a", RESNET, 1, total_steps=10.0 * (1000.0 + more))
+    acct = JobAccount(protected_until=1000.0, steps_done=10.0 * 1000.0)
+    # 10 steps/s: exactly `more` seconds left -> kept; a bit slower -> not
+    assert about_to_finish(job, acct, 10.0, 1000.0, config)
+    assert not about_to_finish(job, acct, 9.9, 1000.0, config)
+    # no declared total, no rate: never
+    assert not about_to_finish(replace(job, total_steps=0.0), acct, 10.0, 1000.0, config)
+    assert not about_to_finish(job, acct, 0.0, 1000.0, config)
+    # never unprotected runs (backfill, fills): there is no protection to extend
+    assert not about_to_finish(job, JobAccount(steps_done=1e9), 10.0, 1000.0, config)
+    # free restarts: no protection, no extension
+    free = SchedulerConfig(table=TABLE, settings=_settings(0.0, True))
+    assert not about_to_finish(job, acct, 10.0, 1000.0, free)
+
+
+@pytest.mark.parametrize("declared", [1.0, 0.5, 1e-300])
+def test_a_job_that_under_declares_its_steps_is_kept_at_most_finish_leases_more(declared):
+    # Hostile: the user's total_steps is tiny (the daemon caps reported progress at it,
+    # so steps done >= total and the job always looks "about to finish"). Its run is
+    # kept for FINISH_LEASES more protections after its own, then released like any.
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    state = SchedulerState()
+    state.jobs = {"a": JobAccount(protected_until=1000.0, steps_done=declared)}
+    state.placement = {"a": _on("a", "v100", "v100-000")}
+    state.allocation = Allocation("m", {"a": {"v100": 1.0}})
+    job = Job("a", RESNET, 1, total_steps=declared)
+    considered = [
+        (ObservedJob(job, JobState.RUNNING, "v100", state.placement["a"].nodes), {"v100": 5.0})
+    ]
+    nodes = [Node("v100-000", "v100", 1)]
+    end = 1000.0 + FINISH_LEASES * 3000.0
+    assert set(protected_runs(state, considered, nodes, end - 1.0, config)) == {"a"}
+    assert protected_runs(state, considered, nodes, end, config) == {}
+    assert protected_runs(state, considered, nodes, end + 3600.0, config) == {}
+
+
+def test_a_run_about_to_finish_is_not_preempted_when_its_protection_ends():
+    # One GPU, 300 s restarts: a's run is protected until 3,000 s and a finishes at
+    # 4,000 s; b waits from 0. Gavel's priorities give the GPU to b at 3,240 s (a has
+    # had all the time, b none), which would preempt a 760 s before its end and make it
+    # pay a restart. Restart-aware rounds keep a until it finishes, then start b.
+    rate = TABLE.throughput(RESNET, 1, "v100")
+    jobs = [
+        Job("a", RESNET, 1, total_steps=rate * 4000.0),
+        Job("b", RESNET, 1, total_steps=rate * 20000.0),
+    ]
+    backend = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
+                               preemption_overhead_seconds=300.0)  # fmt: skip
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    state = SchedulerState()
+    runs = {}
+    while backend.clock < 4500.0:
+        state, report = run_round(state, backend, config)
+        runs[report.time] = sorted(report.placement.jobs)
+        done = backend.next_completion_time()  # a round ends early when its jobs finish
+        backend.advance(backend.clock + 360.0 if done is None else min(backend.clock + 360.0, done))
+    times = sorted(runs)
+    first_b = next(t for t in times if runs[t] == ["b"])
+    # a ran in every round until it finished (at 4,000 s: no preemption, no restart)
+    assert all(runs[t] == ["a"] for t in times if t < first_b)
+    assert first_b == pytest.approx(4000.0) and runs[3240.0] == ["a"]
