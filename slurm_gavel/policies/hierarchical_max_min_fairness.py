@@ -13,7 +13,9 @@ of their normalised throughput); capacity a bottlenecked job cannot use flows
 to the others (water filling).
 
 The reported objective is the first iteration's level (the weighted max-min
-value). Fast path: class-level LPs in HiGHS (hier_water_filling). Reference
+value). Fast path: class-level LPs in HiGHS (hier_water_filling); with many distinct
+jobs the levels where only time rows bind are replayed without LPs and the first
+capacity level is found and proven by decomposition (hier_parametric). Reference
 (options.reference): the same water filling per job in cvxpy, with bottlenecks
 found by one LP per job (can it rise with everyone else held?). Neither path
 ever falls back to plain max-min: failures raise WaterFillingError.
