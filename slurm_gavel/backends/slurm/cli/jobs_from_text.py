@@ -53,6 +53,11 @@ How the text maps to the JSON, on 22.05, 24.11 and 26.05 alike:
   request (none, or all with --exclusive) or in any other state (COMPLETING lets its
   nodes go one by one).
 
+- a managed job's node needs (--exclude, memory and CPUs per node, --prefer: fit.py)
+  are read from the text for a pending job that never ran, where the listing prints
+  its --exclude (24.11+; slurm/cli/needs_from_text.py), and kept from its last record
+  while their text is unchanged; else its JSON is read (22.05: a new managed job).
+
 So a job that is pending, held or requeue-held, running the run it ran last round,
 or starting a run on whole GPUs its request names per node, is built from text, new
 jobs included (where their account, QOS and comment are not "(null)"); a job that
@@ -67,6 +72,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS, NODE_SHARING, UNNAMED, Record
+from slurm_gavel.backends.slurm.cli.needs_from_text import (
+    NEEDS_FIELDS,
+    needs_from_text,
+    needs_text_same,
+)
 from slurm_gavel.backends.slurm.fields import (
     dependency_text,
     exit_code,
@@ -120,6 +130,7 @@ def job_from_listing(
     gpu_types: Mapping[str, str] | None = None,
     node_sharing: str = "OverSubscribe",
     literal_nulls: Mapping[str, Collection[str]] | None = None,
+    excluded_listed: bool = False,
 ) -> SlurmJob | None:
     """The SlurmJob from_json._job makes of this job's JSON, from its listing values,
     its record and job of the last round (None: a new job), the user names the JSON
@@ -127,13 +138,16 @@ def job_from_listing(
     (gpu_types, node_gpu_types: what an untyped request gets there) and the field the
     listing printed as node_sharing (listing_command), and for "account" and "qos"
     the jobs whose value is a literal "(null)" (squeue -A/-q '(null)': literal_nulls,
-    LITERAL_NULL_FIELDS), which tells an unset one from it; None where the text
-    cannot say it exactly."""
+    LITERAL_NULL_FIELDS), which tells an unset one from it, and whether the listing
+    printed the jobs' --exclude (excluded_listed: CliFormat.excluded_field); None where
+    the text cannot say it exactly."""
     if len(values) != len(LISTING_FIELDS):
         return None
     try:
         shared = NODE_SHARING.get(node_sharing, frozenset())
-        return _build(values, last, users, gpu_types or {}, shared, literal_nulls or {})
+        return _build(
+            values, last, users, gpu_types or {}, shared, literal_nulls or {}, excluded_listed
+        )
     except _Unsure:
         return None
 
@@ -150,6 +164,7 @@ def _build(
     gpu_types: Mapping[str, str],
     shared: frozenset[str],
     literal_nulls: Mapping[str, Collection[str]],
+    excluded_listed: bool,
 ) -> SlurmJob:
     def text(name: str) -> str:
         return values[_AT[name]]
@@ -209,7 +224,7 @@ def _build(
             raise _Unsure  # user_name is not listed; no JSON named this uid yet
     tres_node = _tres(text("tres_per_node"))
     req = gpu_gres(tres_node)
-    needs = _needs(text("features"), old, is_managed_comment(comment))
+    needs = _needs(values, last, is_managed_comment(comment), excluded_listed)
     req_total = gpu_gres(_tres(text("tres_per_job")))
     return SlurmJob(
         job_id=job_id,
@@ -240,18 +255,28 @@ def _build(
     )
 
 
-def _needs(features: str, old: SlurmJob | None, managed: bool) -> JobNeeds:
-    """A job's needs (from_json.job_needs): its --constraint from the text, the rest
-    (listing.JSON_ONLY) from its last record where that was a managed job's; a new
-    managed job is read as JSON; nothing reads a plain job's."""
-    feats = "" if features == _UNSET else features
+def _needs(
+    values: Record, last: tuple[Record, SlurmJob] | None, managed: bool, excluded_listed: bool
+) -> JobNeeds:
+    """A job's needs (from_json.job_needs): a managed job's from its text where that
+    says them (slurm/cli/needs_from_text.py: a pending job that never ran), else its last
+    record's while its needs' text is unchanged (its --constraint from the text), else
+    its JSON is read; nothing reads a plain job's (its --constraint aside)."""
+    now = {f: values[_AT[f]] for f in (*NEEDS_FIELDS, "tres_req")}
+    feats = "" if now["features"] == _UNSET else now["features"]
     if any(c.isspace() for c in feats):
         raise _Unsure
-    if old is not None and is_managed_comment(old.comment) and not old.blanked:
-        return replace(old.needs, features=feats)
-    if managed:
-        raise _Unsure
-    return replace(NO_NEEDS, features=feats)
+    if not managed:
+        return replace(NO_NEEDS, features=feats)
+    first_run = values[_AT["job_state"]] == "PENDING" and values[_AT["restart_cnt"]] == "0"
+    built = needs_from_text(now, pending_first_run=first_run, excluded_listed=excluded_listed)
+    if built is not None:
+        return built
+    if last is not None and is_managed_comment(last[1].comment) and not last[1].blanked:
+        before = {f: last[0][_AT[f]] for f in NEEDS_FIELDS}
+        if needs_text_same(now, before) or not excluded_listed:
+            return replace(last[1].needs, features=feats)
+    raise _Unsure
 
 
 def _new_run_slices(

@@ -38,6 +38,9 @@ COMPLEX_VALUES_SINCE = (24, 11)
 # OverSubscribe for every job that does not oversubscribe. 22.05 and 24.11 have no
 # Exclusive field and print such jobs "NO" in OverSubscribe (slurm/cli/listing.py).
 EXCLUSIVE_FIELD_SINCE = (26, 5)
+# First release checked to have squeue's ExcNodes --Format field (22.05 has it only as
+# -o %x): the listing prints a job's --exclude from it (slurm/cli/needs_from_text.py).
+EXCLUDED_FIELD_SINCE = (24, 11)
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,11 @@ class CliFormat:
     def node_sharing_field(self) -> str:
         """The squeue --Format field that tells a whole-node job (NODE_SHARING)."""
         return "Exclusive" if self.version.release >= EXCLUSIVE_FIELD_SINCE else "OverSubscribe"
+
+    @property
+    def excluded_field(self) -> str | None:
+        """The squeue --Format field of a job's --exclude; None where there is none."""
+        return "ExcNodes" if self.version.release >= EXCLUDED_FIELD_SINCE else None
 
     def nodes_argv(self) -> list[str]:
         # 23.11+ sinfo --json groups alike nodes, so per-node GPU use comes from scontrol

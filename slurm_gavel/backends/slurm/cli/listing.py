@@ -3,8 +3,9 @@ the jobs that are new or changed since the last round (CliReader.read_jobs).
 
 `squeue --json` of 5,000 waiting jobs costs squeue 0.8-1.7 CPU s and the daemon
 ~0.3 s to load, every round, although almost every record is the one it printed a
-round earlier. The listing, `squeue -h -t <active states> -O <LISTING_FIELDS>`,
-prints the text of every field from_json._job reads (FIELDS of record_cache)
+round earlier. The listing, `squeue -h --noconvert -t <active states> -O
+<LISTING_FIELDS>`, prints the text of every field from_json._job reads (FIELDS of
+record_cache; a job's node needs too, since issue 26's node fit: needs_from_text.py)
 for the same jobs in ~0.05 CPU s. A job whose listing record is the one it had
 when it was last read keeps its parsed SlurmJob; a changed job whose record says
 everything _job reads is built from the text (slurm/cli/jobs_from_text.py: pending,
@@ -99,6 +100,17 @@ LISTING_FIELDS: Mapping[str, str] = {
     "eligible_time": "EligibleTime",
     "dependency": "Dependency",
     "features": "Feature",  # --constraint ("(null)" for none)
+    # a job's node needs (slurm/cli/needs_from_text.py): --exclude (22.05 has no such
+    # field: CliFormat.excluded_field), --mem or --mem-per-cpu, CPUs per node,
+    # --cpus-per-gpu, --mem-per-gpu, --prefer, and the request, which tells whether
+    # MinMemory is per node or per CPU
+    "excluded_nodes": "ExcNodes",
+    "memory_per_node": "MinMemory",
+    "minimum_cpus_per_node": "MinCPUs",
+    "cpus_per_tres": "cpus-per-tres",
+    "memory_per_tres": "mem-per-tres",
+    "prefer": "Prefer",
+    "tres_req": "tres-alloc",
     "comment": "Comment",
 }
 # _job fields Slurm changes only together with a listed one (the one named). An
@@ -110,23 +122,14 @@ FOLLOWS = {
     "array_job_id": "job_id",
     "array_task_id": "job_id",
     "array_task_string": "job_id",
+    "memory_per_cpu": "memory_per_node",  # MinMemory prints either (needs_from_text.py)
 }
-# _job fields no listing field prints (a job's --exclude, memory and CPUs per node:
-# from_json.job_needs): a job built from its text keeps its last JSON's, and a new
-# managed job is read as JSON (slurm/cli/jobs_from_text.py). A user's change to them
-# while the job waits is seen at the next full read (FULL_READ_EVERY).
-JSON_ONLY = (
-    "excluded_nodes",
-    "memory_per_node",
-    "memory_per_cpu",
-    "memory_per_tres",
-    "minimum_cpus_per_node",
-    "cpus_per_tres",
-    "prefer",
-)
+# _job fields no listing field prints: none since the needs are listed (issue 26;
+# on 22.05 excluded_nodes is not, and a new managed job is read as JSON there).
+JSON_ONLY: tuple[str, ...] = ()
 # Listed fields _job does not read: they tell whether a job's GPU request says the
 # GPUs it got, per node (a job that just started: slurm/cli/jobs_from_text.py).
-GUARDS = ("tres_per_task", "tres_per_socket", "node_sharing")
+GUARDS = ("tres_per_task", "tres_per_socket", "node_sharing", "tres_req")
 # node_sharing's field, per release (CliFormat.node_sharing_field), and the values it
 # prints for a job that shares its nodes, so that it holds the GPUs it asked for: a
 # whole-node job gets every GPU of its nodes. OverSubscribe (22.05, 24.11) prints "OK"
@@ -166,9 +169,13 @@ class ListingCommand(NamedTuple):
     env: dict[str, str]  # added to the command's environment
 
 
-def listing_command(token: str, node_sharing: str = "OverSubscribe") -> ListingCommand:
+def listing_command(
+    token: str, node_sharing: str = "OverSubscribe", excluded: str | None = "ExcNodes"
+) -> ListingCommand:
     """The listing's squeue; node_sharing: the field printed as node_sharing
-    (NODE_SHARING).
+    (NODE_SHARING); excluded: the one printed as excluded_nodes, None where the release
+    has none (22.05: JobID is printed in its place, and not read). --noconvert: memory
+    in whole megabytes (not "1.50G").
 
     The format, which holds the token, goes in squeue's environment (SQUEUE_FORMAT2,
     what -O sets), not on its command line: any user of the host can read a
@@ -176,9 +183,10 @@ def listing_command(token: str, node_sharing: str = "OverSubscribe") -> ListingC
     token while squeue ran could otherwise try to put it in a comment before squeue
     reads the jobs. (SlurmCommands drops an inherited SQUEUE_FORMAT, which squeue
     would take over SQUEUE_FORMAT2.)"""
-    names = {**LISTING_FIELDS, "node_sharing": node_sharing}
+    names = {**LISTING_FIELDS, "node_sharing": node_sharing, "excluded_nodes": excluded or "JobID"}
     fields = ",".join(f"{name}:0{token}" for name in names.values())
-    return ListingCommand(["squeue", "-h", "-t", ACTIVE_JOB_STATES], {"SQUEUE_FORMAT2": fields})
+    argv = ["squeue", "-h", "--noconvert", "-t", ACTIVE_JOB_STATES]
+    return ListingCommand(argv, {"SQUEUE_FORMAT2": fields})
 
 
 Record = tuple[str, ...]  # a job's listing values, as printed (compared between rounds)

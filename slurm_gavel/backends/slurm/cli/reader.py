@@ -109,7 +109,7 @@ class CliReader:
         nulls = self._literal_nulls(listing) if listing and not force_full else None
         from_text = partial(
             job_from_listing, gpu_types=node_gpu_types(nodes), node_sharing=sharing,
-            literal_nulls=nulls,
+            literal_nulls=nulls, excluded_listed=fmt.excluded_field is not None,
         )  # fmt: skip
         # Only a managed job's end is read (22.05: by a full read); others just leave.
         return self.listed.read(
@@ -163,7 +163,7 @@ class CliReader:
         """Every waiting or running job's listing record; None (read every job's
         JSON instead) when squeue fails or prints something unreadable."""
         token = new_token()
-        argv, env = listing_command(token, node_sharing)
+        argv, env = listing_command(token, node_sharing, self.cli_format.excluded_field)
         res = self.commands.run("list", argv, env=env, retry_timeouts=True)
         listing = parse_listing(res.stdout, token) if res.ok else None
         if listing is None:

@@ -15,6 +15,7 @@ import pytest
 
 from slurm_gavel.backends.slurm.cli.jobs_from_text import job_from_listing
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS, Record, parse_listing
+from slurm_gavel.backends.slurm.fit import JobNeeds
 from slurm_gavel.backends.slurm.from_json import parse_jobs
 from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.core.managed import is_managed_comment
@@ -36,6 +37,16 @@ def same_for_the_daemon(got: SlurmJob, want: SlurmJob) -> bool:
         return got == want
     unread = {"comment": "", "account": "", "qos": "", "user": ""}
     return not is_managed_comment(got.comment) and replace(got, **unread) == replace(want, **unread)
+
+
+def same_needs(got: JobNeeds, want: JobNeeds) -> bool:
+    """The same needs for the node fit: every field but how the memory is kept, and the
+    same memory and CPUs on a node at every GPU count (needs_from_text.py keeps a job
+    with one CPU per node's memory per node, its JSON may say per CPU)."""
+    unset = {"memory_per_node_mb": 0, "memory_per_cpu_mb": 0}
+    return replace(got, **unset) == replace(want, **unset) and all(
+        got.on_node(g) == want.on_node(g) for g in (1, 2, 3, 4, 8)
+    )
 
 
 def load(release: str, name: str) -> tuple[dict[str, Record], dict[str, SlurmJob]]:
@@ -69,10 +80,15 @@ def with_value(record: Record, field: str, value: str) -> Record:
 def test_every_job_built_from_text_is_the_one_its_json_gives(release):
     last, listing, jobs = rounds(release)
     built = {}
+    excluded = release != "22.05"  # CliFormat.excluded_field
     for job_id, record in listing.items():
-        got = job_from_listing(record, last.get(job_id), users(release), TYPES, SHARING[release])
+        got = job_from_listing(
+            record, last.get(job_id), users(release), TYPES, SHARING[release], None, excluded
+        )
         if got is not None:
             assert same_for_the_daemon(got, jobs[job_id]), (got, jobs[job_id])
+            if is_managed_comment(got.comment):
+                assert same_needs(got.needs, jobs[job_id].needs), (got, jobs[job_id])
             built[job_id] = got
     states = {j.state for j in built.values()}
     assert {"PENDING", "RUNNING", "SPECIAL_EXIT"} <= states
@@ -87,12 +103,14 @@ def test_every_job_built_from_text_is_the_one_its_json_gives(release):
     # as JSON: no GPU request, --gpus, --exclusive (all of its node's 4 GPUs)
     assert sorted(sum(s.gpus for s in j.gpu_slices) for j in started if j not in runs) == [0, 1, 4]
     assert len(built) >= 25 and len(built) < len(listing)  # some are read as JSON
-    # a new job: built where its account and QOS are named (sbatch -A --qos), not
-    # "(null)" (22.05 without slurmdbd drops --qos)
-    # (none since their --exclude, memory and CPUs are only in the JSON: JSON_ONLY)
-    named: list[str] = []
+    # a new managed job: built where its account and QOS are named (sbatch -A --qos),
+    # not "(null)", with its node needs where the listing prints its --exclude (24.11+):
+    # `named` and the 9 with needs (test_jobs_from_text_on_slurm.NEEDS); 22.05 reads
+    # them as JSON
     new_managed = [j for j in built.values() if j.job_id not in last and j.comment]
-    assert [j.account for j in new_managed] == named
+    assert [j.account for j in new_managed] == ["gavel-acct"] * (10 if excluded else 0)
+    per_cpu = {j.needs.memory_per_cpu_mb for j in new_managed}
+    assert per_cpu == ({0, 100, 300} if excluded else set())  # "one_cpu": kept per node
     for record in listing.values():
         if record[AT["account"]] == "(null)" and record[AT["comment"]].startswith("gavel:"):
             assert job_from_listing(record, None, users(release)) is None

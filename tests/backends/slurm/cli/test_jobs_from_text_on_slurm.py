@@ -30,7 +30,7 @@ from slurm_gavel.backends.slurm.from_json import parse_jobs
 from slurm_gavel.backends.slurm.record_cache import FIELDS
 from slurm_gavel.backends.slurm.records import GpuSlice, SlurmJob
 from slurm_gavel.core.managed import is_managed_comment
-from tests.backends.slurm.cli.test_jobs_from_text import same_for_the_daemon
+from tests.backends.slurm.cli.test_jobs_from_text import same_for_the_daemon, same_needs
 from tests.backends.slurm.cli.test_listing_on_slurm import update
 
 pytestmark = pytest.mark.slurm
@@ -51,6 +51,23 @@ HOSTILE = {
     "fields": "7|PENDING|0|None|gpu|N/A|N/A|1|0|1795721193|N/A|N/A|0:0|(null)|(null)|0||N/A|x",
     "spaces": "  spaced  ",
     "empty": "",
+}
+
+
+# sbatch options of new managed jobs with node needs: --exclude, memory per node, CPU
+# or GPU, CPUs per node or GPU, --prefer, on two nodes
+NEEDS = {
+    "exclude": ("--exclude=k80-1,v100-[1-2]",),
+    "mem": ("--mem=1537", "-c", "2"),
+    "mem_per_cpu": ("--mem-per-cpu=300", "-c", "3"),
+    "one_cpu": ("--mem-per-cpu=200",),
+    "mem_per_gpu": ("--mem-per-gpu=700", "--gres=gpu:v100:2"),
+    "cpus_per_gpu": ("--cpus-per-gpu=2", "--gres=gpu:1", "--mem-per-cpu=100"),
+    # one CPU per node, per-CPU memory: kept per node (the same figures; the Lua takes
+    # the GPU request, --cpus-per-gpu with it, off a managed job: no CPUs per GPU)
+    "one_cpu_per_gpu": ("--cpus-per-gpu=1", "--gres=gpu:1", "--mem-per-cpu=100"),
+    "prefer": ("--prefer=v100",),
+    "two_nodes": ("-N", "2", "-c", "2", "--mem-per-cpu=100", "--gres=gpu:1"),
 }
 
 
@@ -171,6 +188,8 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         requeued_at = time.time()
         new = sub(*MANAGED)
         named = sub(*MANAGED, "-A", "gavel-acct", "--qos=normal")  # accounting names them
+        # new managed jobs with node needs (fit.JobNeeds: slurm/cli/needs_from_text.py)
+        needs = {k: sub(*a, "-A", "gavel-acct", "--qos=normal", *MANAGED) for k, a in NEEDS.items()}
         slurm.wait_state(starts, "RUNNING")
         slurm.wait_state(ckpt, "SPECIAL_EXIT")
         for job in (requeued, cancelled):
@@ -179,29 +198,40 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
             slurm.wait_state(job, "RUNNING")
         wait_rerun(slurm, rerun, requeued_at)
 
-        second = read(b, everyone - {cancelled} | {new, named})
+        second = read(b, everyone - {cancelled} | {new, named, *needs.values()})
         capture(slurm, "round2", second)
         types = node_gpu_types(b.transport.read_nodes())
         assert types["v100-1"] == "v100"
         sharing = b.transport.cli_format.node_sharing_field
         assert sharing == ("Exclusive" if slurm.release == "26.05" else "OverSubscribe")
+        excluded = b.transport.cli_format.excluded_field is not None
+        assert excluded == (slurm.release != "22.05")
         built = {}
         for job_id, record in second.records.items():
-            got = job_from_listing(record, last.get(job_id), users, types, sharing)
+            got = job_from_listing(record, last.get(job_id), users, types, sharing, None, excluded)
             if got is not None:
                 assert same_for_the_daemon(got, second.jobs[job_id]), (got, second.jobs[job_id])
+                if is_managed_comment(got.comment):
+                    assert same_needs(got.needs, second.jobs[job_id].needs), job_id
                 built[job_id] = got
         assert done not in second.records and cancelled not in second.records
-        # run1 claims itself between the rounds: its --exclude, memory and CPUs are
-        # only in the JSON (listing.JSON_ONLY), read once as for any new managed job
+        # run1 claims itself between the rounds while it runs: its node needs are read
+        # from the JSON (its tres-alloc is its allocation: needs_from_text.py); new: its
+        # account and QOS print "(null)" (no literal_nulls listing here)
         as_json = {new, starts, start["per_job"], start["exclusive"], run1}
         from_text = {held, later, run2, multi, untyped, ckpt, requeued, plain,
                      null_account, *hostile.values(), to["token"], start["1"], start["2"],
                      start["2x2"], start["untyped"], rerun, to["null"], to["crlf"]}  # fmt: skip
-        # a new managed job is read as JSON: its --exclude, memory and CPUs per node are
-        # only there (listing.JSON_ONLY), whatever its account and QOS say
-        as_json.add(named)
+        # a new managed job: built from its text where the listing prints its --exclude
+        # (24.11+), with its node needs
+        fresh = {named, *needs.values()}
+        (from_text if excluded else as_json).update(fresh)
         assert from_text <= set(built), sorted(from_text - set(built))
+        if excluded:
+            assert built[needs["exclude"]].needs.excluded == ("k80-1", "v100-1", "v100-2")
+            assert built[needs["mem_per_cpu"]].needs.memory_per_cpu_mb == 300
+            assert built[needs["mem"]].needs.memory_per_node_mb == 1537
+            assert built[needs["prefer"]].needs.prefer == "v100"
         # a new managed job whose account is "(null)" (unset, or a user's "(null)");
         # one that just started with no GPU request (starts: no gres) or one its text
         # cannot say per node (--gpus, --exclusive). A comment that became "(null)" or
@@ -270,13 +300,17 @@ def test_with_accounting_a_known_job_of_another_user_is_built_from_its_text(slur
         users = {j.user_id: j.user for j in before.jobs.values() if j.user_id is not None}
         second = submit()
         after = read(b, {first, second})
-        # new and managed: read as JSON once (its --exclude, memory and CPUs per node
-        # are only there: listing.JSON_ONLY); from then on built from its text
-        assert job_from_listing(after.records[second], None, users) is None
+        # new and managed: built from its text where the listing prints its --exclude
+        # (24.11+), else read as JSON once; from then on built from its text
+        excluded = b.transport.cli_format.excluded_field is not None
+        sharing = b.transport.cli_format.node_sharing_field
+        new = job_from_listing(after.records[second], None, users, None, sharing, None, excluded)
+        assert (new is not None) == excluded
+        assert new is None or same_needs(new.needs, after.jobs[second].needs)
         last = (before.records[first], before.jobs[first])
-        got = job_from_listing(after.records[first], last, users)
+        got = job_from_listing(after.records[first], last, users, None, sharing, None, excluded)
         assert got is not None and got == after.jobs[first]
-        assert got.needs == after.jobs[first].needs
+        assert same_needs(got.needs, after.jobs[first].needs)
         assert (got.user, got.account) == ("nobody", "biology") and got.qos
     finally:
         slurm.cancel_all()

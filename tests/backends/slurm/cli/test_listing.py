@@ -24,12 +24,12 @@ from slurm_gavel.backends.slurm.records import SlurmJob
 
 DATA = Path(__file__).parents[2] / "data"
 TOKEN = "|0123456789abcdef|"  # the token the captures were made with (listing_command)
-# Captured with listing_command(TOKEN, CliFormat.node_sharing_field: 26.05 "Exclusive")
-# and SLURM_TIME_FORMAT=%s on a fresh tools/local-cluster, jobs: 1 managed and held;
-# 2 and 3 an array whose comment holds '|' and a newline with a fake record after it;
-# 4 a comment of invalid UTF-8 bytes (24.11 and 26.05: and "\r\n").
-# The Dependency column (added later) was put in each record as squeue prints it for
-# a job without one, "(null)" (checked on 22.05 and 26.05).
+# Captured with listing_command(TOKEN, CliFormat.node_sharing_field: 26.05 "Exclusive";
+# CliFormat.excluded_field: 22.05 None) and SLURM_TIME_FORMAT=%s on a fresh
+# tools/local-cluster (2026-11-28, with the node needs' fields), jobs: 1 managed and
+# held (`sbatch --hold`: job_submit.lua adds hold=user); 2 and 3 an array whose comment
+# holds '|' and a newline with a fake record after it; 4 a comment of invalid UTF-8
+# bytes and "\r\n".
 RELEASES = ["22.05", "24.11", "26.05"]
 
 
@@ -56,13 +56,13 @@ def test_each_release_listing_reads_back_with_hostile_comments(release):
     listing = parse_listing(captured(release), TOKEN)
     assert listing is not None and list(listing) == ["1", "3", "2", "4"]
     fields = listing
-    assert fields["1"][-1] == "gavel:type=ResNet-18 (batch size 16),scale=1"
+    assert fields["1"][-1] == "gavel:type=ResNet-18 (batch size 16),scale=1,hold=user"
     assert fields["1"][1] == "PENDING" and fields["3"][1] == "RUNNING"
     assert fields["3"][-1] == "plain x|y\nsecond line 1|PENDING"  # one field, one job
     assert fields["4"][-1].startswith("bad\udcff\udcfe")
     # a state change, a comment change: another record for that job only
     text = captured(release)
-    for old, new in [("PENDING", "RUNNING"), ("scale=1", "scale=2")]:
+    for old, new in [("PENDING", "RUNNING"), ("hold=user", "hold=usex")]:
         changed = parse_listing(text.replace(old + TOKEN, new + TOKEN, 1), TOKEN)
         assert changed is not None and changed["1"] != listing["1"]
         assert {j: r for j, r in changed.items() if j != "1"} == {
@@ -360,3 +360,16 @@ def test_a_hostile_listing_cannot_name_a_uid():
     got = inc.read(listing, s.full, s.some, from_text=lambda r, last, users: (
         None if not r[UID].isdigit() else named_from_text(r, last, users)))  # fmt: skip
     assert s.asked == [["1", "2"]] and [j.user for j in got] == ["ada"] * 6
+
+
+def test_the_exclude_field_is_listed_where_the_release_has_one():
+    """22.05's --Format has no ExcNodes (only -o %x): JobID is printed in its place, and
+    read by nothing (job_from_listing's excluded_listed). Memory in whole megabytes."""
+    at = list(LISTING_FIELDS).index("excluded_nodes")
+    for excluded, want in [("ExcNodes", "ExcNodes"), (None, "JobID")]:
+        argv, env = listing_command(TOKEN, "OverSubscribe", excluded)
+        names = [f.split(":0")[0] for f in env["SQUEUE_FORMAT2"].split(TOKEN + ",")]
+        assert names[at] == want and len(names) == len(LISTING_FIELDS)
+        assert "--noconvert" in argv
+    old = parse_listing(captured("22.05"), TOKEN)
+    assert old is not None and all(r[at] == j for j, r in old.items())
