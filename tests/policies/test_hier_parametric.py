@@ -37,15 +37,21 @@ def distinct(n: int, cluster: dict[str, int], seed: int) -> Problem:
 
 def _run(monkeypatch: pytest.MonkeyPatch, p: Problem, on: bool) -> tuple[np.ndarray, float, list]:  # type: ignore[type-arg]
     seen: list = []  # type: ignore[type-arg]
-    real = hp.parametric_fill
+    real, real_cross = hp.parametric_fill, hp._cross
+    crossings = []
 
     def spy(*args):  # type: ignore[no-untyped-def]
         out = real(*args)
-        seen.append(None if out is None else out.complete)
+        seen.append(None if out is None else (out.complete, len(crossings)))
         return out
+
+    def count(*args):  # type: ignore[no-untyped-def]
+        crossings.append(1)
+        return real_cross(*args)
 
     monkeypatch.setattr(hp, "DW_MIN_CELLS", 1 if on else 10**12)
     monkeypatch.setattr(hw, "parametric_fill", spy)
+    monkeypatch.setattr(hp, "_cross", count)
     alloc = allocate(p, NAME)
     assert alloc.violations(p) == []
     values = np.array([alloc.effective_throughput(p, j.id) for j in p.jobs])
@@ -59,24 +65,28 @@ SKEWED = {"v100": 40, "p100": 3, "k80": 3}
 
 
 @pytest.mark.parametrize(
-    "cluster,seed,complete",
+    "cluster,seed,complete,crossings",
     [
-        (SCARCE, 0, True),
-        (SCARCE, 1, True),
-        (PLENTY, 0, True),
-        (SKEWED, 0, True),
-        (ONE_PLENTIFUL, 0, False),
-        (SKEWED, 1, False),
-    ],
+        (SCARCE, 0, True, 1),  # one capacity level freezes every job left
+        (SCARCE, 1, True, 1),
+        (PLENTY, 0, True, 1),  # every job full on its best type: no capacity level
+        (SKEWED, 0, True, 1),
+        (SKEWED, 1, True, 2),  # jobs left unproven rise again along a new path
+        (ONE_PLENTIFUL, 0, False, 38),  # k80's price is 0: one proof per crossing, then
+    ],  # a crossing proves none and the LP loop goes on from there
 )
 def test_path_matches_the_lp_loop(
-    monkeypatch: pytest.MonkeyPatch, cluster: dict[str, int], seed: int, complete: bool
+    monkeypatch: pytest.MonkeyPatch,
+    cluster: dict[str, int],
+    seed: int,
+    complete: bool,
+    crossings: int,
 ) -> None:
     p = distinct(80, cluster, seed)
     ref, ref_first, seen_ref = _run(monkeypatch, p, on=False)
     got, got_first, seen = _run(monkeypatch, p, on=True)
     assert seen_ref == [None]
-    assert seen == [complete]
+    assert seen == [(complete, crossings)]
     assert got_first == pytest.approx(ref_first, rel=1e-8)
     # Levels agree to the solvers' tolerances; a job frozen within the bottleneck margin
     # (1e-4 relative) of its maximum may keep spare time in one and not the other.
@@ -96,6 +106,7 @@ def test_path_events_by_hand() -> None:
         entity=np.array([0, 0, 1]),
         entity_weight=np.array([1.0, 2.0]),
         frozen=np.zeros(3, dtype=bool),
+        start=np.zeros(3),
     )
     np.testing.assert_allclose(pth.tau, [2.0, 4.0])
     assert pth.froze_at.tolist() == [0, 1, 0]
@@ -118,6 +129,7 @@ def test_margin_freezes_near_full_jobs_together() -> None:
         entity=np.zeros(3, dtype=np.int64),
         entity_weight=np.array([1.0]),
         frozen=np.zeros(3, dtype=bool),
+        start=np.zeros(3),
     )
     assert pth.froze_at.tolist() == [0, 0, 1]
     np.testing.assert_allclose(pth.final, [1.0, 1.0, 2.0])

@@ -99,14 +99,22 @@ def _certified_duals(
 
 
 def job_duals(
-    a: np.ndarray, allowed: np.ndarray, price: np.ndarray, target: np.ndarray
+    a: np.ndarray,
+    allowed: np.ndarray,
+    price: np.ndarray,
+    target: np.ndarray,
+    *,
+    largest_y: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Each job's own dual at capacity prices: max target_j y - u s.t. a_jt y - u <=
     price_jt on its allowed types, y, u >= 0 (the dual of min price_j . x s.t. a_j . x >=
     target_j, sum_t x_t <= 1). Its optimum is one of the candidate points (0, 0), one
     type's (y = price_t / a_t) or two types' (both constraints tight); the best feasible
     one per job: (y, u, objective = the job's least cost of its target), or None if a
-    job has no feasible candidate (CERT_TOL)."""
+    job has no feasible candidate (CERT_TOL). largest_y: among candidates within 1e-12
+    (relative to the prices) of the best, the one with the largest y (at a kink of the
+    job's cost the duals form a range; the largest proves the most), and its own
+    objective."""
     n, k = a.shape
     cand_y = [np.zeros(n)]
     cand_u = [np.zeros(n)]
@@ -131,4 +139,7 @@ def job_duals(
     rows = np.arange(n)
     if not np.isfinite(obj[rows, best]).all():
         return None
+    if largest_y:
+        near = obj >= obj[rows, best][:, None] - 1e-12 * scale_
+        best = np.argmax(np.where(near, ys, -np.inf), axis=1)
     return ys[rows, best], np.maximum(us[rows, best], 0.0), obj[rows, best]

@@ -30,10 +30,15 @@ own dual (y_j, u_j) at its level V_j (hier_dw.job_duals): for any allocation
 within the capacity, sum_j (y_j V'_j - u_j) <= lam . cap = 1, so lifting job j by
 delta with everyone else held needs y_j delta <= 1 - sum_j C_j(V_j) (C_j: the
 job's least cost of V_j at lam, the same sum). A job with y_j margin_j above that
-gap is bottlenecked: proven. If every unfrozen job is proven, the water filling
-ends here (the usual case with all GPU types scarce); otherwise the state at
-tau_cap (levels, frozen jobs) goes back to the LP loop, which goes on from it.
-Either way the answer is the LP loop's to within dw's 1e-9 certificates.
+gap is bottlenecked: proven. At a kink of a job's cost its duals form a range and
+the largest y is taken (job_duals(largest_y=True)). If every unfrozen job is
+proven, the water filling ends here (the usual case with all GPU types scarce);
+otherwise the jobs left rise again along a new path from that state, to the next
+crossing (with one type so plentiful that its price is 0 this proves about one job
+per crossing, as the LP loop's levels do). A crossing that proves no job, or
+MAX_ROUNDS of them, hands the state (levels, frozen jobs) to the LP loop, which
+goes on from it. Either way the answer is the LP loop's to within dw's 1e-9
+certificates.
 `None` (caller: the plain LP loop) where the decomposition does not apply.
 """
 
@@ -63,6 +68,8 @@ MARGIN = 1e-4
 MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)
 #: Newton stops once beta is within this of 1 (from above).
 BETA_TOL = 1e-11
+#: At most this many crossings (each: one path, ~6 min_beta solves); then the LP loop.
+MAX_ROUNDS = 50
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,7 @@ class Path:
     final: np.ndarray  # (C,) level at freezing
     entity: np.ndarray  # (C,) entity index
     unit: np.ndarray  # (C,) level per unit of the entity's clock (w / s)
+    start: np.ndarray  # (C,) levels when the clocks were at 0
 
     def at(self, tau: float) -> tuple[np.ndarray, np.ndarray]:
         """(levels (C,), frozen (C,)) at common level tau: the clocks interpolated
@@ -89,7 +97,7 @@ class Path:
             span = float(self.tau[k + 1]) - t0
             mu = mu0 + ((tau - t0) / span if span > 0 else 0.0) * (self.mu[k + 1] - mu0)
         frozen = self.froze_at <= k
-        return np.where(frozen, self.final, self.unit * mu[self.entity]), frozen
+        return np.where(frozen, self.final, self.start + self.unit * mu[self.entity]), frozen
 
 
 @dataclass(frozen=True)
@@ -114,19 +122,21 @@ def path(
     entity: np.ndarray,
     entity_weight: np.ndarray,
     frozen: np.ndarray,
+    start: np.ndarray,
 ) -> Path:
-    """The time-row events. Class c's level is unit_c mu_e until it freezes at
-    maximum_c; live_weight_c = w_c count_c (its part of S_e); `frozen`: from the start."""
+    """The time-row events. Class c's level is start_c + unit_c mu_e until it freezes
+    at maximum_c; live_weight_c = w_c count_c (its part of S_e); `frozen` at start."""
     n_ent = len(entity_weight)
-    star = np.where(frozen, 0.0, maximum / np.where(unit > 0, unit, 1.0))  # mu at M_c
+    star = np.where(frozen, 0.0, (maximum - start) / np.where(unit > 0, unit, 1.0))  # mu at M
     froze_at = np.where(frozen, -1, np.iinfo(np.int64).max)
-    final = np.where(frozen, 0.0, maximum)
+    final = np.where(frozen, start, maximum)
     # per entity: its unfrozen classes by mu*, a pointer to the next to freeze
     order = [np.nonzero((entity == e) & ~frozen)[0] for e in range(n_ent)]
     order = [o[np.argsort(star[o], kind="stable")] for o in order]
     star_l = [star[o].tolist() for o in order]
     max_l = [maximum[o].tolist() for o in order]
     unit_l = [unit[o].tolist() for o in order]
+    start_l = [start[o].tolist() for o in order]
     lw_l = [live_weight[o].tolist() for o in order]
     nxt = [0] * n_ent
     left = [float(sum(w)) for w in lw_l]
@@ -156,7 +166,7 @@ def path(
         for e in range(n_ent):  # freeze every class that cannot rise by the margin
             i = nxt[e]
             while i < len(order[e]):
-                lv = min(unit_l[e][i] * mu[e], max_l[e][i])
+                lv = min(start_l[e][i] + unit_l[e][i] * mu[e], max_l[e][i])
                 if max_l[e][i] - lv >= max(MARGIN * lv, MARGIN_FLOOR):
                     break
                 frz.append((int(order[e][i]), k, lv))
@@ -172,7 +182,13 @@ def path(
         froze_at[cls] = ev
         final[cls] = lv
     return Path(
-        np.array(taus), np.array(mus).reshape(len(taus), n_ent), froze_at, final, entity, unit
+        np.array(taus),
+        np.array(mus).reshape(len(taus), n_ent),
+        froze_at,
+        final,
+        entity,
+        unit,
+        start,
     )
 
 
@@ -200,11 +216,38 @@ def parametric_fill(
         return None
     maximum = np.where(allowed, coef, 0.0).max(axis=1, initial=0.0)
     unit = np.where(runnable, weight / scale, 0.0)
-    pth = path(maximum, unit, weight * count, entity, entity_weight, ~runnable)
-    try:
-        return _cross(coef, runnable, count * scale, capacity, pth, weight * count, entity_weight)
-    except DwStalled:
-        return None
+    level, frozen = np.zeros(len(coef)), ~runnable
+    first: float | None = None
+    iterations = solves = 0
+    for _ in range(MAX_ROUNDS):
+        pth = path(maximum, unit, weight * count, entity, entity_weight, frozen, level)
+        try:
+            cr = _cross(coef, runnable, count * scale, capacity, pth, weight * count, entity_weight)
+        except DwStalled:
+            if first is None:
+                return None
+            break  # the LP loop goes on from the last crossing
+        if first is None:  # the LP loop's first level ends at the first event or crossing
+            first = float(pth.tau[0]) if len(pth.tau) and pth.tau[0] <= cr.tau else cr.tau
+        iterations += cr.events + (0 if cr.full else 1)
+        solves += cr.solves
+        level, frozen, x = cr.level, cr.frozen, cr.x
+        if frozen.all() or cr.proven == 0:
+            break
+    assert first is not None
+    return Partial(level, frozen, x, first, iterations, bool(frozen.all()), solves)
+
+
+@dataclass(frozen=True)
+class _Crossing:
+    level: np.ndarray
+    frozen: np.ndarray
+    x: np.ndarray
+    tau: float  # where the path stopped fitting (its end if it never did)
+    events: int  # path events up to tau
+    full: bool  # every class reached its maximum within the cluster
+    proven: int  # classes proven bottlenecked at the crossing
+    solves: int
 
 
 def _cross(
@@ -215,7 +258,7 @@ def _cross(
     pth: Path,
     live_weight: np.ndarray,
     entity_weight: np.ndarray,
-) -> Partial:
+) -> _Crossing:
     """Where the path's levels stop fitting the cluster (module docstring)."""
     n, k = coef.shape
     allowed = coef > 0
@@ -245,9 +288,8 @@ def _cross(
     end = float(pth.tau[-1]) if len(pth.tau) else 0.0
     res, level, frozen = beta(end)
     solves = 1
-    first = float(pth.tau[0]) if len(pth.tau) else 0.0
     if res.beta <= 1.0:  # every job reaches its maximum: time rows only
-        return Partial(level, frozen, fractions(res), first, len(pth.tau), True, solves)
+        return _Crossing(level, frozen, fractions(res), end, len(pth.tau), True, 0, solves)
     # safeguarded Newton on beta(tau) = 1: beta rises with tau, convex between events.
     # It starts where the Lagrangian bound at the last prices reaches 1 (an upper bound
     # on the crossing, cheap: no LP): min_beta far above the crossing can be slow.
@@ -269,7 +311,7 @@ def _cross(
     level = level / max(res.beta, 1.0)
     x = fractions(res)
     assert lam is not None
-    found = job_duals(a, al, g[:, None] * lam[None, :], level[runnable])
+    found = job_duals(a, al, g[:, None] * lam[None, :], level[runnable], largest_y=True)
     if found is None:
         raise DwStalled("hierarchical path: no dual at the crossing")
     y_r, _, cost = found
@@ -277,11 +319,8 @@ def _cross(
     y = np.zeros(n)
     y[runnable] = y_r
     proven = ~frozen & (y * np.maximum(MARGIN * level, MARGIN_FLOOR) > gap)
-    frozen = frozen | proven
     events = int(np.searchsorted(pth.tau, tau, side="right"))
-    if events == 0:
-        first = tau
-    return Partial(level, frozen, x, first, events + 1, bool(frozen.all()), solves)
+    return _Crossing(level, frozen | proven, x, tau, events, False, int(proven.sum()), solves)
 
 
 def _bound_root(
