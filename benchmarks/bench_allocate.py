@@ -16,7 +16,8 @@ process. --reference-check also runs the policy's reference path
 reports the relative objective gap |fast - ref| / |ref|. --exact-check runs the
 same policy with every decomposition (policies/solvers/dw.py and its users)
 switched off, i.e. the HiGHS LPs of before issue 27's per-job work, and reports the
-gap to that: the check that the fast path is exact.
+gap to that: the check that the fast path is exact (packed: the class-pair column
+generation of mm_lp.py instead of mm_pack_groups.py's partner-group LP).
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ def jittered(problem: Any, spread: float, seed: int) -> Any:
 def no_decomposition() -> None:
     """Switch off every decomposition path (dw.py and its users): each LP goes to HiGHS
     whole, as before issue 27's work. The "exact" check compares against this."""
-    from slurm_gavel.policies.solvers import ftf_dw, hier_dw, hier_parametric, mm_lp
+    from slurm_gavel.policies.solvers import ftf_dw, hier_dw, hier_parametric, mm_lp, mm_pack_groups
 
     mm_lp.DW_MIN_COLUMNS = 10**12
     mm_lp.SUM_DW_MIN_COLUMNS = 10**12
     ftf_dw.DW_MIN_JOBS = 10**12
     hier_dw.DW_MIN_CELLS = 10**12
     hier_parametric.DW_MIN_CELLS = 10**12
+    mm_pack_groups.GROUP_MIN_CLASSES = 10**12  # packed: the class-pair LP (mm_lp.py)
 
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from slurm_gavel.core.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
+from slurm_gavel.policies.solvers import mm_pack_groups
 from slurm_gavel.policies.solvers.agnostic_split import spread_by_capacity
 from slurm_gavel.policies.solvers.classes import JobClasses, fairness_coefficients, group_jobs
 from slurm_gavel.policies.solvers.mm_disaggregate import job_fractions, pair_shares
@@ -56,6 +57,8 @@ def allocate_max_min(
     classes = group_jobs(agnostic_problem(problem) if agnostic else problem, by_job_type=packed)
     tput = agnostic_throughput(classes.throughput) if agnostic else classes.throughput
     coef = fairness_coefficients(classes, tput)
+    if packed and not agnostic and classes.n_classes >= mm_pack_groups.GROUP_MIN_CLASSES:
+        return _packed_groups(problem, options, policy, classes, coef)
     pairs = class_pair_vars(problem, classes, tput) if packed else PairVars.empty()
     sol = solve_max_min_classes(
         coef,
@@ -77,6 +80,20 @@ def allocate_max_min(
         job_fractions(problem, classes, x),
         pair_shares(problem, classes, pairs, sol.y) if packed else [],
         objective=sol.objective,
+    )
+    alloc.notes.extend(_unrunnable_notes(problem, classes, sol.runnable))
+    return alloc
+
+
+def _packed_groups(
+    problem: Problem, options: PolicyOptions, policy: str, classes: JobClasses, coef: np.ndarray
+) -> Allocation:
+    """Many classes: pair time per partner group (mm_pack_groups.py), the same optimum."""
+    sol = mm_pack_groups.solve_packed_groups(
+        problem, classes, coef, second_stage=options.second_stage, time_limit=options.time_limit
+    )
+    alloc = Allocation(
+        policy, job_fractions(problem, classes, sol.x), sol.pairs, objective=sol.objective
     )
     alloc.notes.extend(_unrunnable_notes(problem, classes, sol.runnable))
     return alloc

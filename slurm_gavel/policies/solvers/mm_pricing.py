@@ -81,6 +81,25 @@ class PricedLp:
         self.col_lower[col] = lower
         self.h.changeColBounds(int(self.pos[col]), lower, float(self.col_upper[col]))
 
+    def add_row(self, cols: np.ndarray, coeff: np.ndarray, lower: float, upper: float) -> None:
+        """Append the row lower <= sum coeff[i] x[cols[i]] <= upper (full column indices).
+
+        The row joins A, so pricing sees its dual; HiGHS gets the active columns' part
+        now and each priced-in column brings its coefficient along.
+        """
+        import scipy.sparse as sp
+
+        row = sp.csc_matrix(
+            (coeff, (np.zeros(len(cols), dtype=np.int64), cols)), shape=(1, self.a.shape[1])
+        )
+        self.a = sp.vstack([self.a, row], format="csc")
+        self._a_t = None
+        on = self.active[cols]
+        self.h.addRow(
+            lower, upper, int(on.sum()),
+            self.pos[cols[on]].astype(np.int32), coeff[on].astype(np.float64),
+        )  # fmt: skip
+
     def solve(self, what: str) -> np.ndarray:
         """Optimise, pricing in missing columns until none improves; full-length x."""
         while True:

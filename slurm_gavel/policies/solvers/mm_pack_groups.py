@@ -1,0 +1,335 @@
+"""The packed max-min LP with pair time aggregated per job and partner *group*, exactly.
+
+A pair's throughputs depend only on the two jobs' job types and scale factor (the
+pair table), never on the jobs themselves. So instead of one column per job pair
+and GPU type (889k at 1,024 distinct jobs), each class c gets one column per
+partner group b = (job type, scale) and GPU type t:
+
+* Y[c, b, t]  time each job of c spends paired with some job of group b on type t
+
+worth factor_c * r_ab(t) per unit to c's job (its side of the pair rate; the same
+normalisation as mm_pairs.class_pair_vars) and occupying s/2 GPUs of t per unit
+(each pair is counted from both of its sides). Which concrete partners give that
+time is a transport problem, and any marginals are realisable:
+
+* a != b: one row per (a, b, t), sum_{c in a} n_c Y[c,b,t] = sum_{d in b} n_d Y[d,a,t]
+  (the pair time seen from both sides). Any two jobs of a and b may pair on t when
+  both may run on t, so the north-west-corner rule turns the marginals into at most
+  |a| + |b| - 1 job pairs with exactly those times.
+* a == b: pairs inside one group. Degrees d_j (a job's paired time) are realisable
+  by pairs of two *different* jobs iff max_j d_j <= D / 2, D = sum_j d_j (lay the
+  degrees end to end on a circle of length D and pair each point x with x + D/2).
+  Those rows are added only when violated (row generation): the LP without them is
+  a relaxation, so once its optimum satisfies them it is the optimum.
+
+So the LP has the same optimum as the job-pair LP (same value of the max-min and
+of stage 2), with (classes x groups x types) columns instead of (classes^2 x
+types). Used for many classes (GROUP_MIN_CLASSES); the class-pair path of mm_lp.py
+stays for fewer, so the simulator's small class LPs keep their vertex bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import highspy
+import numpy as np
+
+from slurm_gavel.core.model import GpuType, JobId, PairShare, Problem, pair_lookup
+from slurm_gavel.policies.solvers.classes import JobClasses, capacity_share_throughput
+from slurm_gavel.policies.solvers.lp import SolverError
+from slurm_gavel.policies.solvers.mm_pairs import pair_rates
+from slurm_gavel.policies.solvers.mm_pricing import PricedLp
+
+# From this many classes on, max_min_fairness_packed solves this LP instead of the
+# class-pair LP (measured: docs/design.md 4.3, benchmarks/README.md).
+GROUP_MIN_CLASSES = 200
+STAGE2_SLACK = 1e-9  # as mm_lp.STAGE2_SLACK
+EPS = 1e-12  # below this, pair time is solver noise
+_DEGREE_TOL = 1e-9
+# Pair columns enter by pricing (mm_pricing.py), this many per round: all 70k at once
+# take 34 s of dual simplex (37k iterations; IPM 5.6 s + 2 s), 500/1,000/3,000 per
+# round 4.7/4.3/7.4 s at 1,024 distinct jobs (load ~4.5). Starting each job with its
+# best partner group per type, or adding each job's best column per round: no gain.
+PRICING_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class GroupSolution:
+    x: np.ndarray  # (C, K) per-job fractions alone
+    pairs: list[PairShare]
+    value: np.ndarray  # (C,) per-job normalised throughput
+    objective: float
+    runnable: np.ndarray  # (C,) bool
+
+
+@dataclass
+class _Cols:
+    """Pair columns: class, partner group, GPU type, gain per unit, consistency row."""
+
+    c: np.ndarray
+    b: np.ndarray
+    t: np.ndarray
+    gain: np.ndarray
+    row: np.ndarray  # consistency row (-1: within one group)
+    sign: np.ndarray
+
+
+def _groups(classes: JobClasses) -> tuple[np.ndarray, list[tuple[str, int]]]:
+    keys: dict[tuple[str, int], int] = {}
+    of = np.array(
+        [
+            keys.setdefault((classes.job_type[c], int(classes.scale[c])), len(keys))
+            for c in range(classes.n_classes)
+        ],
+        dtype=np.int64,
+    )
+    return of, list(keys)
+
+
+def _pair_columns(
+    problem: Problem, classes: JobClasses, group: np.ndarray, keys: list[tuple[str, int]],
+    factor: np.ndarray,
+) -> tuple[_Cols, int]:  # fmt: skip
+    table = pair_lookup(problem)
+    allowed = classes.allowed()
+    type_index = {t: k for k, t in enumerate(classes.types)}
+    n_groups = len(keys)
+    members = [np.nonzero(group == g)[0] for g in range(n_groups)]
+    jobs_in = np.array([int(classes.count[m].sum()) for m in members])
+    on_type = np.array([allowed[m].any(axis=0) for m in members]).reshape(n_groups, -1)
+    cons: dict[tuple[int, int, int], int] = {}
+    cs: list[np.ndarray] = []
+    bs: list[np.ndarray] = []
+    ts: list[np.ndarray] = []
+    gs: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
+    signs: list[np.ndarray] = []
+    for a, (type_a, scale) in enumerate(keys):
+        for b, (type_b, scale_b) in enumerate(keys):
+            if scale_b != scale or (a == b and jobs_in[a] < 2):
+                continue
+            rates = pair_rates(table, type_a, type_b, scale)
+            if rates is None:
+                continue
+            for t, (ra, rb) in rates.items():
+                k = type_index.get(t)
+                if k is None or not on_type[b, k] or (ra <= 0 and rb <= 0):
+                    continue
+                mem = members[a][allowed[members[a], k]]
+                if not len(mem):
+                    continue
+                row, sign = -1, 0.0
+                if a != b:
+                    row = cons.setdefault((min(a, b), max(a, b), k), len(cons))
+                    sign = 1.0 if a < b else -1.0
+                cs.append(mem)
+                bs.append(np.full(len(mem), b))
+                ts.append(np.full(len(mem), k))
+                gs.append(factor[mem] * ra)
+                rows.append(np.full(len(mem), row))
+                signs.append(np.full(len(mem), sign))
+
+    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+    cols = _Cols(
+        cat(cs, np.int64), cat(bs, np.int64), cat(ts, np.int64), cat(gs, np.float64),
+        cat(rows, np.int64), cat(signs, np.float64),
+    )  # fmt: skip
+    return cols, len(cons)
+
+
+def solve_packed_groups(
+    problem: Problem,
+    classes: JobClasses,
+    coef: np.ndarray,
+    *,
+    second_stage: bool = True,
+    time_limit: float | None = None,
+) -> GroupSolution:
+    """Two-stage packed max-min over classes and partner groups; see the module docstring."""
+    import scipy.sparse as sp
+
+    n_cls, n_types = coef.shape
+    allowed = classes.allowed()
+    count = classes.count.astype(np.float64)
+    scale = classes.scale.astype(np.float64)
+    norm = classes.weight * capacity_share_throughput(classes.throughput, classes.capacity)
+    factor = classes.scale / np.where(norm > 0, norm, np.inf)
+    group, keys = _groups(classes)
+    p, n_cons = _pair_columns(problem, classes, group, keys, factor)
+    xc, xt = np.nonzero(allowed)
+    nx, ny = len(xc), len(p.c)
+    zcol = nx + ny
+    runnable = np.zeros(n_cls, dtype=bool)
+    runnable[xc] = True
+    runnable[p.c] = True
+    if not runnable.any():
+        z = np.zeros(n_cls)
+        return GroupSolution(np.zeros((n_cls, n_types)), [], z, 0.0, runnable)
+    fair = np.cumsum(runnable) - 1
+    n_fair = int(runnable.sum())
+    b2, b3 = n_fair, n_fair + n_cls
+    b4 = b3 + n_types
+    ycol = nx + np.arange(ny)
+    inner = p.row >= 0
+    rows = np.concatenate(
+        [fair[xc], fair[p.c], np.arange(n_fair), b2 + xc, b2 + p.c, b3 + xt, b3 + p.t,
+         b4 + p.row[inner]]
+    )  # fmt: skip
+    cols = np.concatenate(
+        [np.arange(nx), ycol, np.full(n_fair, zcol), np.arange(nx), ycol, np.arange(nx), ycol,
+         ycol[inner]]
+    )  # fmt: skip
+    vals = np.concatenate(
+        [-coef[xc, xt], -p.gain, np.ones(n_fair), np.ones(nx), np.ones(ny),
+         count[xc] * scale[xc], count[p.c] * scale[p.c] / 2, (p.sign * count[p.c])[inner]]
+    )  # fmt: skip
+    n_rows = b4 + n_cons
+    a = sp.csc_matrix((vals, (rows, cols)), shape=(n_rows, zcol + 1))
+    lower = np.concatenate([np.full(b4, -highspy.kHighsInf), np.zeros(n_cons)])
+    upper = np.concatenate(
+        [np.zeros(n_fair), np.ones(n_cls), classes.capacity.astype(np.float64), np.zeros(n_cons)]
+    )
+    cost = np.zeros(zcol + 1)
+    cost[zcol] = 1.0
+    active = np.ones(zcol + 1, dtype=bool)
+    active[nx:zcol] = False  # pair columns come in by pricing
+    lp = PricedLp(
+        a, lower, upper, np.full(zcol + 1, highspy.kHighsInf), cost, active,
+        solver="simplex", time_limit=time_limit, batch=PRICING_BATCH,
+    )  # fmt: skip
+    degree = _DegreeRows(lp, p, count, nx, group)
+    sol = degree.solve("packed max-min stage 1")
+    if second_stage:
+        lp.set_lower(zcol, max(float(sol[zcol]) * (1 - STAGE2_SLACK), 0.0))
+        cost2 = np.zeros(zcol + 1)
+        cost2[:nx] = count[xc] * coef[xc, xt]
+        cost2[nx:zcol] = count[p.c] * p.gain
+        lp.set_cost(cost2)
+        with contextlib.suppress(SolverError):  # stage 2 improves, never required
+            sol = degree.solve("packed max-min stage 2")
+    x = np.zeros((n_cls, n_types))
+    x[xc, xt] = np.clip(sol[:nx], 0.0, 1.0)
+    y = np.clip(sol[nx:zcol], 0.0, None)
+    value = (coef * x).sum(axis=1)
+    np.add.at(value, p.c, p.gain * y)
+    shares = _pair_shares(problem, classes, p, y, group)
+    return GroupSolution(x, shares, value, float(value[runnable].min()), runnable)
+
+
+class _DegreeRows:
+    """Adds max-degree rows (d_c <= D/2 within one group and type) while violated."""
+
+    def __init__(
+        self, lp: PricedLp, p: _Cols, count: np.ndarray, nx: int, group: np.ndarray
+    ) -> None:
+        self.lp, self.p, self.count, self.nx = lp, p, count, nx
+        inner = np.nonzero(p.row < 0)[0]
+        keys = group[p.c[inner]] * (int(p.t.max(initial=0)) + 1) + p.t[inner]
+        self.blocks = [inner[keys == k] for k in np.unique(keys)]
+        self.added: set[int] = set()
+
+    def solve(self, what: str) -> np.ndarray:
+        while True:
+            sol = self.lp.solve(what)
+            if not self._add_violated(sol[self.nx :]):
+                return sol
+
+    def _add_violated(self, y: np.ndarray) -> bool:
+        added = False
+        for cols in self.blocks:
+            d = y[cols]
+            total = float((self.count[self.p.c[cols]] * d).sum())
+            for i in np.nonzero(d > total / 2 + _DEGREE_TOL)[0]:
+                col = int(cols[i])
+                if col in self.added:
+                    continue
+                self.added.add(col)
+                coeff = -self.count[self.p.c[cols]] / 2
+                coeff[i] += 1.0
+                self.lp.add_row(self.nx + cols, coeff, -highspy.kHighsInf, 0.0)
+                added = True
+        return added
+
+
+def _pair_shares(
+    problem: Problem, classes: JobClasses, p: _Cols, y: np.ndarray, group: np.ndarray
+) -> list[PairShare]:
+    """Concrete job pairs for the per-job pair times y (see the module docstring)."""
+    ids = [job.id for job in problem.jobs]
+    out: dict[tuple[JobId, JobId], dict[GpuType, float]] = {}
+
+    def add(i: int, j: int, k: int, v: float) -> None:
+        if i == j or v <= EPS:
+            return
+        a, b = ids[i], ids[j]
+        key = (a, b) if (b, a) not in out else (b, a)
+        per = out.setdefault(key, {})
+        t = classes.types[k]
+        per[t] = per.get(t, 0.0) + v
+
+    def jobs_of(cols: np.ndarray) -> tuple[list[int], list[float]]:
+        who: list[int] = []
+        amount: list[float] = []
+        for q in cols:
+            if y[q] > EPS:
+                for m in classes.members[int(p.c[q])]:
+                    who.append(m)
+                    amount.append(float(y[q]))
+        return who, amount
+
+    for row in np.unique(p.row[p.row >= 0]):
+        cols = np.nonzero(p.row == row)[0]
+        k = int(p.t[cols[0]])
+        src, supply = jobs_of(cols[p.sign[cols] > 0])
+        dst, demand = jobs_of(cols[p.sign[cols] < 0])
+        i = j = 0
+        while i < len(src) and j < len(dst):
+            moved = min(supply[i], demand[j])
+            add(src[i], dst[j], k, moved)
+            supply[i] -= moved
+            demand[j] -= moved
+            if supply[i] <= EPS:
+                i += 1
+            if demand[j] <= EPS:
+                j += 1
+    inner = np.nonzero(p.row < 0)[0]
+    keys = group[p.c[inner]] * (int(p.t.max(initial=0)) + 1) + p.t[inner]
+    for key in np.unique(keys):
+        cols = inner[keys == key]
+        who, deg = jobs_of(cols)
+        for i, j, v in _circle_pairs(deg):
+            add(who[i], who[j], int(p.t[cols[0]]), v)
+    return [PairShare(k, v) for k, v in out.items()]
+
+
+def _circle_pairs(degree: list[float]) -> list[tuple[int, int, float]]:
+    """Pairs (i, j, time) of different jobs with job i in pairs for degree[i] in all.
+
+    The degrees lie end to end on a circle of length D; the point x pairs with
+    x + D/2, so a job is never its own partner while its degree is <= D/2.
+    """
+    total = float(sum(degree))
+    if total <= EPS:
+        return []
+    half = total / 2
+    ends = np.cumsum(degree)
+    out: list[tuple[int, int, float]] = []
+    i = 0
+    j = int(np.searchsorted(ends, half, side="right"))
+    x = 0.0
+    n = len(degree)
+    while x < half - EPS and i < n and j < n:
+        step = min(ends[i] - x, ends[j] - (x + half))
+        if step > EPS:
+            out.append((i, j, float(step)))
+        x += max(step, 0.0)
+        if ends[i] - x <= EPS:
+            i += 1
+        if ends[j] - (x + half) <= EPS:
+            j += 1
+    return out

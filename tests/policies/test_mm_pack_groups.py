@@ -1,0 +1,87 @@
+"""mm_pack_groups: the partner-group packed LP has the class-pair LP's optimum, and its
+concrete job pairs give every job exactly the value the LP says."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from slurm_gavel.core.model import Problem
+from slurm_gavel.policies import PolicyOptions, allocate
+from slurm_gavel.policies.solvers import mm_pack_groups, mm_pricing
+from slurm_gavel.policies.solvers.mm_pack_groups import _circle_pairs
+from slurm_gavel.simulate.synthetic import random_problem
+
+NAME = "max_min_fairness_packed"
+
+
+def jittered(n_jobs: int, gpus: int, seed: int) -> Problem:
+    """Distinct jobs (each throughput times its own factor in [0.8, 1.2]): one class each."""
+    p = random_problem(n_jobs, gpus, seed=seed, with_pairs=True)
+    rng = np.random.default_rng(seed + 1)
+    jobs = tuple(
+        dataclasses.replace(
+            j, throughput={t: v * float(rng.uniform(0.8, 1.2)) for t, v in j.throughput.items()}
+        )
+        for j in p.jobs
+    )
+    return dataclasses.replace(p, jobs=jobs)
+
+
+# (jobs, GPUs per type, seed): the last four need max-degree rows (checked below)
+CASES = [(12, 2, 0), (20, 4, 0), (12, 2, 4), (20, 4, 1), (30, 4, 4), (40, 8, 1)]
+
+
+@pytest.mark.parametrize(("n", "gpus", "seed"), CASES)
+def test_group_lp_matches_class_pair_lp(
+    monkeypatch, normalised_values, runnable_min, n, gpus, seed
+) -> None:
+    p = jittered(n, gpus, seed)
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 10**9)
+    exact = allocate(p, NAME)
+    assert exact.solve_seconds >= 0
+    rows: list[int] = []
+    real_add_row = mm_pricing.PricedLp.add_row
+
+    def spy(self, *args):  # count max-degree rows
+        rows.append(1)
+        return real_add_row(self, *args)
+
+    monkeypatch.setattr(mm_pricing.PricedLp, "add_row", spy)
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 0)
+    fast = allocate(p, NAME, PolicyOptions())
+    assert fast.violations(p) == []
+    assert fast.objective == pytest.approx(exact.objective, rel=1e-7)
+    # the concrete job pairs give each job what the LP promised (no self-pairs dropped)
+    values = normalised_values(p, fast)
+    assert runnable_min(p, values) == pytest.approx(fast.objective, rel=1e-7)
+    # stage 2: the same total normalised throughput
+    ref_values = normalised_values(p, exact)
+    assert sum(values.values()) == pytest.approx(sum(ref_values.values()), rel=1e-7)
+    assert all(a != b for pair in fast.pairs for a, b in [pair.jobs])
+    if (n, gpus, seed) in CASES[2:]:
+        assert rows, "this case should need a max-degree row"
+
+
+def test_threshold_keeps_small_problems_on_the_class_pair_lp(monkeypatch) -> None:
+    p = jittered(20, 4, 1)
+    called: list[int] = []
+    monkeypatch.setattr(
+        mm_pack_groups, "solve_packed_groups", lambda *a, **k: called.append(1) or None
+    )
+    allocate(p, NAME)
+    assert called == []  # 20 classes < GROUP_MIN_CLASSES
+
+
+@pytest.mark.parametrize(
+    "degree", [[0.5, 0.3, 0.2], [1.0, 1.0], [0.1, 0.4, 0.2, 0.3, 0.0, 0.6], [0.25] * 5]
+)
+def test_circle_pairs_realise_degrees_without_self_pairs(degree) -> None:
+    got = np.zeros(len(degree))
+    for i, j, v in _circle_pairs(degree):
+        assert i != j and v > 0
+        got[i] += v
+        got[j] += v
+    assert got == pytest.approx(degree, abs=1e-12)
