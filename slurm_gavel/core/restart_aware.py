@@ -15,6 +15,13 @@ restarts may cost):
   A job with no restart cost (c_j = 0) is never protected: free restarts give Gavel's
   mechanism unchanged. Protection always ends: no job is kept out for longer than the
   longest protection (no starvation, unlike a stay credit that may renew forever).
+* **A job that has run long gets long runs.** A new run is protected for the longer
+  of c_j / b and the job's attained service (time received so far): a job that has
+  run long probably runs long yet (heavy-tailed durations), and each of its restarts is
+  then paid for by at least as much work as it has done, so a long job's restarts
+  stay few (the last job to finish, which sets the makespan, is usually such a job).
+  Protection still always ends, and the allocation's backing and the consolidation
+  rule end it early.
 * **A run about to finish is kept to its end.** When a protection runs out, a run
   whose job would finish within FINISH_LEASES more protections at its type's rate
   (its remaining steps, total_steps - steps done, over that rate) stays protected
@@ -23,7 +30,7 @@ restarts may cost):
   shortest-remaining-work argument). Jobs that declare no total_steps never get it.
   A job that under-declares its total gains at most FINISH_LEASES more protections per
   run (total_steps is the user's word in the daemon), so no run is kept longer than
-  (1 + FINISH_LEASES) c_j / b.
+  its lease plus FINISH_LEASES c_j / b.
 * **No protection for backfill.** A multi-GPU job that outranks others but does not fit
   in what the protected runs leave free must not wait for ever while smaller jobs take
   each GPU as it frees up and protect it again. Once such a job is blocked on a type,
@@ -43,18 +50,16 @@ restarts may cost):
   wanted) is not protected, and a protected run loses its protection as soon as a
   reallocation takes its type's fraction to 0: a job the allocation wants on that
   type must not wait c / b behind a run the allocation never asked for.
-* **A job that never ran goes before one that ran, among otherwise equal entries.**
-  Gavel's priorities tie (every entry at infinity) after each reallocation, which on
-  a busy trace is nearly every round, and the ties fall through to the fraction, the
-  incumbent and finally the job id. Where all of those are equal and neither entry
-  runs there now, a job that has never run goes before one that ran and whose
-  restarts cost something: its first start costs no restart, and a job with no
-  service yet is likely short (heavy-tailed durations). The tie-break is the last
-  one on purpose: placed right after the priority (new arrivals before incumbents
-  and before every preempted job) it cut the average JCT of two Philly windows at
-  300 s by 5 % and 40 % but let arrivals starve a burst of preempted short jobs on
-  another (2017-10-10 at 120 s: 8.4 -> 13.1 h; EXPERIMENTS.md). Jobs whose restarts
-  cost nothing keep Gavel's order, so free restarts give Gavel's mechanism unchanged.
+* **Jobs that never ran go first among equal priorities.** Gavel's priorities tie
+  (every entry at infinity) after each reallocation, which on a busy trace is nearly
+  every round, and the ties fall through to the deficit, the fraction, the incumbent
+  and the job id. Here, right after the priority, a job that has never run goes
+  before one that ran and whose restarts cost something: its first start costs no
+  restart, and a job with no service yet is likely short (heavy-tailed durations, the
+  least-attained-service argument), while protected runs already hold GPUs longer
+  than Gavel's rounds. Jobs whose restarts cost nothing keep Gavel's order, so free
+  restarts still give Gavel's mechanism unchanged. Without the next two rules this
+  starved bursts of preempted short jobs behind the arrivals (EXPERIMENTS.md).
 * **Everything else is Gavel's.** The allocation (the policy's LP) is unchanged and the
   jobs that are not protected are placed by Gavel's priorities on the GPUs left; the
   time the protected jobs receive counts against their fractions as usual, so they
@@ -104,6 +109,16 @@ def protection_seconds(cost: float, budget: float) -> float:
     return cost / budget
 
 
+def lease_seconds(cost: float, budget: float, account: JobAccount) -> float:
+    """How long a new run is protected (module doc): its restart cost over the budget,
+    or the job's attained service (GPU-type time received so far) if longer; 0 without
+    a cost."""
+    base = protection_seconds(cost, budget)
+    if base <= 0.0:
+        return 0.0
+    return max(base, sum(account.received_s.values()))
+
+
 def about_to_finish(
     job: Job,
     account: JobAccount,
@@ -134,13 +149,12 @@ def backed(allocation: Allocation | None, job_id: JobId, gpu_type: GpuType) -> b
 
 
 def new_runs_first(ranked: list[_Ranked], waits_for_restart: Mapping[JobId, bool]) -> list[_Ranked]:
-    """The mechanism's ranking with one more tie-break before the last (the key): among
-    entries equal in priority, deficit, fraction and incumbency, one none of whose
-    jobs would pay a restart (``waits_for_restart`` False: never ran, or restarts
-    free) before one with such a job; otherwise Gavel's order."""
+    """The mechanism's ranking with one more tie-break right after the priority: an
+    entry none of whose jobs would pay a restart (``waits_for_restart`` False: never
+    ran, or restarts free) before one with such a job; otherwise Gavel's order."""
     return sorted(
         ranked,
-        key=lambda k: (k[0], k[1], k[2], k[3], any(waits_for_restart[j] for j in k[6]), k[4]),
+        key=lambda k: (k[0], any(waits_for_restart[j] for j in k[6]), k[1], k[2], k[3], k[4]),
     )
 
 
@@ -302,5 +316,5 @@ def protect_new_runs(
         ):
             acct.protected_until = None
             continue
-        span = protection_seconds(restart_cost(job, acct, config), budget)
+        span = lease_seconds(restart_cost(job, acct, config), budget, acct)
         acct.protected_until = now + span if span > 0.0 else None

@@ -236,20 +236,47 @@ def test_a_protected_run_loses_protection_when_its_type_s_fraction_drops_to_0():
     assert set(protected_runs(state, considered, nodes, 1000.0, config)) == {"b"}
 
 
-def test_new_runs_first_breaks_only_ties_gavel_leaves_to_the_job_id():
+def test_new_runs_first_breaks_equal_priorities_right_after_the_priority():
     # sort keys as mechanism._ranked makes them: (-priority, -deficit, -fraction,
     # -runs_here, key, type, members)
     ran = (-INF, 0.0, -0.5, 0, "a", "v100", ("a",))  # ran before, waits now
     new = (-INF, 0.0, -0.5, 0, "b", "v100", ("b",))  # never ran
     here = (-INF, 0.0, -0.5, -1, "c", "v100", ("c",))  # the incumbent, ran before
     bigger = (-INF, 0.0, -0.6, 0, "d", "v100", ("d",))  # a larger fraction, ran before
-    higher = (-3.0, 0.0, -0.5, 0, "e", "v100", ("e",))  # a higher priority, ran before
-    waits = {"a": True, "b": False, "c": True, "d": True, "e": True}
-    gavel = sorted([ran, new, here, bigger, higher])
-    assert gavel == [bigger, here, ran, new, higher]  # the id decides between a and b
-    assert new_runs_first(gavel, waits) == [bigger, here, new, ran, higher]
+    higher = (-3.0, 0.0, -0.5, 0, "e", "v100", ("e",))  # a lower priority, ran before
+    top = (-INF, 0.0, -0.5, 0, "f", "v100", ("f",))  # never ran either
+    waits = {"a": True, "b": False, "c": True, "d": True, "e": True, "f": False}
+    gavel = sorted([ran, new, here, bigger, higher, top])
+    assert gavel == [bigger, here, ran, new, top, higher]
+    # the jobs that never ran first (in Gavel's order among them), then the rest in
+    # Gavel's order; a lower priority stays behind whatever it would pay
+    assert new_runs_first(gavel, waits) == [new, top, bigger, here, ran, higher]
     # nobody waits for a restart (never ran, or restarts free): Gavel's order unchanged
     assert new_runs_first(gavel, dict.fromkeys(waits, False)) == gavel
+
+
+def test_a_new_run_is_protected_for_the_longer_of_c_over_b_and_the_attained_service():
+    # 300 s restarts, budget 0.1: c/b = 3,000 s. A job that has received 5,000 s (on
+    # two types) gets a 5,000 s lease, one that has received 1,000 s the 3,000 s one.
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    jobs = {j: Job(j, RESNET, 1, total_steps=1e9) for j in ("old", "young")}
+    state = SchedulerState()
+    state.allocation = Allocation("m", {"old": {"v100": 0.5}, "young": {"v100": 0.5}})
+    state.jobs = {
+        "old": JobAccount(received_s={"v100": 2000.0, "k80": 3000.0}),
+        "young": JobAccount(received_s={"v100": 1000.0}),
+    }
+    state.placement = {
+        "old": _on("old", "v100", "v100-000"),
+        "young": _on("young", "v100", "v100-001"),
+    }
+    protect_new_runs(state, config, {}, jobs, set(), 100.0)
+    assert state.jobs["old"].protected_until == pytest.approx(100.0 + 5000.0)
+    assert state.jobs["young"].protected_until == pytest.approx(100.0 + 3000.0)
+    # free restarts: no protection however long the job has run
+    free = SchedulerConfig(table=TABLE, settings=_settings(0.0, True))
+    protect_new_runs(state, free, {}, jobs, set(), 100.0)
+    assert state.jobs["old"].protected_until is None
 
 
 def test_a_job_that_never_ran_goes_before_a_preempted_one_on_a_freed_gpu():
