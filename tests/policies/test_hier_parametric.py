@@ -141,3 +141,22 @@ def test_zero_weights_take_the_lp_loop() -> None:
     args = (coef, one, one, one, np.zeros(600, dtype=np.int64))
     assert hp.parametric_fill(*args, np.array([0.0]), np.full(3, 10.0)) is None
     assert hp.parametric_fill(*args, np.array([1.0]), np.full(3, 10.0)) is not None
+
+
+@pytest.mark.parametrize("cluster", [SCARCE, SKEWED])
+def test_classes_of_several_jobs(monkeypatch: pytest.MonkeyPatch, cluster: dict[str, int]) -> None:
+    """Rows from the table, not jittered: jobs form classes of several (same row, scale
+    factor, weight and account), which the path counts in their entity's weight and
+    their GPUs; the same water filling as the LP loop."""
+    from slurm_gavel.simulate.synthetic import random_problem
+
+    p = random_problem(300, 10, seed=4, accounts=ACCOUNTS, weights=(1.0, 2.0))
+    p = dataclasses.replace(p, cluster=cluster)
+    kinds = {(j.job_type, j.scale_factor, j.priority_weight, j.account) for j in p.jobs}
+    assert len(kinds) < 0.7 * len(p.jobs)  # classes of several jobs (179 kinds)
+    ref, ref_first, _ = _run(monkeypatch, p, on=False)
+    got, got_first, seen = _run(monkeypatch, p, on=True)
+    assert seen and seen[0] is not None and seen[0][0]  # the path ended it
+    assert got_first == pytest.approx(ref_first, rel=1e-8)
+    np.testing.assert_allclose(got, ref, rtol=2 * hp.MARGIN, atol=1e-9)
+    assert got.sum() == pytest.approx(ref.sum(), rel=1e-6)
