@@ -15,7 +15,9 @@ exact by the same symmetry argument as the classes themselves, then disaggregate
 to at most n_c + n_d - 1 concrete job pairs per class pair (north-west corner) and
 n_c pairs within a class (cyclic); see mm_lp.py and mm_disaggregate.py. With many
 class pairs (several priority weights per job type) the pair columns enter the LP
-by pricing (mm_pricing.py), still exactly.
+by pricing (mm_pricing.py), still exactly. From GROUP_MIN_CLASSES classes on
+(distinct jobs: no classes form) pair time is a column per job, partner job type
+and GPU type instead of per job pair (mm_pack_groups.py), with the same optimum.
 """
 
 from __future__ import annotations

@@ -65,6 +65,22 @@ def test_group_lp_matches_class_pair_lp(
         assert rows, "this case should need a max-degree row"
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_classes_of_several_jobs(monkeypatch, normalised_values, runnable_min, seed) -> None:
+    # No jitter: classes of several jobs (n_c > 1 in the consistency and degree rows)
+    p = random_problem(30, 3, seed=seed, with_pairs=True, weights=(1.0, 2.0))
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 10**9)
+    exact = allocate(p, NAME)
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 0)
+    fast = allocate(p, NAME)
+    assert fast.violations(p) == []
+    assert fast.objective == pytest.approx(exact.objective, rel=1e-7)
+    values = normalised_values(p, fast)
+    assert runnable_min(p, values) == pytest.approx(fast.objective, rel=1e-7)
+    ref = normalised_values(p, exact)
+    assert sum(values.values()) == pytest.approx(sum(ref.values()), rel=1e-7)
+
+
 def test_threshold_keeps_small_problems_on_the_class_pair_lp(monkeypatch) -> None:
     p = jittered(20, 4, 1)
     called: list[int] = []
