@@ -82,9 +82,7 @@ def water_fill(
         if par.complete:
             value = (cls.coef * par.x).sum(axis=1)
             return WaterFillingResult(par.x, value, par.first_level, par.iterations)
-        # The LP loop goes on from there, its levels 1e-9 (relative) inside the cluster:
-        # the path's end is exactly on its boundary, where HiGHS may call them infeasible.
-        frozen, level, x = par.frozen, par.level * (1.0 - 1e-9), par.x
+        frozen, level, x = par.frozen, par.level, par.x  # the LP loop goes on from there
         first_level, iterations = par.first_level, par.iterations
     # Two LPs, built once and re-solved warm: only bounds and one column's (or the
     # diagonal's) coefficients change between iterations.
