@@ -44,11 +44,11 @@ from slurm_gavel.policies.solvers.mm_pairs import pair_rates
 from slurm_gavel.policies.solvers.mm_pricing import PricedLp
 
 # From this many classes on, max_min_fairness_packed solves this LP instead of the
-# class-pair LP. Distinct jobs (jitter 0.2), CPU s class-pair / this, same process,
-# alternating: 256 jobs 0.23-0.31 / 0.38-0.41, 512 jobs 1.0-1.2 / 0.92-0.93, 1,024
-# jobs 7.6-7.8 / 2.5-2.8 (benchmarks/README.md). The simulator's class LPs are far
+# class-pair LP. Distinct jobs (jitter 0.2), CPU s class-pair / this (with _hint),
+# same process, alternating, load ~5: 256 jobs 0.22-0.33 / 0.22; 512 jobs 0.96-1.16 /
+# 0.40-0.41; 1,024 jobs: benchmarks/README.md. The simulator's class LPs are far
 # below it, so their vertex stays bit for bit.
-GROUP_MIN_CLASSES = 400
+GROUP_MIN_CLASSES = 250
 STAGE2_SLACK = 1e-9  # as mm_lp.STAGE2_SLACK
 EPS = 1e-12  # below this, pair time is solver noise
 _DEGREE_TOL = 1e-9
