@@ -39,7 +39,9 @@ def _measure(
     keep: bool = False,
 ):
     rate = TABLE.throughput(RESNET, 1, "v100")
-    jobs = [Job(j, RESNET, 1, total_steps=rate * 5000.0) for j in ("a", "b")]
+    # long jobs: restart-aware rounds keep a run that is within 4 protections of its
+    # end to it (core/restart_aware.py), which would leave no restart to measure
+    jobs = [Job(j, RESNET, 1, total_steps=rate * 50000.0) for j in ("a", "b")]
     tap = Tap(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
               preemption_overhead_seconds=overhead)  # fmt: skip
     # keep: restart-aware rounds keep each run 2 x its cost, long enough to report
