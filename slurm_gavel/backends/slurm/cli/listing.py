@@ -170,7 +170,7 @@ class ListingCommand(NamedTuple):
 
 
 def listing_command(
-    token: str, node_sharing: str = "OverSubscribe", excluded: str | None = "ExcNodes"
+    token: str, node_sharing: str = "OverSubscribe", excluded: str | None = None
 ) -> ListingCommand:
     """The listing's squeue; node_sharing: the field printed as node_sharing
     (NODE_SHARING); excluded: the one printed as excluded_nodes, None where the release

@@ -356,3 +356,56 @@ def test_a_filtered_listing_tells_an_unset_account_or_qos_from_a_literal_null(re
     named = with_value(both, "account", "physics")
     got = job_from_listing(named, seen, names, literal_nulls={"qos": frozenset()})
     assert got == replace(job, account="physics", qos="")
+
+
+def new_managed_jobs(release: str) -> dict[str, Record]:
+    """Round 2's new managed jobs with a named account (sbatch -A, and the jobs with
+    node needs: test_jobs_from_text_on_slurm.NEEDS), by job id."""
+    last, listing, _ = rounds(release)
+    return {
+        j: r
+        for j, r in listing.items()
+        if j not in last
+        and r[AT["account"]] == "gavel-acct"
+        and is_managed_comment(r[AT["comment"]])
+    }
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("excluded_nodes", "v100-1 v100-2"),
+        ("excluded_nodes", "v100-1\nk80-1"),
+        ("memory_per_node", "1.50G"),
+        ("memory_per_node", "-1M"),
+        ("minimum_cpus_per_node", "x"),
+        ("tres_req", "cpu=1,mem=NaN,node=1"),
+        ("tres_req", "cpu=2,mem=777M,node=1"),
+        ("prefer", "v100 |k80"),
+        ("features", "v100\n"),
+    ],
+)
+def test_a_new_managed_job_with_needs_the_text_cannot_say_is_read_as_json(release, field, value):
+    """Every new managed job of the capture is built with its needs; the same record
+    with a value no release prints in one of the needs' fields is not (its JSON is
+    read), whatever the job."""
+    jobs = new_managed_jobs(release)
+    assert len(jobs) == 10
+    names = users(release)
+    for record in jobs.values():
+        assert job_from_listing(record, None, names, TYPES, SHARING[release], None, True)
+        if field == "tres_req" and record[AT["memory_per_tres"]] != "N/A":
+            continue  # memory per GPU: the request's total is not read
+        bad = with_value(record, field, value)
+        assert job_from_listing(bad, None, names, TYPES, SHARING[release], None, True) is None
+
+
+def test_22_05_prints_no_exclude_so_a_new_managed_job_is_read_as_json():
+    """22.05's listing prints the job id where 24.11+ print ExcNodes: never read."""
+    jobs = new_managed_jobs("22.05")
+    assert len(jobs) == 10
+    for job_id, record in jobs.items():
+        assert record[AT["excluded_nodes"]] == job_id
+        assert job_from_listing(record, None, users("22.05"), TYPES, SHARING["22.05"]) is None

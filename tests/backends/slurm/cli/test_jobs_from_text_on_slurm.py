@@ -85,7 +85,8 @@ def read(b: SlurmBackend, wanted: set[str]) -> Read:
     the same before and after the JSON (backfill may move a pending job meanwhile)."""
     for _ in range(20):
         token = new_token()
-        argv, env = listing_command(token, b.transport.cli_format.node_sharing_field)
+        fmt = b.transport.cli_format
+        argv, env = listing_command(token, fmt.node_sharing_field, fmt.excluded_field)
         text = b.transport.commands.run("list", argv, env=env).stdout
         doc = b.transport.reader._json("observe", b.transport.cli_format.jobs_argv())
         again = b.transport.commands.run("list", argv, env=env).stdout
