@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=20, help="per size (5 above 1,000 jobs)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    dw.min_beta = _min_beta  # type: ignore[assignment]
+    dw.min_beta = _min_beta
     rng = np.random.default_rng(args.seed)
     for spec in args.sizes.split(","):
         n, gpus = (int(v) for v in spec.split(":"))

@@ -160,3 +160,29 @@ def test_classes_of_several_jobs(monkeypatch: pytest.MonkeyPatch, cluster: dict[
     assert got_first == pytest.approx(ref_first, rel=1e-8)
     np.testing.assert_allclose(got, ref, rtol=2 * hp.MARGIN, atol=1e-9)
     assert got.sum() == pytest.approx(ref.sum(), rel=1e-6)
+
+
+def test_a_failed_hand_over_falls_back_to_the_exact_loop(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When the LP loop cannot go on from the path's state (seen once at 10,000 jobs on
+    a cluster with one plentiful type: a bottleneck LP infeasible), the water filling
+    starts the exact loop afresh instead of returning no allocation."""
+    p = distinct(80, ONE_PLENTIFUL, 0)
+    ref, ref_first, _ = _run(monkeypatch, p, on=False)
+    real_loop = hw._lp_loop
+    starts: list[int] = []
+
+    def loop(cls, frozen, level, x, first_level, iterations, limit, time_limit):  # type: ignore[no-untyped-def]
+        starts.append(iterations)
+        if iterations > 0:  # the hand-over from the path's state
+            raise hw.WaterFillingError("bottleneck LP infeasible (injected)")
+        return real_loop(cls, frozen, level, x, first_level, iterations, limit, time_limit)
+
+    monkeypatch.setattr(hw, "_lp_loop", loop)
+    got, got_first, seen = _run(monkeypatch, p, on=True)
+    assert seen == [(False, 38)]  # the path handed over, as in the case above
+    assert starts[0] > 0 and starts[1:] == [0]  # then one exact loop from the start
+    assert "hand-over failed" in caplog.text
+    assert got_first == pytest.approx(ref_first, rel=1e-8)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12)

@@ -26,6 +26,7 @@ Per job: value_j = sum_t T_jt x_jt / P_j (normalised throughput). Each iteration
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import highspy
@@ -36,6 +37,8 @@ from slurm_gavel.errors import SolveError
 from slurm_gavel.policies.solvers.hier_dw import first_level as first_level_dw
 from slurm_gavel.policies.solvers.hier_parametric import MARGIN, MARGIN_FLOOR, parametric_fill
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
+
+log = logging.getLogger(__name__)
 
 DUAL_TOL = 1e-9
 
@@ -82,8 +85,36 @@ def water_fill(
         if par.complete:
             value = (cls.coef * par.x).sum(axis=1)
             return WaterFillingResult(par.x, value, par.first_level, par.iterations)
-        frozen, level, x = par.frozen, par.level, par.x  # the LP loop goes on from there
-        first_level, iterations = par.first_level, par.iterations
+        try:  # the LP loop goes on from the parametric path's state
+            return _lp_loop(
+                cls,
+                par.frozen,
+                par.level,
+                par.x,
+                par.first_level,
+                par.iterations,
+                limit,
+                time_limit,
+            )
+        except WaterFillingError:
+            # A handed-over state the level LPs cannot continue (seen once at 10,000
+            # jobs on a cluster with a plentiful type): start the exact loop afresh,
+            # slower but never without an allocation.
+            log.warning("hierarchical water filling: parametric hand-over failed; exact loop")
+    return _lp_loop(cls, frozen, level, x, first_level, iterations, limit, time_limit)
+
+
+def _lp_loop(
+    cls: HierClasses,
+    frozen: np.ndarray,
+    level: np.ndarray,
+    x: np.ndarray,
+    first_level: float,
+    iterations: int,
+    limit: int,
+    time_limit: float | None,
+) -> WaterFillingResult:
+    """Gavel's water filling, one LP level at a time, from the given state."""
     # Two LPs, built once and re-solved warm: only bounds and one column's (or the
     # diagonal's) coefficients change between iterations.
     level_lp = _ClassLp(cls, one_column=True, time_limit=time_limit)
