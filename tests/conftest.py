@@ -32,13 +32,13 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from own_cluster import own_cluster
 from slurm_required import pytest_runtest_makereport, required
 
 from slurm_gavel_dev import localcluster
@@ -325,20 +325,14 @@ def _local_cluster(release: str, **spec_args: object) -> Iterator[LocalSlurm]:
         if required():
             pytest.fail(f"Slurm {release} tests required (SLURM_GAVEL_REQUIRE_SLURM=1): {why}")
         pytest.skip(why)
-    run = Path(tempfile.mkdtemp(prefix=f"slurm-gavel-test-{release}-"))
-    os.chmod(run, 0o755)
     spank = os.environ.get("SLURM_GAVEL_TEST_SPANK")
     spec = ClusterSpec(
         spank=[f"optional {_spank_for(release, spank)}"] if spank else [],
         slurm=release,
         **spec_args,  # type: ignore[arg-type]
     )
-    try:
-        localcluster.up(spec, run, port_base_auto=True)
+    with own_cluster(spec, f"slurm-gavel-test-{release}-") as run:
         yield LocalSlurm(run, spec)
-    finally:
-        localcluster.down(run)
-        shutil.rmtree(run, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", params=slurm_releases())

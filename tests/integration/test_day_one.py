@@ -11,7 +11,6 @@ then gets an estimate there from the measured one.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pwd
 import shutil
 import subprocess
@@ -22,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from own_cluster import own_cluster
 
 from slurm_gavel.core.throughputs import load_table
-from slurm_gavel_dev import localcluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -71,14 +70,8 @@ report finished
 def day_one_cluster(slurm_session):
     """A cluster of its own (same release and plugins as the session's) with a100/h100."""
     spec = dataclasses.replace(slurm_session.spec, topology=TOPOLOGY)
-    run = Path(tempfile.mkdtemp(prefix="slurm-gavel-day-one-"))
-    os.chmod(run, 0o755)
-    try:
-        localcluster.up(spec, run, port_base_auto=True)
+    with own_cluster(spec, "slurm-gavel-day-one-") as run:
         yield type(slurm_session)(run, spec)
-    finally:
-        localcluster.down(run)
-        shutil.rmtree(run, ignore_errors=True)
 
 
 @pytest.fixture

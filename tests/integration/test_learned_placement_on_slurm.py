@@ -29,16 +29,12 @@ bounds are tested in tests/core/test_row_trust.py; this test is about the placem
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from own_cluster import own_cluster
 from waiting import wait_for
-
-from slurm_gavel_dev import localcluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -60,14 +56,8 @@ WATCH_S = 30
 def two_type_cluster(slurm_session):
     """A cluster of its own (same release and plugins as the session's): 1 V100, 1 K80."""
     spec = dataclasses.replace(slurm_session.spec, topology=TOPOLOGY)
-    run = Path(tempfile.mkdtemp(prefix="slurm-gavel-two-type-"))
-    os.chmod(run, 0o755)
-    try:
-        localcluster.up(spec, run, port_base_auto=True)
+    with own_cluster(spec, "slurm-gavel-two-type-") as run:
         yield type(slurm_session)(run, spec)
-    finally:
-        localcluster.down(run)
-        shutil.rmtree(run, ignore_errors=True)
 
 
 @pytest.fixture
