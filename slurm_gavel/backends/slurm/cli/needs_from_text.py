@@ -62,8 +62,8 @@ def needs_from_text(
     cpus = _int(text["minimum_cpus_per_node"])
     if memory is None or cpus is None:
         return None
-    gpu_memory = per_gpu(_tres(text["memory_per_tres"]))
-    gpu_cpus = per_gpu(_tres(text["cpus_per_tres"]))
+    gpu_memory = per_gpu(_plain(text["memory_per_tres"]))
+    gpu_cpus = per_gpu(_plain(text["cpus_per_tres"]))
     node_memory, cpu_memory = 0, 0
     if memory and not gpu_memory:
         kind = _memory_kind(text["tres_req"], memory, bad_if_unsure=gpu_cpus > 0)
@@ -106,13 +106,9 @@ def _memory_kind(tres: str, memory: int, *, bad_if_unsure: bool) -> str | None:
 
 
 def _plain(value: str) -> str:
-    """A feature expression or host list: "(null)" or "N/A" is none."""
+    """A feature expression, host list or cpus/mem-per-tres as the JSON has it:
+    "(null)" or "N/A" is none ("")."""
     return "" if value in (_UNSET, "N/A") else value
-
-
-def _tres(value: str) -> str:
-    """cpus-per-tres / mem-per-tres as the JSON has it ("" for none)."""
-    return "" if value in ("N/A", _UNSET) else value
 
 
 def _mb(value: str) -> int | None:
