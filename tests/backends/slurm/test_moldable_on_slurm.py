@@ -3,7 +3,9 @@ and node count its placement gives, whatever it asked before, on the real cluste
 each release. The act's update (NumNodes=N-N NodeList=... Gres=gpu:K, or slurmrestd's
 nodes/tres_per_node) is what carries a count chosen by the round: started on 1 GPU,
 preempted, resumed on 2 nodes x 2 GPUs, preempted, resumed on 1 GPU again, each run
-seeing its own count (SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE)."""
+seeing its own count (SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE). Both transports: the
+commands (scontrol update) and slurmrestd (its job update; on 22.05's v0.0.38 gres and
+nodes [min, max], the node list pinned with scontrol: rest/transport.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
+from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import load_table
+from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
 
@@ -42,7 +46,8 @@ def wait_runs(out: Path, n: int, timeout: float = 30.0) -> list[str]:
     return runs(out)
 
 
-def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path):
+@pytest.mark.parametrize("transport", ["cli", "rest"])
+def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path, transport):
     out = tmp_path / "runs.log"
     script = tmp_path / "job.sh"
     script.write_text(
@@ -53,7 +58,11 @@ def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path):
     )
     job = slurm.sbatch("--comment=gavel:type=A3C,scale=1-4", "-p", "gpu", "--gres=gpu:1",
                        "-o", "/dev/null", str(script))  # fmt: skip
-    cluster = cli_backend(env=slurm.env, grace_s=1.0, poll_s=0.2, fresh_run_s=0.0)
+    options = {"grace_s": 1.0, "poll_s": 0.2, "fresh_run_s": 0.0}
+    if transport == "rest":
+        cluster = rest_backend(rest_up(slurm.run_dir), env=slurm.env, **options)
+    else:
+        cluster = cli_backend(env=slurm.env, **options)
     seen = {o.job.id: o.job for o in cluster.observe().jobs}[job]
     assert (seen.scale_factor, seen.scale_range) == (1, (1, 4))  # the round molds it
 
@@ -86,6 +95,8 @@ def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path):
     assert info["NumNodes"] == "1" and info["NodeList"] == "v100-2", info
     assert wait_runs(out, 3)[2] == "run nodes=1 gpus_per_node=1", runs(out)
     assert int(info["Restarts"]) == 2
+    if transport == "rest":  # the three starts were slurmrestd's job updates
+        assert cluster.transport.rest.counts["place"] == 3, cluster.transport.rest.counts
 
 
 @pytest.mark.parametrize("joint", [False, True], ids=["least-first", "moldable_lp"])
