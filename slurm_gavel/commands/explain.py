@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
+from slurm_gavel.commands.mold_text import explain_lines, gpus_cell
 from slurm_gavel.commands.status import (
     HIDDEN_BY_PRIVACY,
     add_source_options,
@@ -80,7 +81,7 @@ def format_explain(job: dict[str, Any], view: dict[str, Any]) -> str:
     lines = [
         f"job {job['id']} ({job.get('user') or job.get('user_id') or '?'}, account "
         f"{job.get('account') or '-'}): {job.get('job_type') or '(no job type)'} on "
-        f"{job.get('scale_factor') or '?'} GPU(s), state {job.get('state')}",
+        f"{gpus_cell(job)} GPU(s), state {job.get('state')}",
         f"round {view['round']}, policy {view.get('policy')}: {job.get('why')}",
     ]
     if job.get("reason"):
@@ -112,6 +113,7 @@ def format_explain(job: dict[str, Any], view: dict[str, Any]) -> str:
     if job.get("gpu_type"):
         nodes = ",".join(f"{n}" if g == 1 else f"{n}x{g}" for n, g in job.get("nodes") or [])
         lines.append(f"placement: {job['gpu_type']} on {nodes}")
+    lines += explain_lines(job)
     cells = job.get("throughput") or {}
     if cells:
         note = " (no reports yet: on its prior)" if reports_nothing(cells) else ""

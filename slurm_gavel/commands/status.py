@@ -24,6 +24,7 @@ from typing import Any
 
 from slurm_gavel import __version__
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
+from slurm_gavel.commands.mold_text import status_lines
 from slurm_gavel.commands.status_fields import (
     BY_NAME,
     DEFAULT,
@@ -254,6 +255,7 @@ def format_status(
     lines += _unmeasured_lines(view["jobs"])
     lines += _pair_estimate_lines(view["jobs"])
     lines += row_lines(view["jobs"])
+    lines += status_lines(view["jobs"])
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slurm_gavel.commands.mold_text import gpus_cell
 from slurm_gavel.errors import InputError
 
 Job = dict[str, Any]
@@ -67,7 +68,7 @@ FIELDS = [
         lambda j, _: j.get("job_type") or "(none)",  # none: submitted without a type hint
         "job type, in full ((none): no type given, its row is learned)",
     ),
-    Field("gpus", "b", "GPUS", lambda j, _: str(j.get("scale_factor") or "?"), "GPUs it needs"),
+    Field("gpus", "b", "GPUS", lambda j, _: gpus_cell(j), "GPUs it needs (moldable: N (MIN-MAX))"),
     Field("state", "T", "STATE", lambda j, _: j.get("state") or "?", "scheduler state"),
     Field("time", "M", "TIME", lambda j, _: slurm_time(j.get("time_s")), "time it ran"),
     Field("gputype", None, "GPU_TYPE", lambda j, _: j.get("gpu_type") or "-", "type it runs on"),

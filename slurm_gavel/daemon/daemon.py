@@ -52,6 +52,7 @@ from slurm_gavel.daemon.inflight import Inflight
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.loop import DaemonLoop
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.mold_view import LastCounts, mold_view
 from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.publish import Publisher
 from slurm_gavel.daemon.reload import reload_daemon, scheduler_config
@@ -108,6 +109,7 @@ class Daemon:
         )
         # each restart's cost, measured (restart_clock.py): JobAccount.restart_cost_s
         self.restart_clock = RestartClock(config.settings.preemption_overhead_seconds)
+        self.mold_counts = LastCounts()  # each moldable job's last run's GPUs (mold_view.py)
         self.tap = DaemonTap(self)
         self.publisher = Publisher(self.store, self.hooks)  # status.json, AdminComment
         self.started_at = time.time()
@@ -355,6 +357,7 @@ class Daemon:
         snap: ClusterSnapshot | None,
         publish: bool,
     ) -> None:
+        self.mold_counts.update(snap)
         doc = state_document(
             self.config,
             self.started_at,
@@ -366,6 +369,7 @@ class Daemon:
                 self.sched_config.table,
                 previous=self.last_report,
                 throughput_of=row_view(self.state, self.sched_config),
+                moldable_of=mold_view(self.state, self.sched_config, snap, self.mold_counts),
             ),
             snap,
             self.progress,

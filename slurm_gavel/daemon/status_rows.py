@@ -20,6 +20,7 @@ from slurm_gavel.core.cluster_model import (
 )
 from slurm_gavel.core.round_types import RoundReport
 from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.daemon.mold_view import MoldView
 
 
 def jobs_view(
@@ -28,6 +29,7 @@ def jobs_view(
     table: ThroughputTable | None = None,
     previous: RoundReport | None = None,
     throughput_of: Callable[[ObservedJob], dict[str, dict[str, Any]] | None] | None = None,
+    moldable_of: MoldView | None = None,
 ) -> dict[str, dict[str, Any]]:
     """What `slurm-gavel status` shows that the scheduler state does not hold.
 
@@ -40,7 +42,8 @@ def jobs_view(
     keeps the ``previous`` round's unmeasured marks: the table the round uses is the
     one they were made with, and a view without them would drop the status notes
     for the seconds the round acts. ``throughput_of`` gives each job's own row
-    (daemon/row_view.py): {GPU type: steps/s, what backs it, seconds measured}.
+    (daemon/row_view.py): {GPU type: steps/s, what backs it, seconds measured};
+    ``moldable_of`` a moldable job's range, count and why (daemon/mold_view.py).
     """
     if snap is None:
         return {}
@@ -62,6 +65,8 @@ def jobs_view(
         stuck = [s.node for s in o.nodes if s.node in unresponsive]
         if o.state is JobState.RUNNING and stuck:
             out[o.job.id] = _job_row(o, "kept", o.gpu_type, o.nodes, kept_reason(stuck), {})
+            if moldable_of is not None:
+                out[o.job.id]["moldable"] = moldable_of(o, "kept", o.nodes)
             continue
         p = placed.get(o.job.id)
         if p is not None and o.job.id not in failed:
@@ -79,6 +84,8 @@ def jobs_view(
         out[o.job.id] = _job_row(o, state, gpu_type, nodes, reason, cells)
         if throughput_of is not None:
             out[o.job.id]["throughput"] = throughput_of(o)
+        if moldable_of is not None:
+            out[o.job.id]["moldable"] = moldable_of(o, state, nodes)
         partner = p.partner if p is not None and o.job.id not in failed else o.partner
         mate = by_id.get(partner or "")
         if table is not None and mate is not None and gpu_type is not None:

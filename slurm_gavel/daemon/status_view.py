@@ -102,6 +102,8 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             # the job's own row (issue 27; daemon/row_view.py): {GPU type: {steps_per_s,
             # backed_by: measured|prior|estimate|unmeasured: type-blind, seconds}}
             "throughput": v.get("throughput"),
+            # a moldable job's range, count and why (daemon/mold_view.py); None if rigid
+            "moldable": moldable_record(v.get("moldable")),
         }
         job["why"] = why(job, policy)
         jobs.append(job)
@@ -119,6 +121,51 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
         "capacity": cluster.get("capacity", {}),
         "jobs": jobs,
     }
+
+
+CHOSEN = ("running", "moved", "regrow", "least", "grown", "joint", "no-rows", "not-chosen")
+LIMITS = ("capacity", "rows", "share", "running")
+BACKED = ("prior", "measured", "partly measured", "measured, no prior")
+
+
+def moldable_record(raw: Any) -> dict[str, Any] | None:
+    """The moldable record as the view shows it: whole numbers and the fixed codes of
+    mold_view.py only (anything else dropped), so no text can reach a terminal."""
+    if not isinstance(raw, dict):
+        return None
+    r = raw.get("range")
+    if not (isinstance(r, list) and len(r) == 2 and all(_count(x) for x in r) and r[0] <= r[1]):
+        return None
+    counts = []
+    for c in raw.get("counts") or []:
+        if not isinstance(c, dict):
+            continue
+        rate = _rate(c.get("steps_per_s"))
+        if _count(c.get("gpus")) and rate is not None:
+            backed = c.get("backed_by")
+            counts.append({"gpus": c["gpus"], "steps_per_s": rate,
+                           "backed_by": backed if backed in BACKED else None})  # fmt: skip
+    return {
+        "range": list(r),
+        "count": raw.get("count") if _count(raw.get("count")) else None,
+        "run": "this" if raw.get("run") == "this" else "next",
+        "last_count": raw.get("last_count") if _count(raw.get("last_count")) else None,
+        "chosen": raw.get("chosen") if raw.get("chosen") in CHOSEN else None,
+        "limit": raw.get("limit") if raw.get("limit") in LIMITS else None,
+        "largest_type_gpus": raw.get("largest_type_gpus")
+        if _count(raw.get("largest_type_gpus"))
+        else None,
+        "counts": counts,
+    }
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1_000_000
+
+
+def _rate(x: Any) -> float | None:
+    ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+    return float(x) if ok else None
 
 
 def _priority(x: float, got: float, elapsed: float) -> float | None:
