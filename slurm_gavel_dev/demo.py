@@ -87,11 +87,13 @@ class Demo:
             script = REPO / "workloads" / "sbatch" / f"{j.script}.sbatch"
             common = ["-p", "gpu", "-J", f"demo-{j.label}", "-o", str(base / "out" / "%j.out")]
             if phase != "slurm":
+                mold = [f"--gavel-scale={self.args.moldable}"] if self.args.moldable else []
                 argv = [
                     *common,
                     f"--gavel-job-type={j.job_type}",
                     f"--gavel-steps={j.steps}",
                     f"--gavel-checkpoint-dir={base / 'ckpt'}",
+                    *mold,
                     str(script),
                 ]
                 jenv = {
@@ -181,10 +183,10 @@ class Demo:
             placed = {
                 j: node.split("-")[0] for j, (st, node) in q.items() if st == "RUNNING" and node
             }
+            counts: dict[str, int] = {}
             if state_file is not None:  # one line per daemon round
-                rnd, daemon_placed = daemon_round(state_file)
+                rnd, placed, counts = daemon_round(state_file)
                 show = rnd is not None and rnd != last_round
-                placed = daemon_placed
             else:  # Slurm alone: one line per round_seconds
                 rnd = int((now - t0) // self.args.round_seconds)
                 show = time.monotonic() >= next_line
@@ -195,7 +197,7 @@ class Demo:
                 say(
                     f"  {phase:<6} "
                     + rep.progress_line(
-                        rnd, now - t0, {j: s for j, (s, _) in q.items()}, placed, labels
+                        rnd, now - t0, {j: s for j, (s, _) in q.items()}, placed, labels, counts
                     )
                 )
             if all(s in FINISHED for s, _ in q.values()):
@@ -341,6 +343,17 @@ def simulate(args: argparse.Namespace) -> int:
     rc = subprocess.run(cmd, cwd=REPO).returncode
     if rc == 0:
         say(f"[demo] plots and summary.json in {plots}")
+    if rc != 0 or args.moldable is None:
+        return rc
+    # The same trace with moldable jobs (n/2..2n GPUs, chosen at each (re)start).
+    mold = [*cmd[:7], "--policy", "max_min_fairness", "--moldable", "--json"]
+    mold.append(str(plots / "summary-moldable.json"))
+    say("[demo] slurm-gavel simulate " + " ".join(mold[4:]))
+    rc = subprocess.run(mold, cwd=REPO).returncode
+    if rc == 0:
+        rigid = json.loads((plots / "summary.json").read_text())
+        moldable = json.loads((plots / "summary-moldable.json").read_text())
+        say(rep.moldable_comparison(rigid, moldable))
     return rc
 
 

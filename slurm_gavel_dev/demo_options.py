@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from slurm_gavel.core.moldable import ScaleRangeError, parse_range
 from slurm_gavel_dev import demo_packed as packed
 from slurm_gavel_dev import demo_report as rep
 from slurm_gavel_dev.demo_slurm import REPO
@@ -51,6 +52,16 @@ def parser() -> argparse.ArgumentParser:
         "under this policy (default: the policy without sharing, max_min_fairness); "
         "'none' skips it",
     )
+    p.add_argument(
+        "--moldable",
+        nargs="?",
+        const=rep.MOLDABLE_RANGE,
+        metavar="MIN-MAX",
+        help=f"moldable jobs (issue 25): each job of the gavel phase gives this GPU range "
+        f"(default {rep.MOLDABLE_RANGE}; --jobs default: {rep.MOLDABLE_JOBS}) and the daemon "
+        "chooses its count at each (re)start; the tables name each run's count (v100x2). "
+        "With --simulate: the shipped trace rigid, then moldable (n/2..2n GPUs), compared",
+    )
     p.add_argument("--round-seconds", type=float, default=30.0)
     p.add_argument(
         "--stay-credit",
@@ -72,8 +83,19 @@ def parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The options, with the defaults of the policy chosen filled in."""
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     pack = packed.packs(args.policy)
+    if args.moldable is not None:
+        if pack:
+            p.error(f"--moldable: not with a packed policy ({args.policy}): jobs sharing GPUs "
+                    "have one count")  # fmt: skip
+        try:
+            if parse_range(args.moldable) is None:
+                raise ScaleRangeError(f"{args.moldable!r} is one count; write MIN-MAX, e.g. 1-2")
+        except ScaleRangeError as e:
+            p.error(f"--moldable: {e}")
+        args.jobs = args.jobs or rep.MOLDABLE_JOBS
     args.jobs = args.jobs or (packed.PACKED_JOBS if pack else rep.DEFAULT_JOBS)
     args.topology = args.topology or (packed.PACKED_TOPOLOGY if pack else rep.DEFAULT_TOPOLOGY)
     if args.compare_policy is None and pack:

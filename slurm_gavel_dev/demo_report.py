@@ -19,6 +19,13 @@ DEFAULT_JOBS = (
     "A3C=200;CycleGAN=120"
 )
 DEFAULT_TOPOLOGY = "v100:1x2,p100:1x2,k80:1x2"
+# --moldable: types whose table rows at 2 GPUs run faster than at 1 on every type (4 jobs
+# on 6 GPUs: two grow to 2 GPUs at the start), each 20-25 s at 1 GPU on a v100.
+MOLDABLE_JOBS = (
+    "ResNet-50 (batch size 64)=100;Transformer (batch size 128)=120;"
+    "ResNet-50 (batch size 64)=100;Transformer (batch size 128)=120"
+)
+MOLDABLE_RANGE = "1-2"
 
 # family (job type prefix) -> (sbatch script in workloads/sbatch/, short label)
 SCRIPTS = {
@@ -32,6 +39,9 @@ EMULATE_LINE = re.compile(
     r"^\[slurm-gavel emulate\] restart (?P<restart>\d+) "
     r"node (?P<node>\S+) gpu (?P<gpu>\S+):"
 )
+
+# A moldable job's run on more than one GPU says how many (workloads/emulate.py).
+ON_GPUS = re.compile(r": .* on (?P<gpus>\d+) GPUs at \S+ steps/s = table ")
 
 # A paced job sharing its GPU says so (workloads/emulate_pairs.py), naming its partner.
 PAIRED_LINE = re.compile(r"^\[slurm-gavel emulate\] job (\d+) paired with job (\d+) ")
@@ -128,6 +138,7 @@ class JobRun:
     """What one job's output file says."""
 
     gpus: list[str] = field(default_factory=list)  # GPU type of each run, in order
+    counts: list[int] = field(default_factory=list)  # GPUs of each run (moldable: varies)
     nodes: list[str] = field(default_factory=list)
     behind_s: float | None = None  # how far the emulation fell behind (final summary)
     partners: list[str] = field(default_factory=list)  # job ids it shared a GPU with
@@ -145,6 +156,8 @@ def parse_output(text: str) -> JobRun:
         elif m:
             run.gpus.append(m.group("gpu"))
             run.nodes.append(m.group("node"))
+            on = ON_GPUS.search(line)
+            run.counts.append(int(on.group("gpus")) if on else 1)
         elif line.startswith('{"job_type"'):
             try:
                 summary = json.loads(line)
@@ -156,12 +169,15 @@ def parse_output(text: str) -> JobRun:
     return run
 
 
-def gpu_path(gpus: list[str]) -> str:
-    """``[k80, k80, v100]`` -> ``k80>v100`` (consecutive runs on one type collapse)."""
+def gpu_path(gpus: list[str], counts: list[int] | None = None) -> str:
+    """``[k80, k80, v100]`` -> ``k80>v100`` (consecutive runs on one type collapse); with
+    each run's GPU count, a run on more than one is ``v100x2``."""
     out: list[str] = []
-    for g in gpus:
-        if not out or out[-1] != g:
-            out.append(g)
+    for i, g in enumerate(gpus):
+        n = counts[i] if counts is not None and i < len(counts) else 1
+        run = g if n == 1 else f"{g}x{n}"
+        if not out or out[-1] != run:
+            out.append(run)
     return ">".join(out) or "-"
 
 
@@ -187,11 +203,13 @@ def progress_line(
     states: dict[str, str],
     placed: dict[str, str],
     labels: dict[str, str],
+    counts: dict[str, int] | None = None,
 ) -> str:
     """``round 3   41s  done 2/10 running 6 pending 2 | v100: r50-2 gan-4 | p100: ...``.
 
     ``states``: job id -> Slurm state; ``placed``: job id -> GPU type it runs on (or is
-    starting on). "pending": waiting in the queue (managed jobs: held)."""
+    starting on); ``counts``: job id -> its GPUs there, shown where more than one
+    (``r50-2x2``). "pending": waiting in the queue (managed jobs: held)."""
     done = sum(s == "COMPLETED" for s in states.values())
     running = sum(s in ("RUNNING", "COMPLETING") for s in states.values())
     waiting = sum(
@@ -200,7 +218,9 @@ def progress_line(
     by_type: dict[str, list[str]] = {}
     for job_id, gpu in sorted(placed.items(), key=lambda kv: labels.get(kv[0], kv[0])):
         if states.get(job_id) != "COMPLETED":
-            by_type.setdefault(gpu, []).append(labels.get(job_id, job_id))
+            n = (counts or {}).get(job_id, 1)
+            label = labels.get(job_id, job_id) + (f"x{n}" if n > 1 else "")
+            by_type.setdefault(gpu, []).append(label)
     where = " | ".join(f"{t}: {' '.join(js)}" for t, js in sorted(by_type.items(), reverse=True))
     return (
         f"round {round_index:>3} {elapsed:5.0f}s  done {done}/{len(states)} "
@@ -232,7 +252,8 @@ def final_table(
         gstate = "" if g.state == "COMPLETED" else f" {g.state}"
         sstate = "" if s is None or s.state == "COMPLETED" else f" {s.state}"
         lines.append(
-            f"{j.label:<7} {j.job_type:<{w}}  {gpu_path(g.run.gpus):<16} {g.restarts:>8} "
+            f"{j.label:<7} {j.job_type:<{w}}  {gpu_path(g.run.gpus, g.run.counts):<16} "
+            f"{g.restarts:>8} "
             f"{_fmt(g.jct):>6}{gstate}  "
             f"{(gpu_path(s.run.gpus) if s else 'not run'):<16} {_fmt(s.jct if s else None):>6}"
             f"{sstate}"
@@ -278,6 +299,7 @@ def results_json(
             "jct_s": o.jct,
             "restarts": o.restarts,
             "gpu_types": o.run.gpus,
+            "gpu_counts": o.run.counts,
             "nodes": o.run.nodes,
             "emulation_behind_s": o.run.behind_s,
         }
@@ -294,3 +316,25 @@ def results_json(
             for i, j in enumerate(jobs)
         ]
     }
+
+
+def moldable_comparison(rigid: Any, moldable: dict[str, Any]) -> str:
+    """`--simulate --moldable`: max_min_fairness on the trace rigid against moldable, from
+    the two simulator summaries (the rigid run's is a list, one per policy)."""
+    mmf = next(r for r in (rigid if isinstance(rigid, list) else [rigid])
+               if r["policy"] == "max_min_fairness")  # fmt: skip
+    m = moldable["moldable"]
+    ratio = moldable["avg_jct_s"] / mmf["avg_jct_s"]
+    by = ", ".join(
+        f"{n} on {c} GPU{'s' if c != '1' else ''}" for c, n in m["starts_by_count"].items()
+    )
+    return "\n".join([
+        f"[demo] moldable: {m['jobs']} of {moldable['jobs']} jobs may run on n/2..2n GPUs "
+        "(the table's counts), the count chosen at each (re)start",
+        f"  (re)starts by GPU count: {by}; mean {m['mean_gpus_at_start']:.2f} GPUs at a start "
+        f"against their scale factors' {m['mean_scale_factor']:.2f}",
+        f"  max_min_fairness average JCT {mmf['avg_jct_s'] / 3600:.2f} h rigid -> "
+        f"{moldable['avg_jct_s'] / 3600:.2f} h moldable (x{ratio:.2f}); "
+        f"makespan {mmf['makespan_s'] / 3600:.1f} -> {moldable['makespan_s'] / 3600:.1f} h; "
+        f"restarts {mmf['preemptions']} -> {moldable['preemptions']}",
+    ])  # fmt: skip

@@ -98,15 +98,16 @@ class DemoSlurm:
         )
 
 
-def daemon_round(state_file: Path) -> tuple[int | None, dict[str, str]]:
-    """(the daemon's last round, job id -> GPU type it placed the job on)."""
+def daemon_round(state_file: Path) -> tuple[int | None, dict[str, str], dict[str, int]]:
+    """(the daemon's last round, job id -> GPU type it placed the job on, job id -> its
+    GPUs there)."""
     try:
         doc = json.loads(state_file.read_text())
     except (OSError, json.JSONDecodeError):
-        return None, {}
-    placed = {
-        j: v["gpu_type"]
-        for j, v in (doc.get("jobs") or {}).items()
-        if v.get("state") in ("running", "starting") and v.get("gpu_type")
-    }
-    return int((doc.get("scheduler") or {}).get("round_index") or 0), placed
+        return None, {}, {}
+    placed, counts = {}, {}
+    for j, v in (doc.get("jobs") or {}).items():
+        if v.get("state") in ("running", "starting") and v.get("gpu_type"):
+            placed[j] = v["gpu_type"]
+            counts[j] = sum(int(g) for _, g in v.get("nodes") or []) or 1
+    return int((doc.get("scheduler") or {}).get("round_index") or 0), placed, counts

@@ -148,13 +148,39 @@ class Emulation:
     table_rate: float
     factor: float
     source: str
+    gpus: int = 1  # the GPU count whose table row it paces to (a moldable job's run)
 
     def describe(self, job_type: str, node: str, restart: str) -> str:
+        on = f" on {self.gpus} GPUs" if self.gpus > 1 else ""
         return (
             f"[slurm-gavel emulate] restart {restart} node {node} gpu {self.gpu_type}: "
-            f"{job_type} at {self.rate:.3g} steps/s = table {self.table_rate:.3g} x "
+            f"{job_type}{on} at {self.rate:.3g} steps/s = table {self.table_rate:.3g} x "
             f"{self.factor:g} [{NOTE}; GPU type from {self.source}]"
         )
+
+
+def run_scale(env: Mapping[str, str]) -> int:
+    """The GPU count a run paces to: the job's scale (GAVEL_SCALE, the SPANK option's
+    SLURM_SPANK_GAVEL_SCALE), or for a moldable job (``MIN-MAX``) the GPUs its run was
+    given (SLURM_GPUS_ON_NODE x SLURM_JOB_NUM_NODES; the range's minimum without them)."""
+    text = (env.get("GAVEL_SCALE") or env.get("SLURM_SPANK_GAVEL_SCALE") or "1").strip()
+    lo, sep, hi = text.partition("-")
+    if not sep:
+        return _whole(text, "the job's GPU count")
+    low, high = _whole(lo, "a range's minimum"), _whole(hi, "a range's maximum")
+    per_node, nodes = env.get("SLURM_GPUS_ON_NODE"), env.get("SLURM_JOB_NUM_NODES") or "1"
+    if not per_node:
+        return low
+    got = _whole(per_node, "SLURM_GPUS_ON_NODE") * _whole(nodes, "SLURM_JOB_NUM_NODES")
+    if not low <= got <= high:
+        raise ValueError(f"the run has {got} GPUs, outside the job's range {low}-{high}")
+    return got
+
+
+def _whole(text: str, what: str) -> int:
+    if not text.isdigit() or not 0 < int(text) <= 1_000_000:
+        raise ValueError(f"{what} {text!r} is not a whole number of GPUs")
+    return int(text)
 
 
 def factor_from(cli: float | None, env: Mapping[str, str]) -> float | None:
@@ -217,4 +243,4 @@ def emulation_for(
     gpu, source = resolve_gpu_type(env, list(row), gres_of)
     if not row[gpu] > 0:
         raise ValueError(f"{job_type} cannot run on {gpu} (throughput 0 in the table)")
-    return Emulation(gpu, row[gpu] * factor, row[gpu], factor, source)
+    return Emulation(gpu, row[gpu] * factor, row[gpu], factor, source, scale_factor)

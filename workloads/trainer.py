@@ -198,7 +198,7 @@ def _pacer(
         factor = emulate.factor_from(factor_cli, env)
         if factor is None:
             return None, None
-        scale = int(env.get("GAVEL_SCALE") or env.get("SLURM_SPANK_GAVEL_SCALE") or 1)
+        scale = emulate.run_scale(env)  # a moldable job: the GPUs of this run
         emu = emulate.emulation_for(job_type, scale, factor)
         watch = emulate_pairs.watch_for(job_type, scale, emu.gpu_type, factor, emu.rate, env)
     except (ValueError, InputError) as e:
