@@ -3,7 +3,8 @@ and node count its placement gives, whatever it asked before, on the real cluste
 each release. The act's update (NumNodes=N-N NodeList=... Gres=gpu:K, or slurmrestd's
 nodes/tres_per_node) is what carries a count chosen by the round: started on 1 GPU,
 preempted, resumed on 2 nodes x 2 GPUs, preempted, resumed on 1 GPU again, each run
-seeing its own count (SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE). Both transports: the
+seeing its own count (SLURM_JOB_NUM_NODES, SLURM_GPUS_ON_NODE) and going on from the step
+the last one saved on the checkpoint signal. Both transports: the
 commands (scontrol update) and slurmrestd (its job update; on 22.05's v0.0.38 gres and
 nodes [min, max], the node list pinned with scontrol: rest/transport.py)."""
 
@@ -49,12 +50,15 @@ def wait_runs(out: Path, n: int, timeout: float = 30.0) -> list[str]:
 @pytest.mark.parametrize("transport", ["cli", "rest"])
 def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path, transport):
     out = tmp_path / "runs.log"
+    ckpt = tmp_path / "step"
     script = tmp_path / "job.sh"
-    script.write_text(
+    script.write_text(  # counts steps, saves the count on the checkpoint signal, exits 99
         "#!/bin/bash\n"
+        f"step=0; [[ -f {ckpt} ]] && step=$(cat {ckpt})\n"
         f"echo run nodes=$SLURM_JOB_NUM_NODES gpus_per_node=$SLURM_GPUS_ON_NODE >> {out}\n"
-        "trap '' USR1\n"  # ignores the checkpoint signal: requeue-held after the grace
-        "while true; do sleep 0.2 & wait $!; done\n"
+        f"echo $step >> {out}.from\n"
+        f"trap 'echo $step > {ckpt}; exit 99' USR1\n"
+        "while true; do step=$((step + 1)); sleep 0.2 & wait $!; done\n"
     )
     job = slurm.sbatch("--comment=gavel:type=A3C,scale=1-4", "-p", "gpu", "--gres=gpu:1",
                        "-o", "/dev/null", str(script))  # fmt: skip
@@ -73,9 +77,10 @@ def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path, transport)
 
     def preempt(i: int) -> None:
         act(i, None)
-        time.sleep(1.5)  # past the grace: the next act requeue-holds it
+        time.sleep(1.5)  # past the grace: the next act requeue-holds it if it still runs
         act(i + 1, None)
-        slurm.wait_state(job, "PENDING")
+        # it saved its step and exited 99 (RequeueExitHold: SPECIAL_EXIT, held)
+        slurm.wait_state(job, "PENDING", "SPECIAL_EXIT")
 
     act(0, (NodeSlice("v100-1", 1),))
     assert wait_runs(out, 1) == ["run nodes=1 gpus_per_node=1"], slurm.why(job)
@@ -95,6 +100,9 @@ def test_a_job_resumes_at_another_gpu_and_node_count(slurm, tmp_path, transport)
     assert info["NumNodes"] == "1" and info["NodeList"] == "v100-2", info
     assert wait_runs(out, 3)[2] == "run nodes=1 gpus_per_node=1", runs(out)
     assert int(info["Restarts"]) == 2
+    # its progress went on across the counts: each run started where the last one saved
+    starts = [int(x) for x in Path(f"{out}.from").read_text().split()]
+    assert len(starts) == 3 and 0 == starts[0] < starts[1] < starts[2], starts
     if transport == "rest":  # the three starts were slurmrestd's job updates
         assert cluster.transport.rest.counts["place"] == 3, cluster.transport.rest.counts
 
