@@ -10,6 +10,7 @@ nodes [min, max], the node list pinned with scontrol: rest/transport.py)."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,12 +19,16 @@ import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
+from slurm_gavel.cli import main
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.config import parse_config
+from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
@@ -133,3 +138,39 @@ def test_the_round_chooses_the_count_and_slurm_starts_the_job_at_it(slurm, tmp_p
     assert wait_runs(out, 1) == ["run nodes=1 gpus_per_node=4"], slurm.why(job)
     _, again = run_round(state, cluster, config)  # kept at its count while it runs
     assert again.result.kept == (job,), again.result
+
+
+def test_status_and_explain_name_the_count_slurm_started_it_at(slurm, tmp_path, capsys):
+    """The daemon on the real cluster: a moldable job alone is placed at 4 GPUs (its
+    range's maximum, the table's best count that fits), `status` and `explain` say so
+    and why, and once it runs there its count is that of its run."""
+    state = tmp_path / "state"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\ntrap 'exit 99' USR1\nwhile true; do sleep 0.2 & wait $!; done\n"
+    )
+    job = slurm.sbatch("--comment=gavel:type=ResNet-18 (batch size 16),scale=1-4", "-p", "gpu",
+                       "--gres=gpu:1", "-o", "/dev/null", str(script))  # fmt: skip
+    cfg = parse_config({"partitions": ["gpu"], "round_seconds": 5, "state_dir": str(state),
+                        "checkpoint": {"grace_seconds": 3}})  # fmt: skip
+    daemon = Daemon(cfg, cli_backend(env=slurm.env), metrics=DaemonMetrics())
+    try:
+        daemon.start()
+        daemon.round()
+        assert main(["status", "--state-dir", str(state), "--json"]) == 0
+        m = {j["id"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}[job]["moldable"]
+        assert (m["range"], m["count"], m["run"], m["chosen"]) == ([1, 4], 4, "this", "grown")
+        assert m["limit"] is None and 4 in [c["gpus"] for c in m["counts"]]
+        assert main(["explain", job, "--state-dir", str(state)]) == 0
+        text = capsys.readouterr().out
+        assert "on 4 (1-4) GPU(s)" in text
+        assert "moldable, range 1-4 GPUs; this run has 4: grown from 1 into GPUs" in text
+        slurm.wait_state(job, "RUNNING")
+        assert "gpu:4" in slurm.show(job).get("TresPerNode", ""), slurm.show(job)
+        daemon.round()
+        assert main(["status", "--state-dir", str(state)]) == 0
+        out = capsys.readouterr().out
+        assert f"  {job}: range 1-4 GPUs; this run has 4: the count of this run" in out, out
+    finally:
+        daemon.store.release()
+        slurm.cmd("scancel", job, check=False)
