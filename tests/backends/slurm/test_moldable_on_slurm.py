@@ -174,3 +174,72 @@ def test_status_and_explain_name_the_count_slurm_started_it_at(slurm, tmp_path, 
     finally:
         daemon.store.release()
         slurm.cmd("scancel", job, check=False)
+
+
+def test_the_daemon_resumes_a_preempted_job_at_another_count(slurm, tmp_path, capsys):
+    """Issue 25, live: on the k80 partition (2 nodes x 4 GPUs) a moldable job alone grows
+    to all 8 GPUs; a rigid 8-GPU job arrives, max_min_fairness shares the time, the
+    moldable job is preempted (it saves its step, exits 99) and resumed by a later
+    round at 1 GPU (its least count: the other job holds the rest), going on from its
+    step. status names both counts."""
+    out, ckpt = tmp_path / "runs.log", tmp_path / "step"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"step=0; [[ -f {ckpt} ]] && step=$(cat {ckpt})\n"
+        f"echo run $((SLURM_JOB_NUM_NODES * SLURM_GPUS_ON_NODE)) $step >> {out}\n"
+        f"trap 'echo $step > {ckpt}; exit 99' USR1\n"
+        "while true; do step=$((step + 1)); sleep 0.2 & wait $!; done\n"
+    )
+    rigid = tmp_path / "rigid.sh"
+    rigid.write_text("#!/bin/bash\ntrap 'exit 99' USR1\nwhile true; do sleep 0.2 & wait $!; done\n")
+    r18 = "ResNet-18 (batch size 16)"
+    job = slurm.sbatch(f"--comment=gavel:type={r18},scale=1-8", "-p", "k80", "--gres=gpu:1",
+                       "-o", "/dev/null", str(script))  # fmt: skip
+    state = tmp_path / "state"
+    cfg = parse_config({"partitions": ["k80"], "round_seconds": 5, "state_dir": str(state),
+                        "policy": "max_min_fairness",
+                        "checkpoint": {"grace_seconds": 3}})  # fmt: skip
+    daemon = Daemon(cfg, cli_backend(env=slurm.env, managed_partitions=["k80"]),
+                    metrics=DaemonMetrics())  # fmt: skip
+    other = None
+
+    def counts() -> list[tuple[int, int]]:
+        lines = out.read_text().splitlines() if out.exists() else []
+        return [(int(a), int(b)) for _, a, b in (ln.split() for ln in lines)]
+
+    try:
+        daemon.start()
+        daemon.round()
+        slurm.wait_state(job, "RUNNING")
+        deadline = time.monotonic() + 30
+        while not counts() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert counts() == [(8, 0)], (counts(), slurm.why(job))
+        time.sleep(2)  # some steps
+        other = slurm.sbatch(f"--comment=gavel:type={r18},scale=8", "-p", "k80", "-N", "2",
+                             "--gres=gpu:4", "-o", "/dev/null", str(rigid))  # fmt: skip
+        views, lines = [], []  # what status showed of it after each round
+        deadline = time.monotonic() + 120
+        while len(counts()) < 2 and time.monotonic() < deadline:
+            time.sleep(1.5)
+            daemon.round()
+            assert main(["status", "--state-dir", str(state), "--json"]) == 0
+            j = {j["id"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}[job]
+            m = j["moldable"]
+            views.append((j["state"], m["count"], m["run"], m["last_count"]))
+            assert main(["status", "--state-dir", str(state)]) == 0
+            lines += capsys.readouterr().out.splitlines()
+        runs = counts()
+        assert len(runs) >= 2, (runs, slurm.why(job), slurm.why(other))
+        assert runs[1][0] < 8 and runs[1][1] > 0, runs  # another count, from its saved step
+        # the round that restarted it: this run's count and its last run's
+        assert ("starting", runs[1][0], "this", 8) in views, views
+        assert any(
+            ln.startswith(f"  {job}: range 1-8 GPUs; this run has {runs[1][0]} (its last run "
+                          "had 8): the least count of its range")
+            for ln in lines
+        ), lines  # fmt: skip
+    finally:
+        daemon.store.release()
+        slurm.cmd("scancel", job, *([other] if other else []), check=False)
