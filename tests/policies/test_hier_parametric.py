@@ -8,12 +8,15 @@ not every job is proven bottlenecked). A spy checks which of these really ran.""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 
 import numpy as np
 import pytest
 
 from slurm_gavel.core.model import Problem
-from slurm_gavel.policies import allocate
+from slurm_gavel.errors import SolveError
+from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.solvers import hier_parametric as hp
 from slurm_gavel.policies.solvers import hier_water_filling as hw
 
@@ -40,8 +43,8 @@ def _run(monkeypatch: pytest.MonkeyPatch, p: Problem, on: bool) -> tuple[np.ndar
     real, real_cross = hp.parametric_fill, hp._cross
     crossings = []
 
-    def spy(*args):  # type: ignore[no-untyped-def]
-        out = real(*args)
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(*args, **kwargs)
         seen.append(None if out is None else (out.complete, len(crossings)))
         return out
 
@@ -186,3 +189,42 @@ def test_a_failed_hand_over_falls_back_to_the_exact_loop(
     assert "hand-over failed" in caplog.text
     assert got_first == pytest.approx(ref_first, rel=1e-8)
     np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-12)
+
+
+def test_a_time_limit_of_zero_stops_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PolicyOptions.time_limit reaches the path: at 0 it stops before its first
+    decomposition solve with a SolveError (the round fails and the last allocation
+    stands), as the other solvers' HiGHS LPs stop at theirs."""
+    p = distinct(80, SKEWED, 1)
+    monkeypatch.setattr(hp, "DW_MIN_CELLS", 1)
+    with pytest.raises(SolveError, match=r"hierarchical path: the solver time limit of 0 s"):
+        allocate(p, NAME, PolicyOptions(time_limit=0.0))
+
+
+def test_the_time_limit_is_checked_between_solves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clock that advances 1 s per reading, a limit of 3.5 s stops the path at its
+    fourth min_beta solve (within the first crossing's Newton steps); a limit it never
+    reaches changes nothing."""
+    p = distinct(80, SKEWED, 1)  # two crossings, several solves each
+    ref, ref_first, _ = _run(monkeypatch, p, on=True)
+    readings: list[int] = []
+
+    def clock_from_zero() -> float:
+        readings.append(1)
+        return float(len(readings) - 1)
+
+    real = hp.parametric_fill
+    monkeypatch.setattr(hw, "parametric_fill", functools.partial(real, clock=clock_from_zero))
+    with pytest.raises(SolveError, match=r"time limit of 3.5 s was reached after 3 decomp"):
+        allocate(p, NAME, PolicyOptions(time_limit=3.5))
+    assert len(readings) == 5  # the start, then one before each of 4 solves
+    readings.clear()
+    ticks = itertools.count()
+    monkeypatch.setattr(
+        hw, "parametric_fill", functools.partial(real, clock=lambda: float(next(ticks)))
+    )
+    alloc = allocate(p, NAME, PolicyOptions(time_limit=1e6))
+    got = np.array([alloc.effective_throughput(p, j.id) for j in p.jobs])
+    assert 5 < next(ticks) < 1e6  # it read the clock before each of its solves
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    assert alloc.objective == pytest.approx(ref_first, rel=1e-12)

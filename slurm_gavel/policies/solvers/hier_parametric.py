@@ -40,10 +40,18 @@ MAX_ROUNDS of them, hands the state (levels, frozen jobs) to the LP loop, which
 goes on from it. Either way the answer is the LP loop's to within dw's 1e-9
 certificates.
 `None` (caller: the plain LP loop) where the decomposition does not apply.
+
+A time limit (PolicyOptions.time_limit, the daemon's solver_time_limit_seconds) is
+checked before every min_beta solve: once it has passed, the path stops with a
+SolverError, as the HiGHS LPs of the other solvers stop at their limit (the round then
+fails and the last allocation stands); it does not hand over to the LP loop, which
+would only take longer.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +65,7 @@ from slurm_gavel.policies.solvers.dw import (
     vertices,
 )
 from slurm_gavel.policies.solvers.hier_dw import job_duals
+from slurm_gavel.policies.solvers.lp import SolverError
 
 #: From this many (class, type) cells on (about 500 distinct jobs on 3 types); below
 #: it the LP loop alone is faster, and the simulator's class LPs stay as they were.
@@ -70,6 +79,31 @@ MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fai
 BETA_TOL = 1e-11
 #: At most this many crossings (each: one path, ~6 min_beta solves); then the LP loop.
 MAX_ROUNDS = 50
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When the path must stop: `limit` seconds after `start` on `clock` (None: never)."""
+
+    limit: float | None
+    clock: Callable[[], float]
+    start: float
+
+    @classmethod
+    def after(cls, limit: float | None, clock: Callable[[], float]) -> Deadline:
+        return cls(limit, clock, clock() if limit is not None else 0.0)
+
+    def check(self, solves: int) -> None:
+        """Raise SolverError once the limit has passed (`solves`: min_beta solves so far)."""
+        if self.limit is not None and self.clock() - self.start >= self.limit:
+            raise SolverError(
+                f"hierarchical path: the solver time limit of {self.limit:g} s was reached "
+                f"after {solves} decomposition solves; no allocation returned (raise "
+                "solver_time_limit_seconds, or leave it out for no limit)"
+            )
+
+
+NO_DEADLINE = Deadline(None, time.monotonic, 0.0)
 
 
 @dataclass(frozen=True)
@@ -200,10 +234,14 @@ def parametric_fill(
     entity: np.ndarray,
     entity_weight: np.ndarray,
     capacity: np.ndarray,
+    *,
+    time_limit: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Partial | None:
     """The water filling up to (and usually through) the first level where the capacity
     rows bind; None where the decomposition does not apply (few cells, many types,
-    zero weights) or stalls."""
+    zero weights) or stalls. SolverError once time_limit seconds (on clock) have
+    passed (checked before each min_beta solve)."""
     k = coef.shape[1]
     allowed = coef > 0
     runnable: np.ndarray = np.asarray(allowed.any(axis=1))
@@ -219,10 +257,14 @@ def parametric_fill(
     level, frozen = np.zeros(len(coef)), ~runnable
     first: float | None = None
     iterations = solves = 0
+    deadline = Deadline.after(time_limit, clock)
     for _ in range(MAX_ROUNDS):
         pth = path(maximum, unit, weight * count, entity, entity_weight, frozen, level)
         try:
-            cr = _cross(coef, runnable, count * scale, capacity, pth, weight * count, entity_weight)
+            cr = _cross(
+                coef, runnable, count * scale, capacity, pth, weight * count, entity_weight,
+                deadline, solves,
+            )  # fmt: skip
         except DwStalled:
             if first is None:
                 return None
@@ -258,8 +300,11 @@ def _cross(
     pth: Path,
     live_weight: np.ndarray,
     entity_weight: np.ndarray,
+    deadline: Deadline = NO_DEADLINE,
+    solved: int = 0,
 ) -> _Crossing:
-    """Where the path's levels stop fitting the cluster (module docstring)."""
+    """Where the path's levels stop fitting the cluster (module docstring); `solved`:
+    min_beta solves before this crossing (for the deadline's message)."""
     n, k = coef.shape
     allowed = coef > 0
     a, al, g = coef[runnable], allowed[runnable], gpus[runnable]
@@ -273,6 +318,7 @@ def _cross(
 
     def beta(tau: float) -> tuple[BetaResult, np.ndarray, np.ndarray]:
         nonlocal lam
+        deadline.check(solved + solves)
         level, frozen = pth.at(tau)
         w = np.minimum(level, maximum)[runnable]
         rise = rise_at(frozen | ~runnable)[runnable]
@@ -286,6 +332,7 @@ def _cross(
         return x
 
     end = float(pth.tau[-1]) if len(pth.tau) else 0.0
+    solves = 0
     res, level, frozen = beta(end)
     solves = 1
     if res.beta <= 1.0:  # every job reaches its maximum: time rows only

@@ -79,8 +79,9 @@ def water_fill(
     iterations = 0
     # Per-job rows: the levels where only time rows bind need no LP (hier_parametric).
     par = parametric_fill(
-        cls.coef, cls.scale, cls.count, cls.weight, cls.entity, cls.entity_weight, cls.capacity
-    )
+        cls.coef, cls.scale, cls.count, cls.weight, cls.entity, cls.entity_weight, cls.capacity,
+        time_limit=time_limit,
+    )  # fmt: skip
     if par is not None:
         if par.complete:
             value = (cls.coef * par.x).sum(axis=1)
