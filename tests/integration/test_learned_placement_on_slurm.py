@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 import pytest
 from own_cluster import own_cluster
+from rated_jobs import rated_jobs
 from waiting import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-JOB = Path(__file__).resolve().parents[1] / "workloads" / "jobs" / "rated_reporter.py"
 TOPOLOGY = "v100:1x1,k80:1x1"
 # name: (hinted type, true steps/s per GPU type, the prior's type, the fast type)
 JOBS = {
@@ -68,36 +67,20 @@ def slurm(two_type_cluster):
     two_type_cluster.cancel_all()
 
 
-def _runs(state: Path, job: str) -> list[str]:
-    """The GPU type of each run of the job, in order (its `start` lines)."""
-    log = state / f"{job}.log"
-    if not log.exists():
-        return []
-    return [ln.split()[2] for ln in log.read_text().splitlines() if ln.startswith("start")]
-
-
 @pytest.mark.parametrize("knowledge", ["learned", "table"])
 def test_placement_follows_the_learned_rows(scenario, knowledge: str):
     sc = scenario
-    spool = sc.dir / "progress"
-    spool.mkdir(mode=0o755)
-    state = sc.dir / "jobstate"
-    state.mkdir()
-    with sc.daemon.config.open("a") as f:
-        f.write(
-            f"progress_dir: {spool}\n"
-            f"learning: {{knowledge: {knowledge}, ratio_factor: 1000, step_factor: 1000}}\n"
-        )
-    jobs = {}
-    for name, (hint, rates, _, _) in JOBS.items():
-        jobs[name] = sc.slurm.sbatch(
-            "-p", "gpu", "-o", str(sc.dir / f"{name}.out"), f"--comment=gavel:type={hint}",
-            "--wrap", f"GAVEL_EMULATE_RATES={rates} exec python3 {JOB} {STEPS} {spool} {state}",
-        )  # fmt: skip
+    rated = rated_jobs(
+        sc, f"learning: {{knowledge: {knowledge}, ratio_factor: 1000, step_factor: 1000}}\n"
+    )
+    jobs = {
+        name: rated.submit(name, rates, STEPS, comment=f"gavel:type={hint}")
+        for name, (hint, rates, _, _) in JOBS.items()
+    }
     sc.daemon.start()
 
     def first_runs() -> dict[str, str] | None:
-        runs = {n: _runs(state, j) for n, j in jobs.items()}
+        runs = {n: rated.gpu_types(j) for n, j in jobs.items()}
         return {n: r[0] for n, r in runs.items()} if all(runs.values()) else None
 
     first = wait_for(first_runs, 120, "both jobs' first run", 0.5)
@@ -105,14 +88,14 @@ def test_placement_follows_the_learned_rows(scenario, knowledge: str):
     assert first == {n: spec[2] for n, spec in JOBS.items()}, first
     if knowledge == "table":
         time.sleep(WATCH_S)
-        runs = {n: _runs(state, j) for n, j in jobs.items()}
+        runs = {n: rated.gpu_types(j) for n, j in jobs.items()}
         sc.daemon.stop()
         # the rows never change, so neither does the placement
         assert all(set(r) == {JOBS[n][2]} for n, r in runs.items()), runs
         return
 
     def moved() -> dict[str, list[str]] | None:
-        runs = {n: _runs(state, j) for n, j in jobs.items()}
+        runs = {n: rated.gpu_types(j) for n, j in jobs.items()}
         return runs if all(r[-1] == JOBS[n][3] for n, r in runs.items()) else None
 
     # within the window in which the control does not move
@@ -120,7 +103,7 @@ def test_placement_follows_the_learned_rows(scenario, knowledge: str):
     states = sc.wait_finished(list(jobs.values()), timeout=240)
     sc.daemon.stop()
     sc.assert_all_completed(states)
-    runs = {n: _runs(state, j) for n, j in jobs.items()}
+    runs = {n: rated.gpu_types(j) for n, j in jobs.items()}
     # moved once, by the measurements, and finished on its fast type
     assert all(r[-1] == JOBS[n][3] for n, r in runs.items()), runs
     doc = sc.state_doc() or {}

@@ -5,38 +5,20 @@ again) and keeps the job's learned restart cost in its state file and Prometheus
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from rated_jobs import rated_jobs
 from waiting import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-JOB = Path(__file__).resolve().parents[1] / "workloads" / "jobs" / "rated_reporter.py"
 RATES = "v100=20,p100=10,k80=10"
 
 
 def test_restarts_are_timed_and_learned_per_job(scenario):
     sc = scenario
-    spool = sc.dir / "progress"
-    spool.mkdir(mode=0o755)
-    state = sc.dir / "jobstate"
-    state.mkdir()
-    with sc.daemon.config.open("a") as f:
-        # each run kept 2 s / 0.1 = 20 s (5 rounds), then the 12 jobs take turns on the GPUs
-        f.write(f"progress_dir: {spool}\nrestart_aware: true\npreemption_overhead_seconds: 2\n")
-    jobs = [
-        sc.slurm.sbatch(
-            "-p",
-            "gpu",
-            "-o",
-            str(sc.dir / f"j{i}.out"),
-            "--comment=gavel:",
-            "--wrap",
-            f"GAVEL_EMULATE_RATES={RATES} exec python3 {JOB} 4000 {spool} {state}",
-        )
-        for i in range(12)
-    ]
+    # each run kept 2 s / 0.1 = 20 s (5 rounds), then the 12 jobs take turns on the GPUs
+    rated = rated_jobs(sc, "restart_aware: true\npreemption_overhead_seconds: 2\n")
+    jobs = [rated.submit(f"j{i}", RATES, 4000) for i in range(12)]
     sc.daemon.start()
 
     def learned() -> dict[str, float] | None:
@@ -63,8 +45,7 @@ def test_restarts_are_timed_and_learned_per_job(scenario):
     assert metrics["slurm_gavel_restart_seconds_total"] > 0
     assert metrics["slurm_gavel_restart_gpu_seconds_total"] > 0
     # a resumed job continued from its checkpoint
-    resumed = [j for j in costs if (state / f"{j}.log").exists()]
-    for j in resumed:
-        starts = [line.split() for line in (state / f"{j}.log").read_text().splitlines()
-                  if line.startswith("start")]  # fmt: skip
-        assert len(starts) >= 2 and int(starts[-1][4]) > 0, starts
+    for j in costs:
+        starts = rated.starts(j)
+        if starts:
+            assert len(starts) >= 2 and starts[-1].step > 0, starts

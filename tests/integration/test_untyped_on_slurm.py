@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from rated_jobs import rated_jobs
 from waiting import wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-JOB = Path(__file__).resolve().parents[1] / "workloads" / "jobs" / "rated_reporter.py"
 # steps/s per GPU type of two models no table has: one 10x faster on a V100 than on
 # a K80, one faster on the K80
 RATES = {"fast-on-v100": "v100=20,p100=10,k80=2", "fast-on-k80": "v100=3,p100=3,k80=4"}
@@ -33,18 +32,10 @@ def _rates(text: str) -> dict[str, float]:
 
 def test_untyped_jobs_run_managed_and_learn_their_own_rows(scenario):
     sc = scenario
-    spool = sc.dir / "progress"
-    spool.mkdir(mode=0o755)
-    state = sc.dir / "jobstate"
-    state.mkdir()
-    with sc.daemon.config.open("a") as f:
-        f.write(f"progress_dir: {spool}\n")
+    rated = rated_jobs(sc)
     jobs = {}
     for name, rates in RATES.items():
-        jobs[name] = sc.slurm.sbatch(
-            "-p", "gpu", "-o", str(sc.dir / f"{name}.out"), "--comment=gavel:",
-            "--wrap", f"GAVEL_EMULATE_RATES={rates} exec python3 {JOB} {STEPS} {spool} {state}",
-        )  # fmt: skip
+        jobs[name] = rated.submit(name, rates, STEPS)
         # held on arrival: managed from submission, no type needed
         assert sc.slurm.show(jobs[name])["Priority"] == "0"
     sc.daemon.start()
@@ -66,8 +57,7 @@ def test_untyped_jobs_run_managed_and_learn_their_own_rows(scenario):
     sc.assert_all_completed(states)
     for name, job in jobs.items():
         true = _rates(RATES[name])
-        ran = {line.split()[2] for line in (state / f"{job}.log").read_text().splitlines()
-               if line.startswith("start")}  # fmt: skip
+        ran = set(rated.gpu_types(job))
         for gpu, (rate, seconds) in cells[job].items():
             # a cell only for a type Slurm ran the job on, at its own speed there
             assert gpu in ran, (name, gpu, ran)
