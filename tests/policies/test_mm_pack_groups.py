@@ -101,3 +101,54 @@ def test_circle_pairs_realise_degrees_without_self_pairs(degree) -> None:
         got[i] += v
         got[j] += v
     assert got == pytest.approx(degree, abs=1e-12)
+
+
+def _spy_runs(monkeypatch, after_init=None) -> list[list[str]]:
+    """The HiGHS methods (PricedLp.runs) of every PricedLp built during the call."""
+    seen: list[list[str]] = []
+    real_init = mm_pricing.PricedLp.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        seen.append(self.runs)
+        if after_init is not None:
+            after_init(self)
+
+    monkeypatch.setattr(mm_pricing.PricedLp, "__init__", init)
+    return seen
+
+
+@pytest.mark.parametrize(("n", "gpus", "seed"), CASES[2:])
+def test_group_lp_ipm_then_primal_resolves_keep_the_optimum(
+    monkeypatch, normalised_values, n, gpus, seed
+) -> None:
+    # The fast path's HiGHS methods: interior point first, primal simplex after new
+    # columns or stage 2's cost, dual simplex after max-degree rows; same optimum as
+    # the class-pair LP solved by the dual simplex alone.
+    p = jittered(n, gpus, seed)
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 10**9)
+    exact = allocate(p, NAME)
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 0)
+    monkeypatch.setattr(mm_pack_groups, "HINT", False)  # one LP to watch
+    seen = _spy_runs(monkeypatch)
+    fast = allocate(p, NAME)
+    (runs,) = seen
+    assert runs[0] == "ipm"
+    assert "primal" in runs and "dual" in runs  # columns priced in, degree rows added
+    assert fast.violations(p) == []
+    assert fast.objective == pytest.approx(exact.objective, rel=1e-7)
+    values, ref = normalised_values(p, fast), normalised_values(p, exact)
+    assert sum(values.values()) == pytest.approx(sum(ref.values()), rel=1e-7)
+
+
+def test_group_lp_falls_back_to_simplex_when_ipm_stops(monkeypatch) -> None:
+    p = jittered(20, 4, 1)
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 10**9)
+    exact = allocate(p, NAME)
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 0)
+    monkeypatch.setattr(mm_pack_groups, "HINT", False)
+    seen = _spy_runs(monkeypatch, lambda lp: lp.h.setOptionValue("ipm_iteration_limit", 1))
+    fast = allocate(p, NAME)
+    assert seen[0][:2] == ["ipm", "dual"]  # IPM stopped after one iteration: simplex
+    assert fast.violations(p) == []
+    assert fast.objective == pytest.approx(exact.objective, rel=1e-7)

@@ -60,6 +60,15 @@ PRICING_BATCH = 1000
 # Start from the partner-group cells the LP of group-mean rows uses (_hint): 1,024
 # distinct jobs 2.3-2.5 -> 1.4-1.5 CPU s (alternating, load ~9). Only a start.
 HINT = True
+# How HiGHS solves it (mm_pricing.PricedLp): the first, hinted LP (~5.5k columns,
+# ~4.2k rows) by interior point + crossover, each re-solve after priced-in columns
+# (and stage 2's new cost) by primal simplex from the basis, after degree rows by
+# dual simplex. 1,024 distinct jobs, CPU s, same process, load ~0.5: dual simplex
+# throughout 1.46-1.55; IPM first 1.13-1.25; IPM first + primal re-solves
+# 0.77-0.87 (stage 2 from 2.2k dual pivots to a handful of primal ones). The same
+# optimum (the pricing still runs until no column improves): benchmarks/README.md.
+FIRST_SOLVER = "ipm"
+RESOLVE = "primal"
 
 
 @dataclass(frozen=True)
@@ -208,7 +217,7 @@ def solve_packed_groups(
         active[nx:zcol] = _hint(problem, group, keys, p)
     lp = PricedLp(
         a, lower, upper, np.full(zcol + 1, highspy.kHighsInf), cost, active,
-        solver="simplex", time_limit=time_limit, batch=PRICING_BATCH,
+        solver=FIRST_SOLVER, time_limit=time_limit, batch=PRICING_BATCH, resolve=RESOLVE,
     )  # fmt: skip
     degree = _DegreeRows(lp, p, count, nx, group)
     sol = degree.solve("packed max-min stage 1")

@@ -10,12 +10,20 @@ c_j - a_j . y > 0 (maximisation). Those columns (the best `batch` of them) are
 added and the LP re-solved from the current basis, until none is left. The
 result is an optimum of the full LP (to HiGHS's dual feasibility tolerance),
 not an approximation. Pricing all columns is one sparse product.
+
+How HiGHS re-solves is a choice of the caller (`resolve`): by default each
+re-solve is HiGHS's dual simplex from the current basis. With resolve="primal"
+a re-solve after new columns or a new cost is primal simplex (the basis is still
+primal feasible then: new columns sit at zero, and stage 2 keeps the stage-1
+point feasible), and one after new rows is dual simplex (the basis is still dual
+feasible then). The optimum is the same; only the pivots differ.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import highspy
 import numpy as np
 
 from slurm_gavel.policies.solvers.lp import highs_model, run_to_optimum
@@ -43,6 +51,7 @@ class PricedLp:
         solver: str = "simplex",
         time_limit: float | None = None,
         batch: int = 500,
+        resolve: str = "dual",
     ) -> None:
         self.a = a
         self._a_t: sp.csr_matrix | None = None  # A^T for pricing, built on first use
@@ -55,6 +64,10 @@ class PricedLp:
         self.pos[self.order] = np.arange(len(self.order))
         self.batch = batch
         self.rounds = 0
+        self.resolve = resolve
+        self.runs: list[str] = []  # the method of each HiGHS run: ipm, dual, primal
+        self._new_rows = False  # rows added since the last run (resolve="primal": dual)
+        self._first = solver
 
         # With every column active (no pricing: the common, small case) A goes in as
         # is; the column slice would be the same matrix, only slower to build.
@@ -99,6 +112,7 @@ class PricedLp:
             lower, upper, int(on.sum()),
             self.pos[cols[on]].astype(np.int32), coeff[on].astype(np.float64),
         )  # fmt: skip
+        self._new_rows = True
 
     def solve(self, what: str) -> np.ndarray:
         """Optimise, pricing in missing columns until none improves; full-length x."""
@@ -140,4 +154,23 @@ class PricedLp:
         self.rounds += 1
 
     def _run(self, what: str) -> None:
+        if not self.runs:
+            self.runs.append(self._first)
+            if self._first == "ipm":
+                # interior point + crossover: a vertex and its basis, like the simplex
+                self.h.run()
+                if self.h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+                    return
+                self.h.clearSolver()  # IPM or crossover failed: the simplex from scratch
+                self.h.setOptionValue("solver", "simplex")
+                self.runs.append("dual")
+            run_to_optimum(self.h, what)
+            return
+        if self.resolve == "primal":
+            method = "dual" if self._new_rows else "primal"
+            self.h.setOptionValue("simplex_strategy", 1 if method == "dual" else 4)
+            self.runs.append(method)
+        else:
+            self.runs.append("dual")
+        self._new_rows = False
         run_to_optimum(self.h, what)
