@@ -52,16 +52,13 @@ from slurm_gavel.daemon.inflight import Inflight
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.loop import DaemonLoop
 from slurm_gavel.daemon.metrics import DaemonMetrics
-from slurm_gavel.daemon.mold_view import LastCounts, mold_view
 from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.publish import Publisher
 from slurm_gavel.daemon.reload import reload_daemon, scheduler_config
 from slurm_gavel.daemon.restart_clock import RestartClock
-from slurm_gavel.daemon.round_failures import round_failed, save_failed
-from slurm_gavel.daemon.row_view import row_view
-from slurm_gavel.daemon.state_doc import state_document
+from slurm_gavel.daemon.round_failures import round_failed
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
-from slurm_gavel.daemon.status_rows import jobs_view
+from slurm_gavel.daemon.state_writer import StateWriter
 from slurm_gavel.daemon.tap import DaemonTap
 from slurm_gavel.policies import get_policy
 
@@ -109,17 +106,16 @@ class Daemon:
         )
         # each restart's cost, measured (restart_clock.py): JobAccount.restart_cost_s
         self.restart_clock = RestartClock(config.settings.preemption_overhead_seconds)
-        self.mold_counts = LastCounts()  # each moldable job's last run's GPUs (mold_view.py)
         self.tap = DaemonTap(self)
         self.publisher = Publisher(self.store, self.hooks)  # status.json, AdminComment
-        self.started_at = time.time()
+        # state.json and the status views, and the saves failed in a row (state_writer.py)
+        self.writer = StateWriter(self.store, self.metrics, self.publisher)
         self._inflight: Inflight | None = None
         self._needs_reconcile = False
         self.events = RoundEvents()
         self.last_report: RoundReport | None = None
         self._started = False
         self._commands_before: int | None = None
-        self._failed_saves = 0  # in a row, since the last save that worked
         # the rounds, the wait between them, stop and reload (daemon/loop.py)
         self.loop = DaemonLoop(self, self.hooks, clock)
 
@@ -300,7 +296,7 @@ class Daemon:
             try:
                 self._save(self.state.to_json(), inflight=None, report=report)
             except StateSaveError as e:
-                self._note_save_failed(e, round_index=report.round_index, acted=True)
+                self.writer.failed(e, round_index=report.round_index, acted=True)
             else:
                 self.publisher.admin_comments()
         self.tap.give_back(report)  # held jobs no round can place go back to Slurm
@@ -313,18 +309,13 @@ class Daemon:
         except StateSaveError as e:
             # The pre-round save (the inflight record) failed: nothing was done to
             # Slurm, and nothing will be until a save succeeds (crash safety needs it).
-            self._note_save_failed(e, round_index=self.state.round_index, acted=False)
+            self.writer.failed(e, round_index=self.state.round_index, acted=False)
             return False
         except Exception as e:
             if round_failed(self.metrics, e):
                 self.tap.outage = True
             return False
         return True
-
-    def _note_save_failed(self, e: StateSaveError, *, round_index: int, acted: bool) -> None:
-        """What the daemon does while saves fail: daemon/round_failures.save_failed."""
-        self._failed_saves += 1
-        save_failed(self.metrics, e, round_index, acted, self._failed_saves)
 
     def _save(
         self,
@@ -334,49 +325,12 @@ class Daemon:
         *,
         publish: bool = True,
     ) -> None:
-        """Save state.json and, with `publish`, the status views (not before the act:
-        docs/design.md 1.5)."""
-        snap = self.tap.last_snapshot
-        self._write_state(scheduler_json, inflight, report, snap, publish)
-        self.metrics.state_save_failing.set(0)
-        if self._failed_saves:
-            event(
-                log,
-                "state_save_recovered",
-                logging.WARNING,
-                failed_saves=self._failed_saves,
-                path=str(self.store.path),
-            )
-            self._failed_saves = 0
-
-    def _write_state(
-        self,
-        scheduler_json: dict[str, Any],
-        inflight: Inflight | None,
-        report: RoundReport | None,
-        snap: ClusterSnapshot | None,
-        publish: bool,
-    ) -> None:
-        self.mold_counts.update(snap)
-        doc = state_document(
-            self.config,
-            self.started_at,
-            scheduler_json,
-            inflight,
-            jobs_view(
-                snap,
-                report,
-                self.sched_config.table,
-                previous=self.last_report,
-                throughput_of=row_view(self.state, self.sched_config),
-                moldable_of=mold_view(self.state, self.sched_config, snap, self.mold_counts),
-            ),
-            snap,
-            self.progress,
-        )
-        self.store.save(doc)
-        if publish:
-            self.publisher.save_view(doc)
+        """Save state.json and, with `publish`, the status views (state_writer.py)."""
+        self.writer.save(
+            self.config, scheduler_json, inflight, state=self.state,
+            sched_config=self.sched_config, snap=self.tap.last_snapshot, report=report,
+            previous=self.last_report, progress=self.progress, publish=publish,
+        )  # fmt: skip
 
     def _record(self, report: RoundReport, duration: float) -> None:
         """Metrics, the round's log lines (daemon/events.py) and a dry run's plan."""

@@ -1,0 +1,95 @@
+"""The daemon's saves (Daemon.writer): state.json each time, the status views after the
+act, and the run of saves that failed in a row.
+
+A component with its own state, not a part of the round: how many saves have failed
+since the last one that worked (the metric `state_save_failing`, the recovery event)
+and each moldable job's last run's GPU count (LastCounts, which only the status view
+reads). The round (daemon/daemon.py) says what to save and when; crash safety (which
+save carries an inflight record, what a failed save stops) stays there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from slurm_gavel.core.cluster_model import ClusterSnapshot
+from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.daemon.inflight import Inflight
+from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.mold_view import LastCounts, mold_view
+from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.publish import Publisher
+from slurm_gavel.daemon.round_failures import save_failed
+from slurm_gavel.daemon.row_view import row_view
+from slurm_gavel.daemon.state_doc import state_document
+from slurm_gavel.daemon.state_store import StateSaveError, StateStore
+from slurm_gavel.daemon.status_rows import jobs_view
+
+log = logging.getLogger("slurm_gavel.daemon")
+
+
+class StateWriter:
+    def __init__(self, store: StateStore, metrics: DaemonMetrics, publisher: Publisher) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.publisher = publisher  # status.json, AdminComment
+        self.started_at = time.time()
+        self.failed_saves = 0  # in a row, since the last save that worked
+        self.mold_counts = LastCounts()  # each moldable job's last run's GPUs (mold_view.py)
+
+    def save(
+        self,
+        config: Config,
+        scheduler_json: dict[str, Any],
+        inflight: Inflight | None,
+        *,
+        state: SchedulerState,
+        sched_config: SchedulerConfig,
+        snap: ClusterSnapshot | None,
+        report: RoundReport | None,
+        previous: RoundReport | None,
+        progress: ProgressTracker | None,
+        publish: bool,
+    ) -> None:
+        """Save state.json and, with `publish`, the status views (not before the act:
+        docs/design.md 1.5). StateSaveError when state.json could not be written."""
+        self.mold_counts.update(snap)
+        doc = state_document(
+            config,
+            self.started_at,
+            scheduler_json,
+            inflight,
+            jobs_view(
+                snap,
+                report,
+                sched_config.table,
+                previous=previous,
+                throughput_of=row_view(state, sched_config),
+                moldable_of=mold_view(state, sched_config, snap, self.mold_counts),
+            ),
+            snap,
+            progress,
+        )
+        self.store.save(doc)
+        if publish:
+            self.publisher.save_view(doc)
+        self.metrics.state_save_failing.set(0)
+        if self.failed_saves:
+            event(
+                log,
+                "state_save_recovered",
+                logging.WARNING,
+                failed_saves=self.failed_saves,
+                path=str(self.store.path),
+            )
+            self.failed_saves = 0
+
+    def failed(self, e: StateSaveError, *, round_index: int, acted: bool) -> None:
+        """A save failed: counted and logged (daemon/round_failures.save_failed)."""
+        self.failed_saves += 1
+        save_failed(self.metrics, e, round_index, acted, self.failed_saves)
