@@ -68,7 +68,7 @@ def state_dir() -> Iterator[Path]:
 
 def publish(state_dir: Path, jobs: dict[str, dict[str, object]], setting: str = "private",
             backend: object = None) -> Publisher:  # fmt: skip
-    """One daemon save: state.json, then the views, as Daemon._write_state does."""
+    """One daemon save: state.json, then the views, as StateWriter.save does."""
     store = StateStore(state_dir)
     store.acquire()
     try:
