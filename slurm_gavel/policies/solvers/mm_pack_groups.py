@@ -115,13 +115,15 @@ def _pair_columns(
     members = [np.nonzero(group == g)[0] for g in range(n_groups)]
     jobs_in = np.array([int(classes.count[m].sum()) for m in members])
     on_type = np.array([allowed[m].any(axis=0) for m in members]).reshape(n_groups, -1)
+    on_members = [[m[allowed[m, k]] for k in range(allowed.shape[1])] for m in members]
     cons: dict[tuple[int, int, int], int] = {}
     cs: list[np.ndarray] = []
-    bs: list[np.ndarray] = []
-    ts: list[np.ndarray] = []
-    gs: list[np.ndarray] = []
-    rows: list[np.ndarray] = []
-    signs: list[np.ndarray] = []
+    # one entry per block of columns (a partner group and type for the jobs cs[i])
+    bs: list[int] = []
+    ts: list[int] = []
+    rs: list[float] = []
+    rows: list[int] = []
+    signs: list[float] = []
     for a, (type_a, scale) in enumerate(keys):
         for b, (type_b, scale_b) in enumerate(keys):
             if scale_b != scale or (a == b and jobs_in[a] < 2):
@@ -133,7 +135,7 @@ def _pair_columns(
                 k = type_index.get(t)
                 if k is None or not on_type[b, k] or (ra <= 0 and rb <= 0):
                     continue
-                mem = members[a][allowed[members[a], k]]
+                mem = on_members[a][k]
                 if not len(mem):
                     continue
                 row, sign = -1, 0.0
@@ -141,18 +143,21 @@ def _pair_columns(
                     row = cons.setdefault((min(a, b), max(a, b), k), len(cons))
                     sign = 1.0 if a < b else -1.0
                 cs.append(mem)
-                bs.append(np.full(len(mem), b))
-                ts.append(np.full(len(mem), k))
-                gs.append(factor[mem] * ra)
-                rows.append(np.full(len(mem), row))
-                signs.append(np.full(len(mem), sign))
+                bs.append(b)
+                ts.append(k)
+                rs.append(ra)
+                rows.append(row)
+                signs.append(sign)
+    size = [len(m) for m in cs]
 
-    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+    def per_col(block: list[Any], dtype: Any) -> np.ndarray:
+        return np.repeat(np.asarray(block, dtype=dtype), size)
 
+    c = np.concatenate(cs).astype(np.int64) if cs else np.zeros(0, dtype=np.int64)
     cols = _Cols(
-        cat(cs, np.int64), cat(bs, np.int64), cat(ts, np.int64), cat(gs, np.float64),
-        cat(rows, np.int64), cat(signs, np.float64),
+        c, per_col(bs, np.int64), per_col(ts, np.int64),
+        factor[c] * per_col(rs, np.float64), per_col(rows, np.int64),
+        per_col(signs, np.float64),
     )  # fmt: skip
     return cols, len(cons)
 
@@ -335,8 +340,10 @@ def _pair_shares(
                     amount.append(float(y[q]))
         return who, amount
 
-    for row in np.unique(p.row[p.row >= 0]):
-        cols = np.nonzero(p.row == row)[0]
+    cross = np.nonzero(p.row >= 0)[0]
+    cross = cross[np.argsort(p.row[cross], kind="stable")]  # by row, columns ascending
+    starts = np.flatnonzero(np.diff(p.row[cross], prepend=-1))
+    for cols in np.split(cross, starts[1:]) if len(cross) else []:
         k = int(p.t[cols[0]])
         src, supply = jobs_of(cols[p.sign[cols] > 0])
         dst, demand = jobs_of(cols[p.sign[cols] < 0])
