@@ -4,14 +4,13 @@ the real local Slurm cluster with a small job set (marked slurm and slow)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from demo_dir import demo_run_dir
 
 from slurm_gavel.core.throughputs import load_table, table_from_json
 from slurm_gavel.daemon.config import load_config
@@ -135,21 +134,7 @@ def test_final_table_rows_averages_and_ratio() -> None:
 @pytest.mark.torch
 def test_demo_end_to_end(tmp_path: Path) -> None:
     """tools/demo's Python side on its own small cluster: both phases, the final table."""
-    if os.geteuid() != 0 or not shutil.which("sbatch"):
-        if os.environ.get("SLURM_GAVEL_REQUIRE_SLURM") == "1":
-            pytest.fail("the demo test needs Slurm and root: run tools/setup as root")
-        pytest.skip("Slurm not installed (or not root)")
-    if not (REPO / ".venv" / "bin" / "python").exists():
-        pytest.skip("no .venv: run tools/setup")
-    pytest.importorskip("torch")
-    build = subprocess.run(
-        ["make", "-s", "-C", str(REPO / "spank")], capture_output=True, text=True, timeout=120
-    )
-    assert build.returncode == 0, build.stderr
-    run = tmp_path / "demo"
-    run.mkdir()
-    os.chmod(tmp_path, 0o755)
-    os.chmod(run, 0o755)
+    run = demo_run_dir(tmp_path)
     jobs = "ResNet-50 (batch size 64)=24;Recommendation (batch size 2048)=80;A3C=40"
     res = subprocess.run(
         [

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from demo_dir import demo_run_dir
 
 from slurm_gavel_dev import demo_report as rep
 from slurm_gavel_dev.demo_options import parse_args
@@ -103,22 +104,7 @@ def test_moldable_demo_end_to_end(tmp_path: Path) -> None:
     """tools/demo --moldable on its own cluster (the default 6 GPUs, 4 jobs of range 1-2):
     two jobs grow to 2 GPUs at the start (the table's rows at 2 beat 1 on every type),
     every job completes, and the table names each run's count."""
-    import os
-    import shutil
-
-    if os.geteuid() != 0 or not shutil.which("sbatch"):
-        if os.environ.get("SLURM_GAVEL_REQUIRE_SLURM") == "1":
-            pytest.fail("the demo test needs Slurm and root: run tools/setup as root")
-        pytest.skip("Slurm not installed (or not root)")
-    pytest.importorskip("torch")
-    build = subprocess.run(
-        ["make", "-s", "-C", str(REPO / "spank")], capture_output=True, text=True, timeout=120
-    )
-    assert build.returncode == 0, build.stderr
-    run = tmp_path / "demo"
-    run.mkdir()
-    os.chmod(tmp_path, 0o755)
-    os.chmod(run, 0o755)
+    run = demo_run_dir(tmp_path)
     res = subprocess.run(
         [sys.executable, "-m", "slurm_gavel_dev.demo", "--moldable", "--no-baseline",
          "--dir", str(run), "--round-seconds", "15", "--timeout", "240"],
