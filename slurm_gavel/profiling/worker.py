@@ -37,6 +37,21 @@ def _data_parallel(trainer: object, world: int) -> None:
                     p.register_post_accumulate_grad_hook(hook)
 
 
+def _go_on(mine: bool, world: int) -> bool:
+    """Whether to take another step: with several ranks, one answer for all (any rank
+    that wants more steps keeps every rank going). Each rank's own clock decided alone
+    before, so under load one rank could start a step (and its gradient all-reduce)
+    after its peer had left the group: gloo aborted it (a CI failure on 22.05)."""
+    if world <= 1:
+        return mine
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([1 if mine else 0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 def _wait_go(sync: Path, slot: int, timeout: float = 600.0) -> None:
     (sync / f"ready-{slot}").touch()
     deadline = time.monotonic() + timeout
@@ -87,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         _wait_go(args.sync_dir, args.slot)
     t0 = time.perf_counter()
     steps = 0
-    while steps < 3 or time.perf_counter() - t0 < args.seconds:
+    while _go_on(steps < 3 or time.perf_counter() - t0 < args.seconds, args.world):
         trainer.step()
         steps += 1
     sync()

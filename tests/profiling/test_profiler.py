@@ -212,3 +212,26 @@ def test_data_parallel_hook_averages_gradients(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in done]
     assert outs[0] == outs[1]
     assert torch is not None
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_data_parallel_ranks_agree_on_the_step_count_when_their_clocks_disagree() -> None:
+    """Rank 0 wants 0 s of steps, rank 1 wants 1 s: both must take the same steps and
+    exit 0 (each rank deciding alone, rank 1 started an all-reduce after rank 0 had
+    left the group, and gloo aborted it)."""
+    import socket
+
+    pytest.importorskip("torch")
+    from slurm_gavel.profiling.profiler import _run_workers, _worker_cmd
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmds = [
+        [*_worker_cmd("A3C", secs, "cpu", True), "--rank", str(r), "--world", "2",
+         "--master-port", str(port)]
+        for r, secs in enumerate((0.0, 1.0))
+    ]  # fmt: skip
+    res = _run_workers(cmds, None, 300)
+    assert res[0]["steps"] == res[1]["steps"] > 3
