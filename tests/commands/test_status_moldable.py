@@ -197,3 +197,14 @@ def _doc(moldable: object) -> dict:
                   "moldable": moldable},
         },
     }  # fmt: skip
+
+
+def test_every_code_the_view_keeps_has_a_sentence_and_no_sentence_is_unreachable() -> None:
+    """The view's code lists (status_view) and the text's sentences (mold_text) are two
+    lists of the same codes: a code added to one only would print nothing or never
+    print."""
+    from slurm_gavel.commands import mold_text
+    from slurm_gavel.daemon import status_view as sv
+
+    assert set(mold_text.CHOSEN) == set(sv.CHOSEN)
+    assert set(mold_text.LIMIT) == set(sv.LIMITS) | {"share-joint"}  # derived in the text
