@@ -26,6 +26,7 @@ import numpy as np
 
 import slurm_gavel.policies.solvers.dw as dw
 import slurm_gavel.policies.solvers.mm_lp as mm
+from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 
 _shipped_min_beta = dw.min_beta
 _warm: list[np.ndarray | None] = [None]
@@ -38,10 +39,11 @@ def _min_beta(
     cap: np.ndarray,
     dw: np.ndarray | None = None,
     lam0: np.ndarray | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> dw.BetaResult:
     if lam0 is None and _warm[0] is not None:
         lam0 = _warm[0]  # the first search of stage 1: last round's prices
-    res = _shipped_min_beta(verts, gpus, cap, dw, lam0)
+    res = _shipped_min_beta(verts, gpus, cap, dw, lam0, deadline)
     _last[0] = res.lam
     return res
 
@@ -50,7 +52,7 @@ def _solve(coef: np.ndarray, cap: np.ndarray, warm: np.ndarray | None) -> tuple[
     _warm[0] = warm
     n, k = coef.shape
     ones = np.ones(n)
-    sol = mm._decomposed(coef, np.ones((n, k), dtype=bool), ones, ones, cap, True)
+    sol = mm._decomposed(coef, np.ones((n, k), dtype=bool), ones, ones, cap, True, NO_DEADLINE)
     return sol.x, _last[0]
 
 

@@ -26,6 +26,9 @@ their picks are freed and it is solved again. In a degenerate LP the answer may
 be another optimal point than HiGHS's vertex. If nothing settles, `DwStalled` is
 raised and the caller solves the plain LP.
 
+Every HiGHS run here gets what is left of the caller's Deadline (deadline.py); past
+it, a SolverError, not DwStalled (the plain LP would only take longer).
+
 Two LPs are solved this way:
 
 * `min_beta`: min beta s.t. x_j in Q_j(w_j), sum_j g_j x_j <= beta cap (the
@@ -48,7 +51,7 @@ import highspy
 import numpy as np
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.solvers.lp import SolverError, run_to_optimum
+from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 
 INF = highspy.kHighsInf
 #: At most this many GPU types: a job has K + K + K(K-1)/2 + 1 candidate vertices.
@@ -123,8 +126,11 @@ class _Master:
     """The DW master in HiGHS: min cost . mu s.t. sum_i mu_i G_i <= rhs (K rows),
     sum_i mu_i = 1; optionally a free column beta with -cap in the K rows."""
 
-    def __init__(self, k: int, rhs: np.ndarray, beta_cap: np.ndarray | None) -> None:
+    def __init__(
+        self, k: int, rhs: np.ndarray, beta_cap: np.ndarray | None, deadline: Deadline
+    ) -> None:
         h = _new_highs()
+        self.deadline = deadline
         lower = np.concatenate([np.full(k, -INF), [1.0]])
         upper = np.concatenate([rhs, [1.0]])
         h.addRows(k + 1, lower, upper, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
@@ -145,10 +151,12 @@ class _Master:
 
     def solve(self) -> tuple[float, np.ndarray, np.ndarray]:
         """(objective, column values, lam = capacity prices >= 0)."""
-        try:
-            run_to_optimum(self.h, "decomposition master")
-        except SolverError as e:  # numerical trouble: the caller's plain LP decides
-            raise DwStalled(str(e)) from e
+        status = self.deadline.run(self.h)
+        if status != highspy.HighsModelStatus.kOptimal:  # numerical trouble: the plain LP
+            raise DwStalled(
+                f"decomposition master: HiGHS stopped with status "
+                f"'{self.h.modelStatusToString(status)}'"
+            )
         sol = self.h.getSolution()
         lam = np.maximum(-np.asarray(sol.row_dual)[: self.k], 0.0)
         return float(self.h.getInfo().objective_function_value), np.asarray(sol.col_value), lam
@@ -173,6 +181,7 @@ class _Program:
     gpus: np.ndarray  # (N,) GPUs per unit
     cap: np.ndarray  # (K,) GPUs per type
     beta: bool  # minimise the capacity scale instead of the cost
+    deadline: Deadline = NO_DEADLINE
 
 
 def _prices(
@@ -184,7 +193,7 @@ def _prices(
     verts, cost, gpus, cap, beta = prog.verts, prog.cost, prog.gpus, prog.cap, prog.beta
     n, _, k = verts.v.shape
     rows = np.arange(n)
-    master = _Master(k, np.zeros(k) if beta else cap, cap if beta else None)
+    master = _Master(k, np.zeros(k) if beta else cap, cap if beta else None, prog.deadline)
     if start is not None:
         master.add(start_cost, gpus @ start)
     upper, stall, lower = np.inf, 0, -np.inf
@@ -254,8 +263,7 @@ def _restricted(
         h.addCols(ncol, cost[jobs[jj], mm], np.zeros(ncol), np.full(ncol, INF), ncol * (k + 1),
                   np.arange(0, ncol * (k + 1), k + 1, dtype=np.int32),
                   idx.ravel().astype(np.int32), val.ravel())  # fmt: skip
-        h.run()
-        status = h.getModelStatus()
+        status = prog.deadline.run(h)
         if status == highspy.HighsModelStatus.kInfeasible and not beta and not free.all():
             # The fixed picks overfill a type: the prices were off; free more jobs.
             width *= 100.0
@@ -301,13 +309,14 @@ def min_beta(
     cap: np.ndarray,
     dw: np.ndarray | None = None,
     lam0: np.ndarray | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> BetaResult:
     """min beta s.t. x_j in Q_j, sum_j gpus_j x_j <= beta cap (every Q_j non-empty)."""
     n, m, k = verts.v.shape
     rows = np.arange(n)
     lam = np.full(k, 1.0 / cap.sum()) if lam0 is None else lam0
     cost = np.zeros((n, m))
-    prog = _Program(verts, cost, gpus, cap, True)
+    prog = _Program(verts, cost, gpus, cap, True, deadline)
     lam, lower = _prices(prog, lam, None)
     beta, x, lam, pick = _restricted(prog, lam, lower)
     slope = 0.0
@@ -324,6 +333,7 @@ def max_value(
     cap: np.ndarray,
     start: np.ndarray,
     lam0: np.ndarray | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> np.ndarray:
     """max sum_j value_j . x_j s.t. x_j in Q_j, sum_j gpus_j x_j <= cap; `start` (N, K) is
     a feasible point (the master's first column, so that it is feasible from the
@@ -354,13 +364,17 @@ def max_value(
         else:
             lo_ = m1
     lam = lam * scale0 * np.exp(0.5 * (lo_ + hi_))
-    prog = _Program(verts, cost, gpus, cap, False)
+    prog = _Program(verts, cost, gpus, cap, False, deadline)
     lam, lower = _prices(prog, lam, start, -float((value * start).sum()))
     return _restricted(prog, lam, lower)[1]
 
 
 def max_min(
-    a: np.ndarray, allowed: np.ndarray, gpus: np.ndarray, cap: np.ndarray
+    a: np.ndarray,
+    allowed: np.ndarray,
+    gpus: np.ndarray,
+    cap: np.ndarray,
+    deadline: Deadline = NO_DEADLINE,
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """Stage 1 of max-min fairness: (z, x (N, K) feasible with every a_j . x_j >= z, lam).
 
@@ -377,7 +391,9 @@ def max_min(
     lam = None
     best: tuple[float, np.ndarray] | None = None
     for _ in range(NEWTON_MAX_STEPS):
-        res = min_beta(vertices(a, allowed, z * ones), gpus, cap, dw=ones, lam0=lam)
+        res = min_beta(
+            vertices(a, allowed, z * ones), gpus, cap, dw=ones, lam0=lam, deadline=deadline
+        )
         lam = res.lam
         # X meets value z on beta * cap; scaled by 1 / beta (beta > 1) it fits the cluster.
         feasible, x = (z / res.beta, res.x / res.beta) if res.beta > 1.0 else (z, res.x)

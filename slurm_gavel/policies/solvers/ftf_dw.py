@@ -9,13 +9,15 @@ dw.min_beta, with the same certificate (the restricted LP's objective meets a
 Lagrangian bound to dw.CHECK_REL_GAP) and the same slope (the picked vertices'
 d/dw priced at the optimal capacity prices). The Newton loop of
 ftf_solver.minimise_stretch is unchanged; each solve starts from the previous
-theta's prices.
+theta's prices. Every HiGHS run gets what is left of the caller's Deadline
+(deadline.py); past it, SolverError (dw.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 from slurm_gavel.policies.solvers.dw import DW_MAX_TYPES, min_beta, vertices
 
 #: From this many jobs in the objective (and at most dw.DW_MAX_TYPES types) the
@@ -40,19 +42,27 @@ def use_decomposition(n_members: int, n_classes: int, n_types: int) -> bool:
 class DwStretch:
     """beta(theta) for the jobs `members`, one unit per job (see the module docstring)."""
 
-    def __init__(self, tput: np.ndarray, scale: np.ndarray, capacity: np.ndarray) -> None:
+    def __init__(
+        self,
+        tput: np.ndarray,
+        scale: np.ndarray,
+        capacity: np.ndarray,
+        deadline: Deadline = NO_DEADLINE,
+    ) -> None:
         self.a = tput
         self.allowed = tput > 0
         self.best = tput.max(axis=1)
         self.gpus = scale
         self.cap = capacity.astype(np.float64)
         self.lam: np.ndarray | None = None
+        self.deadline = deadline
 
     def solve(self, w: np.ndarray, dw: np.ndarray) -> tuple[float, np.ndarray, float]:
         """(beta, x (N, K) meeting w on beta * cap, d beta / d theta along dw)."""
         # theta >= its lower bound lets every job meet w alone on its best type; the
         # clip only absorbs rounding at that bound.
         w = np.minimum(w, self.best)
-        res = min_beta(vertices(self.a, self.allowed, w), self.gpus, self.cap, dw=dw, lam0=self.lam)
+        verts = vertices(self.a, self.allowed, w)
+        res = min_beta(verts, self.gpus, self.cap, dw=dw, lam0=self.lam, deadline=self.deadline)
         self.lam = res.lam
         return res.beta, res.x, res.slope

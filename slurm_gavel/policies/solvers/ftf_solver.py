@@ -23,11 +23,16 @@ jobs), so the whole search costs milliseconds. Finally split_class turns the
 class totals into per-job fractions and hand_out_spare gives GPUs the optimum
 leaves idle to jobs with time to spare (rates only go up, so the stretch can
 only improve). The stretch reported is recomputed from the per-job fractions.
+
+A time limit covers the whole search: the class LP's HiGHS instance counts all its
+re-solves against it; the decomposition (ftf_dw.py) shares one Deadline
+(deadline.py) over its solves, and the class LP after it stalls gets what is left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,6 +42,7 @@ import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies.solvers.classes import Classes
+from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.dw import DwStalled
 from slurm_gavel.policies.solvers.ftf_dw import DwStretch, use_decomposition
 from slurm_gavel.policies.solvers.ftf_requirements import (
@@ -71,8 +77,10 @@ def minimise_stretch(
     *,
     floor: float = 0.0,
     time_limit: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> StretchResult:
-    """Jobs in `classes` (steps > 0, runnable, d > 0) get rate >= steps / (theta d - a)."""
+    """Jobs in `classes` (steps > 0, runnable, d > 0) get rate >= steps / (theta d - a);
+    SolverError past `time_limit` seconds (on `clock`, read only with a limit)."""
     n_jobs, n_types = tput.shape
     members = np.concatenate(classes.members) if len(classes) else np.zeros(0, dtype=np.int64)
     if len(members) == 0:
@@ -97,13 +105,15 @@ def minimise_stretch(
     x = np.zeros((n_jobs, n_types))
     if use_decomposition(len(members), len(classes), n_types):
         # (Almost) no classes: one unit per job, by decomposition (ftf_dw.py).
-        model_dw = DwStretch(tput[members], scale[members], capacity)
-        with contextlib.suppress(DwStalled):  # stalled: the class LP below
+        deadline = Deadline.after(time_limit, "stretch decomposition", clock)
+        model_dw = DwStretch(tput[members], scale[members], capacity, deadline)
+        with contextlib.suppress(DwStalled):  # stalled: the class LP below, in the time left
             theta_f, beta_f, pool, lo_f, solves = _search(
                 lo, requirements, achieved, lambda w, dw: model_dw.solve(w[members], dw[members])
             )
             x[members] = pool / beta_f
             return _finish(x, tput, scale, capacity, members, steps, d, a, floor, lo_f, solves)
+        time_limit = deadline.remaining()
     rows = requirement_rows(class_tput, classes.of_job)
     model = _BetaLp(rows, class_tput, scale[classes.first], capacity, time_limit)
     theta_f, beta_f, pool, lo, solves = _search(

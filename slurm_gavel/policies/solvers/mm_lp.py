@@ -17,17 +17,25 @@ warm-started re-solve.
 With more than PRICING_MIN_PAIRS pair columns, they enter the LP by pricing
 (mm_pricing.py: column generation, same optimum); large LPs start with HiGHS's
 interior point method (IPM_MIN_COLUMNS).
+
+A time limit covers the whole solve: the decomposition's HiGHS runs share one
+Deadline (deadline.py), and a plain LP after a stalled decomposition gets what is
+left of it. As on the plain path, stage 1 past the limit raises SolverError and
+stage 2 past it keeps stage 1's optimum.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import highspy
 import numpy as np
 
+from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.dw import DW_MAX_TYPES, DwStalled, max_min, max_value, vertices
 from slurm_gavel.policies.solvers.lp import SolverError, solve_lp
 from slurm_gavel.policies.solvers.mm_lp_single import solve_single_classes
@@ -123,6 +131,7 @@ def solve_max_min_classes(
     priced: bool | None = None,
     direct: bool = True,
     decompose: bool | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ClassSolution:
     """Solve the class max-min LP exactly (HiGHS); see the module docstring.
 
@@ -132,7 +141,7 @@ def solve_max_min_classes(
     `direct=False` keeps LPs without pairs off mm_lp_single's direct path (tests
     compare the two). `decompose` forces (True) or forbids (False) the decomposition
     of dw.py for LPs without pairs; default: from DW_MIN_COLUMNS columns on, with at
-    most DW_MAX_TYPES types.
+    most DW_MAX_TYPES types. `clock` times `time_limit` (read only with a limit).
     """
     pairs = pairs if pairs is not None else PairVars.empty()
     n_cls, n_types = coef.shape
@@ -141,8 +150,10 @@ def solve_max_min_classes(
             solver is None and n_types <= DW_MAX_TYPES and int(allowed.sum()) + 1 >= DW_MIN_COLUMNS
         )
     if decompose and not len(pairs) and allowed.any():
-        with contextlib.suppress(DwStalled):  # stalled: the plain LP below
-            return _decomposed(coef, allowed, scale, count, capacity, second_stage)
+        deadline = Deadline.after(time_limit, "max-min decomposition", clock)
+        with contextlib.suppress(DwStalled):  # stalled: the plain LP below, in the time left
+            return _decomposed(coef, allowed, scale, count, capacity, second_stage, deadline)
+        time_limit = deadline.remaining()
     if (
         direct
         and not len(pairs)
@@ -199,6 +210,7 @@ def _decomposed(
     count: np.ndarray,
     capacity: np.ndarray,
     second_stage: bool,
+    deadline: Deadline,
 ) -> ClassSolution:
     """The same two stages by decomposition over the runnable classes (dw.py)."""
     n_cls, n_types = coef.shape
@@ -207,12 +219,15 @@ def _decomposed(
     ok = allowed[runnable]
     gpus = (count * scale)[runnable]
     cap = capacity.astype(np.float64)
-    z, xr, lam = max_min(a, ok, gpus, cap)
+    z, xr, lam = max_min(a, ok, gpus, cap, deadline)
     if second_stage:
         z0 = max(z * (1 - STAGE2_SLACK), 0.0)
         verts = vertices(a, ok, np.full(len(a), z0))
         start = xr * (z0 / z) if z > 0 else xr  # every job exactly at z0: near a vertex
-        xr = max_value(verts, count[runnable][:, None] * a, gpus, cap, start, lam0=lam)
+        total = count[runnable][:, None] * a
+        # Past the time limit keep stage 1's optimum, as the plain path does.
+        with contextlib.suppress(SolverError):
+            xr = max_value(verts, total, gpus, cap, start, lam0=lam, deadline=deadline)
     x = np.zeros((n_cls, n_types))
     x[runnable] = np.clip(xr, 0.0, 1.0)
     value = (coef * x).sum(axis=1)
@@ -317,16 +332,20 @@ def solve_sum_classes(
     capacity: np.ndarray,
     *,
     time_limit: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> np.ndarray:
-    """Maximise sum_c n_c sum_t gain_ct x_ct over the class polytope; return x (C, K)."""
+    """Maximise sum_c n_c sum_t gain_ct x_ct over the class polytope; return x (C, K).
+    `time_limit` covers the decomposition and a plain LP after it stalls, as above."""
     n_cls, n_types = gain.shape
     xc, xt = np.nonzero(allowed)
     nx = len(xc)
     if nx == 0:
         return np.zeros((n_cls, n_types))
     if n_types <= DW_MAX_TYPES and nx + 1 >= SUM_DW_MIN_COLUMNS:
-        with contextlib.suppress(DwStalled):  # stalled: the plain LP below
-            return _sum_decomposed(gain, allowed, scale, count, capacity)
+        deadline = Deadline.after(time_limit, "max-sum decomposition", clock)
+        with contextlib.suppress(DwStalled):  # stalled: the plain LP below, in the time left
+            return _sum_decomposed(gain, allowed, scale, count, capacity, deadline)
+        time_limit = deadline.remaining()
     rows = np.concatenate([xc, n_cls + xt])
     cols = np.concatenate([np.arange(nx), np.arange(nx)])
     vals = np.concatenate([np.ones(nx), count[xc] * scale[xc]])
@@ -355,6 +374,7 @@ def _sum_decomposed(
     scale: np.ndarray,
     count: np.ndarray,
     capacity: np.ndarray,
+    deadline: Deadline,
 ) -> np.ndarray:
     """solve_sum_classes by decomposition (dw.max_value): each class's polytope is the
     simplex sum_t x_t <= 1, i.e. Q(0) of dw.py with its vertices "all the time on one
@@ -372,6 +392,7 @@ def _sum_decomposed(
         (count * scale)[runnable],
         capacity.astype(np.float64),
         np.zeros(a.shape),
+        deadline=deadline,
     )
     x = np.zeros((n_cls, n_types))
     x[runnable] = np.clip(xr, 0.0, 1.0)

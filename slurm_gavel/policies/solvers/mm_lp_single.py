@@ -106,7 +106,9 @@ def solve_single_classes(
     lp.a_matrix_.value_ = value
     lp.sense_ = highspy.ObjSense.kMaximize
     h = _highs()
-    h.setOptionValue("time_limit", INF if time_limit is None else float(time_limit))
+    # HiGHS's limit counts every run of the instance, and this one is reused: the limit
+    # is this solve's share on top of what earlier solves spent.
+    h.setOptionValue("time_limit", INF if time_limit is None else h.getRunTime() + time_limit)
     h.passModel(lp)
     h.setOptionValue("solver", "simplex")
     run_to_optimum(h, "max-min stage 1")

@@ -1,0 +1,221 @@
+"""PolicyOptions.time_limit (the daemon's solver_time_limit_seconds) on the decomposition
+paths (dw.py through mm_lp.py and ftf_dw.py) and on mm_lp_single's reused HiGHS
+instance: no timed test; a limit of 0 or an injected clock decides."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import highspy
+import numpy as np
+import pytest
+
+from slurm_gavel.errors import SolveError
+from slurm_gavel.policies import PolicyOptions, allocate
+from slurm_gavel.policies import finish_time_fairness as ftf_policy
+from slurm_gavel.policies.solvers import dw, ftf_dw, ftf_solver, mm_lp, mm_lp_single
+from slurm_gavel.policies.solvers.deadline import Deadline
+from slurm_gavel.policies.solvers.lp import SolverError
+from tests.policies.test_dw_decomposition import _problem
+from tests.policies.test_ftf_dw import distinct
+
+
+class Ticks:
+    """A clock that advances `step` seconds per reading (from 0), or jumps when told."""
+
+    def __init__(self, step: float = 1.0) -> None:
+        self.step, self.now, self.readings = step, 0.0, 0
+
+    def __call__(self) -> float:
+        t = self.now
+        self.now += self.step
+        self.readings += 1
+        return t
+
+
+def _mm(time_limit: float | None, clock: Ticks | None = None, **kw) -> mm_lp.ClassSolution:  # type: ignore[no-untyped-def]
+    coef, allowed, scale, count, capacity = _problem(3, n=60, gpus=16.0, zeros=0.15)
+    extra = {} if clock is None else {"clock": clock}
+    return mm_lp.solve_max_min_classes(
+        coef, allowed, scale, count, capacity, decompose=True, time_limit=time_limit, **extra, **kw
+    )
+
+
+def test_deadline_without_limit_never_reads_the_clock() -> None:
+    clock = Ticks()
+    d = Deadline.after(None, "x", clock)
+    assert d.remaining() is None and d.check() is None
+    assert clock.readings == 0
+
+
+def _tiny_lp():  # type: ignore[no-untyped-def]
+    h = dw._new_highs()
+    h.addCols(2, np.array([1.0, 1.0]), np.zeros(2), np.ones(2), 0,
+              np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))  # fmt: skip
+    h.addRows(1, np.array([1.0]), np.array([2.0]), 2, np.array([0], np.int32),
+              np.array([0, 1], np.int32), np.array([1.0, 1.0]))  # fmt: skip
+    return h
+
+
+def test_highs_gets_what_is_left_on_top_of_its_earlier_runs() -> None:
+    h = _tiny_lp()
+    h.run()
+    spent = h.getRunTime()
+    Deadline(10.0, lambda: 7.5, 0.0, "x").arm(h)  # 2.5 s left
+    assert h.getOptionValue("time_limit")[1] == pytest.approx(spent + 2.5, abs=1e-6)
+
+
+def test_highs_stopping_at_the_limit_is_the_deadline_error() -> None:
+    """1 ns left when HiGHS starts: it stops at its limit, and that is a SolverError
+    naming the path, not a status for the caller to mistake for a stall."""
+    with pytest.raises(SolverError, match=r"^path: the solver time limit of 1 s was reached"):
+        Deadline(1.0, lambda: 1.0 - 1e-9, 0.0, "path").run(_tiny_lp())
+    assert Deadline.after(None, "path").run(_tiny_lp()) == highspy.HighsModelStatus.kOptimal
+
+
+def test_max_min_decomposition_stops_at_a_limit_of_zero() -> None:
+    with pytest.raises(SolverError, match=r"max-min decomposition: the solver time limit of 0 s"):
+        _mm(0.0)
+
+
+def test_max_min_decomposition_reads_the_deadline_before_each_highs_run() -> None:
+    """1 s per reading, 3.5 s: the start, three HiGHS runs (2.5, 1.5, 0.5 s left), then
+    none left before the fourth."""
+    clock = Ticks()
+    with pytest.raises(SolverError, match=r"time limit of 3.5 s was reached"):
+        _mm(3.5, clock)
+    assert clock.readings == 5
+
+
+def test_max_min_decomposition_within_its_limit_is_unchanged() -> None:
+    ref = _mm(None)
+    clock = Ticks()
+    got = _mm(1e6, clock)
+    assert clock.readings > 5  # it read the clock before each of its runs
+    np.testing.assert_array_equal(got.x, ref.x)
+    assert got.objective == ref.objective
+
+
+def test_max_min_stage_two_past_the_limit_keeps_stage_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on the plain path: stage 2 is an improvement, stage 1's optimum stands."""
+    clock = Ticks(step=0.0)
+    real = mm_lp.max_value
+
+    def late(*args, **kwargs):  # type: ignore[no-untyped-def]
+        clock.now = 1e9  # stage 1 is done; the limit passes before stage 2's first run
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mm_lp, "max_value", late)
+    got = _mm(10.0, clock)
+    stage1 = _mm(None, second_stage=False)
+    both = _mm(None)
+    np.testing.assert_array_equal(got.x, stage1.x)
+    assert not np.array_equal(both.x, stage1.x)  # stage 2 would have changed x
+
+
+def test_plain_lp_after_a_stall_gets_only_the_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Ticks(step=0.0)
+
+    def stalls(*args, **kwargs):  # type: ignore[no-untyped-def]
+        clock.now += 4.0
+        raise dw.DwStalled("test: stalled")
+
+    monkeypatch.setattr(mm_lp, "max_min", stalls)
+    with pytest.raises(SolverError, match=r"max-min stage 1: HiGHS stopped with status 'Time lim"):
+        _mm(3.0, clock)  # 4 s spent stalling: nothing left for the plain LP
+    clock.now = 0.0
+    got = _mm(30.0, clock)  # 26 s left: the plain LP's answer
+    ref = mm_lp.solve_max_min_classes(
+        *_problem(3, n=60, gpus=16.0, zeros=0.15), decompose=False, time_limit=None
+    )
+    np.testing.assert_array_equal(got.x, ref.x)
+
+
+def test_max_sum_decomposition_honours_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = distinct(60, 16, 5)
+    monkeypatch.setattr(mm_lp, "SUM_DW_MIN_COLUMNS", 1)
+    calls = []
+    real = mm_lp._sum_decomposed
+    monkeypatch.setattr(
+        mm_lp, "_sum_decomposed", lambda *a: calls.append(1) or real(*a)
+    )  # the decomposition really runs
+    with pytest.raises(SolveError, match=r"max-sum decomposition: the solver time limit of 0 s"):
+        allocate(p, "max_sum_throughput", PolicyOptions(time_limit=0.0))
+    ref = allocate(p, "max_sum_throughput", PolicyOptions())
+    got = allocate(p, "max_sum_throughput", PolicyOptions(time_limit=1e6))
+    assert got.objective == ref.objective and got.fractions == ref.fractions
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("policy", ["finish_time_fairness", "min_total_duration"])
+def test_stretch_decomposition_stops_at_a_limit_of_zero(
+    monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 1)
+    p = distinct(60, 8, 0)
+    with pytest.raises(SolveError, match=r"stretch decomposition: the solver time limit of 0 s"):
+        allocate(p, policy, PolicyOptions(time_limit=0.0))
+
+
+def test_stretch_decomposition_within_its_limit_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 1)
+    p = distinct(60, 8, 0)
+    ref = allocate(p, "finish_time_fairness", PolicyOptions())
+    clock = Ticks()
+    timed = functools.partial(ftf_solver.minimise_stretch, clock=clock)
+    monkeypatch.setattr(ftf_policy, "minimise_stretch", timed)
+    got = allocate(p, "finish_time_fairness", PolicyOptions(time_limit=1e6))
+    assert clock.readings > 5
+    assert got.objective == ref.objective and got.fractions == ref.fractions
+    clock.now, clock.readings = 0.0, 0
+    with pytest.raises(SolveError, match=r"stretch decomposition: the solver time limit of 3.5 s"):
+        allocate(p, "finish_time_fairness", PolicyOptions(time_limit=3.5))
+    assert clock.readings == 5
+
+
+def test_class_lp_after_a_stretch_stall_gets_only_the_time_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 1)
+    p = distinct(60, 8, 0)
+    clock = Ticks(step=0.0)
+
+    def stalls(self, w, dw_):  # type: ignore[no-untyped-def]
+        clock.now += 4.0
+        raise dw.DwStalled("test: stalled")
+
+    monkeypatch.setattr(ftf_dw.DwStretch, "solve", stalls)
+    monkeypatch.setattr(
+        ftf_policy, "minimise_stretch", functools.partial(ftf_solver.minimise_stretch, clock=clock)
+    )
+    with pytest.raises(SolveError, match=r"stretch LP: HiGHS stopped with status 'Time limit"):
+        allocate(p, "finish_time_fairness", PolicyOptions(time_limit=3.0))
+    clock.now = 0.0
+    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 10**9)
+    ref = allocate(p, "finish_time_fairness", PolicyOptions())
+    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 1)
+    got = allocate(p, "finish_time_fairness", PolicyOptions(time_limit=30.0))  # 26 s left
+    assert got.objective == ref.objective
+
+
+def test_reused_highs_instance_gives_each_solve_the_whole_limit() -> None:
+    """mm_lp_single reuses one HiGHS instance per thread, and HiGHS's time limit counts
+    every run of an instance: a limit handed over as is failed every solve once the
+    thread's earlier solves had added up to it (a daemon with
+    solver_time_limit_seconds: 30 after 30 s of max-min solves in all)."""
+    rng = np.random.default_rng(0)
+    n, k = 20, 3
+    coef = rng.uniform(0.5, 2.0, (n, k))
+    args = (coef, np.ones((n, k), bool), np.ones(n), np.ones(n), np.full(k, 6.0))
+    h = mm_lp_single._highs()
+    for _ in itertools.repeat(None, 100_000):  # no limit: these always succeed
+        if h.getRunTime() > 0.05:
+            break
+        mm_lp_single.solve_single_classes(*args, second_stage=True, time_limit=None, slack=1e-9)
+    assert h.getRunTime() > 0.05
+    # ~1 ms a solve: far within 0.05 s of its own
+    x, _ = mm_lp_single.solve_single_classes(*args, second_stage=True, time_limit=0.05, slack=1e-9)
+    assert (x.sum(axis=1) > 0).all()
