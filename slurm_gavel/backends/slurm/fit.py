@@ -3,7 +3,7 @@ bind"): its typed GPU request, its ``--constraint``, its ``--exclude``, and the 
 and CPUs it asks per node. Pure; view.py turns the answer into ObservedJob.allowed,
 which the round honours twice: the job's row is zero on GPU types with no such node
 (round_jobs.considered_jobs: the policy gives it nothing there) and the mechanism
-places it only on those nodes (mechanism._place); act_plan refuses anything else.
+places it only on those nodes (node_placement.place_chosen); act_plan refuses anything else.
 
 What each request means, as Slurm reads it:
 
