@@ -70,6 +70,14 @@ def at_running_count(o: ObservedJob) -> ObservedJob:
     return replace(o, job=replace(o.job, scale_factor=c))
 
 
+def usable_capacity(capacity: Mapping[GpuType, int]) -> tuple[dict[GpuType, int], int]:
+    """(the GPU types with GPUs to give -> how many, the most any one type has): what a
+    count is weighed on, and the largest count a job can run at (one type per job).
+    The round's choice and daemon/mold_view.py's account of it both read them here."""
+    usable = {t: n for t, n in capacity.items() if n > 0}
+    return usable, max(usable.values(), default=0)
+
+
 def mold_jobs(
     memory: MoldMemory,
     active: list[ObservedJob],
@@ -95,8 +103,7 @@ def mold_jobs(
             memory.stashed.clear()
             memory.values.clear()
         return active
-    usable = {t: n for t, n in capacity.items() if n > 0}
-    biggest = max(usable.values(), default=0)
+    usable, biggest = usable_capacity(capacity)
     context = tuple(usable.items())
     _record(memory, active)
     mold: list[MoldJob] = []

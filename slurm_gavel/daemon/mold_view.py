@@ -40,7 +40,7 @@ from typing import Any
 
 from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
 from slurm_gavel.core.model import JobId
-from slurm_gavel.core.mold_round import count_rows, running_count
+from slurm_gavel.core.mold_round import count_rows, running_count, usable_capacity
 from slurm_gavel.core.moldable import cluster_value
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import allocation_capacity
@@ -82,8 +82,7 @@ def mold_view(
     """The view of each moldable job's count; None where no job has a range."""
     if snap is None or not any(o.job.scale_range is not None for o in snap.jobs):
         return None
-    usable = {t: n for t, n in allocation_capacity(snap.nodes).items() if n > 0}
-    biggest = max(usable.values(), default=0)
+    usable, biggest = usable_capacity(allocation_capacity(snap.nodes))
     rows = state.cluster_rows
     memory = state.molds
     joint = config.settings.moldable_lp
