@@ -18,11 +18,15 @@ throughput met.
 Fast path: one LP over classes of identical jobs (same row and scale factor);
 SLO jobs of a class enter through ftf_requirements' rows, which are exact, and
 split_class hands out the per-job fractions. With per-job rows (no classes, from
-2,000 jobs) the job-level LP by decomposition (solvers/cost_dw.py). Reference
+2,000 jobs) the job-level LP by decomposition (solvers/cost_dw.py); a time limit
+covers it and the class LP after it (which gets the time left). Reference
 (options.reference): the per-job LP in cvxpy (HiGHS).
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import highspy
 import numpy as np
@@ -33,6 +37,7 @@ from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.classes import JobArrays, fractions_dict, group, job_arrays
 from slurm_gavel.policies.solvers.cost_dw import solve_decomposed, use_decomposition
+from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.ftf_requirements import requirement_rows, split_class
 from slurm_gavel.policies.solvers.ftf_solver import solve_lp_sized
 from slurm_gavel.policies.solvers.lp import SolverError
@@ -118,6 +123,7 @@ def _fast(
     value: np.ndarray,
     need: np.ndarray,
     time_limit: float | None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> np.ndarray:
     n, k = arrays.throughput.shape
     classes = group(arrays, mask=arrays.runnable)
@@ -126,12 +132,15 @@ def _fast(
         return x
     if use_decomposition(int(arrays.runnable.sum()), len(classes), k):
         run = arrays.runnable  # per-job rows: by decomposition (cost_dw.py)
+        deadline = Deadline.after(time_limit, "min_cost decomposition", clock)
         xr = solve_decomposed(
-            arrays.throughput[run], arrays.scale[run], arrays.capacity, value[run], need[run]
-        )
+            arrays.throughput[run], arrays.scale[run], arrays.capacity, value[run], need[run],
+            deadline,
+        )  # fmt: skip
         if xr is not None:
             x[run] = np.clip(xr, 0.0, 1.0)
             return x
+        time_limit = deadline.remaining()  # the class LP below gets the time left
     first = classes.first
     class_tput = arrays.throughput[first]
     rows = requirement_rows(class_tput, classes.of_job)

@@ -1,6 +1,6 @@
 """PolicyOptions.time_limit (the daemon's solver_time_limit_seconds) on the decomposition
-paths (dw.py through mm_lp.py and ftf_dw.py) and on mm_lp_single's reused HiGHS
-instance: no timed test; a limit of 0 or an injected clock decides."""
+paths (dw.py through mm_lp.py, ftf_dw.py and cost_dw.py) and on mm_lp_single's reused
+HiGHS instance: no timed test; a limit of 0 or an injected clock decides."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies import PolicyOptions, allocate
+from slurm_gavel.policies import PolicyOptions, allocate, min_cost
 from slurm_gavel.policies import finish_time_fairness as ftf_policy
-from slurm_gavel.policies.solvers import dw, ftf_dw, ftf_solver, mm_lp, mm_lp_single
+from slurm_gavel.policies.solvers import cost_dw, dw, ftf_dw, ftf_solver, mm_lp, mm_lp_single
 from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.lp import SolverError
+from tests.policies.test_cost_dw import distinct as cost_distinct
 from tests.policies.test_dw_decomposition import _problem
 from tests.policies.test_ftf_dw import distinct
 
@@ -219,3 +220,41 @@ def test_reused_highs_instance_gives_each_solve_the_whole_limit() -> None:
     # ~1 ms a solve: far within 0.05 s of its own
     x, _ = mm_lp_single.solve_single_classes(*args, second_stage=True, time_limit=0.05, slack=1e-9)
     assert (x.sum(axis=1) > 0).all()
+
+
+def test_min_cost_decomposition_honours_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """min_cost at per-job scale (cost_dw.py): limit 0 stops it; SLOs, so both its
+    min_beta and its max_value run; a limit never reached changes nothing."""
+    p = cost_distinct(80, 16, 1, 0.3)
+    monkeypatch.setattr(cost_dw, "DW_MIN_JOBS", 1)
+    with pytest.raises(SolveError, match=r"min_cost decomposition: the solver time limit of 0 s"):
+        allocate(p, "min_cost", PolicyOptions(time_limit=0.0))
+    ref = allocate(p, "min_cost", PolicyOptions())
+    clock = Ticks()
+    monkeypatch.setattr(min_cost, "_fast", functools.partial(min_cost._fast, clock=clock))
+    got = allocate(p, "min_cost", PolicyOptions(time_limit=1e6))
+    assert clock.readings > 5
+    assert got.objective == ref.objective and got.fractions == ref.fractions
+
+
+def test_min_cost_class_lp_after_the_decomposition_gets_only_the_time_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decomposition declines (SLOs it cannot meet together, or a stall): the class
+    LP runs in what is left of the limit."""
+    p = cost_distinct(80, 16, 1, 0.3)
+    monkeypatch.setattr(cost_dw, "DW_MIN_JOBS", 1)
+    clock = Ticks(step=0.0)
+
+    def declines(*args):  # type: ignore[no-untyped-def]
+        clock.now += 4.0
+        return None
+
+    monkeypatch.setattr(min_cost, "solve_decomposed", declines)
+    monkeypatch.setattr(min_cost, "_fast", functools.partial(min_cost._fast, clock=clock))
+    with pytest.raises(SolveError, match=r"min_cost: HiGHS stopped with status 'Time limit"):
+        allocate(p, "min_cost", PolicyOptions(time_limit=3.0))
+    clock.now = 0.0
+    got = allocate(p, "min_cost", PolicyOptions(time_limit=30.0))  # 26 s left
+    monkeypatch.setattr(cost_dw, "DW_MIN_JOBS", 10**12)
+    assert got.objective == allocate(p, "min_cost", PolicyOptions()).objective

@@ -9,13 +9,15 @@ left out, so that they do not look like ties). dw.max_value needs a feasible sta
 for its master: 0 without SLOs; with SLOs the allocation of dw.min_beta (every
 SLO met on beta * cap), which is feasible when beta <= 1. When beta > 1 the SLOs
 cannot all be met together: None, and the caller's class LP reports which jobs
-fall short, as before. None also when the decomposition stalls.
+fall short, as before. None also when the decomposition stalls. Every HiGHS run gets
+what is left of the caller's Deadline (deadline.py); past it, SolverError.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 from slurm_gavel.policies.solvers.dw import (
     DW_MAX_TYPES,
     DwStalled,
@@ -38,7 +40,12 @@ def use_decomposition(n_jobs: int, n_classes: int, n_types: int) -> bool:
 
 
 def solve_decomposed(
-    tput: np.ndarray, scale: np.ndarray, cap: np.ndarray, value: np.ndarray, need: np.ndarray
+    tput: np.ndarray,
+    scale: np.ndarray,
+    cap: np.ndarray,
+    value: np.ndarray,
+    need: np.ndarray,
+    deadline: Deadline = NO_DEADLINE,
 ) -> np.ndarray | None:
     """x (N, K) for runnable jobs (rows of tput, 0 where a job may not run), or None."""
     n, k = tput.shape
@@ -50,11 +57,11 @@ def solve_decomposed(
     try:
         start = np.zeros((n, k))
         if (w > 0).any():
-            first = min_beta(verts, scale, cap)
+            first = min_beta(verts, scale, cap, deadline=deadline)
             if first.beta > 1.0:
                 return None
             start = first.x
         top = float(value.max()) or 1.0  # same argmax; the master's tolerances are absolute
-        return max_value(verts, value / top, scale, cap, start)
+        return max_value(verts, value / top, scale, cap, start, deadline=deadline)
     except DwStalled:
         return None
