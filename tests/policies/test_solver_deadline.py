@@ -11,6 +11,7 @@ import highspy
 import numpy as np
 import pytest
 
+from slurm_gavel.core.model import Problem
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies import PolicyOptions, allocate, min_cost
 from slurm_gavel.policies import finish_time_fairness as ftf_policy
@@ -48,6 +49,18 @@ def test_deadline_without_limit_never_reads_the_clock() -> None:
     d = Deadline.after(None, "x", clock)
     assert d.remaining() is None and d.check() is None
     assert clock.readings == 0
+
+
+def stretch_problem(monkeypatch: pytest.MonkeyPatch) -> Problem:
+    """60 distinct jobs, the stretch decomposition on from 1 job."""
+    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 1)
+    return distinct(60, 8, 0)
+
+
+def cost_problem(monkeypatch: pytest.MonkeyPatch) -> Problem:
+    """80 distinct jobs, 30 % with an SLO, min_cost's decomposition on from 1 job."""
+    monkeypatch.setattr(cost_dw, "DW_MIN_JOBS", 1)
+    return cost_distinct(80, 16, 1, 0.3)
 
 
 def _tiny_lp():  # type: ignore[no-untyped-def]
@@ -153,8 +166,7 @@ def test_max_sum_decomposition_honours_the_limit(monkeypatch: pytest.MonkeyPatch
 def test_stretch_decomposition_stops_at_a_limit_of_zero(
     monkeypatch: pytest.MonkeyPatch, policy: str
 ) -> None:
-    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 1)
-    p = distinct(60, 8, 0)
+    p = stretch_problem(monkeypatch)
     with pytest.raises(SolveError, match=r"stretch decomposition: the solver time limit of 0 s"):
         allocate(p, policy, PolicyOptions(time_limit=0.0))
 
@@ -162,8 +174,7 @@ def test_stretch_decomposition_stops_at_a_limit_of_zero(
 def test_stretch_decomposition_within_its_limit_is_unchanged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 1)
-    p = distinct(60, 8, 0)
+    p = stretch_problem(monkeypatch)
     ref = allocate(p, "finish_time_fairness", PolicyOptions())
     clock = Ticks()
     timed = functools.partial(ftf_solver.minimise_stretch, clock=clock)
@@ -180,8 +191,7 @@ def test_stretch_decomposition_within_its_limit_is_unchanged(
 def test_class_lp_after_a_stretch_stall_gets_only_the_time_left(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ftf_dw, "DW_MIN_JOBS", 1)
-    p = distinct(60, 8, 0)
+    p = stretch_problem(monkeypatch)
     clock = Ticks(step=0.0)
 
     def stalls(self, w, dw_):  # type: ignore[no-untyped-def]
@@ -225,8 +235,7 @@ def test_reused_highs_instance_gives_each_solve_the_whole_limit() -> None:
 def test_min_cost_decomposition_honours_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """min_cost at per-job scale (cost_dw.py): limit 0 stops it; SLOs, so both its
     min_beta and its max_value run; a limit never reached changes nothing."""
-    p = cost_distinct(80, 16, 1, 0.3)
-    monkeypatch.setattr(cost_dw, "DW_MIN_JOBS", 1)
+    p = cost_problem(monkeypatch)
     with pytest.raises(SolveError, match=r"min_cost decomposition: the solver time limit of 0 s"):
         allocate(p, "min_cost", PolicyOptions(time_limit=0.0))
     ref = allocate(p, "min_cost", PolicyOptions())
@@ -242,8 +251,7 @@ def test_min_cost_class_lp_after_the_decomposition_gets_only_the_time_left(
 ) -> None:
     """The decomposition declines (SLOs it cannot meet together, or a stall): the class
     LP runs in what is left of the limit."""
-    p = cost_distinct(80, 16, 1, 0.3)
-    monkeypatch.setattr(cost_dw, "DW_MIN_JOBS", 1)
+    p = cost_problem(monkeypatch)
     clock = Ticks(step=0.0)
 
     def declines(*args):  # type: ignore[no-untyped-def]
