@@ -19,6 +19,12 @@ sg trace philly "$philly" --start "2017-10-10 00:00" --hours 12 -o "$out/philly-
 sg trace philly "$philly" --start "2017-10-24 00:00" --hours 12 -o "$out/philly-1024.csv"
 sg trace alibaba "$pods" --nodes "$nodes" --scale 0.01 --start 11232000 --hours 96 \
   --cluster-out "$out/ali-130.cluster" -o "$out/ali-130.csv"
+# two more Alibaba windows, chosen by pod count before any was simulated (EXPERIMENTS.md):
+# days 122-126 (the busiest 96 h window but 130's) and 142-146 (the median one)
+for day in 122 142; do
+  sg trace alibaba "$pods" --nodes "$nodes" --scale 0.01 --start $((day * 86400)) --hours 96 \
+    -o "$out/ali-$day.csv"
+done
 run_window() {  # name cluster
   local name=$1 cluster=$2 d="$out/$1"
   mkdir -p "$d"
@@ -36,12 +42,14 @@ run_window philly-1005 v100:6x4,p100:6x4,k80:6x4
 run_window philly-1010 v100:6x4,p100:6x4,k80:6x4
 run_window philly-1024 v100:6x4,p100:6x4,k80:6x4
 run_window ali-130 "$(cat "$out/ali-130.cluster")"
+run_window ali-122 "$(cat "$out/ali-130.cluster")"  # the same node list, so the same cluster
+run_window ali-142 "$(cat "$out/ali-130.cluster")"
 "$here/.venv/bin/python" - "$out" <<'PY'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
 print(f"{'window':<12} {'run':<36} {'avg JCT h':>9} {'p99 h':>8} {'makespan h':>10} "
       f"{'restarts':>8} {'per job':>7} {'lost GPU-h':>10}")
-for w in ("philly-1017", "philly-1005", "philly-1010", "philly-1024", "ali-130"):
+for w in ("philly-1017", "philly-1005", "philly-1010", "philly-1024", "ali-130", "ali-122", "ali-142"):
     for cost in (0, 120, 300):
         for kind in ("gavel", "aware"):
             doc = json.loads((out / w / f"{kind}_{cost}.json").read_text())
