@@ -18,7 +18,11 @@ repo="$(cd "${2:-$here}" && pwd)"
 py="$here/.venv/bin/python"
 site="$here/benchmarks/cases/site.yaml"
 cd "$repo"
-sim() { PYTHONPATH="$repo" "$py" -m slurm_gavel simulate --no-wall-time --no-progress "$@"; }
+# SUMMARIES_SIM: another entry point instead of `-m slurm_gavel simulate`, relative to
+# CHECKOUT (e.g. "benchmarks/bench_canonical_lp.py --mode warm --", which adds `simulate`).
+sim() {
+  PYTHONPATH="$repo" "$py" ${SUMMARIES_SIM:--m slurm_gavel simulate} --no-wall-time --no-progress "$@"
+}
 mkdir -p "$out/traces"
 for case in "single1000 --generate 1000" "multi400 --generate 400 --multi-gpu"; do
   set -- $case
