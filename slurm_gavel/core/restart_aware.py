@@ -47,9 +47,15 @@ restarts may cost):
   some node of its type has room for it whole.
 * **Protection needs the allocation's backing.** A run on a GPU type the allocation
   gives its job no time on (a work-conserving fill of GPUs nobody with a fraction
-  wanted) is not protected, and a protected run loses its protection as soon as a
+  wanted) is not protected, and a protected run loses its protection when a
   reallocation takes its type's fraction to 0: a job the allocation wants on that
-  type must not wait c / b behind a run the allocation never asked for.
+  type must not wait c / b behind a run the allocation never asked for. Within the
+  run's first c / b (the part that pays for its restart) that happens only where it
+  gains something: for jobs that hold no GPU and lack one of the type, or for a
+  running job whose move there saves more than this job loses by moving, restarts
+  included (restart_backing.py; two alike jobs swapping a P100 and a V100 at every
+  re-solve made most restarts on light traces). A job that declares no total steps
+  loses it at once, as before.
 * **Jobs that never ran go first among equal priorities.** Gavel's priorities tie
   (every entry at infinity) after each reallocation, which on a busy trace is nearly
   every round, and the ties fall through to the deficit, the fraction, the incumbent
@@ -77,6 +83,7 @@ from dataclasses import replace
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
 from slurm_gavel.core.mechanism import _place, _Ranked, _ranked, _select, single_candidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId
+from slurm_gavel.core.restart_backing import lets_go, short_types
 from slurm_gavel.core.round_jobs import Considered, mechanism_jobs
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
@@ -184,10 +191,13 @@ def protected_runs(
     config: SchedulerConfig | None = None,
 ) -> dict[JobId, JobPlacement]:
     """The running jobs kept where they run this round: protected until after ``now``
-    (or about to finish, with ``config``), alone on their GPUs (no space-sharing
-    partner) and on nodes still UP with room."""
-    free = {n.name: n.usable_gpus for n in nodes if n.state is NodeState.UP}
+    (or about to finish, with ``config``), backed by the allocation (or let off it,
+    restart_backing.py), alone on their GPUs (no space-sharing partner) and on nodes
+    still UP with room."""
+    up = [n for n in nodes if n.state is NodeState.UP]
+    free = {n.name: n.usable_gpus for n in up}
     kept: dict[JobId, JobPlacement] = {}
+    short = short_types(state, considered, up) if config is not None else set()
     for o, row in considered:
         acct = state.jobs.get(o.job.id)
         if acct is None or acct.protected_until is None:
@@ -202,7 +212,13 @@ def protected_runs(
         if (
             o.state is not JobState.RUNNING
             or prev is None
-            or not backed(state.allocation, o.job.id, prev.gpu_type)
+            or (
+                not backed(state.allocation, o.job.id, prev.gpu_type)
+                and (
+                    config is None
+                    or _lets_go(state, considered, o.job, row, prev, short, now, config)
+                )
+            )
             or prev.partner is not None
             or o.partner is not None
             or prev.gpu_type != o.gpu_type
@@ -215,6 +231,27 @@ def protected_runs(
             free[sl.node] -= sl.gpus
         kept[o.job.id] = prev
     return kept
+
+
+def _lets_go(
+    state: SchedulerState,
+    considered: list[Considered],
+    job: Job,
+    row: Mapping[GpuType, float],
+    prev: JobPlacement,
+    short: set[GpuType],
+    now: float,
+    config: SchedulerConfig,
+) -> bool:
+    """restart_backing.lets_go with the round's restart costs and budget."""
+
+    def cost(j: Job, account: JobAccount | None) -> float:
+        return restart_cost(j, account, config)
+
+    paid_for = protection_seconds(
+        restart_cost(job, state.jobs.get(job.id), config), config.settings.restart_budget
+    )
+    return lets_go(state, considered, job, row, prev.gpu_type, short, now, paid_for, cost)
 
 
 def assign_around(
@@ -295,17 +332,20 @@ def protect_new_runs(
     now: float,
 ) -> None:
     """After the round acted: a job that started a run (placed where it did not run
-    before) is protected for its restart cost over the budget, unless it was
-    backfilled; a job that is not placed loses its protection; a kept one keeps it."""
+    before) records its start and is protected for its restart cost over the budget,
+    unless it was backfilled; a job that is not placed loses its protection; a kept
+    one keeps it."""
     budget = config.settings.restart_budget
     for job_id, acct in state.jobs.items():
         p = state.placement.get(job_id)
         if p is None:
             acct.protected_until = None
+            acct.run_started = None
             continue
         before = previous.get(job_id)
         if before is not None and p.same_place(before):
             continue
+        acct.run_started = now
         job = jobs.get(job_id)
         if (
             job_id in backfill

@@ -39,6 +39,8 @@ class JobAccount:
     # is until then; and its restart cost as measured (the daemon's), if it was
     protected_until: float | None = None
     restart_cost_s: float | None = None
+    # restart-aware rounds: when its current run started (restart_backing.py)
+    run_started: float | None = None
 
 
 @dataclass
@@ -126,6 +128,7 @@ class SchedulerState:
                     "first_start": a.first_start,
                     **({} if a.protected_until is None else {"protected_until": a.protected_until}),
                     **({} if a.restart_cost_s is None else {"restart_cost_s": a.restart_cost_s}),
+                    **({} if a.run_started is None else {"run_started": a.run_started}),
                 }
                 for j, a in self.jobs.items()
             },
@@ -178,6 +181,7 @@ class SchedulerState:
                         first_start=a.get("first_start"),
                         protected_until=_optional_float(a.get("protected_until")),
                         restart_cost_s=_optional_float(a.get("restart_cost_s")),
+                        run_started=_optional_float(a.get("run_started")),
                     )
                     for j, a in d["jobs"].items()
                 },
