@@ -23,7 +23,11 @@ class-by-class basis mapping is reused):
   (class key: its first job's id, a function of the problem). Generic weights make
   stage 3's optimum one point, so every path that ends optimal ends there. Stage 3 runs
   primal simplex from stage 2's basis (still feasible). Then dust is rounded (`--snap`:
-  x < 1e-9 to 0, x > 1 - 1e-9 to 1): the mechanism reads any x > 0 as an allocation.
+  x < 1e-9 to 0, x > 1 - 1e-9 to 1): the mechanism reads any x > 0 as an allocation;
+  and x is recomputed from its support and the rows active there by least squares
+  (`--polish`), so that one vertex gives one floating-point answer whatever basis
+  HiGHS ended in (tied fractions of the type table otherwise differ by 1e-11).
+  `--no-stage3`: (1) and the rounding only.
 - `warm`: as `cold`, but stage 1 starts from the previous re-solve's stage-1 basis.
 
 `--face row` holds stage 2's optimum by a new row (sum n_c coef x >= v2, scaled to
