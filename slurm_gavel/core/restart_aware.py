@@ -43,9 +43,8 @@ restarts may cost):
   spread for 120 h on a Philly window). Moving it costs one restart c_j and gains
   (consolidated rate / spread rate - 1) x c_j / b over one protected run, so when the
   consolidated rate exceeds the spread one by more than the budget b, the run is
-  neither protected nor lease-extended: the mechanism places it afresh, if its free
-  nodes of that type hold it on fewer nodes, as few as it needs (one node for a job
-  that fits on one; two whole 4-GPU nodes for an 8-GPU job).
+  neither protected nor lease-extended: the mechanism places it afresh (best fit), if
+  some node of its type has room for it whole.
 * **Protection needs the allocation's backing.** A run on a GPU type the allocation
   gives its job no time on (a work-conserving fill of GPUs nobody with a fraction
   wanted) is not protected, and a protected run loses its protection when a
@@ -82,7 +81,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
-from slurm_gavel.core.consolidation import fewer_nodes_fit, free_for, held_gpus
 from slurm_gavel.core.mechanism import _place, _Ranked, _ranked, _select, single_candidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId
 from slurm_gavel.core.restart_backing import lets_go, short_types
@@ -272,18 +270,17 @@ def assign_around(
     if alloc is None or not considered:
         return {}, set()
     jobs_m = {j: m for j, m in mechanism_jobs(considered, state).items() if j not in kept}
-    # Free GPUs per node once every other run here stays (lease extension places those
-    # first): counting their GPUs as free moved a spread run only to spread it again,
-    # a restart every round.
-    held = held_gpus(m.current for m in jobs_m.values() if m.current is not None)
+    room: dict[GpuType, int] = {}  # the most GPUs free on one node, per type
+    for n in free_nodes:
+        room[n.gpu_type] = max(room.get(n.gpu_type, 0), n.usable_gpus)
     for o, _row in considered:
         m = jobs_m.get(o.job.id)
         cur = None if m is None else m.current
         if (
             m is not None
             and cur is not None
+            and room.get(cur.gpu_type, 0) >= cur.gpus
             and consolidating_pays(o.job, cur, config, state.jobs.get(o.job.id))
-            and fewer_nodes_fit(free_for(cur, free_nodes, held), cur.gpus, len(cur.nodes))
         ):
             jobs_m[o.job.id] = replace(m, current=None)  # placed afresh, not extended
     types = list(capacity)

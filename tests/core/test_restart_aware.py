@@ -187,36 +187,6 @@ def test_a_spread_run_is_consolidated_when_the_gain_pays_its_restart(aware):
     assert p.consolidated is aware and len(p.nodes) == (1 if aware else 2)
 
 
-@pytest.mark.parametrize("aware", [False, True])
-def test_an_eight_gpu_run_spread_over_three_nodes_moves_onto_two_whole_ones(aware):
-    # An 8-GPU LM job runs spread 4+2+2 over three 4-GPU nodes (the table's spread rate
-    # is 9x lower); all four nodes are otherwise free. It needs two whole nodes, which
-    # no single node has room for: the restart-aware round must still consolidate it
-    # (before, the one-node room test kept it spread for good: 415 h on a Philly
-    # window, makespan 174 -> 544 h).
-    lm = "LM (batch size 10)"
-    job = Job("L", lm, 8, total_steps=TABLE.throughput(lm, 8, "v100") * 50000.0)
-    backend = SimulatedCluster(parse_cluster_spec("v100:4x4", TABLE), [job], TABLE,
-                               preemption_overhead_seconds=30.0)  # fmt: skip
-    config = SchedulerConfig(table=TABLE, settings=_settings(30.0, aware))
-    state, _ = run_round(SchedulerState(), backend, config)
-    spread = JobPlacement(
-        "L",
-        "v100",
-        (NodeSlice("v100-000", 4), NodeSlice("v100-001", 2), NodeSlice("v100-002", 2)),
-        None,
-        False,
-    )
-    backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
-    state.placement = {"L": spread}
-    state.jobs["L"].protected_until = None
-    for _ in range(3):
-        backend.advance(backend.clock + 360.0)
-        state, report = run_round(state, backend, config)
-    p = report.placement.jobs["L"]
-    assert p.consolidated is aware and len(p.nodes) == (2 if aware else 3)
-
-
 def _on(job_id, gpu_type, node):
     return JobPlacement(job_id, gpu_type, (NodeSlice(node, 1),), None, True)
 
