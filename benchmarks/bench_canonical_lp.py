@@ -99,6 +99,7 @@ class State(Warm):
         }  # fmt: skip
         self.b1, self.b2 = Basis(), Basis()
         self.unpolished = 0
+        self.failed: dict[str, int] = {}  # HiGHS failures by stage (1, 2)
         self.stage3_runs = self.stage3_skipped = self.stage3_failed = 0
         self.stage3_zero_iter = 0
         self.v2_lost = 0.0
@@ -365,7 +366,11 @@ def install(s: State) -> None:
                 s.w2.keys, s.w2.allowed = s.keys, s.allowed
                 _start(s.w2, h)
         t1 = time.process_time()
-        lp.run_to_optimum(h, what)
+        try:
+            lp.run_to_optimum(h, what)
+        except lp.SolverError:
+            s.failed[what] = s.failed.get(what, 0) + 1  # counted: stage 2's falls back
+            raise
         t2 = time.process_time()
         if warm and s.a.one_basis:
             if what == STAGE2:
@@ -442,7 +447,7 @@ def main() -> int:
         f"iterations), skipped {s.stage3_skipped}, failed {s.stage3_failed}; warm bases "
         f"refused {s.refused + s.w2.refused + s.b1.refused + s.b2.refused}; stage-2 objective "
         f"lost in stage 3 (rel) "
-        f"{s.v2_lost:.1e}; not polished {s.unpolished}"
+        f"{s.v2_lost:.1e}; not polished {s.unpolished}; stage 1/2 failures {s.failed or 0}"
     )
     if args.check:
         line += (
