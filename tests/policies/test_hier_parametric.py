@@ -17,6 +17,7 @@ import pytest
 from slurm_gavel.core.model import Problem
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies import PolicyOptions, allocate
+from slurm_gavel.policies import hierarchical_max_min_fairness as hmmf
 from slurm_gavel.policies.solvers import hier_parametric as hp
 from slurm_gavel.policies.solvers import hier_water_filling as hw
 
@@ -176,11 +177,11 @@ def test_a_failed_hand_over_falls_back_to_the_exact_loop(
     real_loop = hw._lp_loop
     starts: list[int] = []
 
-    def loop(cls, frozen, level, x, first_level, iterations, limit, time_limit):  # type: ignore[no-untyped-def]
+    def loop(cls, frozen, level, x, first_level, iterations, limit, deadline):  # type: ignore[no-untyped-def]
         starts.append(iterations)
         if iterations > 0:  # the hand-over from the path's state
             raise hw.WaterFillingError("bottleneck LP infeasible (injected)")
-        return real_loop(cls, frozen, level, x, first_level, iterations, limit, time_limit)
+        return real_loop(cls, frozen, level, x, first_level, iterations, limit, deadline)
 
     monkeypatch.setattr(hw, "_lp_loop", loop)
     got, got_first, seen = _run(monkeypatch, p, on=True)
@@ -194,17 +195,21 @@ def test_a_failed_hand_over_falls_back_to_the_exact_loop(
 def test_a_time_limit_of_zero_stops_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """PolicyOptions.time_limit reaches the path: at 0 it stops before its first
     decomposition solve with a SolveError (the round fails and the last allocation
-    stands), as the other solvers' HiGHS LPs stop at theirs."""
+    stands), as the other solvers' HiGHS LPs stop at theirs. The message names the
+    water filling (one deadline for the whole solve, deadline.py), not the path."""
     p = distinct(80, SKEWED, 1)
     monkeypatch.setattr(hp, "DW_MIN_CELLS", 1)
-    with pytest.raises(SolveError, match=r"hierarchical path: the solver time limit of 0 s"):
+    loops: list[int] = []
+    monkeypatch.setattr(hw, "_lp_loop", lambda *a: loops.append(1))
+    with pytest.raises(SolveError, match=r"hierarchical water filling: the solver time limit of 0"):
         allocate(p, NAME, PolicyOptions(time_limit=0.0))
+    assert loops == []  # no hand-over to the LP loop, which would only take longer
 
 
-def test_the_time_limit_is_checked_between_solves(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a clock that advances 1 s per reading, a limit of 3.5 s stops the path at its
-    fourth min_beta solve (within the first crossing's Newton steps); a limit it never
-    reaches changes nothing."""
+def test_the_time_limit_is_read_before_each_highs_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clock that advances 1 s per reading, a limit of 3.5 s stops the path at the
+    fourth HiGHS run of its min_beta solves (within the first crossing: the start, then
+    2.5, 1.5, 0.5 s left, then none); a limit it never reaches changes nothing."""
     p = distinct(80, SKEWED, 1)  # two crossings, several solves each
     ref, ref_first, _ = _run(monkeypatch, p, on=True)
     readings: list[int] = []
@@ -213,18 +218,20 @@ def test_the_time_limit_is_checked_between_solves(monkeypatch: pytest.MonkeyPatc
         readings.append(1)
         return float(len(readings) - 1)
 
-    real = hp.parametric_fill
-    monkeypatch.setattr(hw, "parametric_fill", functools.partial(real, clock=clock_from_zero))
-    with pytest.raises(SolveError, match=r"time limit of 3.5 s was reached after 3 decomp"):
+    real, real_beta = hw.water_fill, hp.min_beta
+    betas: list[int] = []
+    monkeypatch.setattr(hp, "min_beta", lambda *a, **k: betas.append(1) or real_beta(*a, **k))
+    monkeypatch.setattr(hmmf, "water_fill", functools.partial(real, clock=clock_from_zero))
+    with pytest.raises(SolveError, match=r"time limit of 3.5 s was reached; no allocation"):
         allocate(p, NAME, PolicyOptions(time_limit=3.5))
-    assert len(readings) == 5  # the start, then one before each of 4 solves
-    readings.clear()
+    assert len(readings) == 5
+    assert 1 <= len(betas) < 4  # min_beta solves run HiGHS more than once each
     ticks = itertools.count()
     monkeypatch.setattr(
-        hw, "parametric_fill", functools.partial(real, clock=lambda: float(next(ticks)))
+        hmmf, "water_fill", functools.partial(real, clock=lambda: float(next(ticks)))
     )
     alloc = allocate(p, NAME, PolicyOptions(time_limit=1e6))
     got = np.array([alloc.effective_throughput(p, j.id) for j in p.jobs])
-    assert 5 < next(ticks) < 1e6  # it read the clock before each of its solves
+    assert 5 < next(ticks) < 1e6  # it read the clock before each of its runs
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
     assert alloc.objective == pytest.approx(ref_first, rel=1e-12)

@@ -122,12 +122,12 @@ def test_fast_equals_reference(seed):
 def test_solver_failure_raises_instead_of_degrading(monkeypatch):
     p = Problem({"v": 2}, (job(0, {"v": 1.0}, "a"), job(1, {"v": 1.0}, "b")))
 
-    def time_limit_reached(h, what):
+    def time_limit_reached(h, what, deadline):
         # HiGHS stops at once: status "Time limit reached". Without presolve: highspy
         # 1.16's presolve solves this small LP whole before it looks at the time limit.
         h.setOptionValue("presolve", "off")
         h.setOptionValue("time_limit", 0.0)
-        raise_if_not_optimal(h, what)
+        raise_if_not_optimal(h, what, deadline)
 
     raise_if_not_optimal = hier_water_filling._run
     monkeypatch.setattr(hier_water_filling, "_run", time_limit_reached)

@@ -1,6 +1,8 @@
 """PolicyOptions.time_limit (the daemon's solver_time_limit_seconds) on the decomposition
-paths (dw.py through mm_lp.py, ftf_dw.py and cost_dw.py) and on mm_lp_single's reused
-HiGHS instance: no timed test; a limit of 0 or an injected clock decides."""
+paths (dw.py through mm_lp.py, ftf_dw.py and cost_dw.py), on mm_lp_single's reused
+HiGHS instance, across the whole hierarchical water filling (hier_*.py) and the packed
+group LP's hint (mm_pack_groups.py): no timed test; a limit of 0 or an injected clock
+decides."""
 
 from __future__ import annotations
 
@@ -15,12 +17,27 @@ from slurm_gavel.core.model import Problem
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies import PolicyOptions, allocate, min_cost
 from slurm_gavel.policies import finish_time_fairness as ftf_policy
-from slurm_gavel.policies.solvers import cost_dw, dw, ftf_dw, ftf_solver, mm_lp, mm_lp_single
+from slurm_gavel.policies import hierarchical_max_min_fairness as hmmf
+from slurm_gavel.policies.solvers import (
+    cost_dw,
+    dw,
+    ftf_dw,
+    ftf_solver,
+    hier_dw,
+    hier_parametric,
+    hier_water_filling,
+    mm_lp,
+    mm_lp_single,
+    mm_pack_groups,
+)
 from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.lp import SolverError
 from tests.policies.test_cost_dw import distinct as cost_distinct
 from tests.policies.test_dw_decomposition import _problem
 from tests.policies.test_ftf_dw import distinct
+from tests.policies.test_hier_parametric import ONE_PLENTIFUL
+from tests.policies.test_hier_parametric import distinct as hier_distinct
+from tests.policies.test_mm_pack_groups import jittered
 
 
 class Ticks:
@@ -266,3 +283,170 @@ def test_min_cost_class_lp_after_the_decomposition_gets_only_the_time_left(
     got = allocate(p, "min_cost", PolicyOptions(time_limit=30.0))  # 26 s left
     monkeypatch.setattr(cost_dw, "DW_MIN_JOBS", 10**12)
     assert got.objective == allocate(p, "min_cost", PolicyOptions()).objective
+
+
+# hierarchical_max_min_fairness: one deadline for the whole water filling (the path's
+# decomposition, hier_dw's first level, the LP loop's two HiGHS instances).
+
+
+def _hier(monkeypatch: pytest.MonkeyPatch, clock: Ticks, *, path: bool, dw_first: bool) -> None:
+    monkeypatch.setattr(hier_parametric, "DW_MIN_CELLS", 1 if path else 10**12)
+    monkeypatch.setattr(hier_dw, "DW_MIN_CELLS", 1 if dw_first else 10**12)
+    monkeypatch.setattr(
+        hmmf, "water_fill", functools.partial(hier_water_filling.water_fill, clock=clock)
+    )
+
+
+def test_hier_lp_loop_after_the_path_gets_only_the_time_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The path hands over to the LP loop (one plentiful type): 4 s spent on the path
+    leave nothing of 3 s for the loop (it used to get 3 s of its own), 26 s of 30 s
+    give the unlimited answer."""
+    p = hier_distinct(80, ONE_PLENTIFUL, 0)
+    clock = Ticks(step=0.0)
+    _hier(monkeypatch, clock, path=True, dw_first=False)
+    real = hier_water_filling.parametric_fill
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(*args, **kwargs)
+        assert out is not None and not out.complete  # the hand-over case
+        clock.now += 4.0
+        return out
+
+    monkeypatch.setattr(hier_water_filling, "parametric_fill", slow)
+    with pytest.raises(
+        SolveError, match=r"hierarchical water filling: the solver time limit of 3 s"
+    ):
+        allocate(p, "hierarchical_max_min_fairness", PolicyOptions(time_limit=3.0))
+    clock.now = 0.0
+    got = allocate(p, "hierarchical_max_min_fairness", PolicyOptions(time_limit=30.0))
+    ref = allocate(p, "hierarchical_max_min_fairness", PolicyOptions())
+    assert got.fractions == ref.fractions and got.objective == ref.objective
+
+
+def test_hier_every_highs_run_reads_the_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A limit never reached: every HiGHS run of the solve (min_beta's in the path, the
+    LP loop's after the hand-over) reads the water filling's deadline, and nothing
+    else does; the allocation is the unlimited one."""
+    p = hier_distinct(80, ONE_PLENTIFUL, 0)
+    clock = Ticks()
+    _hier(monkeypatch, clock, path=True, dw_first=False)
+    runs: list[str] = []
+    real_run, real_loop_run = Deadline.run, hier_water_filling._run
+    monkeypatch.setattr(
+        Deadline, "run", lambda self, h: runs.append(self.what) or real_run(self, h)
+    )
+    loop_runs: list[int] = []
+
+    def loop_run(h, what, deadline):  # type: ignore[no-untyped-def]
+        loop_runs.append(1)
+        return real_loop_run(h, what, deadline)
+
+    monkeypatch.setattr(hier_water_filling, "_run", loop_run)
+    got = allocate(p, "hierarchical_max_min_fairness", PolicyOptions(time_limit=1e6))
+    assert set(runs) == {"hierarchical water filling"}
+    assert clock.readings == 1 + len(runs)  # the start, then one before each run
+    assert 0 < len(loop_runs) < len(runs)  # the path's runs and the loop's
+    runs.clear()
+    ref = allocate(p, "hierarchical_max_min_fairness", PolicyOptions())
+    assert got.fractions == ref.fractions and got.objective == ref.objective
+
+
+def test_hier_first_level_decomposition_stops_at_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hier_dw's first level (dw.max_min) within the deadline: 3.5 s at 1 s per reading
+    stop it at its 4th HiGHS run (it used to run with no limit, and the level LP after
+    it with the whole limit again); within a limit never reached, the same answer."""
+    p = hier_distinct(80, ONE_PLENTIFUL, 0)
+    clock = Ticks()
+    _hier(monkeypatch, clock, path=False, dw_first=True)
+    calls: list[int] = []
+    real = hier_water_filling.first_level_dw
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        out = real(*args)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(hier_water_filling, "first_level_dw", spy)
+    with pytest.raises(
+        SolveError, match=r"hierarchical water filling: the solver time limit of 3.5"
+    ):
+        allocate(p, "hierarchical_max_min_fairness", PolicyOptions(time_limit=3.5))
+    assert clock.readings == 5 and calls == []  # it stopped inside the decomposition
+    got = allocate(p, "hierarchical_max_min_fairness", PolicyOptions(time_limit=1e6))
+    assert calls == [True]  # the decomposition gave the first level
+    ref = allocate(p, "hierarchical_max_min_fairness", PolicyOptions())
+    assert got.fractions == ref.fractions and got.objective == ref.objective
+
+
+# max_min_fairness_packed on the partner-group LP: the hint's LP within the same limit.
+
+
+def _packed(monkeypatch: pytest.MonkeyPatch, clock: Ticks) -> tuple[Problem, list[float | None]]:
+    """jittered problem on the group LP; the hint's solve records its limit and takes 4 s."""
+    monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 0)
+    monkeypatch.setattr(
+        mm_pack_groups,
+        "solve_packed_groups",
+        functools.partial(mm_pack_groups.solve_packed_groups, clock=clock),
+    )
+    limits: list[float | None] = []
+    real = mm_lp.solve_max_min_classes
+
+    def hint(*args, **kwargs):  # type: ignore[no-untyped-def]
+        limits.append(kwargs.get("time_limit"))
+        clock.now += 4.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mm_lp, "solve_max_min_classes", hint)
+    return jittered(30, 4, 4), limits
+
+
+def test_packed_hint_runs_within_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """0 s: nothing runs, the hint neither; 3 s: the hint gets 3 s and its 4 s leave
+    nothing for the main LP (it used to run unlimited and the main LP got 3 s of its
+    own); 30 s: the hint gets 30 s, the main LP 26 s, the unlimited answer."""
+    clock = Ticks(step=0.0)
+    p, limits = _packed(monkeypatch, clock)
+    with pytest.raises(SolveError, match=r"packed max-min: the solver time limit of 0 s"):
+        allocate(p, "max_min_fairness_packed", PolicyOptions(time_limit=0.0))
+    assert limits == []
+    with pytest.raises(SolveError, match=r"packed max-min: the solver time limit of 3 s"):
+        allocate(p, "max_min_fairness_packed", PolicyOptions(time_limit=3.0))
+    assert limits == [3.0]
+    main: list[float | None] = []
+    real_lp = mm_pack_groups.PricedLp
+
+    def priced(*args, **kwargs):  # type: ignore[no-untyped-def]
+        main.append(kwargs.get("time_limit"))
+        return real_lp(*args, **kwargs)
+
+    monkeypatch.setattr(mm_pack_groups, "PricedLp", priced)
+    clock.now = 0.0
+    got = allocate(p, "max_min_fairness_packed", PolicyOptions(time_limit=30.0))
+    assert limits[1:] == [30.0] and main == [26.0]
+    ref = allocate(p, "max_min_fairness_packed", PolicyOptions())
+    assert got.fractions == ref.fractions and got.objective == ref.objective
+
+
+def test_packed_hint_stopped_at_the_limit_is_the_deadline_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HiGHS stopping the hint's LP at the limit: the deadline's error (the path, the
+    limit and the fix), not the hint LP's status; another failure of the hint as is."""
+    clock = Ticks(step=0.0)
+    p, _ = _packed(monkeypatch, clock)
+
+    def stops(*args, **kwargs):  # type: ignore[no-untyped-def]
+        clock.now = 5.0
+        raise SolverError("max-min stage 1: HiGHS stopped with status 'Time limit reached'")
+
+    monkeypatch.setattr(mm_lp, "solve_max_min_classes", stops)
+    with pytest.raises(SolveError, match=r"packed max-min: the solver time limit of 5 s.*raise"):
+        allocate(p, "max_min_fairness_packed", PolicyOptions(time_limit=5.0))
+    clock.now = 0.0
+    with pytest.raises(SolveError, match=r"^max-min stage 1: HiGHS stopped"):
+        allocate(p, "max_min_fairness_packed", PolicyOptions(time_limit=50.0))

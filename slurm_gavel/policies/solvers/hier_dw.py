@@ -23,6 +23,10 @@ If the check fails (or the decomposition stalls) None is returned and the
 caller solves the level LP in HiGHS as before. It fails, for one, when GPUs are
 plentiful: then the level is set by jobs' own time rows (each alone on its best
 type), the capacity prices are 0 and the duals are not of this form.
+
+Every HiGHS run of the decomposition gets what is left of the caller's Deadline (the
+water filling's, started once per solve); past it, dw's SolverError, not None (the
+level LP would only take longer).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 from slurm_gavel.policies.solvers.dw import DW_MAX_TYPES, DwStalled, max_min
 
 #: From this many (class, type) cells on; below it HiGHS's level LP as before.
@@ -45,6 +50,7 @@ def first_level(
     rise: np.ndarray,
     live: np.ndarray,
     margin: Callable[[np.ndarray], np.ndarray],
+    deadline: Deadline = NO_DEADLINE,
 ) -> tuple[float, np.ndarray, np.ndarray] | None:
     """(c*, x (C, K), y (C,)) or None. y_j > 0 only where the certified dual *proves*
     that class j cannot rise by margin(level)_j (its level after this one) with every
@@ -54,14 +60,15 @@ def first_level(
     caller's bottleneck LP.
 
     `live`: the classes in the level (runnable, rise > 0); the others get no time.
-    `gpus`: GPUs per unit of x of each class (count times scale factor)."""
+    `gpus`: GPUs per unit of x of each class (count times scale factor). `deadline`:
+    every HiGHS run within it (SolverError past it)."""
     n, k = coef.shape
     allowed = coef > 0
     if k > DW_MAX_TYPES or int(allowed[live].sum()) < DW_MIN_CELLS:
         return None
     a = coef[live] / rise[live][:, None]
     try:
-        z, xl, lam = max_min(a, allowed[live], gpus[live], cap)
+        z, xl, lam = max_min(a, allowed[live], gpus[live], cap, deadline)
     except DwStalled:
         return None
     cert = _certified_duals(a, allowed[live], gpus[live], cap, z, lam)

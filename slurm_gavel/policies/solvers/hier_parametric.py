@@ -41,21 +41,21 @@ goes on from it. Either way the answer is the LP loop's to within dw's 1e-9
 certificates.
 `None` (caller: the plain LP loop) where the decomposition does not apply.
 
-A time limit (PolicyOptions.time_limit, the daemon's solver_time_limit_seconds) is
-checked before every min_beta solve: once it has passed, the path stops with a
-SolverError, as the HiGHS LPs of the other solvers stop at their limit (the round then
-fails and the last allocation stands); it does not hand over to the LP loop, which
-would only take longer.
+A time limit (PolicyOptions.time_limit, the daemon's solver_time_limit_seconds) comes
+as the water filling's Deadline (deadline.py, started once per solve and shared with
+the LP loop after the path): every HiGHS run of every min_beta solve gets what is left
+of it, and once it has passed the path stops with the deadline's SolverError, as the
+HiGHS LPs of the other solvers stop at their limit (the round then fails and the last
+allocation stands); it does not hand over to the LP loop, which would only take longer.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 from slurm_gavel.policies.solvers.dw import (
     DW_MAX_TYPES,
     NEWTON_MAX_STEPS,
@@ -65,7 +65,6 @@ from slurm_gavel.policies.solvers.dw import (
     vertices,
 )
 from slurm_gavel.policies.solvers.hier_dw import job_duals
-from slurm_gavel.policies.solvers.lp import SolverError
 
 #: From this many (class, type) cells on (about 500 distinct jobs on 3 types); below
 #: it the LP loop alone is faster, and the simulator's class LPs stay as they were.
@@ -79,31 +78,6 @@ MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fai
 BETA_TOL = 1e-11
 #: At most this many crossings (each: one path, ~6 min_beta solves); then the LP loop.
 MAX_ROUNDS = 50
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """When the path must stop: `limit` seconds after `start` on `clock` (None: never)."""
-
-    limit: float | None
-    clock: Callable[[], float]
-    start: float
-
-    @classmethod
-    def after(cls, limit: float | None, clock: Callable[[], float]) -> Deadline:
-        return cls(limit, clock, clock() if limit is not None else 0.0)
-
-    def check(self, solves: int) -> None:
-        """Raise SolverError once the limit has passed (`solves`: min_beta solves so far)."""
-        if self.limit is not None and self.clock() - self.start >= self.limit:
-            raise SolverError(
-                f"hierarchical path: the solver time limit of {self.limit:g} s was reached "
-                f"after {solves} decomposition solves; no allocation returned (raise "
-                "solver_time_limit_seconds, or leave it out for no limit)"
-            )
-
-
-NO_DEADLINE = Deadline(None, time.monotonic, 0.0)
 
 
 @dataclass(frozen=True)
@@ -235,13 +209,12 @@ def parametric_fill(
     entity_weight: np.ndarray,
     capacity: np.ndarray,
     *,
-    time_limit: float | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    deadline: Deadline = NO_DEADLINE,
 ) -> Partial | None:
     """The water filling up to (and usually through) the first level where the capacity
     rows bind; None where the decomposition does not apply (few cells, many types,
-    zero weights) or stalls. SolverError once time_limit seconds (on clock) have
-    passed (checked before each min_beta solve)."""
+    zero weights) or stalls. The deadline's SolverError once it has passed (read
+    before each HiGHS run of the min_beta solves)."""
     k = coef.shape[1]
     allowed = coef > 0
     runnable: np.ndarray = np.asarray(allowed.any(axis=1))
@@ -257,13 +230,12 @@ def parametric_fill(
     level, frozen = np.zeros(len(coef)), ~runnable
     first: float | None = None
     iterations = solves = 0
-    deadline = Deadline.after(time_limit, clock)
     for _ in range(MAX_ROUNDS):
         pth = path(maximum, unit, weight * count, entity, entity_weight, frozen, level)
         try:
             cr = _cross(
                 coef, runnable, count * scale, capacity, pth, weight * count, entity_weight,
-                deadline, solves,
+                deadline,
             )  # fmt: skip
         except DwStalled:
             if first is None:
@@ -301,10 +273,9 @@ def _cross(
     live_weight: np.ndarray,
     entity_weight: np.ndarray,
     deadline: Deadline = NO_DEADLINE,
-    solved: int = 0,
 ) -> _Crossing:
-    """Where the path's levels stop fitting the cluster (module docstring); `solved`:
-    min_beta solves before this crossing (for the deadline's message)."""
+    """Where the path's levels stop fitting the cluster (module docstring); every
+    HiGHS run within `deadline`."""
     n, k = coef.shape
     allowed = coef > 0
     a, al, g = coef[runnable], allowed[runnable], gpus[runnable]
@@ -318,11 +289,10 @@ def _cross(
 
     def beta(tau: float) -> tuple[BetaResult, np.ndarray, np.ndarray]:
         nonlocal lam
-        deadline.check(solved + solves)
         level, frozen = pth.at(tau)
         w = np.minimum(level, maximum)[runnable]
         rise = rise_at(frozen | ~runnable)[runnable]
-        res = min_beta(vertices(a, al, w), g, cap, dw=rise, lam0=lam)
+        res = min_beta(vertices(a, al, w), g, cap, dw=rise, lam0=lam, deadline=deadline)
         lam = res.lam
         return res, np.minimum(level, maximum), frozen | ~runnable
 

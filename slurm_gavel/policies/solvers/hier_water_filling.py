@@ -22,11 +22,19 @@ Per job: value_j = sum_t T_jt x_jt / P_j (normalised throughput). Each iteration
    same set with a MILP and, without a MILP solver, silently degrades to plain
    max-min; this never degrades: every failure raises WaterFillingError.
 4. Freeze the bottlenecked jobs at their level; stop when all are frozen.
+
+The time limit (PolicyOptions.time_limit) is one Deadline (deadline.py) for the whole
+solve, started once by water_fill: the parametric path's decomposition solves, the
+first level's decomposition (hier_dw) and every run of the two HiGHS LPs here get what
+is left of it, so a round never spends more than the limit in all (each used to get
+the whole limit of its own). Past it: the deadline's SolverError, never a weaker answer.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import highspy
@@ -34,6 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
+from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 from slurm_gavel.policies.solvers.hier_dw import first_level as first_level_dw
 from slurm_gavel.policies.solvers.hier_parametric import MARGIN, MARGIN_FLOOR, parametric_fill
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
@@ -67,8 +76,15 @@ class WaterFillingResult:
 
 
 def water_fill(
-    cls: HierClasses, *, time_limit: float | None = None, max_iterations: int | None = None
+    cls: HierClasses,
+    *,
+    time_limit: float | None = None,
+    max_iterations: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> WaterFillingResult:
+    """The water filling within `time_limit` seconds in all (on `clock`, read only with
+    a limit); past it a SolverError (module docstring)."""
+    deadline = Deadline.after(time_limit, "hierarchical water filling", clock)
     n_cls, n_types = cls.coef.shape
     runnable = cls.coef.max(axis=1, initial=0.0) > 0
     frozen = ~runnable  # classes that cannot run stay at 0
@@ -80,7 +96,7 @@ def water_fill(
     # Per-job rows: the levels where only time rows bind need no LP (hier_parametric).
     par = parametric_fill(
         cls.coef, cls.scale, cls.count, cls.weight, cls.entity, cls.entity_weight, cls.capacity,
-        time_limit=time_limit,
+        deadline=deadline,
     )  # fmt: skip
     if par is not None:
         if par.complete:
@@ -95,14 +111,14 @@ def water_fill(
                 par.first_level,
                 par.iterations,
                 limit,
-                time_limit,
+                deadline,
             )
         except WaterFillingError:
             # A handed-over state the level LPs cannot continue (seen once at 10,000
             # jobs on a cluster with a plentiful type): start the exact loop afresh,
             # slower but never without an allocation.
             log.warning("hierarchical water filling: parametric hand-over failed; exact loop")
-    return _lp_loop(cls, frozen, level, x, first_level, iterations, limit, time_limit)
+    return _lp_loop(cls, frozen, level, x, first_level, iterations, limit, deadline)
 
 
 def _lp_loop(
@@ -113,13 +129,14 @@ def _lp_loop(
     first_level: float,
     iterations: int,
     limit: int,
-    time_limit: float | None,
+    deadline: Deadline,
 ) -> WaterFillingResult:
-    """Gavel's water filling, one LP level at a time, from the given state."""
+    """Gavel's water filling, one LP level at a time, from the given state; every HiGHS
+    run within `deadline`."""
     # Two LPs, built once and re-solved warm: only bounds and one column's (or the
     # diagonal's) coefficients change between iterations.
-    level_lp = _ClassLp(cls, one_column=True, time_limit=time_limit)
-    lift_lp = _ClassLp(cls, one_column=False, time_limit=time_limit)
+    level_lp = _ClassLp(cls, one_column=True, deadline=deadline)
+    lift_lp = _ClassLp(cls, one_column=False, deadline=deadline)
     while not frozen.all():
         if iterations >= limit:
             raise WaterFillingError(
@@ -132,7 +149,7 @@ def _lp_loop(
         quick = None
         if iterations == 1:  # everyone at 0: the decomposition's case (hier_dw.py)
             quick = first_level_dw(
-                cls.coef, cls.count * cls.scale, cls.capacity, rise, ~frozen, _margin
+                cls.coef, cls.count * cls.scale, cls.capacity, rise, ~frozen, _margin, deadline
             )
         if quick is not None:
             c_star, x, duals = quick
@@ -198,7 +215,7 @@ class _ClassLp:
     coefficient -margin_k in row k (bottleneck LP). Columns: x (nx), then the extras.
     """
 
-    def __init__(self, cls: HierClasses, *, one_column: bool, time_limit: float | None) -> None:
+    def __init__(self, cls: HierClasses, *, one_column: bool, deadline: Deadline) -> None:
         n_cls, n_types = cls.coef.shape
         xc, xt = np.nonzero(cls.coef > 0)
         nx = len(xc)
@@ -222,8 +239,8 @@ class _ClassLp:
             np.zeros(n_col),
             np.full(n_col, inf if one_column else 1.0),
             maximize=True,
-            time_limit=time_limit,
         )
+        self.deadline = deadline  # each run gets what is left of it (_run)
         self.rows = np.arange(n_cls, dtype=np.int32)
         self.inf_rows = np.full(n_cls, inf)
         self.cold = n_col > IPM_COLUMNS
@@ -244,7 +261,7 @@ class _ClassLp:
             h.changeColsBounds(n, cols, np.zeros(n), np.where(gain > 0, 1.0, 0.0))
         if self.cold:  # large and degenerate: IPM + crossover, then warm simplex
             h.setOptionValue("solver", "ipm")
-        _run(h, what)
+        _run(h, what, self.deadline)
         if self.cold:
             h.setOptionValue("solver", "choose")
             self.cold = False
@@ -258,9 +275,10 @@ class _ClassLp:
         return x
 
 
-def _run(h: highspy.Highs, what: str) -> None:
-    h.run()
-    status = h.getModelStatus()
+def _run(h: highspy.Highs, what: str, deadline: Deadline = NO_DEADLINE) -> None:
+    """Run `h` within what is left of `deadline` (its SolverError past it); a
+    WaterFillingError unless optimal."""
+    status = deadline.run(h)
     if status != highspy.HighsModelStatus.kOptimal:
         raise WaterFillingError(
             f"hierarchical water filling: {what} LP failed (HiGHS status "

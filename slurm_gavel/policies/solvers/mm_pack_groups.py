@@ -31,6 +31,8 @@ stays for fewer, so the simulator's small class LPs keep their vertex bit for bi
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,6 +41,7 @@ import numpy as np
 
 from slurm_gavel.core.model import GpuType, JobId, PairShare, Problem, pair_lookup
 from slurm_gavel.policies.solvers.classes import JobClasses, capacity_share_throughput
+from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.lp import SolverError
 from slurm_gavel.policies.solvers.mm_pairs import pair_rates
 from slurm_gavel.policies.solvers.mm_pricing import PricedLp
@@ -169,10 +172,14 @@ def solve_packed_groups(
     *,
     second_stage: bool = True,
     time_limit: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> GroupSolution:
-    """Two-stage packed max-min over classes and partner groups; see the module docstring."""
+    """Two-stage packed max-min over classes and partner groups; see the module docstring.
+    `time_limit` covers the hint's LP and the main LP together (one Deadline, on `clock`,
+    read only with a limit; past it the deadline's SolverError)."""
     import scipy.sparse as sp
 
+    deadline = Deadline.after(time_limit, "packed max-min", clock)
     n_cls, n_types = coef.shape
     allowed = classes.allowed()
     count = classes.count.astype(np.float64)
@@ -219,10 +226,10 @@ def solve_packed_groups(
     active = np.ones(zcol + 1, dtype=bool)
     active[nx:zcol] = False  # pair columns come in by pricing
     if HINT:
-        active[nx:zcol] = _hint(problem, group, keys, p)
+        active[nx:zcol] = _hint(problem, group, keys, p, deadline)
     lp = PricedLp(
         a, lower, upper, np.full(zcol + 1, highspy.kHighsInf), cost, active,
-        solver=FIRST_SOLVER, time_limit=time_limit, batch=PRICING_BATCH, resolve=RESOLVE,
+        solver=FIRST_SOLVER, time_limit=deadline.check(), batch=PRICING_BATCH, resolve=RESOLVE,
     )  # fmt: skip
     degree = _DegreeRows(lp, p, count, nx, group)
     sol = degree.solve("packed max-min stage 1")
@@ -243,10 +250,13 @@ def solve_packed_groups(
     return GroupSolution(x, shares, value, float(value[runnable].min()), runnable)
 
 
-def _hint(problem: Problem, group: np.ndarray, keys: list[tuple[str, int]], p: _Cols) -> np.ndarray:
+def _hint(
+    problem: Problem, group: np.ndarray, keys: list[tuple[str, int]], p: _Cols, deadline: Deadline
+) -> np.ndarray:
     """Pair columns to start from: the (group, partner group, type) cells that the
     class-pair LP uses when every job has its group's mean row (few classes, fast).
-    Only a start: pricing still brings in every column that improves."""
+    Only a start: pricing still brings in every column that improves. Its LP runs in
+    what is left of `deadline`."""
     from slurm_gavel.policies.solvers.classes import fairness_coefficients, group_jobs
     from slurm_gavel.policies.solvers.mm_lp import solve_max_min_classes
     from slurm_gavel.policies.solvers.mm_pairs import class_pair_vars
@@ -266,9 +276,15 @@ def _hint(problem: Problem, group: np.ndarray, keys: list[tuple[str, int]], p: _
     cl = group_jobs(avg, by_job_type=True)
     coef = fairness_coefficients(cl, cl.throughput)
     pairs = class_pair_vars(avg, cl, cl.throughput)
-    sol = solve_max_min_classes(
-        coef, cl.allowed(), cl.scale, cl.count, cl.capacity, pairs, second_stage=False
-    )
+    try:
+        sol = solve_max_min_classes(
+            coef, cl.allowed(), cl.scale, cl.count, cl.capacity, pairs,
+            second_stage=False, time_limit=deadline.check(),
+        )  # fmt: skip
+    except SolverError as err:
+        if deadline.remaining() == 0.0:  # HiGHS stopped at the limit: say so, and the fix
+            raise deadline.reached() from err
+        raise
     gof = np.array([index[(cl.job_type[c], int(cl.scale[c]))] for c in range(cl.n_classes)])
     k = len(keys) * len(cl.types)
     used = np.zeros(len(keys) * k, dtype=bool)
