@@ -3,7 +3,7 @@
 A pair's throughputs depend only on the two jobs' job types and scale factor (the
 pair table), never on the jobs themselves. So instead of one column per job pair
 and GPU type (889k at 1,024 distinct jobs), each class c gets one column per
-partner group b = (job type, scale) and GPU type t:
+partner group b = (job type, scale) and GPU type t (built in mm_group_columns.py):
 
 * Y[c, b, t]  time each job of c spends paired with some job of group b on type t
 
@@ -34,16 +34,19 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import highspy
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, JobId, PairShare, Problem, pair_lookup
+from slurm_gavel.core.model import GpuType, JobId, PairShare, Problem
 from slurm_gavel.policies.solvers.classes import JobClasses, capacity_share_throughput
 from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.lp import SolverError
-from slurm_gavel.policies.solvers.mm_pairs import pair_rates
+from slurm_gavel.policies.solvers.mm_group_columns import (
+    GroupColumns,
+    group_pair_columns,
+    partner_groups,
+)
 from slurm_gavel.policies.solvers.mm_pricing import PricedLp
 
 # From this many classes on, max_min_fairness_packed solves this LP instead of the
@@ -83,88 +86,6 @@ class GroupSolution:
     runnable: np.ndarray  # (C,) bool
 
 
-@dataclass
-class _Cols:
-    """Pair columns: class, partner group, GPU type, gain per unit, consistency row."""
-
-    c: np.ndarray
-    b: np.ndarray
-    t: np.ndarray
-    gain: np.ndarray
-    row: np.ndarray  # consistency row (-1: within one group)
-    sign: np.ndarray
-
-
-def _groups(classes: JobClasses) -> tuple[np.ndarray, list[tuple[str, int]]]:
-    keys: dict[tuple[str, int], int] = {}
-    of = np.array(
-        [
-            keys.setdefault((classes.job_type[c], int(classes.scale[c])), len(keys))
-            for c in range(classes.n_classes)
-        ],
-        dtype=np.int64,
-    )
-    return of, list(keys)
-
-
-def _pair_columns(
-    problem: Problem, classes: JobClasses, group: np.ndarray, keys: list[tuple[str, int]],
-    factor: np.ndarray,
-) -> tuple[_Cols, int]:  # fmt: skip
-    table = pair_lookup(problem)
-    allowed = classes.allowed()
-    type_index = {t: k for k, t in enumerate(classes.types)}
-    n_groups = len(keys)
-    members = [np.nonzero(group == g)[0] for g in range(n_groups)]
-    jobs_in = np.array([int(classes.count[m].sum()) for m in members])
-    on_type = np.array([allowed[m].any(axis=0) for m in members]).reshape(n_groups, -1)
-    on_members = [[m[allowed[m, k]] for k in range(allowed.shape[1])] for m in members]
-    cons: dict[tuple[int, int, int], int] = {}
-    cs: list[np.ndarray] = []
-    # one entry per block of columns (a partner group and type for the jobs cs[i])
-    bs: list[int] = []
-    ts: list[int] = []
-    rs: list[float] = []
-    rows: list[int] = []
-    signs: list[float] = []
-    for a, (type_a, scale) in enumerate(keys):
-        for b, (type_b, scale_b) in enumerate(keys):
-            if scale_b != scale or (a == b and jobs_in[a] < 2):
-                continue
-            rates = pair_rates(table, type_a, type_b, scale)
-            if rates is None:
-                continue
-            for t, (ra, rb) in rates.items():
-                k = type_index.get(t)
-                if k is None or not on_type[b, k] or (ra <= 0 and rb <= 0):
-                    continue
-                mem = on_members[a][k]
-                if not len(mem):
-                    continue
-                row, sign = -1, 0.0
-                if a != b:
-                    row = cons.setdefault((min(a, b), max(a, b), k), len(cons))
-                    sign = 1.0 if a < b else -1.0
-                cs.append(mem)
-                bs.append(b)
-                ts.append(k)
-                rs.append(ra)
-                rows.append(row)
-                signs.append(sign)
-    size = [len(m) for m in cs]
-
-    def per_col(block: list[Any], dtype: Any) -> np.ndarray:
-        return np.repeat(np.asarray(block, dtype=dtype), size)
-
-    c = np.concatenate(cs).astype(np.int64) if cs else np.zeros(0, dtype=np.int64)
-    cols = _Cols(
-        c, per_col(bs, np.int64), per_col(ts, np.int64),
-        factor[c] * per_col(rs, np.float64), per_col(rows, np.int64),
-        per_col(signs, np.float64),
-    )  # fmt: skip
-    return cols, len(cons)
-
-
 def solve_packed_groups(
     problem: Problem,
     classes: JobClasses,
@@ -186,8 +107,8 @@ def solve_packed_groups(
     scale = classes.scale.astype(np.float64)
     norm = classes.weight * capacity_share_throughput(classes.throughput, classes.capacity)
     factor = classes.scale / np.where(norm > 0, norm, np.inf)
-    group, keys = _groups(classes)
-    p, n_cons = _pair_columns(problem, classes, group, keys, factor)
+    group, keys = partner_groups(classes)
+    p, n_cons = group_pair_columns(problem, classes, group, keys, factor)
     xc, xt = np.nonzero(allowed)
     nx, ny = len(xc), len(p.c)
     zcol = nx + ny
@@ -251,7 +172,11 @@ def solve_packed_groups(
 
 
 def _hint(
-    problem: Problem, group: np.ndarray, keys: list[tuple[str, int]], p: _Cols, deadline: Deadline
+    problem: Problem,
+    group: np.ndarray,
+    keys: list[tuple[str, int]],
+    p: GroupColumns,
+    deadline: Deadline,
 ) -> np.ndarray:
     """Pair columns to start from: the (group, partner group, type) cells that the
     class-pair LP uses when every job has its group's mean row (few classes, fast).
@@ -299,7 +224,7 @@ class _DegreeRows:
     """Adds max-degree rows (d_c <= D/2 within one group and type) while violated."""
 
     def __init__(
-        self, lp: PricedLp, p: _Cols, count: np.ndarray, nx: int, group: np.ndarray
+        self, lp: PricedLp, p: GroupColumns, count: np.ndarray, nx: int, group: np.ndarray
     ) -> None:
         self.lp, self.p, self.count, self.nx = lp, p, count, nx
         inner = np.nonzero(p.row < 0)[0]
@@ -331,7 +256,7 @@ class _DegreeRows:
 
 
 def _pair_shares(
-    problem: Problem, classes: JobClasses, p: _Cols, y: np.ndarray, group: np.ndarray
+    problem: Problem, classes: JobClasses, p: GroupColumns, y: np.ndarray, group: np.ndarray
 ) -> list[PairShare]:
     """Concrete job pairs for the per-job pair times y (see the module docstring)."""
     ids = [job.id for job in problem.jobs]
