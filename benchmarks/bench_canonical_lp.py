@@ -125,7 +125,8 @@ class Basis:
         self.z = -1
         self.refused = 0
 
-    def save(self, h: Any, keys: list[str], allowed: np.ndarray) -> None:
+    def save(self, h: Any, keys: list[str], allowed: np.ndarray | None) -> None:
+        assert allowed is not None  # set by the solve this basis comes from
         basis = h.getBasis()
         cs = np.fromiter(map(int, basis.col_status), np.int64)
         rs = np.fromiter(map(int, basis.row_status), np.int64)
@@ -140,7 +141,8 @@ class Basis:
         self.cap = rs[nf + n_cls :].copy()
         self.z = int(cs[len(xc)])
 
-    def start(self, h: Any, keys: list[str], allowed: np.ndarray) -> None:
+    def start(self, h: Any, keys: list[str], allowed: np.ndarray | None) -> None:
+        assert allowed is not None  # set by the solve being warm-started
         xc, xt, runnable, _, _ = _layout(allowed)
         n_cls, n_types = allowed.shape
         grid = np.zeros((n_cls, n_types), dtype=np.int64)  # new cells at their lower bound
@@ -301,7 +303,8 @@ def install(s: State) -> None:
             _snap(x, s.a.snap)
         if canonical and s.a.polish and runnable.any():
             t = time.process_time()
-            p = _polish(x, *args, runnable, s.a.polish, s.a.normal)
+            coef, allowed, scale, count, capacity = args  # solve()'s positional inputs
+            p = _polish(x, coef, allowed, scale, count, capacity, runnable, s.a.polish, s.a.normal)
             s.cpu_stage["polish"] += time.process_time() - t
             if p is None:
                 s.unpolished += 1
@@ -459,11 +462,9 @@ def main() -> int:
         )
     print(line, file=sys.stderr)
     if s.dump is not None:
-        np.savez_compressed(
-            args.dump,
-            **{f"x{i}": x for i, (_, x) in enumerate(s.dump)},
-            keys=np.array(["\0".join(k) for k, _ in s.dump]),
-        )
+        arrays: dict[str, Any] = {f"x{i}": x for i, (_, x) in enumerate(s.dump)}
+        arrays["keys"] = np.array(["\0".join(k) for k, _ in s.dump])
+        np.savez_compressed(args.dump, **arrays)
     return code
 
 
