@@ -35,10 +35,7 @@ from typing import NamedTuple
 
 from slurm_gavel.core.cluster_model import JobPlacement, Node
 from slurm_gavel.core.model import Allocation, GpuType, JobId
-
-# Node choice (step 3 of the docstring) is node_placement.py's; restart_aware.py calls
-# it under this name too.
-from slurm_gavel.core.node_placement import place_chosen as _place
+from slurm_gavel.core.node_placement import place_chosen  # step 3 of the docstring
 
 INF = math.inf
 
@@ -226,7 +223,7 @@ def place_on_nodes(
     chosen: list[Entry], jobs: Mapping[JobId, MechanismJob], nodes: Iterable[Node]
 ) -> dict[JobId, JobPlacement]:
     """Pick nodes for the chosen entries, type by type (node_placement.py)."""
-    return _place([(e.key, e.jobs, e.gpu_type) for e in chosen], jobs, nodes)
+    return place_chosen([(e.key, e.jobs, e.gpu_type) for e in chosen], jobs, nodes)
 
 
 def assign(
@@ -252,4 +249,4 @@ def assign(
     for i in _select(ranked, jobs, capacity):
         k = ranked[i]
         chosen.append((k[4], k[6], k[5]))
-    return _place(chosen, jobs, node_list)
+    return place_chosen(chosen, jobs, node_list)

@@ -81,8 +81,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
-from slurm_gavel.core.mechanism import _place, _Ranked, _ranked, _select, single_candidates
+from slurm_gavel.core.mechanism import _Ranked, _ranked, _select, single_candidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId
+from slurm_gavel.core.node_placement import place_chosen
 from slurm_gavel.core.restart_backing import lets_go, short_types
 from slurm_gavel.core.round_jobs import Considered, mechanism_jobs
 from slurm_gavel.core.round_types import SchedulerConfig
@@ -309,7 +310,7 @@ def assign_around(
         for j in ranked[i][6]
         if ranked[i][5] in blocked_at and i > blocked_at[ranked[i][5]]
     }
-    placement = _place(
+    placement = place_chosen(
         [(ranked[i][4], ranked[i][6], ranked[i][5]) for i in chosen], jobs_m, free_nodes
     )
     return placement, backfill
