@@ -60,7 +60,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(here))
 sys.path.insert(0, here)
 
-from bench_warm_basis import BS, STAGE1, Warm, _layout, _save, _start  # noqa: E402
+from bench_warm_basis import BS, STAGE1, Warm, _layout, _save, _start, keyed_group_jobs  # noqa: E402
 
 from slurm_gavel.policies.solvers import lp, mm_lp, mm_lp_single, mm_policy  # noqa: E402
 
@@ -287,13 +287,7 @@ def _polish(
 
 
 def install(s: State) -> None:
-    group_jobs = mm_policy.group_jobs
     solve = mm_lp_single.solve_single_classes
-
-    def keyed_group_jobs(problem: Any, **kw: Any) -> Any:
-        classes = group_jobs(problem, **kw)
-        s.keys = [problem.jobs[int(m[0])].id for m in classes.members]
-        return classes
 
     def one(canonical: bool, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
         if canonical:
@@ -400,7 +394,7 @@ def install(s: State) -> None:
                 s.stage3_failed += 1
                 raise  # the solver then keeps stage 1's point: counted, never silent
 
-    mm_policy.group_jobs = keyed_group_jobs
+    mm_policy.group_jobs = keyed_group_jobs(s)
     mm_lp.solve_single_classes = solve_single
     mm_lp_single.run_to_optimum = run
 

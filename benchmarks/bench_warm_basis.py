@@ -117,14 +117,21 @@ def _start(w: Warm, h: Any) -> None:
         w.refused += 1
 
 
-def install(w: Warm) -> None:
+def keyed_group_jobs(into: Any) -> Any:
+    """mm_policy.group_jobs that also stores each class's key (its first job's id) on
+    ``into.keys``, so a basis can be mapped class by class between re-solves."""
     group_jobs = mm_policy.group_jobs
-    solve = mm_lp_single.solve_single_classes
 
-    def keyed_group_jobs(problem: Any, **kw: Any) -> Any:
+    def keyed(problem: Any, **kw: Any) -> Any:
         classes = group_jobs(problem, **kw)
-        w.keys = [problem.jobs[int(m[0])].id for m in classes.members]
+        into.keys = [problem.jobs[int(m[0])].id for m in classes.members]
         return classes
+
+    return keyed
+
+
+def install(w: Warm) -> None:
+    solve = mm_lp_single.solve_single_classes
 
     def solve_single(coef: Any, allowed: Any, *args: Any, **kw: Any) -> Any:
         w.allowed = allowed
@@ -141,7 +148,7 @@ def install(w: Warm) -> None:
         if w.enabled and what == STAGE1:
             _save(w, h)
 
-    mm_policy.group_jobs = keyed_group_jobs
+    mm_policy.group_jobs = keyed_group_jobs(w)
     mm_lp.solve_single_classes = solve_single
     mm_lp_single.run_to_optimum = run
 
