@@ -296,6 +296,16 @@ class SimulatedCluster:
     def running(self) -> Mapping[JobId, JobPlacement]:
         return {j: sj.placement for j, sj in self._running.items() if sj.placement is not None}
 
+    def progress_of(self, job_ids: Iterable[JobId]) -> dict[JobId, tuple[int, float]]:
+        """(restarts, steps/s of its run, 0 while waiting) of each active job named:
+        read-only, for `simulate --trace-job`."""
+        out: dict[JobId, tuple[int, float]] = {}
+        for j in job_ids:
+            sj = self._active.get(j)
+            if sj is not None:
+                out[j] = (sj.restarts, sj.rate if sj.placement is not None else 0.0)
+        return out
+
     # ---- internals -------------------------------------------------------------------
 
     def _admit_arrivals(self) -> None:

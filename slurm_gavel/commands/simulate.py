@@ -24,6 +24,7 @@ from slurm_gavel.policies import policy_names
 from slurm_gavel.simulate import moldable_trace
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
+from slurm_gavel.simulate.job_trace import traced_ids, write_lines
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.traces import load_trace
 from slurm_gavel.simulate.true_rows import (
@@ -172,6 +173,23 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument(
+        "--trace-job",
+        metavar="ID",
+        action="append",
+        default=[],
+        help=(
+            "write this job's decisions as JSON lines (its run's type, nodes and count, "
+            "allocation, protection, restarts; a line when one changes), to "
+            "--trace-job-out; repeat for more jobs"
+        ),
+    )
+    p.add_argument(
+        "--trace-job-out",
+        metavar="FILE",
+        default="-",
+        help="where --trace-job writes (default: - for stderr)",
+    )
+    p.add_argument(
         "--no-wall-time",
         action="store_true",
         help="leave wall-clock fields null so the JSON is byte-identical between runs",
@@ -269,6 +287,8 @@ def run(args: argparse.Namespace) -> int:
         source += f"; measured: jobs {window.first}-{window.end - 1}"
     if true_rows or args.knowledge:
         source += f"; {len(true_rows)} job(s) with their own throughput rows"
+    if args.trace_job:
+        opts = replace(opts, trace_jobs=traced_ids(args.trace_job, jobs))
     results: list[SimulationResult] = []
     for policy in policies:
         for k in knowledge:
@@ -284,6 +304,8 @@ def run(args: argparse.Namespace) -> int:
         line = moldable_trace.summary_line(s)
         if line is not None:
             _text(args).write(line)
+    if args.trace_job:
+        write_lines(args.trace_job_out, [line for r in results for line in r.job_trace])
     if args.json:
         write_json(args.json, summaries[0] if len(summaries) == 1 else summaries)
     if args.plot:

@@ -27,6 +27,7 @@ from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.simulate import moldable_trace
+from slurm_gavel.simulate.job_trace import JobTracer
 from slurm_gavel.simulate.metrics import MetricsCollector
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.true_rows import Rows, complete_rows
@@ -59,12 +60,15 @@ class SimulationOptions:
     knowledge: Knowledge = Knowledge.LEARNED
     # Put "knowledge" in the summary (and the table) also without true rows: it was asked.
     report_knowledge: bool = False
+    # `--trace-job`: these jobs' decisions round by round (job_trace.py); reads only
+    trace_jobs: frozenset[str] = frozenset()
 
 
 @dataclass
 class SimulationResult:
     summary: dict[str, Any]
     metrics: MetricsCollector
+    job_trace: list[dict[str, Any]] = field(default_factory=list)  # --trace-job lines
 
 
 def simulate(
@@ -119,6 +123,7 @@ def simulate(
     bar = _progress_bar(len(job_list), policy, opts.progress)
     unfinished = 0
     waiting = set(opts.stop_when_completed) if opts.stop_when_completed else None
+    tracer = JobTracer(opts.trace_jobs, policy, str(opts.knowledge)) if opts.trace_jobs else None
     while not backend.done():
         if backend.active_count() == 0:
             nxt = backend.next_arrival_time()
@@ -130,6 +135,8 @@ def simulate(
         metrics.mechanism_seconds += report.mechanism_seconds
         running = backend.running()
         metrics.on_round(backend.clock, backend.busy_gpu_seconds)
+        if tracer is not None:
+            tracer.on_round(backend.clock, state, backend.progress_of(tracer.ids))
 
         end = backend.clock + opts.settings.round_seconds
         nxt_arrival = backend.next_arrival_time()
@@ -154,6 +161,11 @@ def simulate(
         backend.advance(end)
         metrics.on_round_end(backend.clock, backend.busy_gpu_seconds)
         if backend.completions:
+            if tracer is not None:
+                tracer.on_completions(
+                    (c.job.id, c.finish_time, c.restarts, c.job.arrival_time)
+                    for c in backend.completions
+                )
             for c in backend.completions:
                 metrics.on_completion(c)
                 if waiting is not None:
@@ -185,7 +197,7 @@ def simulate(
             if learned
             else None,
         }
-    return SimulationResult(summary, metrics)
+    return SimulationResult(summary, metrics, [] if tracer is None else tracer.lines)
 
 
 def _skip_to(
