@@ -27,6 +27,7 @@ from slurm_gavel.commands.status import (
 )
 from slurm_gavel.commands.status_fields import slurm_time
 from slurm_gavel.commands.status_rows import cell_text, reports_nothing
+from slurm_gavel.daemon.status_view import clock_value, is_protected
 from slurm_gavel.errors import InputError
 
 SUMMARY = "why a managed job waits or moved: its allocation, priority and the decision"
@@ -67,6 +68,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"slurm-gavel explain: warning: {w}", file=sys.stderr)
     sys.stdout.write(format_explain(printable(job), view))
     return 0
+
+
+def protection_lines(job: dict[str, Any], view: dict[str, Any]) -> list[str]:
+    """Restart-aware rounds: how much longer its run is kept where it is, and why.
+    The figures are checked again here: a view under status.d may be anyone's file."""
+    until = clock_value(job.get("protected_until"))
+    now = clock_value(view.get("last_round_time"))
+    if until is None or now is None or not is_protected(until, now):
+        return []
+    cost = job.get("restart_cost_s")
+    measured = (
+        f"its restarts cost {slurm_time(cost)} as measured, "
+        if clock_value(cost) is not None
+        else ""
+    )
+    return [
+        f"restart-aware: this run is kept where it is for {slurm_time(until - now)} more "
+        f"after the last round ({measured}each run is kept until it has paid for its "
+        "restart: restart cost / restart_budget, longer for a job that has run long)"
+    ]
 
 
 def _prio(p: float | None) -> str:
@@ -113,6 +134,7 @@ def format_explain(job: dict[str, Any], view: dict[str, Any]) -> str:
     if job.get("gpu_type"):
         nodes = ",".join(f"{n}" if g == 1 else f"{n}x{g}" for n, g in job.get("nodes") or [])
         lines.append(f"placement: {job['gpu_type']} on {nodes}")
+    lines += protection_lines(job, view)
     lines += explain_lines(job)
     cells = job.get("throughput") or {}
     if cells:

@@ -56,6 +56,9 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
     cluster = doc.get("cluster") or {}
     node_partition = {n["name"]: n.get("partition") for n in cluster.get("nodes") or []}
     round_index = int(sched.get("round_index") or 0)
+    # the scheduler's clock at the last round: what protection times are measured on
+    last_round = clock_value(sched.get("last_round_time"))
+    held = held_types(doc.get("jobs") or {}, accounts, last_round)
     jobs = []
     for job_id, v in (doc.get("jobs") or {}).items():
         acct = accounts.get(job_id) or {}
@@ -104,8 +107,11 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             "throughput": v.get("throughput"),
             # a moldable job's range, count and why (daemon/mold_view.py); None if rigid
             "moldable": moldable_record(v.get("moldable")),
+            # restart-aware rounds (core/restart_aware.py): its run is kept where it is
+            # until then (scheduler clock); None when not protected
+            "protected_until": clock_value(acct.get("protected_until")),
         }
-        job["why"] = why(job, policy)
+        job["why"] = why(job, policy, last_round, held)
         jobs.append(job)
     jobs.sort(key=lambda j: (len(j["id"]), j["id"]))  # numeric ids in numeric order
     daemon = {k: val for k, val in (doc.get("daemon") or {}).items() if k != "config"}
@@ -118,6 +124,7 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
         "interrupted_round": (doc.get("inflight") or {}).get("round_index"),
         "policy": policy,
         "allocation_age_s": elapsed,
+        "last_round_time": last_round,
         "capacity": cluster.get("capacity", {}),
         "jobs": jobs,
     }
@@ -159,6 +166,30 @@ def moldable_record(raw: Any) -> dict[str, Any] | None:
     }
 
 
+def clock_value(x: Any) -> float | None:
+    """A time on the scheduler's clock as the view keeps it: a finite, non-negative
+    number, else None (the state is the daemon's own, but a view read back may not be)."""
+    ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+    return float(x) if ok else None
+
+
+def is_protected(until: float | None, now: float | None) -> bool:
+    """Whether a run protected until ``until`` is still kept at ``now`` (the last round)."""
+    return until is not None and now is not None and until > now
+
+
+def held_types(jobs: dict[str, Any], accounts: dict[str, Any], now: float | None) -> set[str]:
+    """The GPU types on which some run is kept by restart-aware protection."""
+    out: set[str] = set()
+    for job_id, v in jobs.items():
+        until = clock_value((accounts.get(job_id) or {}).get("protected_until"))
+        t = v.get("gpu_type")
+        running = v.get("state") in ("starting", "running")
+        if isinstance(t, str) and running and is_protected(until, now):
+            out.add(t)
+    return out
+
+
 def _count(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1_000_000
 
@@ -180,8 +211,15 @@ def _priority(x: float, got: float, elapsed: float) -> float | None:
     return None if math.isinf(p) else p
 
 
-def why(job: dict[str, Any], policy: str | None) -> str:
+def why(
+    job: dict[str, Any],
+    policy: str | None,
+    now: float | None = None,
+    held: set[str] | frozenset[str] = frozenset(),
+) -> str:
     """The round's decision for one job, in one line, from the daemon's data only.
+    ``now``: the scheduler's clock at the last round; ``held``: the GPU types on which
+    restart-aware protection keeps some run (held_types).
 
     Stable while the decision stays the same (no figures that move every round), so
     the daemon rewrites the job's AdminComment only when the decision changes. And
@@ -201,6 +239,11 @@ def why(job: dict[str, Any], policy: str | None) -> str:
         )
     if state in ("starting", "running"):
         shared = ", sharing its GPUs with another job" if job.get("partner") else ""
+        if is_protected(job.get("protected_until"), now):
+            return (
+                f"running on {where}{shared}: kept where it runs until this run has paid for "
+                "its restart (restart-aware rounds; slurm-gavel explain says until when)"
+            )
         if gpu_type in alloc:
             return (
                 f"running on {where}{shared}: among the highest priorities for {gpu_type} "
@@ -243,6 +286,12 @@ def why(job: dict[str, Any], policy: str | None) -> str:
         return (
             f"waiting: the policy ({policy}) gives it no GPU time in the current "
             "allocation; it runs when jobs finish or arrive and the allocation changes"
+        )
+    if held & alloc.keys():
+        return (
+            "waiting: jobs with a higher priority, or runs kept until they have paid for "
+            "their restarts (restart-aware rounds), hold every GPU of the types it is "
+            "allocated; its priority grows each round it waits"
         )
     return (
         "waiting: jobs with a higher priority took every GPU of the types it is "
