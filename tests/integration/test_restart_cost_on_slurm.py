@@ -36,6 +36,18 @@ def test_restarts_are_timed_and_learned_per_job(scenario):
         raise AssertionError(
             f"accounts: {accts}\nstatus: {sc.states(jobs)}\nlog tail:\n" + "\n".join(log[-40:])
         ) from None
+    # status and the AdminComment say which runs are kept, on the real cluster too
+    kept = "kept where it runs until this run has paid for its restart"
+
+    def kept_in_slurm() -> str | None:
+        for j in sc.status()["jobs"]:
+            if kept in j["why"]:
+                out = sc.slurm.cmd("scontrol", "show", "job", "--oneliner", j["id"]).stdout
+                if kept in out:
+                    return str(j["id"])
+        return None
+
+    wait_for(kept_in_slurm, 60, "a kept run's reason in status and its AdminComment", 1.0)
     metrics = sc.metrics()
     sc.daemon.stop()
     assert set(costs) <= set(jobs)
