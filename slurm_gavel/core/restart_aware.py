@@ -44,7 +44,9 @@ restarts may cost):
   (consolidated rate / spread rate - 1) x c_j / b over one protected run, so when the
   consolidated rate exceeds the spread one by more than the budget b, the run is
   neither protected nor lease-extended: the mechanism places it afresh (best fit), if
-  some node of its type has room for it whole.
+  some node of its type has room for it whole; a run larger than its type's largest
+  node, if the GPUs free with the other runs in place hold it on as few nodes as it
+  can use, fewer than now (consolidation.py).
 * **Protection needs the allocation's backing.** A run on a GPU type the allocation
   gives its job no time on (a work-conserving fill of GPUs nobody with a fraction
   wanted) is not protected, and a protected run loses its protection when a
@@ -81,6 +83,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
+from slurm_gavel.core.consolidation import can_consolidate, held_gpus, room_and_size
 from slurm_gavel.core.mechanism import _Ranked, _ranked, _select, single_candidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId
 from slurm_gavel.core.node_placement import place_chosen
@@ -271,17 +274,16 @@ def assign_around(
     if alloc is None or not considered:
         return {}, set()
     jobs_m = {j: m for j, m in mechanism_jobs(considered, state).items() if j not in kept}
-    room: dict[GpuType, int] = {}  # the most GPUs free on one node, per type
-    for n in free_nodes:
-        room[n.gpu_type] = max(room.get(n.gpu_type, 0), n.usable_gpus)
+    room, size = room_and_size(free_nodes)
+    held = held_gpus(m.current for m in jobs_m.values() if m.current is not None)
     for o, _row in considered:
         m = jobs_m.get(o.job.id)
         cur = None if m is None else m.current
         if (
             m is not None
             and cur is not None
-            and room.get(cur.gpu_type, 0) >= cur.gpus
             and consolidating_pays(o.job, cur, config, state.jobs.get(o.job.id))
+            and can_consolidate(cur, free_nodes, held, room, size)
         ):
             jobs_m[o.job.id] = replace(m, current=None)  # placed afresh, not extended
     types = list(capacity)
