@@ -44,9 +44,10 @@ restarts may cost):
   (consolidated rate / spread rate - 1) x c_j / b over one protected run, so when the
   consolidated rate exceeds the spread one by more than the budget b, the run is
   neither protected nor lease-extended: the mechanism places it afresh (best fit), if
-  some node of its type has room for it whole; a run larger than its type's largest
-  node, if the GPUs free with the other runs in place hold it on as few nodes as it
-  can use, fewer than now (consolidation.py).
+  some node of its type has room for it whole. A run larger than its type's largest
+  node (no node ever has room for it whole) moves once it has lasted c_j / b, if the
+  GPUs free with the other runs in place hold it on as few nodes as it can use, fewer
+  than now (consolidation.py).
 * **Protection needs the allocation's backing.** A run on a GPU type the allocation
   gives its job no time on (a work-conserving fill of GPUs nobody with a fraction
   wanted) is not protected, and a protected run loses its protection when a
@@ -265,11 +266,12 @@ def assign_around(
     free_nodes: list[Node],
     kept: Mapping[JobId, JobPlacement],
     capacity: Mapping[GpuType, int],
+    now: float,
 ) -> tuple[dict[JobId, JobPlacement], set[JobId]]:
     """Gavel's mechanism for the jobs not in ``kept`` on ``free_nodes`` (the nodes with
     the GPUs of ``kept`` taken out), as scheduler.assign_jobs without the stay credit,
     and the backfilled jobs: placed on a type after a job that outranks them there was
-    left out for want of GPUs."""
+    left out for want of GPUs. ``now``: the round's clock."""
     alloc = state.allocation
     if alloc is None or not considered:
         return {}, set()
@@ -283,7 +285,9 @@ def assign_around(
             m is not None
             and cur is not None
             and consolidating_pays(o.job, cur, config, state.jobs.get(o.job.id))
-            and can_consolidate(cur, free_nodes, held, room, size)
+            and can_consolidate(
+                cur, free_nodes, held, room, size, _lasted_its_lease(state, config, o.job, now)
+            )
         ):
             jobs_m[o.job.id] = replace(m, current=None)  # placed afresh, not extended
     types = list(capacity)
@@ -316,6 +320,16 @@ def assign_around(
         [(ranked[i][4], ranked[i][6], ranked[i][5]) for i in chosen], jobs_m, free_nodes
     )
     return placement, backfill
+
+
+def _lasted_its_lease(state: SchedulerState, config: SchedulerConfig, job: Job, now: float) -> bool:
+    """Whether the job's run has lasted c_j / b (True for a run of unknown start): the
+    restart that ends it then costs at most the budget's share of it."""
+    acct = state.jobs.get(job.id)
+    if acct is None or acct.run_started is None:
+        return True
+    span = protection_seconds(restart_cost(job, acct, config), config.settings.restart_budget)
+    return now - acct.run_started >= span
 
 
 def _waits_for_restart(state: SchedulerState, config: SchedulerConfig, job: Job) -> bool:

@@ -324,7 +324,7 @@ def run_round(
             kept = {**protected, **kept}
             free = _without_kept(snap.nodes, kept) if kept else list(snap.nodes)
             placed, backfill = restart_aware.assign_around(
-                state, config, considered, free, kept, capacity
+                state, config, considered, free, kept, capacity, now
             )
         else:
             placed = assign_jobs(state, config, considered, snap.nodes, kept, capacity)

@@ -75,17 +75,19 @@ def test_an_eight_gpu_run_on_four_gpu_nodes_moves_onto_two_whole_free_nodes_only
     nodes = [Node(f"v{i}", "v100", 4) for i in range(4)]
     room, size = room_and_size(nodes)
     # alone on the type: v0 + v3 hold it whole (before, no node had room for 8: never)
-    assert can_consolidate(run, nodes, held_gpus([run]), room, size)
+    assert can_consolidate(run, nodes, held_gpus([run]), room, size, True)
+    # ... once the run has lasted its lease
+    assert not can_consolidate(run, nodes, held_gpus([run]), room, size, False)
     # another run keeps 1 GPU of each of v1-v3: 4 + 3 + 3 free, three nodes, no move
     other = _run("B", "v100", ("v1", 1), ("v2", 1), ("v3", 1))
-    assert not can_consolidate(run, nodes, held_gpus([run, other]), room, size)
+    assert not can_consolidate(run, nodes, held_gpus([run, other]), room, size, True)
     # already on two whole nodes: nothing to gain
     whole = _run("L", "v100", ("v0", 4), ("v1", 4))
-    assert not can_consolidate(whole, nodes, held_gpus([whole]), room, size)
+    assert not can_consolidate(whole, nodes, held_gpus([whole]), room, size, True)
     # no UP node of its type: no move
     down = [replace(n, state=NodeState.DOWN) for n in nodes]
     r, s = room_and_size(down)
-    assert not can_consolidate(run, down, held_gpus([run]), r, s)
+    assert not can_consolidate(run, down, held_gpus([run]), r, s, True)
 
 
 def _one_node_room_test(run: JobPlacement, nodes: list[Node]) -> bool:
@@ -104,17 +106,18 @@ def test_a_run_that_fits_on_one_node_keeps_the_one_node_room_test():
     room, size = room_and_size(nodes)
     held = held_gpus([run, *others])
     assert free_for(run, nodes, held) == [1, 1]  # nothing free with the others in place
-    assert can_consolidate(run, nodes, held, room, size)
-    # and over every occupancy of 2-3 nodes of 4 GPUs (protected runs taken out as
-    # unmanaged GPUs), 2-, 3- and 4-GPU runs decide as the one-node test does
+    assert can_consolidate(run, nodes, held, room, size, False)
+    # and over every occupancy of 3 nodes of 4 GPUs (protected runs taken out as
+    # unmanaged GPUs), 2-, 3- and 4-GPU runs decide as the one-node test does, however
+    # long the run has lasted
     for kept in itertools.product(range(5), repeat=3):
         nodes = [Node(f"v{i}", "v100", 4, gpus_held_unmanaged=k) for i, k in enumerate(kept)]
         room, size = room_and_size(nodes)
-        for gpus in (2, 3, 4):
+        for gpus, lasted in itertools.product((2, 3, 4), (False, True)):
             run = _run("L", "v100", ("v0", gpus - 1), ("v1", 1))
             held = held_gpus([run, _run("B", "v100", ("v2", 1))])
-            got = can_consolidate(run, nodes, held, room, size)
-            assert got is _one_node_room_test(run, nodes), (kept, gpus)
+            got = can_consolidate(run, nodes, held, room, size, lasted)
+            assert got is _one_node_room_test(run, nodes), (kept, gpus, lasted)
 
 
 def _settings(cost: float, aware: bool):
@@ -143,3 +146,27 @@ def test_an_eight_gpu_run_spread_over_three_nodes_moves_onto_two_whole_ones(awar
         state, report = run_round(state, backend, config)
     p = report.placement.jobs["L"]
     assert p.consolidated is aware and len(p.nodes) == (2 if aware else 3)
+
+
+def test_an_eight_gpu_spread_run_moves_only_once_it_has_lasted_its_lease():
+    # The same 8-GPU run, restarts 300 s, budget 0.1: its lease is 3,000 s. Spread
+    # at t0, it stays spread (lease extension) until it has run 3,000 s, then moves
+    # onto two whole nodes, and then it stays there.
+    job = Job("L", LM, 8, total_steps=TABLE.throughput(LM, 8, "v100") * 50000.0)
+    backend = SimulatedCluster(
+        parse_cluster_spec("v100:4x4", TABLE), [job], TABLE, preemption_overhead_seconds=300.0
+    )
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    state, _ = run_round(SchedulerState(), backend, config)
+    spread = _run("L", "v100", ("v100-000", 4), ("v100-001", 2), ("v100-002", 2))
+    backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
+    state.placement = {"L": spread}
+    state.jobs["L"].protected_until = None
+    state.jobs["L"].run_started = t0 = backend.clock
+    nodes = []
+    for _ in range(12):
+        backend.advance(backend.clock + 360.0)
+        state, report = run_round(state, backend, config)
+        nodes.append((report.time - t0, len(report.placement.jobs["L"].nodes)))
+    assert [n for t, n in nodes if t < 3000.0] == [3] * 8
+    assert [n for t, n in nodes if t >= 3000.0] == [2] * 4
