@@ -59,6 +59,13 @@ restarts may cost):
   included (restart_backing.py; two alike jobs swapping a P100 and a V100 at every
   re-solve made most restarts on light traces). A job that declares no total steps
   loses it at once, as before.
+* **A fill moves to another fill only when the move pays.** Gavel ranks a job's fills
+  (runs on types its allocation gives no time) by the time received on each, so a
+  running fill swaps between two such types every two rounds, each swap a restart.
+  A running fill whose restarts cost leaves its type for another unbacked one only if
+  the new type's rate over the stay it can expect there, less the restart, beats
+  staying; where it loses its own GPU to an entry that outranks it, it moves as in
+  Gavel's order (fill_moves.py).
 * **Jobs that never ran go first among equal priorities.** Gavel's priorities tie
   (every entry at infinity) after each reallocation, which on a busy trace is nearly
   every round, and the ties fall through to the deficit, the fraction, the incumbent
@@ -85,7 +92,8 @@ from dataclasses import replace
 
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
 from slurm_gavel.core.consolidation import can_consolidate, held_gpus, room_and_size
-from slurm_gavel.core.mechanism import _Ranked, _ranked, _select, single_candidates
+from slurm_gavel.core.fill_moves import fill_move_pays, select_staying
+from slurm_gavel.core.mechanism import _Ranked, _ranked, single_candidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId
 from slurm_gavel.core.node_placement import place_chosen
 from slurm_gavel.core.restart_backing import lets_go, short_types
@@ -300,8 +308,13 @@ def assign_around(
     )
     by_id = {o.job.id: o.job for o, _row in considered}
     waits = {j: _waits_for_restart(state, config, by_id[j]) for j in jobs_m}
+
+    def cost(j: Job, account: JobAccount | None) -> float:
+        return restart_cost(j, account, config)
+
     ranked = new_runs_first(ranked, waits)
-    chosen = _select(ranked, jobs_m, left)
+    pays = fill_move_pays(jobs_m, by_id, state.jobs, cost, config.settings.restart_budget)
+    ranked, chosen = select_staying(ranked, jobs_m, left, pays)
     placed_jobs = {j for i in chosen for j in ranked[i][6]}
     # where each type is first blocked: the best-ranked entry with a positive priority
     # of a single job that was placed nowhere
