@@ -387,4 +387,9 @@ def protect_new_runs(
             acct.protected_until = None
             continue
         span = lease_seconds(restart_cost(job, acct, config), budget, acct)
+        if before is not None and not before.consolidated and p.consolidated:
+            # a spread run just consolidated: c / b only, not its attained service,
+            # which it mostly spent spread and unprotected (EXPERIMENTS.md: a long
+            # lease on two whole nodes kept short jobs waiting, 10-22 at 120 s)
+            span = protection_seconds(restart_cost(job, acct, config), budget)
         acct.protected_until = now + span if span > 0.0 else None

@@ -370,3 +370,33 @@ def test_a_run_about_to_finish_is_not_preempted_when_its_protection_ends():
     # a ran in every round until it finished (at 4,000 s: no preemption, no restart)
     assert all(runs[t] == ["a"] for t in times if t < first_b)
     assert first_b == pytest.approx(4000.0) and runs[3240.0] == ["a"]
+
+
+def test_a_run_just_consolidated_gets_c_over_b_not_its_attained_service():
+    # An 8-GPU job that ran 40,000 s spread over three 4-GPU nodes is consolidated onto
+    # two: its new run is protected c/b (3,000 s), not 40,000 s; a move between two
+    # consolidated placements keeps the longer lease.
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    lm = "LM (batch size 80)"
+    jobs = {j: Job(j, lm, 8, total_steps=1e12) for j in ("big", "moved")}
+    state = SchedulerState()
+    state.allocation = Allocation("m", {"big": {"v100": 1.0}, "moved": {"v100": 1.0}})
+    state.jobs = {j: JobAccount(received_s={"v100": 40000.0}) for j in jobs}
+    spread = JobPlacement(
+        "big",
+        "v100",
+        (NodeSlice("v100-000", 4), NodeSlice("v100-001", 2), NodeSlice("v100-002", 2)),
+        consolidated=False,
+    )
+    whole = (NodeSlice("v100-003", 4), NodeSlice("v100-004", 4))
+    elsewhere = (NodeSlice("v100-005", 4), NodeSlice("v100-006", 4))
+    previous = {"big": spread, "moved": JobPlacement("moved", "v100", elsewhere)}
+    state.placement = {
+        "big": JobPlacement("big", "v100", whole),
+        "moved": JobPlacement(
+            "moved", "v100", (NodeSlice("v100-000", 4), NodeSlice("v100-001", 4))
+        ),
+    }
+    protect_new_runs(state, config, previous, jobs, set(), 100.0)
+    assert state.jobs["big"].protected_until == pytest.approx(100.0 + 3000.0)
+    assert state.jobs["moved"].protected_until == pytest.approx(100.0 + 40000.0)
