@@ -47,7 +47,9 @@ restarts may cost):
   some node of its type has room for it whole. A run larger than its type's largest
   node (no node ever has room for it whole) moves once it has lasted c_j / b, if the
   GPUs free with the other runs in place hold it on as few nodes as it can use, fewer
-  than now (consolidation.py).
+  than now (consolidation.py). The run that consolidates a spread one is protected
+  c_j / b, not its attained service: that service was spent on runs nothing protected,
+  and a lease as long on whole nodes kept short jobs waiting for hours.
 * **Protection needs the allocation's backing.** A run on a GPU type the allocation
   gives its job no time on (a work-conserving fill of GPUs nobody with a fraction
   wanted) is not protected, and a protected run loses its protection when a
