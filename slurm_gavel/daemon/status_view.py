@@ -147,7 +147,7 @@ def moldable_record(raw: Any) -> dict[str, Any] | None:
     for c in raw.get("counts") or []:
         if not isinstance(c, dict):
             continue
-        rate = _rate(c.get("steps_per_s"))
+        rate = clock_value(c.get("steps_per_s"))
         if _count(c.get("gpus")) and rate is not None:
             backed = c.get("backed_by")
             counts.append({"gpus": c["gpus"], "steps_per_s": rate,
@@ -167,8 +167,9 @@ def moldable_record(raw: Any) -> dict[str, Any] | None:
 
 
 def clock_value(x: Any) -> float | None:
-    """A time on the scheduler's clock as the view keeps it: a finite, non-negative
-    number, else None (the state is the daemon's own, but a view read back may not be)."""
+    """A finite, non-negative number as the view keeps it (a time on the scheduler's
+    clock, a rate), else None: the state is the daemon's own, but a view read back may
+    not be."""
     ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
     return float(x) if ok else None
 
@@ -192,11 +193,6 @@ def held_types(jobs: dict[str, Any], accounts: dict[str, Any], now: float | None
 
 def _count(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1_000_000
-
-
-def _rate(x: Any) -> float | None:
-    ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
-    return float(x) if ok else None
 
 
 def _priority(x: float, got: float, elapsed: float) -> float | None:
