@@ -17,6 +17,11 @@ sg trace philly "$philly" --start "2017-10-05 00:00" --hours 12 -o "$out/philly-
 # held out while restart-aware rounds' rules were chosen (EXPERIMENTS.md)
 sg trace philly "$philly" --start "2017-10-10 00:00" --hours 12 -o "$out/philly-1010.csv"
 sg trace philly "$philly" --start "2017-10-24 00:00" --hours 12 -o "$out/philly-1024.csv"
+# three more Philly days, added when the rules were judged over a budget neighbourhood
+# (EXPERIMENTS.md, "Where it stands"; benchmarks/restart_neighbourhood.py)
+for day in 12 20 22; do
+  sg trace philly "$philly" --start "2017-10-$day 00:00" --hours 12 -o "$out/philly-10$day.csv"
+done
 sg trace alibaba "$pods" --nodes "$nodes" --scale 0.01 --start 11232000 --hours 96 \
   --cluster-out "$out/ali-130.cluster" -o "$out/ali-130.csv"
 # two more Alibaba windows, chosen by pod count before any was simulated (EXPERIMENTS.md):
@@ -41,6 +46,9 @@ run_window philly-1017 v100:6x4,p100:6x4,k80:6x4
 run_window philly-1005 v100:6x4,p100:6x4,k80:6x4
 run_window philly-1010 v100:6x4,p100:6x4,k80:6x4
 run_window philly-1024 v100:6x4,p100:6x4,k80:6x4
+run_window philly-1012 v100:6x4,p100:6x4,k80:6x4
+run_window philly-1020 v100:6x4,p100:6x4,k80:6x4
+run_window philly-1022 v100:6x4,p100:6x4,k80:6x4
 run_window ali-130 "$(cat "$out/ali-130.cluster")"
 run_window ali-122 "$(cat "$out/ali-130.cluster")"  # the same node list, so the same cluster
 run_window ali-142 "$(cat "$out/ali-130.cluster")"
@@ -49,7 +57,8 @@ import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
 print(f"{'window':<12} {'run':<36} {'avg JCT h':>9} {'p99 h':>8} {'makespan h':>10} "
       f"{'restarts':>8} {'per job':>7} {'lost GPU-h':>10}")
-for w in ("philly-1017", "philly-1005", "philly-1010", "philly-1024", "ali-130", "ali-122", "ali-142"):
+for w in ("philly-1017", "philly-1005", "philly-1010", "philly-1024", "philly-1012", "philly-1020",
+          "philly-1022", "ali-130", "ali-122", "ali-142"):
     for cost in (0, 120, 300):
         for kind in ("gavel", "aware"):
             doc = json.loads((out / w / f"{kind}_{cost}.json").read_text())
