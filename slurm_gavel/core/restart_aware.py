@@ -388,10 +388,12 @@ def protect_new_runs(
         ):
             acct.protected_until = None
             continue
-        span = lease_seconds(restart_cost(job, acct, config), budget, acct)
+        cost = restart_cost(job, acct, config)
         if before is not None and not before.consolidated and p.consolidated:
             # a spread run just consolidated: c / b only, not its attained service,
             # which it mostly spent spread and unprotected (EXPERIMENTS.md: a long
             # lease on two whole nodes kept short jobs waiting, 10-22 at 120 s)
-            span = protection_seconds(restart_cost(job, acct, config), budget)
+            span = protection_seconds(cost, budget)
+        else:
+            span = lease_seconds(cost, budget, acct)
         acct.protected_until = now + span if span > 0.0 else None
