@@ -17,12 +17,15 @@ Windows are traces converted with `slurm-gavel trace philly|alibaba`
 ``--tree`` runs another checkout's code (a candidate rule) and ``--compare`` prints an
 earlier OUT beside this one. Each simulation's summary lands in
 OUT/<cost>-<budget>/<window>.json (Gavel with free restarts in OUT/gavel-free/), and
-runs whose summary exists are not run again, so an interrupted sweep resumes.
+runs whose summary exists are not run again, so an interrupted sweep resumes; OUT
+records the package's git tree, a hash of its uncommitted changes and the flags, and a sweep
+of other code or flags is refused there (environment variables are not recorded).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shlex
 import statistics
@@ -80,6 +83,37 @@ def simulate(args: argparse.Namespace, task: Task) -> str | None:
     if r.returncode != 0:
         out.unlink(missing_ok=True)
         return f"{' '.join(map(shlex.quote, cmd))}: exit {r.returncode}: {r.stderr.strip()[-500:]}"
+    return None
+
+
+def provenance(args: argparse.Namespace) -> dict[str, str]:
+    """What the summaries in OUT depend on besides the windows: the code (the committed
+    slurm_gavel package's git tree and a hash of its uncommitted changes) and the flags."""
+
+    def git(*cmd: str) -> str:
+        r = subprocess.run(["git", *cmd], cwd=args.tree, capture_output=True, check=False)
+        return r.stdout.decode(errors="replace") if r.returncode == 0 else "?"
+
+    diff = hashlib.sha256(git("diff", "HEAD", "--", "slurm_gavel").encode()).hexdigest()[:16]
+    package = git("rev-parse", "HEAD:slurm_gavel").strip()
+    return {"tree": str(args.tree.resolve()), "package": package, "diff": diff, "flags": args.flags}
+
+
+def check_provenance(args: argparse.Namespace) -> str | None:
+    """Record what OUT's summaries come from, or say why OUT holds another sweep's
+    (resuming there would mix two trees' results)."""
+    now = provenance(args)
+    path = args.out / "provenance.json"
+    if path.exists():
+        was = json.loads(path.read_text())
+        if was != now:
+            diff = ", ".join(
+                f"{k} {was.get(k)!r} -> {v!r}" for k, v in now.items() if was.get(k) != v
+            )
+            return f"{args.out} holds a sweep of other code or flags ({diff}): use a new OUT"
+        return None
+    args.out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(now, indent=1) + "\n")
     return None
 
 
@@ -173,6 +207,10 @@ def table(cost: str, budgets: list[str], results: list[tuple[str, dict[str, dict
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    mixed = check_provenance(args)
+    if mixed is not None:
+        print(f"restart_neighbourhood.py: {mixed}", file=sys.stderr)
+        return 2
     errors = run_all(args)
     for e in errors:
         print(f"FAILED: {e}", file=sys.stderr)

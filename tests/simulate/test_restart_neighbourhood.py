@@ -92,3 +92,12 @@ def test_at_default_marks_a_run_over_the_target():
     runs = [{"budget": "0.1", "jct": 1.05, "restarts": 0.2, "makespan": 0.99, "over": True}]
     assert mod.at_default({"runs": runs}) == "**1.050x / 0.20x / 0.9900x**"
     assert mod.at_default({"runs": [{**runs[0], "budget": "0.2"}]}) == "-"
+
+
+def test_an_out_of_another_sweep_is_refused_not_mixed(tmp_path, trace):
+    out = tmp_path / "nb"
+    assert _sweep(out, trace).returncode == 0
+    r = _sweep(out, trace, "--flags=--restart-budget 0.2")
+    assert r.returncode == 2
+    assert "holds a sweep of other code or flags" in r.stderr and "use a new OUT" in r.stderr
+    assert "flags '' -> '--restart-budget 0.2'" in r.stderr
