@@ -101,3 +101,26 @@ def test_an_out_of_another_sweep_is_refused_not_mixed(tmp_path, trace):
     assert r.returncode == 2
     assert "holds a sweep of other code or flags" in r.stderr and "use a new OUT" in r.stderr
     assert "flags '' -> '--restart-budget 0.2'" in r.stderr
+
+
+def test_judge_counts_each_part_of_the_target_and_only_those(tmp_path):
+    """The generated trace above is over the target at both budgets; here each part of
+    the target is crossed alone, and one run is within it."""
+    mod = _module()
+
+    def summary(path: Path, jct: float, restarts: int, makespan: float) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"avg_jct_s": jct, "preemptions": restarts, "makespan_s": makespan}
+        path.write_text(json.dumps({**doc, "restart_gpu_hours": 1.5}))
+
+    summary(tmp_path / "gavel-free" / "w.json", 100.0, 100, 1000.0)
+    runs = {"0.1": (103.0, 50, 1000.0), "0.2": (103.5, 10, 900.0),
+            "0.3": (90.0, 51, 900.0), "0.4": (90.0, 10, 1000.5)}  # fmt: skip
+    for b, figures in runs.items():
+        summary(tmp_path / f"300-{b}" / "w.json", *figures)
+    judged = mod.judge(tmp_path, ["w"], "300", list(runs))["w"]
+    assert [r["over"] for r in judged["runs"]] == [False, True, True, True]
+    assert judged["over"] == 3
+    assert judged["gpu_h_lost"] == pytest.approx(6.0)
+    assert judged["preemptions"] == 121
+    assert judged["median_makespan"] == pytest.approx(0.95)
