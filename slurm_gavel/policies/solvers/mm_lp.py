@@ -56,9 +56,16 @@ PRICING_MIN_PAIRS = 500
 # From this many x columns on (and without pairs) both stages are solved by
 # decomposition (dw.py): 10,000 distinct jobs ~0.35 s instead of ~2.4 s (stage 1
 # alone ~0.15 s instead of ~1.1 s); 1,000 jobs 0.29-0.30 s vs 0.38-0.43, 300 jobs
-# 0.11-0.12 vs 0.06-0.09 (loaded machine, one process). Below it HiGHS's vertex as
-# before (the simulator's class LPs are far smaller: its results stay bit for bit).
-DW_MIN_COLUMNS = 3000
+# 0.11-0.12 vs 0.06-0.09 (loaded machine, one process). Below it HiGHS's vertex.
+# 1,200, not the first 3,000: timed on the same LPs both ways (medians, ms, HiGHS /
+# decomposition), the simulator's re-solves at 10,000 jobs on 2,048 GPUs 600-1,000
+# columns 8.0 / 6.0, 1,000-1,500 14.9 / 7.3, 2,000-3,000 124 / 11; on a loaded
+# 300-GPU cluster 600-1,000 20.8 / 8.9, 1,000-1,500 21.1 / 18.9; bench_allocate.py
+# (n/4 GPUs per type) 300 jobs 9.9 / 16.7, 400 15.1 / 20.9, 500 21.8 / 19.6, 600
+# 28.9 / 21.1. The class LPs of benchmarks/summaries.sh and of the Philly and
+# Alibaba windows stay far below it (<= 111 columns): their results are unchanged
+# bit for bit (benchmarks/README.md, "Per-job rows").
+DW_MIN_COLUMNS = 1200
 # The same for max_sum_throughput (its LP is easy for simplex; measured at 10,000).
 SUM_DW_MIN_COLUMNS = IPM_MIN_COLUMNS
 
