@@ -68,6 +68,17 @@ def _daemon_state(args: argparse.Namespace) -> dict[str, Any] | None:
     return view
 
 
+def _counts(raw: Any) -> dict[str, int]:
+    """{GPU type: GPUs >= 0} of a view's field (status.json may be from another version)."""
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        k: int(v)
+        for k, v in raw.items()
+        if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    }
+
+
 def parse_capacity(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for part in text.split(","):
@@ -116,8 +127,12 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     facts = job_facts(runs, table, restarts, measured, _restart_seconds(args))
     if args.capacity:
         capacity = parse_capacity(args.capacity)
-    elif daemon and daemon.get("capacity"):
-        capacity = {k: int(v) for k, v in daemon["capacity"].items()}
+    elif daemon and _counts(daemon.get("gpus_installed")):
+        # the nodes' GPUs, not what the last round could use (a view from before
+        # 2026-11-28 has only "capacity": that one then)
+        capacity = _counts(daemon["gpus_installed"])
+    elif daemon and _counts(daemon.get("capacity")):
+        capacity = _counts(daemon["capacity"])
     else:
         capacity = sinfo_capacity()
     add_fairness(facts, table, capacity)

@@ -126,8 +126,28 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
         "allocation_age_s": elapsed,
         "last_round_time": last_round,
         "capacity": cluster.get("capacity", {}),
+        "gpus_installed": gpus_installed(cluster.get("nodes") or []),
         "jobs": jobs,
     }
+
+
+def gpus_installed(nodes: list[Any]) -> dict[str, int]:
+    """GPUs per type on the nodes the last round saw, each node once, whatever its state
+    or its other jobs: the cluster's size, where "capacity" is what that round could use
+    (a down node, or GPUs an unmanaged job held at that moment, are not in it). `report`
+    normalises finish-time fairness by this one; a moment's usable GPUs made it depend
+    on when the last round ran."""
+    seen: dict[str, tuple[str, int]] = {}
+    for n in nodes:
+        if not isinstance(n, dict):
+            continue
+        name, gpu, count = n.get("name"), n.get("gpu_type"), n.get("gpus")
+        if isinstance(name, str) and isinstance(gpu, str) and _count(count):
+            seen[name] = (gpu, int(count))
+    out: dict[str, int] = {}
+    for gpu, count in seen.values():
+        out[gpu] = out.get(gpu, 0) + count
+    return out
 
 
 CHOSEN = ("running", "moved", "regrow", "least", "grown", "joint", "no-rows", "not-chosen")
