@@ -142,8 +142,13 @@ def gpus_installed(nodes: list[Any]) -> dict[str, int]:
         if not isinstance(n, dict):
             continue
         name, gpu, count = n.get("name"), n.get("gpu_type"), n.get("gpus")
-        if isinstance(name, str) and isinstance(gpu, str) and _count(count):
-            seen[name] = (gpu, int(count))
+        if (
+            isinstance(name, str)
+            and isinstance(gpu, str)
+            and isinstance(count, int)
+            and _count(count)
+        ):
+            seen[name] = (gpu, count)
     out: dict[str, int] = {}
     for gpu, count in seen.values():
         out[gpu] = out.get(gpu, 0) + count
