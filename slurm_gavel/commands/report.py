@@ -127,12 +127,12 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     facts = job_facts(runs, table, restarts, measured, _restart_seconds(args))
     if args.capacity:
         capacity = parse_capacity(args.capacity)
-    elif daemon and _counts(daemon.get("gpus_installed")):
+    elif daemon and (installed := _counts(daemon.get("gpus_installed"))):
         # the nodes' GPUs, not what the last round could use (a view from before
         # 2026-11-28 has only "capacity": that one then)
-        capacity = _counts(daemon["gpus_installed"])
-    elif daemon and _counts(daemon.get("capacity")):
-        capacity = _counts(daemon["capacity"])
+        capacity = installed
+    elif daemon and (usable := _counts(daemon.get("capacity"))):
+        capacity = usable
     else:
         capacity = sinfo_capacity()
     add_fairness(facts, table, capacity)

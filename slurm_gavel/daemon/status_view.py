@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
 from slurm_gavel.errors import InputError
@@ -142,12 +142,7 @@ def gpus_installed(nodes: list[Any]) -> dict[str, int]:
         if not isinstance(n, dict):
             continue
         name, gpu, count = n.get("name"), n.get("gpu_type"), n.get("gpus")
-        if (
-            isinstance(name, str)
-            and isinstance(gpu, str)
-            and isinstance(count, int)
-            and _count(count)
-        ):
+        if isinstance(name, str) and isinstance(gpu, str) and _count(count):
             seen[name] = (gpu, count)
     out: dict[str, int] = {}
     for gpu, count in seen.values():
@@ -216,7 +211,7 @@ def held_types(jobs: dict[str, Any], accounts: dict[str, Any], now: float | None
     return out
 
 
-def _count(x: Any) -> bool:
+def _count(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1_000_000
 
 
