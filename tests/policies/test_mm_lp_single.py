@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from slurm_gavel.policies.solvers.classes import fairness_coefficients, group_jobs
 from slurm_gavel.policies.solvers.mm_lp import solve_max_min_classes
@@ -49,3 +50,36 @@ def test_reused_instance_gives_the_answer_of_a_fresh_one() -> None:
     again = [solve_max_min_classes(*a) for a in reversed(probs)][::-1]
     for a, b in zip(first, again, strict=True):
         _same(a, b)
+
+
+def test_small_lp_options_reach_the_default_solvers_optimum() -> None:
+    # SMALL_LP_OPTIONS (primal simplex, no presolve) may end at another point of a
+    # degenerate optimal face than HiGHS's default dual simplex, never at a worse one:
+    # both stages' objectives agree within the stage-2 slack.
+    import slurm_gavel.policies.solvers.lp as lp
+
+    rng = np.random.default_rng(1)
+    cases = []
+    for seed in range(30):
+        n = int(rng.integers(2, 60))
+        cluster = {t: int(rng.integers(1, 8)) for t in ("v100", "p100", "k80")}
+        p = random_problem(n, cluster, seed=seed)
+        classes = group_jobs(p)
+        # every class its own row, as with per-job rows (no two alike)
+        coef = fairness_coefficients(classes, classes.throughput)
+        coef = coef * rng.uniform(0.7, 1.3, coef.shape)
+        cases.append((coef, classes.allowed(), classes.scale, classes.count, classes.capacity))
+    fast = [solve_max_min_classes(*a) for a in cases]
+    saved = dict(lp.SMALL_LP_OPTIONS)
+    try:
+        lp.SMALL_LP_OPTIONS.clear()
+        plain = [solve_max_min_classes(*a) for a in cases]
+    finally:
+        lp.SMALL_LP_OPTIONS.update(saved)
+    assert saved == {"presolve": "off", "simplex_strategy": 4}
+    for a, f, d in zip(cases, fast, plain, strict=True):
+        count = a[3]
+        assert f.objective == pytest.approx(d.objective, rel=2e-9)
+        assert (count * f.value).sum() == pytest.approx((count * d.value).sum(), rel=1e-8)
+        assert (f.x.sum(axis=1) <= 1 + 1e-9).all()
+        assert (((a[2] * count)[:, None] * f.x).sum(axis=0) <= a[4] + 1e-9).all()

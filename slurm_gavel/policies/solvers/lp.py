@@ -45,6 +45,25 @@ class LpSolution:
 IPM_COLUMNS = 6000
 
 
+#: HiGHS options for the small class max-min LP (no pair columns, simplex), which the
+#: simulator re-solves at nearly every arrival and completion: primal simplex, no
+#: presolve. x = 0 with z = 0 is feasible, so the primal simplex starts from a
+#: feasible slack basis, and stage 2 (a new cost, z's bound raised to the stage-1
+#: optimum) keeps the stage-1 vertex feasible; the dual simplex HiGHS picks by default
+#: first repairs dual feasibility through many degenerate pivots, and presolve costs
+#: more than it removes at a few dozen rows. Measured on the 1,749 LPs of the 1,000-job
+#: own-row trace (benchmarks/README.md, "the simulator targets"): 0.82 ms a re-solve
+#: against 1.93 ms, the same optima (min and total within the 1e-9 stage-2 slack) at
+#: other points of degenerate optimal faces; the answer is still a function of the LP.
+SMALL_LP_OPTIONS: dict[str, str | int] = {"presolve": "off", "simplex_strategy": 4}
+
+
+def use_small_lp_options(h: highspy.Highs) -> None:
+    """Set :data:`SMALL_LP_OPTIONS` on `h` (before its first run)."""
+    for name, value in SMALL_LP_OPTIONS.items():
+        h.setOptionValue(name, value)
+
+
 def highs_model(
     c: np.ndarray,
     a: sp.spmatrix | sp.sparray,

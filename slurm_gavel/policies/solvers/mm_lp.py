@@ -37,7 +37,7 @@ import numpy as np
 
 from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.dw import DW_MAX_TYPES, DwStalled, max_min, max_value, vertices
-from slurm_gavel.policies.solvers.lp import SolverError, solve_lp
+from slurm_gavel.policies.solvers.lp import SolverError, solve_lp, use_small_lp_options
 from slurm_gavel.policies.solvers.mm_lp_single import solve_single_classes
 from slurm_gavel.policies.solvers.mm_pricing import PricedLp
 
@@ -193,6 +193,8 @@ def solve_max_min_classes(
         m.a, m.row_lower, m.row_upper, np.full(m.zcol + 1, highspy.kHighsInf), cost, active,
         solver=solver, time_limit=time_limit,
     )  # fmt: skip
+    if solver == "simplex" and not len(pairs):
+        use_small_lp_options(lp.h)  # mm_lp_single's LP: the same options, the same vertex
     sol = lp.solve("max-min stage 1")
     if second_stage:
         # Total normalised throughput: n_c * value_c summed over classes.

@@ -21,7 +21,7 @@ from typing import Any
 import highspy
 import numpy as np
 
-from slurm_gavel.policies.solvers.lp import SolverError, run_to_optimum
+from slurm_gavel.policies.solvers.lp import SolverError, run_to_optimum, use_small_lp_options
 from slurm_gavel.policies.solvers.quiet import silence
 
 INF = highspy.kHighsInf
@@ -111,6 +111,7 @@ def solve_single_classes(
     h.setOptionValue("time_limit", INF if time_limit is None else h.getRunTime() + time_limit)
     h.passModel(lp)
     h.setOptionValue("solver", "simplex")
+    use_small_lp_options(h)
     run_to_optimum(h, "max-min stage 1")
     sol = np.asarray(h.getSolution().col_value)
 
