@@ -40,3 +40,35 @@ def test_status_h_is_noheader_and_help_is_long_only(capsys):
     with pytest.raises(SystemExit):
         sub.parse_args(["--help"])
     assert "--noheader" in capsys.readouterr().out
+
+
+def _imported_commands(monkeypatch, argv: list[str]) -> list[str]:
+    import slurm_gavel.cli as cli
+
+    seen: list[str] = []
+    real = cli.importlib.import_module
+
+    def record(name: str):
+        seen.append(name.rsplit(".", 1)[-1])
+        return real(name)
+
+    monkeypatch.setattr(cli.importlib, "import_module", record)
+    with pytest.raises(SystemExit):
+        cli.main(argv)
+    return seen
+
+
+def test_a_command_builds_only_its_own_parser(monkeypatch, capsys):
+    assert _imported_commands(monkeypatch, ["simulate", "--help"]) == ["simulate"]
+    assert "--knowledge" in capsys.readouterr().out
+    assert _imported_commands(monkeypatch, ["status", "--help"]) == ["status"]
+
+
+def test_top_level_help_and_typos_build_every_command(monkeypatch, capsys):
+    assert _imported_commands(monkeypatch, ["--help"]) == COMMANDS
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMANDS)
+    assert _imported_commands(monkeypatch, ["simulat", "--help"]) == COMMANDS
+    assert "invalid choice: 'simulat'" in capsys.readouterr().err
+    # the top-level help before a command lists every command, not that one alone
+    assert _imported_commands(monkeypatch, ["-h", "status"]) == COMMANDS
