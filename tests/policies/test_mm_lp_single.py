@@ -83,3 +83,34 @@ def test_small_lp_options_reach_the_default_solvers_optimum() -> None:
         assert (count * f.value).sum() == pytest.approx((count * d.value).sum(), rel=1e-8)
         assert (f.x.sum(axis=1) <= 1 + 1e-9).all()
         assert (((a[2] * count)[:, None] * f.x).sum(axis=0) <= a[4] + 1e-9).all()
+
+
+def test_a_small_lp_run_that_stops_short_falls_back_to_the_defaults(monkeypatch) -> None:
+    # SMALL_LP_OPTIONS are a speed choice: where a run under them ends short of an
+    # optimum (here forced by an iteration limit of 0), the LP is solved again with
+    # HiGHS's defaults for those options, not reported as a failed round.
+    import slurm_gavel.policies.solvers.lp as lp
+
+    p = random_problem(40, {"v100": 4, "p100": 3, "k80": 5}, seed=3)
+    classes = group_jobs(p)
+    coef = fairness_coefficients(classes, classes.throughput)
+    args = (coef, classes.allowed(), classes.scale, classes.count, classes.capacity)
+    expected = solve_max_min_classes(*args)
+    monkeypatch.setitem(lp.SMALL_LP_OPTIONS, "simplex_iteration_limit", 0)
+    got = solve_max_min_classes(*args)
+    assert got.objective == pytest.approx(expected.objective, rel=2e-9)
+    count = args[3]
+    assert (count * got.value).sum() == pytest.approx((count * expected.value).sum(), rel=1e-8)
+    # and the next solve, under the same options, falls back again rather than failing
+    assert solve_max_min_classes(*args).objective == pytest.approx(expected.objective, rel=2e-9)
+
+
+def test_a_small_lp_past_its_time_limit_still_fails() -> None:
+    import slurm_gavel.policies.solvers.lp as lp
+
+    p = random_problem(40, {"v100": 4, "p100": 3, "k80": 5}, seed=3)
+    classes = group_jobs(p)
+    coef = fairness_coefficients(classes, classes.throughput)
+    args = (coef, classes.allowed(), classes.scale, classes.count, classes.capacity)
+    with pytest.raises(lp.SolverError, match=r"stage 1.*[Tt]ime limit"):
+        solve_max_min_classes(*args, time_limit=0.0)

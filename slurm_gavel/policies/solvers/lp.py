@@ -64,6 +64,25 @@ def use_small_lp_options(h: highspy.Highs) -> None:
         h.setOptionValue(name, value)
 
 
+def run_small_lp(h: highspy.Highs, what: str) -> None:
+    """:func:`run_to_optimum` under :data:`SMALL_LP_OPTIONS`; where that run ends short
+    of an optimum for any reason but the time limit, once more from scratch with
+    HiGHS's defaults for those options, so a choice made for speed never fails a round
+    that the default solver would have solved."""
+    try:
+        run_to_optimum(h, what)
+    except SolverError:
+        if h.getModelStatus() == highspy.HighsModelStatus.kTimeLimit:
+            raise
+        fresh = new_highs()
+        for name in SMALL_LP_OPTIONS:
+            value = fresh.getOptionValue(name)
+            # highspy's instance methods give (status, value) in some releases
+            h.setOptionValue(name, value[1] if isinstance(value, tuple) else value)
+        h.clearSolver()
+        run_to_optimum(h, what)
+
+
 def highs_model(
     c: np.ndarray,
     a: sp.spmatrix | sp.sparray,

@@ -21,7 +21,7 @@ from typing import Any
 import highspy
 import numpy as np
 
-from slurm_gavel.policies.solvers.lp import SolverError, run_to_optimum, use_small_lp_options
+from slurm_gavel.policies.solvers.lp import SolverError, run_small_lp, use_small_lp_options
 from slurm_gavel.policies.solvers.quiet import silence
 
 INF = highspy.kHighsInf
@@ -112,7 +112,7 @@ def solve_single_classes(
     h.passModel(lp)
     h.setOptionValue("solver", "simplex")
     use_small_lp_options(h)
-    run_to_optimum(h, "max-min stage 1")
+    run_small_lp(h, "max-min stage 1")
     sol = np.asarray(h.getSolution().col_value)
 
     if second_stage:
@@ -123,7 +123,7 @@ def solve_single_classes(
         h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), stage2)
         # On failure keep stage 1's optimum: stage 2 is an improvement, never a requirement.
         try:
-            run_to_optimum(h, "max-min stage 2")
+            run_small_lp(h, "max-min stage 2")
             sol = np.asarray(h.getSolution().col_value)
         except SolverError:
             pass
