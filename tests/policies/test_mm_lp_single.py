@@ -10,6 +10,9 @@ from slurm_gavel.policies.solvers.mm_lp import solve_max_min_classes
 from slurm_gavel.policies.solvers.mm_policy import agnostic_throughput
 from slurm_gavel.simulate.synthetic import random_problem
 
+# HiGHS's own defaults for the options lp.SMALL_LP_OPTIONS sets (its dual simplex)
+HIGHS_DEFAULTS = {"presolve": "choose", "simplex_strategy": 1}
+
 
 def _same(a, b) -> None:
     assert np.array_equal(a.x, b.x)
@@ -71,12 +74,13 @@ def test_small_lp_options_reach_the_default_solvers_optimum() -> None:
         cases.append((coef, classes.allowed(), classes.scale, classes.count, classes.capacity))
     fast = [solve_max_min_classes(*a) for a in cases]
     saved = dict(lp.SMALL_LP_OPTIONS)
-    try:
-        lp.SMALL_LP_OPTIONS.clear()
+    try:  # HiGHS's defaults set explicitly: the reused instance keeps what was set last
+        lp.SMALL_LP_OPTIONS.update(HIGHS_DEFAULTS)
         plain = [solve_max_min_classes(*a) for a in cases]
     finally:
         lp.SMALL_LP_OPTIONS.update(saved)
     assert saved == {"presolve": "off", "simplex_strategy": 4}
+    assert any(not np.array_equal(f.x, d.x) for f, d in zip(fast, plain, strict=True))
     for a, f, d in zip(cases, fast, plain, strict=True):
         count = a[3]
         assert f.objective == pytest.approx(d.objective, rel=2e-9)
@@ -114,3 +118,30 @@ def test_a_small_lp_past_its_time_limit_still_fails() -> None:
     args = (coef, classes.allowed(), classes.scale, classes.count, classes.capacity)
     with pytest.raises(lp.SolverError, match=r"stage 1.*[Tt]ime limit"):
         solve_max_min_classes(*args, time_limit=0.0)
+
+
+def test_flat_rows_keep_the_default_solvers_vertex(monkeypatch) -> None:
+    # An LP whose classes value all their types alike (type-blind rows) has a whole
+    # face of optima, and the vertex decides each job's split and total: it is solved
+    # under HiGHS's defaults, exactly as before SMALL_LP_OPTIONS, and a class LP with
+    # one class of distinct rows among them is not flat.
+    import slurm_gavel.policies.solvers.lp as lp
+    from slurm_gavel.policies.solvers.mm_lp import flat_rows
+
+    rng = np.random.default_rng(2)
+    for seed in range(10):
+        p = random_problem(int(rng.integers(5, 60)), {"v100": 3, "p100": 4, "k80": 6}, seed=seed)
+        classes = group_jobs(p)
+        tput = agnostic_throughput(classes.throughput) * rng.uniform(1, 5, (classes.n_classes, 1))
+        coef = fairness_coefficients(classes, tput)
+        args = (coef, classes.allowed(), classes.scale, classes.count, classes.capacity)
+        assert flat_rows(coef, args[1])
+        bumped = coef.copy()
+        bumped[0, np.argmax(args[1][0])] *= 1.01
+        assert not flat_rows(bumped, args[1]) or args[1][0].sum() == 1
+        now = [solve_max_min_classes(*args, second_stage=s) for s in (True, False)]
+        with monkeypatch.context() as m:
+            m.setattr(lp, "SMALL_LP_OPTIONS", dict(HIGHS_DEFAULTS))
+            before = [solve_max_min_classes(*args, second_stage=s) for s in (True, False)]
+        for a, b in zip(now, before, strict=True):
+            _same(a, b)

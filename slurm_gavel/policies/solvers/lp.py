@@ -58,10 +58,22 @@ IPM_COLUMNS = 6000
 SMALL_LP_OPTIONS: dict[str, str | int] = {"presolve": "off", "simplex_strategy": 4}
 
 
-def use_small_lp_options(h: highspy.Highs) -> None:
-    """Set :data:`SMALL_LP_OPTIONS` on `h` (before its first run)."""
-    for name, value in SMALL_LP_OPTIONS.items():
+def use_small_lp_options(h: highspy.Highs, *, fast: bool = True) -> None:
+    """Set :data:`SMALL_LP_OPTIONS` on `h` (before its first run); with ``fast=False``
+    HiGHS's own defaults for those options instead (a reused instance may hold them)."""
+    for name, value in (SMALL_LP_OPTIONS if fast else _highs_defaults()).items():
         h.setOptionValue(name, value)
+
+
+def _highs_defaults() -> dict[str, str | int]:
+    """HiGHS's defaults for the options :data:`SMALL_LP_OPTIONS` names."""
+    fresh = new_highs()
+    out: dict[str, str | int] = {}
+    for name in SMALL_LP_OPTIONS:
+        value = fresh.getOptionValue(name)
+        # highspy's instance methods give (status, value) in some releases
+        out[name] = value[1] if isinstance(value, tuple) else value
+    return out
 
 
 def run_small_lp(h: highspy.Highs, what: str) -> None:
@@ -74,11 +86,7 @@ def run_small_lp(h: highspy.Highs, what: str) -> None:
     except SolverError:
         if h.getModelStatus() == highspy.HighsModelStatus.kTimeLimit:
             raise
-        fresh = new_highs()
-        for name in SMALL_LP_OPTIONS:
-            value = fresh.getOptionValue(name)
-            # highspy's instance methods give (status, value) in some releases
-            h.setOptionValue(name, value[1] if isinstance(value, tuple) else value)
+        use_small_lp_options(h, fast=False)
         h.clearSolver()
         run_to_optimum(h, what)
 

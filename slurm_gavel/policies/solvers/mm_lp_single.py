@@ -51,11 +51,13 @@ def solve_single_classes(
     second_stage: bool,
     time_limit: float | None,
     slack: float,
+    fast: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(x (C, K), runnable (C,)) of the two-stage class max-min LP without pairs.
 
     The caller has checked that at least one class is runnable and that simplex
-    is the solver (few columns); see mm_lp.solve_max_min_classes.
+    is the solver (few columns); see mm_lp.solve_max_min_classes. ``fast``: HiGHS
+    under lp.SMALL_LP_OPTIONS, else under its defaults (mm_lp.flat_rows says when).
     """
     n_cls, n_types = coef.shape
     xc, xt = np.nonzero(allowed)
@@ -111,7 +113,7 @@ def solve_single_classes(
     h.setOptionValue("time_limit", INF if time_limit is None else h.getRunTime() + time_limit)
     h.passModel(lp)
     h.setOptionValue("solver", "simplex")
-    use_small_lp_options(h)
+    use_small_lp_options(h, fast=fast)
     run_small_lp(h, "max-min stage 1")
     sol = np.asarray(h.getSolution().col_value)
 
