@@ -13,7 +13,7 @@ formulation as their reference path for tests; this is the fast path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import highspy
 import numpy as np
@@ -65,10 +65,10 @@ def use_small_lp_options(h: highspy.Highs, *, fast: bool = True) -> None:
         h.setOptionValue(name, value)
 
 
-def _highs_defaults() -> dict[str, str | int]:
+def _highs_defaults() -> dict[str, Any]:
     """HiGHS's defaults for the options :data:`SMALL_LP_OPTIONS` names."""
     fresh = new_highs()
-    out: dict[str, str | int] = {}
+    out: dict[str, Any] = {}
     for name in SMALL_LP_OPTIONS:
         value = fresh.getOptionValue(name)
         # highspy's instance methods give (status, value) in some releases
