@@ -12,6 +12,7 @@ formulation as their reference path for tests; this is the fast path.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,15 +62,18 @@ SMALL_LP_OPTIONS: dict[str, str | int] = {"presolve": "off", "simplex_strategy":
 def use_small_lp_options(h: highspy.Highs, *, fast: bool = True) -> None:
     """Set :data:`SMALL_LP_OPTIONS` on `h` (before its first run); with ``fast=False``
     HiGHS's own defaults for those options instead (a reused instance may hold them)."""
-    for name, value in (SMALL_LP_OPTIONS if fast else _highs_defaults()).items():
+    options = SMALL_LP_OPTIONS if fast else _highs_defaults(tuple(SMALL_LP_OPTIONS))
+    for name, value in options.items():
         h.setOptionValue(name, value)
 
 
-def _highs_defaults() -> dict[str, Any]:
-    """HiGHS's defaults for the options :data:`SMALL_LP_OPTIONS` names."""
+@functools.cache
+def _highs_defaults(names: tuple[str, ...]) -> dict[str, Any]:
+    """HiGHS's defaults for these options, read once from a fresh instance (flat LPs
+    ask on every solve, and an instance costs as much as a small solve to make)."""
     fresh = new_highs()
     out: dict[str, Any] = {}
-    for name in SMALL_LP_OPTIONS:
+    for name in names:
         value = fresh.getOptionValue(name)
         # highspy's instance methods give (status, value) in some releases
         out[name] = value[1] if isinstance(value, tuple) else value
