@@ -14,6 +14,13 @@ from slurm_gavel.simulate.synthetic import random_problem
 HIGHS_DEFAULTS = {"presolve": "choose", "simplex_strategy": 1}
 
 
+def _class_lp(n: int, cluster: dict[str, int], seed: int) -> tuple:
+    """The class max-min LP's arguments for a random problem's classes and table rows."""
+    classes = group_jobs(random_problem(n, cluster, seed=seed))
+    coef = fairness_coefficients(classes, classes.throughput)
+    return (coef, classes.allowed(), classes.scale, classes.count, classes.capacity)
+
+
 def _same(a, b) -> None:
     assert np.array_equal(a.x, b.x)
     assert np.array_equal(a.y, b.y)
@@ -45,10 +52,7 @@ def test_reused_instance_gives_the_answer_of_a_fresh_one() -> None:
     # equal solving B first (no basis or option carried over).
     probs = []
     for seed in range(6):
-        p = random_problem(30, {"v100": 3, "p100": 2, "k80": 4}, seed=seed)
-        classes = group_jobs(p)
-        coef = fairness_coefficients(classes, classes.throughput)
-        probs.append((coef, classes.allowed(), classes.scale, classes.count, classes.capacity))
+        probs.append(_class_lp(30, {"v100": 3, "p100": 2, "k80": 4}, seed=seed))
     first = [solve_max_min_classes(*a) for a in probs]
     again = [solve_max_min_classes(*a) for a in reversed(probs)][::-1]
     for a, b in zip(first, again, strict=True):
@@ -95,10 +99,7 @@ def test_a_small_lp_run_that_stops_short_falls_back_to_the_defaults(monkeypatch)
     # HiGHS's defaults for those options, not reported as a failed round.
     import slurm_gavel.policies.solvers.lp as lp
 
-    p = random_problem(40, {"v100": 4, "p100": 3, "k80": 5}, seed=3)
-    classes = group_jobs(p)
-    coef = fairness_coefficients(classes, classes.throughput)
-    args = (coef, classes.allowed(), classes.scale, classes.count, classes.capacity)
+    args = _class_lp(40, {"v100": 4, "p100": 3, "k80": 5}, seed=3)
     expected = solve_max_min_classes(*args)
     monkeypatch.setitem(lp.SMALL_LP_OPTIONS, "simplex_iteration_limit", 0)
     got = solve_max_min_classes(*args)
@@ -112,10 +113,7 @@ def test_a_small_lp_run_that_stops_short_falls_back_to_the_defaults(monkeypatch)
 def test_a_small_lp_past_its_time_limit_still_fails() -> None:
     import slurm_gavel.policies.solvers.lp as lp
 
-    p = random_problem(40, {"v100": 4, "p100": 3, "k80": 5}, seed=3)
-    classes = group_jobs(p)
-    coef = fairness_coefficients(classes, classes.throughput)
-    args = (coef, classes.allowed(), classes.scale, classes.count, classes.capacity)
+    args = _class_lp(40, {"v100": 4, "p100": 3, "k80": 5}, seed=3)
     with pytest.raises(lp.SolverError, match=r"stage 1.*[Tt]ime limit"):
         solve_max_min_classes(*args, time_limit=0.0)
 
