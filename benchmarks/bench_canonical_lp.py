@@ -364,7 +364,7 @@ def install(s: State) -> None:
                 _start(s.w2, h)
         t1 = time.process_time()
         try:
-            lp.run_to_optimum(h, what)
+            lp.run_small_lp(h, what)
         except lp.SolverError:
             s.failed[what] = s.failed.get(what, 0) + 1  # counted: stage 2's falls back
             raise
@@ -396,7 +396,7 @@ def install(s: State) -> None:
 
     mm_policy.group_jobs = keyed_group_jobs(s)
     mm_lp.solve_single_classes = solve_single
-    mm_lp_single.run_to_optimum = run
+    mm_lp_single.run_small_lp = run
 
 
 def main() -> int:

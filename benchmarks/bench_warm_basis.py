@@ -141,7 +141,7 @@ def install(w: Warm) -> None:
         t = time.process_time()
         if w.enabled and what == STAGE1 and w.z_status is not None:
             _start(w, h)
-        lp.run_to_optimum(h, what)
+        lp.run_small_lp(h, what)
         w.runs += 1
         w.cpu += time.process_time() - t
         w.iterations += h.getInfo().simplex_iteration_count
@@ -150,7 +150,7 @@ def install(w: Warm) -> None:
 
     mm_policy.group_jobs = keyed_group_jobs(w)
     mm_lp.solve_single_classes = solve_single
-    mm_lp_single.run_to_optimum = run
+    mm_lp_single.run_small_lp = run
 
 
 def main() -> int:
