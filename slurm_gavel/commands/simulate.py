@@ -23,9 +23,10 @@ from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
 from slurm_gavel.simulate import moldable_trace
-from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
+from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.job_trace import traced_ids, write_lines
+from slurm_gavel.simulate.parallel import Run, resolve_workers, run_all
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.traces import load_trace
 from slurm_gavel.simulate.true_rows import (
@@ -195,6 +196,17 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="leave wall-clock fields null so the JSON is byte-identical between runs",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help=(
+            "run the simulations (every --policy times every --knowledge, or every point "
+            "of --sweep-rates) in N processes at once; 0: one per CPU this process may "
+            "use (default 1: one after the other). The results are the same either way"
+        ),
+    )
     bar = p.add_mutually_exclusive_group()
     bar.add_argument(
         "--progress",
@@ -221,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
     nodes = parse_cluster_spec(args.cluster, table)
     policies = args.policy or list(DEFAULT_POLICIES)
     _check_policies(policies)
+    resolve_workers(args.workers)  # a bad --workers fails before any run
     if args.size_first and not args.multi_gpu:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
     if args.row_spread is not None and args.generate is None:
@@ -290,11 +303,12 @@ def run(args: argparse.Namespace) -> int:
         source += f"; {len(true_rows)} job(s) with their own throughput rows"
     if args.trace_job:
         opts = replace(opts, trace_jobs=traced_ids(args.trace_job, jobs))
-    results: list[SimulationResult] = []
-    for policy in policies:
-        for k in knowledge:
-            run_opts = replace(opts, knowledge=k)
-            results.append(simulate(jobs, nodes, table, policy, run_opts, true_rows))
+    runs = [
+        Run(jobs, nodes, table, policy, replace(opts, knowledge=k), true_rows)
+        for policy in policies
+        for k in knowledge
+    ]
+    results = _run_all(runs, args)
     summaries = [r.summary for r in results]
     if window is not None:
         summaries = [apply_window(s, jobs, window) for s in summaries]
@@ -313,8 +327,8 @@ def run(args: argparse.Namespace) -> int:
         require_matplotlib()
         from slurm_gavel.simulate import plots
 
-        runs = [(s, r.metrics.timeline) for s, r in zip(summaries, results, strict=True)]
-        plots.write_all(Path(args.plot), f"{title}; cluster: {args.cluster}", runs)
+        timelines = [(s, r.metrics.timeline) for s, r in zip(summaries, results, strict=True)]
+        plots.write_all(Path(args.plot), f"{title}; cluster: {args.cluster}", timelines)
         _text(args).write(f"plots (PNG, and their data as CSV) written to {args.plot}/\n")
     return 0
 
@@ -353,6 +367,7 @@ def _run_sweep(
         multi_gpu=args.multi_gpu,
         size_first=args.size_first,
         window=window,
+        workers=resolve_workers(args.workers),
     )
     if window is not None:
         _warn_exhausted([p.summary for p in points])
@@ -376,6 +391,21 @@ def _run_sweep(
         plots.jct_vs_rate(points, where, Path(args.plot) / "jct_vs_rate.png")
         _text(args).write(f"plot written to {args.plot}/jct_vs_rate.png (data: jct_vs_rate.csv)\n")
     return 0
+
+
+def _run_all(runs: list[Run], args: argparse.Namespace) -> list[SimulationResult]:
+    """The runs, one after the other or (--workers) in parallel; with more than one
+    worker a bar counts finished runs, where each run would have shown its own."""
+    workers = resolve_workers(args.workers)
+    if workers <= 1 or len(runs) <= 1:
+        return run_all(runs)
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    if not show:
+        return run_all(runs, workers)
+    from tqdm import tqdm
+
+    with tqdm(total=len(runs), desc="runs", unit="run", file=sys.stderr, leave=False) as bar:
+        return run_all(runs, workers, on_done=lambda _: bar.update(1))
 
 
 def _text(args: argparse.Namespace) -> TextIO:

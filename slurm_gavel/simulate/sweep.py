@@ -7,15 +7,17 @@ seed, so the job mix is identical and only the arrival gaps scale.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from slurm_gavel.core.cluster_model import Node
+from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
-from slurm_gavel.simulate.engine import SimulationOptions, simulate
+from slurm_gavel.simulate.engine import SimulationOptions
 from slurm_gavel.simulate.generate import generate_trace
+from slurm_gavel.simulate.parallel import Run, run_all
 from slurm_gavel.simulate.window import Window, apply_window
 
 
@@ -56,12 +58,14 @@ def sweep(
     *,
     multi_gpu: bool = False,
     size_first: bool = False,
-    on_point: Callable[[SweepPoint], None] | None = None,
     window: Window | None = None,
+    workers: int = 1,
 ) -> list[SweepPoint]:
     """With `window`, each point's JCTs are those of the window's jobs and the run
-    stops once they have finished (see simulate/window.py)."""
-    points: list[SweepPoint] = []
+    stops once they have finished (see simulate/window.py). `workers`: processes to
+    run the points in (parallel.py: the same points, in the same order)."""
+    runs: list[Run] = []
+    keys: list[tuple[float, list[Job]]] = []
     for rate in rates:
         jobs = generate_trace(
             n_jobs,
@@ -75,13 +79,13 @@ def sweep(
         if window is not None:
             opts = replace(options, stop_when_completed=window.ids(jobs))
         for policy in policies:
-            result = simulate(jobs, nodes, table, policy, opts)
-            summary = dict(result.summary)
-            if window is not None:
-                summary = apply_window(summary, jobs, window)
-            summary["rate_jobs_per_hour"] = rate
-            point = SweepPoint(rate, policy, summary)
-            points.append(point)
-            if on_point is not None:
-                on_point(point)
+            runs.append(Run(jobs, nodes, table, policy, opts))
+            keys.append((rate, jobs))
+    points: list[SweepPoint] = []
+    for run, (rate, jobs), result in zip(runs, keys, run_all(runs, workers), strict=True):
+        summary = dict(result.summary)
+        if window is not None:
+            summary = apply_window(summary, jobs, window)
+        summary["rate_jobs_per_hour"] = rate
+        points.append(SweepPoint(rate, run.policy, summary))
     return points

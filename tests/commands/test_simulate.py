@@ -124,16 +124,16 @@ SHIPPED = str(Path(__file__).resolve().parents[2] / "conf" / "gavel.yaml")
 @pytest.fixture
 def seen_options(monkeypatch):
     """The SimulationOptions and policy each simulation ran with (the real simulate runs)."""
-    from slurm_gavel.commands import simulate as command
+    from slurm_gavel.simulate import parallel
 
     seen: list[tuple[str, SimulationOptions]] = []
-    real = command.simulate
+    real = parallel.run_one
 
-    def spy(jobs, nodes, table, policy, options, *rest):
-        seen.append((policy, options))
-        return real(jobs, nodes, table, policy, options, *rest)
+    def spy(run):
+        seen.append((run.policy, run.options))
+        return real(run)
 
-    monkeypatch.setattr(command, "simulate", spy)
+    monkeypatch.setattr(parallel, "run_one", spy)
     return seen
 
 
