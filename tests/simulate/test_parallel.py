@@ -86,6 +86,17 @@ def test_zero_workers_means_one_per_available_cpu(monkeypatch):
 SMALL = ["--generate", "25", "--interarrival", "600", "--no-progress", "--no-wall-time"]
 
 
+def _one_and_two_workers(argv: list[str], tmp_path, capsys) -> tuple[bytes, str]:
+    """The command's JSON and table with --workers 1 and 2, checked equal; returns one."""
+    outs = []
+    for workers in ("1", "2"):
+        path = tmp_path / f"{workers}.json"
+        assert main([*argv, "--workers", workers, "--json", str(path)]) == 0
+        outs.append((path.read_bytes(), capsys.readouterr().out))
+    assert outs[0] == outs[1]
+    return outs[0]
+
+
 def test_cli_workers_give_byte_identical_output(tmp_path, capsys):
     argv = [
         "simulate",
@@ -101,25 +112,15 @@ def test_cli_workers_give_byte_identical_output(tmp_path, capsys):
         "--knowledge",
         "type-blind",
     ]
-    outs = []
-    for workers in ("1", "2"):
-        path = tmp_path / f"{workers}.json"
-        assert main([*argv, "--workers", workers, "--json", str(path)]) == 0
-        outs.append((path.read_bytes(), capsys.readouterr().out))
-    assert outs[0] == outs[1]
-    assert len(json.loads(outs[0][0])) == 4
+    outs = _one_and_two_workers(argv, tmp_path, capsys)
+    assert len(json.loads(outs[0])) == 4
 
 
 def test_cli_sweep_with_workers_gives_the_same_points(tmp_path, capsys):
     argv = ["simulate", "--generate", "15", "--sweep-rates", "2,6", "--no-wall-time"]
     argv += ["--policy", "isolated", "--policy", "fifo", "--no-progress"]
-    outs = []
-    for workers in ("1", "2"):
-        path = tmp_path / f"{workers}.json"
-        assert main([*argv, "--workers", workers, "--json", str(path)]) == 0
-        outs.append((path.read_bytes(), capsys.readouterr().out))
-    assert outs[0] == outs[1]
-    points = json.loads(outs[0][0])
+    outs = _one_and_two_workers(argv, tmp_path, capsys)
+    points = json.loads(outs[0])
     assert [(p["rate_jobs_per_hour"], p["policy"]) for p in points] == [
         (2, "isolated"),
         (2, "fifo"),
