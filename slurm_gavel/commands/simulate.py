@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     nodes = parse_cluster_spec(args.cluster, table)
     policies = args.policy or list(DEFAULT_POLICIES)
     _check_policies(policies)
-    resolve_workers(args.workers)  # a bad --workers fails before any run
+    workers = resolve_workers(args.workers)  # a bad --workers fails before any run
     if args.size_first and not args.multi_gpu:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
     if args.row_spread is not None and args.generate is None:
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
         _text(args).write(config_line(args, cfg, settings))
     window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:
-        return _run_sweep(args, policies, nodes, table, opts, window)
+        return _run_sweep(args, policies, nodes, table, opts, window, workers)
 
     if args.generate is not None:
         jobs = generate_trace(
@@ -308,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
         for policy in policies
         for k in knowledge
     ]
-    results = _run_all(runs, args)
+    results = _run_all(runs, workers, args.progress)
     summaries = [r.summary for r in results]
     if window is not None:
         summaries = [apply_window(s, jobs, window) for s in summaries]
@@ -351,6 +351,7 @@ def _run_sweep(
     table: Any,
     opts: SimulationOptions,
     window: Window | None,
+    workers: int,
 ) -> int:
     from slurm_gavel.simulate.sweep import parse_rates, sweep
 
@@ -367,7 +368,7 @@ def _run_sweep(
         multi_gpu=args.multi_gpu,
         size_first=args.size_first,
         window=window,
-        workers=resolve_workers(args.workers),
+        workers=workers,
     )
     if window is not None:
         _warn_exhausted([p.summary for p in points])
@@ -393,14 +394,11 @@ def _run_sweep(
     return 0
 
 
-def _run_all(runs: list[Run], args: argparse.Namespace) -> list[SimulationResult]:
-    """The runs, one after the other or (--workers) in parallel; with more than one
-    worker a bar counts finished runs, where each run would have shown its own."""
-    workers = resolve_workers(args.workers)
-    if workers <= 1 or len(runs) <= 1:
-        return run_all(runs)
-    show = sys.stderr.isatty() if args.progress is None else args.progress
-    if not show:
+def _run_all(runs: list[Run], workers: int, progress: bool | None) -> list[SimulationResult]:
+    """The runs, one after the other or (--workers) in parallel; in parallel a bar
+    counts finished runs (when shown), where each run would have shown its own."""
+    show = sys.stderr.isatty() if progress is None else progress
+    if workers <= 1 or len(runs) <= 1 or not show:
         return run_all(runs, workers)
     from tqdm import tqdm
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from slurm_gavel.core.cluster_model import Node
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.engine import SimulationOptions
@@ -65,7 +64,7 @@ def sweep(
     stops once they have finished (see simulate/window.py). `workers`: processes to
     run the points in (parallel.py: the same points, in the same order)."""
     runs: list[Run] = []
-    keys: list[tuple[float, list[Job]]] = []
+    run_rates: list[float] = []  # each run's rate (its jobs are run.jobs)
     for rate in rates:
         jobs = generate_trace(
             n_jobs,
@@ -80,12 +79,12 @@ def sweep(
             opts = replace(options, stop_when_completed=window.ids(jobs))
         for policy in policies:
             runs.append(Run(jobs, nodes, table, policy, opts))
-            keys.append((rate, jobs))
+            run_rates.append(rate)
     points: list[SweepPoint] = []
-    for run, (rate, jobs), result in zip(runs, keys, run_all(runs, workers), strict=True):
+    for run, rate, result in zip(runs, run_rates, run_all(runs, workers), strict=True):
         summary = dict(result.summary)
         if window is not None:
-            summary = apply_window(summary, jobs, window)
+            summary = apply_window(summary, run.jobs, window)
         summary["rate_jobs_per_hour"] = rate
         points.append(SweepPoint(rate, run.policy, summary))
     return points
