@@ -13,13 +13,15 @@ starts from a prior, in this order:
 * else type-blind: the same figure on every type.
 
 A running job's measured rate (``ObservedJob.measured_throughput``: its progress reports
-on Slurm, the true rate in the simulator) replaces the cell of the GPU type it runs on,
+on Slurm; in the simulator the true rate as its measurement model reports it, with
+noise and start-up if asked) replaces the cell of the GPU type it runs on,
 when it runs alone on consolidated GPUs (a pair's or a spread job's rate is another
 cell). A job never measured stays on its prior, and its cells are marked so.
 
-How much the round believes is :class:`Knowledge`: TABLE is the type rows (Gavel's; the
-daemon's before issue 27), LEARNED the above (the daemon's default, with
-:class:`row_trust.TrustBounds` on what a report may move), ORACLE a row given
+How much the round believes is :class:`Knowledge`: TABLE is the type rows (Gavel's, and
+the config's ``learning: {knowledge: table}``), LEARNED the above (the default of the
+daemon and the simulator alike, with :class:`row_trust.TrustBounds` on what a report
+may move; core/relearn.py says when a changed row re-solves), ORACLE a row given
 from outside (the simulator's true rows), TYPE_BLIND no speeds at all. Jobs with equal
 rows keep sharing one row object, so the policies still
 aggregate them into one class, and an unchanged row is the same object round after
@@ -51,7 +53,7 @@ GIVEN = "given"  # handed to the round from outside (the simulator's oracle)
 
 
 class Knowledge(StrEnum):
-    TABLE = "table"  # the job type's row: today's rounds (the daemon's default)
+    TABLE = "table"  # the job type's row (Gavel's; learning: {knowledge: table})
     LEARNED = "learned"  # a prior replaced cell by cell by the job's measurements
     ORACLE = "oracle"  # the job's true row, given (simulator only)
     TYPE_BLIND = "type-blind"  # no speeds: every GPU type equally fast for every job
