@@ -18,9 +18,14 @@ misjudges by more than measurement noise (MISJUDGED), the time at stake (how far
 the allocation's idea of the job's rate is, times the job's remaining time) exceeds
 PAYBACK times the restarts those jobs would cost. A measurement that confirms its
 prior, within noise, never re-solves. :func:`keeps_accounting` says when a new
-allocation is close enough to the old for the same jobs that the mechanism's epoch
-accounting carries over: a re-solve that changed nothing, or next to nothing, then moves
-no job. Pure functions, no I/O.
+allocation keeps the mechanism's epoch accounting: any re-solve for the same jobs (a
+row change, the period). Gavel resets it at every new allocation, which made every
+re-solve, even one that repeated the allocation, reshuffle the priorities and move
+jobs; kept, the priorities go on measuring each job's time since the job set last
+changed against its new fractions, so a repeat moves nothing and a small change moves
+few. Measured on the 1,000-job trace of EXPERIMENTS.md ("What learning costs", seed 0,
+10 % noise, 30 s start-up): resetting unless every fraction moved by at most 0.05 gave
+learned 93.1 h against the oracle's 82.5 h; keeping it 77.4 h. Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -37,10 +42,6 @@ MISJUDGED = 0.15
 # The time at stake must pay for this many times the misjudged jobs' restart costs: a
 # re-solve moves the misjudged jobs and, in general, about as many others.
 PAYBACK = 2.0
-# A new allocation whose fractions differ from the old by at most this much, for every
-# job and GPU type, keeps the mechanism's accounting (the same job set only).
-KEEP_ACCOUNTING = 0.05
-
 Row = Mapping[GpuType, float]
 
 
@@ -75,13 +76,9 @@ def rows_misjudged(
 
 
 def keeps_accounting(old: Allocation | None, new: Allocation) -> bool:
-    """True when ``new`` is ``old`` for the same jobs, each fraction within
-    KEEP_ACCOUNTING, with no pairs in either (space sharing keeps Gavel's reset)."""
-    if old is None or old.pairs or new.pairs or old.fractions.keys() != new.fractions.keys():
+    """True when the mechanism's epoch accounting carries over from ``old`` to ``new``:
+    both for the same jobs (the caller checks the job-set key too), neither with pairs
+    (space sharing keeps Gavel's reset: its pair keys are the accounting's entries)."""
+    if old is None or old.pairs or new.pairs:
         return False
-    for job_id, row in new.fractions.items():
-        before = old.fractions[job_id]
-        for t in row.keys() | before.keys():
-            if abs(row.get(t, 0.0) - before.get(t, 0.0)) > KEEP_ACCOUNTING:
-                return False
-    return True
+    return old.fractions.keys() == new.fractions.keys()

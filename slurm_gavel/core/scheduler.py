@@ -197,7 +197,7 @@ def reallocate_if_due(
     state.rows_checked = state.job_rows.revision
     # Gavel resets the received-time accounting whenever the allocation changes:
     # priorities then measure progress towards the new fractions. A re-solve for the
-    # same jobs that (next to) repeats the allocation keeps it, so it moves no job.
+    # same jobs keeps it (relearn.keeps_accounting says why), so a repeat moves no job.
     if not (same_jobs and relearn.keeps_accounting(previous, alloc)):
         state.epoch_received, state.epoch_elapsed = {}, 0.0
     return alloc.solve_seconds
