@@ -179,9 +179,9 @@ def solve_max_min_classes(
     if decompose and not len(pairs) and allowed.any():
         deadline = Deadline.after(time_limit, "max-min decomposition", clock)
         try:
-            sol = _decomposed(coef, allowed, scale, count, capacity, second_stage, deadline)
+            found = _decomposed(coef, allowed, scale, count, capacity, second_stage, deadline)
             decomposed("max_min")
-            return sol
+            return found
         except DwStalled as e:  # no certified answer: the plain LP below, in the time left
             fell_back("max_min", e.reason, str(e))
         time_limit = deadline.remaining()
