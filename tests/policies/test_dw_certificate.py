@@ -274,3 +274,22 @@ def test_a_refused_certificate_falls_back_to_the_plain_lp(
     assert [(f.lp, f.reason) for f in paths.fallbacks] == [("max_min", "bound_crosses_primal")]
     assert "max_min LP" in caplog.text and "bound_crosses_primal" in caplog.text
     np.testing.assert_array_equal(got.x, ref.x)  # the plain LP's own vertex
+
+
+def test_certify_sides_and_tolerances() -> None:
+    """The check itself, by hand: which side the bound must be on for each sense, the
+    relative tolerance, and an optimum of 0 (rounding only)."""
+    dw.certify("t", 1.0, 1.0 - 1e-10, minimise=True)  # bound below a min's primal: ok
+    dw.certify("t", 1.0, 1.0 + 1e-10, minimise=False)  # above a max's primal: ok
+    dw.certify("t", 0.0, -1e-17, minimise=True)
+    for primal, bound, minimise, reason in [
+        (1.0, 1.0 - 1e-8, True, "gap_open"),
+        (1.0, 1.0 + 1e-8, True, "bound_crosses_primal"),
+        (1.0, 1.0 + 1e-8, False, "gap_open"),
+        (1.0, 1.0 - 1e-8, False, "bound_crosses_primal"),
+        (1.0, float("nan"), True, "bound_crosses_primal"),
+        (1.0, -float("inf"), True, "gap_open"),
+    ]:
+        with pytest.raises(dw.DwStalled) as e:
+            dw.certify("t", primal, bound, minimise=minimise)
+        assert e.value.reason == reason, (primal, bound, minimise)

@@ -71,6 +71,8 @@ INF = highspy.kHighsInf
 DW_MAX_TYPES = 6
 DW_REL_GAP = 1e-12
 CHECK_REL_GAP = 1e-9
+# ... and an absolute floor, for an optimum of 0 (rounding in a sum of N terms)
+CHECK_ABS_GAP = 1e-12
 PRICE_ROUNDS = 200
 NEWTON_REL_GAP = 1e-10
 NEWTON_MAX_STEPS = 100
@@ -249,9 +251,10 @@ def _check_primal(what: str, x: np.ndarray, gpus: np.ndarray, limit: np.ndarray)
 def certify(what: str, primal: float, dual_bound: float, minimise: bool) -> None:
     """Raise DwStalled unless dual_bound is on its side of primal (below it when
     minimising, above when maximising; rounding aside) and within CHECK_REL_GAP of
-    it, relative to the primal value: the optimum then lies between the two."""
+    it, relative to the primal value (CHECK_ABS_GAP at least): the optimum then lies
+    between the two."""
     gap = primal - dual_bound if minimise else dual_bound - primal
-    tol = CHECK_REL_GAP * abs(primal)
+    tol = max(CHECK_REL_GAP * abs(primal), CHECK_ABS_GAP)
     if np.isnan(gap) or gap < -tol:
         raise DwStalled(
             "bound_crosses_primal",
