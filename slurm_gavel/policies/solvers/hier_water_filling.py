@@ -32,7 +32,6 @@ the whole limit of its own). Past it: the deadline's SolverError, never a weaker
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,8 +46,6 @@ from slurm_gavel.policies.solvers.hier_dw import first_level as first_level_dw
 from slurm_gavel.policies.solvers.hier_parametric import MARGIN, MARGIN_FLOOR, parametric_fill
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
 from slurm_gavel.policies.solvers.solve_paths import fell_back
-
-log = logging.getLogger(__name__)
 
 DUAL_TOL = 1e-9
 
