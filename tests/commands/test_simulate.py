@@ -240,3 +240,16 @@ def test_a_bad_config_is_one_line_naming_the_key_and_exit_2(tmp_path, text, need
     assert main(["simulate", *SMALL, "--config", str(cfg)]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and str(cfg) in err and "\n" not in err
+
+
+def test_the_simulation_reads_the_config_the_daemon_runs(tmp_path):
+    """--config is the daemon's own builder (daemon/scheduler_config.py): a learning
+    section that says `table` makes the simulation schedule by type rows too."""
+    cfg = tmp_path / "gavel.yaml"
+    cfg.write_text("partitions: [gpu]\nlearning: {knowledge: table}\n")
+    out = tmp_path / "s.json"
+    argv = ["simulate", "--config", str(cfg), *SMALL, "--row-spread", "0.3", "--json", str(out)]
+    assert main(argv) == 0
+    doc = json.loads(out.read_text())
+    doc = doc[0] if isinstance(doc, list) else doc
+    assert doc["knowledge"]["mode"] == "table"
