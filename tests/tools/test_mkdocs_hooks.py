@@ -6,7 +6,7 @@ from slurm_gavel_dev.mkdocs_hooks import on_page_content, unescape_table_pipes
 
 
 def test_an_escaped_pipe_in_a_cells_code_shows_plain() -> None:
-    cells = '<td><code>a{p}b</code>, <code>[a{p}b]</code></td><th><code>x{p}y</code></th>'
+    cells = "<td><code>a{p}b</code>, <code>[a{p}b]</code></td><th><code>x{p}y</code></th>"
     html, want = cells.format(p="\\|"), cells.format(p="|")
     assert unescape_table_pipes(html) == want
     assert on_page_content(html, page=None, config=None, files=None) == want
