@@ -79,6 +79,48 @@ def broken_links(page: Path, root: Path = ROOT) -> list[str]:
     return bad
 
 
+# A path into the repository as the guides write one: from a top-level folder.
+REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:slurm_gavel|slurm_gavel_dev|tests|conf|tools|docs|benchmarks|spank"
+    r"|workloads|jobpkg|docker)/[\w./*-]*[\w*])"
+)
+BUILT = ("spank/build/",)  # made by `make -C spank`, named where the guides install them
+
+
+def missing_paths(page: Path, root: Path = ROOT) -> list[str]:
+    """The repository paths a page names (a glob counts when it matches) that do not exist."""
+    bad = []
+    for i, line in enumerate(page.read_text().splitlines(), 1):
+        for m in REPO_PATH.finditer(line):
+            path = m.group(1).rstrip(".")
+            found = any(root.glob(path)) if "*" in path else (root / path).exists()
+            if not found and not path.startswith(BUILT):
+                bad.append(f"{page.relative_to(root)}:{i}: {path}")
+    return bad
+
+
+def test_every_repository_path_the_readme_and_the_guides_name_exists() -> None:
+    found = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(DOCS.rglob("*.md"))]
+    named = sum(len(REPO_PATH.findall(p.read_text())) for p in found)
+    assert named >= 100, named  # the pattern finds the paths at all
+    bad = [b for p in found for b in missing_paths(p)]
+    assert not bad, "these paths no longer exist (renamed? say the new one):\n" + "\n".join(bad)
+
+
+def test_the_path_check_catches_a_stale_module(tmp_path: Path) -> None:
+    (tmp_path / "slurm_gavel" / "backends").mkdir(parents=True)
+    (tmp_path / "slurm_gavel" / "backends" / "simulated.py").touch()
+    page = tmp_path / "README.md"
+    page.write_text(
+        "`slurm_gavel/backends/simulated.py` and `slurm_gavel/backends/slurmrestd*.py`,\n"
+        "slurm_gavel/backends/*.py, spank/build/slurm-gavel.so and tests/gone.py.\n"
+    )
+    assert missing_paths(page, tmp_path) == [
+        "README.md:1: slurm_gavel/backends/slurmrestd*.py",
+        "README.md:2: tests/gone.py",
+    ]
+
+
 def nav_pages(nav: object) -> Iterator[str]:
     if isinstance(nav, str):
         yield nav
