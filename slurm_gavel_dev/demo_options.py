@@ -122,6 +122,17 @@ def parser() -> argparse.ArgumentParser:
         help="daemon stay_credit_seconds (default 0: Gavel's mechanism); see conf/gavel.yaml",
     )
     p.add_argument(
+        "--no-restart-aware",
+        dest="restart_aware",
+        action="store_false",
+        help=(
+            "run the daemon without restart-aware rounds (restart_aware: true by default "
+            "here: on a 2-core machine a restart costs 10-20 s against 30 s rounds, and the "
+            "daemon keeps a run until its measured restart cost is paid for; without them "
+            "max_min_fairness moves most jobs every round, as Gavel's mechanism does)"
+        ),
+    )
+    p.add_argument(
         "--speed",
         type=float,
         default=1.0,
