@@ -17,21 +17,23 @@ The demo (`bash tools/demo`): gavel against Slurm alone on a real local Slurm cl
 It starts a local Slurm cluster with three GPU types (v100, p100, k80; two fake GPUs
 each, the SPANK plugin loaded), submits eight tiny reference workloads of four types
 with `sbatch --gavel-job-type=...`, runs the slurm-gavel daemon (Gavel's
-heterogeneity-aware FIFO, 30 s rounds) with one progress line per round, then runs the
-same jobs under Slurm alone (FIFO, type-blind) and prints per job its type, the GPU
-types it ran on, its restarts and its JCT under both (about 6 minutes). It stops
-everything it started, also on Ctrl-C. The GPUs are fake: each job paces its steps to
-the steps/s Gavel published for its type on its node's GPU type (--emulate-gpu-speed,
-user guide section 3); the JCTs are emulated, not measured."""
+heterogeneity-aware FIFO, 30 s rounds, restart-aware: a run is kept until its measured
+restart cost is paid for) with one progress line per round, then runs the same jobs
+under Slurm alone (FIFO, type-blind) and prints per job its type, the GPU types it ran
+on, its restarts and its JCT under both (about 6 minutes). It stops everything it
+started, also on Ctrl-C. The GPUs are fake: each job paces its steps to the steps/s
+Gavel published for its type on its node's GPU type (--emulate-gpu-speed, user guide
+section 3); the JCTs are emulated, not measured."""
 
 # The variants, with what each shows; their measured figures are in benchmarks/README.md.
 EPILOG = """\
 variants:
   --policy max_min_fairness
-      Gavel's time sharing instead of FIFO: most jobs move every round; on a 2-core
-      machine each restart costs 10-20 s, which the short rounds make dear.
-      --stay-credit 60 serves split allocations in two-round stints, as the shipped
-      daemon config (conf/gavel.yaml) does.
+      Gavel's time sharing instead of FIFO. The restart-aware rounds keep each run
+      until its restart cost is paid for; with --no-restart-aware (Gavel's mechanism)
+      most jobs move every round, and on a 2-core machine each restart costs 10-20 s,
+      which the short rounds make dear: --stay-credit 60 then serves split allocations
+      in two-round stints, as the shipped daemon config (conf/gavel.yaml) does.
   --policy max_min_fairness_packed
       space sharing: a cluster with GPU shards, 8 jobs on 3 GPUs run packed, then
       unpacked (max_min_fairness), then under Slurm alone, with a column naming the
