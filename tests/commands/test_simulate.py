@@ -12,6 +12,7 @@ from slurm_gavel.cli import main
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.throughputs import DEFAULT_TABLE
+from slurm_gavel.daemon.config import load_config
 from slurm_gavel.simulate.engine import SimulationOptions
 
 SMALL = ["--generate", "25", "--interarrival", "600", "--no-progress"]
@@ -148,6 +149,8 @@ def test_config_shipped_gives_the_daemons_settings(seen_options, capsys):
         preemption_overhead_seconds=0.0,  # the simulator's own default is 30
         min_reallocation_interval_seconds=0.0,
     )
+    # on in the daemon, never here: a simulated job has no rate at a count its table lacks
+    assert not opts.settings.moldable_untried and load_config(SHIPPED).settings.moldable_untried
     assert opts.daemon is not None and opts.daemon.policy_options.time_limit is None
     # the daemon's learning section, as the daemon builds it
     assert opts.daemon.row_bounds == TrustBounds() and opts.daemon.explore is None
