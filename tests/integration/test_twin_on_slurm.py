@@ -47,17 +47,20 @@ JOBS = {
     "Transformer (batch size 128)": (1.0, 1.3, 0.8),
 }
 WORK_S = 24  # seconds of work per job at its true V100 rate
-# Live |avg JCT / simulated - 1| must stay within this. Measured on 22.05 while other
-# tests ran: fifo 0.93, max_min_fairness 1.04, restart-aware 1.14.
-TOLERANCE = 0.3
+# Live |avg JCT / simulated - 1| must stay within this. Measured (live / simulated)
+# while other tests loaded the machine: 22.05 fifo 0.95, max_min_fairness 1.01,
+# restart-aware 0.92, moldable 1.03; 24.11 and 26.05 within 0.97-1.11 (restart-aware
+# 1.16-1.27 before both read the restart cost from the config).
+TOLERANCE = 0.25
 # Rounds long enough that a restart is a part of one, as in production (360 s rounds,
 # restarts of tens of seconds): at the scenarios' 4 s rounds a restart (~5 s measured
 # here by the daemon, core/restart_clock.py) outlasts the round, and time sharing then
 # depends on Slurm's and slurmd's latencies, which the simulator does not model.
 ROUND_S = 12.0
-# What one run costs live before it makes progress, as the simulator charges it: a
-# restart (the checkpoint signal, the requeue, the new start; the daemon measured
-# ~5 s), and every run's start (slurmd, the interpreter, the emulation's set-up).
+# What one run costs live before it makes progress: a restart (the checkpoint signal,
+# the requeue, the new start; the daemon measured ~5 s), in the config as the
+# preemption overhead both read, and every run's start (slurmd, the interpreter, the
+# emulation's set-up), which the simulator adds to every run.
 RESTART_S = 4.0
 STARTUP_S = 1.0
 TABLE = load_table()
@@ -86,6 +89,14 @@ def _true_rows() -> dict[str, dict[str, float]]:
     return out
 
 
+def _twin_config(text: str) -> str:
+    """The scenario's daemon config with the twin's rounds and restart cost: the daemon
+    uses the cost until it has measured a job's own, the simulator charges it for every
+    restart (both read it from this one file)."""
+    text = text.replace("round_seconds: 4", f"round_seconds: {ROUND_S:g}")
+    return text + f"preemption_overhead_seconds: {RESTART_S:g}\n"
+
+
 def _epoch(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
@@ -102,9 +113,9 @@ def _simulate(sc, ids: dict[str, str], rows, steps) -> tuple[dict, list[dict]]:
     trace_jobs = [a for j in ids.values() for a in ("--trace-job", j)]
     subprocess.run(
         [sys.executable, "-m", "slurm_gavel", "simulate", "--config", str(sc.daemon.config),
-         "--trace", str(trace), "--cluster", TOPOLOGY, "--preemption-overhead", str(RESTART_S),
-         "--startup-delay", str(STARTUP_S), "--no-progress", "--no-wall-time",
-         "--json", str(out), *trace_jobs, "--trace-job-out", str(jobs_out)],
+         "--trace", str(trace), "--cluster", TOPOLOGY, "--startup-delay", str(STARTUP_S),
+         "--no-progress", "--no-wall-time", "--json", str(out), *trace_jobs,
+         "--trace-job-out", str(jobs_out)],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     summary = json.loads(out.read_text())
@@ -120,7 +131,7 @@ def _simulate(sc, ids: dict[str, str], rows, steps) -> tuple[dict, list[dict]]:
 def test_the_daemon_and_the_simulator_agree(scenario, policy: str, extra: str):
     sc = scenario
     text = sc.daemon.config.read_text().replace("policy: max_min_fairness", f"policy: {policy}")
-    sc.daemon.config.write_text(text.replace("round_seconds: 4", f"round_seconds: {ROUND_S:g}"))
+    sc.daemon.config.write_text(_twin_config(text))
     rated = rated_jobs(sc, extra)
     rows = _true_rows()
     steps = {jt: max(20, round(WORK_S * r["v100"])) for jt, r in rows.items()}
@@ -172,7 +183,7 @@ def test_moldable_jobs_agree(mold_cluster, tmp_path):
     sc = new_scenario(mold_cluster, tmp_path)
     try:
         text = sc.daemon.config.read_text()
-        sc.daemon.config.write_text(text.replace("round_seconds: 4", f"round_seconds: {ROUND_S:g}"))
+        sc.daemon.config.write_text(_twin_config(text))
         rated = rated_jobs(sc)
         steps = {jt: round(WORK_S * TABLE.row(jt, 1)["v100"]) for jt in MOLD_JOBS}
         ids = {}
@@ -200,8 +211,8 @@ def test_moldable_jobs_agree(mold_cluster, tmp_path):
         out, jobs_out = sc.dir / "twin.json", sc.dir / "twin-jobs.jsonl"
         subprocess.run(
             [sys.executable, "-m", "slurm_gavel", "simulate", "--config", str(sc.daemon.config),
-             "--trace", str(trace), "--cluster", MOLD_TOPOLOGY, "--preemption-overhead",
-             str(RESTART_S), "--startup-delay", str(STARTUP_S), "--no-progress",
+             "--trace", str(trace), "--cluster", MOLD_TOPOLOGY, "--startup-delay",
+             str(STARTUP_S), "--no-progress",
              "--no-wall-time", "--json", str(out),
              *[a for j in ids.values() for a in ("--trace-job", j)],
              "--trace-job-out", str(jobs_out)],
