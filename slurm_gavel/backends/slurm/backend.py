@@ -105,6 +105,9 @@ class SlurmBackend(Generic[Transport]):
         self._jobs_seen: dict[JobId, SlurmJob] = {}
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
         self._first_submit: dict[JobId, float] = {}
+        # Each job's node count as its request fixed it when first seen (layout.py):
+        # the daemon's placements change the record's.
+        self._layouts: dict[JobId, int | None] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
         self._resumed: set[JobId] = set()  # resume(): read as ended if not listed
         # the orders the last act released (job -> order): still pending, not re-issued
@@ -140,6 +143,7 @@ class SlurmBackend(Generic[Transport]):
             now,
             first_submit=self._first_submit,
             held_back=self.held_back.reasons(now),
+            layouts=self._layouts,
         )
         self.held_back.observe(self.view.managed, now)
         add_vanished(self.view, self._active, now)

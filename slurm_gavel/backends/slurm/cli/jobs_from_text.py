@@ -250,6 +250,9 @@ def _build(
         user_id=user_id,
         eligible_time=max(0, _time(text("eligible_time"))),
         dependency=dependency_text(text("dependency")),
+        tasks=_int(text("tasks")),
+        tasks_per_node=_int(text("tasks_per_node")),
+        deadline=_time(text("deadline")),
         needs=needs,
         blanked=blanked,
     )

@@ -55,7 +55,7 @@ HOSTILE = {
 
 
 # sbatch options of new managed jobs with node needs: --exclude, memory per node, CPU
-# or GPU, CPUs per node or GPU, --prefer, on two nodes
+# or GPU, CPUs per node or GPU, --prefer, on two nodes; their layout; a deadline
 NEEDS = {
     "exclude": ("--exclude=k80-1,v100-[1-2]",),
     "mem": ("--mem=1537", "-c", "2"),
@@ -68,6 +68,11 @@ NEEDS = {
     "one_cpu_per_gpu": ("--cpus-per-gpu=1", "--gres=gpu:1", "--mem-per-cpu=100"),
     "prefer": ("--prefer=v100",),
     "two_nodes": ("-N", "2", "-c", "2", "--mem-per-cpu=100", "--gres=gpu:1"),
+    # the layout (slurm/layout.py): one rank per node, and tasks per node without -N;
+    # and a --deadline (eligibility.py)
+    "rank_per_node": ("-N", "2", "--ntasks-per-node=1", "--gres=gpu:1"),
+    "tasks_per_node": ("-n", "4", "--ntasks-per-node=2"),
+    "deadline": ("--deadline=now+3600",),
 }
 
 
