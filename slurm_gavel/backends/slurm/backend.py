@@ -152,8 +152,9 @@ class SlurmBackend(Generic[Transport]):
         }
         self.view.warnings += notes
         self.warnings = self.view.warnings
-        # Held jobs claimed by a comment the grammar refuses: the daemon gives them back.
-        self.refused_held = refused_held(jobs, self.managed_partitions)
+        # Held jobs claimed by a comment the grammar refuses, or past their deadline:
+        # the daemon gives them back.
+        self.refused_held = refused_held(jobs, self.managed_partitions, now)
         self._jobs_seen = {j.job_id: j for j in jobs}
         self.preemption.observed(now)
         self.old_runs.observe(nodes, self.view.managed.values(), now, RUNNING_STATES)

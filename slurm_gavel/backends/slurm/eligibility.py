@@ -11,6 +11,8 @@ Three kinds of reason, each read from what Slurm reports of every release:
   relaunch, requeue + 121 s, which the daemon's placement deliberately skips; a job
   that ran once was past its begin time.) The placement's ``StartTime=now`` is never
   sent for such a job, so the begin time its user set is kept;
+* its deadline (``--deadline``), once passed: Slurm would end the job the moment it
+  started it (deadline_passed);
 * a limit only Slurm knows (a partition's MaxTime, a QOS or association limit, a
   reservation, a down partition): Slurm names it as the Reason of a job it was free to
   start (released, not held) and did not. Such a job is held again (it was not
@@ -73,6 +75,8 @@ def limit_reason(sj: SlurmJob) -> str | None:
 def waiting_on(sj: SlurmJob, now: float, held_back: Mapping[JobId, str]) -> str | None:
     """Why Slurm would not start this waiting job now (see the module notes), or None.
     held_back: jobs a recent round found blocked by a limit (HeldBack.reasons(now))."""
+    if deadline_passed(sj, now):
+        return expired(sj)
     dep = sj.dependency
     if dep and "(failed)" in dep:
         return f"its dependency {dep} can never be satisfied (cancel it or change it)"
@@ -87,6 +91,19 @@ def waiting_on(sj: SlurmJob, now: float, held_back: Mapping[JobId, str]) -> str 
     if sj.job_id in held_back:
         return f"Slurm held it back ({held_back[sj.job_id]}); tried again shortly"
     return None
+
+
+def deadline_passed(sj: SlurmJob, now: float) -> bool:
+    """Its --deadline has come: Slurm ends the job (DEADLINE) the moment it could start
+    it, so GPUs given to it would sit idle for the round. Slurm leaves a held job
+    pending past its deadline, so the daemon gives such a job back to Slurm
+    (giveback.refused_held), which ends it as it would have without the scheduler."""
+    return 0 < sj.deadline <= now
+
+
+def expired(sj: SlurmJob) -> str:
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(sj.deadline))
+    return f"its --deadline {when} has passed: Slurm ends it (DEADLINE)"
 
 
 def user_hold_reason(job_id: JobId) -> str:
