@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from slurm_gavel.backends.slurm.arrays import throttled
 from slurm_gavel.backends.slurm.eligibility import user_hold_reason, waiting_on
 from slurm_gavel.backends.slurm.fit import (
     NodeRoom,
@@ -101,10 +102,16 @@ def build_view(
     warnings += lone_half_warnings(managed, jobs, partners, by_name)
     types = {n.name: n.gpu_type for n in nodes}
     rooms = node_rooms(nodes, managed.values(), managed_partitions)
+    waits_of: dict[JobId, str | None] = {}
+    for sj, spec, _ in specs:
+        if sj.state in WAITING_STATES:
+            waits = waiting_on(sj, now, held_back or {})
+            waits_of[sj.job_id] = user_hold_reason(sj.job_id) if spec.user_hold else waits
+    # a throttled array's tasks beyond its limit (arrays.throttled), of those free to run
+    free = [j for j, w in waits_of.items() if w is None]
+    waits_of.update(throttled(managed, free))
     for sj, spec, arrival in specs:
-        waits = waiting_on(sj, now, held_back or {}) if sj.state in WAITING_STATES else None
-        if spec.user_hold and sj.state in WAITING_STATES:
-            waits = user_hold_reason(sj.job_id)
+        waits = waits_of.get(sj.job_id)
         o = _observed(sj, spec, arrival, partners.get(sj.job_id), types, waits)
         count = layouts[sj.job_id]
         if count is not None:
