@@ -363,6 +363,11 @@ class SlurmBackend(Generic[Transport]):
             ]
             if relabelled:
                 self.transport.release(relabelled, failed)
+            # no longer the daemon's (a plain comment now): not watched for its end,
+            # which would be reported as a managed job gone unseen (add_vanished)
+            for o in orders:
+                if o.job_id not in failed:
+                    self._active.pop(o.job_id, None)
         return failed
 
     def set_admin_comments(self, texts: Mapping[JobId, str]) -> dict[JobId, str]:
