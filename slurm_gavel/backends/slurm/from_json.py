@@ -337,6 +337,7 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             tasks_per_node=max(0, number(raw.get("tasks_per_node"))),
             deadline=max(0, number(raw.get("deadline"))),
             array_max_tasks=max(0, number(raw.get("array_max_tasks"))),
+            name=str(raw.get("name") or ""),
             needs=job_needs(raw),
         )
     except ValueError as e:

@@ -53,6 +53,7 @@ FIELDS = (
     "tasks_per_node",
     "deadline",
     "array_max_tasks",
+    "name",
     # job_needs
     "features",
     "excluded_nodes",

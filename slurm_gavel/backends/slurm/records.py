@@ -183,6 +183,9 @@ class SlurmJob:
     # An array task's throttle (--array=0-5%2: 2; 0: none), on its own record and on
     # its array's meta record alike (arrays.throttled).
     array_max_tasks: int = 0
+    # Its name (sbatch -J): with the owner's uid, what --dependency=singleton waits on
+    # (eligibility.singleton_free).
+    name: str = ""
     # --constraint, --exclude, memory and CPUs per node (fit.py); read from the JSON
     # (the listing's text keeps a managed job's last ones: slurm/cli/jobs_from_text.py).
     # Not compared: the text builds a plain job without them (nothing reads those).

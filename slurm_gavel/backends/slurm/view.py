@@ -11,7 +11,12 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from slurm_gavel.backends.slurm.arrays import throttled
-from slurm_gavel.backends.slurm.eligibility import user_hold_reason, waiting_on
+from slurm_gavel.backends.slurm.eligibility import (
+    SINGLETON,
+    singleton_free,
+    user_hold_reason,
+    waiting_on,
+)
 from slurm_gavel.backends.slurm.fit import (
     NodeRoom,
     allowed_nodes,
@@ -105,7 +110,8 @@ def build_view(
     waits_of: dict[JobId, str | None] = {}
     for sj, spec, _ in specs:
         if sj.state in WAITING_STATES:
-            waits = waiting_on(sj, now, held_back or {})
+            alone = sj.dependency == SINGLETON and singleton_free(sj, jobs)
+            waits = waiting_on(sj, now, held_back or {}, singleton_ok=alone)
             waits_of[sj.job_id] = user_hold_reason(sj.job_id) if spec.user_hold else waits
     # a throttled array's tasks beyond its limit (arrays.throttled), of those free to run
     free = [j for j, w in waits_of.items() if w is None]

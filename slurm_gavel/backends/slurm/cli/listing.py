@@ -103,6 +103,7 @@ LISTING_FIELDS: Mapping[str, str] = {
     "tasks": "NumTasks",
     "tasks_per_node": "NTPerNode",
     "deadline": "Deadline",
+    "name": "Name",  # user text, like the comment (--dependency=singleton reads it)
     "features": "Feature",  # --constraint ("(null)" for none)
     # a job's node needs (slurm/cli/needs_from_text.py): --exclude (22.05 has no such
     # field: CliFormat.excluded_field), --mem or --mem-per-cpu, CPUs per node,

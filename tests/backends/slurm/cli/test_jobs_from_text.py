@@ -173,6 +173,11 @@ def held_job(release: str) -> tuple[Record, tuple[Record, SlurmJob], SlurmJob]:
         ("node_count", "1-2"),
         ("nodes", "v100-1"),  # a pending job... as long as it has nodes: see below
         ("job_id", "99999"),  # the last round's job is another's
+        ("tasks", "2-4"),
+        ("tasks", "N/A"),
+        ("tasks_per_node", "-1"),
+        ("deadline", "2026-11-29T07:00:00"),
+        ("name", "a\nb"),  # or "a\r\nb", "a\rb" before universal newlines
     ],
 )
 def test_a_value_the_text_cannot_say_exactly_is_read_as_json(release, field, value):

@@ -54,6 +54,16 @@ HOSTILE = {
 }
 
 
+# job names squeue prints as they are: the token's alphabet between '|', "unset", bytes
+# that are not UTF-8, spaces (a name with a line break is read as JSON: jobs_from_text)
+NAMES = {
+    "token": "|" + TOKEN_ALPHABET + "|",
+    "null": "(null)",
+    "bytes": "n\udcff\udcfe",
+    "spaces": " a  b ",
+}
+
+
 # sbatch options of new managed jobs with node needs: --exclude, memory per node, CPU
 # or GPU, CPUs per node or GPU, --prefer, on two nodes; their layout; a deadline
 NEEDS = {
@@ -143,6 +153,9 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
                    for k, c in HOSTILE.items()}  # fmt: skip
         to = {k: sub("-p", "gpu", "--hold", "--comment=x", *OUT, *SLEEP)
               for k in ("null", "crlf", "token")}  # fmt: skip
+        # names (user text, read for --dependency=singleton) squeue prints as they are
+        named_odd = {k: sub("-p", "gpu", "--hold", "-J", n, *OUT, *SLEEP)
+                     for k, n in NAMES.items()}  # fmt: skip
         # held now, started between the rounds (a new run: no slices to keep)
         start = {
             "1": sub("-p", "v100", "--hold", "--gres=gpu:v100:1", *OUT, *SLEEP),
@@ -163,7 +176,7 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         b = cli_backend(env=slurm.env)
         everyone = {held, later, starts, run1, run2, multi, untyped, ckpt, requeued,
                     cancelled, plain, null_account, *hostile.values(), *to.values(),
-                    *start.values(), rerun, waiter}  # fmt: skip
+                    *start.values(), rerun, waiter, *named_odd.values()}  # fmt: skip
         first = read(b, everyone)
         capture(slurm, "round1", first)
         last = {j: (r, first.jobs[j]) for j, r in first.records.items()}
