@@ -101,7 +101,11 @@ class _FreePool:
         return _fill(gpus, ((f, name) for f, _, name in sorted(mine, key=lambda x: (-x[0], x[1]))))
 
     def fit_layout(
-        self, count: int, per_node: int, allowed: frozenset[str] | None, prefer: frozenset[str] | None
+        self,
+        count: int,
+        per_node: int,
+        allowed: frozenset[str] | None,
+        prefer: frozenset[str] | None,
     ) -> list[NodeSlice] | None:
         """``count`` distinct nodes with ``per_node`` GPUs free each (a job whose request
         fixes its node count), best fit per node, its preferred nodes first, within
@@ -285,8 +289,10 @@ def _node_count(members: tuple[JobId, ...], jobs: Mapping[JobId, PlacedJob]) -> 
 def _laid_out(slices: tuple[NodeSlice, ...], count: int, gpus: int) -> bool:
     """The slices are ``count`` distinct nodes with the same share of ``gpus`` each."""
     per = gpus // count
-    return len(slices) == count and len({s.node for s in slices}) == count and all(
-        s.gpus == per for s in slices
+    return (
+        len(slices) == count
+        and len({s.node for s in slices}) == count
+        and all(s.gpus == per for s in slices)
     )
 
 

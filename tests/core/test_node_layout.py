@@ -80,9 +80,7 @@ def test_the_lease_is_extended_only_on_the_layout_asked():
 
 def test_allowed_and_preferred_nodes_bind_the_layout():
     jobs = {
-        "a": MechanismJob(
-            "a", 2, ROW, nodes=frozenset({"v100-2", "v100-3"}), node_count=2
-        ),
+        "a": MechanismJob("a", 2, ROW, nodes=frozenset({"v100-2", "v100-3"}), node_count=2),
         "b": MechanismJob("b", 2, ROW, prefer=frozenset({"v100-3"}), node_count=2),
     }
     placed = place_chosen([("a", ("a",), "v100")], jobs, nodes(4, 4, 4))
