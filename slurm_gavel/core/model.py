@@ -47,6 +47,10 @@ class Job:
     # scale_factor. Its count is chosen at each (re)start (core/moldable.py), and the
     # round sees the job with scale_factor set to it (core/mold_round.py).
     scale_range: tuple[int, int] | None = None
+    # The exact number of nodes its request asks for (sbatch -N 2, or its tasks over
+    # --ntasks-per-node): its GPUs go scale_factor / node_count on each of that many
+    # nodes, every placement (node_placement.py); None: any layout.
+    node_count: int | None = None
 
 
 @dataclass(frozen=True)
