@@ -238,9 +238,11 @@ def run(
     }
 
 
-def _one(task: tuple[str, str, str, int, str, int, float]) -> dict[str, Any]:
-    policy, kind, lie, seed, mode, jobs, hours = task
-    bounds = TrustBounds() if mode == "daemon" else None
+def _one(task: tuple[str, str, str, int, str, int, float, float | None]) -> dict[str, Any]:
+    policy, kind, lie, seed, mode, jobs, hours, allowance = task
+    bounds = None
+    if mode == "daemon":
+        bounds = TrustBounds() if allowance is None else TrustBounds(start_allowance_s=allowance)
     try:
         r = run(policy, lie, seed, bounds, kind=kind, jobs=jobs, hours=hours)
     except Exception as e:  # what an unbounded report can do to a round
@@ -257,13 +259,16 @@ def grid(
     jobs: int = 16,
     hours: float = 3.0,
     workers: int = 1,
+    allowance: float | None = None,
 ) -> dict[str, Any]:
     """Every (policy, kind, lie, seed) run and its honest baseline; per (policy, kind,
     lie) the worst seed's ratios (``worst``: liar_jct_ratio is the lowest, the
     honest jobs' the highest; None where a run failed)."""
     lies = [x for x in lies if x != "honest"]
     cells = [(p, k, s) for p in policies for k in kinds for s in seeds]
-    tasks = [(p, k, lie, s, mode, jobs, hours) for p, k, s in cells for lie in ["honest", *lies]]
+    tasks = [
+        (p, k, lie, s, mode, jobs, hours, allowance) for p, k, s in cells for lie in ["honest", *lies]
+    ]
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             results = list(pool.map(_one, tasks))
@@ -336,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         "--bounds", choices=["daemon", "none"], default="daemon",
         help="daemon: TrustBounds() as the daemon runs; none: every report as it comes",
     )  # fmt: skip
+    ap.add_argument(
+        "--start-allowance", type=float, default=None, metavar="S",
+        help="TrustBounds.start_allowance_s (default: the daemon's, 30 s)",
+    )  # fmt: skip
     ap.add_argument("--workers", type=int, default=1, help="processes running the runs")
     ap.add_argument("--json", action="store_true", help="every run's figures as JSON")
     args = ap.parse_args(argv)
@@ -344,11 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     lies = _names(args.lies, LIES)
     seeds = [int(s) for s in args.seeds.split(",")]
     t0 = time.perf_counter()
-    out = grid(policies, kinds, lies, seeds, args.bounds, args.jobs, args.hours, args.workers)
+    out = grid(
+        policies, kinds, lies, seeds, args.bounds, args.jobs, args.hours, args.workers,
+        args.start_allowance,
+    )  # fmt: skip
     out["seconds"] = round(time.perf_counter() - t0, 1)
     out["setup"] = {
         "cluster": CLUSTER, "jobs": args.jobs, "hours": args.hours, "seeds": seeds,
-        "bounds": args.bounds,
+        "bounds": args.bounds, "start_allowance_s": args.start_allowance,
     }  # fmt: skip
     out["beyond_2_percent"] = within(out["worst"])
     if args.json:

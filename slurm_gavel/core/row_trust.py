@@ -13,7 +13,7 @@ may do, and :func:`admit` applies it to one reported rate before it replaces a c
 * the rate stays within what the job's own progress shows (:class:`Progress`,
   :func:`progress_range`): the steps it made while the scheduler's accounts had it
   running alone on that type, over those seconds (where the bounds above exclude that
-  range: their figure nearest it). Its level (the figure a job of no known type has
+  range, it alone). Its level (the figure a job of no known type has
   nothing else to hold it to) is therefore what it did, not what it says; a cell with
   no such progress yet is not measured;
 * a cell is measured only for a type the scheduler's accounts show the job ran on
@@ -120,9 +120,9 @@ def admit(
     measured: the job's other measured cells; anchor: its prior's trusted cells (the
     reference ratios); level_free: True for a job of no known type (unmeasured anchor
     cells do not bound its level); progress: the range its progress allows on ``gpu``
-    (progress_range). The progress range narrows the other bounds; where the two do
-    not meet, the cell takes the other bounds' figure nearest the progress range, so
-    the report itself decides nothing then."""
+    (progress_range). The progress range narrows the other bounds, and where the two
+    do not meet it alone bounds the rate: what the job did is evidence, the others
+    are priors and damping."""
     if isinstance(rate, bool) or not isinstance(rate, int | float):
         return None
     if not math.isfinite(rate) or not 0 < rate <= bounds.max_rate:
@@ -143,14 +143,16 @@ def admit(
             expected = value * ref / ref_u
             lo = max(lo, expected / bounds.ratio_factor)
             hi = min(hi, expected * bounds.ratio_factor)
-    if lo > hi:
-        return None
     if progress is not None:
         p_lo, p_hi = progress
         if max(lo, p_lo) <= min(hi, p_hi):
             lo, hi = max(lo, p_lo), min(hi, p_hi)
-        elif p_hi < lo:
-            hi = lo  # its progress is below what the other bounds allow: their nearest
         else:
-            lo = hi
+            # What the job did contradicts the priors (its prior's ratios, the damping
+            # of a step): the evidence decides, and the claim only within it. Else a
+            # job whose steps are counted in another unit than its type's table (its
+            # rate held to the table, its steps not) would plan wrong finishing times.
+            lo, hi = p_lo, p_hi
+    elif lo > hi:
+        return None
     return min(max(float(rate), lo), hi)

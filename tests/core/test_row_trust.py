@@ -213,15 +213,20 @@ def test_progress_ignores_intervals_that_show_nothing(steps, seconds):
     assert p == Progress() and progress_range(B, p) is None
 
 
-def test_the_progress_range_narrows_the_other_bounds_and_the_claim_decides_nothing_outside():
+def test_the_progress_range_narrows_the_other_bounds_and_overrules_them_where_they_differ():
     free = {"level_free": True}
     assert admit(B, "v100", 12.0, 10.0, {}, {}, progress=(11.0, 13.0), **free) == 12.0
     assert admit(B, "v100", 14.0, 10.0, {}, {}, progress=(11.0, 13.0), **free) == 13.0
-    # the step bound (old 10: 6.7..15) and the progress (40..44) do not meet: the step's
-    # figure nearest the progress, whatever the claim
-    for claim in (1.0, 12.0, 100.0):
-        assert admit(B, "v100", claim, 10.0, {}, {}, progress=(40.0, 44.0), **free) == 15.0
-        assert admit(B, "v100", claim, 10.0, {}, {}, progress=(1.0, 2.0), **free) == 10 / 1.5
+    # the step bound (old 10: 6.7..15) and the progress (40..44) do not meet: what the
+    # job did decides, the claim only within it
+    assert admit(B, "v100", 100.0, 10.0, {}, {}, progress=(40.0, 44.0), **free) == 44.0
+    assert admit(B, "v100", 41.0, 10.0, {}, {}, progress=(40.0, 44.0), **free) == 41.0
+    # a typed job whose ratio bound (v100 <= 2 x 5 x k80's 2.0 = 20) its progress
+    # exceeds: its steps are not its type's (another unit), its progress decides
+    typed = {"level_free": False}
+    assert admit(B, "v100", 100.0, None, {}, ANCHOR, progress=(40.0, 44.0), **typed) == 44.0
+    # and contradicting bounds without progress still move nothing
+    assert admit(B, "v100", 100.0, 10.0, {"k80": 0.1}, ANCHOR, **typed) is None
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, True])
