@@ -134,7 +134,9 @@ class Lying:
                         steps_done=None if o.steps_done is None else o.steps_done * UNITS,
                     )
                 if o.measured_throughput is not None and o.state is not JobState.DONE:
-                    o = replace(o, measured_throughput=self._claim(o.gpu_type, o.measured_throughput))
+                    o = replace(
+                        o, measured_throughput=self._claim(o.gpu_type, o.measured_throughput)
+                    )
             jobs.append(o)
         return replace(snap, jobs=tuple(jobs))
 
@@ -199,7 +201,9 @@ def run(
                 # min_cost: every other typed job must finish within 8x its work's
                 # length (an untyped job's prior can be 15x off its level before it
                 # reports, so an SLO on it would make the first rounds infeasible)
-                slo=hours * 3600 * 8 if policy == "min_cost" and kind == "typed" and i % 2 else None,
+                slo=hours * 3600 * 8
+                if policy == "min_cost" and kind == "typed" and i % 2
+                else None,
             )
         )
     settings = SIMULATOR_DEFAULTS
@@ -267,7 +271,9 @@ def grid(
     lies = [x for x in lies if x != "honest"]
     cells = [(p, k, s) for p in policies for k in kinds for s in seeds]
     tasks = [
-        (p, k, lie, s, mode, jobs, hours, allowance) for p, k, s in cells for lie in ["honest", *lies]
+        (p, k, lie, s, mode, jobs, hours, allowance)
+        for p, k, s in cells
+        for lie in ["honest", *lies]
     ]
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
@@ -374,7 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'policy':<30} {'kind':<8} {'lie':<10} {'liar JCT / honest':>18} {'others':>8}")
     for w in out["worst"]:
         liar, others = w["liar_jct_ratio"], w["honest_jct_ratio"]
-        cells = "-".rjust(18) + " " + "-".rjust(8) if liar is None else f"{liar:>18.3f} {others:>8.3f}"
+        cells = (
+            "-".rjust(18) + " " + "-".rjust(8) if liar is None else f"{liar:>18.3f} {others:>8.3f}"
+        )
         fail = f"  ({w['failed']} of {len(seeds)} runs failed)" if w["failed"] else ""
         print(f"{w['policy']:<30} {w['kind']:<8} {w['lie']:<10} {cells}{fail}")
     bad = out["beyond_2_percent"]

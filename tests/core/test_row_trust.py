@@ -106,7 +106,9 @@ def test_reports_move_only_the_jobs_own_row_and_only_where_it_ran():
     assert rows.measured["1"]["v100"] == Measured(50.0, 360.0)
     # next round it claims 1000x: its progress holds it (50 steps/s through the round)
     accounts["1"].received_s["v100"] = 720.0
-    record_measurements(rows, [_running(liar, "v100", 50_000.0, 690 * 50.0)], placement, accounts, B)
+    record_measurements(
+        rows, [_running(liar, "v100", 50_000.0, 690 * 50.0)], placement, accounts, B
+    )
     assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(50.0)
     assert rows.bounded == 1
 

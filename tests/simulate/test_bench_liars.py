@@ -74,7 +74,10 @@ def test_the_script_writes_every_run_and_the_worst_seed_as_json():
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert [(x["lie"], x["seed"]) for x in out["runs"]] == [
-        ("10x-k80", 0), ("10x-k80", 1), ("nothing", 0), ("nothing", 1)
+        ("10x-k80", 0),
+        ("10x-k80", 1),
+        ("nothing", 0),
+        ("nothing", 1),
     ]
     for w in out["worst"]:
         runs = [x for x in out["runs"] if x["lie"] == w["lie"]]
