@@ -28,7 +28,10 @@ reports (its *lie*):
 - 10x-units: ten times its rate *and* its steps done *and* its declared total steps (a
   consistent change of the unit a step is counted in; the scheduler cannot tell it
   from a job whose steps are ten times smaller);
-- nothing: no report at all (stays on its prior);
+- no-rate: its steps done but no rate (the report's steps_per_s left out);
+- nothing: no report at all: no rate and no steps done (for a typed job the daemon's
+  estimate from the time it received, daemon/progress.py's estimate_steps; a job of
+  no known type has none), so it stays on its prior;
 - garbage: NaN, inf, -1, 0, 1e300, 1e6 x the truth, a string and True in turn.
 
 Policies: every policy that reads rows (see POLICIES): max-min fairness, finish-time
@@ -75,6 +78,7 @@ from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.progress import estimate_steps
 
 CLUSTER = "v100:1x4,p100:1x4,k80:1x4"
 GPU_TYPES = ("v100", "p100", "k80")
@@ -98,6 +102,7 @@ LIES = [
     "drip",
     "1.1x-all",
     "10x-units",
+    "no-rate",
     "nothing",
     "garbage",
 ]
@@ -119,12 +124,15 @@ class Lying:
         self.step_factor = step_factor
         self.n = 0
         self.job: Job | None = None  # the liar as the scheduler sees it (10x-units)
+        self.state: SchedulerState | None = None  # the rounds' (for "nothing")
 
     def observe(self) -> ClusterSnapshot:
         snap = self.inner.observe()
         jobs = []
         for o in snap.jobs:
-            if o.job.id == LIAR:
+            if o.job.id == LIAR and o.state is not JobState.DONE:
+                if self.lie == "nothing":
+                    o = replace(o, steps_done=None, measured_throughput=None)
                 if self.lie == "10x-units":
                     if self.job is None:  # one object: the round's memo compares by identity
                         self.job = replace(o.job, total_steps=o.job.total_steps * UNITS)
@@ -133,17 +141,28 @@ class Lying:
                         job=self.job,
                         steps_done=None if o.steps_done is None else o.steps_done * UNITS,
                     )
-                if o.measured_throughput is not None and o.state is not JobState.DONE:
+                if o.measured_throughput is not None:
                     o = replace(
                         o, measured_throughput=self._claim(o.gpu_type, o.measured_throughput)
                     )
             jobs.append(o)
-        return replace(snap, jobs=tuple(jobs))
+        snap = replace(snap, jobs=tuple(jobs))
+        if self.lie == "nothing" and self.state is not None:
+            # what the daemon does for a job that reports no steps (daemon/tap.py)
+            accts = self.state.jobs
+            snap = estimate_steps(
+                snap,
+                {j: a.received_s for j, a in accts.items()},
+                {j: a.restarts for j, a in accts.items()},
+                self.inner.table,
+                SIMULATOR_DEFAULTS.preemption_overhead_seconds,
+            )
+        return snap
 
     def _claim(self, gpu: str | None, rate: float) -> Any:
         lie = self.lie
         self.n += 1
-        if lie == "nothing":
+        if lie in ("nothing", "no-rate"):
             return None
         if lie == "garbage":
             g = GARBAGE[self.n % len(GARBAGE)]
@@ -218,6 +237,7 @@ def run(
         row_bounds=bounds, explore=explore, accounts=ACCOUNTS, prices=PRICES,
     )  # fmt: skip
     state = SchedulerState()
+    backend.state = state
     finish: dict[str, float] = {}
     restarts = 0
     rounds = 0

@@ -155,10 +155,10 @@ def record_measurements(
             _explore(rows, explore, o, accounts.get(o.job.id))
         if bounds is not None:
             _progress(rows, o, placement.get(o.job.id), accounts.get(o.job.id))
-        rate = o.measured_throughput
-        if rate is None or o.state is not JobState.RUNNING or o.gpu_type is None:
+        if o.state is not JobState.RUNNING or o.gpu_type is None or o.partner is not None:
             continue
-        if o.partner is not None or usable_rate(rate) is None:
+        rate = usable_rate(o.measured_throughput)
+        if rate is None and bounds is None:
             continue
         placed = placement.get(o.job.id)
         if placed is not None and not placed.consolidated:
@@ -166,11 +166,21 @@ def record_measurements(
         acct = accounts.get(o.job.id)
         got = {} if acct is None else acct.received_s
         if bounds is not None:
-            admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, float(rate), got)
+            if rate is None:
+                # It reports its steps but no rate: the middle of what its progress
+                # allows, so that keeping its rate back never buys it its prior.
+                shown = progress_range(bounds, rows.progress.get(o.job.id, {}).get(o.gpu_type))
+                if shown is None or not got.get(o.gpu_type, 0.0) > 0.0:
+                    continue
+                rate = (shown[0] + shown[1]) / 2
+                admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, rate, got, log=False)
+            else:
+                admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, rate, got)
             if admitted is None:
                 continue
             rate = admitted
-        _record(rows, o, o.gpu_type, float(rate), got)
+        assert rate is not None
+        _record(rows, o, o.gpu_type, rate, got)
     if len(rows.seen) != len(seen):
         for j in [j for j in rows.seen if j not in seen]:
             _forget(rows, j)
@@ -188,7 +198,7 @@ def _progress(
     t = o.gpu_type
     alone = o.state is JobState.RUNNING and t is not None and o.partner is None
     prev = rows.last_seen.get(o.job.id)
-    steps = usable_steps(o.steps_done)
+    steps = None if o.steps_estimated else usable_steps(o.steps_done)
     if (
         alone
         and t is not None
@@ -234,9 +244,16 @@ def _explore(rows: JobRows, explore: Exploration | None, o: ObservedJob, acct: o
 
 
 def _bounded(
-    rows: JobRows, bounds: TrustBounds, job_id: JobId, t: GpuType, rate: float, got: Mapping
+    rows: JobRows,
+    bounds: TrustBounds,
+    job_id: JobId,
+    t: GpuType,
+    rate: float,
+    got: Mapping,
+    log: bool = True,
 ) -> float | None:
-    """The rate a report may set (row_trust.admit), None when it sets nothing."""
+    """The rate a report may set (row_trust.admit), None when it sets nothing; ``log``:
+    a clamped report is counted and kept for the daemon's log."""
     if not got.get(t, 0.0) > 0.0:
         return None  # no time on that type in the accounts: not measured there
     shown = progress_range(bounds, rows.progress.get(job_id, {}).get(t))
@@ -256,7 +273,7 @@ def _bounded(
         level_free=job_id in rows.untyped,
         progress=shown,
     )
-    if out != rate:
+    if out != rate and log:
         rows.bounded += 1
         rows.clamped[job_id] = (t, rate, out)
     return out

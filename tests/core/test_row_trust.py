@@ -270,3 +270,30 @@ def test_rows_survive_the_state_file_and_hostile_figures_do_not():
     assert got.measured == {} and got.anchor == {"1": {"k80": 2.0}}
     assert dropped == 6
     assert rows_from_json({"format": 99})[0].measured == {}
+
+
+def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them():
+    # keeping its rate back must not keep it on its prior (a job slower than its prior
+    # would gain by it): the middle of its progress range, 3300 steps in 360 s of
+    # which up to 30 lost
+    for rate in (None, math.nan, -1.0, "fast"):
+        rows = JobRows()
+        _first_run(rows, _untyped(rows), rate, 3300.0)  # type: ignore[arg-type]
+        got = rows.measured["1"]["v100"].steps_per_s
+        assert got == pytest.approx((3300 / 360 + 3300 / 330) / 2)
+        assert rows.bounded == 0  # no report was clamped: nothing to log
+
+
+@pytest.mark.hostile
+def test_the_daemons_own_estimate_of_steps_is_no_progress():
+    # a job that reports nothing has its steps estimated from the table (the daemon's
+    # estimate_steps): that is the table's speed, not evidence of the job's
+    rows = JobRows()
+    job = _untyped(rows)
+    acct = JobAccount()
+    guess = replace(_pending(job), steps_estimated=True)
+    record_measurements(rows, [guess], {}, {"1": acct}, B)
+    acct.received_s["v100"] = 360.0
+    o = replace(_running(job, "v100", 100.0, 3300.0), steps_estimated=True)
+    record_measurements(rows, [o], ON_V100, {"1": acct}, B)
+    assert rows.measured == {} and rows.progress.get("1", {}) == {}

@@ -13,6 +13,7 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.commands.explain import format_explain
 from slurm_gavel.commands.status import format_status
+from slurm_gavel.core.cluster_model import JobState
 from slurm_gavel.core.managed import UNTYPED
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.throughputs import load_table
@@ -164,10 +165,15 @@ def test_a_true_row_far_from_its_prior_is_learned_as_its_progress_shows(tmp_path
 def test_a_job_that_reports_nothing_stays_on_its_prior_and_is_marked_so(tmp_path, table):
     sim = _sim(table)
 
-    class Silent(FlakyBackend):  # jobs that never report their progress
+    class Silent(FlakyBackend):  # jobs that never report their progress: no steps, no rate
         def observe(self):
             snap = self.inner.observe()
-            quiet = tuple(replace(o, measured_throughput=None) for o in snap.jobs)
+            quiet = tuple(
+                o
+                if o.state is JobState.DONE
+                else replace(o, measured_throughput=None, steps_done=None)
+                for o in snap.jobs
+            )
             return replace(snap, jobs=quiet)
 
     d = _daemon(tmp_path, Silent(sim, 0), table)
@@ -181,6 +187,30 @@ def test_a_job_that_reports_nothing_stays_on_its_prior_and_is_marked_so(tmp_path
     for job in view["jobs"]:
         assert all(c["backed_by"] != "measured" for c in job["throughput"].values())
     assert "(no reports yet: on its prior)" in format_status(view, now=view["saved_at"])
+
+
+def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them(tmp_path, table):
+    sim = _sim(table)
+
+    class NoRate(FlakyBackend):
+        def observe(self):
+            snap = self.inner.observe()
+            quiet = tuple(replace(o, measured_throughput=None) for o in snap.jobs)
+            return replace(snap, jobs=quiet)
+
+    d = _daemon(tmp_path, NoRate(sim, 0), table)
+    d.start()
+    try:
+        rounds(d, sim, 6)
+    finally:
+        d.store.release()
+    # each measured cell within its progress range, so within a restart's 30 s of a
+    # 60 s round of the truth
+    rows = d.state.job_rows.measured
+    assert set(rows) == set(TRUE)
+    for j, cells in rows.items():
+        for t, m in cells.items():
+            assert TRUE[j][t] * 0.5 <= m.steps_per_s <= TRUE[j][t] * 2.0
 
 
 def test_table_knowledge_gives_untyped_jobs_back(tmp_path, table):
