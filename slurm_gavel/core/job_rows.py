@@ -166,6 +166,8 @@ def record_measurements(
         acct = accounts.get(o.job.id)
         got = {} if acct is None else acct.received_s
         if bounds is not None:
+            if rate is not None and rate > bounds.max_rate:
+                rate = None  # no measurement (row_trust.admit): its progress speaks
             if rate is None:
                 # It reports its steps but no rate: the middle of what its progress
                 # allows, so that keeping its rate back never buys it its prior.

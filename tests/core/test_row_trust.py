@@ -276,7 +276,7 @@ def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them():
     # keeping its rate back must not keep it on its prior (a job slower than its prior
     # would gain by it): the middle of its progress range, 3300 steps in 360 s of
     # which up to 30 lost
-    for rate in (None, math.nan, -1.0, "fast"):
+    for rate in (None, math.nan, -1.0, "fast", 1e300, True):
         rows = JobRows()
         _first_run(rows, _untyped(rows), rate, 3300.0)  # type: ignore[arg-type]
         got = rows.measured["1"]["v100"].steps_per_s

@@ -1,6 +1,6 @@
-"""benchmarks/bench_liars.py on a reduced grid: no lie gains the liar more than 2% of
-its JCT or costs the honest jobs more than 2% of theirs, worst seed, with the daemon's
-trust bounds; and the script's --json output is what it says."""
+"""benchmarks/bench_liars.py on a reduced grid: with no start-up allowance no rate lie
+gains the liar anything or costs the honest jobs anything (the 2 % bound with nothing
+to spare); the bound check and the script's --json output are what they say."""
 
 from __future__ import annotations
 
@@ -25,24 +25,32 @@ def _bench() -> ModuleType:
     return mod
 
 
+RATE_LIES = ["10x-all", "0.1x-all", "10x-v100", "10x-k80", "drip", "1.1x-all", "no-rate", "garbage"]
+
+
 @pytest.mark.slow
 @pytest.mark.hostile
-def test_no_lie_pays_more_than_two_percent_where_the_level_decides():
-    # The policies that plan with remaining steps over rate, where a job's claimed
-    # level is what a lie could buy (a uniform 10x lie bought 25% under finish-time
-    # fairness when the first report set an untyped job's level), and the lies that
-    # aim at the level.
+def test_with_no_start_up_allowance_no_rate_report_buys_anything():
+    # With start_allowance_s = 0 a cell is what the job's steps show (S / R), whatever
+    # it reports: every rate lie must leave the schedule exactly as honesty does, so
+    # the 2 % bound holds with nothing to spare, under the policies that plan
+    # finishing times from the level (where a uniform 10x lie bought 25 % of JCT when
+    # the first report set an untyped job's level) and min cost, which sums steps.
+    # (With the default allowance the level keeps up to its slack: EXPERIMENTS.md.)
     bench = _bench()
     out = bench.grid(
-        ["finish_time_fairness", "min_total_duration"],
+        ["finish_time_fairness", "min_total_duration", "min_cost"],
         ["untyped", "typed"],
-        ["10x-all", "0.1x-all", "drip", "garbage"],
+        RATE_LIES,
         [0],
-        jobs=8,
-        hours=2.0,
+        jobs=6,
+        hours=1.5,
+        allowance=0.0,
     )
-    assert len(out["worst"]) == 2 * 2 * 4
+    assert len(out["worst"]) == 3 * 2 * len(RATE_LIES)
     assert bench.within(out["worst"]) == []
+    for w in out["worst"]:
+        assert (w["liar_jct_ratio"], w["honest_jct_ratio"]) == (1.0, 1.0), w
 
 
 def test_the_bound_check_names_what_breaks_it():
