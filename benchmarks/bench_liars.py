@@ -46,9 +46,10 @@ counted as failed. ``--bounds daemon`` runs with TrustBounds() (the daemon's def
 ``none`` takes every report as it comes. The table shows the worst seed: the lowest
 liar ratio and the highest honest ratio; --json has every run.
 
-The full grid (6 policies x 2 kinds x 11 lies x 3 seeds, bounds on: 396 runs) takes
-about 11 minutes on a 2-core machine with ``--workers 2`` (each run is one process's
-work; the figures do not depend on the worker count).
+The full grid (6 policies x 2 kinds x 12 lies x 3 seeds: 432 runs and 36 honest
+baselines, bounds on) took 4 minutes with ``--workers 2`` on an idle 2-core machine
+and 15 on a shared one (each run is one process's work; the figures do not depend on
+the worker count). ``--start-allowance`` sets TrustBounds.start_allowance_s.
 """
 
 from __future__ import annotations

@@ -20,16 +20,17 @@ may do, and :func:`admit` applies it to one reported rate before it replaces a c
   (``JobAccount.received_s``: rounds Slurm showed it RUNNING there), which the caller
   checks.
 
-Why the progress bound is sound, and what it leaves (docs/design.md, "Trusting a job's
-reports"): the seconds are the scheduler's (Slurm's RUNNING state and the round clock),
-the steps are the job's, in the job's own unit, the unit its declared total steps is
-counted in. A job cannot have run faster than the steps it made over the seconds it
-ran (the range's low end), nor slower than those steps over the seconds left once each
-stretch of running has lost ``start_allowance_s`` to start-up (its high end). A lie
-about the rate alone is caught by its own step counts; a lie that scales the rate, the
-steps done and the total steps alike is a change of unit, which the policies that plan
-with remaining steps over rate (finish-time fairness, min total duration, min cost's
-SLOs) and those that normalise a job by its own row (the max-min family) do not see.
+Why the progress bound is sound, and what it leaves (docs/design.md section 1.2.1,
+"Progress bounds the level"): the seconds are the scheduler's (Slurm's RUNNING state
+and the round clock), the steps are the job's, in its own unit, the unit its declared
+total steps is counted in. A job cannot have run slower than the steps it made over
+the seconds it ran (the range's low end), nor, if no stretch of running lost more than
+``start_allowance_s`` to start-up, faster than those steps over the seconds left once
+each stretch has lost that much (its high end). A lie about the rate alone is caught
+by its own step counts; a lie that scales the rate, the steps done and the total steps
+alike is a change of unit, which the policies that plan with remaining steps over rate
+(finish-time fairness, min total duration, min cost's SLOs) and those that normalise a
+job by its own row (the max-min family) do not see.
 
 The daemon (and ``simulate --row-bounds``) sets the bounds; without them the simulator
 takes its true rates as they are. Pure functions, no I/O.
