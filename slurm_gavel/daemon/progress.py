@@ -372,5 +372,5 @@ def estimate_steps(
         lost = preemption_overhead_seconds * restarts.get(o.job.id, o.restarts)
         steps -= lost * max(row.values(), default=0)
         cap = o.job.total_steps if o.job.total_steps > 0 else math.inf
-        jobs.append(replace(o, steps_done=min(max(0.0, steps), cap)))
+        jobs.append(replace(o, steps_done=min(max(0.0, steps), cap), steps_estimated=True))
     return replace(snap, jobs=tuple(jobs))
