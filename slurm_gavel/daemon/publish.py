@@ -99,6 +99,11 @@ class Publisher:
         if writer is None or self.view is None:
             return 0
         reasons = {j["id"]: j["why"] for j in self.view["jobs"]}
+        # A job given back for how its runs ended waits in Slurm: its AdminComment says
+        # why too (a finished job's cannot be written: Slurm refuses it).
+        for n in self.view.get("notices") or []:
+            if n.get("kind") == "given back" and n["id"] not in reasons:
+                reasons[n["id"]] = n["why"]
         self.written = {j: t for j, t in self.written.items() if j in reasons}
         changed = {j: t for j, t in reasons.items() if self.written.get(j) != t}
         if not changed:

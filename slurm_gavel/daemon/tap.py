@@ -30,7 +30,9 @@ from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.dry_run import planned_actions
 from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress import ProgressTracker, estimate_steps
+from slurm_gavel.daemon.run_watch import RunWatch
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -50,6 +52,8 @@ class TapHost(Protocol):
     state: SchedulerState
     sched_config: SchedulerConfig
     progress: ProgressTracker | None
+    run_watch: RunWatch
+    metrics: DaemonMetrics
     dry_run: bool
     clock: Callable[[], float]
     retried_unreachable: Callable[[], bool]
@@ -86,6 +90,11 @@ class DaemonTap:
         snap = d.backend.observe()
         if d.retried_unreachable():
             self.outage = True  # the backend waited out slurmctld inside this observe
+        # How runs ended (daemon/run_watch.py): jobs to give back leave the round here.
+        ends = d.hooks.ended_runs()
+        for e in ends:
+            d.metrics.run_ends.labels(kind=e.kind.value).inc()
+        snap = d.run_watch.observe(ends, snap)
         if d.config.gpu_types:
             snap = to_table_names(snap, d.config.gpu_types)
         snap = self._admin_weights(snap)
@@ -145,6 +154,7 @@ class DaemonTap:
         if giver is None or self.last_snapshot is None:
             return
         reasons: dict[JobId, str] = dict(giver.refused_held)
+        reasons.update(d.run_watch.to_give_back)  # crash loops, jobs that never checkpoint
         waiting = {
             o.job.id: o.job
             for o in self.last_snapshot.jobs
@@ -172,6 +182,9 @@ class DaemonTap:
             return
         for job_id, why in sorted(failed.items()):
             event(log, "give_back_failed", logging.WARNING, job=job_id, error=why[:300])
+        done = [j for j in d.run_watch.to_give_back if j in reasons and j not in failed]
+        for label in d.run_watch.given_back(done):
+            d.metrics.jobs_given_back.labels(why=label).inc()
 
     def act(self, placement: RoundPlacement) -> ActResult:
         d = self.daemon
