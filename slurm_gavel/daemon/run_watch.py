@@ -161,7 +161,7 @@ class RunWatch:
         why = (
             f"crash loop: its last {n} runs ended without the checkpoint signal, each "
             f"within {short_s:g} s of its start (last: {e.detail}); every release would "
-            "start it again. Check its output; it is given back to Slurm's own scheduling"
+            "start it again: check its output"
         )
         self._give_back(e.job_id, why, "crash_loop", user, uid, now)
         event(log, "crash_loop", logging.WARNING, job=e.job_id, runs=n, last=e.detail,
@@ -173,23 +173,21 @@ class RunWatch:
         limit = self.checkpoint.max_ignored_signals
         sig = "SIG" + self.checkpoint.signal
         lost = (
-            f"it did not stop within its grace after the checkpoint signal ({sig}) {n} "
-            f"time{'s' if n != 1 else ''} in a row: the daemon requeue-held it, and its work "
-            "since its last checkpoint was lost"
+            f"it ignored the checkpoint signal ({sig}) {n} time{'s' if n != 1 else ''} in a "
+            "row: requeue-held after its grace, its work since its last checkpoint lost"
         )
         event(log, "checkpoint_signal_ignored", logging.WARNING, job=e.job_id, in_a_row=n,
               limit=limit)  # fmt: skip
         if n < limit:
             self.notices[e.job_id] = Notice(
-                f"warning: {lost}; checkpoint and exit {self.checkpoint.requeue_exit_code} "
-                f"on {sig} (the job library does; user guide). After {limit} it is given back "
-                "to Slurm and no longer preempted",
+                f"warning: {lost}; checkpoint and exit {self.checkpoint.requeue_exit_code} on "
+                f"{sig} (user guide). At {limit} it is given back to Slurm, not preempted",
                 now, user, uid, "warned",
             )  # fmt: skip
             return
         if e.job_id in self.to_give_back:
             return
-        why = f"never checkpoints: {lost}; given back to Slurm, which runs it to its end, not preempted"
+        why = f"never checkpoints: {lost}; Slurm runs it to its end, not preempted"
         self._give_back(e.job_id, why, "ignored_signal", user, uid, now)
 
     def _killed(self, e: RunEnd, user: str | None, uid: int | None, now: float) -> None:

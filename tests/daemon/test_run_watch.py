@@ -169,15 +169,16 @@ def test_a_job_that_ignores_the_signal_is_warned_then_given_back(tmp_path):
         records = rounds(d, 1)
         [job] = view(d)["jobs"]
         # warned: the round's reason, then the warning (AdminComment and explain)
-        assert "; warning: it did not stop within its grace after the checkpoint signal " \
-               "(SIGUSR1) 1 time in a row" in job["why"]  # fmt: skip
-        assert "After 2 it is given back to Slurm and no longer preempted" in job["why"]
+        assert "; warning: it ignored the checkpoint signal (SIGUSR1) 1 time in a row: " \
+               "requeue-held after its grace" in job["why"]  # fmt: skip
+        assert "At 2 it is given back to Slurm, not preempted" in job["why"]
+        assert len(job["why"]) < 400 - len("slurm-gavel: ")  # the whole of it fits
         assert b.comments["7"] == job["why"]
         assert b.given == []
         records += rounds(d, 2)
     finally:
         d.store.release()
-    assert len(b.given) == 1 and b.given[0]["7"].startswith("never checkpoints: it did not")
+    assert len(b.given) == 1 and b.given[0]["7"].startswith("never checkpoints: it ignored")
     assert len(events(records, "checkpoint_signal_ignored")) == 2
     assert metric(d, "slurm_gavel_jobs_given_back_total", why="ignored_signal") == 1
     [n] = view(d)["notices"]
