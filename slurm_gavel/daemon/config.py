@@ -150,7 +150,7 @@ def _checkpoint(doc: Any, where: str) -> CheckpointConfig:
         max_ignored_signals=_check.integer(
             d.get("max_ignored_signals", base.max_ignored_signals),
             f"{where}.max_ignored_signals",
-            lo=1,
+            lo=0,  # 0: warn only, never give back
             hi=1000,
         ),
     )

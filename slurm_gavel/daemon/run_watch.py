@@ -16,6 +16,12 @@ backend: backends/slurm/run_ends.py); this decides, per job, from streaks in a r
   is lost each time): a warning to its owner (AdminComment, `explain`) at each, and
   after ``checkpoint.max_ignored_signals`` in a row it is given back to Slurm, which
   runs it to its end, not preempted. A CHECKPOINTED run ends the streak.
+- A restart that resumed from no later step than the run before it, after that run
+  went further (its progress reports of each run, daemon/progress.py: ``steps`` less
+  ``run_steps`` is where a run resumed): its checkpoints keep nothing (it exits 99 at
+  the signal without saving, or saves where it never loads). A warning only, however many: the reports
+  are the user's, and a given-back job is no longer preempted, which a job must not
+  buy with a false report. A run that resumed further on ends the streak.
 - KILLED_BY_SIGNAL: the job ended for good at the signal (a script with no handler:
   FAILED 0:10, empty output): a notice for its owner in `explain`; Slurm refuses an
   AdminComment on a finished job.
@@ -102,14 +108,29 @@ class RunWatch:
     to_give_back: dict[JobId, str] = field(default_factory=dict)
     give_back_why: dict[JobId, str] = field(default_factory=dict)  # metric label
     notices: dict[JobId, Notice] = field(default_factory=dict)
+    # From progress reports, per job: the step its current run resumed from and the
+    # most steps it reported, the previous run's, and restarts in a row that kept no
+    # progress.
+    run_low: dict[JobId, float] = field(default_factory=dict)
+    run_high: dict[JobId, float] = field(default_factory=dict)
+    last_run: dict[JobId, tuple[float, float]] = field(default_factory=dict)
+    no_progress: dict[JobId, int] = field(default_factory=dict)
+    _flagged: set[JobId] = field(default_factory=set)  # this run counted already
     # (kind) -> count this round, for the metrics
     counted: list[RunEnd] = field(default_factory=list)
 
     # ---- each observe -----------------------------------------------------------------
 
-    def observe(self, ends: list[RunEnd], snap: ClusterSnapshot) -> ClusterSnapshot:
-        """Count the observe's ended runs; returns the snapshot less the waiting jobs to
-        give back (no round places them again: they leave the daemon's jobs)."""
+    def observe(
+        self,
+        ends: list[RunEnd],
+        snap: ClusterSnapshot,
+        runs: Mapping[JobId, tuple[float, float]] | None = None,
+    ) -> ClusterSnapshot:
+        """Count the observe's ended runs and the reports of the jobs' current runs
+        (runs: job -> (steps, the step the run resumed from), ProgressTracker.current_runs);
+        returns the snapshot less the waiting jobs to give back (no round places them
+        again: they leave the daemon's jobs)."""
         jobs = {o.job.id: o for o in snap.jobs}
         self.counted = list(ends)
         for e in ends:
@@ -117,6 +138,7 @@ class RunWatch:
             if o is None:
                 continue
             user, uid = o.job.user, o.user_id
+            self._run_ended(e.job_id)
             if e.kind is RunEndKind.CHECKPOINTED:
                 self._clear(e.job_id)
             elif e.kind is RunEndKind.UNSIGNALLED:
@@ -125,10 +147,17 @@ class RunWatch:
                 self._ignored(e, user, uid, snap.time)
             elif e.kind is RunEndKind.KILLED_BY_SIGNAL:
                 self._killed(e, user, uid, snap.time)
+        for job_id, (steps, resumed) in (runs or {}).items():
+            o = jobs.get(job_id)
+            if o is not None and o.state is JobState.RUNNING:
+                self._steps(job_id, steps, resumed, o.job.user, o.user_id, snap.time)
         active = {j for j, o in jobs.items() if o.state is not JobState.DONE}
-        for table in (self.unsignalled, self.ignored):
+        tables: list[Any] = [self.unsignalled, self.ignored, self.run_low, self.run_high,
+                             self.last_run, self.no_progress]  # fmt: skip
+        for table in tables:
             for gone in [j for j in table if j not in active]:
                 del table[gone]
+        self._flagged &= active
         for gone in [j for j in self.to_give_back if j not in active]:
             del self.to_give_back[gone]  # given back (no longer managed) or ended
         self._prune(snap.time)
@@ -142,10 +171,59 @@ class RunWatch:
         )
         return ClusterSnapshot(snap.time, snap.nodes, kept)
 
+    def _run_ended(self, job_id: JobId) -> None:
+        """A run ended: where it resumed and the most steps it reported become the last
+        run's; one that resumed further on than the run before ends the streak."""
+        resumed, high = self.run_low.pop(job_id, None), self.run_high.pop(job_id, None)
+        self._flagged.discard(job_id)
+        if resumed is None or high is None:
+            return
+        last = self.last_run.get(job_id)
+        if last is not None and resumed > last[0] and self.no_progress.pop(job_id, None):
+            n = self.notices.get(job_id)
+            if n is not None and n.kind == "warned" and job_id not in self.ignored:
+                del self.notices[job_id]
+        self.last_run[job_id] = (resumed, high)
+
+    def _steps(
+        self,
+        job_id: JobId,
+        steps: float,
+        resumed: float,
+        user: str | None,
+        uid: int | None,
+        now: float,
+    ) -> None:
+        """A report of a running job's current run: where the run resumed (steps less
+        the run's own steps) and the most steps of the run; flags, once per run, a run
+        that resumed from no later step than the run before did, after that run went
+        further: its checkpoint kept nothing of that run."""
+        self.run_low[job_id] = resumed
+        self.run_high[job_id] = max(steps, self.run_high.get(job_id, steps))
+        last = self.last_run.get(job_id)
+        if last is None or job_id in self._flagged:
+            return
+        last_resumed, last_high = last
+        if resumed > last_resumed or last_high <= last_resumed:
+            return
+        self._flagged.add(job_id)
+        n = self.no_progress[job_id] = self.no_progress.get(job_id, 0) + 1
+        sig = "SIG" + self.checkpoint.signal
+        self.notices[job_id] = Notice(
+            f"warning: its last {n} restart{'s' if n != 1 else ''} kept no progress (this "
+            f"run resumed from step {resumed:.0f}, the run before from {last_resumed:.0f} "
+            f"and reached {last_high:.0f}): its checkpoints keep nothing. Save one on {sig} "
+            "and load it at the start (the job library does; user guide)",
+            now, user, uid, "warned",
+        )  # fmt: skip
+        event(log, "restart_without_progress", logging.WARNING, job=job_id, in_a_row=n,
+              resumed_at=resumed, before=last_resumed, reached=last_high)  # fmt: skip
+
     def _clear(self, job_id: JobId) -> None:
         self.unsignalled.pop(job_id, None)
         self.ignored.pop(job_id, None)
-        if job_id in self.notices and self.notices[job_id].kind == "warned":
+        n = self.notices.get(job_id)
+        if n is not None and n.kind == "warned" and job_id not in self.no_progress:
             del self.notices[job_id]
 
     def _unsignalled(self, e: RunEnd, user: str | None, uid: int | None, now: float) -> None:
@@ -178,10 +256,11 @@ class RunWatch:
         )
         event(log, "checkpoint_signal_ignored", logging.WARNING, job=e.job_id, in_a_row=n,
               limit=limit)  # fmt: skip
-        if n < limit:
+        if limit == 0 or n < limit:  # 0: the admin's "warn only"
+            then = f". At {limit} it is given back to Slurm, not preempted" if limit else ""
             self.notices[e.job_id] = Notice(
                 f"warning: {lost}; checkpoint and exit {self.checkpoint.requeue_exit_code} on "
-                f"{sig} (user guide). At {limit} it is given back to Slurm, not preempted",
+                f"{sig} (user guide){then}",
                 now, user, uid, "warned",
             )  # fmt: skip
             return

@@ -90,17 +90,19 @@ class DaemonTap:
         snap = d.backend.observe()
         if d.retried_unreachable():
             self.outage = True  # the backend waited out slurmctld inside this observe
-        # How runs ended (daemon/run_watch.py): jobs to give back leave the round here.
         ends = d.hooks.ended_runs()
         for e in ends:
             d.metrics.run_ends.labels(kind=e.kind.value).inc()
-        snap = d.run_watch.observe(ends, snap)
         if d.config.gpu_types:
             snap = to_table_names(snap, d.config.gpu_types)
         snap = self._admin_weights(snap)
         if d.progress is not None:
             snap = d.progress.merge(snap)
             d.refresh_table()
+        # How runs ended, and the steps the jobs reported (not yet estimated ones)
+        # (daemon/run_watch.py): jobs to give back leave the round here.
+        runs = d.progress.current_runs if d.progress is not None else None
+        snap = d.run_watch.observe(ends, snap, runs)
         # The rows the round uses (GPU types the table lacks included: cluster_rows.py);
         # the scheduler's own when it last ran with this table, else the tap's.
         rows = d.state.cluster_rows

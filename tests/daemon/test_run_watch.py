@@ -247,7 +247,7 @@ def test_saved_notices_are_read_back_bounded():
 @pytest.mark.parametrize(
     ("key", "value"),
     [("max_unsignalled_restarts", 0), ("max_unsignalled_restarts", "3"),
-     ("max_ignored_signals", -1), ("max_ignored_signals", 1.5),
+     ("max_ignored_signals", -1), ("max_ignored_signals", 1.5), ("max_ignored_signals", 1001),
      ("short_run_seconds", -5), ("short_run_seconds", "forever"), ("max_ignored_signals", True)],
 )  # fmt: skip
 def test_the_counts_are_validated(tmp_path, key, value):
@@ -260,3 +260,70 @@ def test_defaults_are_small():
     assert c.max_unsignalled_restarts == 3 and c.max_ignored_signals == 3
     w = RunWatch(c)
     assert w.to_give_back == {}
+
+
+def one_job(t: float, state: JobState) -> ClusterSnapshot:
+    job = ObservedJob(Job("7", "A3C", 1, total_steps=1e9, user="alice"), state,
+                      gpu_type="v100", user_id=1000)  # fmt: skip
+    return ClusterSnapshot(t, (Node("v100-1", "v100", 4, "gpu"),), (job,))
+
+
+def watch_runs(runs: list[list[tuple[float, float]]]) -> RunWatch:
+    """Each run's current-run reports (steps, run_steps), a CHECKPOINTED end between."""
+    w = RunWatch(CheckpointConfig())
+    t = 0.0
+    for i, run in enumerate(runs):
+        ends = [RunEnd("7", RunEndKind.CHECKPOINTED)] if i else []
+        w.observe(ends, one_job(t, JobState.HELD))
+        for steps, run_steps in run:
+            t += 30
+            w.observe([], one_job(t, JobState.RUNNING), {"7": (steps, steps - run_steps)})
+    return w
+
+
+def test_restarts_that_keep_no_progress_are_warned_not_given_back():
+    # exits 99 at the signal but saves nothing: each run starts again from step 0
+    w = watch_runs([[(300, 300), (600, 600)], [(12, 12), (300, 300)], [(9, 9), (400, 400)],
+                    [(11, 11)]])  # fmt: skip
+    assert w.no_progress == {"7": 3}
+    n = w.notices["7"]
+    assert n.kind == "warned" and n.text.startswith(
+        "warning: its last 3 restarts kept no progress (this run resumed from step 0, the run "
+        "before from 0 and reached 400): its checkpoints keep nothing"
+    )
+    assert w.to_give_back == {}  # the reports are the user's: a warning only
+
+
+def test_restarts_from_the_checkpoint_are_not_warned_and_end_the_streak():
+    good = watch_runs([[(300, 300), (600, 600)], [(700, 100), (900, 300)], [(1000, 100)]])
+    assert good.no_progress == {} and good.notices == {}
+    # one restart lost its work, the next resumed from a checkpoint: streak over
+    w = watch_runs([[(600, 600)], [(12, 12), (300, 300)], [(400, 100), (700, 400)], [(800, 100)]])
+    assert w.no_progress == {} and "7" not in w.notices
+    # no reports at all: nothing known, nothing said
+    silent = watch_runs([[], [], []])
+    assert silent.no_progress == {} and silent.notices == {}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("steps", [0.0, 1e15, 5.0])
+def test_reported_steps_cannot_buy_a_give_back(steps):
+    # whatever a job reports, however many restarts: warned at most, never given back
+    w = watch_runs([[(2e6, 2e6)], [(steps, steps)], [(steps, steps)], [(steps, 0.0)],
+                    [(steps, steps)], [(steps, steps)]])  # fmt: skip
+    assert w.to_give_back == {}
+    assert all(n.kind == "warned" for n in w.notices.values())
+
+
+def test_max_ignored_signals_0_warns_only(tmp_path):
+    b = InMemory({"7": JobState.HELD})
+    ignored = RunEnd("7", RunEndKind.IGNORED_SIGNAL)
+    b.ended_next = [[ignored]] * 5
+    d = daemon(tmp_path, b, max_ignored_signals=0)
+    try:
+        rounds(d, 5)
+    finally:
+        d.store.release()
+    assert b.given == []
+    assert "5 times in a row" in d.run_watch.notices["7"].text
+    assert "given back" not in d.run_watch.notices["7"].text
