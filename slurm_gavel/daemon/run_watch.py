@@ -19,9 +19,9 @@ backend: backends/slurm/run_ends.py); this decides, per job, from streaks in a r
 - A restart that resumed from no later step than the run before it, after that run
   went further (its progress reports of each run, daemon/progress.py: ``steps`` less
   ``run_steps`` is where a run resumed): its checkpoints keep nothing (it exits 99 at
-  the signal without saving, or saves where it never loads). A warning only, however many: the reports
-  are the user's, and a given-back job is no longer preempted, which a job must not
-  buy with a false report. A run that resumed further on ends the streak.
+  the signal without saving, or saves where it never loads). A warning only, however
+  many: the reports are the user's, and a given-back job is no longer preempted,
+  which a job must not buy with a false report. A run that resumed further on ends the streak.
 - KILLED_BY_SIGNAL: the job ended for good at the signal (a script with no handler:
   FAILED 0:10, empty output): a notice for its owner in `explain`; Slurm refuses an
   AdminComment on a finished job.
@@ -166,8 +166,7 @@ class RunWatch:
         kept = tuple(
             o
             for o in snap.jobs
-            if o.job.id not in self.to_give_back
-            or o.state not in (JobState.PENDING, JobState.HELD)
+            if o.job.id not in self.to_give_back or o.state not in (JobState.PENDING, JobState.HELD)
         )
         return ClusterSnapshot(snap.time, snap.nodes, kept)
 
@@ -180,9 +179,7 @@ class RunWatch:
             return
         last = self.last_run.get(job_id)
         if last is not None and resumed > last[0] and self.no_progress.pop(job_id, None):
-            n = self.notices.get(job_id)
-            if n is not None and n.kind == "warned" and job_id not in self.ignored:
-                del self.notices[job_id]
+            self._drop_warning(job_id)
         self.last_run[job_id] = (resumed, high)
 
     def _steps(
@@ -222,19 +219,36 @@ class RunWatch:
     def _clear(self, job_id: JobId) -> None:
         self.unsignalled.pop(job_id, None)
         self.ignored.pop(job_id, None)
+        self._drop_warning(job_id)
+
+    def _drop_warning(self, job_id: JobId) -> None:
+        """Its warning, once nothing it warned of lasts."""
         n = self.notices.get(job_id)
-        if n is not None and n.kind == "warned" and job_id not in self.no_progress:
+        if n is None or n.kind != "warned":
+            return
+        if not (self.unsignalled.get(job_id) or self.ignored.get(job_id)) and (
+            job_id not in self.no_progress
+        ):
             del self.notices[job_id]
 
     def _unsignalled(self, e: RunEnd, user: str | None, uid: int | None, now: float) -> None:
         self.ignored.pop(e.job_id, None)
         short_s = self.checkpoint.short_run_seconds
         if e.ran_s is not None and e.ran_s >= short_s:
-            self.unsignalled.pop(e.job_id, None)  # a long run: its own checkpoint
+            if self.unsignalled.pop(e.job_id, None):  # a long run: its own checkpoint
+                self._drop_warning(e.job_id)
             return
         n = self.unsignalled[e.job_id] = self.unsignalled.get(e.job_id, 0) + 1
         limit = self.checkpoint.max_unsignalled_restarts
-        if n < limit or e.job_id in self.to_give_back:
+        if e.job_id in self.to_give_back:
+            return
+        if n < limit:  # told before it happens: `explain` would say "running" meanwhile
+            self.notices[e.job_id] = Notice(
+                f"warning: its last {n} run{'s' if n != 1 else ''} ended without the "
+                f"checkpoint signal within {short_s:g} s of its start (last: {e.detail}); "
+                f"at {limit} in a row it is given back to Slurm as a crash loop",
+                now, user, uid, "warned",
+            )  # fmt: skip
             return
         why = (
             f"crash loop: its last {n} runs ended without the checkpoint signal, each "
@@ -246,7 +260,7 @@ class RunWatch:
               short_run_s=short_s)  # fmt: skip
 
     def _ignored(self, e: RunEnd, user: str | None, uid: int | None, now: float) -> None:
-        self.unsignalled.pop(e.job_id, None)
+        self.unsignalled.pop(e.job_id, None)  # its warning, if any, is replaced below
         n = self.ignored[e.job_id] = self.ignored.get(e.job_id, 0) + 1
         limit = self.checkpoint.max_ignored_signals
         sig = "SIG" + self.checkpoint.signal

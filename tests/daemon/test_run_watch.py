@@ -327,3 +327,23 @@ def test_max_ignored_signals_0_warns_only(tmp_path):
     assert b.given == []
     assert "5 times in a row" in d.run_watch.notices["7"].text
     assert "given back" not in d.run_watch.notices["7"].text
+
+
+def test_a_crash_loop_is_told_before_it_is_given_back(tmp_path):
+    b = InMemory({"7": JobState.HELD})
+    b.ended_next = [[crash()], [crash(ran_s=900.0)]]
+    d = daemon(tmp_path, b, max_unsignalled_restarts=3)
+    try:
+        rounds(d, 1)
+        [job] = view(d)["jobs"]  # placed again, and its reason says what is coming
+        assert job["why"].endswith(
+            "; warning: its last 1 run ended without the checkpoint signal within 600 s of "
+            "its start (last: SPECIAL_EXIT, exit code 99); at 3 in a row it is given back to "
+            "Slurm as a crash loop"
+        )
+        assert b.comments["7"] == job["why"]
+        rounds(d, 1)  # a long run: the streak and its warning are over
+        [job] = view(d)["jobs"]
+        assert "warning" not in job["why"] and d.run_watch.notices == {}
+    finally:
+        d.store.release()

@@ -80,11 +80,17 @@ def test_a_job_first_seen_now_has_no_ended_run():
 def test_exit_signal_in_every_release_shape():
     assert exit_signal(10) == 10  # 22.05: a raw wait status, killed by SIGUSR1
     assert exit_signal(99 << 8) is None and exit_signal(None) is None and exit_signal(0) is None
-    usr1 = {"return_code": {"set": True, "number": 0},
-            "signal": {"id": {"set": True, "number": 10}, "name": "USR1"}, "status": ["SIGNALED"]}  # fmt: skip
+    usr1 = {
+        "return_code": {"set": True, "number": 0},
+        "signal": {"id": {"set": True, "number": 10}, "name": "USR1"},
+        "status": ["SIGNALED"],
+    }
     assert exit_signal(usr1) == 10
-    unset = {"return_code": {"set": True, "number": 99},
-             "signal": {"id": {"set": False, "number": 0}, "name": ""}, "status": ["ERROR"]}  # fmt: skip
+    unset = {
+        "return_code": {"set": True, "number": 99},
+        "signal": {"id": {"set": False, "number": 0}, "name": ""},
+        "status": ["ERROR"],
+    }
     assert exit_signal(unset) is None
     assert exit_signal({"return_code": 0, "signal": {"id": 9, "name": "KILL"}}) == 9  # +complex
     assert signal_number("USR1") == 10 and signal_number("SIGTERM") == 15
