@@ -111,7 +111,7 @@ class RunWatch:
     # From progress reports, per job: the step its current run resumed from and the
     # most steps it reported, the previous run's, and restarts in a row that kept no
     # progress.
-    run_low: dict[JobId, float] = field(default_factory=dict)
+    run_resumed: dict[JobId, float] = field(default_factory=dict)
     run_high: dict[JobId, float] = field(default_factory=dict)
     last_run: dict[JobId, tuple[float, float]] = field(default_factory=dict)
     no_progress: dict[JobId, int] = field(default_factory=dict)
@@ -152,7 +152,7 @@ class RunWatch:
             if o is not None and o.state is JobState.RUNNING:
                 self._steps(job_id, steps, resumed, o.job.user, o.user_id, snap.time)
         active = {j for j, o in jobs.items() if o.state is not JobState.DONE}
-        tables: list[Any] = [self.unsignalled, self.ignored, self.run_low, self.run_high,
+        tables: list[Any] = [self.unsignalled, self.ignored, self.run_resumed, self.run_high,
                              self.last_run, self.no_progress]  # fmt: skip
         for table in tables:
             for gone in [j for j in table if j not in active]:
@@ -173,12 +173,13 @@ class RunWatch:
     def _run_ended(self, job_id: JobId) -> None:
         """A run ended: where it resumed and the most steps it reported become the last
         run's; one that resumed further on than the run before ends the streak."""
-        resumed, high = self.run_low.pop(job_id, None), self.run_high.pop(job_id, None)
+        resumed, high = self.run_resumed.pop(job_id, None), self.run_high.pop(job_id, None)
         self._flagged.discard(job_id)
         if resumed is None or high is None:
             return
         last = self.last_run.get(job_id)
-        if last is not None and resumed > last[0] and self.no_progress.pop(job_id, None):
+        if last is not None and resumed > last[0] and job_id in self.no_progress:
+            del self.no_progress[job_id]
             self._drop_warning(job_id)
         self.last_run[job_id] = (resumed, high)
 
@@ -195,7 +196,7 @@ class RunWatch:
         the run's own steps) and the most steps of the run; flags, once per run, a run
         that resumed from no later step than the run before did, after that run went
         further: its checkpoint kept nothing of that run."""
-        self.run_low[job_id] = resumed
+        self.run_resumed[job_id] = resumed
         self.run_high[job_id] = max(steps, self.run_high.get(job_id, steps))
         last = self.last_run.get(job_id)
         if last is None or job_id in self._flagged:
