@@ -47,6 +47,8 @@ class InMemory:
         self.run_ends: list[RunEnd] = []
         self.given: list[dict[str, str]] = []
         self.comments: dict[str, str] = {}
+        self.comment_calls: list[list[str]] = []
+        self.finished: set[str] = set()  # Slurm refuses their AdminComment
         self.started: list[tuple[str, ...]] = []
         self.clock = 1000.0
 
@@ -75,8 +77,9 @@ class InMemory:
         return {}
 
     def set_admin_comments(self, texts: Mapping[str, str]) -> dict[str, str]:
-        self.comments.update(texts)
-        return {}
+        self.comment_calls.append(sorted(texts))
+        self.comments.update({j: t for j, t in texts.items() if j not in self.finished})
+        return {j: "Job has already finished" for j in texts if j in self.finished}
 
 
 def daemon(tmp_path: Path, backend: InMemory, **checkpoint: Any) -> Daemon:
@@ -347,3 +350,21 @@ def test_a_crash_loop_is_told_before_it_is_given_back(tmp_path):
         assert "warning" not in job["why"] and d.run_watch.notices == {}
     finally:
         d.store.release()
+
+
+def test_a_given_back_jobs_admin_comment_is_tried_once_even_after_a_restart(tmp_path):
+    # the daemon restarted after job 5 was given back and ended: its notice is loaded
+    # with the state, and Slurm refuses an AdminComment on a finished job
+    b = InMemory({"7": JobState.HELD})
+    b.finished = {"5"}
+    d = daemon(tmp_path, b)
+    d.run_watch.notices = notices_from_json(
+        {"5": {"text": "given back to Slurm: crash loop: ...", "time": 1000.0,
+               "kind": "given back", "user": "alice", "user_id": 1000}}
+    )  # fmt: skip
+    try:
+        rounds(d, 3)
+    finally:
+        d.store.release()
+    assert sum("5" in c for c in b.comment_calls) == 1
+    assert [n["id"] for n in view(d)["notices"]] == ["5"]  # explain still says why
