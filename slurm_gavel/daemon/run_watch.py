@@ -106,6 +106,9 @@ class RunWatch:
     ignored: dict[JobId, int] = field(default_factory=dict)  # grace ends in a row
     # job -> why, until the give back succeeded (the round does not place it meanwhile)
     to_give_back: dict[JobId, str] = field(default_factory=dict)
+    # Of those, the ones waiting at the last observe: only a waiting job can be given
+    # back (a running one is when it next waits)
+    ready: set[JobId] = field(default_factory=set)
     give_back_why: dict[JobId, str] = field(default_factory=dict)  # metric label
     notices: dict[JobId, Notice] = field(default_factory=dict)
     # From progress reports, per job: the step its current run resumed from and the
@@ -161,13 +164,11 @@ class RunWatch:
         for gone in [j for j in self.to_give_back if j not in active]:
             del self.to_give_back[gone]  # given back (no longer managed) or ended
         self._prune(snap.time)
-        if not self.to_give_back:
+        waiting = (JobState.PENDING, JobState.HELD)
+        self.ready = {j for j in self.to_give_back if jobs[j].state in waiting}
+        if not self.ready:
             return snap
-        kept = tuple(
-            o
-            for o in snap.jobs
-            if o.job.id not in self.to_give_back or o.state not in (JobState.PENDING, JobState.HELD)
-        )
+        kept = tuple(o for o in snap.jobs if o.job.id not in self.ready)
         return ClusterSnapshot(snap.time, snap.nodes, kept)
 
     def _run_ended(self, job_id: JobId) -> None:
@@ -303,10 +304,15 @@ class RunWatch:
         self.give_back_why[job_id] = label
         self.notices[job_id] = Notice("given back to Slurm: " + why, now, user, uid, "given back")
 
+    def ready_reasons(self) -> dict[JobId, str]:
+        """The jobs to give back now (waiting), with why."""
+        return {j: why for j, why in self.to_give_back.items() if j in self.ready}
+
     def given_back(self, job_ids: list[JobId]) -> list[str]:
         """The give back of these jobs succeeded; returns each one's metric label."""
         labels = []
         for j in job_ids:
+            self.ready.discard(j)
             if self.to_give_back.pop(j, None) is not None:
                 labels.append(self.give_back_why.pop(j, "crash_loop"))
         return labels

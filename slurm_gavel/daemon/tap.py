@@ -156,7 +156,8 @@ class DaemonTap:
         if giver is None or self.last_snapshot is None:
             return
         reasons: dict[JobId, str] = dict(giver.refused_held)
-        reasons.update(d.run_watch.to_give_back)  # crash loops, jobs that never checkpoint
+        watched = d.run_watch.ready_reasons()  # crash loops, jobs that never checkpoint
+        reasons.update(watched)
         waiting = {
             o.job.id: o.job
             for o in self.last_snapshot.jobs
@@ -184,7 +185,7 @@ class DaemonTap:
             return
         for job_id, why in sorted(failed.items()):
             event(log, "give_back_failed", logging.WARNING, job=job_id, error=why[:300])
-        done = [j for j in d.run_watch.to_give_back if j in reasons and j not in failed]
+        done = [j for j in watched if j not in failed]
         for label in d.run_watch.given_back(done):
             d.metrics.jobs_given_back.labels(why=label).inc()
 

@@ -368,3 +368,22 @@ def test_a_given_back_jobs_admin_comment_is_tried_once_even_after_a_restart(tmp_
         d.store.release()
     assert sum("5" in c for c in b.comment_calls) == 1
     assert [n["id"] for n in view(d)["notices"]] == ["5"]  # explain still says why
+
+
+def test_a_running_job_is_given_back_only_once_it_waits(tmp_path):
+    # moved at its preemption (requeue-held, started elsewhere at once): running when
+    # its second ignored signal is seen; given back when it next waits, not before
+    b = InMemory({"7": JobState.RUNNING})
+    ignored = RunEnd("7", RunEndKind.IGNORED_SIGNAL)
+    b.ended_next = [[ignored], [ignored], [], []]
+    d = daemon(tmp_path, b, max_ignored_signals=2)
+    try:
+        rounds(d, 3)
+        assert b.given == [] and d.run_watch.to_give_back.keys() == {"7"}
+        assert metric(d, "slurm_gavel_jobs_given_back_total", why="ignored_signal") == 0
+        b.jobs["7"] = JobState.HELD
+        rounds(d, 1)
+    finally:
+        d.store.release()
+    assert [list(g) for g in b.given] == [["7"]]
+    assert metric(d, "slurm_gavel_jobs_given_back_total", why="ignored_signal") == 1
