@@ -328,6 +328,24 @@ static void add_key(char *buf, size_t size, const char *key, const char *value)
 typedef char *(*option_get_f)(void *opt, const char *name);
 typedef int (*option_set_f)(void *opt, const char *name, const char *value, bool early);
 
+/*
+ * Output kept across preemptions: every run of a managed job opens its output files
+ * again, and Slurm's default (JobFileAppend=0) truncates them, so a job preempted three
+ * times kept only its last run's output. Append unless the user chose a mode
+ * (--open-mode, SBATCH_OPEN_MODE or #SBATCH: slurm_option_get gives NULL while unset).
+ * job_submit.lua cannot do this: Slurm's Lua (22.05-26.05) does not expose the open mode.
+ */
+static int append_output(void *opt, option_get_f get, option_set_f set)
+{
+	if (get(opt, "open-mode"))
+		return 0;
+	if (set(opt, "open-mode", "append", false)) {
+		slurm_error("slurm-gavel: could not set --open-mode=append");
+		return -1;
+	}
+	return 0;
+}
+
 /* Set the job's comment (and hold) in sbatch/salloc/srun's own option struct. */
 static int set_submit_options(void)
 {
@@ -374,7 +392,7 @@ static int set_submit_options(void)
 		slurm_error("slurm-gavel: could not hold the job on submission");
 		return -1;
 	}
-	return 0;
+	return append_output(opt, get, set);
 }
 
 static int export_local(spank_t sp)
@@ -408,17 +426,25 @@ static int export_local(spank_t sp)
  * comments pass. Where sbatch does not export its options this check is skipped
  * (job_submit.lua still refuses the job on the controller).
  */
-static int check_user_comment(void)
+static bool interactive(spank_context_t ctx);
+
+static int check_user_comment(spank_context_t ctx)
 {
 	void *opt = dlsym(RTLD_DEFAULT, "opt");
 	option_get_f get = (option_get_f)dlsym(RTLD_DEFAULT, "slurm_option_get");
+	option_set_f set = (option_set_f)dlsym(RTLD_DEFAULT, "slurm_option_set");
 	char why[512];
 	char *comment;
+	int verdict;
 
 	if (!opt || !get)
 		return 0;
 	comment = get(opt, "comment");
-	if (gavel_check_comment(comment, max_weight_micro, why, sizeof(why)) != GAVEL_REFUSED)
+	verdict = gavel_check_comment(comment, max_weight_micro, why, sizeof(why));
+	/* a managed sbatch job written by hand keeps its output as --gavel's does */
+	if (verdict == GAVEL_MANAGED && set && ctx == S_CTX_ALLOCATOR && !interactive(ctx))
+		return append_output(opt, get, set);
+	if (verdict != GAVEL_REFUSED)
 		return 0;
 	slurm_error("slurm-gavel: --comment refused: %s; write --comment='" GAVEL_FORM "'", why);
 	return -1;
@@ -478,7 +504,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 				return refuse_submit();
 			}
 		}
-		return submits && check_user_comment() ? refuse_submit() : 0;
+		return submits && check_user_comment(ctx) ? refuse_submit() : 0;
 	}
 	if (interactive(ctx))
 		return refuse_interactive();

@@ -206,7 +206,20 @@ end
 --   nil): placed, such a job could never be preempted (issue 26);
 -- * --no-requeue (job_desc.requeue 0; unset is NO_VAL16) asks what preemption undoes:
 --   refused rather than silently turned into Requeue=1.
+-- * a heterogeneous job (`sbatch ... : ...`, #SBATCH hetjob; job_desc.het_job_offset is
+--   its component's index, NO_VAL for any other job): the daemon places and preempts
+--   a job as one allocation of one GPU type, and only the first component carries
+--   the batch script (the others would be refused below as salloc/srun jobs, which
+--   they are not).
 local function unmanageable(job_desc)
+   local offset = job_desc.het_job_offset
+   if offset ~= nil and offset ~= slurm.NO_VAL then
+      return "heterogeneous jobs cannot be managed by the gavel scheduler: it places " ..
+             "a job on one GPU type each round and preempts it whole, and cannot do " ..
+             "either to the components of a heterogeneous job; submit each component " ..
+             "as a job of its own (with --dependency=afterok:JOBID to chain them), or " ..
+             "drop the gavel option to run it as a plain heterogeneous job"
+   end
    if job_desc.script == nil or job_desc.script == "" then
       return "salloc and srun jobs cannot be managed by the gavel scheduler: it preempts " ..
              "a job by signalling its batch script to checkpoint and requeueing it, and " ..
@@ -447,6 +460,16 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
                      job_rec.job_id)
       return slurm.ERROR
    end
+   if ours and set(job_desc.nice) then
+      -- slurmctld (priority/basic, 22.05-26.05) gives a held job whose nice changes the
+      -- priority MAX(0 + old nice - new nice, 2): released, and started wherever it fits
+      slurm.log_user("slurm-gavel: job %u is managed by the gavel scheduler: a nice " ..
+                     "value would let Slurm start it outside the scheduler, and the " ..
+                     "scheduler does not read it; to lower this job's share submit it " ..
+                     "with --gavel-priority=W (weight=W, below 1), or hold it with " ..
+                     "`scontrol hold %u`", job_rec.job_id, job_rec.job_id)
+      return slurm.ERROR
+   end
    if ours and set(job_desc.priority) and not owner_holds then
       -- the owner's hold or uhold: theirs until they release it
       local marked, why = with_user_hold(job_rec.comment)
@@ -456,6 +479,13 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
          return slurm.ERROR
       end
       job_desc.comment = marked
+   end
+   if ours and job_rec.priority == 0 and not set(job_desc.priority) then
+      -- Any update of a held job Slurm found never runnable (BadConstraints, priority 0:
+      -- the daemon placed it where it cannot run) recomputes its priority when the
+      -- update names none: the owner's `scontrol update TimeLimit=...` would release
+      -- it. Naming the priority it has (0) keeps the hold, and changes nothing else.
+      job_desc.priority = 0
    end
    return slurm.SUCCESS
 end

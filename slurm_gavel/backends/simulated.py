@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -46,11 +47,22 @@ from slurm_gavel.core.model import GpuType, Job, JobId
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.throughputs import ThroughputTable
 
-# Seconds a job runs (after its restore overhead) before its rate is known: the job
-# library's report interval (GAVEL_PROGRESS_INTERVAL, 30 s), whose steps_per_s is timed
-# over the current run with warm-up left out. The simulator's rates carry no noise, so
-# one report is the true rate; the round uses it from the next round on.
+# Seconds a job runs (after its start-up and restore overhead) before its rate is known:
+# the job library's report interval (GAVEL_PROGRESS_INTERVAL, 30 s), whose steps_per_s is
+# timed over the current run with warm-up left out. Without measurement noise one report
+# is the true rate; the round uses it from the next round on.
 REPORT_AFTER_S = 30.0
+
+
+def noisy(rate: float, noise: float, seed: int, job_id: JobId, run: int, gpu: GpuType) -> float:
+    """``rate`` as one run's reports give it under the measurement model: times
+    exp(noise * z), z standard normal, drawn once per (seed, job, run, GPU type) (a
+    run's reports are timed over the whole run, so the run's error is what remains:
+    the node's pacing, the data, the neighbours). Deterministic in its arguments."""
+    if noise <= 0.0:
+        return rate
+    z = random.Random(f"{seed}/{job_id}/{run}/{gpu}").gauss(0.0, 1.0)
+    return rate * math.exp(noise * z)
 
 
 @dataclass
@@ -66,6 +78,7 @@ class _SimJob:
     finish_at: float = math.inf
     admitted_at: float = 0.0
     active_integral_at_admission: float = 0.0
+    reported: tuple[int, GpuType, float] | None = None  # (run, type, rate) as reported
 
 
 @dataclass(frozen=True)
@@ -91,7 +104,19 @@ class SimulatedCluster:
         overhead_by_job_type: Mapping[str, float] | None = None,
         start_time: float = 0.0,
         true_rows: Mapping[JobId, Mapping[GpuType, float]] | None = None,
+        measurement_noise: float = 0.0,
+        startup_seconds: float = 0.0,
+        seed: int = 0,
     ) -> None:
+        if not (math.isfinite(measurement_noise) and measurement_noise >= 0.0):
+            raise ValueError(f"measurement_noise {measurement_noise!r}: must be >= 0")
+        if not (math.isfinite(startup_seconds) and startup_seconds >= 0.0):
+            raise ValueError(f"startup_seconds {startup_seconds!r}: must be >= 0")
+        # the measurement model: each run's reported rate is off by its own factor, and
+        # every run (the first one too) starts up for startup_seconds without progress
+        self.measurement_noise = measurement_noise
+        self.startup = startup_seconds
+        self.seed = seed
         self.nodes = tuple(nodes)
         self.table = table
         self.true_rows = dict(true_rows or {})
@@ -151,7 +176,7 @@ class SimulatedCluster:
                     and p.consolidated
                     and now >= sj.progress_from + REPORT_AFTER_S
                 ):
-                    rate = sj.rate
+                    rate = self._reported(sj, p.gpu_type)
             else:
                 state = JobState.HELD if sj.ran_before else JobState.PENDING
             jobs.append(
@@ -197,11 +222,11 @@ class SimulatedCluster:
             if job_id not in moved_set:
                 started.append(job_id)
             self._settle(sj, now)
-            overhead = 0.0
+            overhead = self.startup
             if sj.ran_before:
                 sj.restarts += 1
                 own = sj.job.restart_overhead
-                overhead = (
+                overhead += (
                     self.overhead_by_type.get(sj.job.job_type, self.overhead)
                     if own is None
                     else own
@@ -218,6 +243,16 @@ class SimulatedCluster:
             # round keeps results identical to every earlier version
             self._set_rate(sj, now)
         return ActResult(tuple(started), tuple(kept), tuple(preempted), tuple(moved), tuple(failed))
+
+    def _reported(self, sj: _SimJob, gpu: GpuType) -> float:
+        """The job's rate as its current run reports it (noisy(), kept per run)."""
+        if self.measurement_noise <= 0.0:
+            return sj.rate
+        got = sj.reported
+        if got is None or got[0] != sj.restarts or got[1] != gpu:
+            rate = noisy(sj.rate, self.measurement_noise, self.seed, sj.job.id, sj.restarts, gpu)
+            got = sj.reported = (sj.restarts, gpu, rate)
+        return got[2]
 
     # ---- the virtual clock -------------------------------------------------------------
 

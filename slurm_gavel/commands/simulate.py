@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,6 +22,7 @@ from slurm_gavel.commands.simulate_settings import (
 from slurm_gavel.commands.simulate_table import format_comparison
 from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.scheduler_config import scheduler_config
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
 from slurm_gavel.simulate import moldable_trace
@@ -86,8 +89,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "repeat to compare, each with every --policy"
         ),
     )
+    p.add_argument(
+        "--measurement-noise",
+        type=_non_negative("--measurement-noise"),
+        default=0.0,
+        metavar="SIGMA",
+        help=(
+            "the measurement model: each run's reported rate is its true rate times "
+            "exp(SIGMA * N(0, 1)), drawn once per run (0.1: about 10 %% off; default 0: exact)"
+        ),
+    )
+    p.add_argument(
+        "--startup-delay",
+        type=_non_negative("--startup-delay"),
+        default=0.0,
+        metavar="S",
+        help=(
+            "seconds every run (the first one too) holds its GPUs before it makes progress "
+            "or reports, before any restore overhead: interpreter, imports, data loading "
+            "(default 0)"
+        ),
+    )
     add_settings_options(p)
     _add_output_options(p)
+
+
+def _non_negative(flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: not a number") from None
+        if not (math.isfinite(v) and v >= 0.0):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: must be a finite number >= 0")
+        return v
+
+    return parse
 
 
 def _add_trace_options(p: argparse.ArgumentParser) -> None:
@@ -238,9 +275,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
     if args.row_spread is not None and args.generate is None:
         raise InputError("--row-spread draws generated jobs' rows: give it with --generate N")
-    knowledge = [Knowledge(k) for k in dict.fromkeys(args.knowledge or [Knowledge.LEARNED])]
+    default_knowledge = Knowledge.LEARNED if cfg is None else cfg.learning.knowledge
+    knowledge = [Knowledge(k) for k in dict.fromkeys(args.knowledge or [default_knowledge])]
     opts = SimulationOptions(
         settings=settings,
+        measurement_noise=args.measurement_noise,
+        startup_seconds=args.startup_delay,
         overhead_by_job_type=overhead_overrides(args.overhead_for),
         seed=args.seed,
         record_wall_time=not args.no_wall_time,
@@ -248,12 +288,7 @@ def run(args: argparse.Namespace) -> int:
         report_knowledge=bool(args.knowledge),
     )
     if cfg is not None:
-        opts = replace(
-            opts,
-            time_limit=cfg.solver_time_limit_seconds,
-            accounts=dict(cfg.weights.accounts),
-            prices=dict(cfg.prices),
-        )
+        opts = replace(opts, daemon=scheduler_config(cfg, table))
         _text(args).write(config_line(args, cfg, settings))
     window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:

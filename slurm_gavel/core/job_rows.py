@@ -13,13 +13,15 @@ starts from a prior, in this order:
 * else type-blind: the same figure on every type.
 
 A running job's measured rate (``ObservedJob.measured_throughput``: its progress reports
-on Slurm, the true rate in the simulator) replaces the cell of the GPU type it runs on,
+on Slurm; in the simulator the true rate as its measurement model reports it, with
+noise and start-up if asked) replaces the cell of the GPU type it runs on,
 when it runs alone on consolidated GPUs (a pair's or a spread job's rate is another
 cell). A job never measured stays on its prior, and its cells are marked so.
 
-How much the round believes is :class:`Knowledge`: TABLE is the type rows (Gavel's; the
-daemon's before issue 27), LEARNED the above (the daemon's default, with
-:class:`row_trust.TrustBounds` on what a report may move), ORACLE a row given
+How much the round believes is :class:`Knowledge`: TABLE is the type rows (Gavel's, and
+the config's ``learning: {knowledge: table}``), LEARNED the above (the default of the
+daemon and the simulator alike, with :class:`row_trust.TrustBounds` on what a report
+may move; core/relearn.py says when a changed row re-solves), ORACLE a row given
 from outside (the simulator's true rows), TYPE_BLIND no speeds at all. Jobs with equal
 rows keep sharing one row object, so the policies still
 aggregate them into one class, and an unchanged row is the same object round after
@@ -51,7 +53,7 @@ GIVEN = "given"  # handed to the round from outside (the simulator's oracle)
 
 
 class Knowledge(StrEnum):
-    TABLE = "table"  # the job type's row: today's rounds (the daemon's default)
+    TABLE = "table"  # the job type's row (Gavel's; learning: {knowledge: table})
     LEARNED = "learned"  # a prior replaced cell by cell by the job's measurements
     ORACLE = "oracle"  # the job's true row, given (simulator only)
     TYPE_BLIND = "type-blind"  # no speeds: every GPU type equally fast for every job
@@ -63,6 +65,30 @@ class Measured:
     # seconds the scheduler had the job on that type when it last reported: how much
     # running time backs the figure (status and explain show it)
     seconds: float
+    # The runs before the current one, folded (measured_cell): their time-weighted
+    # rate and seconds, and the current run (the job's restart count).
+    earlier_rate: float = 0.0
+    earlier_seconds: float = 0.0
+    run: int = -1
+
+
+def measured_cell(old: Measured | None, rate: float, seconds: float, run: int) -> Measured:
+    """The cell after a report of ``rate`` from run ``run`` with ``seconds`` on the type
+    in all: a report stands for its whole run (the job library times steps_per_s over
+    the run, warm-up left out, so a later report of the same run replaces an earlier
+    one), and runs are averaged by their seconds, so one run's error (a loaded node, its
+    data) fades as runs add up. A report equal to the figure keeps it exactly."""
+    if old is None:
+        return Measured(rate, seconds, 0.0, 0.0, run)
+    earlier_rate, earlier_s = old.earlier_rate, old.earlier_seconds
+    if run != old.run:  # a new run: the last one's figure joins the earlier runs'
+        earlier_rate, earlier_s = old.steps_per_s, old.seconds
+    current_s = seconds - earlier_s
+    if earlier_s <= 0.0 or current_s <= 0.0:
+        value = rate if earlier_s <= 0.0 else earlier_rate
+    else:
+        value = earlier_rate + (rate - earlier_rate) * current_s / (earlier_s + current_s)
+    return Measured(value, seconds, earlier_rate, earlier_s, run)
 
 
 @dataclass
@@ -200,8 +226,9 @@ def _record(rows: JobRows, o: ObservedJob, t: GpuType, rate: float, got: Mapping
     job_id = o.job.id
     cells = rows.measured.setdefault(job_id, {})
     old = cells.get(t)
-    cells[t] = Measured(rate, got.get(t, 0.0))
+    cell = cells[t] = measured_cell(old, rate, got.get(t, 0.0), o.restarts)
     rows.scale_factor[job_id] = o.job.scale_factor
+    rate = cell.steps_per_s
     if old is None:
         rows.cells_measured += 1
     elif old.steps_per_s == rate:

@@ -16,6 +16,7 @@ from slurm_gavel.core.row_trust import TrustBounds
 
 FORMAT = 1
 MAX_RATE = TrustBounds().max_rate
+MAX_RUNS = 10**9  # restart counts above this are no restart count
 MAX_SECONDS = 1e10
 
 
@@ -30,7 +31,8 @@ def rows_to_json(rows: JobRows) -> dict[str, Any] | None:
             j: {
                 "scale_factor": rows.scale_factor.get(j),
                 "measured": {
-                    t: [m.steps_per_s, m.seconds] for t, m in rows.measured.get(j, {}).items()
+                    t: [m.steps_per_s, m.seconds, m.earlier_rate, m.earlier_seconds, m.run]
+                    for t, m in rows.measured.get(j, {}).items()
                 },
                 "anchor": rows.anchor.get(j, {}),
                 "untyped": j in rows.untyped,
@@ -47,6 +49,22 @@ def _rate(v: Any) -> float | None:
     return f if math.isfinite(f) and 0 < f <= MAX_RATE else None
 
 
+def _earlier(more: list[Any], seconds: float) -> tuple[float, float, int] | None:
+    """A cell's earlier runs and current run as saved, checked; None when untrusted."""
+    if not more:
+        return 0.0, 0.0, -1
+    if len(more) != 3:
+        return None
+    rate, secs, run = more
+    r = 0.0 if rate == 0 and not isinstance(rate, bool) else _rate(rate)
+    s = 0.0 if secs == 0 and not isinstance(secs, bool) else _rate(secs)
+    if r is None or s is None or s > seconds:
+        return None
+    if isinstance(run, bool) or not isinstance(run, int) or not -1 <= run <= MAX_RUNS:
+        return None
+    return r, s, run
+
+
 def rows_from_json(d: Any) -> tuple[JobRows, int]:
     """The rows saved by rows_to_json, and how many entries were dropped as untrusted."""
     rows = JobRows()
@@ -57,12 +75,19 @@ def rows_from_json(d: Any) -> tuple[JobRows, int]:
         try:
             sf = raw.get("scale_factor")
             cells: dict[str, Measured] = {}
-            for t, (rate, seconds) in dict(raw.get("measured") or {}).items():
+            for t, cell in dict(raw.get("measured") or {}).items():
+                # [rate, seconds] (older states), or with the earlier runs folded and
+                # the current run: [rate, seconds, earlier rate, earlier seconds, run]
+                rate, seconds, *more = cell
                 r, s = _rate(rate), _rate(seconds) if seconds != 0 else 0.0
                 if r is None or s is None or s > MAX_SECONDS:
                     dropped += 1
                     continue
-                cells[str(t)] = Measured(r, s)
+                earlier = _earlier(more, s)
+                if earlier is None:
+                    dropped += 1
+                    continue
+                cells[str(t)] = Measured(r, s, *earlier)
             anchor: dict[str, float] = {}
             for t, v in dict(raw.get("anchor") or {}).items():
                 r = _rate(v)

@@ -8,11 +8,11 @@ same objects, which makes the simulator's quiet rounds cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell, rows_for
-from slurm_gavel.core.job_rows import JobRows, row_source
+from slurm_gavel.core.job_rows import row_source
 from slurm_gavel.core.mechanism import MechanismJob
 from slurm_gavel.core.model import GpuType, JobId, PairThroughput, Problem
 from slurm_gavel.core.round_types import SchedulerConfig
@@ -27,36 +27,14 @@ WAITING_ON_CLUSTER = "Slurm would not start it now: "
 Considered = tuple[ObservedJob, Mapping[GpuType, float]]
 
 
-def job_set_key(
-    jobs: list[ObservedJob],
-    capacity: Mapping[GpuType, int],
-    measured: Mapping[JobId, Collection[GpuType]] | None = None,
-) -> str:
-    """What the allocation depends on: a changed key means a new allocation. With
-    ``measured`` (the daemon's learned rows), also the GPU types on which each job's
-    measurement moved its row off its prior (learned_types): a job's first such report
-    from a type reallocates (bounded by min_reallocation_interval_seconds), a later
-    change of the figure does not."""
+def job_set_key(jobs: list[ObservedJob], capacity: Mapping[GpuType, int]) -> str:
+    """What the allocation depends on: a changed key means a new allocation. A job's
+    row changing is not in it: relearn.py decides when that is worth a re-solve."""
     parts = [f"{t}={n}" for t, n in capacity.items()]
     parts += sorted(
-        f"{o.job.id}:{o.job.job_type}:{o.job.scale_factor}:{o.job.priority_weight}"
-        + ("" if measured is None else "+" + ",".join(sorted(measured.get(o.job.id, ()))))
-        for o in jobs
+        f"{o.job.id}:{o.job.job_type}:{o.job.scale_factor}:{o.job.priority_weight}" for o in jobs
     )
     return "|".join(parts)
-
-
-def learned_types(rows: JobRows) -> dict[JobId, list[GpuType]]:
-    """Per job, the GPU types whose measured figure differs from its prior's (its
-    anchor): a measurement that confirms the prior changes nothing worth reallocating
-    for (and a restarted daemon, which reloads both, computes the same key)."""
-    out: dict[JobId, list[GpuType]] = {}
-    for j, cells in rows.measured.items():
-        anchor = rows.anchor.get(j, {})
-        moved = [t for t, m in cells.items() if anchor.get(t) != m.steps_per_s]
-        if moved:
-            out[j] = moved
-    return out
 
 
 def considered_jobs(
@@ -177,15 +155,7 @@ def round_jobs(
         active, config, capacity, rows, None if source is None else source.row
     )
     usable = {t: n for t, n in capacity.items() if n > 0}
-    # The daemon (row bounds set) reallocates when a job is first measured on a type,
-    # or its learned rows would never reach the allocation of long jobs (no arrival or
-    # completion to wait for); the simulator keeps its measured choice (below).
-    measured = learned_types(state.job_rows) if config.row_bounds is not None else None
-    key = job_set_key([o for o, _ in considered], usable, measured)
-    # A job's measured row changing does not by itself reallocate (as a daemon's updated
-    # table does not): the next arrival or completion uses it. Reallocating on every
-    # first report resets the mechanism's accounting each time: avg JCT 4.0 % over the
-    # oracle's instead of 2.3 % (400 jobs, 36 GPUs, row spread 0.3; EXPERIMENTS.md).
+    key = job_set_key([o for o, _ in considered], usable)
     revision = state.job_rows.revision
     unmeasured = rows.marked_cells(
         (o.job.job_type, o.job.scale_factor)
@@ -235,9 +205,10 @@ def mechanism_jobs(jobs: list[Considered], state: SchedulerState) -> dict[JobId,
             or m.throughput is not row
             or m.nodes != nodes
             or m.prefer != prefer
+            or m.node_count != o.job.node_count
         ):
             m = cache[job_id] = MechanismJob(
-                job_id, o.job.scale_factor, row, current, nodes, prefer
+                job_id, o.job.scale_factor, row, current, nodes, prefer, o.job.node_count
             )
         out[job_id] = m
     return out

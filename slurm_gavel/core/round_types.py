@@ -47,10 +47,10 @@ class SchedulerConfig:
     # Restart cost per job type over settings.preemption_overhead_seconds (the
     # simulator's --overhead-for), for restart-aware rounds (restart_aware.py).
     restart_seconds_by_job_type: Mapping[str, float] = field(default_factory=dict)
-    # What a job's own reports may move its row by (row_trust.py): the daemon's (its
-    # users write the reports); None takes measurements as they come (the simulator's
-    # true rates, unless simulate --row-bounds).
-    row_bounds: TrustBounds | None = None
+    # What a job's own reports may move its row by (row_trust.py), the same in the
+    # daemon (its users write the reports) and the simulator (whose noisy reports go
+    # through the same bounds). None takes measurements as they come: for ablations only.
+    row_bounds: TrustBounds | None = field(default_factory=TrustBounds)
     # Exploration budget (explore.py): None, no optimism for unmeasured cells.
     explore: Exploration | None = None
 

@@ -16,8 +16,8 @@ may do, and :func:`admit` applies it to one reported rate before it replaces a c
   (``JobAccount.received_s``: rounds Slurm showed it RUNNING there), which the caller
   checks.
 
-The daemon (and ``simulate --row-bounds``) sets the bounds; without them the simulator
-takes its true rates as they are. Pure functions, no I/O.
+The daemon and the simulator run with the same bounds (SchedulerConfig.row_bounds, the
+config's ``learning:`` section). Pure functions, no I/O.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ plain dataclass that round-trips through JSON; backends keep none of it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 
-from slurm_gavel.core import restart_aware
+from slurm_gavel.core import relearn, restart_aware
 from slurm_gavel.core.cluster_model import (
     ActResult,
     ClusterBackend,
@@ -177,6 +177,8 @@ def reallocate_if_due(
         and since >= settings.reallocate_every_seconds
     )
     change = state.allocation is None or key != state.allocation_key or due
+    if not change and state.rows_checked != state.job_rows.revision:
+        change = _rows_worth_a_resolve(state, config, considered)
     if (
         change
         and state.allocation is not None
@@ -188,11 +190,40 @@ def reallocate_if_due(
         return None
     problem = build_problem(considered, state, config, capacity, now)
     alloc = allocate(problem, config.policy, config.policy_options)
+    same_jobs = key == state.allocation_key
+    previous = state.allocation
     state.allocation, state.allocation_key, state.allocation_time = alloc, key, now
-    # Gavel resets the received-time accounting whenever the allocation
-    # changes: priorities then measure progress towards the new fractions.
-    state.epoch_received, state.epoch_elapsed = {}, 0.0
+    state.allocation_rows = {o.job.id: row for o, row in considered}
+    state.rows_checked = state.job_rows.revision
+    # Gavel resets the received-time accounting whenever the allocation changes:
+    # priorities then measure progress towards the new fractions. A re-solve for the
+    # same jobs keeps it (relearn.keeps_accounting says why), so a repeat moves no job.
+    if not (same_jobs and relearn.keeps_accounting(previous, alloc)):
+        state.epoch_received, state.epoch_elapsed = {}, 0.0
     return alloc.solve_seconds
+
+
+def _rows_worth_a_resolve(
+    state: SchedulerState, config: SchedulerConfig, considered: list[Considered]
+) -> bool:
+    """relearn.rows_misjudged for the rows changed since the allocation; a verdict of
+    no is remembered until the rows change again."""
+    alloc = state.allocation
+    if alloc is None:
+        return True
+    accounts = state.jobs
+
+    def now_rows() -> Iterator[tuple[JobId, Mapping[GpuType, float], float, float]]:
+        for o, row in considered:
+            acct = accounts.get(o.job.id)
+            done = acct.steps_done if acct is not None else 0.0
+            cost = restart_aware.restart_cost(o.job, acct, config)
+            yield o.job.id, row, max(0.0, o.job.total_steps - done), cost
+
+    if relearn.rows_misjudged(alloc, state.allocation_rows, now_rows()):
+        return True
+    state.rows_checked = state.job_rows.revision
+    return False
 
 
 def stay_credit(
@@ -286,8 +317,11 @@ def _mold(
         return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
 
     joint = config.settings.moldable_lp
+    untried = config.settings.moldable_untried and learned is not None
     of_type = {t: frozenset(n.name for n in nodes if n.gpu_type == t) for t in capacity}
-    return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck, joint, of_type)
+    return mold_jobs(
+        state.molds, active, rows, capacity, learned, cost, stuck, joint, of_type, untried
+    )
 
 
 def run_round(

@@ -70,6 +70,9 @@ class SchedulerState:
     allocation: Allocation | None = None
     allocation_key: str = ""
     allocation_time: float | None = None
+    # each considered job's row when the allocation was computed (relearn.py compares
+    # today's rows against them); in the JSON, so a restarted daemon decides the same
+    allocation_rows: dict[JobId, Mapping[GpuType, float]] = field(default_factory=dict)
     # time received per entry (job id or pair key) and type since the allocation
     # was computed, and the wall time since then: the mechanism's priorities.
     epoch_received: dict[str, dict[GpuType, float]] = field(default_factory=dict)
@@ -89,6 +92,9 @@ class SchedulerState:
     # Not state: the moldable jobs' counts and per-count rates (mold_round.py); a
     # reloaded state takes the counts from the running jobs and measures rates again.
     molds: MoldMemory = field(default_factory=MoldMemory, repr=False, compare=False)
+    # Not state: the JobRows.revision whose rows relearn.rows_misjudged last found not
+    # worth a re-solve (a reloaded state checks again, with the same outcome).
+    rows_checked: int | None = field(default=None, repr=False, compare=False)
 
     # ---- JSON --------------------------------------------------------------------------
 
@@ -117,6 +123,7 @@ class SchedulerState:
             },
             "allocation_key": self.allocation_key,
             "allocation_time": self.allocation_time,
+            "allocation_rows": {j: dict(row) for j, row in self.allocation_rows.items()},
             "epoch_received": self.epoch_received,
             "epoch_elapsed": self.epoch_elapsed,
             "jobs": {
@@ -167,6 +174,10 @@ class SchedulerState:
                 allocation=alloc,
                 allocation_key=str(d.get("allocation_key", "")),
                 allocation_time=d.get("allocation_time"),
+                allocation_rows={
+                    str(j): {str(t): float(v) for t, v in row.items()}
+                    for j, row in (d.get("allocation_rows") or {}).items()
+                },
                 epoch_received={
                     str(k): {str(t): float(v) for t, v in row.items()}
                     for k, row in d["epoch_received"].items()

@@ -54,10 +54,11 @@ from slurm_gavel.daemon.loop import DaemonLoop
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.publish import Publisher
-from slurm_gavel.daemon.reload import reload_daemon, scheduler_config
+from slurm_gavel.daemon.reload import reload_daemon
 from slurm_gavel.daemon.restart_clock import RestartClock
 from slurm_gavel.daemon.round_failures import round_failed
 from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
+from slurm_gavel.daemon.scheduler_config import scheduler_config
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.state_writer import StateWriter
 from slurm_gavel.daemon.tap import DaemonTap

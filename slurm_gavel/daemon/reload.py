@@ -36,8 +36,8 @@ from slurm_gavel.daemon.config_types import Config, ConfigError
 from slurm_gavel.daemon.logs import ROOT, configure, event
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.scheduler_config import scheduler_config
 from slurm_gavel.errors import InputError
-from slurm_gavel.policies import PolicyOptions
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -136,21 +136,6 @@ def _by_key(config: Config) -> dict[str, object]:
         else:
             out[f.name] = value
     return out
-
-
-def scheduler_config(config: Config, table: ThroughputTable) -> SchedulerConfig:
-    """The round's settings from the daemon's config (at start and on reload)."""
-    return SchedulerConfig(
-        table=table,
-        policy=config.policy,
-        settings=config.settings,
-        policy_options=PolicyOptions(time_limit=config.solver_time_limit_seconds),
-        accounts=config.weights.accounts,  # hierarchical_max_min_fairness's entities
-        prices=config.prices,
-        knowledge=config.learning.knowledge,
-        row_bounds=config.learning.bounds,
-        explore=config.learning.explore,
-    )
 
 
 class Reloadable(Protocol):

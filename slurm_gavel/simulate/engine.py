@@ -13,7 +13,7 @@ import math
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -25,7 +25,6 @@ from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import placement_is_stable, run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.simulate import moldable_trace
 from slurm_gavel.simulate.job_trace import JobTracer
 from slurm_gavel.simulate.metrics import MetricsCollector
@@ -48,11 +47,16 @@ class SimulationOptions:
     stop_when_completed: frozenset[str] | None = None
     # PolicyOptions.second_stage (False: Gavel's single max-min LP, for ablations)
     second_stage: bool = True
-    # The daemon's settings of the same name (simulate --config): PolicyOptions.time_limit,
-    # SchedulerConfig.accounts (hierarchical policies' entities) and .prices (min_cost).
-    time_limit: float | None = None
-    accounts: Mapping[str, float] = field(default_factory=dict)
-    prices: Mapping[GpuType, float] = field(default_factory=dict)
+    # The round config the daemon would run (simulate --config: the one builder,
+    # daemon/scheduler_config.py): the round runs exactly it, with the simulation's
+    # policy, settings, seed and knowledge. None: SchedulerConfig's defaults, which are
+    # the daemon's for everything a config file leaves out.
+    daemon: SchedulerConfig | None = None
+    # The measurement model (backends/simulated.py): each run's reported rate is off by
+    # a lognormal factor of this spread, and every run starts up for startup_seconds
+    # (no progress, no report) before its restore overhead. 0, 0: exact reports.
+    measurement_noise: float = 0.0
+    startup_seconds: float = 0.0
     # What the scheduler knows of the jobs' true rows (the trace's throughput_* columns):
     # LEARNED (measures them as jobs run), ORACLE (told them), TYPE_BLIND (no speeds).
     # Jobs without a true row run at their type's row, which is also their prior, so a
@@ -94,16 +98,17 @@ def simulate(
         preemption_overhead_seconds=opts.settings.preemption_overhead_seconds,
         overhead_by_job_type=opts.overhead_by_job_type,
         true_rows=truth,
+        measurement_noise=opts.measurement_noise,
+        startup_seconds=opts.startup_seconds,
+        seed=opts.seed,
     )
-    config = SchedulerConfig(
+    base = opts.daemon if opts.daemon is not None else SchedulerConfig(table=table)
+    config = replace(
+        base,
         table=table,
         policy=policy,
         settings=opts.settings,
-        policy_options=PolicyOptions(
-            seed=opts.seed, second_stage=opts.second_stage, time_limit=opts.time_limit
-        ),
-        accounts=opts.accounts,
-        prices=opts.prices,
+        policy_options=replace(base.policy_options, seed=opts.seed, second_stage=opts.second_stage),
         baseline=BASELINES.get(policy),
         # Without true rows every job runs at its type's row, which is its prior: nothing
         # to learn or be told, so the round skips the per-job bookkeeping (3-10 % of a

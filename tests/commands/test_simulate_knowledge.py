@@ -38,12 +38,13 @@ def test_default_is_learned_and_unreported_without_true_rows(tmp_path):
         main(["simulate", *SMALL, "--policy", "fifo", "--knowledge", "learned", "--json", str(out)])
         == 0
     )
-    got = json.loads(out.read_text())["knowledge"]
-    assert got == {
+    # without true rows every job runs at its prior: nothing to learn, and no count of
+    # what was learned is made up
+    assert json.loads(out.read_text())["knowledge"] == {
         "mode": "learned",
         "jobs_with_true_rows": 0,
-        "cells_measured": got["cells_measured"],
-        "jobs_never_measured": got["jobs_never_measured"],
+        "cells_measured": None,
+        "jobs_never_measured": None,
     }
 
 

@@ -75,7 +75,7 @@ def test_reports_move_only_the_jobs_own_row_and_only_where_it_ran():
     record_measurements(rows, active, placement, accounts, B)
     # job 2 has no time on v100 in the accounts: its report measures nothing
     assert set(rows.measured) == {"1"}
-    assert rows.measured["1"]["v100"] == Measured(50.0, 60.0)
+    assert rows.measured["1"]["v100"] == Measured(50.0, 60.0, run=0)
     # next round it claims 1000x: one step of 1.5x
     active = [_running(liar, "v100", 50_000.0)]
     record_measurements(rows, active, placement, accounts, B)

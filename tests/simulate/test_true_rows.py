@@ -128,8 +128,10 @@ def test_learning_gets_close_to_the_oracle_and_beats_type_blind():
         k: _run(jobs, k, rows) for k in (Knowledge.ORACLE, Knowledge.LEARNED, Knowledge.TYPE_BLIND)
     }
     jct = {k: s["avg_jct_s"] for k, s in got.items()}
-    assert jct[Knowledge.LEARNED] < jct[Knowledge.TYPE_BLIND]
-    assert jct[Knowledge.ORACLE] < jct[Knowledge.TYPE_BLIND]
+    # what the name says, with margins: learned 1.004x the oracle, type-blind 1.35x
+    # learned on this trace (the 1,000-job figures: EXPERIMENTS.md)
+    assert jct[Knowledge.LEARNED] <= 1.05 * jct[Knowledge.ORACLE]
+    assert jct[Knowledge.TYPE_BLIND] >= 1.2 * jct[Knowledge.LEARNED]
     learned = got[Knowledge.LEARNED]["knowledge"]
     assert learned["jobs_with_true_rows"] == 40 and learned["cells_measured"] >= 40
     assert got[Knowledge.ORACLE]["knowledge"]["jobs_never_measured"] is None

@@ -1,0 +1,206 @@
+"""When a changed row re-solves, and when a re-solve keeps the accounting (core/relearn.py),
+and the round that uses both (core/scheduler.py): learning without churn."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+from slurm_gavel.backends.simulated import SimulatedCluster, noisy
+from slurm_gavel.core import relearn
+from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.model import Allocation, Job, PairShare
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.row_trust import TrustBounds
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState, copy_state
+from slurm_gavel.core.throughputs import load_table
+
+TABLE = load_table()
+RESNET = "ResNet-50 (batch size 64)"
+A3C = "A3C"
+
+
+def _alloc(**fractions: dict[str, float]) -> Allocation:
+    return Allocation("max_min_fairness", {j: dict(r) for j, r in fractions.items()})
+
+
+ROW = {"v100": 10.0, "k80": 2.0}
+
+
+def test_a_row_within_noise_never_re_solves():
+    alloc = _alloc(a={"v100": 1.0})
+    now = [("a", {"v100": 10.0 * (1 + relearn.MISJUDGED), "k80": 2.0}, 1e9, 30.0)]
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, now)
+
+
+def test_a_misjudged_long_job_re_solves_and_a_nearly_done_one_does_not():
+    alloc = _alloc(a={"v100": 1.0})
+    half = {"v100": 5.0, "k80": 2.0}  # the allocation thought 10 steps/s: 50 % off
+    # 1,000 steps left at 5 steps/s: 200 s, half of it misjudged = 100 s at stake
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 1000.0, 30.0)])
+    # the same 100 s at stake against a restart of 60 s: not worth 2 x 60 s
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 1000.0, 60.0)])
+    # 10 steps left: 1 s at stake
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 10.0, 1.0)])
+
+
+def test_a_change_on_a_type_the_allocation_does_not_use_is_no_misjudgment():
+    alloc = _alloc(a={"v100": 1.0})
+    assert not relearn.rows_misjudged(
+        alloc, {"a": ROW}, [("a", {"v100": 10.0, "k80": 20.0}, 1e9, 0.0)]
+    )
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
+def test_unusable_rates_are_no_misjudgment(bad):
+    alloc = _alloc(a={"v100": 1.0})
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", {"v100": bad}, 1e9, 0.0)])
+
+
+def test_jobs_new_to_the_allocation_or_without_fractions_are_left_to_the_job_set_key():
+    alloc = _alloc(a={})
+    now = [("a", {"v100": 1.0}, 1e9, 0.0), ("b", {"v100": 1.0}, 1e9, 0.0)]
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, now)
+
+
+def test_the_accounting_is_kept_for_the_same_jobs_without_pairs():
+    old = _alloc(a={"v100": 0.5, "k80": 0.5}, b={"v100": 0.5})
+    far = _alloc(a={"v100": 0.9, "k80": 0.1}, b={"k80": 0.5})
+    other_jobs = _alloc(a={"v100": 0.5, "k80": 0.5})
+    paired = _alloc(a={"v100": 0.5, "k80": 0.5}, b={"v100": 0.5})
+    paired.pairs.append(PairShare(("a", "b"), {"v100": 0.1}))
+    assert relearn.keeps_accounting(old, old)
+    assert relearn.keeps_accounting(old, far)
+    assert not relearn.keeps_accounting(old, other_jobs)
+    assert not relearn.keeps_accounting(old, paired)
+    assert not relearn.keeps_accounting(None, old)
+
+
+# ---- the round ------------------------------------------------------------------------
+
+
+def _cluster(jobs, noise=0.0, true_rows=None, spec="v100:1x2,k80:1x2"):
+    return SimulatedCluster(
+        parse_cluster_spec(spec, TABLE),
+        jobs,
+        TABLE,
+        preemption_overhead_seconds=30.0,
+        true_rows=true_rows,
+        measurement_noise=noise,
+    )
+
+
+def _run(sim, config, rounds, state=None):
+    state = state or SchedulerState()
+    reports = []
+    for _ in range(rounds):
+        state, report = run_round(state, sim, config)
+        reports.append(report)
+        sim.advance(sim.clock + config.settings.round_seconds)
+    return state, reports
+
+
+def _config(policy="fifo", **over):
+    settings = replace(DAEMON_DEFAULTS, round_seconds=60.0, stay_credit_seconds=0.0)
+    return SchedulerConfig(table=TABLE, policy=policy, settings=settings, **over)
+
+
+def test_first_reports_that_confirm_the_prior_move_no_job_under_fifo():
+    """The demo's case: all jobs present from the first round, every report equal to the
+    prior within 0.1 %; the daemon once re-solved at every job's first report and
+    stopped most running jobs to start others."""
+    jobs = [Job(str(i), RESNET if i % 2 else A3C, 1, total_steps=1e7) for i in range(6)]
+    prior = {j.id: TABLE.row(j.job_type, 1) for j in jobs}
+    truth = {j: {t: v * 1.001 for t, v in row.items()} for j, row in prior.items()}
+    config = _config(knowledge=Knowledge.LEARNED, row_bounds=TrustBounds())  # the daemon's
+    _, reports = _run(_cluster(jobs, true_rows=truth), config, 8)
+    assert reports[0].reallocated
+    assert not any(r.reallocated for r in reports[1:])
+    assert sum(len(r.result.preempted) + len(r.result.moved) for r in reports) == 0
+
+
+def test_a_row_far_off_its_prior_reaches_the_allocation_without_an_arrival():
+    """A long job's measurement that halves its rate where it runs re-solves (its
+    learned row must reach the allocation of long jobs, with no arrival to wait for)."""
+    jobs = [Job("a", RESNET, 1, total_steps=1e7), Job("b", RESNET, 1, total_steps=1e7)]
+    prior = TABLE.row(RESNET, 1)
+    truth = {"a": {"v100": prior["v100"] / 4, "k80": prior["k80"]}}
+    config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
+    _, reports = _run(_cluster(jobs, true_rows=truth), config, 6)
+    assert reports[0].reallocated
+    assert any(r.reallocated for r in reports[1:])
+
+
+def test_a_periodic_re_solve_that_repeats_the_allocation_changes_no_placement():
+    """Time sharing (8 jobs on 4 GPUs): the mechanism moves jobs every round by design;
+    a periodic re-solve of the same inputs must not add to it (it once reset the
+    accounting, which reshuffled the priorities)."""
+    jobs = [Job(str(i), RESNET if i % 2 else A3C, 1, total_steps=1e7) for i in range(8)]
+    base = replace(DAEMON_DEFAULTS, round_seconds=60.0, stay_credit_seconds=0.0)
+    placements = []
+    for every in (None, 120.0):
+        settings = replace(base, reallocate_every_seconds=every)
+        config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=settings)
+        _, reports = _run(_cluster(jobs), config, 12)
+        placements.append(
+            [sorted((j, p.gpu_type) for j, p in r.placement.jobs.items()) for r in reports]
+        )
+        if every is not None:
+            assert sum(r.reallocated for r in reports) > 3  # the period did re-solve
+    assert placements[0] == placements[1]
+
+
+def test_a_restarted_daemon_decides_as_the_one_that_kept_running():
+    jobs = [Job(str(i), RESNET, 1, total_steps=5e5) for i in range(5)]
+    prior = TABLE.row(RESNET, 1)
+    truth = {j.id: {t: v * (0.5 + 0.3 * k) for t, v in prior.items()} for k, j in enumerate(jobs)}
+    config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
+    sim_a, sim_b = _cluster(jobs, true_rows=truth), _cluster(jobs, true_rows=truth)
+    state_a, _ = _run(sim_a, config, 4)
+    state_b, _ = _run(sim_b, config, 4)
+    state_b = copy_state(state_b)  # through JSON: the restart
+    _, rest_a = _run(sim_a, config, 6, state_a)
+    _, rest_b = _run(sim_b, config, 6, state_b)
+    assert [r.reallocated for r in rest_a] == [r.reallocated for r in rest_b]
+    assert [r.placement.jobs.keys() for r in rest_a] == [r.placement.jobs.keys() for r in rest_b]
+
+
+def test_reported_rates_carry_the_noise_model_and_never_the_truth():
+    """Learned rows see reports only: with noise, a measured cell is the noisy report
+    of that run, never the true rate (nor the oracle's given row)."""
+    jobs = [Job(str(i), RESNET, 1, total_steps=1e7) for i in range(4)]
+    prior = TABLE.row(RESNET, 1)
+    truth = {j.id: {t: v * 1.3 for t, v in prior.items()} for j in jobs}
+    sim = _cluster(jobs, noise=0.1, true_rows=truth)
+    config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
+    assert not config.given_rows
+    state, _ = _run(sim, config, 4)
+    measured = state.job_rows.measured
+    assert measured
+    for job_id, cells in measured.items():
+        for gpu, m in cells.items():
+            true = truth[job_id][gpu]
+            assert m.steps_per_s != pytest.approx(true, rel=1e-6)
+            # a time-weighted mean of its runs' noisy reports: inside their range
+            runs = [noisy(true, 0.1, 0, job_id, r, gpu) for r in range(m.run + 1)]
+            assert min(runs) * (1 - 1e-9) <= m.steps_per_s <= max(runs) * (1 + 1e-9)
+
+
+def test_noise_is_deterministic_per_run_and_centred():
+    a = noisy(10.0, 0.1, 0, "j", 0, "v100")
+    assert a == noisy(10.0, 0.1, 0, "j", 0, "v100")
+    assert a != noisy(10.0, 0.1, 0, "j", 1, "v100")
+    assert noisy(10.0, 0.0, 0, "j", 0, "v100") == 10.0
+    draws = [noisy(1.0, 0.1, s, "j", 0, "v100") for s in range(2000)]
+    mean_log = sum(map(__import__("math").log, draws)) / len(draws)
+    assert abs(mean_log) < 0.01
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf")])
+def test_the_measurement_model_refuses_bad_settings(bad):
+    with pytest.raises(ValueError, match="must be >= 0"):
+        _cluster([], noise=bad)
