@@ -421,6 +421,7 @@ class FakeSlurm:
         now = self.clock()
         job.state, job.reason, job.alloc = "RUNNING", "None", alloc
         job.start_time, job.run_started = int(now), now
+        job.exit_code = 0  # a new run: the last run's exit 99 is not kept
         job.nodes_ran = tuple(a.node for a in alloc)
         runs = job.script.runs_s
         job.exit_at = now + runs if runs is not None else None

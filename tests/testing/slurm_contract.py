@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from slurm_gavel.backends.slurm.arrays import expand_tasks
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.transport import SlurmTransport
+from slurm_gavel.core.managed import is_managed_comment
 from slurm_gavel.core.model import JobId
 from slurm_gavel.testing import FakeSlurm, FakeTransport, OnSignal, Script
 
@@ -80,8 +81,11 @@ def job_view(sj: SlurmJob, names: dict[JobId, str], now: float) -> dict[str, Any
         "dependency": _renamed(sj.dependency, names),
         # 0, or in the future (a --begin; a requeue's 121 s), or now or past
         "eligible": "unset" if not eligible else ("later" if eligible > now + 30 else "now"),
-        "cpus": sj.needs.cpus_per_node,
-        "memory_per_cpu_mb": sj.needs.memory_per_cpu_mb,
+        # (MB, CPUs) a managed job needs on a node with one GPU: what the backend checks
+        # (fit.py). Not which field holds it: the CLI's listing text (24.11+) says the
+        # memory per node where the JSON says it per CPU, the same figure. Nothing reads
+        # a plain job's (cli/jobs_from_text.py leaves them out).
+        "needs": sj.needs.on_node(1) if is_managed_comment(sj.comment) else None,
     }
 
 

@@ -6,11 +6,32 @@ release (model it, or drop it from the projection with the reason)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from contract_scenarios import SCENARIOS
 from slurm_contract import FakeHarness, RealHarness
 
 pytestmark = pytest.mark.slurm
+
+
+def differences(fake: dict[str, Any], real: dict[str, Any]) -> list[str]:
+    """Each field that differs, as `jobs.NAME.FIELD: fake X, Slurm Y`."""
+    out = []
+    for part in ("jobs", "nodes"):
+        for name in sorted(set(fake[part]) | set(real[part])):
+            f, r = fake[part].get(name), real[part].get(name)
+            if f is None or r is None:
+                out.append(f"{part}.{name}: fake {f}, Slurm {r}")
+                continue
+            out += [
+                f"{part}.{name}.{k}: fake {f.get(k)!r}, Slurm {r.get(k)!r}"
+                for k in sorted(set(f) | set(r))
+                if f.get(k) != r.get(k)
+            ]
+    if fake["failed"] != real["failed"]:
+        out.append(f"failed: fake {fake['failed']}, Slurm {real['failed']}")
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -19,5 +40,5 @@ def test_the_fake_observes_what_slurm_does(slurm, name):
     fake = SCENARIOS[name](FakeHarness())
     assert [label for label, _ in fake] == [label for label, _ in real]
     for (label, got), (_, want) in zip(fake, real, strict=True):
-        for part in ("jobs", "failed", "nodes"):
-            assert got[part] == want[part], f"step {label!r}, {part}: fake != Slurm {slurm.release}"
+        diff = differences(got, want)
+        assert not diff, f"step {label!r} on Slurm {slurm.release}:\n" + "\n".join(diff)
