@@ -20,6 +20,7 @@ listed in CONTRIBUTING.md, "Testing against the fake".
 from slurm_gavel.testing.clock import FakeClock
 from slurm_gavel.testing.cluster import FakeSlurm, FakeSlurmError
 from slurm_gavel.testing.model import OnSignal, Refused, Script
+from slurm_gavel.testing.owner import OwnerError
 from slurm_gavel.testing.transport import FakeTransport, fake_backend
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "FakeSlurmError",
     "FakeTransport",
     "OnSignal",
+    "OwnerError",
     "Refused",
     "Script",
     "fake_backend",

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut
+from slurm_gavel.backends.slurm.user_holds import held_by_owner
 from slurm_gavel.core.model import JobId
 from slurm_gavel.testing.clock import FakeClock
 from slurm_gavel.testing.model import (
@@ -35,14 +36,15 @@ from slurm_gavel.testing.model import (
     FakeNode,
     OnSignal,
     Script,
+    gpu_request,
     lua_arrival,
+    parse_topology,
 )
+from slurm_gavel.testing.owner import Owner
 from slurm_gavel.testing.scheduler import Scheduler
 
 DEFAULT_TOPOLOGY = "v100:2x4,p100:2x4,k80:2x4"  # tools/local-cluster's
 SHARED_PARTITION = "gpu"
-_TOPOLOGY = re.compile(r"^([A-Za-z0-9_.-]+):([1-9][0-9]*)x([1-9][0-9]*)$")
-_GPUS = re.compile(r"^gpu(?::([A-Za-z0-9_.-]+))?:([0-9]+)$")
 
 
 class FakeSlurmError(Exception):
@@ -80,26 +82,23 @@ class FakeSlurm:
         self._next_number = 1
         self._next_priority = FIRST_PRIORITY
         self.scheduler = Scheduler(self, sched_interval_s)
+        self.owner = Owner(self)  # the commands a job's owner runs: owner.py
         if topology:
             self._build(topology, cpus, memory_mb)
 
     # --- the cluster ----------------------------------------------------------------
 
     def _build(self, topology: str, cpus: int, memory_mb: int) -> None:
-        groups = []
-        for part in topology.split(","):
-            m = _TOPOLOGY.match(part.strip())
-            if m is None:
-                raise ValueError(f"topology {part!r}: write TYPE:NODESxGPUS, e.g. v100:2x4")
-            groups.append((m.group(1), int(m.group(2)), int(m.group(3))))
-        names = {t: [f"{t}-{i}" for i in range(1, n + 1)] for t, n, _ in groups}
-        all_names = [n for ns in names.values() for n in ns]
-        self.partitions[SHARED_PARTITION] = list(all_names)
-        for t, _, _ in groups:
-            self.partitions[t] = list(names[t])
-        for t, _, gpus in groups:
-            for name in names[t]:
-                self.add_node(name, t, gpus, (SHARED_PARTITION, t), {t}, cpus, memory_mb)
+        """The local test cluster's layout: TYPE-N nodes, all in `gpu`, each type in its
+        own partition too (tools/local-cluster --partitions both)."""
+        for gpu_type, names, _ in parse_topology(topology):
+            self.partitions.setdefault(SHARED_PARTITION, []).extend(names)
+            self.partitions[gpu_type] = list(names)
+        for gpu_type, names, gpus in parse_topology(topology):
+            for name in names:
+                self.add_node(
+                    name, gpu_type, gpus, (SHARED_PARTITION, gpu_type), {gpu_type}, cpus, memory_mb
+                )
 
     def add_node(
         self,
@@ -206,7 +205,7 @@ class FakeSlurm:
                 if hold:
                     job.priority, job.reason = 0, HELD_USER
                 else:
-                    job.priority = self._take_priority()
+                    job.priority = self.take_priority()
             made.append(job)
         self._next_number += 1
         self.jobs += made
@@ -224,7 +223,7 @@ class FakeSlurm:
                 out.append((kind, target))
         return out
 
-    def _take_priority(self) -> int:
+    def take_priority(self) -> int:
         self._next_priority -= 1
         return self._next_priority
 
@@ -275,13 +274,13 @@ class FakeSlurm:
         holds (hold=user in its comment)."""
         errors: dict[JobId, str] = {}
         for j in self._each(ids, errors):
-            if "hold=user" in j.comment.split(","):
+            if held_by_owner(j.comment):
                 errors[j.name] = (
                     f"slurm-gavel: job {j.name} is held by its owner (hold=user in its "
                     f"comment): only the owner's `scontrol release {j.name}` hands it back"
                 )
             elif j.held and j.state in ("PENDING", "SPECIAL_EXIT"):
-                j.priority, j.reason = self._take_priority(), "None"
+                j.priority, j.reason = self.take_priority(), "None"
                 if j.state == "SPECIAL_EXIT":
                     j.state = "PENDING"
         return errors
@@ -309,11 +308,11 @@ class FakeSlurm:
             raise FakeSlurmError(f"Invalid node name specified for job {name}")
         if any(n not in self.partitions[partition] for n in nodes):
             raise FakeSlurmError(f"Requested node configuration is not available for job {name}")
-        m = _GPUS.match(gres)
-        if m is None:
+        request = gpu_request(gres)
+        if request is None:
             raise FakeSlurmError(f"Invalid generic resource (gres) specification for job {name}")
         job.partitions, job.req_nodes, job.node_count = (partition,), nodes, len(nodes)
-        job.gres, job.gres_total = (m.group(1), int(m.group(2))), None
+        job.gres, job.gres_total = request, None
         now = int(self.clock())
         job.begin_time = job.eligible_time = now
 
@@ -329,15 +328,15 @@ class FakeSlurm:
                     "Job can not be altered now)"
                 )
             script = j.script
-            if script.on_signal is OnSignal.CHECKPOINT:
+            if script.on_signal is OnSignal.DIE:
+                self.end(j, "FAILED", exit_code=0)
+            elif script.on_signal is OnSignal.CHECKPOINT and not script.checkpoint_s:
+                self.requeue(j, state="SPECIAL_EXIT")  # saves and exits 99 at once
+            elif script.on_signal is OnSignal.CHECKPOINT:
                 exit_at = self.clock() + script.checkpoint_s
                 if j.exit_at is None or exit_at < j.exit_at:
                     j.exit_at, j.exit_with = exit_at, REQUEUE_HOLD_EXIT
-            elif script.on_signal is OnSignal.DIE:
-                j.exit_at, j.exit_with = self.clock(), -1
-        errors = {k: f"scancel: error: Kill job error on job id {k}: {v}" for k, v in errors.items()}
-        self.scheduler.run_due()
-        return errors
+        return {k: f"scancel: error: Kill job error on job id {k}: {v}" for k, v in errors.items()}
 
     def requeuehold(self, ids: Iterable[JobId]) -> dict[JobId, str]:
         """scontrol requeuehold Incomplete: running jobs requeued and held; the others
@@ -353,53 +352,13 @@ class FakeSlurm:
         job = self.job(name)
         job.comment = comment
         if gres is not None:
-            m = _GPUS.match(gres)
-            if m is None:
-                raise FakeSlurmError(f"Invalid generic resource (gres) specification {gres}")
-            job.gres = (m.group(1), int(m.group(2)))
+            job.gres = _gpu_request(gres)
 
     def set_admin_comment(self, ids: Iterable[JobId], text: str) -> dict[JobId, str]:
         errors: dict[JobId, str] = {}
         for j in self._each(ids, errors):
             j.admin_comment = text
         return errors
-
-    # --- a job's owner ----------------------------------------------------------------
-
-    def owner_hold(self, name: JobId) -> None:
-        """The owner's `scontrol hold`: the Lua marks it hold=user."""
-        job = self.job(name)
-        if job.state not in ("PENDING", "SPECIAL_EXIT"):
-            raise FakeSlurmError(f"Job is no longer pending execution for job {name}")
-        if self.lua and "hold=user" not in job.comment.split(",") and job.comment.startswith(
-            "gavel:"
-        ):
-            job.comment += ("" if job.comment == "gavel:" else ",") + "hold=user"
-        job.priority, job.reason = 0, HELD_USER
-
-    def owner_release(self, name: JobId) -> None:
-        """The owner's `scontrol release`: of a job marked hold=user the Lua removes the
-        key and leaves it held by the daemon; of any other managed job it refuses."""
-        job = self.job(name)
-        keys = job.comment.split(",")
-        if self.lua and job.comment.startswith("gavel:"):
-            if "hold=user" not in keys:
-                raise FakeSlurmError(
-                    f"slurm-gavel: job {name} is managed by the gavel scheduler, which "
-                    "releases it when it places it; scancel it to withdraw it"
-                )
-            kept = [k for k in keys if k != "hold=user"]
-            job.comment = ",".join(kept) if kept != ["gavel:"] else "gavel:"
-            job.comment = job.comment.replace("gavel:,", "gavel:")
-            return
-        if job.held:
-            job.priority, job.reason = self._take_priority(), "None"
-
-    def owner_requeuehold(self, name: JobId) -> None:
-        """The owner's `scontrol requeuehold` (Slurm calls no job_submit hook for it)."""
-        job = self.job(name)
-        if job.state == "RUNNING":
-            self.requeue(job, state="PENDING")
 
     def cancel(self, name: JobId) -> None:
         """scancel: the job ends CANCELLED (its run, if any, killed at once)."""
@@ -456,7 +415,7 @@ def _valid_id(name: str) -> bool:
 
 
 def _gpu_request(text: str) -> tuple[str | None, int]:
-    m = _GPUS.match(text)
-    if m is None:
+    found = gpu_request(text)
+    if found is None:
         raise FakeSlurmError(f"sbatch: error: Invalid generic resource (gres) specification {text}")
-    return m.group(1), int(m.group(2))
+    return found

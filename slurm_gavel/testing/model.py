@@ -3,6 +3,7 @@ submission (lua_arrival): plain data, changed only by FakeSlurm (cluster.py)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -20,6 +21,29 @@ REQUEUE_DELAY_S = 121
 # job's own exit 99 alike; `scontrol hold` by an operator reads JobHeldAdmin.
 HELD_USER = "JobHeldUser"
 HELD_ADMIN = "JobHeldAdmin"
+
+
+_TOPOLOGY = re.compile(r"^([A-Za-z0-9_.-]+):([1-9][0-9]*)x([1-9][0-9]*)$")
+_GPUS = re.compile(r"^gpu(?::([A-Za-z0-9_.-]+))?:([0-9]+)$")
+
+
+def parse_topology(text: str) -> list[tuple[str, list[str], int]]:
+    """ "v100:2x4,k80:1x2" -> [(type, node names, GPUs per node), ...] (the local test
+    cluster's --topology)."""
+    out = []
+    for part in text.split(","):
+        m = _TOPOLOGY.match(part.strip())
+        if m is None:
+            raise ValueError(f"topology {part!r}: write TYPE:NODESxGPUS, e.g. v100:2x4")
+        gpu_type, nodes, gpus = m.group(1), int(m.group(2)), int(m.group(3))
+        out.append((gpu_type, [f"{gpu_type}-{i}" for i in range(1, nodes + 1)], gpus))
+    return out
+
+
+def gpu_request(text: str) -> tuple[str | None, int] | None:
+    """ "gpu:2" / "gpu:v100:2" -> (type, count); None for anything else."""
+    m = _GPUS.match(text)
+    return None if m is None else (m.group(1), int(m.group(2)))
 
 
 class OnSignal(StrEnum):

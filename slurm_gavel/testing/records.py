@@ -99,6 +99,8 @@ def job_records(
     for array_id, tasks in metas.items():
         first = job_record(tasks[0], nodes, def_mem_per_cpu_mb)
         out.append(
-            replace(first, job_id=str(array_id), task_id="", array_tasks=tuple(t.name for t in tasks))
+            replace(
+                first, job_id=str(array_id), task_id="", array_tasks=tuple(t.name for t in tasks)
+            )
         )
     return out

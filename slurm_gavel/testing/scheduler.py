@@ -101,7 +101,7 @@ class Scheduler:
             if j.state != "PENDING" or not j.dependency or (j.held and not periodic):
                 continue
             left = []
-            for kind, target, status in j.dependency:
+            for kind, target, _ in j.dependency:
                 verdict = _verdict(kind, by_name.get(target))
                 if verdict == "met":
                     continue

@@ -13,6 +13,7 @@ away), `refuse(kind, job, why)` makes one job's next command of a kind fail.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +38,9 @@ class FakeTransport:
         wait, which the backend makes in real time, outside the fake's clock."""
         self.slurm = slurm
         self.wait_advance_s = wait_advance_s
+        # SlurmBackend.act signals from a second thread, beside the hold, place and
+        # release: one command at a time, as slurmctld serialises them
+        self._lock = threading.RLock()
         self.log: list[tuple[str, tuple[JobId, ...]]] = []
         self.unreachable = False
         self._refusals: dict[tuple[str, JobId], str] = {}
@@ -56,13 +60,20 @@ class FakeTransport:
         reads = {"nodes", "list", "ended", "wait", "probe", "config"}
         return [e for e in self.log if e[0] not in reads]
 
-    def _command(self, kind: str, ids: Sequence[JobId] = ()) -> None:
+    @contextlib.contextmanager
+    def _command(self, kind: str, ids: Sequence[JobId] = ()) -> Iterator[None]:
+        """One command: logged, run alone (the lock), or refused while unreachable."""
+        with self._lock:
+            self._check(kind)
+            self.log.append((kind, tuple(ids)))
+            yield
+
+    def _check(self, kind: str) -> None:
         if self.unreachable:
             raise SlurmUnreachable(
                 f"{kind}: slurmctld unreachable (the fake's unreachable is set)",
                 last_error="Unable to contact slurm controller (connect failure)",
             )
-        self.log.append((kind, tuple(ids)))
 
     def _refused(self, kind: str, ids: Sequence[JobId], failed: dict[JobId, str]) -> list[JobId]:
         """The ids left once this command's refusals are in failed."""
@@ -82,103 +93,105 @@ class FakeTransport:
     # --- reads ----------------------------------------------------------------------
 
     def read_nodes(self) -> list[SlurmNode]:
-        self._command("nodes")
-        return [node_record(n, self.slurm.scheduler) for n in self.slurm.nodes.values()]
+        with self._command("nodes"):
+            return [node_record(n, self.slurm.scheduler) for n in self.slurm.nodes.values()]
 
     def read_jobs(
         self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
     ) -> list[SlurmJob]:
-        self._command("list")
-        active = [j for j in self.slurm.jobs if j.state in ACTIVE_STATES]
-        return job_records(active, self.slurm.nodes, self.slurm.def_mem_per_cpu_mb)
+        with self._command("list"):
+            active = [j for j in self.slurm.jobs if j.state in ACTIVE_STATES]
+            return job_records(active, self.slurm.nodes, self.slurm.def_mem_per_cpu_mb)
 
     def read_ended(self, ids: list[JobId]) -> list[SlurmJob]:
-        self._command("ended", ids)
-        wanted = set(ids)
-        ended = [
-            j for j in self.slurm.jobs
-            if j.state not in ACTIVE_STATES and (j.name in wanted or str(j.number) in wanted)
-        ]  # fmt: skip
-        return job_records(ended, self.slurm.nodes, self.slurm.def_mem_per_cpu_mb)
+        with self._command("ended", ids):
+            wanted = set(ids)
+            ended = [
+                j for j in self.slurm.jobs
+                if j.state not in ACTIVE_STATES and (j.name in wanted or str(j.number) in wanted)
+            ]  # fmt: skip
+            return job_records(ended, self.slurm.nodes, self.slurm.def_mem_per_cpu_mb)
 
     def between_rounds(self) -> None:
         return None
 
     def states(self, ids: list[JobId]) -> dict[JobId, str]:
-        self._command("wait", ids)
-        if self.wait_advance_s:
-            self.slurm.advance(self.wait_advance_s)
-        out = {}
-        for name in ids:
-            found = self.slurm.named(name) if _plain_id(name) else []
-            if len(found) == 1:
-                out[name] = found[0].state
-        return out
+        with self._command("wait", ids):
+            if self.wait_advance_s:
+                self.slurm.advance(self.wait_advance_s)
+            out = {}
+            for name in ids:
+                found = self.slurm.named(name) if _plain_id(name) else []
+                if len(found) == 1:
+                    out[name] = found[0].state
+            return out
 
     def steps_answer(self, ids: list[JobId]) -> set[JobId]:
-        self._command("probe", ids)
-        out = set()
-        for name in ids:
-            found = self.slurm.named(name) if _plain_id(name) else []
-            if len(found) == 1 and found[0].state == "RUNNING":
-                if not any(self.slurm.nodes[a.node].down for a in found[0].alloc):
+        with self._command("probe", ids):
+            out = set()
+            for name in ids:
+                found = self.slurm.named(name) if _plain_id(name) else []
+                up = len(found) == 1 and not any(
+                    self.slurm.nodes[a.node].down for a in found[0].alloc
+                )
+                if up and found[0].state == "RUNNING":
                     out.add(name)
-        return out
+            return out
 
     def private_data(self) -> str | None:
-        self._command("config")
-        return self.slurm.private_data
+        with self._command("config"):
+            return self.slurm.private_data
 
     def kill_wait_s(self) -> float | None:
-        self._command("config")
-        return self.slurm.kill_wait_s
+        with self._command("config"):
+            return self.slurm.kill_wait_s
 
     # --- acts -----------------------------------------------------------------------
 
     def hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
-        self._command("hold", ids)
-        failed.update(self.slurm.hold(self._refused("hold", ids, failed)))
+        with self._command("hold", ids):
+            failed.update(self.slurm.hold(self._refused("hold", ids, failed)))
 
     def release(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
-        self._command("release", ids)
-        failed.update(self.slurm.release(self._refused("release", ids, failed)))
+        with self._command("release", ids):
+            failed.update(self.slurm.release(self._refused("release", ids, failed)))
 
     def place(self, orders: list[StartOrder], nodes: NodesByName, failed: Failures) -> None:
-        self._command("place", [o.job_id for o in orders])
-        left = set(self._refused("place", [o.job_id for o in orders], failed))
-        for o in orders:
-            if o.job_id not in left:
-                continue
-            try:
-                self.slurm.update(o.job_id, partition=o.partition, nodes=o.nodes, gres=o.gres())
-            except FakeSlurmError as e:
-                failed[o.job_id] = f"scontrol: error: {e}"
+        with self._command("place", [o.job_id for o in orders]):
+            left = set(self._refused("place", [o.job_id for o in orders], failed))
+            for o in orders:
+                if o.job_id not in left:
+                    continue
+                try:
+                    self.slurm.update(o.job_id, partition=o.partition, nodes=o.nodes, gres=o.gres())
+                except FakeSlurmError as e:
+                    failed[o.job_id] = f"scontrol: error: {e}"
 
     def send_signal(self, ids: list[JobId], signal: str, failed: dict[JobId, str]) -> set[JobId]:
-        self._command("signal", ids)
-        left = self._refused("signal", ids, failed)
-        errors = self.slurm.signal(left, signal)
-        failed.update(errors)
-        return {j for j in ids if j in failed}
+        with self._command("signal", ids):
+            left = self._refused("signal", ids, failed)
+            errors = self.slurm.signal(left, signal)
+            failed.update(errors)
+            return {j for j in ids if j in failed}
 
     def requeuehold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
-        self._command("requeuehold", ids)
-        failed.update(self.slurm.requeuehold(self._refused("requeuehold", ids, failed)))
+        with self._command("requeuehold", ids):
+            failed.update(self.slurm.requeuehold(self._refused("requeuehold", ids, failed)))
 
     def relabel(self, orders: list[GiveBack], failed: dict[JobId, str]) -> None:
         for o in orders:  # one command each, as the CLI's
-            self._command("give_back", [o.job_id])
-            if not self._refused("give_back", [o.job_id], failed):
-                continue
-            try:
-                self.slurm.set_comment(o.job_id, o.comment, o.gres)
-            except (KeyError, FakeSlurmError) as e:
-                failed[o.job_id] = str(e)
+            with self._command("give_back", [o.job_id]):
+                if not self._refused("give_back", [o.job_id], failed):
+                    continue
+                try:
+                    self.slurm.set_comment(o.job_id, o.comment, o.gres)
+                except (KeyError, FakeSlurmError) as e:
+                    failed[o.job_id] = str(e)
 
     def admin_comment(self, order: CommentOrder, failed: dict[JobId, str]) -> None:
-        self._command("admin_comment", order.job_ids)
-        left = self._refused("admin_comment", order.job_ids, failed)
-        failed.update(self.slurm.set_admin_comment(left, order.text))
+        with self._command("admin_comment", order.job_ids):
+            left = self._refused("admin_comment", order.job_ids, failed)
+            failed.update(self.slurm.set_admin_comment(left, order.text))
 
     @contextlib.contextmanager
     def tried_once(self) -> Iterator[None]:

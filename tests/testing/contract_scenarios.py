@@ -82,7 +82,9 @@ def requeue_hold_and_checkpoint(h: Harness) -> Steps:
     exits 99: SPECIAL_EXIT, held, exit code 99; a job that ignores the signal runs on."""
     h.submit(Submit("stuck", "gavel:type=A3C,scale=1", script=Script(on_signal=OnSignal.IGNORE)))
     h.submit(Submit("saves", "gavel:type=A3C,scale=1", script=CHECKPOINTS))
-    failed = _start(h, [_order(h, "stuck", "k80", 1, "k80-2"), _order(h, "saves", "k80", 1, "k80-2")])
+    failed = _start(
+        h, [_order(h, "stuck", "k80", 1, "k80-2"), _order(h, "saves", "k80", 1, "k80-2")]
+    )
     running = settle(h, lambda o: all(j["state"] == "RUNNING" for j in o["jobs"].values()))
     assert not failed and running["nodes"]["k80-2"]["gpus_used"] == 2, running
     h.wait(2)  # the scripts set their traps
@@ -95,18 +97,27 @@ def requeue_hold_and_checkpoint(h: Harness) -> Steps:
     saved = signalled["jobs"]["saves"]
     assert saved["held"] and saved["restarts"] == 1 and saved["exit_code"] == 99, saved
     h.transport.requeuehold([h.ids["stuck"], h.ids["saves"]], failed)
-    held = settle(h, lambda o: state_of("stuck")(o) == "PENDING" and o["nodes"]["k80-2"]["gpus_used"] == 0)
+    held = settle(
+        h, lambda o: state_of("stuck")(o) == "PENDING" and o["nodes"]["k80-2"]["gpus_used"] == 0
+    )
     held["failed"] = sorted(failed)
     stuck = held["jobs"]["stuck"]
     assert stuck["held"] and stuck["restarts"] == 1 and stuck["eligible"] == "later", stuck
     assert held["jobs"]["saves"]["state"] == "SPECIAL_EXIT"  # requeuehold Incomplete skips it
     h.wait(1.5)  # never released within its requeue's second (Preemption.wait_out_...)
-    failed = _start(h, [_order(h, "stuck", "v100", 1, "v100-1"), _order(h, "saves", "p100", 1, "p100-1")])
+    failed = _start(
+        h, [_order(h, "stuck", "v100", 1, "v100-1"), _order(h, "saves", "p100", 1, "p100-1")]
+    )
     again = settle(h, lambda o: all(j["state"] == "RUNNING" for j in o["jobs"].values()))
     again["failed"] = sorted(failed)
     assert again["jobs"]["saves"]["slices"] == (("p100-1", "p100", 1),), again["jobs"]["saves"]
     assert again["jobs"]["stuck"]["restarts"] == 1 and again["jobs"]["stuck"]["eligible"] == "now"
-    return [("running", running), ("signalled", signalled), ("requeue-held", held), ("restarted", again)]
+    return [
+        ("running", running),
+        ("signalled", signalled),
+        ("requeue-held", held),
+        ("restarted", again),
+    ]
 
 
 def array_tasks(h: Harness) -> Steps:

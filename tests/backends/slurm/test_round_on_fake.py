@@ -205,13 +205,13 @@ def test_a_job_its_owner_holds_is_never_placed_and_a_requeuehold_is_marked_their
     backend.act(placement(0, {b: ("v100", [("v100-1", 1)])}))
     slurm.advance(5)
     backend.observe()
-    slurm.owner_requeuehold(b)  # the owner stops the run: not the daemon's preemption
+    slurm.owner.requeuehold(b)  # the owner stops the run: not the daemon's preemption
     backend.observe()
     assert slurm.job(b).comment == "gavel:type=A3C,hold=user"
     assert backend.transport.acts()[-1] == ("give_back", (b,))
     res = backend.act(placement(1, {b: ("v100", [("v100-1", 1)])}))
     assert "held by you" in dict(res.failed)[b] and not res.started
-    slurm.owner_release(b)
+    slurm.owner.release(b)
     assert slurm.job(b).comment == "gavel:type=A3C" and slurm.job(b).held  # the daemon's now
 
 
