@@ -262,11 +262,14 @@ class FakeSlurm:
     # --- the daemon's commands (scontrol, scancel as an operator) --------------------
 
     def hold(self, ids: Iterable[JobId]) -> dict[JobId, str]:
-        """scontrol hold: priority 0 (JobHeldAdmin); a running job keeps running."""
+        """scontrol hold: priority 0 (JobHeldAdmin); a running job keeps running. A
+        waiting job's EligibleTime is cleared (22.05 to 26.05)."""
         errors: dict[JobId, str] = {}
         for j in self._each(ids, errors):
             if j.state in ("PENDING", "SPECIAL_EXIT", "RUNNING"):
                 j.priority, j.reason = 0, HELD_ADMIN
+            if j.state in ("PENDING", "SPECIAL_EXIT"):
+                j.eligible_time = j.begin_time = 0
         return errors
 
     def release(self, ids: Iterable[JobId]) -> dict[JobId, str]:

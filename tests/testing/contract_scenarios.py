@@ -195,6 +195,38 @@ def unknown_jobs(h: Harness) -> Steps:
     return steps
 
 
+def runs_end(h: Harness) -> Steps:
+    """A run that exits 0 ends COMPLETED, one that exits 3 FAILED (NonZeroExitCode, its
+    exit code), each read back with the nodes it ran on once it left the listing."""
+    h.submit(Submit("ok", "gavel:type=A3C,scale=1", script=Script(runs_s=2)))
+    h.submit(Submit("bad", "gavel:type=A3C,scale=1", script=Script(runs_s=2, exit_code=3)))
+    failed = _start(h, [_order(h, "ok", "k80", 1, "k80-1"), _order(h, "bad", "p100", 1, "p100-1")])
+    obs = settle(
+        h, lambda o: all(j["state"] in ("COMPLETED", "FAILED") for j in o["jobs"].values())
+    )
+    obs["failed"] = sorted(failed)
+    ok, bad = obs["jobs"]["ok"], obs["jobs"]["bad"]
+    assert (ok["state"], ok["exit_code"], ok["nodes"]) == ("COMPLETED", 0, ("k80-1",)), ok
+    assert (bad["state"], bad["reason"], bad["exit_code"]) == ("FAILED", "NonZeroExitCode", 3)
+    return [("ended", obs)]
+
+
+def hold_a_released_job(h: Harness) -> Steps:
+    """A released job Slurm cannot start yet (its node's GPUs are taken) waits on
+    Resources; the daemon's `scontrol hold` holds it again (JobHeldAdmin)."""
+    h.submit(Submit("blocker", gres="gpu:v100:4"))
+    h.submit(Submit("waits", "gavel:type=A3C,scale=1"))
+    settle(h, lambda o: state_of("blocker")(o) == "RUNNING")
+    failed = _start(h, [_order(h, "waits", "v100", 1, "v100-1")])
+    waiting = settle(h, lambda o: o["jobs"]["waits"]["reason"] == "Resources", timeout_s=15)
+    waiting["failed"] = sorted(failed)
+    assert not waiting["jobs"]["waits"]["held"], waiting["jobs"]["waits"]
+    h.transport.hold([h.ids["waits"]], failed)
+    held = observe(h, failed)
+    assert held["jobs"]["waits"]["held"] and held["jobs"]["waits"]["reason"] == "JobHeldAdmin"
+    return [("released, waiting", waiting), ("held again", held)]
+
+
 SCENARIOS: dict[str, Callable[[Harness], Steps]] = {
     f.__name__: f
     for f in (
@@ -205,5 +237,7 @@ SCENARIOS: dict[str, Callable[[Harness], Steps]] = {
         dependency,
         give_back,
         unknown_jobs,
+        runs_end,
+        hold_a_released_job,
     )
 }
