@@ -162,7 +162,7 @@ class FakeSlurm:
         if partition not in self.partitions:
             raise FakeSlurmError("sbatch: error: invalid partition specified: " + partition)
         number = self._next_number
-        tasks = sorted(set(array)) if array is not None else [None]
+        tasks: list[int | None] = [*sorted(set(array))] if array is not None else [None]
         if not tasks:
             raise FakeSlurmError("sbatch: error: Invalid job array specification")
         deps = self._dependency(dependency)
