@@ -227,6 +227,54 @@ def hold_a_released_job(h: Harness) -> Steps:
     return [("released, waiting", waiting), ("held again", held)]
 
 
+def backend_rounds(h: Harness) -> Steps:
+    """The unmodified SlurmBackend's rounds: a start, a preemption beside a start on the
+    same GPU (the job checkpoints and is held), the preempted job started elsewhere
+    while the other keeps its lease; what each act reports and each observe sees."""
+    from slurm_gavel.backends.slurm.backend import SlurmBackend
+    from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+
+    h.submit(Submit("a", "gavel:type=A3C,scale=1", script=CHECKPOINTS))
+    h.submit(Submit("b", "gavel:type=A3C,scale=1", script=CHECKPOINTS))
+    backend = SlurmBackend(h.transport, clock=h.now, grace_s=30, poll_s=0.2)
+    names = {v: k for k, v in h.ids.items()}
+
+    def act(index: int, where: dict[str, tuple[str, str]]) -> Observation:
+        snapshot = backend.observe()
+        placement = RoundPlacement(
+            index,
+            h.now(),
+            {
+                h.ids[j]: JobPlacement(h.ids[j], t, (NodeSlice(node, 1),))
+                for j, (t, node) in where.items()
+            },
+        )
+        res = backend.act(placement)
+        obs = settle(h, lambda o: not any(j["state"] == "PENDING" and not j["held"]
+                                          for j in o["jobs"].values()))  # fmt: skip
+        obs["round"] = {
+            "seen": sorted((names[o.job.id], o.state.value) for o in snapshot.jobs),
+            "started": sorted(names[j] for j in res.started),
+            "kept": sorted(names[j] for j in res.kept),
+            "preempted": sorted(names[j] for j in res.preempted),
+            "failed": sorted(names[j] for j, _ in res.failed),
+        }
+        return obs
+
+    first = act(0, {"a": ("v100", "v100-1")})
+    assert first["round"]["started"] == ["a"] and first["jobs"]["a"]["state"] == "RUNNING"
+    h.wait(2)  # the script sets its trap
+    second = act(1, {"b": ("v100", "v100-1")})
+    assert second["round"]["preempted"] == ["a"] and second["round"]["started"] == ["b"]
+    assert second["jobs"]["a"]["state"] == "SPECIAL_EXIT", second["jobs"]["a"]
+    h.wait(1.5)
+    third = act(2, {"a": ("p100", "p100-2"), "b": ("v100", "v100-1")})
+    assert third["round"]["seen"] == [("a", "held"), ("b", "running")], third["round"]
+    assert third["round"]["started"] == ["a"] and third["round"]["kept"] == ["b"]
+    assert third["jobs"]["a"]["slices"] == (("p100-2", "p100", 1),)
+    return [("started", first), ("preempted", second), ("restarted elsewhere", third)]
+
+
 SCENARIOS: dict[str, Callable[[Harness], Steps]] = {
     f.__name__: f
     for f in (
@@ -239,5 +287,6 @@ SCENARIOS: dict[str, Callable[[Harness], Steps]] = {
         unknown_jobs,
         runs_end,
         hold_a_released_job,
+        backend_rounds,
     )
 }

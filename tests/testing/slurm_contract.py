@@ -167,6 +167,27 @@ def state_of(name: str) -> Callable[[Observation], str | None]:
     return lambda obs: obs["jobs"].get(name, {}).get("state")
 
 
+def differences(fake: dict[str, Any], real: dict[str, Any]) -> list[str]:
+    """Each field that differs, as `jobs.NAME.FIELD: fake X, Slurm Y`."""
+    out = []
+    for part in ("jobs", "nodes"):
+        for name in sorted(set(fake[part]) | set(real[part])):
+            f, r = fake[part].get(name), real[part].get(name)
+            if f is None or r is None:
+                out.append(f"{part}.{name}: fake {f}, Slurm {r}")
+                continue
+            out += [
+                f"{part}.{name}.{k}: fake {f.get(k)!r}, Slurm {r.get(k)!r}"
+                for k in sorted(set(f) | set(r))
+                if f.get(k) != r.get(k)
+            ]
+    if fake.get("round") != real.get("round"):  # what SlurmBackend's observe and act said
+        out.append(f"round: fake {fake.get('round')}, Slurm {real.get('round')}")
+    if fake["failed"] != real["failed"]:
+        out.append(f"failed: fake {fake['failed']}, Slurm {real['failed']}")
+    return out
+
+
 # --- the fake's harness ------------------------------------------------------------------
 
 

@@ -6,32 +6,11 @@ release (model it, or drop it from the projection with the reason)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from contract_scenarios import SCENARIOS
-from slurm_contract import FakeHarness, RealHarness
+from slurm_contract import FakeHarness, RealHarness, differences
 
 pytestmark = pytest.mark.slurm
-
-
-def differences(fake: dict[str, Any], real: dict[str, Any]) -> list[str]:
-    """Each field that differs, as `jobs.NAME.FIELD: fake X, Slurm Y`."""
-    out = []
-    for part in ("jobs", "nodes"):
-        for name in sorted(set(fake[part]) | set(real[part])):
-            f, r = fake[part].get(name), real[part].get(name)
-            if f is None or r is None:
-                out.append(f"{part}.{name}: fake {f}, Slurm {r}")
-                continue
-            out += [
-                f"{part}.{name}.{k}: fake {f.get(k)!r}, Slurm {r.get(k)!r}"
-                for k in sorted(set(f) | set(r))
-                if f.get(k) != r.get(k)
-            ]
-    if fake["failed"] != real["failed"]:
-        out.append(f"failed: fake {fake['failed']}, Slurm {real['failed']}")
-    return out
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
