@@ -105,6 +105,9 @@ class SlurmBackend(Generic[Transport]):
         self._jobs_seen: dict[JobId, SlurmJob] = {}
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
         self._first_submit: dict[JobId, float] = {}
+        # Each job's node count as its request fixed it when first seen (layout.py):
+        # the daemon's placements change the record's.
+        self._layouts: dict[JobId, int | None] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
         self._resumed: set[JobId] = set()  # resume(): read as ended if not listed
         # the orders the last act released (job -> order): still pending, not re-issued
@@ -140,6 +143,7 @@ class SlurmBackend(Generic[Transport]):
             now,
             first_submit=self._first_submit,
             held_back=self.held_back.reasons(now),
+            layouts=self._layouts,
         )
         self.held_back.observe(self.view.managed, now)
         add_vanished(self.view, self._active, now)
@@ -148,8 +152,9 @@ class SlurmBackend(Generic[Transport]):
         }
         self.view.warnings += notes
         self.warnings = self.view.warnings
-        # Held jobs claimed by a comment the grammar refuses: the daemon gives them back.
-        self.refused_held = refused_held(jobs, self.managed_partitions)
+        # Held jobs claimed by a comment the grammar refuses, or past their deadline:
+        # the daemon gives them back.
+        self.refused_held = refused_held(jobs, self.managed_partitions, now)
         self._jobs_seen = {j.job_id: j for j in jobs}
         self.preemption.observed(now)
         self.old_runs.observe(nodes, self.view.managed.values(), now, RUNNING_STATES)
@@ -358,6 +363,11 @@ class SlurmBackend(Generic[Transport]):
             ]
             if relabelled:
                 self.transport.release(relabelled, failed)
+            # no longer the daemon's (a plain comment now): not watched for its end,
+            # which would be reported as a managed job gone unseen (add_vanished)
+            for o in orders:
+                if o.job_id not in failed:
+                    self._active.pop(o.job_id, None)
         return failed
 
     def set_admin_comments(self, texts: Mapping[JobId, str]) -> dict[JobId, str]:

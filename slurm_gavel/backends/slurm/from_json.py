@@ -333,6 +333,11 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             dependency=dependency_text(raw.get("dependency")),
             array_tasks=pending_tasks(raw),
             task_id=task_job_id(raw, ""),
+            tasks=max(0, number(raw.get("tasks"))),
+            tasks_per_node=max(0, number(raw.get("tasks_per_node"))),
+            deadline=max(0, number(raw.get("deadline"))),
+            array_max_tasks=max(0, number(raw.get("array_max_tasks"))),
+            name=str(raw.get("name") or ""),
             needs=job_needs(raw),
         )
     except ValueError as e:

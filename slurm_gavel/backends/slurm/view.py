@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.backends.slurm.eligibility import user_hold_reason, waiting_on
+from slurm_gavel.backends.slurm.arrays import throttled
+from slurm_gavel.backends.slurm.eligibility import (
+    SINGLETON,
+    singleton_free,
+    user_hold_reason,
+    waiting_on,
+)
 from slurm_gavel.backends.slurm.fit import (
     NodeRoom,
     allowed_nodes,
@@ -19,6 +25,7 @@ from slurm_gavel.backends.slurm.fit import (
     per_node_gpus,
     preferred_nodes,
 )
+from slurm_gavel.backends.slurm.layout import asked_nodes, layout_why
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.shard_pairs import (
     lone_half_warnings,
@@ -60,15 +67,19 @@ def build_view(
     now: float,
     first_submit: dict[JobId, float] | None = None,
     held_back: Mapping[JobId, str] | None = None,
+    layouts: dict[JobId, int | None] | None = None,
 ) -> SlurmView:
     """The snapshot the round loop sees; malformed managed comments become warnings.
 
     first_submit (updated in place) remembers each job's earliest submit time:
     Slurm 22.05 resets submit_time on every requeue, which would make a preempted
     job look younger than it is. held_back: jobs a recent round found blocked by a
-    limit (eligibility.HeldBack), still kept out.
+    limit (eligibility.HeldBack), still kept out. layouts (updated in place, like
+    first_submit): each job's node count as its request fixed it when first seen
+    (layout.asked_nodes; the daemon's placements change the record's).
     """
     first_submit = {} if first_submit is None else first_submit
+    layouts = {} if layouts is None else layouts
     warnings: list[str] = []
     managed: dict[JobId, SlurmJob] = {}
     observed: list[ObservedJob] = []
@@ -88,22 +99,36 @@ def build_view(
         managed[sj.job_id] = sj
         arrival = min(float(sj.submit_time), first_submit.get(sj.job_id, float("inf")))
         first_submit[sj.job_id] = arrival
+        if sj.job_id not in layouts:
+            layouts[sj.job_id] = asked_nodes(sj)
         specs.append((sj, spec, arrival))
     partners = shard_partners(managed.values())
     by_name = {n.name: n for n in nodes}
     warnings += lone_half_warnings(managed, jobs, partners, by_name)
     types = {n.name: n.gpu_type for n in nodes}
     rooms = node_rooms(nodes, managed.values(), managed_partitions)
+    waits_of: dict[JobId, str | None] = {}
+    for sj, spec, _ in specs:
+        if sj.state in WAITING_STATES:
+            alone = sj.dependency == SINGLETON and singleton_free(sj, jobs)
+            waits = waiting_on(sj, now, held_back or {}, singleton_ok=alone)
+            waits_of[sj.job_id] = user_hold_reason(sj.job_id) if spec.user_hold else waits
+    # a throttled array's tasks beyond its limit (arrays.throttled), of those free to run
+    free = [j for j, w in waits_of.items() if w is None]
+    waits_of.update(throttled(managed, free))
     for sj, spec, arrival in specs:
-        waits = waiting_on(sj, now, held_back or {}) if sj.state in WAITING_STATES else None
-        if spec.user_hold and sj.state in WAITING_STATES:
-            waits = user_hold_reason(sj.job_id)
+        waits = waits_of.get(sj.job_id)
         o = _observed(sj, spec, arrival, partners.get(sj.job_id), types, waits)
+        count = layouts[sj.job_id]
+        if count is not None:
+            o = replace(o, job=replace(o.job, node_count=count))
         if o.state is not JobState.DONE:
-            o = replace(o, allowed=job_allowed(sj, o.job.scale_factor, rooms))
+            o = replace(o, allowed=job_allowed(sj, o.job.scale_factor, rooms, count))
         observed.append(o)
     for gone in [j for j in first_submit if j not in managed]:
         del first_submit[gone]
+    for gone in [j for j in layouts if j not in managed]:
+        del layouts[gone]
     managed_gpus = managed_gpus_of(managed.values())
     out_nodes: list[Node] = []
     for sn in nodes:
@@ -160,11 +185,16 @@ def node_rooms(
     ]
 
 
-def job_allowed(sj: SlurmJob, scale: int, rooms: list[NodeRoom]) -> Allowed | None:
-    """ObservedJob.allowed: None where the job's request rules out no node."""
+def job_allowed(
+    sj: SlurmJob, scale: int, rooms: list[NodeRoom], node_count: int | None = None
+) -> Allowed | None:
+    """ObservedJob.allowed: None where the job's request rules out no node. node_count:
+    the nodes its request fixes (layout.py); a scale it cannot divide allows none."""
+    if node_count is not None and (bad := layout_why(scale, node_count)):
+        return Allowed(frozenset(), frozenset(), bad)
     request = sj.gpu_request or sj.gpu_request_total
     gpu_type = request[0] if request is not None else None
-    per_node = per_node_gpus(scale, sj.node_count)
+    per_node = per_node_gpus(scale, node_count or sj.node_count)
     nodes, why = allowed_nodes(gpu_type, per_node, sj.needs, rooms)
     prefer = preferred_nodes(sj.needs)
     preferred = None

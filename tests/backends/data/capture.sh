@@ -24,7 +24,7 @@
 # run as user gavel.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh chroot ROOT [OUTDIR]}"
+mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh chroot ROOT [OUTDIR] | capture.sh listing}"
 # every data_parser version a CLI of the supported releases may offer
 PARSERS="v0.0.39 v0.0.40 v0.0.41 v0.0.42 v0.0.43 v0.0.44 v0.0.45"
 compact() { python3 -c 'import json,sys; json.dump(json.load(sys.stdin), sys.stdout, separators=(",", ":"), sort_keys=True); print()'; }
@@ -229,6 +229,34 @@ cancelled=$cancelled  # managed, --hold, then scancel: CANCELLED
 EOF
 }
 
+# listing: <release>/listing.txt, the job listing (slurm/cli/listing.py) with the fixed
+# token of tests/backends/slurm/cli/test_listing.py, on a fresh local cluster (job ids
+# from 1): 1 managed and held (--hold); 2 and 3 an array whose comment holds '|' and a
+# newline with a fake record after it; 4 a comment of invalid UTF-8 bytes and "\r\n".
+#   tools/local-cluster up --slurm R --dir /tmp/capture --port-base auto
+#   eval "$(tools/local-cluster env --dir /tmp/capture)"
+#   PYTHONPATH=. tests/backends/data/capture.sh listing
+capture_listing() {
+  local out="$1" token="|0123456789abcdef|" fmt
+  sbatch -o /dev/null -p gpu --hold --gres=gpu:1 \
+    --comment='gavel:type=ResNet-18 (batch size 16)' --wrap 'sleep 600' >/dev/null
+  sbatch -o /dev/null -p gpu --gres=gpu:1 --array=0-1 \
+    --comment="$(printf 'plain x|y\nsecond line 1|PENDING')" --wrap 'sleep 600' >/dev/null
+  sbatch -o /dev/null -p gpu --gres=gpu:1 -t 365-0 \
+    --comment="$(printf 'bad\xff\xfe\r\n')" --wrap 'sleep 600' >/dev/null
+  for _ in $(seq 100); do  # the array's tasks and job 4 running
+    [[ "$(squeue -h -t RUNNING -o %i | wc -l)" == 3 ]] && break; sleep 0.2
+  done
+  fmt=$(python3 -c 'import sys
+from slurm_gavel.backends.slurm.cli.listing import listing_command
+ex = None if sys.argv[2] == "22.05" else "ExcNodes"
+sharing = "Exclusive" if sys.argv[2] == "26.05" else "OverSubscribe"
+print(listing_command(sys.argv[1], sharing, ex).env["SQUEUE_FORMAT2"])' "$token" "$release")
+  SLURM_TIME_FORMAT=%s SQUEUE_FORMAT2="$fmt" squeue -h --noconvert \
+    -t "$(python3 -c 'from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES as s; print(s)')" \
+    > "$out/listing.txt"
+}
+
 release_of() { sed -n 's/^[^ ]* \([0-9]*\.[0-9]*\)\..*/\1/p'; }
 case "$mode" in
   local)
@@ -242,5 +270,9 @@ case "$mode" in
     release=$(chroot "$root" sinfo -V | release_of)
     out="${3:-$here/$release}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
     capture_chroot "$root" "$out" ;;
-  *) echo "capture.sh: unknown mode $mode (local or chroot)" >&2; exit 2 ;;
+  listing)
+    : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
+    release=$(sinfo -V | release_of)
+    capture_listing "$here/$release" ;;
+  *) echo "capture.sh: unknown mode $mode (local, chroot or listing)" >&2; exit 2 ;;
 esac

@@ -26,10 +26,11 @@ DATA = Path(__file__).parents[2] / "data"
 TOKEN = "|0123456789abcdef|"  # the token the captures were made with (listing_command)
 # Captured with listing_command(TOKEN, CliFormat.node_sharing_field: 26.05 "Exclusive";
 # CliFormat.excluded_field: 22.05 None) and SLURM_TIME_FORMAT=%s on a fresh
-# tools/local-cluster (2026-11-28, with the node needs' fields), jobs: 1 managed and
-# held (`sbatch --hold`: job_submit.lua adds hold=user); 2 and 3 an array whose comment
-# holds '|' and a newline with a fake record after it; 4 a comment of invalid UTF-8
-# bytes and "\r\n".
+# tools/local-cluster (2026-11-29, with the layout's and the deadline's fields, by
+# tests/backends/data/capture.sh listing), jobs: 1 managed and held (`sbatch --hold`:
+# job_submit.lua adds hold=user); 2 and 4 the tasks of an array whose comment holds '|'
+# and a newline with a fake record after it; 3 a comment of invalid UTF-8 bytes and
+# "\r\n".
 RELEASES = ["22.05", "24.11", "26.05"]
 
 
@@ -54,12 +55,12 @@ def test_the_listing_prints_every_field_a_job_is_read_from():
 @pytest.mark.parametrize("release", RELEASES)
 def test_each_release_listing_reads_back_with_hostile_comments(release):
     listing = parse_listing(captured(release), TOKEN)
-    assert listing is not None and list(listing) == ["1", "3", "2", "4"]
+    assert listing is not None and list(listing) == ["1", "4", "2", "3"]
     fields = listing
     assert fields["1"][-1] == "gavel:type=ResNet-18 (batch size 16),scale=1,hold=user"
-    assert fields["1"][1] == "PENDING" and fields["3"][1] == "RUNNING"
-    assert fields["3"][-1] == "plain x|y\nsecond line 1|PENDING"  # one field, one job
-    assert fields["4"][-1].startswith("bad\udcff\udcfe")
+    assert fields["1"][1] == "PENDING" and fields["4"][1] == "RUNNING"
+    assert fields["4"][-1] == "plain x|y\nsecond line 1|PENDING"  # one field, one job
+    assert fields["3"][-1].startswith("bad\udcff\udcfe")
     # a state change, a comment change: another record for that job only
     text = captured(release)
     for old, new in [("PENDING", "RUNNING"), ("hold=user", "hold=usex")]:
