@@ -53,13 +53,16 @@ def rate_under(fractions: Mapping[GpuType, float], row: Row) -> float:
 def rows_misjudged(
     allocation: Allocation,
     used: Mapping[JobId, Row],
-    now_rows: Iterable[tuple[JobId, Row, float, float]],
+    now_rows: Iterable[tuple[JobId, Row, float | None, float, float]],
 ) -> bool:
     """True when the rows changed since ``allocation`` was computed (``used``: each
     job's row then) by enough to pay for a re-solve (module doc). ``now_rows``: per
-    considered job, its id, its row now, its steps left and one restart's seconds."""
+    considered job, its id, its row now, its steps left (None: it declared no total,
+    as most jobs on Slurm do), the seconds it has run (what a job of unknown length is
+    expected to run still: the longer a job has run, the longer it is likely to go on)
+    and one restart's seconds."""
     stake = cost = 0.0
-    for job_id, row, steps_left, restart_s in now_rows:
+    for job_id, row, steps_left, attained_s, restart_s in now_rows:
         before = used.get(job_id)
         fractions = allocation.fractions.get(job_id)
         if before is None or not fractions or before is row:
@@ -70,7 +73,8 @@ def rows_misjudged(
         error = abs(new / old - 1.0)
         if error <= MISJUDGED:
             continue
-        stake += error * steps_left / new
+        remaining_s = attained_s if steps_left is None else steps_left / new
+        stake += error * remaining_s
         cost += max(restart_s, 0.0)
     return stake > 0.0 and stake > PAYBACK * cost
 

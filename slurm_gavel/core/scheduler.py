@@ -213,12 +213,14 @@ def _rows_worth_a_resolve(
         return True
     accounts = state.jobs
 
-    def now_rows() -> Iterator[tuple[JobId, Mapping[GpuType, float], float, float]]:
+    def now_rows() -> Iterator[tuple[JobId, Mapping[GpuType, float], float | None, float, float]]:
         for o, row in considered:
             acct = accounts.get(o.job.id)
             done = acct.steps_done if acct is not None else 0.0
+            attained = sum(acct.received_s.values()) if acct is not None else 0.0
+            left = max(0.0, o.job.total_steps - done) if o.job.total_steps > 0 else None
             cost = restart_aware.restart_cost(o.job, acct, config)
-            yield o.job.id, row, max(0.0, o.job.total_steps - done), cost
+            yield o.job.id, row, left, attained, cost
 
     if relearn.rows_misjudged(alloc, state.allocation_rows, now_rows()):
         return True

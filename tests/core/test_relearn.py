@@ -33,7 +33,7 @@ ROW = {"v100": 10.0, "k80": 2.0}
 
 def test_a_row_within_noise_never_re_solves():
     alloc = _alloc(a={"v100": 1.0})
-    now = [("a", {"v100": 10.0 * (1 + relearn.MISJUDGED), "k80": 2.0}, 1e9, 30.0)]
+    now = [("a", {"v100": 10.0 * (1 + relearn.MISJUDGED), "k80": 2.0}, 1e9, 0.0, 30.0)]
     assert not relearn.rows_misjudged(alloc, {"a": ROW}, now)
 
 
@@ -41,29 +41,39 @@ def test_a_misjudged_long_job_re_solves_and_a_nearly_done_one_does_not():
     alloc = _alloc(a={"v100": 1.0})
     half = {"v100": 5.0, "k80": 2.0}  # the allocation thought 10 steps/s: 50 % off
     # 1,000 steps left at 5 steps/s: 200 s, half of it misjudged = 100 s at stake
-    assert relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 1000.0, 30.0)])
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 1000.0, 0.0, 30.0)])
     # the same 100 s at stake against a restart of 60 s: not worth 2 x 60 s
-    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 1000.0, 60.0)])
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 1000.0, 0.0, 60.0)])
     # 10 steps left: 1 s at stake
-    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 10.0, 1.0)])
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, 10.0, 0.0, 1.0)])
+
+
+def test_a_job_of_unknown_length_is_expected_to_run_as_long_as_it_has():
+    """Most jobs on Slurm declare no total steps: their time at stake is the time they
+    have run (a job of unknown length used to count as finished, and never re-solved:
+    the daemon then kept two jobs on the wrong types for good)."""
+    alloc = _alloc(a={"v100": 1.0})
+    half = {"v100": 5.0, "k80": 2.0}
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, None, 30.0, 5.0)])
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, None, 10.0, 5.0)])
 
 
 def test_a_change_on_a_type_the_allocation_does_not_use_is_no_misjudgment():
     alloc = _alloc(a={"v100": 1.0})
     assert not relearn.rows_misjudged(
-        alloc, {"a": ROW}, [("a", {"v100": 10.0, "k80": 20.0}, 1e9, 0.0)]
+        alloc, {"a": ROW}, [("a", {"v100": 10.0, "k80": 20.0}, 1e9, 0.0, 0.0)]
     )
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
 def test_unusable_rates_are_no_misjudgment(bad):
     alloc = _alloc(a={"v100": 1.0})
-    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", {"v100": bad}, 1e9, 0.0)])
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", {"v100": bad}, 1e9, 0.0, 0.0)])
 
 
 def test_jobs_new_to_the_allocation_or_without_fractions_are_left_to_the_job_set_key():
     alloc = _alloc(a={})
-    now = [("a", {"v100": 1.0}, 1e9, 0.0), ("b", {"v100": 1.0}, 1e9, 0.0)]
+    now = [("a", {"v100": 1.0}, 1e9, 0.0, 0.0), ("b", {"v100": 1.0}, 1e9, 0.0, 0.0)]
     assert not relearn.rows_misjudged(alloc, {"a": ROW}, now)
 
 

@@ -46,9 +46,11 @@ JOBS = {
 }
 STEPS = 400
 # after both jobs' first run, the learned run must have moved both within this many
-# seconds (measured: 6-9 s on 22.05, 24.11 and 26.05), and the control (knowledge:
-# table) must not have moved either
-WATCH_S = 30
+# seconds, and the control (knowledge: table) must not have moved either. A report
+# counts once the job's progress bounds it (more than the start-up allowance of running
+# there, TrustBounds.start_allowance_s, 30 s: core/row_trust.py); measured 6-9 s
+# before that bound, on 22.05, 24.11 and 26.05.
+WATCH_S = 60
 
 
 @pytest.fixture(scope="module")
