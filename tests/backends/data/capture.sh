@@ -19,12 +19,19 @@
 # 7817/7818; the script that started it is not part of this repository), for every
 # data_parser the release offers:
 #   tests/backends/data/capture.sh chroot ROOT [OUTDIR]   # -> 24.11/
+# reservations: admin reservations on a local cluster (any release, as for local):
+# one of each kind the daemon reads (active, future and MAGNETIC, FLEX+MAINT, a
+# user exclusion), written as scontrol's text (22.05: no --json there), scontrol's
+# JSON for every data_parser (24.11+) and slurmrestd's /reservations when the
+# cluster runs one (--rest); removed again at the end:
+#   tests/backends/data/capture.sh reservations [OUTDIR]   # -> <release>/reservations/
+#
 # It first reshapes that cluster (same ports): v100-1 with 4 GPUs, a k80 node that
 # never answers (drained by the scenario), RequeueExitHold=99, a clean state; jobs
 # run as user gavel.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh chroot ROOT [OUTDIR]}"
+mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh reservations [OUTDIR] | capture.sh chroot ROOT [OUTDIR]}"
 # every data_parser version a CLI of the supported releases may offer
 PARSERS="v0.0.39 v0.0.40 v0.0.41 v0.0.42 v0.0.43 v0.0.44 v0.0.45"
 compact() { python3 -c 'import json,sys; json.dump(json.load(sys.stdin), sys.stdout, separators=(",", ":"), sort_keys=True); print()'; }
@@ -229,6 +236,41 @@ cancelled=$cancelled  # managed, --hold, then scancel: CANCELLED
 EOF
 }
 
+capture_reservations() {
+  local out="$1" v sock
+  scontrol create reservation ReservationName=maint1 Nodes=v100-1 StartTime=now Duration=60 \
+    Users=root Flags=IGNORE_JOBS >/dev/null
+  scontrol create reservation ReservationName=future1 Nodes=p100-1 StartTime=now+3600 \
+    Duration=60 Accounts=root Flags=MAGNETIC >/dev/null
+  scontrol create reservation ReservationName=flex1 Nodes=k80-1 StartTime=now Duration=60 \
+    Users=root Flags=FLEX,MAINT,IGNORE_JOBS >/dev/null
+  scontrol create reservation ReservationName=notroot Nodes=p100-2 StartTime=now Duration=60 \
+    Users=-root Flags=IGNORE_JOBS >/dev/null
+  sinfo -V > "$out/version.txt"
+  scontrol show reservation --oneliner > "$out/scontrol-show-res.txt"
+  for v in $PARSERS; do
+    scontrol --json="$v" show reservations 2>/dev/null | compact > "$out/scontrol-res.$v.json" \
+      2>/dev/null || true
+    [[ -s "$out/scontrol-res.$v.json" ]] || rm -f "$out/scontrol-res.$v.json"
+  done
+  sock="$(dirname "$SLURM_CONF")/slurmrestd.sock"
+  if [[ -S "$sock" ]]; then
+    for v in v0.0.38 $PARSERS; do
+      curl -sf --unix-socket "$sock" "http://x/slurm/$v/reservations" 2>/dev/null | compact \
+        > "$out/rest-$v-reservations.json" 2>/dev/null || true
+      [[ -s "$out/rest-$v-reservations.json" ]] || rm -f "$out/rest-$v-reservations.json"
+    done
+  fi
+  {
+    echo "# Slurm $(sinfo -V | sed 's/^[^ ]* //') on tools/local-cluster --partitions both --rest, at $(date +%s):"
+    echo "maint1   # v100-1, now for 60 min, Users=root, IGNORE_JOBS"
+    echo "future1  # p100-1, from now+3600 for 60 min, Accounts=root, MAGNETIC"
+    echo "flex1    # k80-1, now for 60 min, Users=root, FLEX,MAINT,IGNORE_JOBS"
+    echo "notroot  # p100-2, now for 60 min, Users=-root (everyone but root), IGNORE_JOBS"
+  } > "$out/scenario.txt"
+  for v in maint1 future1 flex1 notroot; do scontrol delete ReservationName="$v" || true; done
+}
+
 release_of() { sed -n 's/^[^ ]* \([0-9]*\.[0-9]*\)\..*/\1/p'; }
 case "$mode" in
   local)
@@ -237,10 +279,15 @@ case "$mode" in
     default="$here/$release/local-cluster"; [[ "$release" == 22.05 ]] && default="$here/22.05"
     out="${2:-$default}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
     capture_local "$out" ;;
+  reservations)
+    : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
+    release=$(sinfo -V | release_of)
+    out="${2:-$here/$release/reservations}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
+    capture_reservations "$out" ;;
   chroot)
     root="${2:?capture.sh chroot needs the chroot (chroot-cluster.sh start ROOT ...)}"
     release=$(chroot "$root" sinfo -V | release_of)
     out="${3:-$here/$release}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
     capture_chroot "$root" "$out" ;;
-  *) echo "capture.sh: unknown mode $mode (local or chroot)" >&2; exit 2 ;;
+  *) echo "capture.sh: unknown mode $mode (local, reservations or chroot)" >&2; exit 2 ;;
 esac
