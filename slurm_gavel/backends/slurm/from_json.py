@@ -44,6 +44,7 @@ from slurm_gavel.backends.slurm.fields import (
     number,
     shard_gres,
     state_list,
+    time_limit,
 )
 from slurm_gavel.backends.slurm.fit import JobNeeds
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
@@ -334,6 +335,8 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             array_tasks=pending_tasks(raw),
             task_id=task_job_id(raw, ""),
             needs=job_needs(raw),
+            reservation=str(raw.get("resv_name") or ""),
+            time_limit_min=time_limit(raw.get("time_limit")),
         )
     except ValueError as e:
         raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None

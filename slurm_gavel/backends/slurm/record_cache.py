@@ -58,6 +58,9 @@ FIELDS = (
     "minimum_cpus_per_node",
     "cpus_per_tres",
     "prefer",
+    # reservations.py
+    "resv_name",
+    "time_limit",
 )
 
 

@@ -20,6 +20,14 @@ from slurm_gavel.backends.slurm.fit import (
     preferred_nodes,
 )
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.reservations import (
+    FREE,
+    NO_RESERVATIONS,
+    JobPlaces,
+    Reservations,
+    closed_nodes,
+    job_places,
+)
 from slurm_gavel.backends.slurm.shard_pairs import (
     lone_half_warnings,
     shard_partners,
@@ -47,6 +55,9 @@ class SlurmView:
     managed: dict[JobId, SlurmJob]  # managed jobs by id (all states)
     nodes: dict[str, SlurmNode]  # every node Slurm reported, by name
     warnings: list[str] = field(default_factory=list)
+    # Waiting jobs whose --reservation cannot hold them (reservations.py), -> why:
+    # given back to Slurm by the daemon (giveback.py), with the managed jobs it refuses.
+    give_back: dict[JobId, str] = field(default_factory=dict)
 
 
 def is_managed_partition(parts: Iterable[str], managed: Collection[str] | None) -> bool:
@@ -60,13 +71,16 @@ def build_view(
     now: float,
     first_submit: dict[JobId, float] | None = None,
     held_back: Mapping[JobId, str] | None = None,
+    reservations: Reservations = NO_RESERVATIONS,
 ) -> SlurmView:
     """The snapshot the round loop sees; malformed managed comments become warnings.
 
     first_submit (updated in place) remembers each job's earliest submit time:
     Slurm 22.05 resets submit_time on every requeue, which would make a preempted
     job look younger than it is. held_back: jobs a recent round found blocked by a
-    limit (eligibility.HeldBack), still kept out.
+    limit (eligibility.HeldBack), still kept out. reservations: Slurm's, now; their
+    nodes are kept from the jobs they do not admit and a reservation's jobs are kept
+    on them (reservations.py).
     """
     first_submit = {} if first_submit is None else first_submit
     warnings: list[str] = []
@@ -94,14 +108,28 @@ def build_view(
     warnings += lone_half_warnings(managed, jobs, partners, by_name)
     types = {n.name: n.gpu_type for n in nodes}
     rooms = node_rooms(nodes, managed.values(), managed_partitions)
+    give_back: dict[JobId, str] = {}
+    all_places: list[JobPlaces] = []
     for sj, spec, arrival in specs:
-        waits = waiting_on(sj, now, held_back or {}) if sj.state in WAITING_STATES else None
-        if spec.user_hold and sj.state in WAITING_STATES:
+        waiting = sj.state in WAITING_STATES
+        waits = waiting_on(sj, now, held_back or {}) if waiting else None
+        places = FREE
+        if sj.state in RUNNING_STATES or waiting:
+            places = job_places(sj, reservations, nodes, now)
+            all_places.append(places)
+        if waiting and waits is None:
+            waits = places.waits
+        if spec.user_hold and waiting:
             waits = user_hold_reason(sj.job_id)
         o = _observed(sj, spec, arrival, partners.get(sj.job_id), types, waits)
         if o.state is not JobState.DONE:
-            o = replace(o, allowed=job_allowed(sj, o.job.scale_factor, rooms))
+            o = replace(o, allowed=job_allowed(sj, o.job.scale_factor, rooms, places))
+            short = reservation_short(sj, o, places, rooms) if waiting else None
+            if short is not None and not spec.user_hold:
+                give_back[sj.job_id] = short
+                o = replace(o, waiting_on=short)
         observed.append(o)
+    closed = closed_nodes(reservations, nodes, all_places, now)
     for gone in [j for j in first_submit if j not in managed]:
         del first_submit[gone]
     managed_gpus = managed_gpus_of(managed.values())
@@ -126,11 +154,14 @@ def build_view(
                 gpus=sn.gpus,
                 partition=part,
                 state=state,
-                gpus_held_unmanaged=max(0, sn.gpus_used - managed_gpus.get(sn.name, 0)),
+                # a node reserved for no managed job: none of its GPUs is the round's
+                gpus_held_unmanaged=sn.gpus
+                if sn.name in closed
+                else max(0, sn.gpus_used - managed_gpus.get(sn.name, 0)),
             )
         )
     snapshot = ClusterSnapshot(time=now, nodes=tuple(out_nodes), jobs=tuple(observed))
-    return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings)
+    return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings, give_back)
 
 
 def node_rooms(
@@ -160,20 +191,55 @@ def node_rooms(
     ]
 
 
-def job_allowed(sj: SlurmJob, scale: int, rooms: list[NodeRoom]) -> Allowed | None:
-    """ObservedJob.allowed: None where the job's request rules out no node."""
+def job_allowed(
+    sj: SlurmJob, scale: int, rooms: list[NodeRoom], places: JobPlaces = FREE
+) -> Allowed | None:
+    """ObservedJob.allowed: None where the job's request and the reservations
+    (places: reservations.job_places) rule out no node."""
     request = sj.gpu_request or sj.gpu_request_total
     gpu_type = request[0] if request is not None else None
     per_node = per_node_gpus(scale, sj.node_count)
-    nodes, why = allowed_nodes(gpu_type, per_node, sj.needs, rooms)
+    within = _within(rooms, places)
+    nodes, why = allowed_nodes(gpu_type, per_node, sj.needs, within)
+    if len(within) < len(rooms) and places.why:
+        why = f"{why}; {places.why}" if why else places.why
     prefer = preferred_nodes(sj.needs)
     preferred = None
     if prefer is not None:
-        preferred = frozenset(r.name for r in rooms if r.name in nodes and prefer(r.features))
+        preferred = frozenset(r.name for r in within if r.name in nodes and prefer(r.features))
+    if places.prefer is not None:  # FLEX: its reservation's nodes first
+        preferred = (preferred or nodes) & places.prefer
     if not why and not preferred:
         return None
-    types = frozenset(r.gpu_type for r in rooms if r.name in nodes)
+    types = frozenset(r.gpu_type for r in within if r.name in nodes)
     return Allowed(nodes, types, why, preferred or None)
+
+
+def _within(rooms: list[NodeRoom], places: JobPlaces) -> list[NodeRoom]:
+    if places.only is not None:
+        return [r for r in rooms if r.name in places.only]
+    if places.off:
+        return [r for r in rooms if r.name not in places.off]
+    return rooms
+
+
+def reservation_short(
+    sj: SlurmJob, o: ObservedJob, places: JobPlaces, rooms: list[NodeRoom]
+) -> str | None:
+    """Why a waiting reservation job is given back (its reservation is gone, or its
+    nodes cannot hold the job's GPUs however long it waits), or None."""
+    if places.give_back:
+        return places.give_back
+    if places.only is None:
+        return None
+    fits = o.allowed.nodes if o.allowed is not None else places.only
+    have = sum(r.gpus for r in rooms if r.name in places.only and r.name in fits)
+    if have >= o.job.scale_factor:
+        return None
+    return (
+        f"its reservation {sj.reservation} has {have} GPUs the scheduler manages that fit "
+        f"its request, and it asks for {o.job.scale_factor}"
+    )
 
 
 def _observed(

@@ -26,12 +26,20 @@
 # cluster runs one (--rest); removed again at the end:
 #   tests/backends/data/capture.sh reservations [OUTDIR]   # -> <release>/reservations/
 #
+# listing: the job listing's text (slurm/cli/listing.py) on a FRESH local cluster
+# (job ids from 1; any release): 1 managed and held (`sbatch --hold`: job_submit.lua
+# adds hold=user), 2 and 3 an array whose comment holds '|' and a newline with a fake
+# record after it, 4 a comment of invalid UTF-8 bytes and "\r\n"; printed with
+# listing_command's fields, the token |0123456789abcdef| and SLURM_TIME_FORMAT=%s
+# (PYTHONPATH must name this checkout):
+#   tests/backends/data/capture.sh listing [OUTFILE]   # -> <release>/listing.txt
+#
 # It first reshapes that cluster (same ports): v100-1 with 4 GPUs, a k80 node that
 # never answers (drained by the scenario), RequeueExitHold=99, a clean state; jobs
 # run as user gavel.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh reservations [OUTDIR] | capture.sh chroot ROOT [OUTDIR]}"
+mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh reservations [OUTDIR] | capture.sh listing [OUTFILE] | capture.sh chroot ROOT [OUTDIR]}"
 # every data_parser version a CLI of the supported releases may offer
 PARSERS="v0.0.39 v0.0.40 v0.0.41 v0.0.42 v0.0.43 v0.0.44 v0.0.45"
 compact() { python3 -c 'import json,sys; json.dump(json.load(sys.stdin), sys.stdout, separators=(",", ":"), sort_keys=True); print()'; }
@@ -271,6 +279,37 @@ capture_reservations() {
   for v in maint1 future1 flex1 notroot; do scontrol delete ReservationName="$v" || true; done
 }
 
+capture_listing() {
+  local out="$1" work
+  work="$(mktemp -d)"; cd "$work"
+  sbatch -o /dev/null --hold --comment='gavel:type=ResNet-18 (batch size 16)' --gres=gpu:1 \
+    --wrap 'sleep 600' >/dev/null
+  sbatch -o /dev/null --array=0-1 --comment=$'plain x|y\nsecond line 1|PENDING' --gres=gpu:1 \
+    --wrap 'sleep 600' >/dev/null
+  running() {  # N: wait until N jobs run (both array tasks take their ids as they start)
+    for _ in $(seq 100); do
+      [[ "$(squeue -h -t running -o %i | wc -l)" -ge "$1" ]] && return 0; sleep 0.2
+    done
+    echo "fewer than $1 jobs running" >&2; exit 1
+  }
+  running 2
+  sbatch -o /dev/null --comment=$'bad\xff\xfe\r\n' --gres=gpu:1 --wrap 'sleep 600' >/dev/null
+  running 3
+  OUT="$out" python3 - <<'PY'
+import os, subprocess
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
+from slurm_gavel.backends.slurm.cli.json_format import detect_cli
+from slurm_gavel.backends.slurm.cli.listing import listing_command
+fmt = detect_cli(SlurmCommands(dict(os.environ)))
+cmd = listing_command("|0123456789abcdef|", fmt.node_sharing_field, fmt.excluded_field)
+env = {**os.environ, "SLURM_TIME_FORMAT": "%s", **cmd.env}
+out = subprocess.run(cmd.argv, env=env, capture_output=True, check=True).stdout
+open(os.environ["OUT"], "wb").write(out)
+PY
+  squeue -h -o %i | xargs -r scancel
+  cd / && rm -rf "$work"
+}
+
 release_of() { sed -n 's/^[^ ]* \([0-9]*\.[0-9]*\)\..*/\1/p'; }
 case "$mode" in
   local)
@@ -279,6 +318,10 @@ case "$mode" in
     default="$here/$release/local-cluster"; [[ "$release" == 22.05 ]] && default="$here/22.05"
     out="${2:-$default}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
     capture_local "$out" ;;
+  listing)
+    : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
+    release=$(sinfo -V | release_of)
+    capture_listing "${2:-$here/$release/listing.txt}" ;;
   reservations)
     : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
     release=$(sinfo -V | release_of)
@@ -289,5 +332,5 @@ case "$mode" in
     release=$(chroot "$root" sinfo -V | release_of)
     out="${3:-$here/$release}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
     capture_chroot "$root" "$out" ;;
-  *) echo "capture.sh: unknown mode $mode (local, reservations or chroot)" >&2; exit 2 ;;
+  *) echo "capture.sh: unknown mode $mode (local, reservations, listing or chroot)" >&2; exit 2 ;;
 esac
