@@ -113,6 +113,8 @@ def test_no_job_outside_the_reservation_is_placed_on_its_node_and_all_complete(r
 def test_a_reservation_job_runs_inside_it_and_completes(run):
     run.sc.assert_all_completed({run.inside: run.states[run.inside]})
     assert {s.node for s in run.sc.segments(run.inside)} == {NODE}
+    # never placed elsewhere (Slurm would leave it pending there: moved off, it waits)
+    assert run.placed_on_node.get(run.inside, set()) <= {NODE, "", "(null)"}
 
 
 def test_a_reservation_too_small_for_the_job_gives_it_back_with_why(run):

@@ -6,6 +6,7 @@ partitions per job kept as the job's own list. No cluster needed."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +30,16 @@ from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, Ro
 DATA = Path(__file__).parents[1] / "data"
 HELD = "3"  # 22.05/scenario.txt: managed, held on arrival, partition gpu
 RUN1 = "4"  # managed, running on v100-1 (2 GPUs)
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    """22.05's text prints local times: the captures were made in UTC."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 def captures() -> list[Path]:
