@@ -41,11 +41,13 @@ class Run:
     states: dict[str, str] = field(default_factory=dict)
 
 
-def submit(sc: Scenario, *extra: str, partition: str = "gpu", scale: int = 0) -> str:
+def submit(
+    sc: Scenario, *extra: str, partition: str = "gpu", scale: int = 0, steps: int = STEPS
+) -> str:
     comment = f"gavel:type={JOB_TYPE}" + (f",scale={scale}" if scale else "")
     job = sc.slurm.sbatch(
         "-p", partition, "-o", "/dev/null", f"--comment={comment}",
-        *extra, str(sc.dir / "managed.sh"), str(sc.dir / "logs"), str(STEPS),
+        *extra, str(sc.dir / "managed.sh"), str(sc.dir / "logs"), str(steps),
     )  # fmt: skip
     sc.managed[job] = JOB_TYPE
     return job
@@ -81,7 +83,9 @@ def run(slurm_session, tmp_path_factory) -> Iterator[Run]:
         # More v100 work than v100-2 alone holds: the round wants v100-1's GPUs too.
         r.outside = [submit(sc, "--gres=gpu:v100:1") for _ in range(6)]
         r.outside += [submit(sc, scale=2) for _ in range(4)]
-        r.inside = submit(sc, f"--reservation={RESV}", "--gres=gpu:v100:1")
+        # long enough for the rounds to share the v100s out again while it runs: it
+        # must stay on v100-1 (moved off, Slurm would never start it elsewhere)
+        r.inside = submit(sc, f"--reservation={RESV}", "--gres=gpu:v100:1", steps=30)
         r.too_big = submit(sc, f"--reservation={RESV}", scale=8)
         r.two_parts = submit(sc, "--gres=gpu:v100:1", partition="gpu,v100")
         sampler.start()

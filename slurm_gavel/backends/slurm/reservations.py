@@ -210,7 +210,8 @@ def _names(value: Any) -> tuple[str, ...]:
 
 def parse_reservations_text(text: str) -> list[SlurmReservation]:
     """22.05's `scontrol show reservation --oneliner` (its scontrol has no --json):
-    one reservation a line, `Key=value` separated by spaces; times in local time."""
+    one reservation a line, `Key=value` separated by spaces; times in epoch seconds
+    (SLURM_TIME_FORMAT=%s) or local time."""
     out = []
     for line in text.splitlines():
         fields: dict[str, str] = {}
@@ -237,7 +238,11 @@ def parse_reservations_text(text: str) -> list[SlurmReservation]:
 
 
 def _local_time(text: str) -> int:
-    """scontrol's "2026-11-29T07:13:17" (local time) -> epoch seconds; 0 when unset."""
+    """scontrol's time -> epoch seconds; 0 when unset. The daemon's commands run with
+    SLURM_TIME_FORMAT=%s (epoch seconds, cli/commands.py); scontrol's default is local
+    time, "2026-11-29T07:13:17"."""
+    if text.isdigit():
+        return int(text)
     try:
         return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
     except ValueError:

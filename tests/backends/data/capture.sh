@@ -255,7 +255,9 @@ capture_reservations() {
   scontrol create reservation ReservationName=notroot Nodes=p100-2 StartTime=now Duration=60 \
     Users=-root Flags=IGNORE_JOBS >/dev/null
   sinfo -V > "$out/version.txt"
-  scontrol show reservation --oneliner > "$out/scontrol-show-res.txt"
+  # as the daemon reads it (epoch seconds), and in scontrol's default local time
+  SLURM_TIME_FORMAT=%s scontrol show reservation --oneliner > "$out/scontrol-show-res.txt"
+  scontrol show reservation --oneliner > "$out/scontrol-show-res.local.txt"
   for v in $PARSERS; do
     scontrol --json="$v" show reservations 2>/dev/null | compact > "$out/scontrol-res.$v.json" \
       2>/dev/null || true

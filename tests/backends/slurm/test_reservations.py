@@ -34,7 +34,7 @@ RUN1 = "4"  # managed, running on v100-1 (2 GPUs)
 
 @pytest.fixture(autouse=True)
 def utc(monkeypatch):
-    """22.05's text prints local times: the captures were made in UTC."""
+    """scontrol's default text prints local times: the captures were made in UTC."""
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     yield
@@ -54,7 +54,9 @@ def read(path: Path) -> list[SlurmReservation]:
     return parse_reservations(json.loads(path.read_text()))
 
 
-ALL = captures() + sorted(DATA.glob("*/reservations/scontrol-show-res.txt"))
+# scontrol's text: as the daemon reads it (SLURM_TIME_FORMAT=%s, 22.05, where it has no
+# --json) and in its default local time (.local.txt, every release)
+ALL = captures() + sorted(DATA.glob("*/reservations/scontrol-show-res*.txt"))
 
 
 def test_every_release_and_transport_is_captured():
@@ -81,9 +83,10 @@ def test_each_capture_reads_as_the_scenario(path):
 
 
 def test_the_22_05_text_and_the_rest_json_agree():
-    text = {r.name: r for r in read(DATA / "22.05/reservations/scontrol-show-res.txt")}
-    rest = {r.name: r for r in read(DATA / "22.05/reservations/rest-v0.0.38-reservations.json")}
-    assert text == rest
+    where = DATA / "22.05/reservations"
+    rest = {r.name: r for r in read(where / "rest-v0.0.38-reservations.json")}
+    assert {r.name: r for r in read(where / "scontrol-show-res.txt")} == rest
+    assert {r.name: r for r in read(where / "scontrol-show-res.local.txt")} == rest
 
 
 def cluster(resv_path: str = "22.05/reservations/rest-v0.0.38-reservations.json"):
