@@ -83,9 +83,9 @@ def run(slurm_session, tmp_path_factory) -> Iterator[Run]:
         # More v100 work than v100-2 alone holds: the round wants v100-1's GPUs too.
         r.outside = [submit(sc, "--gres=gpu:v100:1") for _ in range(6)]
         r.outside += [submit(sc, scale=2) for _ in range(4)]
-        # long enough for the rounds to share the v100s out again while it runs: it
-        # must stay on v100-1 (moved off, Slurm would never start it elsewhere)
-        r.inside = submit(sc, f"--reservation={RESV}", "--gres=gpu:v100:1", steps=30)
+        # untyped, and long enough for the rounds to share the GPU types out again while
+        # it runs: it must stay on v100-1 (moved off, Slurm never starts it elsewhere)
+        r.inside = submit(sc, f"--reservation={RESV}", steps=30)
         r.too_big = submit(sc, f"--reservation={RESV}", scale=8)
         r.two_parts = submit(sc, "--gres=gpu:v100:1", partition="gpu,v100")
         sampler.start()
