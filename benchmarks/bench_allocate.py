@@ -18,6 +18,12 @@ same policy with every decomposition (policies/solvers/dw.py and its users)
 switched off, i.e. the HiGHS LPs of before issue 27's per-job work, and reports the
 gap to that: the check that the fast path is exact (packed: the class-pair column
 generation of mm_lp.py instead of mm_pack_groups.py's partner-group LP).
+
+Which path the LPs took (Allocation.decomposed / .fallbacks, filled by
+policies/solvers/solve_paths.py): `lp_path` is "decomposition" (certified),
+"fallback" (a decomposition handed an LP to the plain LP) or "plain LP", for each
+call; `decomposed` names the last call's decomposed LPs and `fallbacks` lists every
+call's fallbacks with their reason.
 """
 
 from __future__ import annotations
@@ -105,11 +111,18 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     times: list[float] = []
     alloc = None
     cpu: list[float] = []
-    for _ in range(args.repeats):
+    paths: list[str] = []
+    fallbacks: list[dict[str, Any]] = []
+    for call in range(args.repeats):
         c0 = time.process_time()
         alloc = allocate(problem, args.policy, options)
         cpu.append(time.process_time() - c0)
         times.append(alloc.solve_seconds)
+        paths.append(lp_path(alloc))
+        fallbacks += [
+            {"call": call, "lp": f.lp, "reason": f.reason, "detail": f.detail}
+            for f in alloc.fallbacks
+        ]
     assert alloc is not None
     violations = alloc.violations(problem)
     values = [alloc.effective_throughput(problem, j.id) for j in problem.jobs]
@@ -132,6 +145,9 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_seconds": cpu,
         "cpu_seconds_median": statistics.median(cpu),
         "objective": alloc.objective,
+        "lp_path": paths,
+        "decomposed": list(alloc.decomposed),
+        "fallbacks": fallbacks,
         "job_pairs_in_allocation": len(alloc.pairs),
         "violations": len(violations),
         "problem_build_seconds": build,
@@ -140,6 +156,14 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         # each job's steps/s under the allocation: --exact-check compares them job by job
         "job_values": values if args.exact_check else None,
     }
+
+
+def lp_path(alloc: Any) -> str:
+    """One call's path: "fallback" if any LP went from the decomposition to the plain
+    LP, else "decomposition" if any was decomposed, else "plain LP"."""
+    if alloc.fallbacks:
+        return "fallback"
+    return "decomposition" if alloc.decomposed else "plain LP"
 
 
 def run_child(args: argparse.Namespace, path: str, repeats: int, timeout: float) -> dict[str, Any]:
@@ -259,6 +283,9 @@ def format_result(args: argparse.Namespace, out: dict[str, Any]) -> str:
         f"CPU s median {fast['cpu_seconds_median']:.4f}",
         f"  objective {fast['objective']!r}, job pairs {fast['job_pairs_in_allocation']}, "
         f"violations {fast['violations']}",
+        f"  LP path {', '.join(sorted(set(fast['lp_path'])))}"
+        f"{' (' + ', '.join(fast['decomposed']) + ')' if fast['decomposed'] else ''}; "
+        f"fallbacks: {'; '.join(_fallback(f) for f in fast['fallbacks']) or 'none'}",
         f"  peak RSS {fast['peak_rss_mib']:.0f} MiB "
         f"({fast['peak_rss_mib_before_solve']:.0f} MiB before the first solve)",
     ]
@@ -285,6 +312,10 @@ def format_result(args: argparse.Namespace, out: dict[str, Any]) -> str:
                 f"relative gap {out.get('relative_gap', float('nan')):.2e}"
             )
     return "\n".join(lines)
+
+
+def _fallback(f: dict[str, Any]) -> str:
+    return f"call {f['call']} {f['lp']} ({f['reason']}): {f['detail']}"
 
 
 if __name__ == "__main__":

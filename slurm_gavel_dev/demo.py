@@ -131,6 +131,7 @@ class Demo:
                 table=str(table),
                 grace_seconds=min(15.0, self.args.round_seconds / 2),
                 stay_credit_seconds=self.args.stay_credit,
+                restart_aware=self.args.restart_aware,
             )
         )
         with open(base / "daemon.log", "ab") as log:
@@ -145,6 +146,7 @@ class Demo:
             f"[demo] slurm-gavel run --config {cfg} (policy {policy}, "
             f"{self.args.round_seconds:g} s rounds"
             + (f", stay credit {self.args.stay_credit:g} s" if self.args.stay_credit else "")
+            + (", restart-aware" if self.args.restart_aware else "")
             + f"; log {base / 'daemon.log'})"
         )
         return base / "state" / "state.json"

@@ -11,13 +11,64 @@ from slurm_gavel_dev import demo_packed as packed
 from slurm_gavel_dev import demo_report as rep
 from slurm_gavel_dev.demo_slurm import REPO
 
-DESCRIPTION = (
-    "The demo (`bash tools/demo`): gavel against Slurm alone on a real local Slurm cluster."
-)
+DESCRIPTION = """\
+The demo (`bash tools/demo`): gavel against Slurm alone on a real local Slurm cluster.
+
+It starts a local Slurm cluster with three GPU types (v100, p100, k80; two fake GPUs
+each, the SPANK plugin loaded), submits eight tiny reference workloads of four types
+with `sbatch --gavel-job-type=...`, runs the slurm-gavel daemon (Gavel's
+heterogeneity-aware FIFO, 30 s rounds, restart-aware: a run is kept until its measured
+restart cost is paid for) with one progress line per round, then runs the same jobs
+under Slurm alone (FIFO, type-blind) and prints per job its type, the GPU types it ran
+on, its restarts and its JCT under both (about 6 minutes). It stops everything it
+started, also on Ctrl-C. The GPUs are fake: each job paces its steps to the steps/s
+Gavel published for its type on its node's GPU type (--emulate-gpu-speed, user guide
+section 3); the JCTs are emulated, not measured."""
+
+# The variants, with what each shows; their measured figures are in benchmarks/README.md.
+EPILOG = """\
+variants:
+  --policy max_min_fairness
+      Gavel's time sharing instead of FIFO. The restart-aware rounds keep each run
+      until its restart cost is paid for; with --no-restart-aware (Gavel's mechanism)
+      most jobs move every round, and on a 2-core machine each restart costs 10-20 s,
+      which the short rounds make dear: --stay-credit 60 then serves split allocations
+      in two-round stints, as the shipped daemon config (conf/gavel.yaml) does.
+  --policy max_min_fairness_packed
+      space sharing: a cluster with GPU shards, 8 jobs on 3 GPUs run packed, then
+      unpacked (max_min_fairness), then under Slurm alone, with a column naming the
+      jobs each shared a GPU with and the simulator's prediction beside each average
+      (about 13 minutes).
+  --moldable [MIN-MAX]
+      moldable jobs: four jobs (ResNet-50 and Transformer) each give the range 1-2;
+      the daemon chooses each run's count at each (re)start, and the progress lines and
+      the final table name it (v100x2; k80x2>p100x2 for a job moved at its count).
+      With the default policy on the six GPUs, two jobs start on 2 GPUs and two on 1,
+      all done in about a minute of the gavel phase; Slurm alone then runs them on one
+      GPU each. Under contention every job runs at its least count, so no count changes
+      within the demo's minutes; a job that does change count when resumed is shown by
+      tests/backends/slurm/test_moldable_on_slurm.py.
+  --simulate
+      no Slurm needed (seconds): replays the shipped example trace
+      (conf/examples/trace.csv) in the simulator with max-min fairness, its
+      heterogeneity-agnostic variant and Slurm's FIFO side by side, and writes the
+      plots into the directory --plots names.
+  --simulate --moldable
+      the shipped trace a second time with moldable jobs (n/2..2n GPUs):
+      max_min_fairness rigid against moldable, with the (re)starts by GPU count.
+  --jobs, --speed, --topology
+      change the set-up; --no-baseline skips the Slurm-alone run.
+
+Measured runs of the demo and its variants: benchmarks/README.md, "The demo"."""
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tools/demo", description=DESCRIPTION)
+    p = argparse.ArgumentParser(
+        prog="tools/demo",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--simulate",
         action="store_true",
@@ -57,18 +108,31 @@ def parser() -> argparse.ArgumentParser:
         nargs="?",
         const=rep.MOLDABLE_RANGE,
         metavar="MIN-MAX",
-        help=f"moldable jobs (issue 25): each job of the gavel phase gives this GPU range "
+        help=f"moldable jobs: each job of the gavel phase gives this GPU range "
         f"(default {rep.MOLDABLE_RANGE}; --jobs default: {rep.MOLDABLE_JOBS}) and the daemon "
         "chooses its count at each (re)start; the tables name each run's count (v100x2). "
         "With --simulate: the shipped trace rigid, then moldable (n/2..2n GPUs), compared",
     )
-    p.add_argument("--round-seconds", type=float, default=30.0)
+    p.add_argument(
+        "--round-seconds", type=float, default=30.0, help="daemon round length (default 30)"
+    )
     p.add_argument(
         "--stay-credit",
         type=float,
         default=0.0,
         metavar="S",
         help="daemon stay_credit_seconds (default 0: Gavel's mechanism); see conf/gavel.yaml",
+    )
+    p.add_argument(
+        "--no-restart-aware",
+        dest="restart_aware",
+        action="store_false",
+        help=(
+            "run the daemon without restart-aware rounds (restart_aware: true by default "
+            "here: on a 2-core machine a restart costs 10-20 s against 30 s rounds, and the "
+            "daemon keeps a run until its measured restart cost is paid for; without them "
+            "max_min_fairness moves most jobs every round, as Gavel's mechanism does)"
+        ),
     )
     p.add_argument(
         "--speed",

@@ -105,6 +105,7 @@ def daemon_config(
     table: str,
     grace_seconds: float,
     stay_credit_seconds: float = 0.0,
+    restart_aware: bool = False,
 ) -> str:
     """The YAML the demo's `slurm-gavel run` reads (keys of conf/gavel.yaml)."""
     return "\n".join([
@@ -116,6 +117,7 @@ def daemon_config(
         f"checkpoint: {{signal: USR1, grace_seconds: {grace_seconds:g}, requeue_exit_code: 99}}",
         "preemption_overhead_seconds: 5",
         f"stay_credit_seconds: {stay_credit_seconds:g}",
+        f"restart_aware: {'true' if restart_aware else 'false'}",
         f"state_dir: {json.dumps(state_dir)}",
         f"progress_dir: {json.dumps(progress_dir)}",
         "metrics_port: 0",

@@ -20,6 +20,11 @@ CHOSEN = {
         "shared among more jobs)"
     ),
     "grown": "grown from {least} into GPUs no other job was given (the largest gain per GPU)",
+    "untried": (
+        "grown past {top} (the largest count with a throughput row or a report of its own; "
+        "its least where it has none) into GPUs that no other job was given and no known "
+        "gain took: tried, so that its progress reports measure it there"
+    ),
     "joint": "chosen by the joint LP over GPU type and count (moldable_lp)",
     "no-rows": (
         "its request: the throughput table has no row for its job type at any count of its "
@@ -39,6 +44,16 @@ LIMIT = {
     ),
     "share-joint": "not more: a larger count did not raise the LP's max-min share",
     "running": "it grows only by a restart that saves at least 2x its restart cost",
+    "no-progress": (
+        "not more while it runs: it grows only by a restart that saves at least 2x its "
+        "restart cost, and it reports no steps done to weigh one by (slurm_gavel.job's "
+        "progress reports)"
+    ),
+    "untried-running": (
+        "not more while it runs: no throughput row or report says more than {count} is "
+        "faster, so no restart is spent on a larger count; one is tried at its next start "
+        "if GPUs are idle then"
+    ),
 }
 
 
@@ -67,7 +82,11 @@ def count_sentence(m: dict[str, Any]) -> str:
     known = [c["gpus"] for c in m.get("counts") or []]
     chosen = m.get("chosen")
     parts = (
-        [head + ": " + CHOSEN[chosen].format(least=min(known, default=lo))]
+        [
+            head
+            + ": "
+            + CHOSEN[chosen].format(least=min(known, default=lo), top=max(known, default=lo))
+        ]
         if chosen in CHOSEN
         else [head]
     )

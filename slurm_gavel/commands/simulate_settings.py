@@ -132,6 +132,9 @@ def overhead_overrides(items: list[str]) -> dict[str, float]:
     return out
 
 
+UNTRIED = "moldable_untried"
+
+
 def apply_config(args: argparse.Namespace) -> tuple[Config | None, RoundSettings]:
     """The config (--config) and the round's settings: those given on the command line,
     else the config's, else the simulator's defaults.
@@ -148,8 +151,11 @@ def apply_config(args: argparse.Namespace) -> tuple[Config | None, RoundSettings
             args.policy = [cfg.policy]
         if args.table is None and cfg.throughput_table is not None:
             args.table = str(cfg.throughput_table)
-    given = {f.name: getattr(args, f.name) for f in fields(RoundSettings)}
+    given = {f.name: getattr(args, f.name) for f in fields(RoundSettings) if f.name != UNTRIED}
     settings = replace(base, **{k: v for k, v in given.items() if v is not None})
+    # Never untried counts here, the config's or not: a simulated job has no true rate
+    # at a count its table lacks (core/moldable.py, 2.), so it has no option either.
+    settings = replace(settings, moldable_untried=False)
     _check_settings(settings)
     return cfg, settings
 

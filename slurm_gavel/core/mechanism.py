@@ -58,6 +58,8 @@ class MechanismJob:
     nodes: frozenset[str] | None = None
     # Nodes it would rather have (--prefer): tried first among those; None: no wish.
     prefer: frozenset[str] | None = None
+    # The exact node count its request asks for (model.Job.node_count); None: any.
+    node_count: int | None = None
 
 
 class Entry(NamedTuple):

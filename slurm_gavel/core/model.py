@@ -47,6 +47,10 @@ class Job:
     # scale_factor. Its count is chosen at each (re)start (core/moldable.py), and the
     # round sees the job with scale_factor set to it (core/mold_round.py).
     scale_range: tuple[int, int] | None = None
+    # The exact number of nodes its request asks for (sbatch -N 2, or its tasks over
+    # --ntasks-per-node): its GPUs go scale_factor / node_count on each of that many
+    # nodes, every placement (node_placement.py); None: any layout.
+    node_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,18 @@ class PairShare:
     fractions: Mapping[GpuType, float]
 
 
+@dataclass(frozen=True)
+class SolverFallback:
+    """An LP that a decomposition (policies/solvers/dw.py and its users) handed to the
+    plain LP: `lp` names it (max_min, max_sum, stretch, ...), `reason` is a fixed
+    code (dw.REASONS and a few more: the daemon counts fallbacks by the pair),
+    `detail` the message with its numbers."""
+
+    lp: str
+    reason: str
+    detail: str
+
+
 @dataclass
 class Allocation:
     """X[job][gpu_type] = fraction of wall time the job should run on that type.
@@ -121,6 +137,12 @@ class Allocation:
     solve_seconds: float = 0.0
     # Free-form facts a policy wants the user to see (e.g. which SLOs were infeasible).
     notes: list[str] = field(default_factory=list)
+    # Which path the policy's LPs took (policies.allocate fills both from
+    # solvers/solve_paths.py): the LPs solved by decomposition with their certificate
+    # met, and those the decomposition handed to the plain LP, with why. Both empty:
+    # only plain LPs (or none) ran.
+    decomposed: list[str] = field(default_factory=list)
+    fallbacks: list[SolverFallback] = field(default_factory=list)
 
     def job_total(self, job_id: JobId) -> float:
         """Sum of the job's single and paired fractions over all types."""

@@ -11,8 +11,10 @@ scale_factor is that count.
 * A waiting job's count is chosen again every round among the counts in its range that
   the table has a row for at its job type (the prior) or that it was measured at
   (``MoldMemory.measured``: its own rate at each count it ran at, alone on consolidated
-  GPUs, which replaces the prior's cell). Jobs of no known type that were never measured
-  keep their scale factor: nothing says how they scale.
+  GPUs, which replaces the prior's cell); with ``untried`` (learned rows and
+  ``moldable_untried``, the daemon's default) also the untried counts above those,
+  into GPUs nothing else takes (moldable.py, 2.). Otherwise jobs of no known type that
+  were never measured keep their scale factor: nothing says how they scale.
 * The molded Job objects are kept while the count stays the same, so the round's memo
   (round_jobs.py), which compares Job objects by identity, still sees a quiet round.
 * Under LEARNED knowledge a job's measured cells (job_rows.py) are those of the count it
@@ -32,7 +34,7 @@ from slurm_gavel.core.cluster_rows import ClusterRows
 from slurm_gavel.core.job_rows import JobRows, Measured, usable_rate
 from slurm_gavel.core.model import GpuType, Job, JobId
 from slurm_gavel.core.mold_joint import JointMemo, choose_joint
-from slurm_gavel.core.moldable import MoldJob, choose_counts, cluster_value
+from slurm_gavel.core.moldable import MoldJob, choose_counts, cluster_value, with_untried
 
 
 @dataclass
@@ -88,6 +90,7 @@ def mold_jobs(
     stuck_nodes: frozenset[str] = frozenset(),
     joint: bool = False,
     nodes_of_type: Mapping[GpuType, frozenset[str]] | None = None,
+    untried: bool = False,
 ) -> list[ObservedJob]:
     """``active`` with every job that has a range at its count for this round (the
     same list when no job has one). ``capacity``: usable GPUs per type;
@@ -95,7 +98,9 @@ def mold_jobs(
     ``stuck_nodes``: nodes not answering (their jobs never grow); ``joint``: the counts
     from the LP over (type, count) (mold_joint.py) instead of moldable.choose_counts;
     ``nodes_of_type``: the nodes of each GPU type (joint: a job grown past its least
-    count runs only on the types the LP gave it time on, ``ObservedJob.allowed``)."""
+    count runs only on the types the LP gave it time on, ``ObservedJob.allowed``);
+    ``untried``: a waiting job may also grow past the counts it has a row for
+    (moldable.py, 2.; the caller's rule: learned rows, ``moldable_untried``)."""
     if not any(o.job.scale_range is not None for o in active):
         if memory.jobs or memory.values:
             memory.jobs.clear()
@@ -124,6 +129,9 @@ def mold_jobs(
                 memory.values[o.job.id] = (rows, key, value)
         if value is None or (fixed is not None and fixed not in value):
             value = {fixed or o.job.scale_factor: 1.0}
+        if r is not None and fixed is None and untried and not joint:
+            # it may also try the counts above its known ones (moldable.py, 2.)
+            value = with_untried(value, min(r[1], biggest))
         left, cost = 0.0, 0.0
         if (
             fixed is not None

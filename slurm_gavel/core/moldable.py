@@ -22,6 +22,17 @@ counts the running jobs hold (:func:`choose_counts`):
    different models are not comparable; Gavel's max-min normalises the same way). Only
    steps with a positive gain that fit in the GPUs left are taken: Pollux's and Sia's
    goodput per GPU, given to idle GPUs only.
+   Under learned rows with ``moldable_untried`` (the daemon's default), a waiting job
+   may also grow past the largest count it has a row for (the table's, or its own
+   reports at that count), up to its range's maximum: each such *untried* count is
+   valued a hair above that largest one (:func:`with_untried`, ``UNTRIED_GAIN``), so
+   it takes only the GPUs that every known gain left idle. Without it a job whose type
+   the table has at one count only (A3C, CycleGAN, every job of no known type) ran at
+   its least count on an idle cluster for ever: nothing says a larger count is faster,
+   and nothing can until it runs at one (its progress reports there then replace the
+   guess with a measured row). Not under the table's rows alone (a count without a row
+   cannot be scheduled there), nor in the simulator (its jobs have no true rate at a
+   count the table lacks). Never for a running job: a restart is not spent on a guess.
 3. **A running job grows only if it pays.** A running job keeps its count, except that
    it may take such a step too when the time the larger count saves on its remaining
    steps, ``steps_left * (1/value(c) - 1/value(c'))``, is at least RESTART_WORTH times
@@ -59,6 +70,9 @@ _RANGE = re.compile(r"([1-9][0-9]{0,3})-([1-9][0-9]{0,3})", re.ASCII)
 
 # A running job grows (a restart) only when that saves this many times its restart cost.
 RESTART_WORTH = 2.0
+# An untried count's value over the largest known one's, per GPU above it (2.): a gain
+# that counts (above the greedy's 1e-12) but below any a row or a report shows.
+UNTRIED_GAIN = 1e-6
 
 ScaleRange = tuple[int, int]  # (min, max) GPUs, 1 <= min <= max
 
@@ -110,6 +124,20 @@ def cluster_value(row: Mapping[GpuType, float], capacity: Mapping[GpuType, int])
     if total <= 0:
         return 0.0
     return sum(row.get(t, 0.0) * n for t, n in capacity.items() if n > 0) / total
+
+
+def with_untried(value: Mapping[int, float], top: int) -> dict[int, float]:
+    """``value`` and every count above its largest one up to ``top`` (the range's maximum
+    that fits on one GPU type), valued a hair above that largest count's (module doc,
+    2.): the greedy gives them only GPUs no known gain took. Unchanged when that largest
+    count's value is not positive (nothing to grow from)."""
+    out = dict(value)
+    known = max(value, default=0)
+    base = value.get(known, 0.0)
+    if base > 0:
+        for c in range(known + 1, top + 1):
+            out[c] = base * (1 + UNTRIED_GAIN * (c - known))
+    return out
 
 
 def choose_counts(jobs: Iterable[MoldJob], gpus: int) -> dict[JobId, int]:

@@ -12,6 +12,13 @@ type, from the free GPUs per node:
   has any, else it waits this round; else best fit on one node, else the fewest nodes
   (most free first). A job on more nodes than the type's biggest nodes would need is
   marked unconsolidated, so the table's unconsolidated throughput applies.
+* A job whose request fixes its node count (PlacedJob.node_count: sbatch -N 2, or its
+  tasks over --ntasks-per-node) runs on exactly that many nodes, scale_factor / count
+  GPUs on each (best fit per node, preferred nodes first), or waits this round: packed
+  onto fewer nodes, Slurm finds its tasks per node unsatisfiable (22.05: never runnable)
+  or runs fewer ranks than it asked (26.05). Such a placement is as consolidated as its
+  request allows, so it is marked consolidated. A count that does not divide its GPUs
+  (or a pair whose members' counts differ) cannot be laid out: it waits.
 
 Free GPUs are kept per type in buckets by free count (_FreePool), so best fit and
 most-free cost O(GPUs per node), not O(nodes), on big clusters. Pure, deterministic
@@ -41,6 +48,8 @@ class PlacedJob(Protocol):
     def nodes(self) -> frozenset[str] | None: ...  # the only nodes it may use; None: any
     @property
     def prefer(self) -> frozenset[str] | None: ...  # nodes it would rather have
+    @property
+    def node_count(self) -> int | None: ...  # the exact nodes its request asks; None: any
 
 
 class _FreePool:
@@ -91,6 +100,35 @@ class _FreePool:
                 return [NodeSlice(name, gpus)]
         return _fill(gpus, ((f, name) for f, _, name in sorted(mine, key=lambda x: (-x[0], x[1]))))
 
+    def fit_layout(
+        self,
+        count: int,
+        per_node: int,
+        allowed: frozenset[str] | None,
+        prefer: frozenset[str] | None,
+    ) -> list[NodeSlice] | None:
+        """``count`` distinct nodes with ``per_node`` GPUs free each (a job whose request
+        fixes its node count), best fit per node, its preferred nodes first, within
+        ``allowed`` (None: any); None when too few nodes have that much free."""
+        names: list[str] = []
+        if allowed is None and prefer is None:
+            for f in range(per_node, len(self.buckets)):
+                for _, name in self.buckets[f]:
+                    names.append(name)
+                    if len(names) == count:
+                        return [NodeSlice(n, per_node) for n in names]
+            return None
+        among = self.free if allowed is None else allowed
+        wished = prefer or frozenset()
+        mine = sorted(
+            (n not in wished, f, self.order[n], n)
+            for n in among
+            if (f := self.free.get(n, 0)) >= per_node
+        )
+        if len(mine) < count:
+            return None
+        return [NodeSlice(n, per_node) for *_, n in mine[:count]]
+
     def spread(self, gpus: int) -> list[NodeSlice] | None:
         """Fewest nodes: the nodes with the most free GPUs first."""
         return _fill(
@@ -137,7 +175,15 @@ def place_chosen(
 
     out: dict[JobId, JobPlacement] = {}
     rest: list[
-        tuple[int, str, tuple[JobId, ...], GpuType, frozenset[str] | None, frozenset[str] | None]
+        tuple[
+            int,
+            str,
+            tuple[JobId, ...],
+            GpuType,
+            frozenset[str] | None,
+            frozenset[str] | None,
+            int | None,
+        ]
     ] = []
     # 1. lease extension: an entry on the type it already runs on, with its previous
     #    nodes still free, stays exactly where it is.
@@ -147,6 +193,9 @@ def place_chosen(
         cur = job.current
         allowed = _allowed(members, jobs)
         prefer = jobs[first].prefer if len(members) == 1 else None
+        count = _node_count(members, jobs)
+        if count == 0:
+            continue  # its GPUs cannot be laid out as its request asks: it waits
         if cur is not None and cur.gpu_type == gpu_type:
             pool = pools.get(gpu_type)
             partner = members[1] if len(members) == 2 else None
@@ -155,6 +204,7 @@ def place_chosen(
                 and cur.partner == partner
                 and slices_fit(cur.nodes, pool.free)
                 and (allowed is None or all(sl.node in allowed for sl in cur.nodes))
+                and (count is None or _laid_out(cur.nodes, count, job.scale_factor))
             ):
                 for sl in cur.nodes:
                     pool.take(sl.node, sl.gpus)
@@ -166,14 +216,24 @@ def place_chosen(
                         j, gpu_type, cur.nodes, _partner(members, j), cur.consolidated
                     )
                 continue
-        rest.append((-job.scale_factor, key, members, gpu_type, allowed, prefer))
+        rest.append((-job.scale_factor, key, members, gpu_type, allowed, prefer, count))
     # 2. the rest, largest first (Gavel assigns in decreasing scale factor to limit
     #    fragmentation); ties keep priority order (the sort is stable).
     rest.sort(key=itemgetter(0))
-    for neg_sf, key, members, gpu_type, allowed, prefer in rest:
+    for neg_sf, key, members, gpu_type, allowed, prefer, count in rest:
         sf = -neg_sf
         pool = pools[gpu_type]
         slices: tuple[NodeSlice, ...]
+        if count is not None:
+            # its request fixes its nodes: exactly that many, or it waits this round
+            laid = pool.fit_layout(count, sf // count, allowed, prefer)
+            if laid is None:
+                continue
+            for sl in laid:
+                pool.take(sl.node, sl.gpus)
+            for j in members:
+                out[j] = JobPlacement(j, gpu_type, tuple(laid), _partner(members, j), True)
+            continue
         wished = pool.fit_within(sf, prefer) if prefer is not None else None
         best = None if allowed is not None or wished else pool.best_fit(sf)  # big holes
         if wished:  # --prefer: its preferred nodes (within the allowed ones) first
@@ -208,6 +268,32 @@ def _allowed(members: tuple[JobId, ...], jobs: Mapping[JobId, PlacedJob]) -> fro
         if nodes is not None:
             out = nodes if out is None else out & nodes
     return out
+
+
+def _node_count(members: tuple[JobId, ...], jobs: Mapping[JobId, PlacedJob]) -> int | None:
+    """The node count the entry's request fixes (None: any layout); 0 when none can be
+    kept: a count that does not divide its GPUs, or pair members that ask different
+    ones."""
+    counts = {jobs[j].node_count for j in members}
+    if len(counts) != 1:
+        return 0
+    count = counts.pop()
+    if count is None:
+        return None
+    sf = jobs[members[0]].scale_factor
+    if count < 1 or sf % count:
+        return 0
+    return count
+
+
+def _laid_out(slices: tuple[NodeSlice, ...], count: int, gpus: int) -> bool:
+    """The slices are ``count`` distinct nodes with the same share of ``gpus`` each."""
+    per = gpus // count
+    return (
+        len(slices) == count
+        and len({s.node for s in slices}) == count
+        and all(s.gpus == per for s in slices)
+    )
 
 
 def _partner(members: tuple[JobId, ...], j: JobId) -> JobId | None:

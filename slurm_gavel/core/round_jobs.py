@@ -205,9 +205,10 @@ def mechanism_jobs(jobs: list[Considered], state: SchedulerState) -> dict[JobId,
             or m.throughput is not row
             or m.nodes != nodes
             or m.prefer != prefer
+            or m.node_count != o.job.node_count
         ):
             m = cache[job_id] = MechanismJob(
-                job_id, o.job.scale_factor, row, current, nodes, prefer
+                job_id, o.job.scale_factor, row, current, nodes, prefer, o.job.node_count
             )
         out[job_id] = m
     return out

@@ -43,6 +43,11 @@ class RoundSettings:
     # Not Gavel, opt-in: a moldable job's count from one max-min LP over (GPU type,
     # count) (core/mold_joint.py) instead of least-first + grow into idle GPUs.
     moldable_lp: bool = False
+    # Least-first under learned rows: a waiting moldable job may grow past the largest
+    # count it has a row for, into GPUs no known gain takes (core/moldable.py, 2.). On
+    # in the daemon (a real job just runs at the count); off in the simulator, whose
+    # jobs have no true rate at a count the table lacks.
+    moldable_untried: bool = False
 
 
 # The daemon measures what a restart costs rather than modelling it: jobs that report
@@ -51,5 +56,5 @@ class RoundSettings:
 # preemption_overhead_seconds. The simulator has no real job to measure; it charges
 # a checkpoint and restore of 30 s per restart (simulate --preemption-overhead 0 is
 # Gavel's simulator, which charges none).
-DAEMON_DEFAULTS = RoundSettings(preemption_overhead_seconds=0.0)
+DAEMON_DEFAULTS = RoundSettings(preemption_overhead_seconds=0.0, moldable_untried=True)
 SIMULATOR_DEFAULTS = RoundSettings(preemption_overhead_seconds=30.0)

@@ -317,8 +317,11 @@ def _mold(
         return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
 
     joint = config.settings.moldable_lp
+    untried = config.settings.moldable_untried and learned is not None
     of_type = {t: frozenset(n.name for n in nodes if n.gpu_type == t) for t in capacity}
-    return mold_jobs(state.molds, active, rows, capacity, learned, cost, stuck, joint, of_type)
+    return mold_jobs(
+        state.molds, active, rows, capacity, learned, cost, stuck, joint, of_type, untried
+    )
 
 
 def run_round(

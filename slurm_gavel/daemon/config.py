@@ -82,6 +82,7 @@ _TOP_KEYS = [
     "restart_aware",
     "restart_budget",
     "moldable_lp",
+    "moldable_untried",
     "min_reallocation_interval_seconds",
     "solver_time_limit_seconds",
     "state_dir",
@@ -261,6 +262,9 @@ def _settings(d: Mapping[str, Any], w: str) -> RoundSettings:
         restart_aware=_restart_aware(d.get("restart_aware", base.restart_aware), w),
         restart_budget=_restart_budget(d.get("restart_budget", base.restart_budget), w),
         moldable_lp=_flag(d.get("moldable_lp", base.moldable_lp), w + "moldable_lp"),
+        moldable_untried=_flag(
+            d.get("moldable_untried", base.moldable_untried), w + "moldable_untried"
+        ),
     )
 
 

@@ -129,6 +129,22 @@ class DaemonMetrics:
             buckets=_COMMAND_BUCKETS,
             registry=r,
         )
+        # Which path the policy's LPs took in rounds that reallocated (the Allocation's
+        # decomposed and fallbacks, policies/solvers/solve_paths.py): a fallback is
+        # exact too, only slower, so it is counted, not an error.
+        self.solver_decompositions = Counter(
+            "slurm_gavel_solver_decompositions_total",
+            "LPs solved by decomposition with their optimality certificate met, by LP",
+            ["lp"],
+            registry=r,
+        )
+        self.solver_fallbacks = Counter(
+            "slurm_gavel_solver_fallbacks_total",
+            "LPs the decomposition handed to the plain LP, by LP and reason (the log has "
+            "each one's message)",
+            ["lp", "reason"],
+            registry=r,
+        )
         self.last_round_timestamp = Gauge(
             "slurm_gavel_last_round_timestamp_seconds",
             "Unix time the last successful round ended (alert when it stops moving)",
@@ -243,6 +259,8 @@ class DaemonMetrics:
         self.round_duration.observe(duration)
         if report.reallocated:
             self.solver_seconds.observe(report.solve_seconds)
+            if allocation is not None:
+                self.count_solver_paths(allocation)
         self.preemptions.inc(len(r.preempted) + len(r.moved))
         self.starts.inc(len(r.started) + len(r.moved))
         self.act_failures.inc(len(r.failed))
@@ -332,6 +350,13 @@ class DaemonMetrics:
             active = [o for o in snap.jobs if o.state.value != "done"]
             mean = sum(o.restarts for o in active) / len(active) if active else 0.0
             self.restarts_per_job.set(mean)
+
+    def count_solver_paths(self, allocation: Allocation) -> None:
+        """The paths of one fresh allocation's LPs (call once per solve)."""
+        for lp in allocation.decomposed:
+            self.solver_decompositions.labels(lp=lp).inc()
+        for f in allocation.fallbacks:
+            self.solver_fallbacks.labels(lp=f.lp, reason=f.reason).inc()
 
     def count_command_failures(self, failures: Mapping[str, int]) -> None:
         for command, n in failures.items():

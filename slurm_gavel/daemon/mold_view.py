@@ -15,6 +15,8 @@ core/mold_round.py, read back from the round's memory, not decided again here):
   steps being at least 2x its restart cost;
 * ``least``: the least count of its range with a throughput row;
 * ``grown``: above that, grown into GPUs no other job was given;
+* ``untried``: grown past the largest count it has a row for (``moldable_untried``,
+  learned rows), into GPUs no known gain took;
 * ``joint``: the joint LP over (GPU type, count) chose it (``moldable_lp: true``);
 * ``no-rows``: no row at any count of its range, and none measured: its request;
 * ``not-chosen``: the round did not consider it (it waits on Slurm or was skipped).
@@ -23,10 +25,13 @@ core/mold_round.py, read back from the round's memory, not decided again here):
 (no GPU type has more GPUs), ``rows`` (the table has no row for its job type above it,
 nor did it report at one), ``share`` (a larger count would take GPUs the round gave
 others, or gains nothing on its rows), ``running`` (it grows only by a restart that
-pays). ``counts``: each count of the range it may take, its steps/s averaged over the
-cluster's GPUs (what the choice compares) and what backs it: the table's row
-(``prior``), its own reports at that count on every GPU type with a row (``measured``)
-or some (``partly measured``), or its reports alone (``measured, no prior``).
+pays), ``no-progress`` (that, and it reports no steps done to weigh a restart by),
+``untried-running`` (no row above its count: a larger one is tried at a (re)start
+only, never by restarting a run for a guess). ``counts``: each count of the range it
+may take, its steps/s averaged over the cluster's GPUs (what the choice compares) and
+what backs it: the table's row (``prior``), its own reports at that count on every GPU
+type with a row (``measured``) or some (``partly measured``), or its reports alone
+(``measured, no prior``).
 
 Pure over the round's state; ``last_count`` is the GPUs of the job's last run where
 it (re)starts or waits, from ``LastCounts``: the daemon's transient memory of the count
@@ -39,6 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.model import JobId
 from slurm_gavel.core.mold_round import count_rows, running_count, usable_capacity
 from slurm_gavel.core.moldable import cluster_value
@@ -86,6 +92,7 @@ def mold_view(
     rows = state.cluster_rows
     memory = state.molds
     joint = config.settings.moldable_lp
+    untried = config.settings.moldable_untried and config.knowledge is Knowledge.LEARNED
     seen = last.counts if last is not None else {}
 
     def view(o: ObservedJob, shown: str, nodes: tuple[NodeSlice, ...]) -> dict[str, Any] | None:
@@ -124,19 +131,27 @@ def mold_view(
             chosen = "running"
         elif shown == "starting" and o.state is JobState.RUNNING:
             chosen = "regrow" if count != was else "moved"
+        elif joint and known:
+            chosen = "joint"
+        elif untried and not joint and count is not None and count > max(known, default=lo):
+            chosen = "untried"
         elif not known:
             chosen = "no-rows"
-        elif joint:
-            chosen = "joint"
         else:
             chosen = "least" if count == min(known) else "grown"
+        limit = _limit(chosen, count, hi, known, biggest)
+        if limit == "running" and count is not None and not any(k > count for k in known):
+            # nothing says a larger count is faster: no restart could pay for one
+            limit = "untried-running" if untried else "rows"
+        elif limit == "running" and o.steps_done is None:
+            limit = "no-progress"
         return {
             "range": [lo, hi],
             "count": count,
             "run": run,
             "last_count": _last(shown, o, was, seen),
             "chosen": chosen,
-            "limit": _limit(chosen, count, hi, known, biggest),
+            "limit": limit,
             "largest_type_gpus": biggest,
             "counts": counts,
         }
@@ -162,7 +177,9 @@ def _limit(chosen: str, count: int | None, hi: int, known: list[int], biggest: i
     if count is None or count >= hi or chosen in ("not-chosen", "no-rows"):
         return None
     if chosen in ("running", "moved"):
-        return "running"
+        return "capacity" if count >= biggest else "running"
+    if chosen == "untried":
+        return "capacity" if count >= biggest else "share"
     if any(k > count for k in known):
         return "share"
     return "capacity" if count >= biggest else "rows"

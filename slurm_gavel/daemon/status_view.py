@@ -150,8 +150,9 @@ def gpus_installed(nodes: list[Any]) -> dict[str, int]:
     return out
 
 
-CHOSEN = ("running", "moved", "regrow", "least", "grown", "joint", "no-rows", "not-chosen")
-LIMITS = ("capacity", "rows", "share", "running")
+CHOSEN = ("running", "moved", "regrow", "least", "grown", "untried", "joint", "no-rows",
+          "not-chosen")  # fmt: skip
+LIMITS = ("capacity", "rows", "share", "running", "no-progress", "untried-running")
 BACKED = ("prior", "measured", "partly measured", "measured, no prior")
 
 

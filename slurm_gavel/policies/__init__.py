@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from slurm_gavel.core.model import Allocation, Problem
 from slurm_gavel.errors import InputError
+from slurm_gavel.policies.solvers.solve_paths import recording
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,14 @@ def get_policy(name: str) -> PolicyFn:
 
 
 def allocate(problem: Problem, name: str, options: PolicyOptions | None = None) -> Allocation:
-    """Run a policy and record its honest solve time (model build + solve)."""
+    """Run a policy and record its honest solve time (model build + solve) and which
+    path its LPs took (decomposition or plain LP, and every fallback: solve_paths.py)."""
     fn = get_policy(name)
     start = time.perf_counter()
-    alloc = fn(problem, options or PolicyOptions())
+    with recording() as paths:
+        alloc = fn(problem, options or PolicyOptions())
     alloc.solve_seconds = time.perf_counter() - start
     alloc.policy = name
+    alloc.decomposed = list(paths.decomposed)
+    alloc.fallbacks = list(paths.fallbacks)
     return alloc

@@ -12,6 +12,7 @@ from slurm_gavel.cli import main
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.throughputs import DEFAULT_TABLE
+from slurm_gavel.daemon.config import load_config
 from slurm_gavel.simulate.engine import SimulationOptions
 
 SMALL = ["--generate", "25", "--interarrival", "600", "--no-progress"]
@@ -148,6 +149,8 @@ def test_config_shipped_gives_the_daemons_settings(seen_options, capsys):
         preemption_overhead_seconds=0.0,  # the simulator's own default is 30
         min_reallocation_interval_seconds=0.0,
     )
+    # on in the daemon, never here: a simulated job has no rate at a count its table lacks
+    assert not opts.settings.moldable_untried and load_config(SHIPPED).settings.moldable_untried
     assert opts.daemon is not None and opts.daemon.policy_options.time_limit is None
     # the daemon's learning section, as the daemon builds it
     assert opts.daemon.row_bounds == TrustBounds() and opts.daemon.explore is None
@@ -240,3 +243,16 @@ def test_a_bad_config_is_one_line_naming_the_key_and_exit_2(tmp_path, text, need
     assert main(["simulate", *SMALL, "--config", str(cfg)]) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and str(cfg) in err and "\n" not in err
+
+
+def test_the_simulation_reads_the_config_the_daemon_runs(tmp_path):
+    """--config is the daemon's own builder (daemon/scheduler_config.py): a learning
+    section that says `table` makes the simulation schedule by type rows too."""
+    cfg = tmp_path / "gavel.yaml"
+    cfg.write_text("partitions: [gpu]\nlearning: {knowledge: table}\n")
+    out = tmp_path / "s.json"
+    argv = ["simulate", "--config", str(cfg), *SMALL, "--row-spread", "0.3", "--json", str(out)]
+    assert main(argv) == 0
+    doc = json.loads(out.read_text())
+    doc = doc[0] if isinstance(doc, list) else doc
+    assert doc["knowledge"]["mode"] == "table"

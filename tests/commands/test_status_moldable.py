@@ -12,9 +12,18 @@ import pytest
 from daemon_rounds import run_daemon
 
 from slurm_gavel.cli import main
+from slurm_gavel.commands.mold_text import explain_lines
 from slurm_gavel.commands.status import format_status
+from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.core.cluster_rows import rows_for
+from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.model import Job
-from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
+from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.daemon.mold_view import mold_view
+from slurm_gavel.daemon.status_view import moldable_record, status_view
 
 R18 = "ResNet-18 (batch size 16)"
 
@@ -54,7 +63,8 @@ def test_alone_it_grows_to_the_largest_type_and_says_so(tmp_path, capsys):
 def test_a_running_job_keeps_its_count_and_its_row_there_becomes_measured(tmp_path, capsys):
     run_daemon(tmp_path, [Job("1", R18, 1, total_steps=1e7, scale_range=(1, 4))], rounds=3)
     m = _view(tmp_path, capsys)["1"]["moldable"]
-    assert (m["count"], m["run"], m["chosen"], m["limit"]) == (2, "this", "running", "running")
+    # not more: no GPU type has more than 2 (not "a restart that pays": none could)
+    assert (m["count"], m["run"], m["chosen"], m["limit"]) == (2, "this", "running", "capacity")
     # its reports at 2 GPUs replace the prior's cells there (the simulator's job
     # reports on the one type it ran on: v100 and k80 both have rows)
     backed = {c["gpus"]: c["backed_by"] for c in m["counts"]}
@@ -208,3 +218,39 @@ def test_every_code_the_view_keeps_has_a_sentence_and_no_sentence_is_unreachable
 
     assert set(mold_text.CHOSEN) == set(sv.CHOSEN)
     assert set(mold_text.LIMIT) == set(sv.LIMITS) | {"share-joint"}  # derived in the text
+
+
+def _a3c_record(state, gpus: int, shown: str, steps_done=None, count: int | None = None) -> dict:
+    """The view's record (mold_view, then status_view's check) of an A3C job with range
+    1-4 on 8 v100 GPUs under learned rows: the table has A3C at 1 GPU only."""
+    table = load_table()
+    sched = SchedulerState()
+    sched.cluster_rows = rows_for(None, table, {"v100": 8})
+    job = Job("7", "A3C", 1, total_steps=1e6, scale_range=(1, 4))
+    nodes = (NodeSlice("v100-0", gpus),) if gpus else ()
+    o = ObservedJob(job, state, "v100" if gpus else None, nodes, steps_done=steps_done)
+    if count is not None:
+        sched.molds.jobs["7"] = (job, count, job)
+    config = SchedulerConfig(table=table, settings=DAEMON_DEFAULTS, knowledge=Knowledge.LEARNED)
+    view = mold_view(sched, config, ClusterSnapshot(0.0, (Node("v100-0", "v100", 8),), (o,)))
+    assert view is not None
+    return {"moldable": moldable_record(view(o, shown, nodes))}
+
+
+def test_explain_says_why_a_moldable_job_has_its_count():
+    """The count a moldable job got and why, for each rule that can hold it below its
+    range's maximum: the text `explain` prints from the view's codes."""
+    # waiting, past its rows into idle GPUs (the round chose 3: a job took the rest)
+    line = explain_lines(_a3c_record(JobState.HELD, 0, "held", count=3))[0]
+    assert line.startswith("moldable, range 1-4 GPUs; its next start at 3: grown past 1 ")
+    assert "no known gain took: tried, so that its progress reports measure it" in line
+    assert line.endswith("not more: a larger count would take GPUs the round gave other "
+                         "jobs, or gains nothing on its rows")  # fmt: skip
+    # running at 1, no row above: no restart is spent on a guess
+    line = explain_lines(_a3c_record(JobState.RUNNING, 1, "running", steps_done=5.0))[0]
+    assert line == (
+        "moldable, range 1-4 GPUs; this run has 1: the count of this run; a count changes "
+        "only at a (re)start; not more while it runs: no throughput row or report says more "
+        "than 1 GPU is faster, so no restart is spent on a larger count; one is tried at its "
+        "next start if GPUs are idle then"
+    )

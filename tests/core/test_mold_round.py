@@ -5,13 +5,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import JobState, NodeSlice, ObservedJob
+from slurm_gavel.core.cluster_model import (
+    ActResult,
+    ClusterSnapshot,
+    JobState,
+    Node,
+    NodeSlice,
+    ObservedJob,
+)
 from slurm_gavel.core.cluster_rows import rows_for
+from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.mold_round import MoldMemory, mold_jobs
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, SIMULATOR_DEFAULTS
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
@@ -158,3 +168,68 @@ def test_the_joint_lp_runs_a_grown_job_only_on_the_types_it_chose_the_count_for(
     assert len(grown) == 1 and grown[0].allowed is not None
     assert grown[0].allowed.types == {"v100"} and grown[0].allowed.nodes == {"v1"}
     assert [o.allowed for o in out if o.job.scale_factor == 1] == [None]
+
+
+class _Held:
+    """Slurm as the round sees it, minus the act: the issue's cluster (3 nodes of 2 GPUs,
+    one type each), a rigid job running on the v100 node, and the given jobs held. The
+    act carries out nothing: what counts is the count the round placed each job at."""
+
+    def __init__(self, jobs):
+        self.nodes = (Node("v100-1", "v100", 2), Node("p100-1", "p100", 2),
+                      Node("k80-1", "k80", 2))  # fmt: skip
+        rigid = Job("r", R18, 2, total_steps=LONG)
+        self.jobs = (ObservedJob(rigid, JobState.RUNNING, "v100", (NodeSlice("v100-1", 2),)),
+                     *(ObservedJob(j, JobState.HELD) for j in jobs))  # fmt: skip
+
+    def observe(self):
+        return ClusterSnapshot(0.0, self.nodes, self.jobs)
+
+    def act(self, placement):
+        return ActResult()
+
+
+def _placed(job, **settings):
+    knowledge = settings.pop("knowledge", Knowledge.LEARNED)
+    config = SchedulerConfig(table=TABLE, settings=replace(DAEMON_DEFAULTS, **settings),
+                             knowledge=knowledge)  # fmt: skip
+    _, report = run_round(SchedulerState(), _Held([job]), config)
+    assert set(report.placement.jobs) == {"r", job.id}, report.placement  # both run
+    return report.placement.jobs[job.id]
+
+
+@pytest.mark.parametrize("job_type", ["A3C", None], ids=["row-at-1-only", "untyped"])
+def test_with_learned_rows_a_job_grows_past_its_rows_into_idle_gpus(job_type):
+    """A 1-4 job whose type the table has at 1 GPU only (or of no type) started on 1 GPU
+    while GPUs sat idle and nothing waited: nothing said a larger count is faster, and
+    nothing could until it ran at one. The daemon's rounds now try the larger count,
+    as large as one GPU type holds (2 here)."""
+    job = Job("a", job_type or "", 1, total_steps=LONG, scale_range=(1, 4))
+    p = _placed(job)
+    assert p.gpus == 2, p
+    assert _placed(job, moldable_untried=False).gpus == 1  # the rule before (and opt-out)
+
+
+def test_under_the_table_s_rows_alone_a_count_without_a_row_is_never_tried():
+    job = Job("a", "A3C", 1, total_steps=LONG, scale_range=(1, 4))
+    assert _placed(job, knowledge=Knowledge.TABLE).gpus == 1
+
+
+def test_known_gains_come_before_untried_counts():
+    capacity = {"v100": 8}
+    rows = rows_for(None, TABLE, capacity)
+    a3c = Job("a", "A3C", 1, total_steps=LONG, scale_range=(1, 8))
+    r18 = Job("b", R18, 1, total_steps=LONG, scale_range=(1, 4))
+    jobs = [ObservedJob(a3c, JobState.HELD), ObservedJob(r18, JobState.HELD)]
+    out = mold_jobs(MoldMemory(), jobs, rows, capacity, untried=True)
+    assert [o.job.scale_factor for o in out] == [4, 4]  # R18 to its best row, A3C the rest
+
+
+def test_a_running_job_never_restarts_for_an_untried_count():
+    capacity = {"v100": 8}
+    rows = rows_for(None, TABLE, capacity)
+    a3c = Job("a", "A3C", 1, total_steps=LONG, scale_range=(1, 8))
+    running = ObservedJob(a3c, JobState.RUNNING, "v100", (NodeSlice("n0", 1),), steps_done=1.0)
+    out = mold_jobs(MoldMemory(), [running], rows, capacity, restart_cost=lambda o: 1.0,
+                    untried=True)  # fmt: skip
+    assert out[0].state is JobState.RUNNING and out[0].job.scale_factor == 1

@@ -12,6 +12,7 @@ from slurm_gavel.core.moldable import (
     format_range,
     parse_range,
     trace_range,
+    with_untried,
 )
 
 SUBLINEAR = {1: 1.0, 2: 1.8, 4: 3.0, 8: 5.0}  # most per GPU at 1
@@ -124,3 +125,20 @@ def test_trace_rule_is_half_to_double_within_the_table(n, largest, want):
 )
 def test_trace_rule_grows_up_to_k_times_n(n, grow, shrink, want):
     assert trace_range(n, 8, shrink, grow) == want
+
+
+def test_untried_counts_are_valued_a_hair_above_the_largest_known():
+    got = with_untried({1: 10.0, 2: 19.0}, 4)
+    assert set(got) == {1, 2, 3, 4} and got[1] == 10.0 and got[2] == 19.0
+    assert 19.0 < got[3] < got[4] < 19.0 * 1.001
+    assert with_untried({1: 10.0}, 1) == {1: 10.0}  # nothing above: unchanged
+    assert with_untried({1: 0.0}, 4) == {1: 0.0}  # nothing to grow from
+
+
+def test_untried_counts_take_only_the_gpus_every_known_gain_left_idle():
+    a = MoldJob("a", with_untried({1: 10.0}, 4))  # a row at 1 GPU only (A3C)
+    b = MoldJob("b", {1: 10.0, 2: 19.0, 4: 30.0})
+    assert choose_counts([a, b], 5) == {"a": 1, "b": 4}  # b's known gains first
+    assert choose_counts([a, b], 7) == {"a": 3, "b": 4}  # then a, into what is left
+    assert choose_counts([a, b], 8) == {"a": 4, "b": 4}
+    assert choose_counts([a, MoldJob("c", {2: 5.0}, fixed=2)], 6) == {"a": 4, "c": 2}

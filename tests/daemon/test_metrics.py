@@ -233,3 +233,73 @@ def test_hostile_account_and_job_type_keep_the_exposition_valid(tmp_path):
     assert len(lines) == len(samples)
     shares = [s.value for s in samples if s.name == "slurm_gavel_account_gpus_share"]
     assert 0 < sum(shares) <= 4 + 1e-9  # the allocation fills at most the 4 GPUs
+
+
+def _solver_samples(m: DaemonMetrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for f in text_string_to_metric_families(m.exposition())
+        for s in f.samples
+        if s.name == name
+    }
+
+
+def _daemon_on_forced_decomposition(tmp_path, monkeypatch, wrong_bound: bool):  # type: ignore[no-untyped-def]
+    """Three simulator rounds of the daemon (max_min_fairness) with every max-min LP sent
+    to the decomposition; with `wrong_bound`, every Lagrangian bound 1e-6 past the
+    primal value, so that each certificate fails and the plain LP runs."""
+    from metrics_render import daemon_after_rounds
+
+    from slurm_gavel.core.model import Job
+    from slurm_gavel.policies.solvers import dw, mm_lp
+
+    monkeypatch.setattr(mm_lp, "DW_MIN_COLUMNS", 1)
+    if wrong_bound:
+        real = dw._bound
+        monkeypatch.setattr(dw, "_bound", lambda *args: real(*args) * (1 + 1e-6))
+    kinds = ("ResNet-50 (batch size 64)", "A3C", "Transformer (batch size 64)")
+    jobs = [Job(str(i), kinds[i % 3], 1, total_steps=1e7) for i in range(6)]
+    return daemon_after_rounds(tmp_path, jobs).metrics
+
+
+def test_a_forced_fallback_is_counted_with_its_reason(tmp_path, monkeypatch, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        m = _daemon_on_forced_decomposition(tmp_path, monkeypatch, wrong_bound=True)
+    solves = sample(m, "slurm_gavel_solver_seconds_count")
+    assert solves >= 1
+    # one fallback per reallocation, by LP and reason; no decomposition counted
+    assert _solver_samples(m, "slurm_gavel_solver_fallbacks_total") == {
+        (("lp", "max_min"), ("reason", "bound_crosses_primal")): solves
+    }
+    assert _solver_samples(m, "slurm_gavel_solver_decompositions_total") == {}
+    logged = [r for r in caplog.records if "bound_crosses_primal" in r.getMessage()]
+    assert len(logged) == solves and all(r.levelno == logging.WARNING for r in logged)
+
+
+def test_a_certified_decomposition_is_counted_and_no_fallback(tmp_path, monkeypatch):
+    m = _daemon_on_forced_decomposition(tmp_path, monkeypatch, wrong_bound=False)
+    solves = sample(m, "slurm_gavel_solver_seconds_count")
+    assert solves >= 1
+    assert _solver_samples(m, "slurm_gavel_solver_decompositions_total") == {
+        (("lp", "max_min"),): solves
+    }
+    assert _solver_samples(m, "slurm_gavel_solver_fallbacks_total") == {}
+
+
+def test_solver_paths_counted_from_the_allocation():
+    from slurm_gavel.core.model import Allocation, SolverFallback
+
+    m = DaemonMetrics()
+    alloc = Allocation("max_min_fairness", {}, decomposed=["max_sum"])
+    alloc.fallbacks = [
+        SolverFallback("max_min", "gap_open", "x"),
+        SolverFallback("max_min", "gap_open", "y"),
+    ]
+    m.count_solver_paths(alloc)
+    m.count_solver_paths(Allocation("fifo", {}))  # plain LPs only: nothing counted
+    assert sample(m, 'slurm_gavel_solver_fallbacks_total{lp="max_min",reason="gap_open"}') == 2
+    assert sample(m, 'slurm_gavel_solver_decompositions_total{lp="max_sum"}') == 1

@@ -12,6 +12,7 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
 )
 from slurm_gavel.core.cluster_rows import rows_for
+from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.round_types import SchedulerConfig
@@ -26,17 +27,20 @@ TABLE = ThroughputTable(
 NODES = (Node("v100-0", "v100", 4), Node("v100-1", "v100", 4))
 
 
-def _job(state: JobState, gpus: int = 0, waiting_on: str | None = None) -> ObservedJob:
+def _job(
+    state: JobState, gpus: int = 0, waiting_on: str | None = None, steps_done: float | None = None
+) -> ObservedJob:
     job = Job("5", A3C, 1, total_steps=1e6, scale_range=(1, 8))
     nodes = (NodeSlice("v100-0", gpus),) if gpus else ()
     gpu_type = "v100" if gpus else None
-    return ObservedJob(job, state, gpu_type, nodes, waiting_on=waiting_on)
+    return ObservedJob(job, state, gpu_type, nodes, waiting_on=waiting_on, steps_done=steps_done)
 
 
-def _view(o: ObservedJob, last: LastCounts | None = None):
+def _view(o: ObservedJob, last: LastCounts | None = None, knowledge=Knowledge.TABLE):
     state = SchedulerState()
     state.cluster_rows = rows_for(None, TABLE, {"v100": 8})
-    config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=DAEMON_DEFAULTS)
+    config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=DAEMON_DEFAULTS,
+                             knowledge=knowledge)  # fmt: skip
     view = mold_view(state, config, ClusterSnapshot(0.0, NODES, (o,)), last)
     assert view is not None
     return view
@@ -53,9 +57,37 @@ def test_a_running_job_restarted_at_a_larger_count_is_a_regrow():
 
 
 def test_moved_at_the_same_count_is_not_a_regrow():
-    o = _job(JobState.RUNNING, 2)
+    o = _job(JobState.RUNNING, 2, steps_done=10.0)
     m = _view(o)(o, "starting", (NodeSlice("v100-1", 2),))
     assert (m["count"], m["chosen"], m["limit"]) == (2, "moved", "running")
+
+
+def test_a_running_job_says_what_keeps_it_below_its_maximum():
+    """Why a run stays below its range's maximum, by what the round knows of it: rows
+    above its count but no steps done to weigh a restart by; no row above its count
+    (under the table's rows, or learned rows, where a larger count is only tried at a
+    start)."""
+    o = _job(JobState.RUNNING, 2)
+    assert _view(o)(o, "running", o.nodes)["limit"] == "no-progress"
+    o = _job(JobState.RUNNING, 2, steps_done=10.0)
+    assert _view(o)(o, "running", o.nodes)["limit"] == "running"
+    o = _job(JobState.RUNNING, 4, steps_done=10.0)  # the table has no row above 4
+    assert _view(o)(o, "running", o.nodes)["limit"] == "rows"
+    m = _view(o, knowledge=Knowledge.LEARNED)(o, "running", o.nodes)
+    assert (m["chosen"], m["limit"]) == ("running", "untried-running")
+
+
+def test_a_count_past_its_rows_is_untried_under_learned_rows():
+    o = _job(JobState.HELD)
+    state = SchedulerState()
+    state.cluster_rows = rows_for(None, TABLE, {"v100": 8})
+    config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=DAEMON_DEFAULTS,
+                             knowledge=Knowledge.LEARNED)  # fmt: skip
+    state.molds.jobs["5"] = (o.job, 6, o.job)  # the round chose 6 (rows up to 4)
+    view = mold_view(state, config, ClusterSnapshot(0.0, NODES, (o,)))
+    assert view is not None
+    m = view(o, "held", ())
+    assert (m["count"], m["chosen"], m["limit"]) == (6, "untried", "share")
 
 
 def test_a_job_waiting_on_slurm_has_no_count_chosen():

@@ -78,7 +78,8 @@ def test_wrong_prices_are_refused() -> None:
     allowed = np.ones((30, 3), dtype=bool)
     g = np.ones(30)
     cap = np.full(3, 6.0)
-    z, _, lam = dw.max_min(a, allowed, g, cap)
+    res = dw.max_min(a, allowed, g, cap)
+    z, lam = res.z, res.lam
     assert hier_dw._certified_duals(a, allowed, g, cap, z, lam) is not None
     skewed = lam * np.array([3.0, 0.2, 1.0])
     skewed /= skewed @ cap

@@ -150,7 +150,7 @@ def test_plain_lp_after_a_stall_gets_only_the_time_left(monkeypatch: pytest.Monk
 
     def stalls(*args, **kwargs):  # type: ignore[no-untyped-def]
         clock.now += 4.0
-        raise dw.DwStalled("test: stalled")
+        raise dw.DwStalled("other", "test: stalled")
 
     monkeypatch.setattr(mm_lp, "max_min", stalls)
     with pytest.raises(SolverError, match=r"max-min stage 1: HiGHS stopped with status 'Time lim"):
@@ -213,7 +213,7 @@ def test_class_lp_after_a_stretch_stall_gets_only_the_time_left(
 
     def stalls(self, w, dw_):  # type: ignore[no-untyped-def]
         clock.now += 4.0
-        raise dw.DwStalled("test: stalled")
+        raise dw.DwStalled("other", "test: stalled")
 
     monkeypatch.setattr(ftf_dw.DwStretch, "solve", stalls)
     monkeypatch.setattr(

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from slurm_gavel.backends.slurm.fields import number
-from slurm_gavel.backends.slurm.records import SlurmJob
+from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob
 
 # More tasks than any Slurm allows (MaxArraySize is at most 4,000,001): a string that
 # claims more is not read (its tasks stay in the meta record, held).
@@ -90,4 +90,45 @@ def expand_tasks(jobs: Iterable[SlurmJob]) -> list[SlurmJob]:
             )
         else:
             out.append(job)
+    return out
+
+
+def array_of(job_id: str) -> str | None:
+    """The array a task id ("28_3") belongs to ("28"); None for any other job."""
+    array, sep, task = job_id.partition("_")
+    return array if sep and array.isdigit() and task.isdigit() else None
+
+
+def throttled(managed: Mapping[str, SlurmJob], waiting: Iterable[str]) -> dict[str, str]:
+    """The waiting tasks of throttled arrays (--array=0-5%2) the round must leave out,
+    -> why: Slurm runs at most array_max_tasks of an array's tasks at once and leaves
+    any other released task pending (JobArrayTaskLimit), where the GPUs the daemon gave
+    it sit idle while it is placed, held and placed again round after round. Of the
+    waiting tasks, as many as the throttle leaves room for beside the tasks running
+    (or ending) are kept, those Slurm may already start (released) first, then by task
+    number; the rest wait for a running task to end."""
+    limit: dict[str, int] = {}
+    running: dict[str, int] = {}
+    for job_id, sj in managed.items():
+        array = array_of(job_id)
+        if array is None or sj.array_max_tasks <= 0:
+            continue
+        limit[array] = sj.array_max_tasks
+        if sj.state in RUNNING_STATES:
+            running[array] = running.get(array, 0) + 1
+    by_array: dict[str, list[tuple[bool, int, str]]] = {}
+    for job_id in waiting:
+        array = array_of(job_id)
+        if array is None or array not in limit:
+            continue
+        held = managed[job_id].held
+        by_array.setdefault(array, []).append((held, int(job_id.partition("_")[2]), job_id))
+    out: dict[str, str] = {}
+    for array, tasks in by_array.items():
+        room = max(0, limit[array] - running.get(array, 0))
+        for _, _, job_id in sorted(tasks)[room:]:
+            out[job_id] = (
+                f"its array's throttle (%{limit[array]}): {running.get(array, 0)} of its "
+                "tasks run, and Slurm starts no more until one ends"
+            )
     return out

@@ -107,6 +107,9 @@ class SlurmBackend(Generic[Transport]):
         self._jobs_seen: dict[JobId, SlurmJob] = {}
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
         self._first_submit: dict[JobId, float] = {}
+        # Each job's node count as its request fixed it when first seen (layout.py):
+        # the daemon's placements change the record's.
+        self._layouts: dict[JobId, int | None] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
         self._resumed: set[JobId] = set()  # resume(): read as ended if not listed
         # the orders the last act released (job -> order): still pending, not re-issued
@@ -144,6 +147,7 @@ class SlurmBackend(Generic[Transport]):
             first_submit=self._first_submit,
             held_back=self.held_back.reasons(now),
             reservations=reservations,
+            layouts=self._layouts,
         )
         self.held_back.observe(self.view.managed, now)
         add_vanished(self.view, self._active, now)
@@ -152,9 +156,9 @@ class SlurmBackend(Generic[Transport]):
         }
         self.view.warnings += notes + resv_note
         self.warnings = self.view.warnings
-        # Held jobs claimed by a comment the grammar refuses, and reservation jobs their
-        # reservation cannot hold: the daemon gives them back.
-        self.refused_held = refused_held(jobs, self.managed_partitions)
+        # Held jobs claimed by a comment the grammar refuses, past their deadline, or
+        # reservation jobs their reservation cannot hold: the daemon gives them back.
+        self.refused_held = refused_held(jobs, self.managed_partitions, now)
         self.refused_held.update(
             (j, why) for j, why in self.view.give_back.items() if j not in self.refused_held
         )
@@ -377,6 +381,11 @@ class SlurmBackend(Generic[Transport]):
             ]
             if relabelled:
                 self.transport.release(relabelled, failed)
+            # no longer the daemon's (a plain comment now): not watched for its end,
+            # which would be reported as a managed job gone unseen (add_vanished)
+            for o in orders:
+                if o.job_id not in failed:
+                    self._active.pop(o.job_id, None)
         return failed
 
     def set_admin_comments(self, texts: Mapping[JobId, str]) -> dict[JobId, str]:

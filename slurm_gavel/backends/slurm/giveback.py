@@ -23,6 +23,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from slurm_gavel.backends.slurm.eligibility import deadline_passed, expired
 from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.backends.slurm.view import is_managed_partition
 from slurm_gavel.core.managed import (
@@ -77,11 +78,13 @@ def scale_in(comment: str) -> int | None:
 
 
 def refused_held(
-    jobs: Iterable[SlurmJob], managed_partitions: Collection[str] | None
+    jobs: Iterable[SlurmJob], managed_partitions: Collection[str] | None, now: float = 0.0
 ) -> dict[JobId, str]:
     """Held jobs whose comment claims them for slurm-gavel but that the daemon cannot
     schedule, with the reason: a comment that breaks the grammar (the daemon reads with
-    no weight cap: it clamps instead), or a partition it does not manage (outside())."""
+    no weight cap: it clamps instead), a partition it does not manage (outside()), or a
+    --deadline passed by ``now`` (Slurm, released, ends it as DEADLINE without running
+    it; held, it would wait for ever: eligibility.deadline_passed)."""
     out: dict[JobId, str] = {}
     for sj in jobs:
         if not is_managed_comment(sj.comment):
@@ -93,9 +96,13 @@ def refused_held(
             out[sj.job_id] = outside(sj, managed_partitions)
             continue
         try:
-            parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
+            spec = parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
         except ManagedCommentError as e:
             out[sj.job_id] = str(e)
+            continue
+        # not a job its owner holds: the Lua lets only the owner release that one
+        if now and deadline_passed(sj, now) and spec is not None and not spec.user_hold:
+            out[sj.job_id] = expired(sj)
     return out
 
 

@@ -49,6 +49,11 @@ FIELDS = (
     "qos",
     "eligible_time",
     "dependency",
+    "tasks",
+    "tasks_per_node",
+    "deadline",
+    "array_max_tasks",
+    "name",
     # job_needs
     "features",
     "excluded_nodes",

@@ -175,6 +175,19 @@ class SlurmJob:
     # An array task's own record: its id as the daemon names it ("28_1"; job_id is the
     # record's own number until arrays.expand_tasks renames it); "" for any other.
     task_id: str = ""
+    # Its task layout as asked (sbatch -n, --ntasks-per-node; 0: unset): with
+    # node_count, what fixes the nodes it must run on (layout.py).
+    tasks: int = 0
+    tasks_per_node: int = 0
+    # sbatch --deadline (epoch seconds; 0: none): Slurm ends a job that can no longer
+    # finish by then, so the daemon gives such a job no GPUs (eligibility.py).
+    deadline: int = 0
+    # An array task's throttle (--array=0-5%2: 2; 0: none), on its own record and on
+    # its array's meta record alike (arrays.throttled).
+    array_max_tasks: int = 0
+    # Its name (sbatch -J): with the owner's uid, what --dependency=singleton waits on
+    # (eligibility.singleton_free).
+    name: str = ""
     # --constraint, --exclude, memory and CPUs per node (fit.py); read from the JSON
     # (the listing's text keeps a managed job's last ones: slurm/cli/jobs_from_text.py).
     # Not compared: the text builds a plain job without them (nothing reads those).

@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.backends.slurm.eligibility import user_hold_reason, waiting_on
+from slurm_gavel.backends.slurm.arrays import throttled
+from slurm_gavel.backends.slurm.eligibility import (
+    SINGLETON,
+    singleton_free,
+    user_hold_reason,
+    waiting_on,
+)
 from slurm_gavel.backends.slurm.fit import (
     NodeRoom,
     allowed_nodes,
@@ -19,6 +25,7 @@ from slurm_gavel.backends.slurm.fit import (
     per_node_gpus,
     preferred_nodes,
 )
+from slurm_gavel.backends.slurm.layout import asked_nodes, layout_why
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.reservations import (
     FREE,
@@ -72,6 +79,7 @@ def build_view(
     first_submit: dict[JobId, float] | None = None,
     held_back: Mapping[JobId, str] | None = None,
     reservations: Reservations = NO_RESERVATIONS,
+    layouts: dict[JobId, int | None] | None = None,
 ) -> SlurmView:
     """The snapshot the round loop sees; malformed managed comments become warnings.
 
@@ -80,9 +88,12 @@ def build_view(
     job look younger than it is. held_back: jobs a recent round found blocked by a
     limit (eligibility.HeldBack), still kept out. reservations: Slurm's, now; their
     nodes are kept from the jobs they do not admit and a reservation's jobs are kept
-    on them (reservations.py).
+    on them (reservations.py). layouts (updated in place, like first_submit): each
+    job's node count as its request fixed it when first seen (layout.asked_nodes; the
+    daemon's placements change the record's).
     """
     first_submit = {} if first_submit is None else first_submit
+    layouts = {} if layouts is None else layouts
     warnings: list[str] = []
     managed: dict[JobId, SlurmJob] = {}
     observed: list[ObservedJob] = []
@@ -102,6 +113,8 @@ def build_view(
         managed[sj.job_id] = sj
         arrival = min(float(sj.submit_time), first_submit.get(sj.job_id, float("inf")))
         first_submit[sj.job_id] = arrival
+        if sj.job_id not in layouts:
+            layouts[sj.job_id] = asked_nodes(sj)
         specs.append((sj, spec, arrival))
     partners = shard_partners(managed.values())
     by_name = {n.name: n for n in nodes}
@@ -110,21 +123,34 @@ def build_view(
     rooms = node_rooms(nodes, managed.values(), managed_partitions)
     give_back: dict[JobId, str] = {}
     all_places: list[JobPlaces] = []
-    for sj, spec, arrival in specs:
+    places_of: dict[JobId, JobPlaces] = {}
+    waits_of: dict[JobId, str | None] = {}
+    for sj, spec, _ in specs:
         waiting = sj.state in WAITING_STATES
-        waits = waiting_on(sj, now, held_back or {}) if waiting else None
-        places = FREE
         if sj.state in RUNNING_STATES or waiting:
-            places = job_places(sj, reservations, nodes, now)
-            all_places.append(places)
-        if waiting and waits is None:
-            waits = places.waits
-        if spec.user_hold and waiting:
-            waits = user_hold_reason(sj.job_id)
+            places_of[sj.job_id] = job_places(sj, reservations, nodes, now)
+            all_places.append(places_of[sj.job_id])
+        if waiting:
+            alone = sj.dependency == SINGLETON and singleton_free(sj, jobs)
+            waits = waiting_on(sj, now, held_back or {}, singleton_ok=alone)
+            if waits is None:
+                waits = places_of[sj.job_id].waits
+            waits_of[sj.job_id] = user_hold_reason(sj.job_id) if spec.user_hold else waits
+    # a throttled array's tasks beyond its limit (arrays.throttled), of those free to run
+    free = [j for j, w in waits_of.items() if w is None]
+    waits_of.update(throttled(managed, free))
+    for sj, spec, arrival in specs:
+        waits = waits_of.get(sj.job_id)
+        places = places_of.get(sj.job_id, FREE)
         o = _observed(sj, spec, arrival, partners.get(sj.job_id), types, waits)
+        count = layouts[sj.job_id]
+        if count is not None:
+            o = replace(o, job=replace(o.job, node_count=count))
         if o.state is not JobState.DONE:
-            o = replace(o, allowed=job_allowed(sj, o.job.scale_factor, rooms, places))
-            short = reservation_short(sj, o, places, rooms) if waiting else None
+            allowed = job_allowed(sj, o.job.scale_factor, rooms, count, places)
+            o = replace(o, allowed=allowed)
+            waiting = sj.state in WAITING_STATES
+            short = reservation_short(sj, o, places, rooms, count) if waiting else None
             if short is not None and not spec.user_hold:
                 give_back[sj.job_id] = short
                 o = replace(o, waiting_on=short)
@@ -132,6 +158,8 @@ def build_view(
     closed = closed_nodes(reservations, nodes, all_places, now)
     for gone in [j for j in first_submit if j not in managed]:
         del first_submit[gone]
+    for gone in [j for j in layouts if j not in managed]:
+        del layouts[gone]
     managed_gpus = managed_gpus_of(managed.values())
     out_nodes: list[Node] = []
     for sn in nodes:
@@ -192,13 +220,20 @@ def node_rooms(
 
 
 def job_allowed(
-    sj: SlurmJob, scale: int, rooms: list[NodeRoom], places: JobPlaces = FREE
+    sj: SlurmJob,
+    scale: int,
+    rooms: list[NodeRoom],
+    node_count: int | None = None,
+    places: JobPlaces = FREE,
 ) -> Allowed | None:
-    """ObservedJob.allowed: None where the job's request and the reservations
-    (places: reservations.job_places) rule out no node."""
+    """ObservedJob.allowed: None where the job's request and the reservations (places:
+    reservations.job_places) rule out no node. node_count: the nodes its request fixes
+    (layout.py); a scale it cannot divide allows none."""
+    if node_count is not None and (bad := layout_why(scale, node_count)):
+        return Allowed(frozenset(), frozenset(), bad)
     request = sj.gpu_request or sj.gpu_request_total
     gpu_type = request[0] if request is not None else None
-    per_node = per_node_gpus(scale, sj.node_count)
+    per_node = per_node_gpus(scale, node_count or sj.node_count)
     within = _within(rooms, places)
     nodes, why = allowed_nodes(gpu_type, per_node, sj.needs, within)
     if len(within) < len(rooms) and places.why:
@@ -224,16 +259,27 @@ def _within(rooms: list[NodeRoom], places: JobPlaces) -> list[NodeRoom]:
 
 
 def reservation_short(
-    sj: SlurmJob, o: ObservedJob, places: JobPlaces, rooms: list[NodeRoom]
+    sj: SlurmJob,
+    o: ObservedJob,
+    places: JobPlaces,
+    rooms: list[NodeRoom],
+    node_count: int | None = None,
 ) -> str | None:
     """Why a waiting reservation job is given back (its reservation is gone, or its
-    nodes cannot hold the job's GPUs however long it waits), or None."""
+    nodes cannot hold the job's GPUs, or the node count its request fixes, however long
+    it waits), or None."""
     if places.give_back:
         return places.give_back
     if places.only is None:
         return None
     fits = o.allowed.nodes if o.allowed is not None else places.only
-    have = sum(r.gpus for r in rooms if r.name in places.only and r.name in fits)
+    inside = [r for r in rooms if r.name in places.only and r.name in fits]
+    have = sum(r.gpus for r in inside)
+    if node_count is not None and len(inside) < node_count:
+        return (
+            f"its reservation {sj.reservation} has {len(inside)} nodes the scheduler "
+            f"manages that fit its request, and it asks for {node_count} nodes"
+        )
     if have >= o.job.scale_factor:
         return None
     return (

@@ -9,4 +9,6 @@
 - ``hier_water_filling``: the hierarchical policy's water filling over accounts.
 - ``agnostic_split``: the symmetric point of the type-blind LP's optimal face.
 - ``fifo_queue``: the arrival-order placement both FIFO policies use.
+- ``dw`` and its users: the certified decomposition of the large per-job LPs;
+  ``solve_paths`` records which LPs it solved and which fell back to the plain LP.
 """

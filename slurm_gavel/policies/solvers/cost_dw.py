@@ -25,6 +25,7 @@ from slurm_gavel.policies.solvers.dw import (
     min_beta,
     vertices,
 )
+from slurm_gavel.policies.solvers.solve_paths import decomposed, fell_back
 
 #: From this many runnable jobs on, when they form (almost) no classes.
 DW_MIN_JOBS = 2000
@@ -59,9 +60,16 @@ def solve_decomposed(
         if (w > 0).any():
             first = min_beta(verts, scale, cap, deadline=deadline)
             if first.beta > 1.0:
+                fell_back(
+                    "min_cost", "slos_unmet",
+                    f"the SLOs need {first.beta:.6g} times the cluster", expected=True,
+                )  # fmt: skip
                 return None
             start = first.x
         top = float(value.max()) or 1.0  # same argmax; the master's tolerances are absolute
-        return max_value(verts, value / top, scale, cap, start, deadline=deadline)
-    except DwStalled:
+        x = max_value(verts, value / top, scale, cap, start, deadline=deadline).x
+    except DwStalled as e:
+        fell_back("min_cost", e.reason, str(e))
         return None
+    decomposed("min_cost")
+    return x

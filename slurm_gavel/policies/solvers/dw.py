@@ -19,12 +19,23 @@ after each pricing round; each round also gives a Lagrangian bound. It gets
 within ~1e-8 in a few dozen rounds (milliseconds each) and then stalls on jobs
 that tie at the optimal prices. So the exact answer comes from a restricted LP
 (`_restricted`): every job fixed at its cheapest vertex under those prices except
-the near-ties, which keep a column per vertex and a convexity row. Its optimum is
-accepted once it meets the Lagrangian bound to CHECK_REL_GAP (1e-9 relative: a
-certificate, not an approximation); otherwise the jobs its duals price out of
-their picks are freed and it is solved again. In a degenerate LP the answer may
-be another optimal point than HiGHS's vertex. If nothing settles, `DwStalled` is
-raised and the caller solves the plain LP.
+the near-ties, which keep a column per vertex and a convexity row. The jobs its
+duals price out of their picks are freed and it is solved again until none is.
+
+The certificate. For any prices lam >= 0 on the K capacity rows the LP splits
+into one small LP per job (the Lagrangian relaxation), whose optimum is the job's
+cheapest vertex at lam; summed (`_bound`), that is a bound on the LP's optimum
+from the dual side: below it for the min problems here, above it for max_value's
+(its cost is the negated value). It holds for *any* lam >= 0, so a wrong price
+makes it weaker, never wrong. The restricted LP's allocation is the primal side:
+feasible, its objective attained. Every result carries both (`BetaResult`,
+`MaxMinResult`, `ValueResult`), and none is returned unless `certify` finds the
+bound on its side of the primal value (a bound past it means one of the two is
+wrong) and the gap between them within CHECK_REL_GAP (1e-9 relative), and the
+allocation feasible to that tolerance. In a degenerate LP the answer may be
+another optimal point than HiGHS's vertex. Otherwise `DwStalled` is raised, with
+a fixed reason code, and the caller solves the plain LP (recording the fallback:
+solve_paths.py).
 
 Every HiGHS run here gets what is left of the caller's Deadline (deadline.py); past
 it, a SolverError, not DwStalled (the plain LP would only take longer).
@@ -40,6 +51,8 @@ Two LPs are solved this way:
 
 `max_min` finds stage 1 of max-min fairness, max z with beta(z) <= 1, by
 safeguarded Newton on the convex beta(z) (its slope comes from the same picks).
+Its certificate is the bracket [z, dual_bound] on z*: z from a feasible
+allocation, dual_bound from min_beta's dual bounds (max_min says why that is valid).
 """
 
 from __future__ import annotations
@@ -58,13 +71,37 @@ INF = highspy.kHighsInf
 DW_MAX_TYPES = 6
 DW_REL_GAP = 1e-12
 CHECK_REL_GAP = 1e-9
+# ... and an absolute floor, for an optimum of 0 (rounding in a sum of N terms)
+CHECK_ABS_GAP = 1e-12
 PRICE_ROUNDS = 200
 NEWTON_REL_GAP = 1e-10
 NEWTON_MAX_STEPS = 100
 
 
 class DwStalled(SolveError):
-    """Decomposition did not close its bound gap; the caller solves the plain LP."""
+    """The decomposition has no certified answer; the caller solves the plain LP.
+
+    `reason` is one of REASONS (a fixed code: the daemon counts fallbacks by it),
+    the message says what happened with its numbers."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason if reason in REASONS else "other"
+
+
+#: Why a decomposition can stop without a certified answer.
+REASONS = (
+    "master_status",  # HiGHS did not solve the master LP (numerical trouble)
+    "restricted_status",  # ... nor the restricted LP
+    "pricing_unsettled",  # the restricted LP kept freeing jobs
+    "gap_open",  # primal value and dual bound further apart than CHECK_REL_GAP
+    "bound_crosses_primal",  # the dual bound is past the primal value: one is wrong
+    "primal_infeasible",  # the allocation breaks a constraint by more than the tolerance
+    "bracket_open",  # max_min's Newton did not close [z, dual bound]
+    "crossing_not_found",  # hier_parametric: no crossing of beta = 1
+    "no_dual",  # hier_parametric / hier_dw: the prices give no (checked) job duals
+    "other",
+)
 
 
 @dataclass(frozen=True)
@@ -154,8 +191,9 @@ class _Master:
         status = self.deadline.run(self.h)
         if status != highspy.HighsModelStatus.kOptimal:  # numerical trouble: the plain LP
             raise DwStalled(
+                "master_status",
                 f"decomposition master: HiGHS stopped with status "
-                f"'{self.h.modelStatusToString(status)}'"
+                f"'{self.h.modelStatusToString(status)}'",
             )
         sol = self.h.getSolution()
         lam = np.maximum(-np.asarray(sol.row_dual)[: self.k], 0.0)
@@ -164,11 +202,71 @@ class _Master:
 
 @dataclass(frozen=True)
 class BetaResult:
-    beta: float  # of the returned allocation (an upper bound on the optimum)
-    lower: float  # proven lower bound on the optimum
+    """min_beta's answer, certified: dual_bound <= beta* <= beta, beta - dual_bound
+    <= CHECK_REL_GAP * beta."""
+
+    beta: float  # primal: the capacity scaling x needs (the restricted LP's optimum)
+    dual_bound: float  # dual: the Lagrangian bound at the best prices seen (<= beta*)
     x: np.ndarray  # (N, K) per unit (job or class) fractions, using beta * cap
     slope: float  # d beta / d w along dw (a subgradient), if dw was given
     lam: np.ndarray  # final prices, lam . cap = 1
+
+
+@dataclass(frozen=True)
+class ValueResult:
+    """max_value's answer, certified: value <= optimum <= dual_bound, to CHECK_REL_GAP."""
+
+    x: np.ndarray  # (N, K)
+    value: float  # primal: sum_j value_j . x_j of x (the restricted LP's optimum)
+    dual_bound: float  # dual: the Lagrangian bound at the best prices seen (>= optimum)
+
+
+@dataclass(frozen=True)
+class MaxMinResult:
+    """max_min's answer, certified: z <= z* <= dual_bound, dual_bound - z <=
+    CHECK_REL_GAP * z."""
+
+    z: float  # primal: every job gets a_j . x_j >= z from x
+    dual_bound: float  # dual: from min_beta's dual bounds (max_min's docstring)
+    x: np.ndarray  # (N, K), within the cluster
+    lam: np.ndarray  # the last solve's prices, lam . cap = 1
+
+
+def _check_primal(what: str, x: np.ndarray, gpus: np.ndarray, limit: np.ndarray) -> None:
+    """Raise DwStalled unless x (N, K) is a feasible allocation: no negative share, no
+    job over all of its time, the capacity use within `limit` (K,), each to
+    CHECK_REL_GAP (the value rows a_j . x_j >= w_j hold by construction: every job's x
+    is a convex combination of its polytope's vertices, or one of them)."""
+    time_over = float(x.sum(axis=1).max(initial=0.0)) - 1.0
+    use = gpus @ x
+    cap_over = float((use - limit - CHECK_REL_GAP * np.maximum(np.abs(limit), 1.0)).max())
+    if float(x.min(initial=0.0)) < -CHECK_REL_GAP or time_over > CHECK_REL_GAP or cap_over > 0:
+        raise DwStalled(
+            "primal_infeasible",
+            f"{what}: the allocation is not feasible (least share {float(x.min(initial=0.0)):.3g}, "
+            f"time over 1 by {time_over:.3g}, capacity over by {cap_over:.3g} GPUs)",
+        )
+
+
+def certify(what: str, primal: float, dual_bound: float, minimise: bool) -> None:
+    """Raise DwStalled unless dual_bound is on its side of primal (below it when
+    minimising, above when maximising; rounding aside) and within CHECK_REL_GAP of
+    it, relative to the primal value (CHECK_ABS_GAP at least): the optimum then lies
+    between the two."""
+    gap = primal - dual_bound if minimise else dual_bound - primal
+    tol = max(CHECK_REL_GAP * abs(primal), CHECK_ABS_GAP)
+    if np.isnan(gap) or gap < -tol:
+        raise DwStalled(
+            "bound_crosses_primal",
+            f"{what}: dual bound {dual_bound!r} past the primal value {primal!r}; "
+            "one of them is wrong",
+        )
+    if gap > tol:
+        raise DwStalled(
+            "gap_open",
+            f"{what}: primal value {primal!r} and dual bound {dual_bound!r} are "
+            f"{gap / (abs(primal) or 1.0):.3g} apart (relative), above {CHECK_REL_GAP:g}",
+        )
 
 
 @dataclass(frozen=True)
@@ -221,14 +319,22 @@ def _bound(best: np.ndarray, lam: np.ndarray, cap: np.ndarray, beta: bool) -> fl
     return float(best.sum()) - float(lam @ cap)
 
 
-def _restricted(
-    prog: _Program, lam: np.ndarray, lower: float
-) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _Restricted:
+    obj: float  # primal: the restricted LP's optimum, attained by x
+    bound: float  # dual: the best Lagrangian bound seen (<= the full LP's optimum)
+    x: np.ndarray  # (N, K)
+    lam: np.ndarray  # the restricted LP's capacity prices
+    pick: np.ndarray  # (N,) every job's cheapest vertex at lam
+
+
+def _restricted(prog: _Program, lam: np.ndarray, lower: float) -> _Restricted:
     """The exact LP with every job fixed at its cheapest vertex under `lam` except those
     near a tie (and any that pricing later finds should move): one convexity row and
     a column per vertex for each of those. Priced over all jobs at the LP's own duals
     until no vertex of any job has negative reduced cost, it is the full LP's optimum.
-    (objective, x (N, K), lam, pick (N,))."""
+    `lower`: a Lagrangian bound already known (the master's). Returned only
+    certified (the module docstring), else DwStalled."""
     verts, cost, gpus, cap, beta = prog.verts, prog.cost, prog.gpus, prog.cap, prog.beta
     n, _, k = verts.v.shape
     rows = np.arange(n)
@@ -264,19 +370,18 @@ def _restricted(
                   np.arange(0, ncol * (k + 1), k + 1, dtype=np.int32),
                   idx.ravel().astype(np.int32), val.ravel())  # fmt: skip
         status = prog.deadline.run(h)
+        if status == highspy.HighsModelStatus.kModelEmpty and nf == 0:
+            # Every job fixed: HiGHS sees rows without columns and checks nothing.
+            fits = (fixed_use <= (0 if beta else cap) + 1e-9 * cap).all()
+            status = (highspy.HighsModelStatus.kOptimal if fits
+                      else highspy.HighsModelStatus.kInfeasible)  # fmt: skip
         if status == highspy.HighsModelStatus.kInfeasible and not beta and not free.all():
             # The fixed picks overfill a type: the prices were off; free more jobs.
             width *= 100.0
             free |= (order[:, 1] - order[:, 0]) <= width * scale_ if width < 1.0 else True
             continue
-        if (
-            status == highspy.HighsModelStatus.kModelEmpty
-            and nf == 0
-            and (fixed_use <= (0 if beta else cap) + 1e-9 * cap).all()
-        ):
-            status = highspy.HighsModelStatus.kOptimal  # every job fixed, and they fit
         if status != highspy.HighsModelStatus.kOptimal:
-            raise DwStalled(f"restricted LP: {h.modelStatusToString(status)}")
+            raise DwStalled("restricted_status", f"restricted LP: {h.modelStatusToString(status)}")
         sol = h.getSolution()
         obj = float(h.getInfo().objective_function_value)
         if not beta:
@@ -297,10 +402,15 @@ def _restricted(
             x = np.zeros((n, k))
             x[fixed] = verts.v[rows[fixed], pick[fixed]]
             np.add.at(x, jobs[jj], colv[:, None] * verts.v[jobs[jj], mm])
-            return obj, x, lam, np.argmin(red, axis=1)
+            # Nothing left to move: the certificate holds or the plain LP runs (no
+            # pick is off by more than tol, yet their sum can be).
+            what = "restricted LP (capacity scaling)" if beta else "restricted LP"
+            certify(what, obj, lower, minimise=True)
+            _check_primal(what, x, gpus, obj * cap if beta else cap)
+            return _Restricted(obj, lower, x, lam, np.argmin(red, axis=1))
         free |= moved
         pick = np.where(moved, np.argmin(red, axis=1), pick)
-    raise DwStalled("restricted LP: pricing did not settle")
+    raise DwStalled("pricing_unsettled", "restricted LP: pricing did not settle")
 
 
 def min_beta(
@@ -318,12 +428,12 @@ def min_beta(
     cost = np.zeros((n, m))
     prog = _Program(verts, cost, gpus, cap, True, deadline)
     lam, lower = _prices(prog, lam, None)
-    beta, x, lam, pick = _restricted(prog, lam, lower)
+    r = _restricted(prog, lam, lower)
     slope = 0.0
-    norm = float(lam @ cap) or 1.0
+    norm = float(r.lam @ cap) or 1.0
     if dw is not None:
-        slope = float((gpus * dw) @ (verts.dv[rows, pick] @ lam)) / norm
-    return BetaResult(beta, beta, x, slope, lam / norm)
+        slope = float((gpus * dw) @ (verts.dv[rows, r.pick] @ r.lam)) / norm
+    return BetaResult(r.obj, r.bound, r.x, slope, r.lam / norm)
 
 
 def max_value(
@@ -334,15 +444,16 @@ def max_value(
     start: np.ndarray,
     lam0: np.ndarray | None = None,
     deadline: Deadline = NO_DEADLINE,
-) -> np.ndarray:
+) -> ValueResult:
     """max sum_j value_j . x_j s.t. x_j in Q_j, sum_j gpus_j x_j <= cap; `start` (N, K) is
     a feasible point (the master's first column, so that it is feasible from the
-    start). Returns x (N, K).
+    start).
 
     The restricted LP starts from every job's cheapest vertex at the master's prices
     (an earlier version started every job at `start` and freed those the prices moved:
     nearly all of them, as slow as the plain LP). Fixed picks that overfill a type
-    free more jobs (_restricted); the bound certificate is the same as min_beta's."""
+    free more jobs (_restricted); the certificate is min_beta's, its signs flipped
+    (the restricted LP minimises the negated value)."""
     # Minimise -value: HiGHS's duals of the <= rows are then <= 0, lam = -dual >= 0.
     k = verts.v.shape[2]
     cost = -np.einsum("nmk,nk->nm", verts.v, value)
@@ -366,7 +477,8 @@ def max_value(
     lam = lam * scale0 * np.exp(0.5 * (lo_ + hi_))
     prog = _Program(verts, cost, gpus, cap, False, deadline)
     lam, lower = _prices(prog, lam, start, -float((value * start).sum()))
-    return _restricted(prog, lam, lower)[1]
+    r = _restricted(prog, lam, lower)
+    return ValueResult(r.x, -r.obj, -r.bound)
 
 
 def max_min(
@@ -375,13 +487,21 @@ def max_min(
     gpus: np.ndarray,
     cap: np.ndarray,
     deadline: Deadline = NO_DEADLINE,
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """Stage 1 of max-min fairness: (z, x (N, K) feasible with every a_j . x_j >= z, lam).
+) -> MaxMinResult:
+    """Stage 1 of max-min fairness: z and x (N, K) feasible with every a_j . x_j >= z,
+    certified by a dual bound on z* (MaxMinResult).
 
     Every unit (row) must be able to run somewhere. beta(z) = min capacity scaling
-    with every job at value z is convex, increasing, and beta(c z) >= c beta(z) for
-    c >= 1, so each solve brackets z*: [z / beta_upper, z / beta_lower] (or z, when
-    beta_lower >= 1). Newton from the best upper bound, bisection as a safeguard.
+    with every job at value z is convex, increasing, and beta(0) = 0, so beta(c z)
+    >= c beta(z) for c >= 1. Each solve gives beta_primal >= beta(z) >= beta_bound
+    (min_beta's certificate) and so brackets z*:
+      * z / beta_primal is attained (x / beta_primal fits the cluster) when
+        beta_primal > 1, z itself when beta_primal <= 1: the primal side;
+      * z* <= z when beta_bound >= 1 (then beta(z) >= 1 = beta(z*), beta increasing);
+        z* <= z / beta_bound when 0 < beta_bound < 1 (if z* > z, c = z*/z > 1 gives
+        1 = beta(z*) >= (z* / z) beta(z) >= (z* / z) beta_bound): the dual side.
+    Newton from the best upper bound, bisection as a safeguard, until the two sides
+    meet to NEWTON_REL_GAP; the returned certificate is checked by `certify`.
     """
     n = a.shape[0]
     ones = np.ones(n)
@@ -399,12 +519,27 @@ def max_min(
         feasible, x = (z / res.beta, res.x / res.beta) if res.beta > 1.0 else (z, res.x)
         if feasible > lo:
             lo, best = feasible, (feasible, x)
-        hi = min(hi, z if res.lower >= 1.0 else z / res.lower)
+        if res.dual_bound >= 1.0:
+            hi = min(hi, z)
+        elif res.dual_bound > 0.0:
+            hi = min(hi, z / res.dual_bound)
         if hi - lo <= NEWTON_REL_GAP * hi:
             break
         step = z - (res.beta - 1.0) / res.slope if res.slope > 0 else np.nan
         z = step if lo < step < hi else 0.5 * (lo + hi)
     else:
-        raise DwStalled(f"max-min decomposition: bracket [{lo:.12g}, {hi:.12g}] did not close")
+        raise DwStalled(
+            "bracket_open", f"max-min decomposition: bracket [{lo:.12g}, {hi:.12g}] did not close"
+        )
     assert best is not None and lam is not None
-    return best[0], best[1], lam
+    z, x = best
+    certify("max-min decomposition", z, hi, minimise=False)
+    # The primal side, checked on the allocation itself: every job at z, within the cluster.
+    _check_primal("max-min decomposition", x, gpus, cap)
+    least = float((a * x).sum(axis=1).min())
+    if least < z * (1.0 - CHECK_REL_GAP):
+        raise DwStalled(
+            "primal_infeasible",
+            f"max-min decomposition: a job gets {least!r}, below the minimum {z!r}",
+        )
+    return MaxMinResult(z, hi, x, lam)

@@ -31,7 +31,6 @@ re-solves against it; the decomposition (ftf_dw.py) shares one Deadline
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from slurm_gavel.policies.solvers.ftf_requirements import (
     split_class,
 )
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model, run_to_optimum, solve_lp
+from slurm_gavel.policies.solvers.solve_paths import decomposed, fell_back
 
 REL_GAP = 1e-10
 ROOT_TOL = 1e-12  # beta this close to 1 from below: theta is the root
@@ -107,10 +107,14 @@ def minimise_stretch(
         # (Almost) no classes: one unit per job, by decomposition (ftf_dw.py).
         deadline = Deadline.after(time_limit, "stretch decomposition", clock)
         model_dw = DwStretch(tput[members], scale[members], capacity, deadline)
-        with contextlib.suppress(DwStalled):  # stalled: the class LP below, in the time left
+        try:
             theta_f, beta_f, pool, lo_f, solves = _search(
                 lo, requirements, achieved, lambda w, dw: model_dw.solve(w[members], dw[members])
             )
+        except DwStalled as e:  # no certified answer: the class LP below, in the time left
+            fell_back("stretch", e.reason, str(e))
+        else:
+            decomposed("stretch")
             x[members] = pool / beta_f
             return _finish(x, tput, scale, capacity, members, steps, d, a, floor, lo_f, solves)
         time_limit = deadline.remaining()

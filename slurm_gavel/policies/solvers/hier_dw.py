@@ -37,6 +37,7 @@ import numpy as np
 
 from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 from slurm_gavel.policies.solvers.dw import DW_MAX_TYPES, DwStalled, max_min
+from slurm_gavel.policies.solvers.solve_paths import decomposed, fell_back
 
 #: From this many (class, type) cells on; below it HiGHS's level LP as before.
 DW_MIN_CELLS = 6000
@@ -68,12 +69,20 @@ def first_level(
         return None
     a = coef[live] / rise[live][:, None]
     try:
-        z, xl, lam = max_min(a, allowed[live], gpus[live], cap, deadline)
-    except DwStalled:
+        first = max_min(a, allowed[live], gpus[live], cap, deadline)
+    except DwStalled as e:
+        fell_back("hier_first_level", e.reason, str(e))
         return None
+    z, xl, lam = first.z, first.x, first.lam
     cert = _certified_duals(a, allowed[live], gpus[live], cap, z, lam)
     if cert is None:
+        # Expected where GPUs are plentiful (the module docstring): capacity prices 0.
+        fell_back(
+            "hier_first_level", "no_dual",
+            "the capacity prices give no job duals that pass the check", expected=True,
+        )  # fmt: skip
         return None
+    decomposed("hier_first_level")
     y, gap = cert
     r = rise[live]
     lift = margin(z * r) / r  # the margin in the scaled rows' units (value / r_j)

@@ -65,6 +65,7 @@ from slurm_gavel.policies.solvers.dw import (
     vertices,
 )
 from slurm_gavel.policies.solvers.hier_dw import job_duals
+from slurm_gavel.policies.solvers.solve_paths import decomposed, fell_back
 
 #: From this many (class, type) cells on (about 500 distinct jobs on 3 types); below
 #: it the LP loop alone is faster, and the simulator's class LPs stay as they were.
@@ -237,7 +238,8 @@ def parametric_fill(
                 coef, runnable, count * scale, capacity, pth, weight * count, entity_weight,
                 deadline,
             )  # fmt: skip
-        except DwStalled:
+        except DwStalled as e:
+            fell_back("hier_path", e.reason, str(e))
             if first is None:
                 return None
             break  # the LP loop goes on from the last crossing
@@ -249,6 +251,7 @@ def parametric_fill(
         if frozen.all() or cr.proven == 0:
             break
     assert first is not None
+    decomposed("hier_path")
     return Partial(level, frozen, x, first, iterations, bool(frozen.all()), solves)
 
 
@@ -320,7 +323,7 @@ def _cross(
         else:
             lo = tau
         if hi - lo <= 1e-14 * hi or solves >= NEWTON_MAX_STEPS:
-            raise DwStalled("hierarchical path: the crossing was not found")
+            raise DwStalled("crossing_not_found", "hierarchical path: the crossing was not found")
         step = tau - (res.beta - 1.0) / res.slope if res.slope > 0 else np.nan
         tau = step if lo < step < hi else 0.5 * (lo + hi)
         res, level, frozen = beta(tau)
@@ -330,7 +333,7 @@ def _cross(
     assert lam is not None
     found = job_duals(a, al, g[:, None] * lam[None, :], level[runnable], largest_y=True)
     if found is None:
-        raise DwStalled("hierarchical path: no dual at the crossing")
+        raise DwStalled("no_dual", "hierarchical path: no dual at the crossing")
     y_r, _, cost = found
     gap = max(1.0 - float(cost.sum()), 0.0) + 1e-12
     y = np.zeros(n)

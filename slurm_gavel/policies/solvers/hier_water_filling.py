@@ -32,7 +32,6 @@ the whole limit of its own). Past it: the deadline's SolverError, never a weaker
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,8 +45,7 @@ from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 from slurm_gavel.policies.solvers.hier_dw import first_level as first_level_dw
 from slurm_gavel.policies.solvers.hier_parametric import MARGIN, MARGIN_FLOOR, parametric_fill
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
-
-log = logging.getLogger(__name__)
+from slurm_gavel.policies.solvers.solve_paths import fell_back
 
 DUAL_TOL = 1e-9
 
@@ -117,7 +115,11 @@ def water_fill(
             # A handed-over state the level LPs cannot continue (seen once at 10,000
             # jobs on a cluster with a plentiful type): start the exact loop afresh,
             # slower but never without an allocation.
-            log.warning("hierarchical water filling: parametric hand-over failed; exact loop")
+            fell_back(
+                "hier_path", "handover_failed",
+                "parametric hand-over failed: the level LPs cannot continue from the path's "
+                "state; the exact loop from the start",
+            )  # fmt: skip
     return _lp_loop(cls, frozen, level, x, first_level, iterations, limit, deadline)
 
 

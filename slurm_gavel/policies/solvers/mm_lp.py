@@ -40,6 +40,7 @@ from slurm_gavel.policies.solvers.dw import DW_MAX_TYPES, DwStalled, max_min, ma
 from slurm_gavel.policies.solvers.lp import SolverError, solve_lp, use_small_lp_options
 from slurm_gavel.policies.solvers.mm_lp_single import solve_single_classes
 from slurm_gavel.policies.solvers.mm_pricing import PricedLp
+from slurm_gavel.policies.solvers.solve_paths import decomposed, fell_back
 
 # scipy.sparse is imported inside the functions that build a matrix: the simulator's
 # common path (mm_lp_single) never needs it, and importing it costs ~0.2 s a process.
@@ -177,8 +178,12 @@ def solve_max_min_classes(
         )
     if decompose and not len(pairs) and allowed.any():
         deadline = Deadline.after(time_limit, "max-min decomposition", clock)
-        with contextlib.suppress(DwStalled):  # stalled: the plain LP below, in the time left
-            return _decomposed(coef, allowed, scale, count, capacity, second_stage, deadline)
+        try:
+            found = _decomposed(coef, allowed, scale, count, capacity, second_stage, deadline)
+            decomposed("max_min")
+            return found
+        except DwStalled as e:  # no certified answer: the plain LP below, in the time left
+            fell_back("max_min", e.reason, str(e))
         time_limit = deadline.remaining()
     if (
         direct
@@ -249,7 +254,8 @@ def _decomposed(
     ok = allowed[runnable]
     gpus = (count * scale)[runnable]
     cap = capacity.astype(np.float64)
-    z, xr, lam = max_min(a, ok, gpus, cap, deadline)
+    first = max_min(a, ok, gpus, cap, deadline)
+    z, xr, lam = first.z, first.x, first.lam
     if second_stage:
         z0 = max(z * (1 - STAGE2_SLACK), 0.0)
         verts = vertices(a, ok, np.full(len(a), z0))
@@ -257,7 +263,7 @@ def _decomposed(
         total = count[runnable][:, None] * a
         # Past the time limit keep stage 1's optimum, as the plain path does.
         with contextlib.suppress(SolverError):
-            xr = max_value(verts, total, gpus, cap, start, lam0=lam, deadline=deadline)
+            xr = max_value(verts, total, gpus, cap, start, lam0=lam, deadline=deadline).x
     x = np.zeros((n_cls, n_types))
     x[runnable] = np.clip(xr, 0.0, 1.0)
     value = (coef * x).sum(axis=1)
@@ -373,8 +379,12 @@ def solve_sum_classes(
         return np.zeros((n_cls, n_types))
     if n_types <= DW_MAX_TYPES and nx + 1 >= SUM_DW_MIN_COLUMNS:
         deadline = Deadline.after(time_limit, "max-sum decomposition", clock)
-        with contextlib.suppress(DwStalled):  # stalled: the plain LP below, in the time left
-            return _sum_decomposed(gain, allowed, scale, count, capacity, deadline)
+        try:
+            x = _sum_decomposed(gain, allowed, scale, count, capacity, deadline)
+            decomposed("max_sum")
+            return x
+        except DwStalled as e:  # no certified answer: the plain LP below, in the time left
+            fell_back("max_sum", e.reason, str(e))
         time_limit = deadline.remaining()
     rows = np.concatenate([xc, n_cls + xt])
     cols = np.concatenate([np.arange(nx), np.arange(nx)])
@@ -423,7 +433,7 @@ def _sum_decomposed(
         capacity.astype(np.float64),
         np.zeros(a.shape),
         deadline=deadline,
-    )
+    ).x
     x = np.zeros((n_cls, n_types))
     x[runnable] = np.clip(xr, 0.0, 1.0)
     return x

@@ -28,8 +28,10 @@
 #
 # listing: the job listing's text (slurm/cli/listing.py) on a FRESH local cluster
 # (job ids from 1; any release): 1 managed and held (`sbatch --hold`: job_submit.lua
-# adds hold=user), 2 and 3 an array whose comment holds '|' and a newline with a fake
-# record after it, 4 a comment of invalid UTF-8 bytes and "\r\n"; printed with
+# adds hold=user); 2-4 the two tasks of an array whose comment holds '|' and a newline
+# with a fake record after it, and a comment of invalid UTF-8 bytes and "\r\n" with a
+# year's time limit (which id each gets depends on when Slurm splits the array); printed
+# with
 # listing_command's fields, the token |0123456789abcdef| and SLURM_TIME_FORMAT=%s
 # (PYTHONPATH must name this checkout):
 #   tests/backends/data/capture.sh listing [OUTFILE]   # -> <release>/listing.txt
@@ -284,10 +286,10 @@ capture_reservations() {
 capture_listing() {
   local out="$1" work
   work="$(mktemp -d)"; cd "$work"
-  sbatch -o /dev/null --hold --comment='gavel:type=ResNet-18 (batch size 16)' --gres=gpu:1 \
-    --wrap 'sleep 600' >/dev/null
-  sbatch -o /dev/null --array=0-1 --comment=$'plain x|y\nsecond line 1|PENDING' --gres=gpu:1 \
-    --wrap 'sleep 600' >/dev/null
+  sbatch -o /dev/null -p gpu --hold --comment='gavel:type=ResNet-18 (batch size 16)' \
+    --gres=gpu:1 --wrap 'sleep 600' >/dev/null
+  sbatch -o /dev/null -p gpu --array=0-1 --comment=$'plain x|y\nsecond line 1|PENDING' \
+    --gres=gpu:1 --wrap 'sleep 600' >/dev/null
   running() {  # N: wait until N jobs run (both array tasks take their ids as they start)
     for _ in $(seq 100); do
       [[ "$(squeue -h -t running -o %i | wc -l)" -ge "$1" ]] && return 0; sleep 0.2
@@ -295,7 +297,9 @@ capture_listing() {
     echo "fewer than $1 jobs running" >&2; exit 1
   }
   running 2
-  sbatch -o /dev/null --comment=$'bad\xff\xfe\r\n' --gres=gpu:1 --wrap 'sleep 600' >/dev/null
+  # a year's time limit: TimeLimit and EndTime printed as numbers
+  sbatch -o /dev/null -p gpu -t 365-0 --comment=$'bad\xff\xfe\r\n' --gres=gpu:1 \
+    --wrap 'sleep 600' >/dev/null
   running 3
   OUT="$out" python3 - <<'PY'
 import os, subprocess

@@ -10,9 +10,16 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.admin_comment import comment_orders
-from slurm_gavel.backends.slurm.arrays import expand_tasks, pending_tasks, task_job_id
+from slurm_gavel.backends.slurm.arrays import (
+    array_of,
+    expand_tasks,
+    pending_tasks,
+    task_job_id,
+    throttled,
+)
 from slurm_gavel.backends.slurm.cli.commands import errors_by_job
 from slurm_gavel.backends.slurm.from_json import parse_jobs
+from slurm_gavel.backends.slurm.records import SlurmJob
 
 DATA = Path(__file__).parents[1] / "data" / "22.05"
 UNSET = {"set": False, "infinite": False, "number": 0}
@@ -91,3 +98,60 @@ def test_a_tasks_error_is_its_own_not_the_arrays_or_another_jobs():
 def test_an_array_task_gets_its_admin_comment():
     (order,) = comment_orders({"28_2": "waiting", "_2": "x", "2_": "x", "2_3_4": "x"})
     assert order.job_ids == ("28_2",)
+
+
+def throttle_case(limit: int, states: dict[str, str]) -> dict[str, SlurmJob]:
+    """Tasks of array 28 (throttle `limit`) in these states; a "released" one is pending
+    and no longer held (the daemon placed it; Slurm may start it any moment)."""
+    _, jobs = parse_jobs(json.loads((DATA / "squeue.json").read_text()))
+    base = next(j for j in jobs if j.comment.startswith("gavel:") and j.state == "PENDING")
+    out = {}
+    for job_id, state in states.items():
+        if state == "released":
+            out[job_id] = replace(base, job_id=job_id, array_max_tasks=limit, priority=1,
+                                  reason="Priority")  # fmt: skip
+        else:
+            out[job_id] = replace(base, job_id=job_id, state=state, array_max_tasks=limit)
+    return out
+
+
+def test_a_throttled_array_gets_no_more_tasks_considered_than_its_limit_leaves():
+    managed = throttle_case(2, {"28_0": "RUNNING", "28_1": "PENDING", "28_2": "PENDING",
+                                "28_10": "PENDING", "7": "PENDING"})  # fmt: skip
+    waiting = ["28_1", "28_2", "28_10", "7"]
+    out = throttled(managed, waiting)
+    assert sorted(out) == ["28_10", "28_2"]  # one slot left: the lowest task takes it
+    assert "throttle (%2): 1 of its tasks run" in out["28_2"]
+    # both slots taken (one ending counts): none
+    managed["28_1"] = replace(managed["28_1"], state="COMPLETING")
+    assert sorted(throttled(managed, ["28_2", "28_10"])) == ["28_10", "28_2"]
+    # a task already released (Slurm may start it) keeps its slot before a held one
+    managed = throttle_case(1, {"28_1": "PENDING", "28_5": "released"})
+    assert list(throttled(managed, ["28_1", "28_5"])) == ["28_1"]
+    # no throttle, or not an array task: nothing left out
+    managed = throttle_case(0, {"28_0": "RUNNING", "28_1": "PENDING"})
+    assert throttled(managed, ["28_1"]) == {}
+
+
+@pytest.mark.parametrize(
+    ("raw", "limit"),
+    [
+        ({"array_max_tasks": 2}, 2),  # 22.05
+        ({"array_max_tasks": num(2)}, 2),  # 23.02+
+        ({"array_max_tasks": num(0)}, 0),
+        ({"array_max_tasks": UNSET}, 0),
+        ({"array_max_tasks": {"set": True, "infinite": True, "number": 0}}, 0),
+        ({}, 0),
+    ],
+)
+def test_the_throttle_is_read_from_every_releases_json(raw, limit):
+    doc = json.loads((DATA / "squeue.json").read_text())
+    job = next(j for j in doc["jobs"] if str(j.get("comment", "")).startswith("gavel:"))
+    job = {k: v for k, v in job.items() if k != "array_max_tasks"} | raw
+    _, jobs = parse_jobs({**doc, "jobs": [job]})
+    assert jobs[0].array_max_tasks == limit
+
+
+def test_array_of_names_only_task_ids():
+    assert array_of("28_3") == "28" and array_of("28") is None
+    assert array_of("_3") is None and array_of("28_") is None and array_of("a_1") is None

@@ -8,7 +8,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from slurm_gavel.backends.slurm.act_plan import plan_act
-from slurm_gavel.backends.slurm.eligibility import HeldBack, limit_reason, waiting_on
+from slurm_gavel.backends.slurm.eligibility import (
+    SINGLETON,
+    HeldBack,
+    limit_reason,
+    singleton_free,
+    waiting_on,
+)
+from slurm_gavel.backends.slurm.giveback import refused_held
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import build_view
 from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
@@ -95,3 +102,63 @@ def test_status_says_why_slurm_would_not_start_it():
     reason = WAITING_ON_CLUSTER + "it waits for its dependency afterok:5(unfulfilled)"
     doc = {"state": "skipped", "reason": reason, "allocation": {}, "paired_allocation": {}}
     assert why(doc, "max_min_fairness") == "not scheduled: " + reason
+
+
+def test_a_job_past_its_deadline_is_never_placed_and_is_given_back():
+    """Slurm ends a job past its --deadline the moment it could start it: given GPUs,
+    they would sit idle for the round (issue seen: 2 GPUs for a round). Held, Slurm
+    leaves it pending for ever: it is given back, and Slurm ends it as DEADLINE."""
+    late = replace(job("7"), deadline=int(NOW) - 1)
+    now_due = replace(job("8"), deadline=int(NOW))
+    ahead = replace(job("9"), deadline=int(NOW) + 3600)
+    assert "--deadline" in str(waiting_on(late, NOW, {}))
+    assert "has passed" in str(waiting_on(now_due, NOW, {}))
+    assert waiting_on(ahead, NOW, {}) is None and waiting_on(job("6"), NOW, {}) is None
+    v = view_of(late, ahead)
+    slices = (NodeSlice("v100-1", 1),)
+    placement = RoundPlacement(0, NOW, {j: JobPlacement(j, "v100", slices) for j in ("7", "9")})
+    plan = plan_act(placement, v, None)
+    assert [o.job_id for o in plan.starts] == ["9"]
+    assert refused_held([late, ahead], None, NOW) == {"7": waiting_on(late, NOW, {})}
+    # its owner's hold stays the owner's: the Lua lets only the owner release it
+    owners = replace(late, comment="gavel:type=A3C,hold=user")
+    assert refused_held([owners], None, NOW) == {}
+    # a running job past its deadline runs on (Slurm checks it at start only)
+    running = replace(late, state="RUNNING", reason="None", priority=1)
+    assert refused_held([running], None, NOW) == {}
+    assert {o.job.id: o.waiting_on for o in view_of(running).snapshot.jobs} == {"7": None}
+
+
+def test_a_singleton_is_free_when_no_job_of_its_user_and_name_runs_or_waits_ahead():
+    """Slurm's rule, read by the daemon: Slurm re-tests a held job's singleton only in a
+    periodic pass (30 s and more after the job ahead ended), so the daemon would leave
+    a chain's next link without GPUs for a minute per link."""
+    me = replace(job("20", dep=SINGLETON), name="chain", user_id=1000)
+    ahead = replace(me, job_id="19", dependency="")
+    assert not singleton_free(me, [me, replace(ahead, state="RUNNING")])
+    assert not singleton_free(me, [me, replace(ahead, state="SUSPENDED")])
+    assert not singleton_free(me, [me, ahead])  # waits, submitted earlier
+    assert not singleton_free(me, [me, replace(ahead, job_id="18_3")])  # an array's task
+    # ended or ending, behind it, another name, another user: none blocks it
+    assert singleton_free(me, [me, replace(ahead, state="COMPLETED")])
+    assert singleton_free(me, [me, replace(ahead, state="COMPLETING")])
+    assert singleton_free(me, [me, replace(ahead, job_id="21")])
+    assert singleton_free(me, [me, replace(ahead, state="RUNNING", name="chain2")])
+    assert singleton_free(me, [me, replace(ahead, state="RUNNING", user_id=1001)])
+    # a name or owner it cannot tell: not free (Slurm's own pass decides)
+    assert not singleton_free(replace(me, name=""), [me])
+    assert not singleton_free(replace(me, user_id=None), [me])
+    assert waiting_on(me, NOW, {}, singleton_ok=True) is None
+    assert "singleton" in str(waiting_on(me, NOW, {}))
+    # only a singleton alone: any other unfulfilled dependency still keeps it out
+    both = replace(me, dependency="afterok:5(unfulfilled),singleton(unfulfilled)")
+    assert "afterok" in str(waiting_on(both, NOW, {}, singleton_ok=True))
+
+
+def test_the_view_frees_a_singleton_whose_job_ahead_ended():
+    me = replace(job("20", dep=SINGLETON), name="chain", user_id=1000)
+    ahead = replace(me, job_id="19", dependency="", state="RUNNING", reason="None", priority=1)
+    by_id = {o.job.id: o for o in view_of(me, ahead).snapshot.jobs}
+    assert by_id["20"].waiting_on is not None
+    by_id = {o.job.id: o for o in view_of(me, replace(ahead, state="COMPLETED")).snapshot.jobs}
+    assert by_id["20"].waiting_on is None

@@ -180,6 +180,26 @@ def test_a_reservation_that_cannot_hold_the_job_gives_it_back_with_why():
     assert order.comment.startswith("gavel-released: its reservation maint1 has 4 GPUs")
 
 
+def test_a_reservation_job_keeps_its_layout_inside_it():
+    """Both rules at once: a --reservation job whose request fixes its nodes (-N 2) is
+    kept on its reservation's nodes with that node count, and given back when the
+    reservation has fewer nodes than it asks (it would wait for ever)."""
+    v = observe(None, {"reservation": "maint1"})
+    two = {"reservation": "maint1", "node_count": 2, "comment": held_comment(v) + ",scale=2"}
+    v = observe(None, two)
+    held = job(v)
+    assert held.job.node_count == 2 and held.allowed.nodes <= {"v100-1"}
+    why = v.give_back[HELD]
+    assert why == (
+        "its reservation maint1 has 1 nodes the scheduler manages that fit its request, "
+        "and it asks for 2 nodes"
+    )
+    assert held.waiting_on == why
+    # on one node it fits (4 GPUs there): kept, not given back
+    v = observe(None, {**two, "node_count": 1})
+    assert HELD not in v.give_back and job(v).allowed.nodes == {"v100-1"}
+
+
 def held_comment(v) -> str:
     return v.managed[HELD].comment
 

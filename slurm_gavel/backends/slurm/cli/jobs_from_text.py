@@ -251,6 +251,10 @@ def _build(
         user_id=user_id,
         eligible_time=max(0, _time(text("eligible_time"))),
         dependency=dependency_text(text("dependency")),
+        tasks=_int(text("tasks")),
+        tasks_per_node=_int(text("tasks_per_node")),
+        deadline=_time(text("deadline")),
+        name=_job_name(text("name")),
         needs=needs,
         blanked=blanked,
         reservation="" if text("resv_name") == _UNSET else text("resv_name"),
@@ -328,6 +332,14 @@ def _int(text: str) -> int:
 
 def _time(text: str) -> int:
     return 0 if text == "N/A" else _int(text)
+
+
+def _job_name(text: str) -> str:
+    """A job's name as the JSON has it: one with a line break is read from the JSON (the
+    listing's newlines are translated: "\r\n" and "\n" print alike)."""
+    if "\n" in text:
+        raise _Unsure
+    return text
 
 
 def _tres(text: str) -> str:

@@ -99,6 +99,11 @@ LISTING_FIELDS: Mapping[str, str] = {
     "nodes": "NodeList",
     "eligible_time": "EligibleTime",
     "dependency": "Dependency",
+    # the layout (sbatch -n, --ntasks-per-node: slurm/layout.py) and --deadline
+    "tasks": "NumTasks",
+    "tasks_per_node": "NTPerNode",
+    "deadline": "Deadline",
+    "name": "Name",  # user text, like the comment (--dependency=singleton reads it)
     "features": "Feature",  # --constraint ("(null)" for none)
     # a job's node needs (slurm/cli/needs_from_text.py): --exclude (22.05 has no such
     # field: CliFormat.excluded_field), --mem or --mem-per-cpu, CPUs per node,
@@ -125,6 +130,7 @@ FOLLOWS = {
     "array_job_id": "job_id",
     "array_task_id": "job_id",
     "array_task_string": "job_id",
+    "array_max_tasks": "job_id",
     "memory_per_cpu": "memory_per_node",  # MinMemory prints either (needs_from_text.py)
 }
 # _job fields no listing field prints: none since the needs are listed (issue 26;

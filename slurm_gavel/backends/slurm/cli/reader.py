@@ -211,7 +211,9 @@ class CliReader:
         except json.JSONDecodeError as e:
             raise SlurmJsonError(f"{' '.join(res.argv)} printed no JSON ({e})") from None
         wanted = set(ids)
-        return [j for j in jobs if j.job_id in wanted]
+        # an array task's record has a number of its own: it is named by its task id
+        # (28_3, arrays.task_job_id), as the daemon asked for it
+        return [j for j in jobs if j.job_id in wanted or (j.task_id and j.task_id in wanted)]
 
     def _json(self, kind: str, argv: list[str]) -> dict:
         """Run a --json command. On 22.05, squeue/sinfo --json exit 0 with an empty

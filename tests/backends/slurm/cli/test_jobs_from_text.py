@@ -105,12 +105,13 @@ def test_every_job_built_from_text_is_the_one_its_json_gives(release):
     assert len(built) >= 25 and len(built) < len(listing)  # some are read as JSON
     # a new managed job: built where its account and QOS are named (sbatch -A --qos),
     # not "(null)", with its node needs where the listing prints its --exclude (24.11+):
-    # `named` and the 9 with needs (test_jobs_from_text_on_slurm.NEEDS); 22.05 reads
+    # `named` and the 12 with needs (test_jobs_from_text_on_slurm.NEEDS); 22.05 reads
     # them as JSON
     new_managed = [j for j in built.values() if j.job_id not in last and j.comment]
-    assert [j.account for j in new_managed] == ["gavel-acct"] * (10 if excluded else 0)
+    assert [j.account for j in new_managed] == ["gavel-acct"] * (13 if excluded else 0)
     per_cpu = {j.needs.memory_per_cpu_mb for j in new_managed}
-    assert per_cpu == ({0, 100, 300} if excluded else set())  # "one_cpu": kept per node
+    # "one_cpu": kept per node; "tasks_per_node": the cluster's DefMemPerCPU, 2 CPUs
+    assert per_cpu == ({0, 100, 300, 1000} if excluded else set())
     for record in listing.values():
         if record[AT["account"]] == "(null)" and record[AT["comment"]].startswith("gavel:"):
             assert job_from_listing(record, None, users(release)) is None
@@ -172,6 +173,11 @@ def held_job(release: str) -> tuple[Record, tuple[Record, SlurmJob], SlurmJob]:
         ("node_count", "1-2"),
         ("nodes", "v100-1"),  # a pending job... as long as it has nodes: see below
         ("job_id", "99999"),  # the last round's job is another's
+        ("tasks", "2-4"),
+        ("tasks", "N/A"),
+        ("tasks_per_node", "-1"),
+        ("deadline", "2026-11-29T07:00:00"),
+        ("name", "a\nb"),  # or "a\r\nb", "a\rb" before universal newlines
     ],
 )
 def test_a_value_the_text_cannot_say_exactly_is_read_as_json(release, field, value):
@@ -392,7 +398,7 @@ def test_a_new_managed_job_with_needs_the_text_cannot_say_is_read_as_json(releas
     with a value no release prints in one of the needs' fields is not (its JSON is
     read), whatever the job."""
     jobs = new_managed_jobs(release)
-    assert len(jobs) == 10
+    assert len(jobs) == 13
     names = users(release)
     for record in jobs.values():
         assert job_from_listing(record, None, names, TYPES, SHARING[release], None, True)
@@ -405,7 +411,7 @@ def test_a_new_managed_job_with_needs_the_text_cannot_say_is_read_as_json(releas
 def test_22_05_prints_no_exclude_so_a_new_managed_job_is_read_as_json():
     """22.05's listing prints the job id where 24.11+ print ExcNodes: never read."""
     jobs = new_managed_jobs("22.05")
-    assert len(jobs) == 10
+    assert len(jobs) == 13
     for job_id, record in jobs.items():
         assert record[AT["excluded_nodes"]] == job_id
         assert job_from_listing(record, None, users("22.05"), TYPES, SHARING["22.05"]) is None

@@ -54,8 +54,18 @@ HOSTILE = {
 }
 
 
+# job names squeue prints as they are: the token's alphabet between '|', "unset", bytes
+# that are not UTF-8, spaces (a name with a line break is read as JSON: jobs_from_text)
+NAMES = {
+    "token": "|" + TOKEN_ALPHABET + "|",
+    "null": "(null)",
+    "bytes": "n\udcff\udcfe",
+    "spaces": " a  b ",
+}
+
+
 # sbatch options of new managed jobs with node needs: --exclude, memory per node, CPU
-# or GPU, CPUs per node or GPU, --prefer, on two nodes
+# or GPU, CPUs per node or GPU, --prefer, on two nodes; their layout; a deadline
 NEEDS = {
     "exclude": ("--exclude=k80-1,v100-[1-2]",),
     "mem": ("--mem=1537", "-c", "2"),
@@ -68,6 +78,11 @@ NEEDS = {
     "one_cpu_per_gpu": ("--cpus-per-gpu=1", "--gres=gpu:1", "--mem-per-cpu=100"),
     "prefer": ("--prefer=v100",),
     "two_nodes": ("-N", "2", "-c", "2", "--mem-per-cpu=100", "--gres=gpu:1"),
+    # the layout (slurm/layout.py): one rank per node, and tasks per node without -N;
+    # and a --deadline (eligibility.py)
+    "rank_per_node": ("-N", "2", "--ntasks-per-node=1", "--gres=gpu:1"),
+    "tasks_per_node": ("-n", "4", "--ntasks-per-node=2"),
+    "deadline": ("--deadline=now+3600",),
 }
 
 
@@ -138,6 +153,9 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
                    for k, c in HOSTILE.items()}  # fmt: skip
         to = {k: sub("-p", "gpu", "--hold", "--comment=x", *OUT, *SLEEP)
               for k in ("null", "crlf", "token")}  # fmt: skip
+        # names (user text, read for --dependency=singleton) squeue prints as they are
+        named_odd = {k: sub("-p", "gpu", "--hold", "-J", n, *OUT, *SLEEP)
+                     for k, n in NAMES.items()}  # fmt: skip
         # held now, started between the rounds (a new run: no slices to keep)
         start = {
             "1": sub("-p", "v100", "--hold", "--gres=gpu:v100:1", *OUT, *SLEEP),
@@ -158,7 +176,7 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         b = cli_backend(env=slurm.env)
         everyone = {held, later, starts, run1, run2, multi, untyped, ckpt, requeued,
                     cancelled, plain, null_account, *hostile.values(), *to.values(),
-                    *start.values(), rerun, waiter}  # fmt: skip
+                    *start.values(), rerun, waiter, *named_odd.values()}  # fmt: skip
         first = read(b, everyone)
         capture(slurm, "round1", first)
         last = {j: (r, first.jobs[j]) for j, r in first.records.items()}

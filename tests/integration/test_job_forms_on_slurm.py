@@ -1,0 +1,154 @@
+"""More forms real users submit, under the daemon (`slurm-gavel run`, 4-s rounds) on each
+release's local cluster, sharing one daemon run per release (module fixture):
+
+* one rank per node, the usual DDP layout (`-N 2 --ntasks-per-node=1 --gres=gpu:1`):
+  it runs on two nodes with both its ranks (before: packed onto one node; 22.05 called
+  it never runnable, 26.05 ran one rank);
+* a job past its `--deadline` before the daemon could run it: never given GPUs, ended
+  by Slurm as DEADLINE (before: given GPUs for a round first; held, it would wait for
+  ever);
+* a throttled array (`--array=0-5%2`): never more than two tasks run, each task starts
+  once, no false "left squeue" warning (before: 20 start orders for 6 tasks, placed
+  tasks stuck on JobArrayTaskLimit);
+* a `--dependency=singleton` chain: each link starts within a few rounds of the end
+  of the one before (before: Slurm's periodic pass over held jobs' dependencies, 30 s
+  and more per link; three 15-s jobs took 3 min 16 s).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.integration.conftest import FINISHED, MANAGED_JOB, Scenario, Segment, new_scenario
+
+pytestmark = pytest.mark.slurm
+
+STEPS = 6
+JOB_TYPE = "ResNet-18 (batch size 64)"
+COMMENT = f"--comment=gavel:type={JOB_TYPE}"
+# Both ranks say where they run (the emulated nodes share one host name: each says its
+# slurmd's node); the batch step's environment says its layout.
+DDP_JOB = r"""#!/bin/bash
+out="$1/$SLURM_JOB_ID"
+trap 'exit 99' USR1
+echo "$SLURM_JOB_NUM_NODES $SLURM_NTASKS" > "$out.layout"
+srun printenv SLURMD_NODENAME > "$out.ranks" 2>&1 & wait $!
+sleep 3 & wait $!
+"""
+# managed.sh, its log named after the task (28_3) rather than the job id
+ARRAY_JOB = MANAGED_JOB.replace("$SLURM_JOB_ID", "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}")
+TASKS = 6
+LINKS = 3
+
+
+@dataclass
+class Run:
+    sc: Scenario
+    ids: dict[str, str] = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)
+
+    def tasks(self) -> list[str]:
+        return [f"{self.ids['array']}_{t}" for t in range(TASKS)]
+
+
+def sbatch(sc: Scenario, *argv: str) -> str:
+    return sc.slurm.sbatch("-p", "gpu", "-o", "/dev/null", COMMENT, *argv)
+
+
+@pytest.fixture(scope="module")
+def run(slurm_session, tmp_path_factory) -> Iterator[Run]:
+    slurm = slurm_session
+    slurm.cancel_all()
+    sc = new_scenario(slurm, tmp_path_factory.mktemp("forms"))
+    (sc.dir / "ddp.sh").write_text(DDP_JOB)
+    (sc.dir / "array.sh").write_text(ARRAY_JOB)
+    r = Run(sc)
+    logs = str(sc.dir / "logs")
+    try:
+        # no -t: 24.11+ refuse a time limit that ends after the deadline
+        r.ids["deadline"] = sbatch(sc, "--deadline=now+4", str(sc.dir / "managed.sh"), logs,
+                                   str(STEPS))  # fmt: skip
+        r.ids["ddp"] = sbatch(sc, "-N", "2", "--ntasks-per-node=1", "--gres=gpu:1",
+                              str(sc.dir / "ddp.sh"), logs)  # fmt: skip
+        r.ids["array"] = sbatch(sc, f"--array=0-{TASKS - 1}%2", str(sc.dir / "array.sh"),
+                                logs, str(STEPS))  # fmt: skip
+        for i in range(LINKS):
+            r.ids[f"link{i}"] = sbatch(sc, "-J", "gavel-chain", "--dependency=singleton",
+                                       str(sc.dir / "managed.sh"), logs, "4")  # fmt: skip
+        time.sleep(6)  # the deadline passes while the job is held
+        sc.daemon.start()
+        ids = [r.ids["deadline"], r.ids["ddp"], *r.tasks()]
+        ids += [r.ids[f"link{i}"] for i in range(LINKS)]
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            r.states = sc.states(ids)
+            if all(s in FINISHED for s in r.states.values()):
+                break
+            time.sleep(1)
+        r.states = sc.states(ids)
+        yield r
+    finally:
+        sc.daemon.stop()
+        slurm.cancel_all()
+
+
+def test_one_rank_per_node_runs_on_two_nodes_with_both_ranks(run):
+    job = run.ids["ddp"]
+    assert run.states[job] == "COMPLETED", (run.states[job], run.sc.slurm.why(job))
+    layout = (run.sc.dir / "logs" / f"{job}.layout").read_text().split()
+    assert layout == ["2", "2"], layout  # SLURM_JOB_NUM_NODES, SLURM_NTASKS
+    ranks = (run.sc.dir / "logs" / f"{job}.ranks").read_text().split()
+    assert len(ranks) == 2 and len(set(ranks)) == 2, ranks  # one rank on each node
+    # and the daemon never placed it where Slurm found it unsatisfiable
+    bad = [e for e in run.sc.daemon.events("action_failed") if e.get("job") == job]
+    assert not bad, bad
+
+
+def test_a_job_past_its_deadline_is_never_given_gpus_and_ends_as_deadline(run):
+    job = run.ids["deadline"]
+    assert run.states[job] == "DEADLINE", (run.states[job], run.sc.slurm.why(job))
+    assert not run.sc.segments(job)  # it never ran
+    given = [e for e in run.sc.daemon.events("job_given_back") if e.get("job") == job]
+    assert given and "--deadline" in given[0]["reason"], given
+
+
+def test_a_throttled_array_runs_at_most_its_limit_each_task_once(run):
+    tasks = run.tasks()
+    states = {t: run.states[t] for t in tasks}
+    assert set(states.values()) == {"COMPLETED"}, states
+    segs: list[Segment] = []
+    for t in tasks:
+        mine = run.sc.segments(t)
+        assert len(mine) == 1 and mine[0].how == "done", (t, mine)  # started once
+        segs += mine
+    # never more than two at once (Slurm's %2, now the daemon's too)
+    edges = sorted([(s.start, 1) for s in segs] + [(s.end or 0.0, -1) for s in segs],
+                   key=lambda e: (e[0], e[1]))  # fmt: skip
+    running = peak = 0
+    for _, d in edges:
+        running += d
+        peak = max(peak, running)
+    assert peak == 2, peak
+    # one start order per task: none placed where Slurm's throttle left it pending
+    orders = [j for e in run.sc.daemon.events("round") for j in e["started_jobs"].split(",")]
+    assert sorted(j for j in orders if j in tasks) == sorted(tasks), orders
+    warnings = [e["warning"] for e in run.sc.daemon.events("slurm_warning")]
+    assert not [w for w in warnings if "left squeue" in w], warnings
+
+
+def test_a_singleton_chain_runs_without_a_minute_between_links(run):
+    links = [run.ids[f"link{i}"] for i in range(LINKS)]
+    assert {run.states[j] for j in links} == {"COMPLETED"}, [run.sc.slurm.why(j) for j in links]
+    segs = [run.sc.segments(j) for j in links]
+    assert all(len(s) == 1 and s[0].how == "done" for s in segs), segs
+    gaps = [segs[i + 1][0].start - (segs[i][0].end or 0.0) for i in range(LINKS - 1)]
+    # one after the other (Slurm's singleton), each within a few 4-s rounds
+    assert all(0 <= g < 15 for g in gaps), gaps
+
+
+def test_no_round_failed(run):
+    assert not run.sc.daemon.events("round_failed")
