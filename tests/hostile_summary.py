@@ -57,7 +57,8 @@ class Tally:
 
 
 _TALLY = pytest.StashKey[Tally]()
-_RESULT = pytest.StashKey[dict[str, Any]]()
+_RESULTS = pytest.StashKey[dict[str, dict[str, bool]]]()
+_CONFIG: pytest.Config | None = None  # the session's, for pytest_runtest_logreport
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,6 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "hostile-input figure (tests/hostile_summary.py); guards: " + ", ".join(GUARDS),
     )
     config.stash[_TALLY] = Tally()
+    global _CONFIG
+    _CONFIG = config
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -103,14 +106,37 @@ def _inputs(item: pytest.Item, mark: pytest.Mark, properties: list[tuple[str, ob
     return 1
 
 
+# The report's user properties that carry a hostile test's verdict to where the figure
+# is counted: under pytest-xdist (tools/test --quick) a test runs in a worker, and only
+# its reports reach the process that prints the summary.
+_GUARD_KEY = "hostile_summary_guard"
+_INPUTS_KEY = "hostile_summary_inputs"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Where the test runs: its guard on each of its reports, and on its tear-down's the
+    inputs it tried (the marker, its recorded property, Hypothesis's statistics)."""
     outcome = yield
     mark = _marker(item)
     if mark is None:
         return
     report = outcome.get_result()
-    result = item.stash.setdefault(_RESULT, {"failed": False, "skipped": False, "error": False})
+    report.user_properties.append((_GUARD_KEY, _guard(mark)))
+    if report.when == "teardown":
+        inputs = _inputs(item, mark, list(item.user_properties))
+        report.user_properties.append((_INPUTS_KEY, inputs))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Where the summary is printed (the only process, or xdist's controller): each
+    hostile test's reports, tallied once its tear-down's arrives."""
+    props = dict(report.user_properties)
+    guard = props.get(_GUARD_KEY)
+    if guard is None or _CONFIG is None:
+        return
+    results = _CONFIG.stash.setdefault(_RESULTS, {})
+    result = results.setdefault(report.nodeid, {"failed": False, "skipped": False, "error": False})
     # An xfail-marked hostile test is a known hole: it counts as a failure. A set-up
     # or tear-down error says nothing about the input: an error, listed apart.
     if report.failed and report.when != "call":
@@ -121,17 +147,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         result["skipped"] = True
     if report.when != "teardown":
         return
-    tally = item.config.stash[_TALLY]
+    del results[report.nodeid]
+    tally = _CONFIG.stash[_TALLY]
     if result["error"]:
-        tally.errors.append(item.nodeid)
+        tally.errors.append(report.nodeid)
         return
     if result["skipped"] and not result["failed"]:
         tally.skipped += 1
         return
     tally.tests += 1
-    tally.inputs += _inputs(item, mark, list(report.user_properties))
+    tally.inputs += int(props.get(_INPUTS_KEY, 1))
     if result["failed"]:
-        tally.failures[_guard(mark)].append(item.nodeid)
+        tally.failures[str(guard)].append(report.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -100,6 +100,8 @@ comments = st.one_of(
 )
 
 
+# Slow (full tier only: tools/test --help): 300 batches through C, 24 s.
+@pytest.mark.slow
 @pytest.mark.hostile
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 
 SAMPLE = """
@@ -48,18 +50,21 @@ def test_errored(broken):
 """
 
 
-def run_sample(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+def run_sample(tmp_path: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_sample.py").write_text(text)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "hostile_summary", "-p", "no:cacheprovider",
-         "-o", "addopts=--strict-markers", str(tmp_path / "test_sample.py")],
+         "-o", "addopts=--strict-markers", *args, str(tmp_path / "test_sample.py")],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={"PYTHONPATH": str(HERE), "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
 
 
-def test_the_figure_counts_inputs_and_failures_by_what_they_guard(tmp_path):
-    res = run_sample(tmp_path, SAMPLE)
+# Counted the same when the tests run in pytest-xdist workers (tools/test --quick),
+# whose reports alone reach the process that prints the figure.
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "xdist"])
+def test_the_figure_counts_inputs_and_failures_by_what_they_guard(tmp_path, workers):
+    res = run_sample(tmp_path, SAMPLE, *workers)
     out = res.stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("hostile inputs tried"))
     # 3 parametrized + 5 declared + 4 recorded + 20 Hypothesis examples (the first

@@ -37,6 +37,8 @@ LAYERS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("slurm_gavel.simulate",): ("slurm_gavel.daemon", *OUTER),
     ("slurm_gavel.daemon",): ("slurm_gavel.simulate", *OUTER),
     ("slurm_gavel.accounting", "slurm_gavel.profiling"): ("slurm_gavel.daemon", *OUTER),
+    # the fake Slurm (shipped for tests) drives the Slurm backend, nothing above it
+    ("slurm_gavel.testing",): ("slurm_gavel.daemon", "slurm_gavel.simulate", *OUTER),
     ("slurm_gavel",): ("slurm_gavel_dev",),
 }
 # InputError lives in the job library so that it imports without the rest of the

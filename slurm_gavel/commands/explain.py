@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     view, warnings = load_view(state_dir(args))
     job = next((j for j in view["jobs"] if j["id"] == args.jobid), None)
+    notice = next((n for n in view.get("notices") or [] if n.get("id") == args.jobid), None)
+    if job is None and notice is not None:
+        return explain_notice(args, view, notice, warnings)
     if job is None and view.get("user_id") is not None:
         raise InputError(
             f"job {args.jobid} is not one of your managed jobs in the daemon's view of round "
@@ -67,6 +70,23 @@ def run(args: argparse.Namespace) -> int:
     for w in warnings:
         print(f"slurm-gavel explain: warning: {w}", file=sys.stderr)
     sys.stdout.write(format_explain(printable(job), view))
+    return 0
+
+
+def explain_notice(
+    args: argparse.Namespace, view: dict[str, Any], notice: dict[str, Any], warnings: list[str]
+) -> int:
+    """A job the daemon no longer manages (given back to Slurm, ended) with what it
+    told its owner about how its runs ended (daemon/run_watch.py)."""
+    if args.json:
+        write_json(args.json, {"notice": notice, "round": view["round"], "warnings": warnings})
+        if to_stdout(args):
+            return 0
+    for w in warnings:
+        print(f"slurm-gavel explain: warning: {w}", file=sys.stderr)
+    n = printable(notice)
+    print(f"job {n['id']}: {n['kind'] or 'notice'} (no longer scheduled by the daemon)")
+    print(f"  why: {n['why']}")
     return 0
 
 

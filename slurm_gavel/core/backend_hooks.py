@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, get_origin, get_type_hints, runtime_checkable
 
 from slurm_gavel.core.model import JobId
+from slurm_gavel.core.run_ends import RunEnd
 
 # ---- after a restart ---------------------------------------------------------------------
 
@@ -126,6 +127,15 @@ class BackendWarnings(Protocol):
 
 
 @runtime_checkable
+class RunEndReports(Protocol):
+    @property
+    def run_ends(self) -> list[RunEnd]:
+        """The managed jobs' runs the last observe found ended since the one before, by
+        what ended them (core/run_ends.py): what the daemon's run watch counts."""
+        ...
+
+
+@runtime_checkable
 class InterruptibleWaits(Protocol):
     def stop_waiting(self) -> None:
         """The daemon is stopping (SIGTERM): end the act's waits now (a preempted job's
@@ -146,6 +156,7 @@ HOOK_PROTOCOLS: tuple[type, ...] = (
     CommandCounter,
     CheckpointWaitTimes,
     BackendWarnings,
+    RunEndReports,
     InterruptibleWaits,
 )
 
@@ -169,6 +180,7 @@ class BackendHooks:
     command_counter: CommandCounter | None = None
     checkpoint_timer: CheckpointWaitTimes | None = None
     findings: BackendWarnings | None = None
+    run_ends: RunEndReports | None = None
     waits: InterruptibleWaits | None = None
 
     @staticmethod
@@ -193,6 +205,7 @@ class BackendHooks:
             command_counter=b if isinstance(b, CommandCounter) else None,
             checkpoint_timer=b if isinstance(b, CheckpointWaitTimes) else None,
             findings=b if isinstance(b, BackendWarnings) else None,
+            run_ends=b if isinstance(b, RunEndReports) else None,
             waits=b if isinstance(b, InterruptibleWaits) else None,
         )
 
@@ -206,6 +219,11 @@ class BackendHooks:
         does not wait (the simulator)."""
         t = self.checkpoint_timer
         return dict(t.checkpoint_waits) if t is not None else {}
+
+    def ended_runs(self) -> list[RunEnd]:
+        """The last observe's ended runs; none where the backend cannot tell."""
+        r = self.run_ends
+        return list(r.run_ends) if r is not None else []
 
     def warnings(self) -> Sequence[str]:
         """The last observe's findings; none where the backend reports none."""

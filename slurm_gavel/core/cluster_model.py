@@ -155,9 +155,12 @@ class ObservedJob:
     waiting_on: str | None = None
     # Where its own request lets it run; None: on any node.
     allowed: Allowed | None = None
+    # True when steps_done is the daemon's estimate from the time the job received
+    # (it reports none), not the job's count: no evidence of its speed (row_trust.py).
+    steps_estimated: bool = False
 
     # Written out instead of generated: a frozen dataclass's __init__ pays an
-    # object.__setattr__ per field (3.6 us for these ten), and the simulator makes
+    # object.__setattr__ per field (3.6 us for ten), and the simulator makes
     # one of these per active job per round. Same signature, same frozen instance.
     def __init__(
         self,
@@ -174,6 +177,7 @@ class ObservedJob:
         user_id: int | None = None,
         waiting_on: str | None = None,
         allowed: Allowed | None = None,
+        steps_estimated: bool = False,
     ) -> None:
         # Every argument is a field of the same name (locals() holds just those here).
         fields = locals()

@@ -41,7 +41,7 @@ from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, ClusterRows
 from slurm_gavel.core.estimate_jobs import estimate_job_rows
 from slurm_gavel.core.explore import Exploration, optimistic
 from slurm_gavel.core.model import GpuType, JobId
-from slurm_gavel.core.row_trust import TrustBounds, admit
+from slurm_gavel.core.row_trust import Progress, TrustBounds, admit, progress_range
 from slurm_gavel.errors import InputError
 
 Row = Mapping[GpuType, float]
@@ -91,6 +91,18 @@ def measured_cell(old: Measured | None, rate: float, seconds: float, run: int) -
     return Measured(value, seconds, earlier_rate, earlier_s, run)
 
 
+@dataclass(frozen=True)
+class LastSeen:
+    """A job at the last round: the type it ran on alone (RUNNING, no partner) or None,
+    its restart count (Slurm's), its steps done (None: not reported) and its seconds
+    per type in the accounts then."""
+
+    gpu: GpuType | None
+    restarts: int
+    steps: float | None
+    received: dict[GpuType, float]
+
+
 @dataclass
 class JobRows:
     """What the scheduler learned per job (SchedulerState.job_rows, in the daemon's state
@@ -114,6 +126,12 @@ class JobRows:
     # Each job's last bounded report: (GPU type, the rate reported, the rate used or
     # None when it moved nothing), for the daemon's log (events.RoundEvents.rows_bounded)
     clamped: dict[JobId, tuple[GpuType, float, float | None]] = field(default_factory=dict)
+    # With trust bounds: what each job's progress showed per GPU type (row_trust.Progress:
+    # steps made over the seconds the accounts had it running alone there), and each
+    # job as the last round saw it, for the next interval. Transient: a restarted daemon
+    # rebuilds them from its next rounds (its measured cells are kept meanwhile).
+    progress: dict[JobId, dict[GpuType, Progress]] = field(default_factory=dict, repr=False)
+    last_seen: dict[JobId, LastSeen] = field(default_factory=dict, repr=False)
     # Jobs whose unmeasured cells look better while they have exploration budget left
     # (explore.py); transient: recomputed from the accounts each round.
     exploring: set[JobId] = field(default_factory=set, repr=False)
@@ -154,17 +172,19 @@ def record_measurements(
     the jobs no longer active. Only a job RUNNING alone, on the type the backend says,
     on GPUs the last placement called consolidated, measures its own cell. With
     ``bounds`` (the daemon: reports are user input) only on a type the job's account
-    shows time on, and within the bounds (row_trust.admit)."""
+    shows time on, and within the bounds (row_trust.admit), its progress there included."""
     seen: set[JobId] = set()
     for o in active:
         seen.add(o.job.id)
         rows.seen.add(o.job.id)
         if explore is not None or rows.exploring:
             _explore(rows, explore, o, accounts.get(o.job.id))
-        rate = o.measured_throughput
-        if rate is None or o.state is not JobState.RUNNING or o.gpu_type is None:
+        if bounds is not None:
+            _progress(rows, o, placement.get(o.job.id), accounts.get(o.job.id))
+        if o.state is not JobState.RUNNING or o.gpu_type is None or o.partner is not None:
             continue
-        if o.partner is not None or usable_rate(rate) is None:
+        rate = usable_rate(o.measured_throughput)
+        if rate is None and bounds is None:
             continue
         placed = placement.get(o.job.id)
         if placed is not None and not placed.consolidated:
@@ -172,14 +192,68 @@ def record_measurements(
         acct = accounts.get(o.job.id)
         got = {} if acct is None else acct.received_s
         if bounds is not None:
-            admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, float(rate), got)
+            if rate is not None and rate > bounds.max_rate:
+                rate = None  # no measurement (row_trust.admit): its progress speaks
+            if rate is None:
+                # It reports its steps but no rate: the middle of what its progress
+                # allows, so that keeping its rate back never buys it its prior.
+                shown = progress_range(bounds, rows.progress.get(o.job.id, {}).get(o.gpu_type))
+                if shown is None or not got.get(o.gpu_type, 0.0) > 0.0:
+                    continue
+                rate = (shown[0] + shown[1]) / 2
+                admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, rate, got, log=False)
+            else:
+                admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, rate, got)
             if admitted is None:
                 continue
             rate = admitted
-        _record(rows, o, o.gpu_type, float(rate), got)
+        assert rate is not None
+        _record(rows, o, o.gpu_type, rate, got)
     if len(rows.seen) != len(seen):
         for j in [j for j in rows.seen if j not in seen]:
             _forget(rows, j)
+
+
+def _progress(
+    rows: JobRows, o: ObservedJob, placed: JobPlacement | None, acct: Account | None
+) -> None:
+    """Count the interval since the last round into the job's progress on a type, when
+    both rounds know its steps done and the job ran alone on that type through it: the
+    last placement put it there (consolidated, no partner) and it is RUNNING there now.
+    A new stretch begins unless the last round saw it running alone there in the same
+    run (Slurm's restart count unchanged)."""
+    got: Mapping[GpuType, float] = {} if acct is None else acct.received_s
+    t = o.gpu_type
+    alone = o.state is JobState.RUNNING and t is not None and o.partner is None
+    prev = rows.last_seen.get(o.job.id)
+    steps = None if o.steps_estimated else usable_steps(o.steps_done)
+    if (
+        alone
+        and t is not None
+        and prev is not None
+        and prev.steps is not None
+        and steps is not None
+        and placed is not None
+        and placed.gpu_type == t
+        and placed.partner is None
+        and placed.consolidated
+    ):
+        continuing = prev.gpu == t and prev.restarts == o.restarts
+        seconds = got.get(t, 0.0) - prev.received.get(t, 0.0)
+        cells = rows.progress.setdefault(o.job.id, {})
+        cell = cells.get(t)
+        if cell is None:
+            cell = cells[t] = Progress()
+        cell.add(steps - prev.steps, seconds, not continuing)
+    rows.last_seen[o.job.id] = LastSeen(t if alone else None, o.restarts, steps, dict(got))
+
+
+def usable_steps(value: object) -> float | None:
+    """A reported steps-done figure the progress check may use: a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) and v >= 0 else None
 
 
 def _explore(rows: JobRows, explore: Exploration | None, o: ObservedJob, acct: object) -> None:
@@ -198,11 +272,21 @@ def _explore(rows: JobRows, explore: Exploration | None, o: ObservedJob, acct: o
 
 
 def _bounded(
-    rows: JobRows, bounds: TrustBounds, job_id: JobId, t: GpuType, rate: float, got: Mapping
+    rows: JobRows,
+    bounds: TrustBounds,
+    job_id: JobId,
+    t: GpuType,
+    rate: float,
+    got: Mapping,
+    log: bool = True,
 ) -> float | None:
-    """The rate a report may set (row_trust.admit), None when it sets nothing."""
+    """The rate a report may set (row_trust.admit), None when it sets nothing; ``log``:
+    a clamped report is counted and kept for the daemon's log."""
     if not got.get(t, 0.0) > 0.0:
         return None  # no time on that type in the accounts: not measured there
+    shown = progress_range(bounds, rows.progress.get(job_id, {}).get(t))
+    if shown is None:
+        return None  # no progress to check it against yet: it waits (not a lie)
     cells = rows.measured.get(job_id, {})
     old = cells.get(t)
     others = {u: m.steps_per_s for u, m in cells.items() if u != t}
@@ -215,8 +299,9 @@ def _bounded(
         others,
         anchor,
         level_free=job_id in rows.untyped,
+        progress=shown,
     )
-    if out != rate:
+    if out != rate and log:
         rows.bounded += 1
         rows.clamped[job_id] = (t, rate, out)
     return out
@@ -253,6 +338,8 @@ def _forget(rows: JobRows, job_id: JobId) -> None:
     rows.untyped.discard(job_id)
     rows.exploring.discard(job_id)
     rows.clamped.pop(job_id, None)
+    rows.progress.pop(job_id, None)
+    rows.last_seen.pop(job_id, None)
 
 
 @dataclass

@@ -96,7 +96,15 @@ _TOP_KEYS = [
     "log_level",
     "learning",
 ]
-_CHECKPOINT_KEYS = ["signal", "grace_seconds", "max_grace_seconds", "requeue_exit_code"]
+_CHECKPOINT_KEYS = [
+    "signal",
+    "grace_seconds",
+    "max_grace_seconds",
+    "requeue_exit_code",
+    "max_unsignalled_restarts",
+    "short_run_seconds",
+    "max_ignored_signals",
+]
 _SLURM_KEYS = [
     "command_timeout_seconds",
     "retry_initial_seconds",
@@ -127,6 +135,24 @@ def _checkpoint(doc: Any, where: str) -> CheckpointConfig:
             f"{where}.requeue_exit_code",
             lo=1,
             hi=255,
+        ),
+        # 1 at least: 0 would give back every job at its first run end
+        max_unsignalled_restarts=_check.integer(
+            d.get("max_unsignalled_restarts", base.max_unsignalled_restarts),
+            f"{where}.max_unsignalled_restarts",
+            lo=1,
+            hi=1000,
+        ),
+        short_run_seconds=_check.number(
+            d.get("short_run_seconds", base.short_run_seconds),
+            f"{where}.short_run_seconds",
+            minimum=0,
+        ),
+        max_ignored_signals=_check.integer(
+            d.get("max_ignored_signals", base.max_ignored_signals),
+            f"{where}.max_ignored_signals",
+            lo=0,  # 0: warn only, never give back
+            hi=1000,
         ),
     )
 

@@ -8,6 +8,8 @@ what a job's own progress reports may move (issue 27; core/job_rows.py, row_trus
       ratio_factor: 4         # a job's ratios between GPU types stay within this
                               # factor of its prior's
       step_factor: 1.5        # a measured cell moves at most this much per round
+      start_allowance_s: 30   # seconds a run may lose to start-up before its steps
+                              # must show the rate it reports (row_trust.Progress)
       explore_max_gpu_seconds: 0   # > 0: exploration on (core/explore.py): a job's
                               # unmeasured GPU types look explore_bonus x better until
                               # it has had this much GPU time or explore_max_restarts
@@ -30,6 +32,7 @@ KEYS = [
     "knowledge",
     "ratio_factor",
     "step_factor",
+    "start_allowance_s",
     "explore_max_gpu_seconds",
     "explore_max_restarts",
     "explore_bonus",
@@ -49,6 +52,12 @@ def learning_config(doc: Any, where: str) -> LearningConfig:
             raise ConfigError(f"{where}.{key}: {v!r} is out of range; it must be 1..1000")
         return v
 
+    allowance = _check.number(
+        d.get("start_allowance_s", base.start_allowance_s), f"{where}.start_allowance_s",
+        minimum=0,
+    )  # fmt: skip
+    if allowance > 86400:
+        raise ConfigError(f"{where}.start_allowance_s: {allowance!r} is out of range; 0..86400")
     seconds = _check.number(
         d.get("explore_max_gpu_seconds", 0), f"{where}.explore_max_gpu_seconds", minimum=0
     )
@@ -74,6 +83,7 @@ def learning_config(doc: Any, where: str) -> LearningConfig:
         bounds=TrustBounds(
             ratio_factor=factor("ratio_factor", base.ratio_factor),
             step_factor=factor("step_factor", base.step_factor),
+            start_allowance_s=allowance,
         ),
         explore=explore,
     )

@@ -45,6 +45,15 @@ class CheckpointConfig:
 
     # Exit code meaning "checkpointed, requeue me held"; must equal RequeueExitHold.
     requeue_exit_code: int = 99
+    # A crash loop (daemon/run_watch.py): a job whose runs end this many times in a row
+    # without the checkpoint signal, each shorter than short_run_seconds (it exits 99 at
+    # once, or fails to launch), is given back to Slurm with the reason.
+    max_unsignalled_restarts: int = 3
+    short_run_seconds: float = 600.0
+    # A job still running at its grace end this many times in a row (the daemon
+    # requeue-held it: it lost its work since its last checkpoint each time) is given
+    # back to Slurm, which runs it to its end unpreempted; warned before.
+    max_ignored_signals: int = 3
 
 
 @dataclass(frozen=True)

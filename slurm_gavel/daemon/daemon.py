@@ -57,6 +57,7 @@ from slurm_gavel.daemon.publish import Publisher
 from slurm_gavel.daemon.reload import reload_daemon
 from slurm_gavel.daemon.restart_clock import RestartClock
 from slurm_gavel.daemon.round_failures import round_failed
+from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
 from slurm_gavel.daemon.scheduler_config import scheduler_config
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.state_writer import StateWriter
@@ -107,6 +108,8 @@ class Daemon:
         )
         # each restart's cost, measured (restart_clock.py): JobAccount.restart_cost_s
         self.restart_clock = RestartClock(config.settings.preemption_overhead_seconds)
+        # how the managed jobs' runs end: crash loops, signals ignored (run_watch.py)
+        self.run_watch = RunWatch(config.checkpoint)
         self.tap = DaemonTap(self)
         self.publisher = Publisher(self.store, self.hooks)  # status.json, AdminComment
         # state.json and the status views, and the saves failed in a row (state_writer.py)
@@ -171,6 +174,7 @@ class Daemon:
         self.state = SchedulerState.from_json(doc["scheduler"], str(self.store.path))
         if self.progress is not None:
             self.progress.load(doc.get("progress"))
+        self.run_watch.notices = notices_from_json(doc.get("notices"))
         raw = doc.get("inflight")
         self._inflight = Inflight.from_json(raw) if raw else None
         self._needs_reconcile = True
@@ -331,6 +335,7 @@ class Daemon:
             self.config, scheduler_json, inflight, state=self.state,
             sched_config=self.sched_config, snap=self.tap.last_snapshot, report=report,
             previous=self.last_report, progress=self.progress, publish=publish,
+            notices=self.run_watch.notices_json(),
         )  # fmt: skip
 
     def _record(self, report: RoundReport, duration: float) -> None:

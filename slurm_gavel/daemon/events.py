@@ -58,9 +58,11 @@ class RoundEvents:
 
     def rows_bounded(self, clamped: Mapping[str, tuple[str, float, float | None]]) -> None:
         """Log each job's progress report the trust bounds clamped (core/row_trust.py),
-        once per job and GPU type and figure; forget jobs no longer listed there."""
+        once per job and GPU type and figure reported (the figure used moves as the job's
+        progress grows: not news); forget jobs no longer listed there."""
         for job_id, what in clamped.items():
-            if self.bounded.get(job_id) == what:
+            last = self.bounded.get(job_id)
+            if last is not None and last[:2] == what[:2]:
                 continue
             self.bounded[job_id] = what
             gpu, reported, used = what
@@ -72,8 +74,8 @@ class RoundEvents:
                 gpu_type=gpu,
                 reported_steps_per_s=reported,
                 used_steps_per_s=used,
-                why="beyond the bounds on a job's own row (learning: ratio_factor, "
-                "step_factor; admin guide section 4a)",
+                why="beyond the bounds on a job's own row (its progress, learning: "
+                "ratio_factor, step_factor; admin guide section 4a)",
             )
         self.bounded = {j: v for j, v in self.bounded.items() if j in clamped}
 

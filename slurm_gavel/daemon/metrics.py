@@ -96,6 +96,21 @@ class DaemonMetrics:
         self.starts = Counter(
             "slurm_gavel_job_starts_total", "Jobs started or restarted", registry=r
         )
+        self.run_ends = Counter(
+            "slurm_gavel_run_ends_total",
+            "Managed jobs' runs ended, by what ended them: checkpointed (at the checkpoint "
+            "signal), ignored_signal (requeue-held at its grace end), killed_by_signal, "
+            "unsignalled (requeued without the signal: a crash, or its own checkpoint)",
+            ["kind"],
+            registry=r,
+        )
+        self.jobs_given_back = Counter(
+            "slurm_gavel_jobs_given_back_total",
+            "Managed jobs given back to Slurm for how their runs ended: crash_loop, "
+            "ignored_signal (it never checkpoints)",
+            ["why"],
+            registry=r,
+        )
         self.restart_seconds = Counter(
             "slurm_gavel_restart_seconds_total",
             "Measured cost of the restarts of managed jobs: checkpoint signal to exit, "

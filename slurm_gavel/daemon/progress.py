@@ -96,6 +96,10 @@ class ProgressTracker:
     # report interval after the pair split (not refused, not counted).
     _partners: dict[str, str] = field(default_factory=dict)
     _windows: PairWindows = field(default_factory=PairWindows)
+    # This merge's reports of the jobs' current runs (same restart count, running,
+    # recent): job -> (steps, the step the run resumed from: steps - run_steps), for the
+    # daemon's watch on restarts that keep no progress (daemon/run_watch.py).
+    current_runs: dict[str, tuple[float, float]] = field(default_factory=dict)
     gid: int = field(default_factory=os.getegid)
 
     # ---- each round -----------------------------------------------------------------------
@@ -105,6 +109,7 @@ class ProgressTracker:
         jobs: list[ObservedJob] = []
         said: dict[str, str] = {}
         user_fds: dict[int, int | None] = {}
+        self.current_runs = {}
         by_id = {o.job.id: o for o in snap.jobs}
         self._windows.observe(snap.time, pairings(by_id))
         root_fd: int | None = None
@@ -178,6 +183,9 @@ class ProgressTracker:
             and r.get("state") == "running"
             and now - updated <= self.max_age_s
         )
+        run_steps = finite(r.get("run_steps"))
+        if current_run and steps is not None and run_steps is not None and 0 <= run_steps <= steps:
+            self.current_runs[o.job.id] = (steps, steps - run_steps)
         if named is None and o.partner is not None:
             return self._derived(out, r, steps, updated, now, jobs) if current_run else out
         if named != o.partner:
@@ -372,5 +380,5 @@ def estimate_steps(
         lost = preemption_overhead_seconds * restarts.get(o.job.id, o.restarts)
         steps -= lost * max(row.values(), default=0)
         cap = o.job.total_steps if o.job.total_steps > 0 else math.inf
-        jobs.append(replace(o, steps_done=min(max(0.0, steps), cap)))
+        jobs.append(replace(o, steps_done=min(max(0.0, steps), cap), steps_estimated=True))
     return replace(snap, jobs=tuple(jobs))

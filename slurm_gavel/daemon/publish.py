@@ -99,6 +99,14 @@ class Publisher:
         if writer is None or self.view is None:
             return 0
         reasons = {j["id"]: j["why"] for j in self.view["jobs"]}
+        # A job given back for how its runs ended waits in Slurm: its AdminComment says
+        # why too. Tried once (a finished job's cannot be written: Slurm refuses it, and
+        # a daemon restarted after it ended would otherwise try every round).
+        given_back = set()
+        for n in self.view.get("notices") or []:
+            if n.get("kind") == "given back" and n["id"] not in reasons:
+                reasons[n["id"]] = n["why"]
+                given_back.add(n["id"])
         self.written = {j: t for j, t in self.written.items() if j in reasons}
         changed = {j: t for j, t in reasons.items() if self.written.get(j) != t}
         if not changed:
@@ -128,7 +136,7 @@ class Publisher:
             self.comment_writer = None
             return 0
         for job_id, text in changed.items():
-            if job_id not in failed:
+            if job_id not in failed or job_id in given_back:
                 self.written[job_id] = text
         event(log, "admin_comments_written", jobs=len(changed) - len(failed),
               texts=len(set(changed.values())))  # fmt: skip

@@ -26,6 +26,7 @@ def state_document(
     jobs: dict[str, dict[str, Any]],
     snap: ClusterSnapshot | None,
     progress: ProgressTracker | None,
+    notices: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     return {
         "saved_at": time.time(),
@@ -42,4 +43,6 @@ def state_document(
         "jobs": jobs,
         "cluster": cluster_view(snap),
         "progress": progress.to_json() if progress else None,
+        # what the daemon told owners about how their jobs' runs ended (run_watch.py)
+        "notices": notices or {},
     }

@@ -55,6 +55,7 @@ class StateWriter:
         previous: RoundReport | None,
         progress: ProgressTracker | None,
         publish: bool,
+        notices: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         """Save state.json and, with `publish`, the status views (not before the act:
         docs/design.md 1.5). StateSaveError when state.json could not be written."""
@@ -74,6 +75,7 @@ class StateWriter:
             ),
             snap,
             progress,
+            notices,
         )
         self.store.save(doc)
         if publish:

@@ -40,7 +40,7 @@ def public_summary(view: dict[str, Any]) -> dict[str, Any]:
     for j in view["jobs"]:
         state = str(j.get("state"))
         states[state] = states.get(state, 0) + 1
-    return {**view, "private": True, "jobs": [], "job_count": len(view["jobs"]),
+    return {**view, "private": True, "jobs": [], "notices": [], "job_count": len(view["jobs"]),
             "job_states": dict(sorted(states.items()))}  # fmt: skip
 
 
@@ -51,12 +51,19 @@ def user_views(view: dict[str, Any]) -> dict[int, dict[str, Any]]:
         uid = job_uid(j)
         if uid is not None:
             by_uid.setdefault(uid, []).append(j)
-    header = {k: v for k, v in view.items() if k != "jobs"}
+    notices: dict[int, list[dict[str, Any]]] = {}
+    for n in view.get("notices") or []:
+        uid = job_uid(n)
+        if uid is not None:
+            notices.setdefault(uid, []).append(n)
+            by_uid.setdefault(uid, [])
+    header = {k: v for k, v in view.items() if k not in ("jobs", "notices")}
     out = {}
     for uid, jobs in by_uid.items():
         own = {j["id"] for j in jobs}
         rows = [_redact(j, own) for j in jobs]
-        out[uid] = {**header, "private": True, "user_id": uid, "jobs": rows}
+        out[uid] = {**header, "private": True, "user_id": uid, "jobs": rows,
+                    "notices": notices.get(uid, [])}  # fmt: skip
     return out
 
 
@@ -75,4 +82,4 @@ def _redact(job: dict[str, Any], own: set[str]) -> dict[str, Any]:
 def empty_user_view(summary: dict[str, Any], uid: int) -> dict[str, Any]:
     """What a user without a view sees: the private status.json's header, no jobs."""
     header = {k: v for k, v in summary.items() if k not in ("job_count", "job_states")}
-    return {**header, "private": True, "user_id": uid, "jobs": []}
+    return {**header, "private": True, "user_id": uid, "jobs": [], "notices": []}

@@ -114,6 +114,11 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
         job["why"] = why(job, policy, last_round, held)
         jobs.append(job)
     jobs.sort(key=lambda j: (len(j["id"]), j["id"]))  # numeric ids in numeric order
+    notices = notices_view(doc.get("notices"))
+    for job in jobs:
+        n = notices.pop(job["id"], None)
+        if n is not None:  # a warning for a job still managed: after the round's reason
+            job["why"] = f"{job['why']}; {n['why']}"
     daemon = {k: val for k, val in (doc.get("daemon") or {}).items() if k != "config"}
     daemon["alive_pid"] = alive_pid
     return {
@@ -128,7 +133,33 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
         "capacity": cluster.get("capacity", {}),
         "gpus_installed": gpus_installed(cluster.get("nodes") or []),
         "jobs": jobs,
+        # jobs no longer managed (given back, ended) and what the daemon told their
+        # owners about how their runs ended (daemon/run_watch.py); `explain` reads them
+        "notices": sorted(notices.values(), key=lambda n: (len(n["id"]), n["id"])),
     }
+
+
+NOTICE_KINDS = ("given back", "ended", "warned")
+
+
+def notices_view(raw: Any) -> dict[str, dict[str, Any]]:
+    """The state's notices (run_watch.py) as view records, job id -> {id, user,
+    user_id, kind, why}; anything not in the daemon's shape is dropped."""
+    out: dict[str, dict[str, Any]] = {}
+    if not isinstance(raw, dict):
+        return out
+    for job_id, v in raw.items():
+        if not isinstance(v, dict) or not isinstance(v.get("text"), str):
+            continue
+        kind = v.get("kind")
+        out[str(job_id)] = {
+            "id": str(job_id),
+            "user": v.get("user") if isinstance(v.get("user"), str) else None,
+            "user_id": v.get("user_id"),
+            "kind": kind if kind in NOTICE_KINDS else None,
+            "why": v["text"],
+        }
+    return out
 
 
 def gpus_installed(nodes: list[Any]) -> dict[str, int]:

@@ -30,7 +30,9 @@ from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.dry_run import planned_actions
 from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress import ProgressTracker, estimate_steps
+from slurm_gavel.daemon.run_watch import RunWatch
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -50,6 +52,8 @@ class TapHost(Protocol):
     state: SchedulerState
     sched_config: SchedulerConfig
     progress: ProgressTracker | None
+    run_watch: RunWatch
+    metrics: DaemonMetrics
     dry_run: bool
     clock: Callable[[], float]
     retried_unreachable: Callable[[], bool]
@@ -86,12 +90,19 @@ class DaemonTap:
         snap = d.backend.observe()
         if d.retried_unreachable():
             self.outage = True  # the backend waited out slurmctld inside this observe
+        ends = d.hooks.ended_runs()
+        for e in ends:
+            d.metrics.run_ends.labels(kind=e.kind.value).inc()
         if d.config.gpu_types:
             snap = to_table_names(snap, d.config.gpu_types)
         snap = self._admin_weights(snap)
         if d.progress is not None:
             snap = d.progress.merge(snap)
             d.refresh_table()
+        # How runs ended, and the steps the jobs reported (not yet estimated ones)
+        # (daemon/run_watch.py): jobs to give back leave the round here.
+        runs = d.progress.current_runs if d.progress is not None else None
+        snap = d.run_watch.observe(ends, snap, runs)
         # The rows the round uses (GPU types the table lacks included: cluster_rows.py);
         # the scheduler's own when it last ran with this table, else the tap's.
         rows = d.state.cluster_rows
@@ -145,6 +156,8 @@ class DaemonTap:
         if giver is None or self.last_snapshot is None:
             return
         reasons: dict[JobId, str] = dict(giver.refused_held)
+        watched = d.run_watch.ready_reasons()  # crash loops, jobs that never checkpoint
+        reasons.update(watched)
         waiting = {
             o.job.id: o.job
             for o in self.last_snapshot.jobs
@@ -172,6 +185,9 @@ class DaemonTap:
             return
         for job_id, why in sorted(failed.items()):
             event(log, "give_back_failed", logging.WARNING, job=job_id, error=why[:300])
+        done = [j for j in watched if j not in failed]
+        for label in d.run_watch.given_back(done):
+            d.metrics.jobs_given_back.labels(why=label).inc()
 
     def act(self, placement: RoundPlacement) -> ActResult:
         d = self.daemon

@@ -48,6 +48,8 @@ def test_byte_identical_json_on_rerun(tmp_path):
     assert outs[0] == outs[1]
 
 
+# Slow (full tier only: tools/test --help): a whole simulation, 29-64 s.
+@pytest.mark.slow
 def test_size_first_trace_is_saved_with_gavels_size_mix(tmp_path, capsys):
     out = tmp_path / "trace.csv"
     argv = [

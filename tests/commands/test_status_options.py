@@ -51,7 +51,7 @@ def test_the_view_is_world_readable_and_the_state_stays_private(state_dir):
     # placement, the raw scheduler state.
     assert set(view) == {"format", "daemon", "round", "saved_at", "interrupted_round",
                          "policy", "allocation_age_s", "last_round_time", "capacity",
-                         "gpus_installed", "jobs"}  # fmt: skip
+                         "gpus_installed", "jobs", "notices"}  # fmt: skip
     assert "config" not in view["daemon"]
 
 

@@ -18,6 +18,7 @@ from slurm_gavel.core.backend_hooks import (
     BackendHooks,
     hook_members,
 )
+from slurm_gavel.core.run_ends import RunEnd, RunEndKind
 from slurm_gavel.core.throughputs import load_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +36,7 @@ HOOK_NAMES = {
     "commands_issued",
     "warnings",
     "refused_held",
+    "run_ends",
     "stop_waiting",
 }
 
@@ -50,6 +52,7 @@ class Every:
         self.refused_held: dict[str, str] = {"9": "job 9: bad comment"}
         self.warnings: list[str] = ["job 7: unknown key"]
         self.checkpoint_waits: dict[str, float] = {"3": 1.5}
+        self.run_ends: list[RunEnd] = [RunEnd("5", RunEndKind.CHECKPOINTED)]
         self.resumed: list[list[str]] = []
 
     def resume(self, job_ids: Iterable[str]) -> None:
@@ -81,7 +84,7 @@ class Every:
         return 12
 
 
-def test_the_protocols_declare_the_twelve_hooks_the_daemon_calls():
+def test_the_protocols_declare_the_thirteen_hooks_the_daemon_calls():
     names = [n for proto in HOOK_PROTOCOLS for n in hook_members(proto)]
     assert sorted(names) == sorted(HOOK_NAMES)  # each once
 
@@ -109,6 +112,7 @@ def test_a_backend_with_every_hook_is_called_through_the_record():
     waits = hooks.checkpoint_waits()
     assert waits == {"3": 1.5} and waits is not backend.checkpoint_waits  # a copy
     assert list(hooks.warnings()) == ["job 7: unknown key"]
+    assert hooks.ended_runs() == [RunEnd("5", RunEndKind.CHECKPOINTED)]
     assert hooks.resumable is not None
     hooks.resumable.resume(iter(["1", "2"]))
     assert backend.resumed == [["1", "2"]]

@@ -5,6 +5,7 @@ input: hostile values first."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -12,7 +13,7 @@ from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.job_rows import JobRows, Measured, record_measurements
 from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
 from slurm_gavel.core.model import Job
-from slurm_gavel.core.row_trust import TrustBounds, admit
+from slurm_gavel.core.row_trust import Progress, TrustBounds, admit, progress_range
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
 
 B = TrustBounds(ratio_factor=2.0, step_factor=1.5, max_rate=1e7)
@@ -60,8 +61,33 @@ def test_bounds_themselves_are_checked(bad):
         TrustBounds(ratio_factor=bad)
 
 
-def _running(job: Job, gpu: str, rate: float) -> ObservedJob:
-    return ObservedJob(job=job, state=JobState.RUNNING, gpu_type=gpu, measured_throughput=rate)
+def _running(job: Job, gpu: str, rate: float, steps: float | None = None) -> ObservedJob:
+    return ObservedJob(
+        job=job, state=JobState.RUNNING, gpu_type=gpu, steps_done=steps, measured_throughput=rate
+    )
+
+
+def _pending(job: Job, steps: float | None = 0.0) -> ObservedJob:
+    return ObservedJob(job=job, state=JobState.PENDING, steps_done=steps)
+
+
+ON_V100 = {"1": JobPlacement("1", "v100", (), None, True)}
+
+
+def _first_run(rows: JobRows, job: Job, claim: float, steps: float, seconds: float = 360.0):
+    """Round 1 sees the job waiting (0 steps), round 2 after `seconds` on a V100 (the
+    accounts' figure) with `steps` done, reporting `claim` steps/s."""
+    acct = JobAccount()
+    record_measurements(rows, [_pending(job)], {}, {"1": acct}, B)
+    acct.received_s["v100"] = seconds
+    record_measurements(rows, [_running(job, "v100", claim, steps)], ON_V100, {"1": acct}, B)
+    return acct
+
+
+def _untyped(rows: JobRows) -> Job:
+    rows.anchor = {"1": dict(ANCHOR)}
+    rows.untyped = {"1"}
+    return Job("1", "", 1, total_steps=1e9)
 
 
 def test_reports_move_only_the_jobs_own_row_and_only_where_it_ran():
@@ -70,17 +96,145 @@ def test_reports_move_only_the_jobs_own_row_and_only_where_it_ran():
     rows.anchor = {"1": dict(ANCHOR), "2": dict(ANCHOR)}
     rows.untyped = {"1", "2"}
     placement = {j: JobPlacement(j, "v100", (), None, True) for j in ("1", "2")}
-    accounts = {"1": JobAccount(received_s={"v100": 60.0}), "2": JobAccount()}
-    active = [_running(liar, "v100", 50.0), _running(honest, "v100", 7.0)]
+    accounts = {"1": JobAccount(), "2": JobAccount()}
+    record_measurements(rows, [_pending(liar), _pending(honest)], {}, accounts, B)
+    accounts["1"].received_s["v100"] = 360.0
+    active = [_running(liar, "v100", 50.0, 330 * 50.0), _running(honest, "v100", 7.0, 2000.0)]
     record_measurements(rows, active, placement, accounts, B)
     # job 2 has no time on v100 in the accounts: its report measures nothing
     assert set(rows.measured) == {"1"}
-    assert rows.measured["1"]["v100"] == Measured(50.0, 60.0, run=0)
-    # next round it claims 1000x: one step of 1.5x
-    active = [_running(liar, "v100", 50_000.0)]
-    record_measurements(rows, active, placement, accounts, B)
-    assert rows.measured["1"]["v100"].steps_per_s == 75.0
+    assert rows.measured["1"]["v100"] == Measured(50.0, 360.0, run=0)
+    # next round it claims 1000x: its progress holds it (50 steps/s through the round)
+    accounts["1"].received_s["v100"] = 720.0
+    record_measurements(
+        rows, [_running(liar, "v100", 50_000.0, 690 * 50.0)], placement, accounts, B
+    )
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(50.0)
     assert rows.bounded == 1
+
+
+def test_an_untyped_jobs_first_report_cannot_set_its_level_beyond_its_progress():
+    # 10 steps/s for 330 of 360 s (30 s of start-up): it claims 100, then 0.1
+    rows = JobRows()
+    _first_run(rows, _untyped(rows), 100.0, 3300.0)
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(10.0)
+    rows = JobRows()
+    _first_run(rows, _untyped(rows), 0.1, 3300.0)
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(3300 / 360)
+    # an honest report inside the range stands as reported
+    rows = JobRows()
+    _first_run(rows, _untyped(rows), 9.5, 3300.0)
+    assert rows.measured["1"]["v100"].steps_per_s == 9.5
+
+
+def test_a_typed_jobs_level_is_held_to_its_progress_too():
+    rows = JobRows()
+    rows.anchor = {"1": dict(ANCHOR)}
+    job = Job("1", "ResNet", 1, total_steps=1e9)
+    # the table's ratio allows 20 on v100; its progress shows 11 at most
+    _first_run(rows, job, 20.0, 3300.0)
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(10.0)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("steps", [None, math.nan, math.inf, -5.0, "3300", True])
+def test_a_report_with_no_usable_progress_behind_it_measures_nothing(steps):
+    rows = JobRows()
+    _first_run(rows, _untyped(rows), 100.0, steps)  # type: ignore[arg-type]
+    assert rows.measured == {}
+    assert rows.bounded == 0  # waiting for progress is no lie: nothing logged
+
+
+def test_no_report_is_taken_before_the_run_outlasts_its_start_up_allowance():
+    rows = JobRows()
+    _first_run(rows, _untyped(rows), 100.0, 100.0, seconds=30.0)
+    assert rows.measured == {}
+
+
+@pytest.mark.hostile
+def test_a_drip_upwards_never_leaves_the_progress_range():
+    rows = JobRows()
+    job = _untyped(rows)
+    acct = _first_run(rows, job, 10.0, 3300.0)
+    claim, seconds, steps = 10.0, 360.0, 3300.0
+    for _ in range(20):
+        claim *= 1.5  # within the step bound every round
+        seconds += 360.0
+        steps += 3600.0  # 10 steps/s, the same run
+        acct.received_s["v100"] = seconds
+        record_measurements(rows, [_running(job, "v100", claim, steps)], ON_V100, {"1": acct}, B)
+        assert rows.measured["1"]["v100"].steps_per_s <= steps / (seconds - 30.0) + 1e-9
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(10.0)  # the truth
+
+
+def test_each_new_run_may_lose_the_start_up_allowance_once():
+    rows = JobRows()
+    job = _untyped(rows)
+    acct = _first_run(rows, job, 10.0, 3300.0)
+    # the same run one round on: one stretch, 30 s allowed
+    acct.received_s["v100"] = 720.0
+    record_measurements(rows, [_running(job, "v100", 10.0, 6900.0)], ON_V100, {"1": acct}, B)
+    assert rows.progress["1"]["v100"] == Progress(6900.0, 720.0, 1)
+    # preempted (a round waiting), then a new run (Slurm's restart count 1): a new stretch
+    record_measurements(rows, [_pending(job, 6900.0)], {}, {"1": acct}, B)
+    acct.received_s["v100"] = 1080.0
+    again = replace(_running(job, "v100", 10.0, 10_200.0), restarts=1)
+    record_measurements(rows, [again], ON_V100, {"1": acct}, B)
+    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2)
+    assert progress_range(B, rows.progress["1"]["v100"]) == pytest.approx(
+        (10_200 / 1080, 10_200 / 1020)
+    )
+    # steps that went back (an older checkpoint) show nothing
+    acct.received_s["v100"] = 1440.0
+    back = replace(_running(job, "v100", 10.0, 5000.0), restarts=1)
+    record_measurements(rows, [back], ON_V100, {"1": acct}, B)
+    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2)
+
+
+def test_time_shared_or_spread_rounds_show_no_progress_of_a_type():
+    rows = JobRows()
+    job = _untyped(rows)
+    acct = JobAccount()
+    record_measurements(rows, [_pending(job)], {}, {"1": acct}, B)
+    acct.received_s["v100"] = 360.0
+    spread = {"1": JobPlacement("1", "v100", (), None, False)}
+    record_measurements(rows, [_running(job, "v100", 10.0, 3300.0)], spread, {"1": acct}, B)
+    shared = {"1": JobPlacement("1", "v100", (), "2", True)}
+    acct.received_s["v100"] = 720.0
+    record_measurements(rows, [_running(job, "v100", 10.0, 6600.0)], shared, {"1": acct}, B)
+    assert rows.progress.get("1", {}) == {}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("steps", "seconds"), [(math.nan, 10.0), (10.0, math.inf), (-1.0, 10.0), (5.0, 0.0)]
+)
+def test_progress_ignores_intervals_that_show_nothing(steps, seconds):
+    p = Progress()
+    p.add(steps, seconds, True)
+    assert p == Progress() and progress_range(B, p) is None
+
+
+def test_the_progress_range_narrows_the_other_bounds_and_overrules_them_where_they_differ():
+    free = {"level_free": True}
+    assert admit(B, "v100", 12.0, 10.0, {}, {}, progress=(11.0, 13.0), **free) == 12.0
+    assert admit(B, "v100", 14.0, 10.0, {}, {}, progress=(11.0, 13.0), **free) == 13.0
+    # the step bound (old 10: 6.7..15) and the progress (40..44) do not meet: what the
+    # job did decides, the claim only within it
+    assert admit(B, "v100", 100.0, 10.0, {}, {}, progress=(40.0, 44.0), **free) == 44.0
+    assert admit(B, "v100", 41.0, 10.0, {}, {}, progress=(40.0, 44.0), **free) == 41.0
+    # a typed job whose ratio bound (v100 <= 2 x 5 x k80's 2.0 = 20) its progress
+    # exceeds: its steps are not its type's (another unit), its progress decides
+    typed = {"level_free": False}
+    assert admit(B, "v100", 100.0, None, {}, ANCHOR, progress=(40.0, 44.0), **typed) == 44.0
+    # and contradicting bounds without progress still move nothing
+    assert admit(B, "v100", 100.0, 10.0, {"k80": 0.1}, ANCHOR, **typed) is None
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, True])
+def test_the_start_up_allowance_is_checked(bad):
+    with pytest.raises(ValueError, match="start_allowance_s"):
+        TrustBounds(start_allowance_s=bad)
 
 
 def test_without_bounds_measurements_are_taken_as_they_come():
@@ -116,3 +270,30 @@ def test_rows_survive_the_state_file_and_hostile_figures_do_not():
     assert got.measured == {} and got.anchor == {"1": {"k80": 2.0}}
     assert dropped == 6
     assert rows_from_json({"format": 99})[0].measured == {}
+
+
+def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them():
+    # keeping its rate back must not keep it on its prior (a job slower than its prior
+    # would gain by it): the middle of its progress range, 3300 steps in 360 s of
+    # which up to 30 lost
+    for rate in (None, math.nan, -1.0, "fast", 1e300, True):
+        rows = JobRows()
+        _first_run(rows, _untyped(rows), rate, 3300.0)  # type: ignore[arg-type]
+        got = rows.measured["1"]["v100"].steps_per_s
+        assert got == pytest.approx((3300 / 360 + 3300 / 330) / 2)
+        assert rows.bounded == 0  # no report was clamped: nothing to log
+
+
+@pytest.mark.hostile
+def test_the_daemons_own_estimate_of_steps_is_no_progress():
+    # a job that reports nothing has its steps estimated from the table (the daemon's
+    # estimate_steps): that is the table's speed, not evidence of the job's
+    rows = JobRows()
+    job = _untyped(rows)
+    acct = JobAccount()
+    guess = replace(_pending(job), steps_estimated=True)
+    record_measurements(rows, [guess], {}, {"1": acct}, B)
+    acct.received_s["v100"] = 360.0
+    o = replace(_running(job, "v100", 100.0, 3300.0), steps_estimated=True)
+    record_measurements(rows, [o], ON_V100, {"1": acct}, B)
+    assert rows.measured == {} and rows.progress.get("1", {}) == {}

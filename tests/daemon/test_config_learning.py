@@ -29,6 +29,7 @@ def test_every_key_is_read():
                 "knowledge": "table",
                 "ratio_factor": 2,
                 "step_factor": 1.25,
+                "start_allowance_s": 90,
                 "explore_max_gpu_seconds": 900,
                 "explore_max_restarts": 1,
                 "explore_bonus": 3,
@@ -36,7 +37,9 @@ def test_every_key_is_read():
         }
     )
     assert cfg.learning.knowledge is Knowledge.TABLE
-    assert cfg.learning.bounds == TrustBounds(ratio_factor=2, step_factor=1.25)
+    assert cfg.learning.bounds == TrustBounds(
+        ratio_factor=2, step_factor=1.25, start_allowance_s=90
+    )
     assert cfg.learning.explore == Exploration(bonus=3, max_restarts=1, max_gpu_seconds=900)
 
 
@@ -48,6 +51,10 @@ def test_every_key_is_read():
         ({"ratio_factor": math.inf}, "learning.ratio_factor"),
         ({"step_factor": True}, "learning.step_factor"),
         ({"step_factor": 1e6}, "learning.step_factor: 1000000.0 is out of range"),
+        ({"start_allowance_s": -1}, "learning.start_allowance_s"),
+        ({"start_allowance_s": math.nan}, "learning.start_allowance_s"),
+        ({"start_allowance_s": "30"}, "learning.start_allowance_s"),
+        ({"start_allowance_s": 1e9}, "learning.start_allowance_s: 1000000000.0 is out of range"),
         ({"explore_max_gpu_seconds": -1}, "learning.explore_max_gpu_seconds"),
         ({"explore_max_gpu_seconds": 5, "explore_bonus": math.nan}, "learning.explore_bonus"),
         ({"explore_max_gpu_seconds": 5, "explore_max_restarts": -1}, "explore_max_restarts"),

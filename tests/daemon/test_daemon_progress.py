@@ -378,6 +378,31 @@ def test_steps_are_capped_at_the_jobs_total(spool, table):
     assert t.merge(snap(job)).jobs[0].steps_done == 500
 
 
+def test_the_current_runs_reports_say_where_the_run_resumed(spool, table):
+    """What the run watch reads (daemon/run_watch.py): steps less run_steps, of reports
+    of the current run only; a hostile run_steps is not a resume point."""
+    t = tracker(spool, table)
+    job = running(1, ALICE, restarts=2)
+    t.merge(snap(job))
+    cases = [
+        (report("1", steps=900, run_steps=300, restart_count=2), {"1": (900.0, 600.0)}),
+        (report("1", steps=900, run_steps=300, restart_count=1), {}),  # the last run's
+        (report("1", steps=900, run_steps=300, restart_count=2, state="checkpointed"), {}),
+        (report("1", steps=900, run_steps=300, restart_count=2, updated=NOW - 3600), {}),
+        (report("1", steps=900, run_steps=901, restart_count=2), {}),  # more than steps
+        (report("1", steps=900, run_steps=-1, restart_count=2), {}),
+        (report("1", steps=900, run_steps="300", restart_count=2), {}),
+        (report("1", steps=900, run_steps=None, restart_count=2), {}),
+        (report("1", steps=900, run_steps=True, restart_count=2), {}),
+        (report("1", steps=900, run_steps=300, restart_count=True), {}),
+    ]
+    for doc, expected in cases:
+        for path in both(spool, ALICE, "1.json"):
+            put(path, doc, ALICE)
+        t.merge(snap(job))
+        assert t.current_runs == expected, doc
+
+
 # ---- the shared table ----------------------------------------------------------------------
 
 

@@ -101,6 +101,8 @@ def _names(wheel: Path) -> set[str]:
         return {n for n in z.namelist() if ".dist-info/" not in n}
 
 
+# Slow (full tier only: tools/test --help): a wheel into a fresh venv, 15-22 s.
+@pytest.mark.slow
 def test_job_wheel_alone_in_an_empty_venv_imports_no_third_party_module(
     wheels: dict[str, Path], tmp_path: Path
 ) -> None:

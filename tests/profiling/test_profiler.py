@@ -179,6 +179,8 @@ def test_scale_factor_two_runs_two_data_parallel_ranks_on_cpu() -> None:
     assert m.scale_factor == 2 and m.steps >= 3 and m.steps_per_s > 0
 
 
+# Slow (full tier only: tools/test --help): two torch ranks on CPU, 16 s.
+@pytest.mark.slow
 def test_data_parallel_hook_averages_gradients(tmp_path: Path) -> None:
     """Two gloo ranks with different data end with the same (averaged) parameters."""
     torch = pytest.importorskip("torch")

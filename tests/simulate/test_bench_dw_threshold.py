@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_dw_threshold.py"
 # 500 jobs, one per 20 s, on 720 GPUs: class LPs from a few columns to ~1,500, so
@@ -25,6 +27,8 @@ def _summary(path: Path) -> dict:
     return {k: v for k, v in json.loads(path.read_text()).items() if k not in TIMING}
 
 
+# Slow (full tier only: tools/test --help): every LP of a trace timed twice, 36 s.
+@pytest.mark.slow
 def test_every_lp_is_timed_both_ways_and_the_run_is_the_shipped_one(tmp_path):
     timed, plain = tmp_path / "timed.json", tmp_path / "plain.json"
     r = subprocess.run(

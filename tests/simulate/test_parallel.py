@@ -33,6 +33,8 @@ def _runs(policies: list[str], knowledge: list[Knowledge] | None = None) -> list
     ]
 
 
+# Slow (full tier only: tools/test --help): simulations run twice, 13 s.
+@pytest.mark.slow
 def test_parallel_runs_give_the_sequential_results_in_order():
     runs = _runs(
         ["max_min_fairness", "finish_time_fairness", "slurm_fifo"],

@@ -70,6 +70,8 @@ def test_daemon_round_reads_each_placed_jobs_gpus(tmp_path: Path) -> None:
     assert daemon_round(tmp_path / "none.json") == (None, {}, {})
 
 
+# Slow (full tier only: tools/test --help): two whole simulations, 34 s.
+@pytest.mark.slow
 def test_simulate_moldable_compares_rigid_and_moldable(tmp_path: Path) -> None:
     res = subprocess.run(
         [sys.executable, "-m", "slurm_gavel_dev.demo", "--simulate", "--moldable",

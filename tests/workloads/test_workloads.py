@@ -85,6 +85,8 @@ def _cli(*args: str, extra_env: dict[str, str] | None = None) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+# Slow (full tier only: tools/test --help): trains workloads on CPU, 17 s.
+@pytest.mark.slow
 @pytest.mark.torch
 def test_single_entry_point_by_job_type() -> None:
     out = _cli(
@@ -100,6 +102,8 @@ def test_single_entry_point_by_job_type() -> None:
     assert out["job_type"] == "Recommendation (batch size 4096)" and out["steps"] == 3
 
 
+# Slow (full tier only: tools/test --help): trains workloads on CPU, 16 s.
+@pytest.mark.slow
 @pytest.mark.torch
 def test_family_module_entry_point() -> None:
     out = _cli("workloads.lm", "--batch-size", "10", "--steps", "2", "--tiny")

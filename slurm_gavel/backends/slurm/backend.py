@@ -43,6 +43,7 @@ from slurm_gavel.backends.slurm.old_runs import DEFAULT_KILL_WAIT_S, MARGIN_S, O
 from slurm_gavel.backends.slurm.preemption import Preemption
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob
 from slurm_gavel.backends.slurm.reservations import Reservations
+from slurm_gavel.backends.slurm.run_ends import RunEnds
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import SlurmTransport
 from slurm_gavel.backends.slurm.user_holds import held_by_owner, requeued_by_owner
@@ -54,6 +55,7 @@ from slurm_gavel.backends.slurm.view import (
 )
 from slurm_gavel.core.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
 from slurm_gavel.core.model import Job, JobId
+from slurm_gavel.core.run_ends import RunEnd
 
 Transport = TypeVar("Transport", bound=SlurmTransport)
 
@@ -103,6 +105,9 @@ class SlurmBackend(Generic[Transport]):
         )
         self.view: SlurmView | None = None
         self.refused_held: dict[JobId, str] = {}
+        # The managed jobs' runs the last observe found ended, by what (run_ends.py).
+        self.run_ends: list[RunEnd] = []
+        self._run_ends = RunEnds(checkpoint_signal)
         self.warnings: list[str] = []
         self._jobs_seen: dict[JobId, SlurmJob] = {}
         # Slurm resets a job's submit time when it is requeued; keep the first seen.
@@ -137,8 +142,10 @@ class SlurmBackend(Generic[Transport]):
         if ended:
             jobs += expand_tasks(self.transport.read_ended(ended))
         self._resumed = set()
-        jobs, notes = self._mark_owners_requeueholds(jobs)
+        signalled = set(self.preemption.stopped_runs)  # before the next line forgets them
+        jobs, notes, owners = self._mark_owners_requeueholds(jobs)
         now = self.clock()
+        before = self.view.managed if self.view is not None else {}
         self.view = build_view(
             nodes,
             jobs,
@@ -150,6 +157,11 @@ class SlurmBackend(Generic[Transport]):
             layouts=self._layouts,
         )
         self.held_back.observe(self.view.managed, now)
+        self.run_ends = self._run_ends.ended(
+            before, self.view.managed, now, signalled=signalled,
+            requeue_held=self.preemption.requeue_held, owners=owners,
+        )  # fmt: skip
+        self.preemption.requeue_held = set()
         add_vanished(self.view, self._active, now)
         self._active = {
             o.job.id: o.job for o in self.view.snapshot.jobs if o.state is not JobState.DONE
@@ -178,10 +190,13 @@ class SlurmBackend(Generic[Transport]):
             note = f"Slurm's reservations could not be read ({str(e)[:200]}); nodes "
             return Reservations(known=False), [note + "flagged RESERVED are kept off"]
 
-    def _mark_owners_requeueholds(self, jobs: list[SlurmJob]) -> tuple[list[SlurmJob], list[str]]:
+    def _mark_owners_requeueholds(
+        self, jobs: list[SlurmJob]
+    ) -> tuple[list[SlurmJob], list[str], set[JobId]]:
         """A run requeue-held by its owner since the last observe (not by the daemon:
         user_holds.py) gets hold=user in its comment, here and in Slurm, so that this
-        round does not place it; the jobs as read, with those comments, and warnings."""
+        round does not place it; the jobs as read, with those comments, warnings, and
+        the jobs so found."""
         now = {
             j.job_id: j for j in jobs if is_managed_partition(j.partitions, self.managed_partitions)
         }
@@ -189,14 +204,14 @@ class SlurmBackend(Generic[Transport]):
         running = {j.job_id for j in jobs if j.state not in WAITING_STATES}
         self.preemption.stopped_runs &= running  # seen waiting, or gone: forgotten
         if not orders:
-            return jobs, []
+            return jobs, [], set()
         failed: dict[JobId, str] = {}
         self.transport.relabel(orders, failed)
         notes = [f"job {j}: its owner's requeuehold not marked hold=user: {why}"
                  for j, why in failed.items()]  # fmt: skip
         marked = {o.job_id: o.comment for o in orders if o.job_id not in failed}
         jobs = [replace(j, comment=marked[j.job_id]) if j.job_id in marked else j for j in jobs]
-        return jobs, notes
+        return jobs, notes, {o.job_id for o in orders}
 
     def resume(self, job_ids: Iterable[JobId]) -> None:
         """The jobs a restarted daemon managed when it stopped (its saved state): the

@@ -93,6 +93,21 @@ def exit_code(value: Any) -> int | None:
     return (raw >> 8) & 0xFF
 
 
+def exit_signal(value: Any) -> int | None:
+    """The signal that ended the job's batch script, None when none did. 22.05: the low
+    7 bits of the raw wait status; 23.02+: ``signal.id`` (unset: none)."""
+    if isinstance(value, Mapping):
+        sig = value.get("signal")
+        if not isinstance(sig, Mapping):
+            return None
+        n = number(sig.get("id"))
+        return n if 0 < n < 128 else None
+    if value is None:
+        return None
+    raw = number(value)
+    return (raw & 0x7F) or None
+
+
 _RANGE = re.compile(r"^(\d+)-(\d+)$")
 
 

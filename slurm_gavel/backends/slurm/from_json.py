@@ -37,6 +37,7 @@ from slurm_gavel.backends.slurm.arrays import pending_tasks, task_job_id
 from slurm_gavel.backends.slurm.fields import (
     dependency_text,
     exit_code,
+    exit_signal,
     expand_hostlist,
     gpu_gres,
     gres_indices,
@@ -324,6 +325,7 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             # job's is an estimate the job listing cannot print (22.05 to 26.05: "NONE").
             end_time=0 if state in _ACTIVE else number(raw.get("end_time")),
             exit_code=exit_code(raw.get("exit_code")),
+            exit_signal=exit_signal(raw.get("exit_code")),
             account=str(raw.get("account") or ""),
             user=str(raw.get("user_name") or ""),
             gpu_request_total=req_total[0] if req_total else None,

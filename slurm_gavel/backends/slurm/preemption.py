@@ -73,6 +73,9 @@ class Preemption:
         # Every job signalled, until an observe sees it waiting: a run that ends held
         # without being here was stopped by its owner (user_holds.py).
         self.stopped_runs: set[JobId] = set()
+        # Jobs requeue-held at their grace end since the last observe (slurm/run_ends.py:
+        # they ignored the signal).
+        self.requeue_held: set[JobId] = set()
         self._grace_capped_told: set[JobId] = set()  # logged once per job
         self._grace_checked: set[JobId] = set()  # signalled jobs enforce_grace looked at
         # Set when the daemon stops (SlurmBackend.stop_waiting): the act's waits end now.
@@ -215,6 +218,7 @@ class Preemption:
         reached = self._signal_reached(view, stuck, {n.name: n for n in nodes}, failed)
         if reached:
             self.transport.requeuehold(reached, failed)
+            self.requeue_held.update(j for j in reached if j not in failed)
         return reached
 
     def signallable(
@@ -272,6 +276,7 @@ class Preemption:
         overdue = self._signal_reached(view, overdue, view.nodes, failed)
         if overdue:
             self.transport.requeuehold(overdue, failed)
+            self.requeue_held.update(j for j in overdue if j not in failed)
             for j in overdue:
                 self.signalled.pop(j, None)
                 self.checkpoint_waits[j] = now - self.signal_sent.pop(j, now)

@@ -1,0 +1,94 @@
+"""benchmarks/bench_liars.py on a reduced grid: with no start-up allowance no rate lie
+gains the liar anything or costs the honest jobs anything (the 2 % bound with nothing
+to spare); the bound check and the script's --json output are what they say."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "bench_liars.py"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_liars", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RATE_LIES = ["10x-all", "0.1x-all", "10x-v100", "10x-k80", "drip", "1.1x-all", "no-rate", "garbage"]
+
+
+@pytest.mark.slow
+@pytest.mark.hostile
+def test_with_no_start_up_allowance_no_rate_report_buys_anything():
+    # With start_allowance_s = 0 a cell is what the job's steps show (S / R), whatever
+    # it reports: every rate lie must leave the schedule exactly as honesty does, so
+    # the 2 % bound holds with nothing to spare, under the policies that plan
+    # finishing times from the level (where a uniform 10x lie bought 25 % of JCT when
+    # the first report set an untyped job's level) and min cost, which sums steps.
+    # (With the default allowance the level keeps up to its slack: EXPERIMENTS.md.)
+    bench = _bench()
+    out = bench.grid(
+        ["finish_time_fairness", "min_total_duration", "min_cost"],
+        ["untyped", "typed"],
+        RATE_LIES,
+        [0],
+        jobs=6,
+        hours=1.5,
+        allowance=0.0,
+    )
+    assert len(out["worst"]) == 3 * 2 * len(RATE_LIES)
+    assert bench.within(out["worst"]) == []
+    for w in out["worst"]:
+        assert (w["liar_jct_ratio"], w["honest_jct_ratio"]) == (1.0, 1.0), w
+
+
+def test_the_bound_check_names_what_breaks_it():
+    bench = _bench()
+    worst = [
+        {"policy": "p", "kind": "untyped", "lie": "a", "liar_jct_ratio": 0.97,
+         "honest_jct_ratio": 1.0, "failed": 0},
+        {"policy": "p", "kind": "typed", "lie": "b", "liar_jct_ratio": 1.5,
+         "honest_jct_ratio": 1.03, "failed": 0},
+        {"policy": "p", "kind": "typed", "lie": "c", "liar_jct_ratio": None,
+         "honest_jct_ratio": None, "failed": 2},
+        {"policy": "p", "kind": "typed", "lie": "d", "liar_jct_ratio": 0.99,
+         "honest_jct_ratio": 1.01, "failed": 0},
+    ]  # fmt: skip
+    assert bench.within(worst) == [
+        "p/untyped/a: liar's JCT x0.970",
+        "p/typed/b: honest jobs' JCT x1.030",
+        "p/typed/c: 2 run(s) failed",
+    ]
+
+
+def test_the_script_writes_every_run_and_the_worst_seed_as_json():
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--policies", "max_min_fairness", "--kinds", "typed",
+         "--lies", "10x-k80,nothing", "--seeds", "0,1", "--jobs", "6", "--hours", "1",
+         "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [(x["lie"], x["seed"]) for x in out["runs"]] == [
+        ("10x-k80", 0),
+        ("10x-k80", 1),
+        ("nothing", 0),
+        ("nothing", 1),
+    ]
+    for w in out["worst"]:
+        runs = [x for x in out["runs"] if x["lie"] == w["lie"]]
+        assert w["liar_jct_ratio"] == min(x["liar_jct_ratio"] for x in runs)
+        assert w["honest_jct_ratio"] == max(x["honest_jct_ratio"] for x in runs)
+    assert out["setup"]["jobs"] == 6 and "beyond_2_percent" in out
