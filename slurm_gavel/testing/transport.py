@@ -4,10 +4,12 @@ SlurmBackend (its round: observe, act, grace, give-back) runs on the fake.
 Each primitive is one command, logged in `log` as (kind, job ids) with the kinds the
 CLI transport counts (cli/transport.py): hold, release, place, signal, requeuehold,
 give_back, admin_comment, wait (states), probe (steps_answer), and the reads nodes,
-list (read_jobs), ended, config. A test reads from the log which commands a round
-issued, for which jobs. Failures as the real ones report them: per job in `failed`,
-never raised; `unreachable` makes every primitive raise SlurmUnreachable (slurmctld
-away), `refuse(kind, job, why)` makes one job's next command of a kind fail.
+reservations, list (read_jobs), ended, config. The fake has no reservations of its own:
+a test sets `reservations` to those read_reservations answers (none by default). A
+test reads from the log which commands a round issued, for which jobs. Failures as the
+real ones report them: per job in `failed`, never raised; `unreachable` makes every
+primitive raise SlurmUnreachable (slurmctld away), `refuse(kind, job, why)` makes one
+job's next command of a kind fail.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
 from slurm_gavel.core.model import Job, JobId
@@ -44,6 +47,7 @@ class FakeTransport:
         self.log: list[tuple[str, tuple[JobId, ...]]] = []
         self.unreachable = False
         self._refusals: dict[tuple[str, JobId], str] = {}
+        self.reservations: list[SlurmReservation] = []
 
     # --- test controls --------------------------------------------------------------
 
@@ -57,7 +61,7 @@ class FakeTransport:
 
     def acts(self) -> list[tuple[str, tuple[JobId, ...]]]:
         """The commands that change Slurm (not the reads), in order."""
-        reads = {"nodes", "list", "ended", "wait", "probe", "config"}
+        reads = {"nodes", "reservations", "list", "ended", "wait", "probe", "config"}
         return [e for e in self.log if e[0] not in reads]
 
     @contextlib.contextmanager
@@ -95,6 +99,10 @@ class FakeTransport:
     def read_nodes(self) -> list[SlurmNode]:
         with self._command("nodes"):
             return [node_record(n, self.slurm.scheduler) for n in self.slurm.nodes.values()]
+
+    def read_reservations(self) -> list[SlurmReservation]:
+        with self._command("reservations"):
+            return list(self.reservations)
 
     def read_jobs(
         self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]

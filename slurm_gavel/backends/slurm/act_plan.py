@@ -236,8 +236,14 @@ def _start_order(
         return f"no managed partition holds all of {','.join(names)}"
     current = view.managed[jp.job_id].partitions
     # Keep the job's own partition when it fits (its limits and accounting stay);
-    # otherwise prefer a partition named after the GPU type, then the first.
+    # otherwise prefer a partition named after the GPU type, then the first. A job
+    # submitted to several (-p a,b) keeps its list where one of them holds the nodes:
+    # Slurm starts it in that one, and 26.05 refuses to change a waiting job's
+    # partition for a while after its submission and after each change ("Resource
+    # temporarily unavailable"), which left such jobs unplaced round after round.
     partition = next((p for p in current if p in candidates), None)
+    if partition is not None and len(current) > 1:
+        partition = ",".join(current)
     partition = partition or (jp.gpu_type if jp.gpu_type in candidates else candidates[0])
     shards: int | str = 0
     sj = view.managed[jp.job_id]

@@ -37,10 +37,12 @@ from slurm_gavel.backends.slurm.act_plan import ActPlan, plan_act
 from slurm_gavel.backends.slurm.admin_comment import comment_orders
 from slurm_gavel.backends.slurm.arrays import expand_tasks
 from slurm_gavel.backends.slurm.eligibility import HeldBack
+from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.giveback import give_back_orders, refused_held
 from slurm_gavel.backends.slurm.old_runs import DEFAULT_KILL_WAIT_S, MARGIN_S, OldRuns
 from slurm_gavel.backends.slurm.preemption import Preemption
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob
+from slurm_gavel.backends.slurm.reservations import Reservations
 from slurm_gavel.backends.slurm.run_ends import RunEnds
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import SlurmTransport
@@ -129,6 +131,7 @@ class SlurmBackend(Generic[Transport]):
 
     def observe(self) -> ClusterSnapshot:
         nodes = self.transport.read_nodes()
+        reservations, resv_note = self._read_reservations()
         # An array's pending tasks one job each: the daemon never names an array
         # (arrays.py).
         jobs = expand_tasks(
@@ -150,6 +153,7 @@ class SlurmBackend(Generic[Transport]):
             now,
             first_submit=self._first_submit,
             held_back=self.held_back.reasons(now),
+            reservations=reservations,
             layouts=self._layouts,
         )
         self.held_back.observe(self.view.managed, now)
@@ -162,15 +166,29 @@ class SlurmBackend(Generic[Transport]):
         self._active = {
             o.job.id: o.job for o in self.view.snapshot.jobs if o.state is not JobState.DONE
         }
-        self.view.warnings += notes
+        self.view.warnings += notes + resv_note
         self.warnings = self.view.warnings
-        # Held jobs claimed by a comment the grammar refuses, or past their deadline:
-        # the daemon gives them back.
+        # Held jobs claimed by a comment the grammar refuses, past their deadline, or
+        # reservation jobs their reservation cannot hold: the daemon gives them back.
         self.refused_held = refused_held(jobs, self.managed_partitions, now)
+        self.refused_held.update(
+            (j, why) for j, why in self.view.give_back.items() if j not in self.refused_held
+        )
         self._jobs_seen = {j.job_id: j for j in jobs}
         self.preemption.observed(now)
         self.old_runs.observe(nodes, self.view.managed.values(), now, RUNNING_STATES)
         return self.view.snapshot
+
+    def _read_reservations(self) -> tuple[Reservations, list[str]]:
+        """Slurm's reservations now; where they cannot be read, the round goes on with
+        the nodes Slurm flags reserved kept off (reservations.py), and a warning."""
+        try:
+            return Reservations(tuple(self.transport.read_reservations())), []
+        except SlurmUnreachable:
+            raise
+        except Exception as e:  # a refusal (PrivateData=reservations), a parse error
+            note = f"Slurm's reservations could not be read ({str(e)[:200]}); nodes "
+            return Reservations(known=False), [note + "flagged RESERVED are kept off"]
 
     def _mark_owners_requeueholds(
         self, jobs: list[SlurmJob]

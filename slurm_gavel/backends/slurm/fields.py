@@ -315,3 +315,38 @@ def dependency_text(value: Any) -> str:
     is never that text: it checks the form at submit)."""
     text = "" if value is None else str(value).strip()
     return "" if text == "(null)" else text
+
+
+def time_limit(value: Any) -> int | None:
+    """A job's time_limit (minutes) -> minutes, None when unlimited or unset (22.05:
+    null; 23.02+: {"infinite": true} or {"set": false}; +complex: "Infinity")."""
+    if value is None:
+        return None
+    minutes = number(value)
+    return None if minutes <= 0 else minutes
+
+
+def time_limit_text(text: str) -> int | None:
+    """squeue's TimeLimit text ("UNLIMITED", "10:00", "1-02:04:00", "NOT_SET") ->
+    minutes, None when unlimited or unset (what time_limit makes of the JSON)."""
+    text = text.strip()
+    days = 0
+    if "-" in text:
+        head, _, text = text.partition("-")
+        if not head.isdigit():
+            return None
+        days = int(head)
+    parts = text.split(":")
+    if not parts or not all(p.isdigit() for p in parts) or len(parts) > 3:
+        return None
+    values = [int(p) for p in parts]
+    if len(values) == 3:
+        h, m, s = values
+    elif len(values) == 2 and days:
+        h, m, s = values[0], values[1], 0
+    elif len(values) == 2:
+        h, m, s = 0, values[0], values[1]
+    else:
+        h, m, s = 0, values[0], 0
+    minutes = days * 1440 + h * 60 + m + (1 if s else 0)
+    return minutes or None

@@ -45,6 +45,7 @@ from slurm_gavel.backends.slurm.fields import (
     number,
     shard_gres,
     state_list,
+    time_limit,
 )
 from slurm_gavel.backends.slurm.fit import JobNeeds
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
@@ -341,6 +342,8 @@ def _job(raw: Mapping[str, Any], version: SlurmVersion) -> SlurmJob:
             array_max_tasks=max(0, number(raw.get("array_max_tasks"))),
             name=str(raw.get("name") or ""),
             needs=job_needs(raw),
+            reservation=str(raw.get("resv_name") or ""),
+            time_limit_min=time_limit(raw.get("time_limit")),
         )
     except ValueError as e:
         raise SlurmJsonError(f"{where}: {e} ({_where_version(version)})") from None

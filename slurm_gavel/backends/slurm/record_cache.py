@@ -63,6 +63,9 @@ FIELDS = (
     "minimum_cpus_per_node",
     "cpus_per_tres",
     "prefer",
+    # reservations.py
+    "resv_name",
+    "time_limit",
 )
 
 

@@ -71,7 +71,9 @@ class SlurmNode:
     @property
     def drained(self) -> bool:
         return self.state in ("drained", "draining", "drain") or bool(
-            self.flags & {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "REBOOT_ISSUED"}
+            # (MAINTENANCE, a MAINT reservation's mark, is the reservation's business:
+            # reservations.py keeps other jobs off and lets its own in)
+            self.flags & {"DRAIN", "DRAINING", "DRAINED", "FAIL", "REBOOT_ISSUED"}
         )
 
     @property
@@ -190,6 +192,11 @@ class SlurmJob:
     # (the listing's text keeps a managed job's last ones: slurm/cli/jobs_from_text.py).
     # Not compared: the text builds a plain job without them (nothing reads those).
     needs: JobNeeds = field(default=NO_NEEDS, compare=False)
+    # --reservation (a name, or several joined by commas); "" for none.
+    reservation: str = ""
+    # Its time limit in minutes (--time, or the partition's default); None: unlimited.
+    # Slurm keeps a job off a reservation that starts before the limit would end.
+    time_limit_min: int | None = None
     # Built from the listing's text for a job whose comment does not claim it, where
     # the text could not say its comment, account, QOS or user name exactly ("" for
     # "(null)" and an unnamed uid, the text for a comment with "\r"): nothing reads

@@ -2,7 +2,7 @@
 
 SlurmBackend (backend.py) holds the round's logic, the same whatever the way to
 Slurm; a transport holds only the primitives, each one command or request (or a
-few): read the nodes and jobs, hold, release, place, signal, read job states,
+few): read the nodes, reservations and jobs, hold, release, place, signal, read job states,
 requeue-hold, relabel a job given back, write an AdminComment. Two transports:
 
 * cli/  (CliTransport): Slurm's commands (squeue, scontrol, scancel), through
@@ -24,6 +24,7 @@ from typing import Protocol
 from slurm_gavel.backends.slurm.admin_comment import CommentOrder
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.core.model import Job, JobId
 
@@ -44,6 +45,10 @@ class SlurmTransport(Protocol):
 
     def read_nodes(self) -> list[SlurmNode]:
         """Every node Slurm reports, now."""
+        ...
+
+    def read_reservations(self) -> list[SlurmReservation]:
+        """Slurm's advance reservations, now (reservations.py)."""
         ...
 
     def read_jobs(

@@ -27,6 +27,14 @@ from slurm_gavel.backends.slurm.fit import (
 )
 from slurm_gavel.backends.slurm.layout import asked_nodes, layout_why
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.reservations import (
+    FREE,
+    NO_RESERVATIONS,
+    JobPlaces,
+    Reservations,
+    closed_nodes,
+    job_places,
+)
 from slurm_gavel.backends.slurm.shard_pairs import (
     lone_half_warnings,
     shard_partners,
@@ -54,6 +62,9 @@ class SlurmView:
     managed: dict[JobId, SlurmJob]  # managed jobs by id (all states)
     nodes: dict[str, SlurmNode]  # every node Slurm reported, by name
     warnings: list[str] = field(default_factory=list)
+    # Waiting jobs whose --reservation cannot hold them (reservations.py), -> why:
+    # given back to Slurm by the daemon (giveback.py), with the managed jobs it refuses.
+    give_back: dict[JobId, str] = field(default_factory=dict)
 
 
 def is_managed_partition(parts: Iterable[str], managed: Collection[str] | None) -> bool:
@@ -67,6 +78,7 @@ def build_view(
     now: float,
     first_submit: dict[JobId, float] | None = None,
     held_back: Mapping[JobId, str] | None = None,
+    reservations: Reservations = NO_RESERVATIONS,
     layouts: dict[JobId, int | None] | None = None,
 ) -> SlurmView:
     """The snapshot the round loop sees; malformed managed comments become warnings.
@@ -74,9 +86,11 @@ def build_view(
     first_submit (updated in place) remembers each job's earliest submit time:
     Slurm 22.05 resets submit_time on every requeue, which would make a preempted
     job look younger than it is. held_back: jobs a recent round found blocked by a
-    limit (eligibility.HeldBack), still kept out. layouts (updated in place, like
-    first_submit): each job's node count as its request fixed it when first seen
-    (layout.asked_nodes; the daemon's placements change the record's).
+    limit (eligibility.HeldBack), still kept out. reservations: Slurm's, now; their
+    nodes are kept from the jobs they do not admit and a reservation's jobs are kept
+    on them (reservations.py). layouts (updated in place, like first_submit): each
+    job's node count as its request fixed it when first seen (layout.asked_nodes; the
+    daemon's placements change the record's).
     """
     first_submit = {} if first_submit is None else first_submit
     layouts = {} if layouts is None else layouts
@@ -107,24 +121,41 @@ def build_view(
     warnings += lone_half_warnings(managed, jobs, partners, by_name)
     types = {n.name: n.gpu_type for n in nodes}
     rooms = node_rooms(nodes, managed.values(), managed_partitions)
+    give_back: dict[JobId, str] = {}
+    all_places: list[JobPlaces] = []
+    places_of: dict[JobId, JobPlaces] = {}
     waits_of: dict[JobId, str | None] = {}
     for sj, spec, _ in specs:
-        if sj.state in WAITING_STATES:
+        waiting = sj.state in WAITING_STATES
+        if sj.state in RUNNING_STATES or waiting:
+            places_of[sj.job_id] = job_places(sj, reservations, nodes, now)
+            all_places.append(places_of[sj.job_id])
+        if waiting:
             alone = sj.dependency == SINGLETON and singleton_free(sj, jobs)
             waits = waiting_on(sj, now, held_back or {}, singleton_ok=alone)
+            if waits is None:
+                waits = places_of[sj.job_id].waits
             waits_of[sj.job_id] = user_hold_reason(sj.job_id) if spec.user_hold else waits
     # a throttled array's tasks beyond its limit (arrays.throttled), of those free to run
     free = [j for j, w in waits_of.items() if w is None]
     waits_of.update(throttled(managed, free))
     for sj, spec, arrival in specs:
         waits = waits_of.get(sj.job_id)
+        places = places_of.get(sj.job_id, FREE)
         o = _observed(sj, spec, arrival, partners.get(sj.job_id), types, waits)
         count = layouts[sj.job_id]
         if count is not None:
             o = replace(o, job=replace(o.job, node_count=count))
         if o.state is not JobState.DONE:
-            o = replace(o, allowed=job_allowed(sj, o.job.scale_factor, rooms, count))
+            allowed = job_allowed(sj, o.job.scale_factor, rooms, count, places)
+            o = replace(o, allowed=allowed)
+            waiting = sj.state in WAITING_STATES
+            short = reservation_short(sj, o, places, rooms, count) if waiting else None
+            if short is not None and not spec.user_hold:
+                give_back[sj.job_id] = short
+                o = replace(o, waiting_on=short)
         observed.append(o)
+    closed = closed_nodes(reservations, nodes, all_places, now)
     for gone in [j for j in first_submit if j not in managed]:
         del first_submit[gone]
     for gone in [j for j in layouts if j not in managed]:
@@ -151,11 +182,14 @@ def build_view(
                 gpus=sn.gpus,
                 partition=part,
                 state=state,
-                gpus_held_unmanaged=max(0, sn.gpus_used - managed_gpus.get(sn.name, 0)),
+                # a node reserved for no managed job: none of its GPUs is the round's
+                gpus_held_unmanaged=sn.gpus
+                if sn.name in closed
+                else max(0, sn.gpus_used - managed_gpus.get(sn.name, 0)),
             )
         )
     snapshot = ClusterSnapshot(time=now, nodes=tuple(out_nodes), jobs=tuple(observed))
-    return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings)
+    return SlurmView(snapshot, managed, {n.name: n for n in nodes}, warnings, give_back)
 
 
 def node_rooms(
@@ -186,24 +220,72 @@ def node_rooms(
 
 
 def job_allowed(
-    sj: SlurmJob, scale: int, rooms: list[NodeRoom], node_count: int | None = None
+    sj: SlurmJob,
+    scale: int,
+    rooms: list[NodeRoom],
+    node_count: int | None = None,
+    places: JobPlaces = FREE,
 ) -> Allowed | None:
-    """ObservedJob.allowed: None where the job's request rules out no node. node_count:
-    the nodes its request fixes (layout.py); a scale it cannot divide allows none."""
+    """ObservedJob.allowed: None where the job's request and the reservations (places:
+    reservations.job_places) rule out no node. node_count: the nodes its request fixes
+    (layout.py); a scale it cannot divide allows none."""
     if node_count is not None and (bad := layout_why(scale, node_count)):
         return Allowed(frozenset(), frozenset(), bad)
     request = sj.gpu_request or sj.gpu_request_total
     gpu_type = request[0] if request is not None else None
     per_node = per_node_gpus(scale, node_count or sj.node_count)
-    nodes, why = allowed_nodes(gpu_type, per_node, sj.needs, rooms)
+    within = _within(rooms, places)
+    nodes, why = allowed_nodes(gpu_type, per_node, sj.needs, within)
+    if len(within) < len(rooms) and places.why:
+        why = f"{why}; {places.why}" if why else places.why
     prefer = preferred_nodes(sj.needs)
     preferred = None
     if prefer is not None:
-        preferred = frozenset(r.name for r in rooms if r.name in nodes and prefer(r.features))
+        preferred = frozenset(r.name for r in within if r.name in nodes and prefer(r.features))
+    if places.prefer is not None:  # FLEX: its reservation's nodes first
+        preferred = (preferred or nodes) & places.prefer
     if not why and not preferred:
         return None
-    types = frozenset(r.gpu_type for r in rooms if r.name in nodes)
+    types = frozenset(r.gpu_type for r in within if r.name in nodes)
     return Allowed(nodes, types, why, preferred or None)
+
+
+def _within(rooms: list[NodeRoom], places: JobPlaces) -> list[NodeRoom]:
+    if places.only is not None:
+        return [r for r in rooms if r.name in places.only]
+    if places.off:
+        return [r for r in rooms if r.name not in places.off]
+    return rooms
+
+
+def reservation_short(
+    sj: SlurmJob,
+    o: ObservedJob,
+    places: JobPlaces,
+    rooms: list[NodeRoom],
+    node_count: int | None = None,
+) -> str | None:
+    """Why a waiting reservation job is given back (its reservation is gone, or its
+    nodes cannot hold the job's GPUs, or the node count its request fixes, however long
+    it waits), or None."""
+    if places.give_back:
+        return places.give_back
+    if places.only is None:
+        return None
+    fits = o.allowed.nodes if o.allowed is not None else places.only
+    inside = [r for r in rooms if r.name in places.only and r.name in fits]
+    have = sum(r.gpus for r in inside)
+    if node_count is not None and len(inside) < node_count:
+        return (
+            f"its reservation {sj.reservation} has {len(inside)} nodes the scheduler "
+            f"manages that fit its request, and it asks for {node_count} nodes"
+        )
+    if have >= o.job.scale_factor:
+        return None
+    return (
+        f"its reservation {sj.reservation} has {have} GPUs the scheduler manages that fit "
+        f"its request, and it asks for {o.job.scale_factor}"
+    )
 
 
 def _observed(

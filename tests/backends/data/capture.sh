@@ -19,12 +19,29 @@
 # 7817/7818; the script that started it is not part of this repository), for every
 # data_parser the release offers:
 #   tests/backends/data/capture.sh chroot ROOT [OUTDIR]   # -> 24.11/
+# reservations: admin reservations on a local cluster (any release, as for local):
+# one of each kind the daemon reads (active, future and MAGNETIC, FLEX+MAINT, a
+# user exclusion), written as scontrol's text (22.05: no --json there), scontrol's
+# JSON for every data_parser (24.11+) and slurmrestd's /reservations when the
+# cluster runs one (--rest); removed again at the end:
+#   tests/backends/data/capture.sh reservations [OUTDIR]   # -> <release>/reservations/
+#
+# listing: the job listing's text (slurm/cli/listing.py) on a FRESH local cluster
+# (job ids from 1; any release): 1 managed and held (`sbatch --hold`: job_submit.lua
+# adds hold=user); 2-4 the two tasks of an array whose comment holds '|' and a newline
+# with a fake record after it, and a comment of invalid UTF-8 bytes and "\r\n" with a
+# year's time limit (which id each gets depends on when Slurm splits the array); printed
+# with
+# listing_command's fields, the token |0123456789abcdef| and SLURM_TIME_FORMAT=%s
+# (PYTHONPATH must name this checkout):
+#   tests/backends/data/capture.sh listing [OUTFILE]   # -> <release>/listing.txt
+#
 # It first reshapes that cluster (same ports): v100-1 with 4 GPUs, a k80 node that
 # never answers (drained by the scenario), RequeueExitHold=99, a clean state; jobs
 # run as user gavel.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh chroot ROOT [OUTDIR] | capture.sh listing}"
+mode="${1:?usage: capture.sh local [OUTDIR] | capture.sh reservations [OUTDIR] | capture.sh listing [OUTFILE] | capture.sh chroot ROOT [OUTDIR]}"
 # every data_parser version a CLI of the supported releases may offer
 PARSERS="v0.0.39 v0.0.40 v0.0.41 v0.0.42 v0.0.43 v0.0.44 v0.0.45"
 compact() { python3 -c 'import json,sys; json.dump(json.load(sys.stdin), sys.stdout, separators=(",", ":"), sort_keys=True); print()'; }
@@ -229,32 +246,74 @@ cancelled=$cancelled  # managed, --hold, then scancel: CANCELLED
 EOF
 }
 
-# listing: <release>/listing.txt, the job listing (slurm/cli/listing.py) with the fixed
-# token of tests/backends/slurm/cli/test_listing.py, on a fresh local cluster (job ids
-# from 1): 1 managed and held (--hold); 2 and 3 an array whose comment holds '|' and a
-# newline with a fake record after it; 4 a comment of invalid UTF-8 bytes and "\r\n".
-#   tools/local-cluster up --slurm R --dir /tmp/capture --port-base auto
-#   eval "$(tools/local-cluster env --dir /tmp/capture)"
-#   PYTHONPATH=. tests/backends/data/capture.sh listing
-capture_listing() {
-  local out="$1" token="|0123456789abcdef|" fmt
-  sbatch -o /dev/null -p gpu --hold --gres=gpu:1 \
-    --comment='gavel:type=ResNet-18 (batch size 16)' --wrap 'sleep 600' >/dev/null
-  sbatch -o /dev/null -p gpu --gres=gpu:1 --array=0-1 \
-    --comment="$(printf 'plain x|y\nsecond line 1|PENDING')" --wrap 'sleep 600' >/dev/null
-  sbatch -o /dev/null -p gpu --gres=gpu:1 -t 365-0 \
-    --comment="$(printf 'bad\xff\xfe\r\n')" --wrap 'sleep 600' >/dev/null
-  for _ in $(seq 100); do  # the array's tasks and job 4 running
-    [[ "$(squeue -h -t RUNNING -o %i | wc -l)" == 3 ]] && break; sleep 0.2
+capture_reservations() {
+  local out="$1" v sock
+  scontrol create reservation ReservationName=maint1 Nodes=v100-1 StartTime=now Duration=60 \
+    Users=root Flags=IGNORE_JOBS >/dev/null
+  scontrol create reservation ReservationName=future1 Nodes=p100-1 StartTime=now+3600 \
+    Duration=60 Accounts=root Flags=MAGNETIC >/dev/null
+  scontrol create reservation ReservationName=flex1 Nodes=k80-1 StartTime=now Duration=60 \
+    Users=root Flags=FLEX,MAINT,IGNORE_JOBS >/dev/null
+  scontrol create reservation ReservationName=notroot Nodes=p100-2 StartTime=now Duration=60 \
+    Users=-root Flags=IGNORE_JOBS >/dev/null
+  sinfo -V > "$out/version.txt"
+  # as the daemon reads it (epoch seconds), and in scontrol's default local time
+  SLURM_TIME_FORMAT=%s scontrol show reservation --oneliner > "$out/scontrol-show-res.txt"
+  scontrol show reservation --oneliner > "$out/scontrol-show-res.local.txt"
+  for v in $PARSERS; do
+    scontrol --json="$v" show reservations 2>/dev/null | compact > "$out/scontrol-res.$v.json" \
+      2>/dev/null || true
+    [[ -s "$out/scontrol-res.$v.json" ]] || rm -f "$out/scontrol-res.$v.json"
   done
-  fmt=$(python3 -c 'import sys
+  sock="$(dirname "$SLURM_CONF")/slurmrestd.sock"
+  if [[ -S "$sock" ]]; then
+    for v in v0.0.38 $PARSERS; do
+      curl -sf --unix-socket "$sock" "http://x/slurm/$v/reservations" 2>/dev/null | compact \
+        > "$out/rest-$v-reservations.json" 2>/dev/null || true
+      [[ -s "$out/rest-$v-reservations.json" ]] || rm -f "$out/rest-$v-reservations.json"
+    done
+  fi
+  {
+    echo "# Slurm $(sinfo -V | sed 's/^[^ ]* //') on tools/local-cluster --partitions both --rest, at $(date +%s):"
+    echo "maint1   # v100-1, now for 60 min, Users=root, IGNORE_JOBS"
+    echo "future1  # p100-1, from now+3600 for 60 min, Accounts=root, MAGNETIC"
+    echo "flex1    # k80-1, now for 60 min, Users=root, FLEX,MAINT,IGNORE_JOBS"
+    echo "notroot  # p100-2, now for 60 min, Users=-root (everyone but root), IGNORE_JOBS"
+  } > "$out/scenario.txt"
+  for v in maint1 future1 flex1 notroot; do scontrol delete ReservationName="$v" || true; done
+}
+
+capture_listing() {
+  local out="$1" work
+  work="$(mktemp -d)"; cd "$work"
+  sbatch -o /dev/null -p gpu --hold --comment='gavel:type=ResNet-18 (batch size 16)' \
+    --gres=gpu:1 --wrap 'sleep 600' >/dev/null
+  sbatch -o /dev/null -p gpu --array=0-1 --comment=$'plain x|y\nsecond line 1|PENDING' \
+    --gres=gpu:1 --wrap 'sleep 600' >/dev/null
+  running() {  # N: wait until N jobs run (both array tasks take their ids as they start)
+    for _ in $(seq 100); do
+      [[ "$(squeue -h -t running -o %i | wc -l)" -ge "$1" ]] && return 0; sleep 0.2
+    done
+    echo "fewer than $1 jobs running" >&2; exit 1
+  }
+  running 2
+  # a year's time limit: TimeLimit and EndTime printed as numbers
+  sbatch -o /dev/null -p gpu -t 365-0 --comment=$'bad\xff\xfe\r\n' --gres=gpu:1 \
+    --wrap 'sleep 600' >/dev/null
+  running 3
+  OUT="$out" python3 - <<'PY'
+import os, subprocess
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
+from slurm_gavel.backends.slurm.cli.json_format import detect_cli
 from slurm_gavel.backends.slurm.cli.listing import listing_command
-ex = None if sys.argv[2] == "22.05" else "ExcNodes"
-sharing = "Exclusive" if sys.argv[2] == "26.05" else "OverSubscribe"
-print(listing_command(sys.argv[1], sharing, ex).env["SQUEUE_FORMAT2"])' "$token" "$release")
-  SLURM_TIME_FORMAT=%s SQUEUE_FORMAT2="$fmt" squeue -h --noconvert \
-    -t "$(python3 -c 'from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES as s; print(s)')" \
-    > "$out/listing.txt"
+fmt = detect_cli(SlurmCommands(dict(os.environ)))
+cmd = listing_command("|0123456789abcdef|", fmt.node_sharing_field, fmt.excluded_field)
+env = {**os.environ, "SLURM_TIME_FORMAT": "%s", **cmd.env}
+out = subprocess.run(cmd.argv, env=env, capture_output=True, check=True).stdout
+open(os.environ["OUT"], "wb").write(out)
+PY
+  squeue -h -o %i | xargs -r scancel
+  cd / && rm -rf "$work"
 }
 
 release_of() { sed -n 's/^[^ ]* \([0-9]*\.[0-9]*\)\..*/\1/p'; }
@@ -265,14 +324,19 @@ case "$mode" in
     default="$here/$release/local-cluster"; [[ "$release" == 22.05 ]] && default="$here/22.05"
     out="${2:-$default}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
     capture_local "$out" ;;
+  listing)
+    : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
+    release=$(sinfo -V | release_of)
+    capture_listing "${2:-$here/$release/listing.txt}" ;;
+  reservations)
+    : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
+    release=$(sinfo -V | release_of)
+    out="${2:-$here/$release/reservations}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
+    capture_reservations "$out" ;;
   chroot)
     root="${2:?capture.sh chroot needs the chroot (chroot-cluster.sh start ROOT ...)}"
     release=$(chroot "$root" sinfo -V | release_of)
     out="${3:-$here/$release}"; mkdir -p "$out"; out="$(cd "$out" && pwd)"
     capture_chroot "$root" "$out" ;;
-  listing)
-    : "${SLURM_CONF:?set SLURM_CONF to the slurm.conf of the local cluster}"
-    release=$(sinfo -V | release_of)
-    capture_listing "$here/$release" ;;
-  *) echo "capture.sh: unknown mode $mode (local, chroot or listing)" >&2; exit 2 ;;
+  *) echo "capture.sh: unknown mode $mode (local, reservations, listing or chroot)" >&2; exit 2 ;;
 esac

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
+from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
 from slurm_gavel.testing import FakeSlurm, OnSignal, Script, fake_backend
@@ -266,3 +267,24 @@ def test_a_finished_job_is_reported_done_once_with_how_it_ended(slurm):
     assert done[bad].state is JobState.DONE and not done[bad].succeeded
     assert backend.transport.issued("ended") == [("ended", (ok, bad))]
     assert backend.observe().jobs == ()  # reported once
+
+
+def test_the_fakes_reservations_keep_their_nodes_from_jobs_they_do_not_admit(slurm):
+    """The fake answers read_reservations (none unless a test sets them): the backend
+    reads them every observe, with no 'could not be read' warning, and keeps a reserved
+    node from a job the reservation does not admit."""
+    a = slurm.submit("gavel:type=A3C,scale=1")
+    backend = fake_backend(slurm)
+    backend.observe()
+    assert ("reservations", ()) in backend.transport.issued("reservations")
+    assert not [w for w in backend.warnings if "reservations" in w]
+    (job,) = backend.observe().jobs
+    assert job.allowed is None or "v100-1" in job.allowed.nodes
+    maint = SlurmReservation(
+        "maint", frozenset({"v100-1"}), start=0, end=0, users=("someone-else",)
+    )
+    backend.transport.reservations = [maint]
+    (job,) = backend.observe().jobs
+    assert job.job.id == a and job.allowed is not None
+    assert "v100-1" not in job.allowed.nodes and "maint" in job.allowed.why
+    assert not [w for w in backend.warnings if "reservations" in w]

@@ -84,6 +84,7 @@ from slurm_gavel.backends.slurm.fields import (
     gpu_gres,
     gres_names,
     shard_gres,
+    time_limit_text,
 )
 from slurm_gavel.backends.slurm.fit import NO_NEEDS, JobNeeds
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
@@ -256,6 +257,8 @@ def _build(
         name=_job_name(text("name")),
         needs=needs,
         blanked=blanked,
+        reservation="" if text("resv_name") == _UNSET else text("resv_name"),
+        time_limit_min=time_limit_text(text("time_limit")),
     )
 
 

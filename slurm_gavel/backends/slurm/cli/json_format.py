@@ -83,6 +83,12 @@ class CliFormat:
             return ["scontrol", self.json_flag, "show", "nodes"]
         return ["sinfo", "--json"]
 
+    def reservations_argv(self) -> list[str]:
+        """22.05's scontrol has no --json: its one-line text (reservations.py)."""
+        if self.data_parser:
+            return ["scontrol", self.json_flag, "show", "reservations"]
+        return ["scontrol", "show", "reservation", "--oneliner"]
+
     def jobs_argv(self, *, finished_too: bool = False) -> list[str]:
         states = "all" if finished_too else ACTIVE_JOB_STATES
         return ["squeue", self.jobs_json_flag, "-t", states]

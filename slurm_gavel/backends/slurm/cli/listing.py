@@ -116,6 +116,9 @@ LISTING_FIELDS: Mapping[str, str] = {
     "memory_per_tres": "mem-per-tres",
     "prefer": "Prefer",
     "tres_req": "tres-alloc",
+    # --reservation ("(null)" for none) and the time limit (reservations.py)
+    "resv_name": "Reservation",
+    "time_limit": "TimeLimit",
     "comment": "Comment",
 }
 # _job fields Slurm changes only together with a listed one (the one named). An

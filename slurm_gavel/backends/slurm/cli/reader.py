@@ -3,9 +3,11 @@ release (detected once: json_format.py), retried while slurmctld is unreachable,
 the incremental job read: a text listing each round, JSON only for the jobs that are
 new or changed and that the text cannot describe (listing.py, jobs_from_text.py).
 
-Reads per round, two or three commands:
+Reads per round, three or four commands:
 
     nodes        scontrol --json=vX show nodes   (22.05: sinfo --json)
+    reservations scontrol --json=vX show reservations   (22.05: scontrol show
+                 reservation --oneliner, its text: reservations.py)
     list         squeue -h -t <waiting and running states> -O <fields>: every job's
                  fields as text, to tell which changed (listing.py)
     jobs         squeue --json=vX -t all -j ID,...  only the new or changed jobs the
@@ -47,6 +49,11 @@ from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm.record_cache import JobRecordCache
 from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES, SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.reservations import (
+    SlurmReservation,
+    parse_reservations,
+    parse_reservations_text,
+)
 from slurm_gavel.backends.slurm.retry import attempts
 from slurm_gavel.core.model import Job, JobId
 
@@ -80,6 +87,16 @@ class CliReader:
     def read_nodes(self) -> list[SlurmNode]:
         doc = self._json("observe", self.cli_format.nodes_argv())
         return parse_nodes(doc, allow_newer=self.allow_newer)[1]
+
+    def read_reservations(self) -> list[SlurmReservation]:
+        argv = self.cli_format.reservations_argv()
+        if self.cli_format.data_parser:
+            return parse_reservations(self._json("observe", argv))
+        c = self.commands
+        res = c.run("observe", argv, retry_timeouts=True)
+        if not res.ok:
+            raise SlurmJsonError(f"{' '.join(argv)} failed: {res.stderr.strip()}")
+        return parse_reservations_text(res.stdout)
 
     def read_jobs(
         self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]

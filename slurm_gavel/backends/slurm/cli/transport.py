@@ -49,6 +49,7 @@ from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.old_runs import kill_wait_seconds
 from slurm_gavel.backends.slurm.private_data import private_data_value
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
 from slurm_gavel.core.model import Job, JobId
@@ -76,6 +77,9 @@ class CliTransport:
 
     def read_nodes(self) -> list[SlurmNode]:
         return self.reader.read_nodes()
+
+    def read_reservations(self) -> list[SlurmReservation]:
+        return self.reader.read_reservations()
 
     def read_jobs(
         self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]

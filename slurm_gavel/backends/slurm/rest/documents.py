@@ -52,7 +52,8 @@ def give_back_body(api: RestApi, o: GiveBack) -> dict[str, Any]:
 
 def type_only(o: StartOrder, nodes: Mapping[str, SlurmNode]) -> bool:
     """Whether the order's partition holds only GPUs of its type."""
-    types = {n.gpu_type for n in nodes.values() if o.partition in n.partitions}
+    parts = set(o.partition.split(","))  # a job's own list of several (act_plan)
+    types = {n.gpu_type for n in nodes.values() if parts & set(n.partitions)}
     return types == {o.gpu_type}
 
 

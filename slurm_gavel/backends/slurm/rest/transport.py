@@ -42,6 +42,7 @@ from slurm_gavel.backends.slurm.from_json import parse_nodes
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.record_cache import JobRecordCache
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
+from slurm_gavel.backends.slurm.reservations import SlurmReservation, parse_reservations
 from slurm_gavel.backends.slurm.rest.auth import DEFAULT_REREAD_S, TokenSource
 from slurm_gavel.backends.slurm.rest.client import (
     RestClient,
@@ -117,6 +118,9 @@ class RestTransport:
 
     def read_nodes(self) -> list[SlurmNode]:
         return parse_nodes(self.call("observe", "GET", "/nodes"))[1]
+
+    def read_reservations(self) -> list[SlurmReservation]:
+        return parse_reservations(self.call("observe", "GET", "/reservations"))
 
     def read_jobs(
         self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]

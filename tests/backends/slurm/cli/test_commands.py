@@ -165,7 +165,8 @@ def test_json_errors_from_an_unreachable_controller_are_retried_not_read_as_empt
     cmds = CannedCommands({"sinfo": [sinfo], "squeue": [DOWN_JOBS]})
     with pytest.raises(SlurmUnreachable, match="Failed while looking for jobs"):
         cli_backend(commands=cmds).observe()
-    assert cmds.counts["observe"] == 1 + 4
+    # sinfo, scontrol show reservation (not canned: read as unknown), 4 squeue tries
+    assert cmds.counts["observe"] == 1 + 1 + 4
 
 
 class ScriptedCommands(SlurmCommands):
@@ -286,6 +287,9 @@ class Cli2411(SlurmCommands):
             return CommandResult(tuple(argv), 0, (NEWER / "version.txt").read_text(), "")
         if argv[:2] == ["squeue", "--json=list"]:
             return CommandResult(tuple(argv), 0, (NEWER / "json-list.txt").read_text(), "")
+        if argv[0] == "scontrol" and argv[-1] == "reservations":
+            doc = NEWER / "reservations" / "scontrol-res.v0.0.42.json"
+            return CommandResult(tuple(argv), 0, doc.read_text(), "")
         if argv[0] == "scontrol":
             return CommandResult(
                 tuple(argv), 0, (NEWER / "scontrol-nodes.v0.0.42.json").read_text(), ""
@@ -339,7 +343,8 @@ def test_a_job_that_ended_is_asked_for_by_id_once_and_reported_with_its_outcome(
     snap = b.observe()
     assert {j.job.id for j in snap.jobs} == {s["held"], s["run1"]}
     # and the jobs' JSON read once: the listing showed no waiting job changed since
-    assert cli.counts["ended"] == 1 and cli.counts["detect"] == 2 and cli.counts["observe"] == 4
+    # observe: the nodes and the reservations each round, the jobs' JSON once
+    assert cli.counts["ended"] == 1 and cli.counts["detect"] == 2 and cli.counts["observe"] == 7
     jobs_queries = [argv[3] for kind, argv in cli.log if kind == "observe" and argv[0] == "squeue"]
     assert jobs_queries == ["all"] and cli.counts["list"] == 3
 

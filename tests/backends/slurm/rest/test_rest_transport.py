@@ -225,3 +225,23 @@ def test_rest_observe_survives_a_comment_that_is_not_utf8(slurm, rest, tmp_path)
                           "--comment=bad\udcff\udcfe x", "--wrap", "sleep 60")  # fmt: skip
     seen = {j.job.id: j for j in rest().observe().jobs}
     assert seen[mine].state is JobState.PENDING and theirs not in seen  # not managed
+
+
+def test_rest_and_cli_read_the_same_reservations(slurm, rest):
+    """Both transports read Slurm's reservations (slurmrestd's /reservations; scontrol's
+    text on 22.05, its --json later) into the same records."""
+    name = "gavel_rest_resv"
+    slurm.cmd("scontrol", "delete", f"ReservationName={name}", check=False)
+    slurm.cmd(
+        "scontrol", "create", "reservation", f"ReservationName={name}", "Nodes=p100-2",
+        "StartTime=now+600", "Duration=30", "Users=root", "Flags=MAGNETIC,FLEX",
+    )  # fmt: skip
+    try:
+        via_rest = {r.name: r for r in rest().transport.read_reservations()}
+        via_cli = {r.name: r for r in cli_backend(env=slurm.env).transport.read_reservations()}
+    finally:
+        slurm.cmd("scontrol", "delete", f"ReservationName={name}", check=False)
+    assert via_rest == via_cli and name in via_rest
+    r = via_rest[name]
+    assert r.nodes == {"p100-2"} and r.users == ("root",) and {"MAGNETIC", "FLEX"} <= r.flags
+    assert r.end - r.start == 1800 and r.start > time.time() + 500
