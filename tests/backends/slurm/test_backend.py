@@ -356,7 +356,7 @@ def test_the_jobs_read_per_round_do_not_grow_with_finished_jobs(slurm):
 
 
 def test_a_round_issues_at_most_one_command_per_kind_whatever_the_jobs(slurm, tmp_path):
-    """Observe (2), then per action kind at most one command (signal, place,
+    """Observe (3), then per action kind at most one command (signal, place,
     release; requeuehold not due): the count does not depend on the number of jobs."""
     jobs = [managed(slurm, tmp_path, f"n{i}") for i in range(8)]
     nodes = ["v100-1", "v100-2", "p100-1", "p100-2"]
@@ -381,9 +381,10 @@ def test_a_round_issues_at_most_one_command_per_kind_whatever_the_jobs(slurm, tm
     assert sorted(res.kept) == sorted(jobs[:2])
     round_counts = {k: v - before.get(k, 0) for k, v in b.transport.commands.counts.items()}
     round_counts = {k: v for k, v in round_counts.items() if v}
-    # the listing and the nodes' JSON: the 4 jobs that started since are built from
-    # their listing text (slurm/cli/jobs_from_text.py), so no job's JSON is read
-    assert round_counts == {"list": 1, "observe": 1, "signal": 1, "place": 1, "release": 1}
+    # the listing, the nodes' JSON and the reservations: the 4 jobs that started since
+    # are built from their listing text (slurm/cli/jobs_from_text.py), so no job's JSON
+    # is read
+    assert round_counts == {"list": 1, "observe": 2, "signal": 1, "place": 1, "release": 1}
 
 
 class SignalWaitsForPlace(RecordingCommands):
