@@ -32,6 +32,7 @@ from own_cluster import own_cluster
 from rated_jobs import JOB, rated_jobs
 
 from slurm_gavel.core.throughputs import load_table
+from tests.integration.conftest import new_scenario
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -184,8 +185,6 @@ def mold_cluster(slurm_session):
 
 
 def test_moldable_jobs_agree(mold_cluster, tmp_path):
-    from conftest import new_scenario  # tests/integration/conftest.py
-
     mold_cluster.cancel_all()
     sc = new_scenario(mold_cluster, tmp_path)
     try:
