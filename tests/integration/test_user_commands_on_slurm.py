@@ -2,13 +2,12 @@
 `refused` of an install, run as a plain user (nobody) by its console script against a
 running daemon's state, on each release.
 
-The installs: the venv the local cluster's users get (this interpreter's, `.venv`,
-which tools/setup builds on the distribution's interpreter) and, when tools/test sets
-SLURM_GAVEL_INSTALLED_CLI, the admin guide's (tools/check-install, the same rule:
-tools/user-python). Each runs as users run it: its bin/slurm-gavel, whose `#!` names
-the venv's interpreter, with nothing of the test's environment (no PYTHONPATH). A venv
-built on an interpreter under /root (pyenv's, 0700) failed all three for every user
-but root with "Permission denied".
+The installs: when tools/test sets SLURM_GAVEL_INSTALLED_CLI, the admin guide's
+(tools/check-install, on tools/user-python's interpreter), and this venv where its
+interpreter is one other users can run. Each runs as users run it: its
+bin/slurm-gavel, whose `#!` names the venv's interpreter, with nothing of the test's
+environment (no PYTHONPATH). A venv built on an interpreter under /root (pyenv's,
+0700) failed all three for every user but root with "Permission denied".
 """
 
 from __future__ import annotations
@@ -36,10 +35,18 @@ INSTALLED = "SLURM_GAVEL_INSTALLED_CLI"
 
 
 def installs() -> dict[str, Path]:
-    """label -> the bin/slurm-gavel of each install to check."""
-    out = {"venv": Path(sys.prefix) / "bin" / "slurm-gavel"}
+    """label -> the bin/slurm-gavel of each install to check: the admin guide's
+    (tools/check-install, in the full run), and this venv where other users can run its
+    interpreter (the developer venv may sit on one under /root: tools/setup says why),
+    or when there is no other install to check (then it fails with the fix)."""
+    out: dict[str, Path] = {}
     if os.environ.get(INSTALLED):
         out["installed"] = Path(os.environ[INSTALLED])
+    runnable = (os.stat(os.path.realpath(sys.executable)).st_mode & 0o001) and all(
+        os.stat(p).st_mode & 0o001 for p in Path(os.path.realpath(sys.executable)).parents
+    )
+    if runnable or not out:
+        out["venv"] = Path(sys.prefix) / "bin" / "slurm-gavel"
     return out
 
 
