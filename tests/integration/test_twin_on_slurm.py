@@ -101,6 +101,17 @@ def _epoch(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
+def _run_daemon(sc, ids: dict[str, str]) -> float:
+    """Runs the daemon until every job completed; returns when it started (the
+    simulator's time 0)."""
+    t0 = time.time()
+    sc.daemon.start()
+    states = sc.wait_finished(list(ids.values()), timeout=600)
+    sc.daemon.stop()
+    sc.assert_all_completed(states)
+    return t0
+
+
 def _twin_check(sc, rated, ids, t0: float, rows: list[str], topology: str, label: str):
     """Simulates the jobs (``rows``: the trace's lines after its header, job ids as
     Slurm's, with a true row's columns or without) under the daemon's config file and
@@ -160,11 +171,7 @@ def test_the_daemon_and_the_simulator_agree(scenario, policy: str, extra: str):
         ids[job_type] = rated.submit(
             job_type.split()[0], rates, steps[job_type], comment=f"gavel:type={job_type}"
         )
-    t0 = time.time()
-    sc.daemon.start()
-    states = sc.wait_finished(list(ids.values()), timeout=600)
-    sc.daemon.stop()
-    sc.assert_all_completed(states)
+    t0 = _run_daemon(sc, ids)
 
     trace = [
         f"{job_id},0,{jt},1,{steps[jt]}," + ",".join(str(rows[jt][t]) for t in TYPES)
@@ -202,11 +209,7 @@ def test_moldable_jobs_agree(mold_cluster, tmp_path):
                 "-p", "gpu", "-o", str(sc.dir / f"m{k}.out"),
                 f"--comment=gavel:type={job_type},scale=1-2", "--wrap", cmd,
             )  # fmt: skip
-        t0 = time.time()
-        sc.daemon.start()
-        states = sc.wait_finished(list(ids.values()), timeout=600)
-        sc.daemon.stop()
-        sc.assert_all_completed(states)
+        t0 = _run_daemon(sc, ids)
 
         trace = [
             f"{job_id},0,{key.split('#')[0]},1-2,{steps[key.split('#')[0]]}"
