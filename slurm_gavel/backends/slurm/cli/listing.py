@@ -279,7 +279,12 @@ class IncrementalJobs:
         arrays = {j for j, (_, job) in rows.items() if job.array_tasks or job.task_id}
         if listing is not None:
             changed += [j for j in arrays if j in listing and j not in changed]
-        ending = rows if watched is None else [j for j in watched if j in rows]
+        # An array task is watched by its task name (28_3), its record keyed by a number
+        # of its own: without the name, its end would go unread (a false "left squeue").
+        if watched is None:
+            ending = list(rows)
+        else:
+            ending = [j for j, (_, sj) in rows.items() if j in watched or sj.task_id in watched]
         gone = listing is not None and any(j not in listing for j in ending)
         built: dict[str, SlurmJob] = {}
         unnamed: dict[str, SlurmJob] = {}  # built but for the user name of their uid

@@ -278,6 +278,18 @@ def test_without_filtering_by_id_only_a_watched_job_leaving_reads_every_job():
     assert s.full_reads == 2 and inc.last_read == "full"
 
 
+def test_without_filtering_by_id_an_array_task_leaving_reads_every_job():
+    """22.05: an array task is watched by its task name (7_4) while its record has a
+    number of its own (9); its leaving needs the full read too, or its end goes unseen
+    (a false "left squeue" warning for a task that completed)."""
+    s, inc = Slurm(3), IncrementalJobs()
+    s.jobs["9"] = replace(job("9", "RUNNING"), task_id="7_4")
+    inc.read(s.listing(), s.full, None, force_full=True)
+    del s.jobs["9"]
+    inc.read(s.listing(), s.full, None, watched={"1", "7_4"})
+    assert s.full_reads == 2 and inc.last_read == "full"
+
+
 # --- the uid's name, from one job's JSON ---------------------------------------------
 
 UID = list(LISTING_FIELDS).index("user_id")
