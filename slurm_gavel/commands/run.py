@@ -5,14 +5,20 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import threading
 import time
+from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_gavel.core.cluster_model import ClusterBackend
 from slurm_gavel.daemon.config import load_config
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.logs import configure, event
+from slurm_gavel.errors import InputError
+
+if TYPE_CHECKING:
+    from slurm_gavel.daemon.daemon import Daemon
 
 SUMMARY = "run the scheduler daemon against Slurm (rounds until stopped)"
 
@@ -49,8 +55,13 @@ class RetryWatch:
         return seen
 
 
-def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBackend:
-    """The configured Slurm backend (imported here: `status` never needs it)."""
+def build_backend(
+    config: Config,
+    watch: RetryWatch | None = None,
+    gate: Callable[[str, Sequence[str]], None] | None = None,
+) -> ClusterBackend:
+    """The configured Slurm backend (imported here: `status` never needs it). gate:
+    asked before every action (active/standby: daemon/ha.py's Ha.gate)."""
     from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
     from slurm_gavel.backends.slurm.preemption import FRESH_RUN_S
 
@@ -74,6 +85,7 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
         # shorter than 10 s (the test clusters' 4 s rounds: 2 s; Slurm's start time is
         # whole seconds, so 2 s still spares a run's first second).
         "fresh_run_s": min(FRESH_RUN_S, config.settings.round_seconds / 2),
+        "gate": gate,
     }
     if config.backend == "rest":
         from slurm_gavel.backends.slurm.rest.transport import rest_backend
@@ -94,33 +106,65 @@ def build_backend(config: Config, watch: RetryWatch | None = None) -> ClusterBac
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)  # InputError -> one line, exit 2
+    if config.ha is not None and args.once:
+        raise InputError(
+            f"{args.config}: --once cannot be used with ha: (a standby waits for the lead "
+            "without end); run it without --once, or from a config without ha:"
+        )
     configure(config.log_format, config.log_level)
-    from slurm_gavel.daemon.daemon import Daemon  # after validation: errors before heavy imports
+    # after validation: errors before heavy imports
+    from slurm_gavel.daemon.daemon import Daemon
+    from slurm_gavel.daemon.ha import Ha
+    from slurm_gavel.daemon.lease import new_holder_id
+    from slurm_gavel.daemon.loop import STEP_DOWN
+    from slurm_gavel.daemon.metrics import DaemonMetrics
 
-    watch = RetryWatch()
-    daemon = Daemon(
-        config, build_backend(config, watch), dry_run=args.dry_run, retried_unreachable=watch.take
-    )
+    standby = config.ha is not None and not args.dry_run
+    metrics = DaemonMetrics()
+    holder = new_holder_id()
+    stopping = threading.Event()
     daemon_log = logging.getLogger("slurm_gavel.daemon")
+
+    def build(cfg: Config) -> Daemon:
+        """One life of the daemon. With ha: a deposed leader's life ends and a new one
+        starts as a standby, with nothing of the old one's memory but the config."""
+        ha = Ha(cfg.ha, metrics, holder=holder) if standby and cfg.ha is not None else None
+        watch = RetryWatch()
+        d = Daemon(
+            cfg,
+            build_backend(cfg, watch, gate=ha.gate if ha is not None else None),
+            dry_run=args.dry_run,
+            retried_unreachable=watch.take,
+            metrics=metrics,
+            ha=ha,
+        )
+        if stopping.is_set():
+            d.stop()
+        return d
+
+    lives = [build(config)]
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         event(daemon_log, "signal", signal=signal.Signals(signum).name)
-        daemon.stop()
+        stopping.set()
+        lives[-1].stop()
 
     def on_hangup(_signum: int, _frame: FrameType | None) -> None:
         # Only ask: the file is read between rounds (Daemon.reload), never mid-round.
         event(daemon_log, "signal", signal="SIGHUP", action="reload")
-        daemon.request_reload()
+        lives[-1].request_reload()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     if not args.once:  # one round and exit: nothing to reload into (SIGHUP ends it)
         signal.signal(signal.SIGHUP, on_hangup)
     # Lock the state first: a second daemon must fail on the lock, naming the pid of
-    # the first, not on the metrics port the first one already holds.
-    daemon.start()
+    # the first, not on the metrics port the first one already holds. (A standby takes
+    # no lock: the lease decides which daemon writes, daemon/ha.py.)
+    if not standby:
+        lives[-1].start()
     if config.metrics_port and not args.once and not args.dry_run:
-        daemon.metrics.serve(config.metrics_port, config.metrics_address)
+        metrics.serve(config.metrics_port, config.metrics_address)
         event(daemon_log, "metrics", address=config.metrics_address, port=config.metrics_port)
     event(
         daemon_log,
@@ -132,5 +176,13 @@ def run(args: argparse.Namespace) -> int:
         backend=config.backend,
         dry_run=args.dry_run,
         once=args.once,
+        ha=standby,
     )
-    return daemon.run(once=args.once)
+    while True:
+        code = lives[-1].run(once=args.once)
+        if code != STEP_DOWN:
+            return code
+        if stopping.is_set():
+            return 0
+        lives.append(build(lives[-1].config))  # the config as last reloaded
+        del lives[0]

@@ -145,6 +145,22 @@ class InterruptibleWaits(Protocol):
         ...
 
 
+# ---- across daemons (active/standby) -----------------------------------------------------
+
+
+@runtime_checkable
+class SignalMemory(Protocol):
+    def signals(self) -> dict[JobId, float]:
+        """The jobs the backend signalled to checkpoint whose run it has not yet seen
+        end -> when (wall-clock seconds): saved by the leader for the next one."""
+        ...
+
+    def restore_signals(self, sent: Mapping[JobId, float]) -> None:
+        """Signals an earlier leader sent (its signals()): the backend must neither
+        signal those jobs again nor leave them running past their grace."""
+        ...
+
+
 # Every optional hook protocol, in the order BackendHookError names their problems.
 HOOK_PROTOCOLS: tuple[type, ...] = (
     Resumable,
@@ -158,6 +174,7 @@ HOOK_PROTOCOLS: tuple[type, ...] = (
     BackendWarnings,
     RunEndReports,
     InterruptibleWaits,
+    SignalMemory,
 )
 
 
@@ -182,6 +199,7 @@ class BackendHooks:
     findings: BackendWarnings | None = None
     run_ends: RunEndReports | None = None
     waits: InterruptibleWaits | None = None
+    signal_memory: SignalMemory | None = None
 
     @staticmethod
     def of(backend: object) -> BackendHooks:
@@ -207,6 +225,7 @@ class BackendHooks:
             findings=b if isinstance(b, BackendWarnings) else None,
             run_ends=b if isinstance(b, RunEndReports) else None,
             waits=b if isinstance(b, InterruptibleWaits) else None,
+            signal_memory=b if isinstance(b, SignalMemory) else None,
         )
 
     def commands_issued(self) -> int | None:

@@ -23,6 +23,7 @@ from slurm_gavel.core.checks import Checks
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.core.shares import MAX_ADMIN_WEIGHT, WeightsConfig
 from slurm_gavel.daemon.config_checks import cross_checks
+from slurm_gavel.daemon.config_ha import ha_config
 from slurm_gavel.daemon.config_learning import learning_config
 from slurm_gavel.daemon.config_types import (
     BACKENDS,
@@ -95,6 +96,7 @@ _TOP_KEYS = [
     "log_format",
     "log_level",
     "learning",
+    "ha",
 ]
 _CHECKPOINT_KEYS = [
     "signal",
@@ -330,6 +332,11 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
         )
     w = f"{origin}: "
     base = Config(partitions=())
+    ha = (
+        ha_config(d["ha"], w + "ha", base_dir, d.get("state_dir"))
+        if d.get("ha") is not None
+        else None
+    )
     cfg = Config(
         partitions=_partitions(d["partitions"], w + "partitions"),
         policy=_check.choice(d.get("policy", base.policy), w + "policy", policy_names()),
@@ -353,7 +360,11 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
             if d.get("solver_time_limit_seconds") is not None
             else None
         ),
-        state_dir=_path(d.get("state_dir", str(base.state_dir)), w + "state_dir", base_dir),
+        state_dir=(
+            ha.shared_dir
+            if ha is not None
+            else _path(d.get("state_dir", str(base.state_dir)), w + "state_dir", base_dir)
+        ),
         status_privacy=_check.choice(
             d.get("status_privacy", base.status_privacy), w + "status_privacy", STATUS_PRIVACY
         ),
@@ -375,6 +386,7 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
         ),
         log_level=_check.choice(d.get("log_level", base.log_level), w + "log_level", LOG_LEVELS),
         learning=learning_config(d.get("learning") or {}, w + "learning"),
+        ha=ha,
         source=source,
     )
     cross_checks(cfg, w)

@@ -83,6 +83,22 @@ class LearningConfig:
 
 
 @dataclass(frozen=True)
+class HaConfig:
+    """``ha:`` (config_ha.py): active/standby daemons sharing one state directory
+    (daemon/lease.py). Absent: one daemon, its state directory locked, as always."""
+
+    shared_dir: Path  # the state directory every host's daemon shares (its state_dir)
+    lease_seconds: float = 30.0  # a standby takes over after this long without renewal
+    # The leader stops acting this long before its lease could expire: covers the
+    # hosts' clock rates, the storage's delay in showing a write, and a command's start.
+    margin_seconds: float | None = None  # None: lease_seconds / 4
+
+    @property
+    def margin(self) -> float:
+        return self.lease_seconds / 4 if self.margin_seconds is None else self.margin_seconds
+
+
+@dataclass(frozen=True)
 class Config:
     partitions: tuple[str, ...]
     policy: str = "max_min_fairness"
@@ -109,4 +125,5 @@ class Config:
     log_level: str = "info"
     # Whose throughput rows the rounds use, and the bounds on what reports may move.
     learning: LearningConfig = field(default_factory=LearningConfig)
+    ha: HaConfig | None = None  # None: a single daemon (no standby)
     source: Path | None = None  # the file this was read from (for messages)

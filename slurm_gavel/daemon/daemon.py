@@ -28,6 +28,7 @@ import gc
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -48,8 +49,9 @@ from slurm_gavel.core.throughputs import ThroughputTable, load_table
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.dry_run import format_plan
 from slurm_gavel.daemon.events import RoundEvents
+from slurm_gavel.daemon.ha import ActionRefused, Ha
 from slurm_gavel.daemon.inflight import Inflight
-from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.logs import event, log_ids
 from slurm_gavel.daemon.loop import DaemonLoop
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress import ProgressTracker
@@ -83,8 +85,13 @@ class Daemon:
         out: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
         retried_unreachable: Callable[[], bool] = lambda: False,
+        ha: Ha | None = None,
     ) -> None:
-        """retried_unreachable: True (once) when the backend had to wait for an
+        """ha: active/standby (config ``ha:``, daemon/ha.py): the daemon stands by until
+        it leads, and its backend must ask ha.gate before every action (run.py builds
+        it so). None: the state directory's lock makes it the only daemon.
+
+        retried_unreachable: True (once) when the backend had to wait for an
         unreachable slurmctld since the last call (run.py wires it to the retry sleep
         of SlurmCommands), so outages the backend rode out still make the daemon settle.
 
@@ -122,6 +129,11 @@ class Daemon:
         self._commands_before: int | None = None
         # the rounds, the wait between them, stop and reload (daemon/loop.py)
         self.loop = DaemonLoop(self, self.hooks, clock)
+        self.ha = ha
+        if ha is not None:
+            ha.signal_memory = self.hooks.signal_memory
+            ha.on_deposed = self.loop.step_down
+            self.writer.lead = ha.status
 
     # ---- the loop (daemon/loop.py): what the CLI and its signal handlers call ------------
 
@@ -145,7 +157,16 @@ class Daemon:
     def round_index(self) -> int:
         return self.state.round_index
 
+    def lead(self, stop: threading.Event) -> bool:
+        """Without ha: at once. With it: stand by until this daemon leads (True), or
+        until stopped (False); a standby touches no Slurm and loads no state."""
+        if self.ha is None or self.dry_run:
+            return True
+        return self.ha.wait_to_lead(stop)
+
     def release(self) -> None:
+        if self.ha is not None and not self.dry_run:
+            self.ha.stop(clean=not self.ha.is_deposed() and self.loop.stop_event.is_set())
         self.store.release()
         self._started = False
 
@@ -158,8 +179,12 @@ class Daemon:
         # Import the policy now (cvxpy and friends take seconds): the first round's
         # timing then measures the round, and a broken install fails before any lock.
         get_policy(self.config.policy)
-        if not self.dry_run:
+        if self.ha is not None and not self.dry_run:
+            # Shared with the other hosts' daemons: the lease makes this one the writer.
+            self.store.lead(self.ha.check)
+        elif not self.dry_run:
             self.store.acquire()
+        if not self.dry_run:
             self.store.cleanup_temporaries()
             self.publisher.resolve_privacy(self.config.status_privacy)
         try:
@@ -168,6 +193,7 @@ class Daemon:
             self.store.release()
             raise
         self._started = True
+        self._restore_signals()
         if doc is None:
             event(log, "state_new", state_dir=str(self.config.state_dir))
             return
@@ -188,6 +214,17 @@ class Daemon:
             jobs=len(self.state.jobs),
             inflight=self._inflight.round_index if self._inflight else None,
         )
+
+    def _restore_signals(self) -> None:
+        """Taking over (ha): the checkpoint signals the last leader sent, so that this
+        one neither sends them again nor lets those jobs outrun their grace."""
+        if self.ha is None or self.hooks.signal_memory is None:
+            return
+        sent = self.ha.load_signals()
+        if sent:
+            self.hooks.signal_memory.restore_signals(sent)
+            event(log, "signals_restored", jobs=log_ids(tuple(sorted(sent))),
+                  generation=self.ha.generation)  # fmt: skip
 
     # ---- the tap's hooks (daemon_tap.TapHost) --------------------------------------------
 
@@ -304,13 +341,30 @@ class Daemon:
                 self.writer.failed(e, round_index=report.round_index, acted=True)
             else:
                 self.publisher.admin_comments()
+            self._save_signals()
         self.tap.give_back(report)  # held jobs no round can place go back to Slurm
         return report
+
+    def _save_signals(self) -> None:
+        """ha: the signals still awaiting their job's exit, for the next leader (the
+        gate wrote each ahead of its send; this drops the answered ones)."""
+        if self.ha is None or self.hooks.signal_memory is None:
+            return
+        try:
+            self.ha.save_signals()
+        except ActionRefused:
+            raise
+        except OSError as e:
+            event(log, "ha_signals_not_saved", logging.WARNING, error=str(e)[:300])
 
     def round_safely(self) -> bool:
         """One round with every failure logged and counted; True when it succeeded."""
         try:
             self.round()
+        except ActionRefused:
+            # Deposed (ha.py logged and counted it): nothing more goes to Slurm; the
+            # loop ends this life and the daemon stands by again.
+            return False
         except StateSaveError as e:
             # The pre-round save (the inflight record) failed: nothing was done to
             # Slurm, and nothing will be until a save succeeds (crash safety needs it).

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("slurm_gavel.daemon")
 
+# run()'s exit code when this daemon was deposed (active/standby): the caller starts
+# it again, as a standby, with nothing of this life's memory (commands/run.py).
+STEP_DOWN = 75
+
 
 class LoopHost(Protocol):
     """What the loop asks of the daemon (daemon.Daemon)."""
@@ -33,6 +37,11 @@ class LoopHost(Protocol):
     @property
     def config(self) -> Config:
         """Read each round: a reload replaces it (round_seconds, slurm.retry_*)."""
+        ...
+
+    def lead(self, stop: threading.Event) -> bool:
+        """Before start: stand by until this daemon leads (True; at once without a
+        standby configuration), or until `stop` is set (False)."""
         ...
 
     def start(self) -> None:
@@ -79,6 +88,8 @@ class DaemonLoop:
         self.stop_event = threading.Event()
         self.reload_requested = threading.Event()  # SIGHUP: read the config between rounds
         self._wake = threading.Event()  # ends the wait between rounds early
+        # Set (from any thread) when this daemon may no longer act: it steps down.
+        self.deposed = threading.Event()
 
     def backoff_seconds(self) -> float:
         s = self.host.config.slurm
@@ -89,11 +100,17 @@ class DaemonLoop:
     def run(self, once: bool = False) -> int:
         """Rounds until stop() (or one round with once=True). Returns an exit code."""
         host = self.host
+        if not host.lead(self.stop_event):
+            event(log, "stopping", round=None)
+            return 0
         host.start()
         try:
             while True:
                 t0 = self.clock()
                 ok = host.round_safely()
+                if self.deposed.is_set():
+                    event(log, "stepping_down", logging.WARNING, round=host.round_index())
+                    return STEP_DOWN
                 self.consecutive_failures = 0 if ok else self.consecutive_failures + 1
                 if once:
                     return 0 if ok else 1
@@ -115,6 +132,9 @@ class DaemonLoop:
                 if ok:
                     self.between_rounds()
                 if self._idle(wait):
+                    if self.deposed.is_set() and not self.stop_event.is_set():
+                        event(log, "stepping_down", logging.WARNING, round=host.round_index())
+                        return STEP_DOWN
                     event(log, "stopping", round=host.round_index())
                     return 0
         finally:
@@ -138,7 +158,7 @@ class DaemonLoop:
         between rounds, never during one, and its errors are logged now, not a round later.
         """
         due = time.monotonic() + max(0.0, seconds)
-        while not self.stop_event.is_set():
+        while not self.stop_event.is_set() and not self.deposed.is_set():
             if self.reload_requested.is_set():
                 self.reload_requested.clear()
                 self.host.reload()
@@ -190,6 +210,16 @@ class DaemonLoop:
         logged and saved before the process exits, not killed mid-wait by the service
         manager's stop timeout with nothing logged (issue 26)."""
         self.stop_event.set()
+        self._wake.set()
+        waits = self.hooks.waits
+        if waits is not None:
+            waits.stop_waiting()
+
+    def step_down(self) -> None:
+        """This daemon may no longer act (active/standby: deposed, or its lease
+        lapsed). Called from any thread: the wait between rounds and an act's waits
+        end now, and run() returns STEP_DOWN after the current round."""
+        self.deposed.set()
         self._wake.set()
         waits = self.hooks.waits
         if waits is not None:

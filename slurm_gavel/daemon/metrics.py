@@ -171,6 +171,30 @@ class DaemonMetrics:
             "pre-round save fails the daemon does not act (docs/admin-guide.md, 11)",
             registry=r,
         )
+        # Active/standby (ha:, daemon/lease.py); 0 and absent where there is no standby.
+        self.ha_leader = Gauge(
+            "slurm_gavel_ha_leader",
+            "1 while this daemon leads (acts on Slurm), 0 while it stands by (ha: only)",
+            registry=r,
+        )
+        self.ha_generation = Gauge(
+            "slurm_gavel_ha_generation",
+            "The lease generation (fencing token) this daemon last led or saw (ha: only)",
+            registry=r,
+        )
+        self.ha_takeovers = Counter(
+            "slurm_gavel_ha_takeovers_total",
+            "Times this daemon took the lead, by why: expired (the leader stopped "
+            "renewing), released (it stopped cleanly), never_held (first start)",
+            ["why"],
+            registry=r,
+        )
+        self.ha_refused_actions = Counter(
+            "slurm_gavel_ha_refused_actions_total",
+            "Slurm action batches this daemon refused to issue because it could no longer "
+            "be sure it leads (a late action of a deposed leader, never sent)",
+            registry=r,
+        )
         self.config_reloads = Counter(
             "slurm_gavel_config_reloads_total",
             "Config reloads asked with SIGHUP, by result (applied, refused: the daemon "

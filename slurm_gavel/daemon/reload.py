@@ -51,6 +51,7 @@ RESTART_KEYS = (
     "progress_dir",
     "metrics_port",
     "metrics_address",
+    "ha",
 )
 # Settings the policy's input is built from: a change recomputes the allocation at
 # the next round, even when the job set is the same.

@@ -26,6 +26,7 @@ import errno
 import fcntl
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,26 @@ class StateStore:
         self.lock_path = self.dir / LOCK_FILE
         self.view_path = self.dir / STATUS_FILE
         self._lock_fd: int | None = None
+        # Active/standby (daemon/ha.py): the lease, not the flock, makes the writer;
+        # the guard raises unless this daemon still leads, before every write.
+        self._guard: Callable[[], None] | None = None
+
+    def lead(self, guard: Callable[[], None]) -> None:
+        """Write under a lease rather than the directory's flock: several daemons on
+        several hosts share this directory, one leads, and `guard` (raising when this
+        one no longer surely leads) is asked before every write."""
+        self._guard = guard
+
+    @property
+    def writable(self) -> bool:
+        return self._lock_fd is not None or self._guard is not None
+
+    def _may_write(self, what: str) -> None:
+        if not self.writable:
+            # Only the lock holder writes; two writers would interleave rounds.
+            raise RuntimeError(f"StateStore.{what}() called without holding the lock")
+        if self._guard is not None:
+            self._guard()
 
     # ---- lock ------------------------------------------------------------------------
 
@@ -109,6 +130,7 @@ class StateStore:
         self._lock_fd = fd
 
     def release(self) -> None:
+        self._guard = None
         if self._lock_fd is None:
             return
         # Truncate before unlocking so a reader never sees our pid after we let go.
@@ -157,9 +179,7 @@ class StateStore:
 
         Raises StateSaveError, naming the file and the cause, when the file system
         refuses; the previous state.json is then left as it was."""
-        if self._lock_fd is None:
-            # Only the lock holder writes; two writers would interleave rounds.
-            raise RuntimeError("StateStore.save() called without holding the lock")
+        self._may_write("save")
         doc = {"format": STATE_FORMAT, **state}
         # Compact on purpose: json's C encoder only runs without indent; indented, the
         # state of 5,000 jobs (~2 MB) took ~1 s per save, twice a round (benchmarks/
@@ -177,8 +197,7 @@ class StateStore:
     def save_view(self, view: dict[str, Any]) -> None:
         """Write the public view (status.json, world-readable) atomically. Raises
         StateSaveError like save(); the private state is saved first and stands."""
-        if self._lock_fd is None:
-            raise RuntimeError("StateStore.save_view() called without holding the lock")
+        self._may_write("save_view")
         data = json.dumps(view, separators=(",", ":")).encode()  # ensure_ascii
         try:
             self._write_file(data, self.view_path, mode=0o644)

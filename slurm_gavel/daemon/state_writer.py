@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from slurm_gavel.core.cluster_model import ClusterSnapshot
@@ -41,6 +42,8 @@ class StateWriter:
         self.started_at = time.time()
         self.failed_saves = 0  # in a row, since the last save that worked
         self.mold_counts = LastCounts()  # each moldable job's last run's GPUs (mold_view.py)
+        # ha: the lead (holder, generation) each saved state records (daemon/ha.py)
+        self.lead: Callable[[], dict[str, Any]] | None = None
 
     def save(
         self,
@@ -77,6 +80,8 @@ class StateWriter:
             progress,
             notices,
         )
+        if self.lead is not None:
+            doc["ha"] = self.lead()
         self.store.save(doc)
         if publish:
             self.publisher.save_view(doc)

@@ -38,6 +38,8 @@ HOOK_NAMES = {
     "refused_held",
     "run_ends",
     "stop_waiting",
+    "signals",
+    "restore_signals",
 }
 
 
@@ -73,6 +75,12 @@ class Every:
     def stop_waiting(self) -> None:
         pass
 
+    def signals(self) -> dict[str, float]:
+        return {}
+
+    def restore_signals(self, sent: Mapping[str, float]) -> None:
+        pass
+
     def set_admin_comments(self, texts: Mapping[str, str]) -> dict[str, str]:
         return {}
 
@@ -84,7 +92,7 @@ class Every:
         return 12
 
 
-def test_the_protocols_declare_the_thirteen_hooks_the_daemon_calls():
+def test_the_protocols_declare_the_fifteen_hooks_the_daemon_calls():
     names = [n for proto in HOOK_PROTOCOLS for n in hook_members(proto)]
     assert sorted(names) == sorted(HOOK_NAMES)  # each once
 

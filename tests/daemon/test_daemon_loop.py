@@ -29,6 +29,9 @@ class Host:
         self.loop: DaemonLoop | None = None
         self.on_round = lambda: None
 
+    def lead(self, stop: threading.Event) -> bool:
+        return not stop.is_set()  # a single daemon (no ha:) leads at once
+
     def start(self) -> None:
         self.calls.append("start")
 

@@ -38,6 +38,7 @@ from slurm_gavel.backends.slurm.admin_comment import comment_orders
 from slurm_gavel.backends.slurm.arrays import expand_tasks
 from slurm_gavel.backends.slurm.eligibility import HeldBack
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
+from slurm_gavel.backends.slurm.fenced import FencedTransport, Gate
 from slurm_gavel.backends.slurm.giveback import give_back_orders, refused_held
 from slurm_gavel.backends.slurm.old_runs import DEFAULT_KILL_WAIT_S, MARGIN_S, OldRuns
 from slurm_gavel.backends.slurm.preemption import Preemption
@@ -77,6 +78,7 @@ class SlurmBackend(Generic[Transport]):
         clock: Callable[[], float] = time.time,
         old_run_clear_s: float | None = None,
         fresh_run_s: float = 0.0,
+        gate: Gate | None = None,
     ) -> None:
         """managed_partitions: None manages every partition.
         grace_s: a job's grace when its comment asks none (grace=); max_grace_s caps an
@@ -89,13 +91,18 @@ class SlurmBackend(Generic[Transport]):
         (its script may not handle the signal yet); it is preempted a round later. The
         daemon passes FRESH_RUN_S, or half its round where that is shorter (run.py).
         old_run_clear_s: how long Slurm may take to kill a run found on a returning
-        node (None: KillWait + a margin, read from Slurm when first needed)."""
+        node (None: KillWait + a margin, read from Slurm when first needed).
+        gate: asked before every action (fenced.py; the active/standby daemon's
+        leadership check); None: every action goes out."""
         self.transport = transport
+        # What changes jobs goes through `acts`: the transport, behind the gate if any.
+        self.acts: SlurmTransport = transport if gate is None else FencedTransport(transport, gate)
+        self.grace_cap_s = max(grace_s, grace_s if max_grace_s is None else max_grace_s)
         self.managed_partitions = None if managed_partitions is None else set(managed_partitions)
         self.wait_for_preempted = wait_for_preempted
         self.clock = clock
         self.preemption = Preemption(
-            transport,
+            self.acts,
             grace_s=grace_s,
             max_grace_s=max_grace_s,
             checkpoint_signal=checkpoint_signal,
@@ -206,7 +213,7 @@ class SlurmBackend(Generic[Transport]):
         if not orders:
             return jobs, [], set()
         failed: dict[JobId, str] = {}
-        self.transport.relabel(orders, failed)
+        self.acts.relabel(orders, failed)
         notes = [f"job {j}: its owner's requeuehold not marked hold=user: {why}"
                  for j, why in failed.items()]  # fmt: skip
         marked = {o.job_id: o.comment for o in orders if o.job_id not in failed}
@@ -258,7 +265,7 @@ class SlurmBackend(Generic[Transport]):
         with ThreadPoolExecutor(1, thread_name_prefix="gavel-signal") as pool:
             beside = pool.submit(pre.signal, view, to_signal, signal_failed) if to_signal else None
             if plan.hold:
-                self.transport.hold(plan.hold, failed)
+                self.acts.hold(plan.hold, failed)
             started = self._start(plan.starts, failed)
         signalled = beside.result() if beside is not None else []
         failed.update(signal_failed)
@@ -297,12 +304,12 @@ class SlurmBackend(Generic[Transport]):
         if not orders:
             return []
         assert self.view is not None
-        self.transport.place(orders, self.view.nodes, failed)
+        self.acts.place(orders, self.view.nodes, failed)
         placed = [o.job_id for o in orders if o.job_id not in failed]
         if not placed:
             return []
         self.preemption.wait_out_requeue_second(self.view, placed)
-        self.transport.release(placed, failed)
+        self.acts.release(placed, failed)
         return [j for j in placed if j not in failed]
 
     def _not_released_already(self, plan: ActPlan, view: SlurmView) -> list[StartOrder]:
@@ -366,6 +373,26 @@ class SlurmBackend(Generic[Transport]):
         logged and saved before the process exits."""
         self.preemption.stopping.set()
 
+    # --- the signals sent, across daemons (active/standby) -------------------------------
+
+    def signals(self) -> dict[JobId, float]:
+        """The jobs signalled and not yet seen gone or requeue-held -> when (this
+        backend's clock: wall time). What a daemon taking over needs so that it
+        neither signals them again nor leaves them running past their grace."""
+        return dict(self.preemption.signal_sent)
+
+    def restore_signals(self, sent: Mapping[JobId, float]) -> None:
+        """Signals another daemon sent (signals()): each job is told already, and its
+        grace ends at its signal plus the longest grace a job may get (its comment's
+        ask is read only once observed; never sooner than it could have been told)."""
+        pre = self.preemption
+        for j, t in sent.items():
+            if j in pre.signal_sent:
+                continue
+            pre.signal_sent[j] = t
+            pre.signalled[j] = t + self.grace_cap_s
+            pre.stopped_runs.add(j)
+
     @property
     def checkpoint_waits(self) -> dict[JobId, float]:
         """The last act's signalled jobs -> seconds until each left (metrics)."""
@@ -387,7 +414,7 @@ class SlurmBackend(Generic[Transport]):
         orders = give_back_orders(dict(reasons), self._jobs_seen, scales)
         failed: dict[JobId, str] = {}
         if orders:
-            self.transport.relabel(orders, failed)
+            self.acts.relabel(orders, failed)
             # A job its owner holds stays held, now a plain job its owner may release.
             relabelled = [
                 o.job_id
@@ -395,7 +422,7 @@ class SlurmBackend(Generic[Transport]):
                 if o.job_id not in failed and not held_by_owner(self._jobs_seen[o.job_id].comment)
             ]
             if relabelled:
-                self.transport.release(relabelled, failed)
+                self.acts.release(relabelled, failed)
             # no longer the daemon's (a plain comment now): not watched for its end,
             # which would be reported as a managed job gone unseen (add_vanished)
             for o in orders:
@@ -408,7 +435,7 @@ class SlurmBackend(Generic[Transport]):
         those that failed, with why."""
         failed: dict[JobId, str] = {}
         for order in comment_orders(texts):
-            self.transport.admin_comment(order, failed)
+            self.acts.admin_comment(order, failed)
         return failed
 
     @property
