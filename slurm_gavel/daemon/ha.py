@@ -87,6 +87,7 @@ class Ha:
         self.on_deposed: Callable[[], None] = lambda: None  # the loop's step-down
         self.signal_memory: SignalMemory | None = None  # the backend's (Daemon wires it)
         self._told_deposed = False
+        self._beat_failing = False
 
     @property
     def generation(self) -> int:
@@ -129,12 +130,18 @@ class Ha:
         return False
 
     def _heartbeat(self, leader: str | None) -> None:
+        """Write this standby's heartbeat (for `status`); a failure is logged once
+        until a write succeeds again."""
         try:
             self.files.heartbeat(
                 self.holder, {"holder": self.holder, "at": self.wall(), "leader": leader}
             )
         except OSError as e:
-            event(log, "ha_heartbeat_failed", logging.WARNING, error=str(e)[:300])
+            if not self._beat_failing:
+                event(log, "ha_heartbeat_failed", logging.WARNING, error=str(e)[:300])
+            self._beat_failing = True
+        else:
+            self._beat_failing = False
 
     def _led(self) -> None:
         self.files.drop_heartbeat(self.holder)

@@ -164,6 +164,7 @@ class SlurmBackend(Generic[Transport]):
             layouts=self._layouts,
         )
         self.held_back.observe(self.view.managed, now)
+        self.preemption.forget_reruns(self.view.managed)
         self.run_ends = self._run_ends.ended(
             before, self.view.managed, now, signalled=signalled,
             requeue_held=self.preemption.requeue_held, owners=owners,

@@ -81,6 +81,19 @@ class Preemption:
         # Set when the daemon stops (SlurmBackend.stop_waiting): the act's waits end now.
         self.stopping = threading.Event()
 
+    def forget_reruns(self, managed: Mapping[JobId, SlurmJob]) -> None:
+        """Forget the signals of jobs that run again since: a run that began after the
+        signal never got it (a signalled run is older than fresh_run_s, so its start is
+        a second or more before the signal). Such an entry comes from another daemon
+        (signals restored at a takeover, saved before the job was seen to leave); it
+        would otherwise requeue-hold the new run at the old signal's grace end."""
+        for j, sent in list(self.signal_sent.items()):
+            sj = managed.get(j)
+            if sj is not None and sj.state in RUNNING_STATES and sj.start_time > sent - 1.0:
+                del self.signal_sent[j]
+                self.signalled.pop(j, None)
+                self.stopped_runs.discard(j)
+
     def observed(self, now: float) -> None:
         """A new observe: forget the requeue seconds that no release can still meet."""
         self.requeued_at = {j: t for j, t in self.requeued_at.items() if now - t < 5}
