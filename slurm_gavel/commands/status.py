@@ -34,6 +34,7 @@ from slurm_gavel.commands.status_fields import (
     table,
 )
 from slurm_gavel.commands.status_rows import row_lines
+from slurm_gavel.daemon.lease import ha_status
 from slurm_gavel.daemon.state_store import StateStore
 from slurm_gavel.daemon.status_d import read_view
 from slurm_gavel.daemon.status_private import empty_user_view
@@ -129,6 +130,9 @@ def load_view(directory: Path) -> tuple[dict[str, Any], list[str]]:
         )
     alive = store.daemon_alive()
     view["daemon"]["alive_pid"] = alive
+    lead = ha_status(directory, time.time())
+    if lead is not None:  # active/standby: the lease says who leads, not the lock
+        view["ha"] = lead
     saved = view.get("saved_at")
     round_s = view["daemon"].get("round_seconds") or 0
     if saved and round_s and time.time() - saved > 3 * round_s + 60:
@@ -233,6 +237,9 @@ def format_status(
     saved = view.get("saved_at")
     ago = f", state saved {_ago(now - saved)} ago" if saved else ""
     lines = [f"daemon {alive}; round {view['round']}, policy {view.get('policy')}{ago}"]
+    if view.get("ha") is not None:
+        lines[0] = f"round {view['round']}, policy {view.get('policy')}{ago}"
+        lines += ha_lines(view["ha"])
     if view.get("interrupted_round") is not None:
         # The daemon saves before it acts: with the daemon alive that is a round under
         # way, not one that was cut short.
@@ -257,6 +264,27 @@ def format_status(
     lines += row_lines(view["jobs"])
     lines += status_lines(view["jobs"])
     return "\n".join(lines) + "\n"
+
+
+def ha_lines(ha: dict[str, Any]) -> list[str]:
+    """The lead and the standbys (active/standby), one line each."""
+    if ha.get("error"):
+        return [f"leader unknown: {ha['error']}"]
+    lines = []
+    lead = ha.get("leader")
+    if lead is None:
+        lines.append(f"leader: none recorded (generation {ha.get('generation')})")
+    else:
+        state = "released" if lead["released"] else "expired" if lead["expired"] else "held"
+        lines.append(
+            f"leader {lead['holder']} (generation {lead['generation']}): lease {state}, "
+            f"renewed {_ago(max(0.0, lead['renewed_ago_s']))} ago (lease {lead['lease_s']:g}s)"
+        )
+    for sb in ha.get("standbys") or []:
+        lines.append(f"standby {sb['holder']}: seen {_ago(max(0.0, sb['seen_ago_s']))} ago")
+    if not ha.get("standbys"):
+        lines.append("no standby: nothing takes over if the leader stops")
+    return lines
 
 
 def _ago(seconds: float) -> str:

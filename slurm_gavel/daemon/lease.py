@@ -375,3 +375,33 @@ class Leadership:
         self.role = Role.DEPOSED
         self.why_deposed = "released at stop"
         return True
+
+
+def ha_status(shared_dir: Path, now: float) -> dict[str, Any] | None:
+    """What `slurm-gavel status` shows of the lead: None where the directory has no
+    ``ha/`` (a single daemon). Ages are by the holder's clock against this host's:
+    a display, never a decision."""
+    files = HaFiles(shared_dir)
+    if not files.dir.is_dir():
+        return None
+    try:
+        rec = parse_lease(files.read_lease())
+        generation = files.highest_claim()
+    except OSError as e:
+        return {"error": f"{files.dir}: {e.strerror or e}"}
+    leader = None
+    if rec is not None:
+        leader = {
+            "holder": rec.holder,
+            "generation": rec.generation,
+            "lease_s": rec.lease_s,
+            "renewed_ago_s": round(now - rec.renewed_at, 1),
+            "released": rec.released,
+            "expired": rec.released or now - rec.renewed_at > rec.lease_s,
+        }
+    standbys = [
+        {"holder": h["holder"], "seen_ago_s": round(now - h["at"], 1)}
+        for h in files.read_heartbeats()
+        if rec is None or h["holder"] != rec.holder
+    ]
+    return {"generation": generation, "leader": leader, "standbys": standbys}

@@ -224,3 +224,38 @@ def test_day_one_steps_of_silent_jobs_count_on_unmeasured_types(tmp_path, capsys
         assert sum(j["received_s"].values()) == pytest.approx(120.0)  # two rounds credited
         # estimated at the last round's observe, when one round (60 s) was credited
         assert j["steps_done"] == pytest.approx(60.0 * blind)
+
+
+def test_with_a_standby_status_names_the_leader_the_standbys_and_the_lease_age(
+    state_dir, tmp_path, capsys
+):
+    import shutil
+    import time
+
+    from slurm_gavel.daemon.lease import HaFiles, LeaseRecord
+
+    d = tmp_path / "shared"
+    shutil.copytree(state_dir[0], d)
+    files = HaFiles(d)
+    files.ensure()
+    assert files.claim(1, "a:1:x") and files.claim(2, "b:2:y")
+    files.write_lease(LeaseRecord("b:2:y", 2, 9, time.time() - 4, 30.0))
+    files.heartbeat("c:3:z", {"holder": "c:3:z", "at": time.time() - 2})
+    (files.standbys / "evil.json").write_text('{"holder": "\\u001b[2Jx", "at": 1}')
+    assert main(["status", "--state-dir", str(d)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("round 3, policy max_min_fairness")  # no lock: no "not running"
+    assert out[1].startswith("leader b:2:y (generation 2): lease held, renewed 4s ago")
+    assert out[2] == "standby c:3:z: seen 2s ago"
+    assert not any("\x1b" in line for line in out)
+    assert main(["status", "--state-dir", str(d), "--json"]) == 0
+    ha = json.loads(capsys.readouterr().out)["ha"]
+    assert ha["generation"] == 2 and ha["leader"]["holder"] == "b:2:y"
+    assert not ha["leader"]["expired"] and [s["holder"] for s in ha["standbys"]] == ["c:3:z"]
+    # the leader gone quiet: its lease shows expired, and no standby is a warning line
+    files.write_lease(LeaseRecord("b:2:y", 2, 9, time.time() - 45, 30.0))
+    files.drop_heartbeat("c:3:z")
+    assert main(["status", "--state-dir", str(d)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "lease expired, renewed 45s ago" in out[1]
+    assert out[2] == "no standby: nothing takes over if the leader stops"
