@@ -95,30 +95,30 @@ def parse_lease(data: bytes | None) -> LeaseRecord | None:
         return None
     if not isinstance(doc, dict) or doc.get("format") != LEASE_FORMAT:
         return None
-    holder = doc.get("holder")
-    gen, renewals = doc.get("generation"), doc.get("renewals")
-    at, lease_s, released = doc.get("renewed_at"), doc.get("lease_s"), doc.get("released", False)
+    holder, released = doc.get("holder"), doc.get("released", False)
+    gen, renewals = _whole(doc.get("generation")), _whole(doc.get("renewals"))
+    at, lease_s = _number(doc.get("renewed_at")), _number(doc.get("lease_s"))
     if not isinstance(holder, str) or not _HOLDER.fullmatch(holder):
         return None
-    if not all(_whole(v) for v in (gen, renewals)) or not 0 <= gen <= MAX_GENERATION:
+    if gen is None or not 0 <= gen <= MAX_GENERATION:
         return None
-    if not 0 <= renewals <= 10**15:
+    if renewals is None or not 0 <= renewals <= 10**15:
         return None
-    if not all(_number(v) for v in (at, lease_s)) or not 0 < lease_s <= 86400:
+    if at is None or lease_s is None or not 0 < lease_s <= 86400:
         return None
     if not isinstance(released, bool):
         return None
-    return LeaseRecord(holder, gen, renewals, float(at), float(lease_s), released)
+    return LeaseRecord(holder, gen, renewals, at, lease_s, released)
 
 
-def _whole(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _whole(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _number(v: Any) -> bool:
-    return (
-        isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) < 1e12
-    )  # v == v: not NaN
+def _number(v: Any) -> float | None:
+    """A finite number of sane size (not NaN, not a bool), else None."""
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and v == v and abs(v) < 1e12
+    return float(v) if ok else None
 
 
 class HaFiles:
@@ -198,11 +198,11 @@ class HaFiles:
                     doc = json.loads(f.read(4096))
             except (OSError, ValueError, UnicodeDecodeError):
                 continue
-            holder, at = doc.get("holder") if isinstance(doc, dict) else None, None
-            if isinstance(doc, dict):
-                at = doc.get("at")
-            if isinstance(holder, str) and _HOLDER.fullmatch(holder) and _number(at):
-                out.append({"holder": holder, "at": float(at)})
+            if not isinstance(doc, dict):
+                continue
+            holder, at = doc.get("holder"), _number(doc.get("at"))
+            if isinstance(holder, str) and _HOLDER.fullmatch(holder) and at is not None:
+                out.append({"holder": holder, "at": at})
         return out
 
 
