@@ -102,7 +102,10 @@ class Ha:
         """Stand by until this daemon claims the lead (True) or `stop` is set (False).
         Touches the shared directory only: the lease, the claims and a heartbeat."""
         self.metrics.ha_leader.set(0)
-        self.files.ensure()
+        try:
+            self.files.ensure()
+        except OSError as e:  # a read-only or absent mount: look anyway, say why
+            event(log, "ha_shared_dir_unwritable", logging.WARNING, error=str(e)[:300])
         event(log, "ha_standby", holder=self.holder, lease_s=self.config.lease_seconds,
               shared_dir=str(self.config.shared_dir))  # fmt: skip
         failing = False
