@@ -130,9 +130,10 @@ def run(args: argparse.Namespace) -> int:
         starts as a standby, with nothing of the old one's memory but the config."""
         ha = Ha(cfg.ha, metrics, holder=holder) if standby and cfg.ha is not None else None
         watch = RetryWatch()
+        backend = build_backend(cfg, watch) if ha is None else build_backend(cfg, watch, ha.gate)
         d = Daemon(
             cfg,
-            build_backend(cfg, watch, gate=ha.gate if ha is not None else None),
+            backend,
             dry_run=args.dry_run,
             retried_unreachable=watch.take,
             metrics=metrics,

@@ -171,3 +171,12 @@ def test_sighup_reloads_the_config_and_sigterm_still_stops(tmp_path, sim, capsys
     assert reloaded["policy"] == "fifo" and reloaded["changed"] == "policy"
     assert names.index("config_reloaded") < names.index("stopping")
     assert names.count("round") == 1  # the reload did not start a round
+
+
+def test_once_with_a_standby_configuration_is_refused(tmp_path, sim, capsys):
+    p = tmp_path / "gavel.yaml"
+    p.write_text(f"partitions: [gpu]\nha: {{shared_dir: {tmp_path / 'shared'}}}\n")
+    assert main(["run", "--config", str(p), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "--once cannot be used with ha:" in err and err.count("\n") == 1
+    assert not (tmp_path / "shared").exists()
