@@ -41,9 +41,12 @@ LAYERS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("slurm_gavel.testing",): ("slurm_gavel.daemon", "slurm_gavel.simulate", *OUTER),
     ("slurm_gavel",): ("slurm_gavel_dev",),
 }
-# InputError lives in the job library so that it imports without the rest of the
-# package (errors.py); the module is the exception class and nothing else.
-ALLOWED = ("slurm_gavel.job._errors",)
+# Nothing crosses a layer's wall, not even an exception class.
+ALLOWED: tuple[str, ...] = ()
+# The one module of the job library the scheduler imports: the progress report's format,
+# which jobs write and the daemon reads (a contract between the two, not the scheduler's
+# identity: its version and error types are its own).
+SHARED_WITH_JOBS = ("slurm_gavel.job.progress",)
 # Packages installed alone, without the rest of slurm_gavel: they import nothing of it
 # outside themselves (not even slurm_gavel/__init__.py). The job library is the
 # slurm-gavel-job distribution (jobpkg/) that training nodes install on its own; the
@@ -189,6 +192,21 @@ def test_the_job_library_imports_nothing_of_slurm_gavel_outside_it() -> None:
     assert "slurm_gavel.job.loop" in graph
     found = [chain for package in STANDALONE for chain in escapes(graph, package)]
     assert not found, "a package installed alone imports the rest:\n" + "\n".join(found)
+
+
+def test_the_scheduler_takes_only_the_report_format_from_the_job_library() -> None:
+    graph = import_graph(modules(["slurm_gavel", "slurm_gavel_dev"]))
+    assert "slurm_gavel.daemon.spool" in graph
+    found = sorted(
+        f"{dep} <- {module}"
+        for module, deps in graph.items()
+        if not _in(module, STANDALONE)
+        for dep in deps
+        if _in(dep, STANDALONE) and dep not in SHARED_WITH_JOBS
+    )
+    assert not found, "the scheduler imports the job library beyond its reports:\n" + "\n".join(
+        found
+    )
 
 
 def test_the_standalone_rule_sees_a_job_module_import_the_core(tmp_path: Path) -> None:
