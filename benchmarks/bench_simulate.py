@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "--row-spread",
         type=float,
         default=None,
-        help="SIGMA: every job its own true row (simulate --row-spread; issue 27's case: 0.3)",
+        help="SIGMA: every job its own true row (simulate --row-spread; 0.3 in the learning runs)",
     )
     p.add_argument(
         "--knowledge",

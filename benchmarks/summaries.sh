@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The simulator's summaries on the benchmark cases, for a refactor that must not change
-# behaviour (issue 15): run it on the commit before and the commit after, then compare.
+# behaviour: run it on the commit before and the commit after, then compare.
 #
 #   bash benchmarks/summaries.sh OUT_BEFORE [CHECKOUT]   # CHECKOUT: an older worktree
 #   bash benchmarks/summaries.sh OUT_AFTER

@@ -127,7 +127,7 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 		return true;
 	}
 	if (GAVEL_KEY("scale") && memchr(val, '-', val_n)) {
-		/* a range MIN-MAX (issue 25: moldable), each a grammar integer 1..1024 */
+		/* a range MIN-MAX (moldable), each a grammar integer 1..1024 */
 		const char *dash = memchr(val, '-', val_n);
 		size_t lo_n = (size_t)(dash - val);
 		long long lo, hi;
@@ -154,7 +154,7 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 	}
 	if (GAVEL_KEY("hold")) {
 		/* hold=user: held by its owner (sbatch --hold, scontrol hold/uhold), written
-		 * by job_submit.lua; the daemon never places such a job (issue 26) */
+		 * by job_submit.lua; the daemon never places such a job */
 		if (val_n != 4 || memcmp(val, "user", 4) != 0) {
 			snprintf(why, why_size, "hold=%.*s must be hold=user (or leave it out)",
 				 val_n > 40 ? 40 : (int)val_n, val);

@@ -69,7 +69,7 @@ SPANK_PLUGIN(slurm_gavel, 1);
 enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR, OPT_STEPS, OPT_GRACE, OPT_GAVEL };
 
 static char job_type[MAX_VALUE];
-static bool opted_in; /* --gavel: managed without naming a type (issue 27) */
+static bool opted_in; /* --gavel: managed without naming a type */
 static char scale[32];
 static char priority[32];
 static char steps[32];
@@ -466,7 +466,7 @@ static int refuse_submit(void)
 /*
  * An interactive job (salloc, or srun outside a job: both make an allocation with no
  * batch script) cannot be managed: the daemon preempts a job by signalling its batch
- * script to checkpoint and requeueing it (issue 26). job_submit.lua refuses one on the
+ * script to checkpoint and requeueing it. job_submit.lua refuses one on the
  * controller; this refuses it here, before anything is sent, with the same reason.
  * sbatch and salloc both run in the allocator context: the program's name tells them
  * apart (a renamed salloc still meets the Lua).

@@ -64,7 +64,7 @@ def test_c_grammar_names_the_problem(harness):
     )
     assert "above the cap 1 set by the admin" in got["w"][1]
     assert "must open the comment" in got["s"][1]
-    assert got["n"] == ("managed", "")  # no type: a managed job (issue 27)
+    assert got["n"] == ("managed", "")  # no type: a managed job
     assert "scale=1e0 must be a whole number from 1 to 1024" in got["t"][1]
 
 

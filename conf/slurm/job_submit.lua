@@ -88,7 +88,7 @@ local function check_value(key, v)
          return "the job type starts or ends with a space"
       end
    elseif key == "scale" and string.find(v, "-", 1, true) then
-      -- a range MIN-MAX (issue 25: moldable), each a grammar integer 1..MAX_SCALE
+      -- a range MIN-MAX (moldable), each a grammar integer 1..MAX_SCALE
       local lo, hi = string.match(v, "^([^-]*)%-([^-]*)$")
       local a, b = lo and parse_integer(lo), hi and parse_integer(hi)
       if a == nil or b == nil or a < 1 or b > MAX_SCALE or a > b then
@@ -203,7 +203,7 @@ end
 -- The daemon preempts a job by signalling its batch script to checkpoint and requeueing
 -- it (`scontrol requeuehold`), so a managed job is a batch job that may be requeued.
 -- * salloc, and srun outside an allocation, have no batch script (job_desc.script is
---   nil): placed, such a job could never be preempted (issue 26);
+--   nil): placed, such a job could never be preempted;
 -- * --no-requeue (job_desc.requeue 0; unset is NO_VAL16) asks what preemption undoes:
 --   refused rather than silently turned into Requeue=1.
 -- * a heterogeneous job (`sbatch ... : ...`, #SBATCH hetjob; job_desc.het_job_offset is
@@ -408,7 +408,7 @@ local function set(value)
    return value ~= nil and value ~= slurm.NO_VAL and value ~= slurm.NO_VAL64
 end
 
--- A user's hold is the user's (issue 26): the owner's `scontrol hold`/`uhold` of a
+-- A user's hold is the user's: the owner's `scontrol hold`/`uhold` of a
 -- managed job adds hold=user to its comment (`sbatch --hold` too: slurm_job_submit),
 -- and the daemon never places a job so marked; the owner's `scontrol release` of a job
 -- so marked removes the key and leaves the job held, now by the daemon, which places

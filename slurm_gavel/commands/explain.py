@@ -6,7 +6,7 @@ AdminComment), then the figures behind it: its allocation per GPU type, the
 time it received on each since the allocation was computed, its priority there
 (Gavel's: allocation / share of time received; the mechanism fills each type's
 GPUs in priority order) and its deficit (allocation x elapsed - received), and
-the job's own throughput row (issue 27): each cell measured, prior, estimated or
+the job's own throughput row: each cell measured, prior, estimated or
 type-blind, with the seconds of measurement behind it.
 """
 

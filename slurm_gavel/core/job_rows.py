@@ -1,4 +1,4 @@
-"""Each job's own throughput row (issue 27): a prior, replaced cell by cell by what that
+"""Each job's own throughput row: a prior, replaced cell by cell by what that
 job was measured doing.
 
 A job's row is its steps/s on every GPU type of the cluster at its scale factor. It

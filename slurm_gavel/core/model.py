@@ -43,7 +43,7 @@ class Job:
     # Seconds each restart of this job costs (checkpoint + restore), where the trace
     # says so (its `overhead` column); None: the simulator's per-type or global figure.
     restart_overhead: float | None = None
-    # Moldable (issue 25): the GPU counts it may run at, (min, max); None: only
+    # Moldable: the GPU counts it may run at, (min, max); None: only
     # scale_factor. Its count is chosen at each (re)start (core/moldable.py), and the
     # round sees the job with scale_factor set to it (core/mold_round.py).
     scale_range: tuple[int, int] | None = None

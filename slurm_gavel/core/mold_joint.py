@@ -1,4 +1,4 @@
-"""The moldable count chosen inside the LP (``moldable_lp``, issue 25; docs/design.md
+"""The moldable count chosen inside the LP (``moldable_lp``; docs/design.md
 §1.2.2): an alternative to moldable.py's least-first + grow-into-idle choice.
 
 Every job the round allocates (rigid ones at their one count) goes into one max-min LP

@@ -1,4 +1,4 @@
-"""The round's side of moldable jobs (issue 25): each job with a GPU range is handed to
+"""The round's side of moldable jobs: each job with a GPU range is handed to
 the rest of the round at the count chosen for it (core/moldable.py), as a Job whose
 scale_factor is that count.
 

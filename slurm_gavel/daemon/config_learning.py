@@ -1,5 +1,5 @@
 """The daemon config's ``learning:`` section: whose throughput rows the rounds use and
-what a job's own progress reports may move (issue 27; core/job_rows.py, row_trust.py).
+what a job's own progress reports may move (core/job_rows.py, row_trust.py).
 
     learning:
       knowledge: learned      # learned (default): each job's own row, from its prior

@@ -1,4 +1,4 @@
-"""What `status` and `explain` show of a moldable job (issue 25): its GPU range, the
+"""What `status` and `explain` show of a moldable job: its GPU range, the
 count of its run (or of its next start) and why the round chose that count.
 
 The record (``moldable`` of a job in the state document and the public view) holds

@@ -1,4 +1,4 @@
-"""Pair cells learned from the progress reports of jobs that share a GPU (issue 17).
+"""Pair cells learned from the progress reports of jobs that share a GPU.
 
 A pair cell holds each job's steps/s while two jobs share GPUs (throughputs.py). The
 daemon learns one *side* of it at a time: "job type A's rate when paired with B on

@@ -1,4 +1,4 @@
-"""What each restart of a job really costs, measured live (issue 25).
+"""What each restart of a job really costs, measured live.
 
 A restart on Slurm is: the checkpoint signal until the job leaves its GPUs (the
 backend times it: ``checkpoint_waits``), the requeue and the wait for Slurm to start

@@ -1,4 +1,4 @@
-"""Each managed job's own throughput row as `status` and `explain` show it (issue 27):
+"""Each managed job's own throughput row as `status` and `explain` show it:
 per GPU type its steps/s, what backs the figure (measured, prior, estimated,
 type-blind) and how many seconds on that type back a measurement."""
 

@@ -102,7 +102,7 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             # sharing GPUs: {partner, partner_type, estimate: its pair cell is not
             # measured}; None when not sharing
             "pair_cell": v.get("pair_cell"),
-            # the job's own row (issue 27; daemon/row_view.py): {GPU type: {steps_per_s,
+            # the job's own row (daemon/row_view.py): {GPU type: {steps_per_s,
             # backed_by: measured|prior|estimate|unmeasured: type-blind, seconds}}
             "throughput": v.get("throughput"),
             # a moldable job's range, count and why (daemon/mold_view.py); None if rigid

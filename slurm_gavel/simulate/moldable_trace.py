@@ -1,5 +1,5 @@
 """``simulate --moldable``: GPU ranges for trace jobs that name none, and what the summary
-says of the counts the round chose (issue 25).
+says of the counts the round chose.
 
 The rule (EXPERIMENTS.md): a job of n GPUs may run at n/2 .. 2n GPUs (at least 1, at
 most the largest count the table has for its job type, never below n's own upper

@@ -110,7 +110,7 @@ def _check_job(
 
 
 def _scale(text: str, where: str) -> tuple[int, tuple[int, int] | None]:
-    """The scale_factor field: N GPUs, or MIN-MAX for a moldable job (issue 25), which
+    """The scale_factor field: N GPUs, or MIN-MAX for a moldable job, which
     then has scale_factor MIN (what a scheduler that does not mold runs it at)."""
     try:
         r = parse_range(text)

@@ -1,4 +1,4 @@
-"""`report`: restarts per job and GPU-hours lost to restarts (issue 25)."""
+"""`report`: restarts per job and GPU-hours lost to restarts."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Solver output never reaches stdout: `allocate --json` and `simulate --json -` print
-exactly one JSON document there, for every policy (issue 26).
+exactly one JSON document there, for every policy.
 
 highspy 1.16 prints its banner from C++ to file descriptor 1 the first time a
 ``highspy.Highs`` is made in a process (slurm_gavel/policies/solvers/quiet.py), so

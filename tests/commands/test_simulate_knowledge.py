@@ -1,4 +1,4 @@
-"""`slurm-gavel simulate --knowledge` and `--row-spread` (issue 27)."""
+"""`slurm-gavel simulate --knowledge` and `--row-spread`."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def state_dir(tmp_path_factory):
     jobs = [Job(str(i), TYPES[i % 3], 1 + (i == 3), total_steps=1e7) for i in range(1, 7)]
     jobs.append(Job("7", "Not A Table Type"))
     # table knowledge: job 7's type, unknown to the table, is skipped (with learned
-    # knowledge, the default since issue 27, it would run on an estimated row)
+    # knowledge, the default, it would run on an estimated row)
     daemon = run_daemon(d, jobs, learning={"knowledge": "table"})
     return d, daemon
 

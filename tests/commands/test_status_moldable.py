@@ -1,4 +1,4 @@
-"""`status` and `explain` for moldable jobs (issue 25): the GPU range, the count the run
+"""`status` and `explain` for moldable jobs: the GPU range, the count the run
 got (or the next start will get) and why, in text and --json, from a daemon that ran
 rounds on a simulated cluster (v100:1x2,k80:1x2: no GPU type has more than 2 GPUs).
 And hostile: the view shows only whole numbers and fixed codes of the record."""

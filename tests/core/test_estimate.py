@@ -113,7 +113,7 @@ def test_observation_from_a_progress_report() -> None:
     assert Observation.from_report({**rep, "job_type": None}, "v100", 1) is None
 
 
-# ---- hostile observations (issue 12: reports are written by users) -------------------------
+# ---- hostile observations (reports are written by users) -------------------------
 
 
 @pytest.mark.hostile

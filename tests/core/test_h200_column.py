@@ -1,4 +1,4 @@
-"""The shipped gavel-osdi2020-h200.json (issue 27): Gavel's table plus an h200 column,
+"""The shipped gavel-osdi2020-h200.json: Gavel's table plus an h200 column,
 measured cells from the H200 profile records with the device and date, every other
 cell an estimate, Gavel's columns as they were; the default table unchanged."""
 

@@ -1,6 +1,6 @@
 """A job's own request (ObservedJob.allowed) binds the round: zero cells on the GPU
 types it rules out (the policy gives it nothing there) and the mechanism never places
-it on a node outside it (issue 26, "constraints and types bind")."""
+it on a node outside it ("constraints and types bind")."""
 
 from __future__ import annotations
 

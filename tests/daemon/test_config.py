@@ -191,7 +191,7 @@ def test_yaml_cannot_build_python_objects(tmp_path):
         load_config(write(tmp_path, "partitions: !!python/object/apply:os.getcwd []\n"))
 
 
-# ---- issue 12: prices for min_cost; hostile config files -------------------------------
+# ---- prices for min_cost; hostile config files -------------------------------
 
 
 def test_min_cost_without_prices_is_refused_at_load_naming_the_missing_types():

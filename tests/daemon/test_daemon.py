@@ -657,7 +657,7 @@ def test_min_reallocation_interval_reaches_the_scheduler(tmp_path, table):
     assert d2.sched_config.settings.min_reallocation_interval_seconds == 1920.0
 
 
-# ---- issue 12: the smaller items -------------------------------------------------------
+# ---- hostile inputs: the smaller items -------------------------------------------------------
 
 
 def events_of(records, name):
@@ -750,7 +750,7 @@ def test_other_local_os_errors_are_not_slurm_outages(tmp_path, table, daemon_log
 def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, table, daemon_log):
     # Before: the daemon kept every (job, reason) ever seen, growing without bound
     # with what users submit.
-    # (skipped: bigger than the cluster; a type the table lacks is managed since issue 27)
+    # (skipped: bigger than the cluster; a type the table lacks is managed now)
     jobs = [Job(str(i), TYPES[0], 4, total_steps=1e6) for i in range(50)]
     jobs.append(Job("ok", TYPES[0], 1, total_steps=1e9))
     sim = SimulatedCluster(parse_cluster_spec("v100:1x2"), jobs, table)
@@ -777,7 +777,7 @@ def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, ta
     assert d.events.skipped == set()
 
 
-# ---- issue 18: a full state disk ---------------------------------------------------------
+# ---- a full state disk ---------------------------------------------------------
 
 
 class SwitchableDisk(StateStore):

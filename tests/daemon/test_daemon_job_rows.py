@@ -1,4 +1,4 @@
-"""The daemon learns each job's own throughput row (issue 27): a job of no named type
+"""The daemon learns each job's own throughput row: a job of no named type
 is managed from submission, its row replaces its prior cell by cell within the trust
 bounds, survives a restart, and `status`/`explain` show it."""
 

@@ -1,4 +1,4 @@
-"""The progress spool as a hostile user sees it (issue 12): the daemon never blocks, never
+"""The progress spool as a hostile user sees it: the daemon never blocks, never
 trusts a file that is not the job's own, refuses absurd numbers, and moves the shared
 throughput table only on the agreement of several users, a bounded step per round.
 
@@ -112,7 +112,7 @@ def put(path: Path, content: str | dict[str, Any], owner: int) -> Path:
 
 def both(spool: Path, uid: int, name: str) -> list[Path]:
     """Where a report of `name` lies: the per-user folder (if made), and the flat spool of
-    old (so that each attack also reaches the code before issue 12)."""
+    old (so that each attack also reaches the code before the trust boundary's checks)."""
     return [p for p in (spool / str(uid) / name, spool / name) if p.parent.is_dir()]
 
 

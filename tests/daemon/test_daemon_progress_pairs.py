@@ -1,4 +1,4 @@
-"""Progress reports of jobs that share a GPU feed the pair cells (issue 17), as hostile
+"""Progress reports of jobs that share a GPU feed the pair cells, as hostile
 input: only a job Slurm shows paired, whose report names that same partner, votes its
 steps_per_s (naming none: tests/daemon/test_daemon_progress_pair_windows.py); on
 its side of the pair cell, not its alone cell; quorum of users, bounded steps, drift

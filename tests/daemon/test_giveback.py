@@ -45,7 +45,7 @@ def run(tmp_path, *, dry_run: bool, rounds: int = 3):  # type: ignore[no-untyped
             "checkpoint": {"grace_seconds": 5},
             "state_dir": str(tmp_path / "s"),
             # a type the table lacks is given back under table knowledge only (with
-            # learned knowledge, the default since issue 27, it runs on an estimate)
+            # learned knowledge, the default, it runs on an estimate)
             "learning": {"knowledge": "table"},
         }
     )

@@ -24,7 +24,7 @@ def one_round(slurm, tmp_path: Path) -> Daemon:  # type: ignore[no-untyped-def]
             "checkpoint": {"grace_seconds": 5},
             "state_dir": str(tmp_path / "state"),
             # a type the table lacks is given back under table knowledge only (with
-            # learned knowledge, the default since issue 27, it runs on an estimate)
+            # learned knowledge, the default, it runs on an estimate)
             "learning": {"knowledge": "table"},
         }
     )

@@ -1,4 +1,4 @@
-"""The round through a node whose slurmd stops answering (issue 18), on a small
+"""The round through a node whose slurmd stops answering, on a small
 in-memory cluster that carries out placements exactly: its jobs keep their place
 and their time, nothing new goes there, the allocation is not recomputed for it,
 and once Slurm declares the node DOWN its jobs are placed again elsewhere."""

@@ -1,4 +1,4 @@
-"""An array task's progress reports reach the daemon (issue 26): the daemon names the task
+"""An array task's progress reports reach the daemon: the daemon names the task
 `ARRAY_TASK` ("28_2", backends/slurm/arrays.py) while its SLURM_JOB_ID is another number,
 so the job library reports under the task's name (SLURM_ARRAY_JOB_ID and
 SLURM_ARRAY_TASK_ID, set by every release). Hostile array variables fall back to

@@ -1,4 +1,4 @@
-"""A moldable job's progress report (issue 25) votes on the table cell of the GPU count
+"""A moldable job's progress report votes on the table cell of the GPU count
 it runs at, not of its scale factor (the range's minimum): a rate measured on 2 GPUs
 must never move the 1-GPU cell."""
 

@@ -1,4 +1,4 @@
-"""A SIGTERM while a round acts never leaves the acted round unlogged (issue 26): the
+"""A SIGTERM while a round acts never leaves the acted round unlogged: the
 daemon's stop() ends the act's waits through the backend's InterruptibleWaits hook,
 so the round ends, is logged and saved, and run() returns, instead of the round
 waiting out a preempted job's grace until the service manager kills it unlogged."""

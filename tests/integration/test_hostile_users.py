@@ -1,4 +1,4 @@
-"""Two hostile users against the daemon on the real local cluster (issue 12).
+"""Two hostile users against the daemon on the real local cluster.
 
 Two unprivileged accounts submit managed jobs and, while the daemon schedules them
 (as root here: the local cluster's SlurmUser), try what the issue reproduced: raise

@@ -1,4 +1,4 @@
-"""The daemon through node outages on the real local cluster (issue 18).
+"""The daemon through node outages on the real local cluster.
 
 A node's slurmd is stopped and started again by the pid the local cluster records
 (its jobs' processes outlive slurmd, as on a real cluster); drain, fail and down

@@ -1,4 +1,4 @@
-"""An array task's environment names it as the daemon does (issue 26): on each
+"""An array task's environment names it as the daemon does: on each
 release, the job library's report_id for a running task is `ARRAY_TASK`, the id the
 daemon gives the task (backends/slurm/arrays.py), so its progress reports are matched
 (tests/daemon/test_progress_array_task.py); its own SLURM_JOB_ID is another number

@@ -1,4 +1,4 @@
-"""Moldable jobs in traces and the simulator's summary (issue 25): scale_factor MIN-MAX,
+"""Moldable jobs in traces and the simulator's summary: scale_factor MIN-MAX,
 simulate --moldable's n/2..2n rule, and the counts chosen at (re)starts."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Jobs' true rows in a trace (simulate/true_rows.py) and what the simulator does with
-them under each knowledge (issue 27)."""
+them under each knowledge."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Pat
 
 
 def test_gavel_flag_alone_makes_a_managed_job_of_no_type(cluster, tmp_path: Path) -> None:
-    # issue 27: no job type needed; the daemon learns the job's row as it runs
+    # no job type needed; the daemon learns the job's row as it runs
     out = tmp_path / "env.txt"
     job = cluster.sbatch("--gavel", "-o", str(out), "--wrap", "env")
     assert comment(cluster, job) == "gavel:"
@@ -86,7 +86,7 @@ def test_gavel_flag_alone_makes_a_managed_job_of_no_type(cluster, tmp_path: Path
 
 
 def test_a_scale_range_reaches_the_comment(cluster) -> None:
-    # issue 25: --gavel-scale=MIN-MAX, one grammar with the comment's scale=MIN-MAX
+    # moldable: --gavel-scale=MIN-MAX, one grammar with the comment's scale=MIN-MAX
     job = cluster.sbatch("--gavel", "--gavel-scale=1-8", "-o", "/dev/null", "--wrap", "true")
     assert comment(cluster, job) == "gavel:scale=1-8"
     spec = parse_comment(comment(cluster, job), job_id=job)

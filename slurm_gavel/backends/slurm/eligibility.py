@@ -151,7 +151,7 @@ def user_hold_reason(job_id: JobId) -> str:
     """ObservedJob.waiting_on of a job its owner holds (hold=user in its comment, written
     by job_submit.lua for `sbatch --hold` and the owner's `scontrol hold`/`uhold`): the
     daemon never places it, whatever else would let it run, until the owner's release
-    removes the key (issue 26)."""
+    removes the key."""
     return f"held by you: `scontrol release {job_id}` hands it back to the scheduler"
 
 

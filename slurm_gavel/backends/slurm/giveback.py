@@ -111,7 +111,7 @@ def outside(sj: SlurmJob, managed_partitions: Collection[str]) -> str:
     daemon manages. Its owner moved it there (`scontrol update Partition=`, which
     job_submit.lua allows while it is held) or submitted it there; job_submit.lua held
     it all the same, and only the daemon releases a managed job, so without this it
-    would wait forever. It runs there as a plain job (issue 26)."""
+    would wait forever. It runs there as a plain job."""
     where = ",".join(sj.partitions) or "(none)"
     managed = ",".join(sorted(managed_partitions)) or "(none)"
     return (

@@ -295,7 +295,7 @@ class Preemption:
         `scancel --signal` succeeds even when the node's slurmd is down, and the signal
         is then lost (not delivered when slurmd returns); slurmctld marks the node
         NOT_RESPONDING once its signal RPC fails or a ping goes unanswered, which may
-        come well after the grace (issue 26: a signal sent 1.5 s after a slurmd died was
+        come well after the grace (a signal sent 1.5 s after a slurmd died was
         lost, and the job requeue-held at its grace end with the node not flagged yet).
         So a job is requeue-held only when its batch host's slurmd started before the
         signal (no restart since: the same slurmd took it), is not flagged, and answers

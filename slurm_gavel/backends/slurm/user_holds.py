@@ -1,5 +1,5 @@
 """The owner's `scontrol requeuehold` of a running managed job, told apart from the
-daemon's preemption (issue 26). Pure.
+daemon's preemption. Pure.
 
 job_submit.lua marks a user's hold with hold=user in the comment (`sbatch --hold`,
 `scontrol hold`/`uhold`), but Slurm calls no job_submit hook for a requeue, and the

@@ -1,4 +1,4 @@
-"""Max-min fairness over (GPU type, GPU count): the count inside the LP (issue 25).
+"""Max-min fairness over (GPU type, GPU count): the count inside the LP.
 
 Variables, per job j, GPU type t and count c in the job's range: x[j, t, c], the share
 of time j runs on c GPUs of type t; and z, the minimum normalised throughput.

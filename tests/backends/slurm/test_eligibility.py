@@ -1,4 +1,4 @@
-"""Jobs Slurm would not start are given no GPUs (eligibility.py, issue 26): a
+"""Jobs Slurm would not start are given no GPUs (eligibility.py): a
 dependency, a begin time, a limit Slurm names; the round skips them, says why, and the
 act never places one. The Slurm-side facts are checked on every release in
 test_eligibility_on_slurm.py."""

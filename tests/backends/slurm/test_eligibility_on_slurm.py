@@ -1,4 +1,4 @@
-"""Only what Slurm would start is given GPUs (issue 26), on the real cluster of each
+"""Only what Slurm would start is given GPUs, on the real cluster of each
 release: a managed job waiting on a dependency or a begin time is seen so (through the
 CLI and through slurmrestd), never placed, its begin time kept; one Slurm holds back
 for a limit is seen so once released, held again and kept out for a while."""

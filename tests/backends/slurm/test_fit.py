@@ -1,4 +1,4 @@
-"""A job's own request binds where it may run (backends/slurm/fit.py, issue 26): typed
+"""A job's own request binds where it may run (backends/slurm/fit.py): typed
 GPUs, --constraint, --exclude, memory and CPUs per node; hostile constraints refused."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Constraints, GPU types and memory bind (issue 26), on the real cluster of each
+"""Constraints, GPU types and memory bind, on the real cluster of each
 release (CR_Core_Memory, DefMemPerCPU, node features = GPU types): a typed --gres or
 --gpus keeps its type through job_submit.lua and is never placed on another type, and
 placed with its own type it runs; --constraint and --exclude keep a job to the nodes

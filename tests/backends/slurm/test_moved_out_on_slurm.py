@@ -1,5 +1,5 @@
 """A held managed job its owner moves to a partition the daemon does not manage is given
-back to Slurm as a plain job, with the reason in its comment (issue 26: it was stranded
+back to Slurm as a plain job, with the reason in its comment (it was stranded
 there, held forever), on the real cluster of each release."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A requeued job waits until its previous run is provably gone (issue 18): the
+"""A requeued job waits until its previous run is provably gone: the
 bookkeeping of slurm/old_runs.py over parsed observations, and the guard that keeps
 a job whose checkpoint signal may have been lost from being requeue-held.
 
@@ -123,7 +123,7 @@ def test_a_job_whose_signal_may_have_been_lost_is_not_requeue_held():
 
 
 def test_a_job_whose_slurmd_does_not_answer_is_not_requeue_held_before_it_is_flagged():
-    """Issue 26: a signal sent 1.5 s after a slurmd died was lost, and the job was
+    """A signal sent 1.5 s after a slurmd died was lost, and the job was
     requeue-held at its grace end, slurmctld not having flagged the node yet (its flag
     comes with a failed RPC or ping, sometimes after the grace). The batch host's
     slurmd is asked directly (steps_answer): no answer, no requeue-hold."""

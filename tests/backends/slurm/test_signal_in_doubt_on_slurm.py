@@ -1,5 +1,5 @@
 """A checkpoint signal sent just after a node's slurmd died is lost; the job is not
-requeue-held at its grace end while slurmctld has not flagged the node yet (issue 26:
+requeue-held at its grace end while slurmctld has not flagged the node yet (
 it was, and its work since its start was lost). The batch host's slurmd is asked
 directly (sstat) before the requeue-hold, on the real cluster of each release."""
 

@@ -1,4 +1,4 @@
-"""Submissions a managed job cannot be, refused at submit with the reason (issue 26), on
+"""Submissions a managed job cannot be, refused at submit with the reason, on
 the real cluster of each release, through conf/slurm/job_submit.lua as a plain user:
 an interactive allocation (salloc, srun outside an allocation: no batch script, so the
 daemon could never preempt it) and --no-requeue (the daemon preempts by requeueing).

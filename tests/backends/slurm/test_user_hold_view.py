@@ -1,6 +1,6 @@
 """A job its owner holds (hold=user in its comment, written by job_submit.lua for
 `sbatch --hold` and the owner's `scontrol hold`/`uhold`: tests/test_user_hold_on_slurm.py)
-waits on its owner (issue 26): the view says so, the round gives it no GPUs and no
+waits on its owner: the view says so, the round gives it no GPUs and no
 fairness credit (ObservedJob.waiting_on), the act never releases it. Slurm shows the
 daemon's hold and the user's alike (JobHeldUser, priority 0): only the key differs."""
 

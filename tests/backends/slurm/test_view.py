@@ -127,7 +127,7 @@ def test_plan_move_and_partition_choice():
 
 def test_plan_never_places_a_typed_job_on_another_type():
     """run1 asks for v100 (gres:gpu:v100:2): a placement on p100 is refused with the
-    reason, never carried out (issue 26: --gres=gpu:p100:1 ran on a v100)."""
+    reason, never carried out (--gres=gpu:p100:1 ran on a v100)."""
     v = view(managed_partitions={"v100", "p100", "k80"})
     placement = RoundPlacement(
         0, 0, {S["run1"]: jp(S["run1"], "p100", ("p100-1", 1), ("p100-2", 1))}

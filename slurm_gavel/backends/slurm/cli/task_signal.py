@@ -1,4 +1,4 @@
-"""The checkpoint signal to an array task, sent once (issue 26).
+"""The checkpoint signal to an array task, sent once.
 
 `scancel --signal=USR1 --batch 28_1` on a running task of an array that still has
 pending tasks delivers the signal, and slurmctld answers "Job can not be altered now,
