@@ -205,6 +205,21 @@ class ClusterSnapshot:
         return [j for j in self.jobs if j.state is not JobState.DONE]
 
 
+def allocation_capacity(nodes: tuple[Node, ...]) -> dict[GpuType, int]:
+    """GPUs per type the allocation is computed for: the usable ones (as
+    ClusterSnapshot.capacity) plus those of NOT_RESPONDING nodes. Slurm ends that
+    state in seconds (slurmd restarted) or declares the node DOWN after SlurmdTimeout:
+    the allocation is not recomputed, nor its accounting epoch reset, for every slurmd
+    restart; the mechanism still places nothing new there (usable_gpus is 0)."""
+    cap: dict[GpuType, int] = {}
+    for n in nodes:
+        gpus = n.usable_gpus
+        if n.state is NodeState.NOT_RESPONDING:
+            gpus = max(0, n.gpus - n.gpus_held_unmanaged)
+        cap[n.gpu_type] = cap.get(n.gpu_type, 0) + gpus
+    return cap
+
+
 @dataclass(frozen=True)
 class JobPlacement:
     """Where one job runs during the coming round."""

@@ -20,7 +20,7 @@ Optional, not Gavel (stay_credit_seconds > 0, default 0): the type a job runs on
 counts that many seconds less received time in its priority and deficit, so a job
 with a fractional allocation (say 0.5 v100 + 0.5 p100) works it off in longer
 stints instead of switching type almost every round. The caller decides when to
-apply it (scheduler.run_round: only in underloaded rounds, where it cannot keep a
+apply it (round_plugins.stay_credit: only in underloaded rounds, where it cannot keep a
 waiting job off a GPU). Space-sharing pairs get no credit.
 
 Pure functions over plain data: no clock, no I/O, no randomness.

@@ -279,7 +279,7 @@ def assign_around(
     now: float,
 ) -> tuple[dict[JobId, JobPlacement], set[JobId]]:
     """Gavel's mechanism for the jobs not in ``kept`` on ``free_nodes`` (the nodes with
-    the GPUs of ``kept`` taken out), as scheduler.assign_jobs without the stay credit,
+    the GPUs of ``kept`` taken out), as round_plugins.Mechanism without the stay credit,
     and the backfilled jobs: placed on a type after a job that outranks them there was
     left out for want of GPUs. ``now``: the round's clock."""
     alloc = state.allocation
