@@ -40,6 +40,7 @@ from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.round_jobs import Considered
 from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.skips import Skip
 
 
 @dataclass
@@ -57,7 +58,7 @@ class RoundContext:
     # consider's output: the jobs the policy sees with their rows, the skipped ones
     # with why, the job set's key and the cells relied on unmeasured
     considered: list[Considered] = field(default_factory=list)
-    skipped: list[tuple[JobId, str]] = field(default_factory=list)
+    skipped: list[tuple[JobId, Skip]] = field(default_factory=list)
     key: str = ""
     unmeasured: tuple[MarkedCell, ...] = ()
     # the keep stage's placements (assign leaves these jobs and their GPUs out)

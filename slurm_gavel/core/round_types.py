@@ -22,6 +22,7 @@ from slurm_gavel.core.job_rows import Knowledge, Row
 from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.core.row_trust import TrustBounds
+from slurm_gavel.core.skips import Skip
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.policies import PolicyOptions
 
@@ -71,7 +72,7 @@ class RoundReport:
     completed: tuple[ObservedJob, ...] = ()
     # jobs the round could not consider, with the reason (unknown type, no GPU type
     # it can run on); the daemon logs these once per job
-    skipped: tuple[tuple[JobId, str], ...] = ()
+    skipped: tuple[tuple[JobId, Skip], ...] = ()
     mechanism_seconds: float = 0.0
     # cells of the cluster's GPU types the considered jobs rely on without a
     # measurement: (job type, scale factor, GPU type, "estimate" or "unmeasured:

@@ -20,6 +20,7 @@ from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.core.model import Allocation, GpuType, Job, JobId, PairShare
 from slurm_gavel.core.mold_round import MoldMemory
+from slurm_gavel.core.skips import Skip
 from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
@@ -52,7 +53,7 @@ class RoundMemo:
     jobs: tuple[Job, ...]  # the active jobs' Job objects, compared by identity
     capacity: dict[GpuType, int]
     considered: list[tuple[int, Mapping[GpuType, float]]]  # (index into active, row)
-    skipped: list[tuple[JobId, str]]
+    skipped: list[tuple[JobId, Skip]]
     key: str
     unmeasured: tuple[MarkedCell, ...] = ()
     rows_revision: int = 0  # JobRows.revision the rows above were built at

@@ -42,6 +42,14 @@ class ThroughputError(InputError):
     """A throughput table is malformed or lacks an entry; the message names it and the fix."""
 
 
+class UnknownJobType(ThroughputError):
+    """The table has no such job type."""
+
+
+class NoFiguresAtScale(ThroughputError):
+    """The table has the job type, but not at that GPU count."""
+
+
 def _cell_key(job_type: str, scale_factor: int, gpu: GpuType) -> str:
     return f"{job_type}|{scale_factor}|{gpu}"
 
@@ -90,10 +98,10 @@ class ThroughputTable:
             return self.alone[(job_type, scale_factor)]
         except KeyError:
             if job_type not in self.job_types:
-                raise ThroughputError(
+                raise UnknownJobType(
                     f"unknown job type '{job_type}'; known types: {', '.join(self.job_types)}"
                 ) from None
-            raise ThroughputError(
+            raise NoFiguresAtScale(
                 f"job type '{job_type}' has no figures at scale factor {scale_factor}; "
                 f"the table has {self.scale_factors(job_type)} (profile it or pick one of those)"
             ) from None

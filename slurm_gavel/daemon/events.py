@@ -92,10 +92,11 @@ class RoundEvents:
         r = report.result
         if snap is not None:
             self.record_nodes(snap)
-        for job_id, reason in report.skipped:
-            if (job_id, reason) not in self.skipped:
-                self.skipped.add((job_id, reason))
-                event(log, "job_skipped", logging.WARNING, job=job_id, reason=reason)
+        for job_id, skip in report.skipped:
+            if (job_id, skip.detail) not in self.skipped:
+                self.skipped.add((job_id, skip.detail))
+                event(log, "job_skipped", logging.WARNING, job=job_id, reason=skip.detail,
+                      code=skip.code.value)  # fmt: skip
         # Forget jobs Slurm no longer lists: the set stays as small as the queue (it grew
         # with every skipped job ever seen, and users choose how many that is).
         if snap is not None and self.skipped:

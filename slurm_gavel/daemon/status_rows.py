@@ -77,11 +77,13 @@ def jobs_view(
         elif o.job.id in stopped:
             state, gpu_type, nodes = "preempted", None, ()
         elif o.job.id in skipped:
-            state, reason = "skipped", skipped[o.job.id]
+            state, reason = "skipped", skipped[o.job.id].detail
         if o.job.id in failed:
             reason = failed[o.job.id]
         cells = unmeasured.get((o.job.job_type, o.job.scale_factor), {})
         out[o.job.id] = _job_row(o, state, gpu_type, nodes, reason, cells)
+        if state == "skipped":
+            out[o.job.id]["skip"] = skipped[o.job.id].code.value
         if throughput_of is not None:
             out[o.job.id]["throughput"] = throughput_of(o)
         if moldable_of is not None:

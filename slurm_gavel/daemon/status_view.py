@@ -13,9 +13,8 @@ decision): no comment, job name, path or progress report.
 It is built here from the daemon's data only (states, GPU types, node names,
 the policy name, numbers the daemon parsed), never from text a user wrote: the
 scheduler's raw `reason` for a skipped job can quote the user's job type, so
-`why` maps it to a fixed sentence instead. The one reason passed on as it is says
-why Slurm would not start a job (round_jobs.WAITING_ON_CLUSTER): Slurm's reason
-names, a time, and a dependency as Slurm prints it after checking it at submit.
+`why` maps its code to a fixed sentence instead (core/skips.py, where the one reason
+passed on as it is, Slurm's own for not starting a job, is explained).
 
 Pure functions over the state document: no I/O.
 """
@@ -27,7 +26,7 @@ import math
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
+from slurm_gavel.core.skips import SkipCode, owner_sentence
 from slurm_gavel.errors import InputError
 
 VIEW_FORMAT = "slurm-gavel-status/1"
@@ -79,6 +78,7 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             "scale_factor": v.get("scale_factor"),
             "state": v.get("state"),
             "reason": v.get("reason"),
+            "skip": v.get("skip"),
             "allocation": row,
             "paired_allocation": paired.get(job_id, {}),
             "partner": partner.get(job_id),
@@ -307,25 +307,8 @@ def why(
             "checkpoints, waits held and resumes when a round places it again"
         )
     if state == "skipped":
-        if reason.startswith(WAITING_ON_CLUSTER):
-            # Slurm's own words (its reason names, a dependency it checked, a time):
-            # no user text, and the user learns what to change.
-            return "not scheduled: " + reason
-        if reason.startswith("unknown job type"):
-            return "not scheduled: its job type is not in the throughput table of the site"
-        if "has no figures at scale factor" in reason:
-            return (
-                "not scheduled: the throughput table of the site has no figures for its job type "
-                f"on {int(job.get('scale_factor') or 0)} GPUs"
-            )
-        if reason.startswith("needs "):
-            return (
-                f"not scheduled: it needs {int(job.get('scale_factor') or 0)} GPUs of one "
-                "type, more than any usable GPU type has"
-            )
-        if reason.startswith("no usable GPU type"):
-            return "not scheduled: no usable GPU type has a throughput for its job type"
-        return "not scheduled: the daemon cannot consider it (the admin sees why in its log)"
+        code = str(job.get("skip") or SkipCode.OTHER)
+        return owner_sentence(code, reason, int(job.get("scale_factor") or 0))
     if reason.startswith(SETTLING_PREFIX):
         return "waiting: the daemon is settling after a Slurm outage and acts shortly"
     if reason:

@@ -163,14 +163,14 @@ class DaemonTap:
             for o in self.last_snapshot.jobs
             if o.state in (JobState.PENDING, JobState.HELD)
         }
-        for job_id, why in report.skipped:
+        for job_id, skip in report.skipped:
             job = waiting.get(job_id)
             if job is None:
                 continue
             try:
                 d.sched_config.table.row(job.job_type, job.scale_factor)
             except ThroughputError:
-                reasons[job_id] = why  # not in the table: no round will ever place it
+                reasons[job_id] = skip.detail  # not in the table: no round will ever place it
         for job_id, why in sorted(reasons.items()):
             if job_id not in self._given_back_logged:
                 event(log, "job_given_back", logging.WARNING, job=job_id, reason=why[:300],

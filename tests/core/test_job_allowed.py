@@ -16,6 +16,7 @@ from slurm_gavel.core.mechanism import MechanismJob, assign
 from slurm_gavel.core.model import Allocation, Job
 from slurm_gavel.core.round_jobs import considered_jobs
 from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.skips import SkipCode
 from slurm_gavel.core.throughputs import load_table
 
 NODES = [Node("v100-1", "v100", 4), Node("v100-2", "v100", 4), Node("p100-1", "p100", 4)]
@@ -38,7 +39,9 @@ def test_a_type_the_job_may_not_use_is_a_zero_cell_and_its_reason_is_kept():
     rows = {o.job.id: row for o, row in out}
     assert rows["1"] == {"v100": 0.0, "p100": 1.0}
     assert rows["3"] == ROW
-    assert skipped == [("2", "no usable node fits it: --constraint=a100")]
+    assert [(j, s.code, s.detail) for j, s in skipped] == [
+        ("2", SkipCode.NO_NODE_FITS, "no usable node fits it: --constraint=a100")
+    ]
 
 
 def test_the_mechanism_places_a_job_only_on_its_allowed_nodes():

@@ -27,6 +27,7 @@ from slurm_gavel.core.cluster_model import (
     RoundPlacement,
 )
 from slurm_gavel.core.model import JobId
+from slurm_gavel.core.skips import WAITING_ON_CLUSTER
 
 
 @dataclass
@@ -60,7 +61,7 @@ def plan_act(
             plan.failed.append((job_id, "job has finished"))
             continue
         if obs.waiting_on:  # the round skips these; never placed where Slurm would not start
-            plan.failed.append((job_id, f"Slurm would not start it now: {obs.waiting_on}"))
+            plan.failed.append((job_id, WAITING_ON_CLUSTER + obs.waiting_on))
             continue
         if jp.partner is not None and jp.partner in apart:
             plan.failed.append((job_id, f"not sharing with {jp.partner}: {apart[jp.partner]}"))
