@@ -202,6 +202,30 @@ def parse_comment(
     )
 
 
+@dataclass(frozen=True)
+class CommentReading:
+    """A job's comment read once, at observation, and carried with its record
+    (backends/slurm/records.SlurmJob.reading): the declaration, or the grammar's
+    refusal, or neither (a comment that does not claim the job). Read without the
+    weight cap: the daemon caps the user's weight (core/shares.py) rather than drop
+    the job."""
+
+    spec: ManagedSpec | None = None
+    refusal: ManagedCommentError | None = None
+
+    @property
+    def user_hold(self) -> bool:
+        """A managed job its owner holds (hold=user); a refused comment is not."""
+        return self.spec is not None and self.spec.user_hold
+
+
+def read_comment(comment: str | None, *, job_id: str = "?") -> CommentReading:
+    try:
+        return CommentReading(spec=parse_comment(comment, job_id=job_id, max_weight=None))
+    except ManagedCommentError as e:
+        return CommentReading(refusal=e)
+
+
 def _hold(job_id: str, value: str | None) -> bool:
     if value is not None and value != "user":
         _fail(job_id, f"hold={_show(value)} must be hold=user (or leave it out)")

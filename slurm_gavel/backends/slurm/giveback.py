@@ -28,9 +28,7 @@ from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.backends.slurm.view import is_managed_partition
 from slurm_gavel.core.managed import (
     MAX_SCALE,
-    ManagedCommentError,
     is_managed_comment,
-    parse_comment,
 )
 from slurm_gavel.core.model import JobId
 
@@ -95,11 +93,11 @@ def refused_held(
             assert managed_partitions is not None  # None manages every partition
             out[sj.job_id] = outside(sj, managed_partitions)
             continue
-        try:
-            spec = parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
-        except ManagedCommentError as e:
-            out[sj.job_id] = str(e)
+        reading = sj.reading
+        if reading.refusal is not None:
+            out[sj.job_id] = str(reading.refusal)
             continue
+        spec = reading.spec
         # not a job its owner holds: the Lua lets only the owner release that one
         if now and deadline_passed(sj, now) and spec is not None and not spec.user_hold:
             out[sj.job_id] = expired(sj)

@@ -122,7 +122,7 @@ class Preemption:
         sj = _managed_job(view, j)
         if sj is None:
             return self.grace_s
-        g = job_grace(sj.comment, default_s=self.grace_s, cap_s=self.max_grace_s)
+        g = job_grace(sj.reading, default_s=self.grace_s, cap_s=self.max_grace_s)
         if g.capped and j not in self._grace_capped_told:
             self._grace_capped_told.add(j)
             log.warning(

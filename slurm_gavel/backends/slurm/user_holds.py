@@ -62,11 +62,7 @@ def requeued_by_owner(
             continue
         if sj.restarts <= prev.restarts:
             continue
-        try:
-            spec = parse_comment(sj.comment, job_id=job_id, max_weight=None)
-        except ManagedCommentError:
-            continue
-        if spec is None or spec.user_hold:
+        if sj.reading.spec is None or sj.reading.user_hold:
             continue
         marked = with_user_hold(sj.comment)
         try:

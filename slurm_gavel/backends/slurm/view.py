@@ -50,7 +50,7 @@ from slurm_gavel.core.cluster_model import (
     NodeSlice,
     ObservedJob,
 )
-from slurm_gavel.core.managed import ManagedCommentError, ManagedSpec, parse_comment
+from slurm_gavel.core.managed import ManagedSpec
 from slurm_gavel.core.model import Job, JobId
 
 
@@ -101,13 +101,11 @@ def build_view(
     for sj in jobs:
         if not is_managed_partition(sj.partitions, managed_partitions):
             continue
-        try:
-            # No cap here: the daemon caps the user's weight to its configured
-            # max_user_weight (slurm_gavel/core/shares.py) rather than drop the job.
-            spec = parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
-        except ManagedCommentError as e:
-            warnings.append(f"{e} (left to Slurm, not managed)")
+        reading = sj.reading  # no weight cap: the daemon caps it (core/shares.py)
+        if reading.refusal is not None:
+            warnings.append(f"{reading.refusal} (left to Slurm, not managed)")
             continue
+        spec = reading.spec
         if spec is None:
             continue
         managed[sj.job_id] = sj
