@@ -139,8 +139,8 @@ def lets_go(
     job time on, is let go this round (module doc): its type is short for jobs with no
     GPU, it is past its first ``paid_for`` seconds (c / b) or its start is unknown, or
     a swap pays."""
-    account = state.jobs.get(job.id)
-    started = account.run_started if account is not None else None
+    guard = state.plugins.restart_aware.get(job.id)
+    started = guard.run_started if guard is not None else None
     return (
         here in short
         or started is None

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from slurm_gavel.core.run_protection import RunProtection
+from slurm_gavel.core.scheduler_state import PluginSlots
 from slurm_gavel.core.skips import SkipCode, owner_sentence
 from slurm_gavel.errors import InputError
 
@@ -57,7 +60,8 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
     round_index = int(sched.get("round_index") or 0)
     # the scheduler's clock at the last round: what protection times are measured on
     last_round = clock_value(sched.get("last_round_time"))
-    held = held_types(doc.get("jobs") or {}, accounts, last_round)
+    protection = PluginSlots.from_json(sched.get("plugins"), accounts).restart_aware
+    held = held_types(doc.get("jobs") or {}, protection, last_round)
     jobs = []
     for job_id, v in (doc.get("jobs") or {}).items():
         acct = accounts.get(job_id) or {}
@@ -109,7 +113,7 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             "moldable": moldable_record(v.get("moldable")),
             # restart-aware rounds (core/restart_aware.py): its run is kept where it is
             # until then (scheduler clock); None when not protected
-            "protected_until": clock_value(acct.get("protected_until")),
+            "protected_until": _until(protection.get(job_id)),
         }
         job["why"] = why(job, policy, last_round, held)
         jobs.append(job)
@@ -231,11 +235,17 @@ def is_protected(until: float | None, now: float | None) -> bool:
     return until is not None and now is not None and until > now
 
 
-def held_types(jobs: dict[str, Any], accounts: dict[str, Any], now: float | None) -> set[str]:
+def _until(guard: RunProtection | None) -> float | None:
+    return None if guard is None else clock_value(guard.protected_until)
+
+
+def held_types(
+    jobs: dict[str, Any], protection: Mapping[str, RunProtection], now: float | None
+) -> set[str]:
     """The GPU types on which some run is kept by restart-aware protection."""
     out: set[str] = set()
     for job_id, v in jobs.items():
-        until = clock_value((accounts.get(job_id) or {}).get("protected_until"))
+        until = _until(protection.get(job_id))
         t = v.get("gpu_type")
         running = v.get("state") in ("starting", "running")
         if isinstance(t, str) and running and is_protected(until, now):

@@ -58,13 +58,14 @@ class JobTracer:
         for job_id in sorted(self.ids & progress.keys()):
             restarts, rate = progress[job_id]
             account = state.jobs.get(job_id)
+            guard = state.plugins.restart_aware.get(job_id)
             fractions = {} if alloc is None else alloc.fractions.get(job_id, {})
             run = _run(state.placement.get(job_id))
             decision = (
                 run,
                 tuple(sorted((t, round(f, 4)) for t, f in fractions.items() if f > 5e-5)),
                 restarts,
-                None if account is None else _hours(account.protected_until),
+                None if guard is None else _hours(guard.protected_until),
             )
             if self._last.get(job_id) == decision:
                 continue
