@@ -14,6 +14,10 @@ release's local cluster, sharing one daemon run per release (module fixture):
   each of two nodes with two GPUs each (before: one GPU a node, the Lua read one node),
   and `-n 1 --gpus-per-task=p100:2` while each p100 node has one GPU free waits for a
   node with two and runs there (before: spread 1+1, its srun step never started);
+* what users see in squeue, with the user guide's command of each release: a job
+  waiting for the scheduler and a job its owner holds are both `PD (JobHeldUser)`,
+  told apart by the daemon's AdminComment ("waiting: ..." against "held by you") and
+  the comment's `hold=user`;
 * a `--dependency=singleton` chain: each link starts within a few rounds of the end
   of the one before (before: Slurm's periodic pass over held jobs' dependencies, 30 s
   and more per link; three 15-s jobs took 3 min 16 s).
@@ -21,6 +25,7 @@ release's local cluster, sharing one daemon run per release (module fixture):
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -51,11 +56,42 @@ TASKS = 6
 LINKS = 3
 
 
+# The user guide's command ("Where is my job?"): squeue 24.11+ prints the AdminComment
+# as `admin_comment` ("AdminComment" is no -O field on any release); 22.05's squeue
+# has no such field, only its --json (which ignores --me and -t).
+SQUEUE_FIELDS = "JobID:12,StateCompact:4,Reason:16,Comment:80,admin_comment:420"
+WIDTHS = (12, 4, 16, 80)
+
+Waiting = tuple[str, str, str, str]  # state, reason, comment, AdminComment
+
+
+def waiting_in_squeue(slurm) -> dict[str, Waiting]:  # type: ignore[no-untyped-def]
+    """Each of the user's pending jobs as the user guide's command shows it."""
+    if slurm.release == "22.05":
+        doc = json.loads(slurm.cmd("squeue", "--me", "--json").stdout)
+        return {
+            str(j["job_id"]): (j["job_state"], j["state_reason"], j.get("comment") or "",
+                               j.get("admin_comment") or "")
+            for j in doc["jobs"]
+            if j["job_state"] == "PENDING" and j["user_name"] == "root"
+        }  # fmt: skip
+    out = slurm.cmd("squeue", "--me", "-h", "-t", "pending", "-O", SQUEUE_FIELDS).stdout
+    rows: dict[str, Waiting] = {}
+    for line in out.splitlines():
+        cells, at = [], 0
+        for w in WIDTHS:
+            cells.append(line[at : at + w].strip())
+            at += w
+        rows[cells[0]] = ("PENDING", cells[2], cells[3], line[at:].strip())
+    return rows
+
+
 @dataclass
 class Run:
     sc: Scenario
     ids: dict[str, str] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)
+    seen: dict[str, set[Waiting]] = field(default_factory=dict)  # what squeue showed
 
     def tasks(self) -> list[str]:
         return [f"{self.ids['array']}_{t}" for t in range(TASKS)]
@@ -96,6 +132,7 @@ def run(slurm_session, tmp_path_factory) -> Iterator[Run]:
                          "--wrap", "sleep 20")  # fmt: skip
         r.ids["task_gpus"] = sbatch(sc, "-n", "1", "--gpus-per-task=p100:2",
                                     str(sc.dir / "ddp.sh"), logs)  # fmt: skip
+        r.ids["held"] = sbatch(sc, "--hold", str(sc.dir / "managed.sh"), logs, "4")
         time.sleep(6)  # the deadline passes while the job is held
         sc.daemon.start()
         ids = [r.ids["deadline"], r.ids["ddp"], r.ids["tasks"], r.ids["task_gpus"], *r.tasks()]
@@ -105,6 +142,8 @@ def run(slurm_session, tmp_path_factory) -> Iterator[Run]:
             r.states = sc.states(ids)
             if all(s in FINISHED for s in r.states.values()):
                 break
+            for job, row in waiting_in_squeue(slurm).items():
+                r.seen.setdefault(job, set()).add(row)
             time.sleep(1)
         r.states = sc.states(ids)
         yield r
@@ -145,6 +184,20 @@ def test_a_task_of_two_gpus_is_never_split_over_two_nodes(run):
     layout, got = ranks(run, "task_gpus")
     assert layout == ["1", "1"], layout
     assert len(got) == 1 and got[0][0].startswith("p100-") and got[0][1] == "2", got
+
+
+def test_squeue_tells_a_job_waiting_for_the_scheduler_from_a_users_hold(run):
+    # the two-GPU task waited for a p100 node with two free GPUs: the scheduler's wait
+    waits = run.seen.get(run.ids["task_gpus"], set())
+    ours = [w for w in waits if w[3].startswith("slurm-gavel: waiting: ")]
+    assert ours, waits
+    assert all(w[:2] == ("PENDING", "JobHeldUser") and "hold=user" not in w[2] for w in ours)
+    # the owner's own hold: the same state and reason, told apart on the same line
+    held = run.seen.get(run.ids["held"], set())
+    mine = [w for w in held if w[3].startswith("slurm-gavel: not scheduled: ")
+            and f"held by you: scontrol release {run.ids['held']} hands it back" in w[3]]  # fmt: skip
+    assert mine, held
+    assert all(w[:2] == ("PENDING", "JobHeldUser") and "hold=user" in w[2] for w in mine)
 
 
 def test_a_job_past_its_deadline_is_never_given_gpus_and_ends_as_deadline(run):
