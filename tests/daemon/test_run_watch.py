@@ -482,7 +482,8 @@ def test_a_state_file_without_the_streaks_still_loads(tmp_path):
      {"unsignalled": {"7": True}}, {"unsignalled": {"7": 0}}, {"unsignalled": {"7": -3}},
      {"unsignalled": {"7": 2.5}}, {"unsignalled": {"7": "3"}}, {"ignored": {"": 2}},
      {"ignored": {"7" * 65: 2}}, {"ignored": {"7": None}}, {"ignored": {"7": float("inf")}},
-     {"to_give_back": {"7": "crash loop"}}, {"to_give_back": {"7": {"why": 5, "label": "crash_loop"}}},
+     {"to_give_back": {"7": "crash loop"}},
+     {"to_give_back": {"7": {"why": 5, "label": "crash_loop"}}},
      {"to_give_back": {"7": {"why": "", "label": "crash_loop"}}},
      {"to_give_back": {"7": {"why": "w", "label": "rm -rf /"}}},
      {"to_give_back": {"7": {"why": "w"}}}],
@@ -496,13 +497,13 @@ def test_saved_streaks_not_in_the_daemons_shape_are_dropped(raw):
 @pytest.mark.hostile
 def test_saved_streaks_are_read_back_bounded_and_decide_as_the_limit_does():
     w = RunWatch(CheckpointConfig(max_unsignalled_restarts=3))
-    w.load_streaks({"unsignalled": {"7": 10**40, "8": 1},
-                    "to_give_back": {"9": {"why": "x" * 5000, "label": "ignored_signal"}}})  # fmt: skip
+    back = {"why": "x" * 5000, "label": "ignored_signal"}
+    w.load_streaks({"unsignalled": {"7": 10**40, "8": 1}, "to_give_back": {"9": back}})
     assert w.unsignalled == {"7": 1_000_000, "8": 1}
     assert len(w.to_give_back["9"]) == 400 and w.give_back_why["9"] == "ignored_signal"
     # a huge saved count is a crash loop at the next short run, no more
-    snap = ClusterSnapshot(5.0, (), tuple(
-        ObservedJob(Job(j, "A3C", 1, user="alice"), JobState.HELD) for j in ("7", "8", "9")))  # fmt: skip
+    held = [ObservedJob(Job(j, "A3C", 1, user="alice"), JobState.HELD) for j in ("7", "8", "9")]
+    snap = ClusterSnapshot(5.0, (), tuple(held))
     w.observe([crash("7"), crash("8")], snap)
     assert set(w.to_give_back) == {"7", "9"} and w.unsignalled["8"] == 2
     assert w.streaks_json()["to_give_back"]["7"]["label"] == "crash_loop"

@@ -194,8 +194,8 @@ def test_squeue_tells_a_job_waiting_for_the_scheduler_from_a_users_hold(run):
     assert all(w[:2] == ("PENDING", "JobHeldUser") and "hold=user" not in w[2] for w in ours)
     # the owner's own hold: the same state and reason, told apart on the same line
     held = run.seen.get(run.ids["held"], set())
-    mine = [w for w in held if w[3].startswith("slurm-gavel: not scheduled: ")
-            and f"held by you: scontrol release {run.ids['held']} hands it back" in w[3]]  # fmt: skip
+    release = f"held by you: scontrol release {run.ids['held']} hands it back"
+    mine = [w for w in held if w[3].startswith("slurm-gavel: not scheduled: ") and release in w[3]]
     assert mine, held
     assert all(w[:2] == ("PENDING", "JobHeldUser") and "hold=user" in w[2] for w in mine)
 

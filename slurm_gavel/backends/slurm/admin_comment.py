@@ -3,8 +3,9 @@
     scontrol update JobId=12,15,19 "AdminComment=slurm-gavel: waiting: ..."
 
 `scontrol show job`, `squeue --json`'s ``admin_comment`` and, from 24.11,
-`squeue -O admin_comment` show it to the job's owner (user guide, "Where is my job?"); only operators and admins can set it, and the daemon is one, so a
-user cannot forge it. Jobs with the same text share one command (scontrol takes
+`squeue -O admin_comment` show it to the job's owner (user guide, "Where is my
+job?"); only operators and admins can set it, and the daemon is one, so a user
+cannot forge it. Jobs with the same text share one command (scontrol takes
 a job list), and the daemon sends only texts that changed since it last wrote
 them (daemon/publish.py), so a quiet round issues no command at all.
 

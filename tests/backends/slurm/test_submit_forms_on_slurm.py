@@ -51,20 +51,22 @@ def test_no_requeue_is_refused_with_the_reason_not_overridden(slurm):
 # job with a task count per node on exactly the nodes it makes): the scale it writes
 # into the comment (all the job's GPUs), the tasks per node it fixes ("0": none), the
 # per-node request it keeps for a typed one.
+# fmt: off
 LAYOUTS = {
     # no -N: 4 tasks 2 a node are two nodes of gpu:2 (before: scale=2, one GPU a node)
     "tasks_per_node_gres": (("-n", "4", "--ntasks-per-node=2", "--gres=gpu:2"), "4", "2", ""),
-    "tasks_per_node_gpus": (("-n", "4", "--ntasks-per-node=2", "--gpus=p100:4"), "4", "2",
-                            "gres:gpu:p100:2"),  # fmt: skip
+    "tasks_per_node_gpus":
+        (("-n", "4", "--ntasks-per-node=2", "--gpus=p100:4"), "4", "2", "gres:gpu:p100:2"),
     # one task of two GPUs: one node (before: spread 1+1, its srun step never started)
     "one_task_two_gpus": (("-n", "1", "--gpus-per-task=2"), "2", "1", ""),
     "one_node_two_tasks": (("-N", "1", "-n", "2", "--gpus-per-task=2"), "4", "2", ""),
     "two_nodes_four_tasks": (("-N", "2", "-n", "4", "--gpus-per-task=2"), "8", "2", ""),
     # one GPU a task: any even spread keeps each task's GPU on its node, left as it was
     "one_gpu_a_task": (("-n", "2", "--gpus-per-task=1"), "2", "0", ""),
-    "rank_per_node_task_gpus": (("-N", "2", "--ntasks-per-node=2", "--gpus-per-task=1"), "4",
-                                "2", ""),  # fmt: skip
+    "rank_per_node_task_gpus":
+        (("-N", "2", "--ntasks-per-node=2", "--gpus-per-task=1"), "4", "2", ""),
 }
+# fmt: on
 
 
 def submit_as_user(slurm, *argv: str):  # type: ignore[no-untyped-def]
