@@ -32,7 +32,9 @@ the state document and the status view, where `explain` finds them once the job 
 left the daemon's jobs. The crash-loop and ignored-signal streaks and the give backs
 still to do are saved with the state too (``streaks_json``, key ``run_watch``): a
 restarted daemon goes on counting where it stopped, so a restart never grants a
-looping job its count of fresh starts again. A state file without them (an older
+looping job its count of fresh starts again (a run that ended while the daemon was
+down is not counted: the backend reports only ends it saw happen, so a restart costs
+a loop one more start at most). A state file without them (an older
 daemon's) loads with no streaks; values not in the shape written here are dropped.
 The progress streaks (a warning only) are not saved.
 """
