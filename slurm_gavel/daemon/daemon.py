@@ -175,6 +175,7 @@ class Daemon:
         if self.progress is not None:
             self.progress.load(doc.get("progress"))
         self.run_watch.notices = notices_from_json(doc.get("notices"))
+        self.run_watch.load_streaks(doc.get("run_watch"))
         raw = doc.get("inflight")
         self._inflight = Inflight.from_json(raw) if raw else None
         self._needs_reconcile = True
@@ -335,7 +336,7 @@ class Daemon:
             self.config, scheduler_json, inflight, state=self.state,
             sched_config=self.sched_config, snap=self.tap.last_snapshot, report=report,
             previous=self.last_report, progress=self.progress, publish=publish,
-            notices=self.run_watch.notices_json(),
+            notices=self.run_watch.notices_json(), run_watch=self.run_watch.streaks_json(),
         )  # fmt: skip
 
     def _record(self, report: RoundReport, duration: float) -> None:

@@ -27,6 +27,7 @@ def state_document(
     snap: ClusterSnapshot | None,
     progress: ProgressTracker | None,
     notices: dict[str, dict[str, Any]] | None = None,
+    run_watch: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "saved_at": time.time(),
@@ -45,4 +46,7 @@ def state_document(
         "progress": progress.to_json() if progress else None,
         # what the daemon told owners about how their jobs' runs ended (run_watch.py)
         "notices": notices or {},
+        # the crash-loop and ignored-signal counts a restart must not forget
+        # (run_watch.py; absent in older files: none)
+        "run_watch": run_watch or {},
     }

@@ -56,6 +56,7 @@ class StateWriter:
         progress: ProgressTracker | None,
         publish: bool,
         notices: dict[str, dict[str, Any]] | None = None,
+        run_watch: dict[str, Any] | None = None,
     ) -> None:
         """Save state.json and, with `publish`, the status views (not before the act:
         docs/design.md 1.5). StateSaveError when state.json could not be written."""
@@ -76,6 +77,7 @@ class StateWriter:
             snap,
             progress,
             notices,
+            run_watch,
         )
         self.store.save(doc)
         if publish:
