@@ -366,6 +366,7 @@ def _failure(folder: Path, job_id: str, index: int, how: str) -> ArrayError:
 def wait(
     slurm: Slurm,
     job_id: str,
+    n_runs: int,
     folder: Path,
     o: ArrayOptions,
     *,
@@ -374,7 +375,12 @@ def wait(
 ) -> dict[int, str]:
     """Poll squeue until every task has ended; the last states seen. The first task
     seen to fail or be cancelled ends the wait at once: the rest are cancelled (their
-    results could make no complete table) and ArrayError names the task."""
+    results could make no complete table) and ArrayError names the task.
+
+    squeue lists every task of the array, the pending ones too, until the job leaves
+    the controller's memory (MinJobAge after its end). A task cancelled while pending
+    is not listed at all: one missing from a listing that still has others, never seen
+    running and without a result, left without running."""
     start = clock()
     gap = 0.2
     last: dict[int, str] = {}
@@ -386,6 +392,15 @@ def wait(
             if failed:
                 slurm.cancel(job_id)
                 raise _failure(folder, job_id, failed[0], f"ended {states[failed[0]]}")
+            if states:
+                vanished = [
+                    i for i in range(n_runs)
+                    if i not in states and last.get(i, "PENDING") == "PENDING"
+                    and not result_path(folder, i).exists()
+                ]  # fmt: skip
+                if vanished:
+                    slurm.cancel(job_id)
+                    raise _failure(folder, job_id, vanished[0], NEVER_RAN)
             if not states or all(s in DONE for s in states.values()):
                 return last
         if o.timeout_s is not None and clock() - start >= o.timeout_s:
@@ -396,6 +411,9 @@ def wait(
             )
         sleep(gap)
         gap = min(gap * 1.5, o.poll_max_s)
+
+
+NEVER_RAN = "left the queue without running (cancelled while pending?)"
 
 
 def gather(
@@ -415,11 +433,12 @@ def gather(
     outs: list[RunOutput] = []
     for i, policy in enumerate(policies):
         path = result_path(folder, i)
-        while not path.exists() and clock() < deadline:
+        state = states.get(i)
+        ran = state != "PENDING"  # it may have written a result not shown here yet
+        while ran and not path.exists() and clock() < deadline:
             sleep(0.2)
         if not path.exists():
-            state = states.get(i)
-            how = f"ended {state} without a result" if state else "left no result"
+            how = NEVER_RAN if not ran else f"ended {state or 'unseen'} without a result"
             raise _failure(folder, job_id, i, how)
         try:
             outs.append(read_output(path, i, policy))
@@ -460,7 +479,7 @@ def run_array(
     job_id = slurm.submit(sbatch_argv(o, n, folder), sbatch_env(os.environ if env is None else env))
     notify(f"submitted Slurm job array {job_id}: {n} task(s), files in {folder}\n")
     try:
-        states = wait(slurm, job_id, folder, o)
+        states = wait(slurm, job_id, n, folder, o)
     except KeyboardInterrupt:
         slurm.cancel(job_id)  # our own array: nothing should run for a command gone
         raise

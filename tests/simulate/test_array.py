@@ -219,7 +219,7 @@ def test_the_wait_polls_until_every_task_ended():
             return seen.pop(0)
 
     sleeps: list[float] = []
-    got = array.wait(Slow(), "1", Path("/x"), ArrayOptions(), sleep=sleeps.append)  # type: ignore[arg-type]
+    got = array.wait(Slow(), "1", 2, Path("/x"), ArrayOptions(), sleep=sleeps.append)  # type: ignore[arg-type]
     assert got == {0: "COMPLETED", 1: "COMPLETED"} and len(sleeps) == 3
     assert sleeps == sorted(sleeps)  # backing off
 
@@ -229,7 +229,33 @@ def test_a_job_gone_from_the_queue_ends_the_wait():
         def task_states(self, job_id):
             return {}
 
-    assert array.wait(Gone(), "1", Path("/x"), ArrayOptions(), sleep=lambda _: None) == {}  # type: ignore[arg-type]
+    assert array.wait(Gone(), "1", 2, Path("/x"), ArrayOptions(), sleep=lambda _: None) == {}  # type: ignore[arg-type]
+
+
+def test_a_task_cancelled_while_pending_fails_the_wait_at_once(tmp_path):
+    # Slurm drops a pending task it cancels from the listing: task 1 never shows.
+    class Dropped:
+        def __init__(self) -> None:
+            self.cancelled: list[str] = []
+
+        def task_states(self, job_id):
+            return {0: "RUNNING", 2: "PENDING"}
+
+        def cancel(self, job_id):
+            self.cancelled.append(job_id)
+
+    slurm = Dropped()
+    with pytest.raises(array.ArrayError, match="array task 1 of Slurm job 5 left the queue"):
+        array.wait(slurm, "5", 3, tmp_path, ArrayOptions(), sleep=lambda _: None)  # type: ignore[arg-type]
+    assert slurm.cancelled == ["5"]
+
+
+def test_a_pending_task_without_result_is_not_waited_for(tmp_path):
+    def no_sleep(_s):
+        raise AssertionError("waited for a task that never ran")
+
+    with pytest.raises(array.ArrayError, match=r"task 0 .* without running"):
+        array.gather(tmp_path, "5", ["fifo"], {0: "PENDING"}, sleep=no_sleep)
 
 
 def test_squeue_lines_are_read_per_task():
@@ -237,6 +263,7 @@ def test_squeue_lines_are_read_per_task():
     assert array.parse_states(text, "77") == {0: "COMPLETED", 1: "RUNNING"}
 
 
+@pytest.mark.hostile
 def test_sbatch_gets_an_argument_list_and_no_gavel_comment(tmp_path, capsys, fake, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SBATCH_COMMENT", "gavel:type=A3C")  # a user's default comment
@@ -279,7 +306,7 @@ def test_sbatch_refusing_the_array_says_why(monkeypatch):
 
     monkeypatch.setattr(array.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(array.subprocess, "run", refuse)
-    with pytest.raises(array.InputError, match="sbatch refused the array: .*invalid partition"):
+    with pytest.raises(array.InputError, match=r"sbatch refused the array: .*invalid partition"):
         array.SlurmCommands().submit(["sbatch", "x"], {})
 
 
@@ -311,6 +338,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.hostile
 @pytest.mark.parametrize(("extra", "said"), HOSTILE)
 def test_hostile_submit_values_are_refused_before_sbatch(
     extra, said, tmp_path, capsys, fake, monkeypatch
@@ -324,6 +352,7 @@ def test_hostile_submit_values_are_refused_before_sbatch(
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.hostile(inputs=3)
 def test_hostile_paths_are_literals_in_the_script(tmp_path):
     # A working directory or argument with quotes, newlines and shell text is a string
     # of the script, never code: the script compiles and holds it unchanged.

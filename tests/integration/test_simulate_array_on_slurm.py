@@ -1,0 +1,155 @@
+"""`simulate --submit` on a real slurmctld of each release: the runs go out as one job
+array, run on the cluster's nodes, and come back as the table and JSON `--workers 1`
+prints, byte for byte; a failing task fails the command, whole; sbatch's refusal is
+said. The array is an ordinary job: no gavel comment (not even from a user's
+SBATCH_COMMENT), no SPANK plugin needed (the test cluster loads none).
+
+The tasks run this interpreter, as a centre's nodes run one installed on a shared
+path. The 24.11 and 26.05 clusters run jobs inside a chroot, which sees /tmp and the
+repository only: the test binds this interpreter's install and its venv into the
+cluster's view of the chroot (read only), as a centre mounts its software tree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_gavel.cli import main
+from slurm_gavel.simulate import array
+from slurm_gavel_dev import localcluster_chroot as chroot
+
+pytestmark = pytest.mark.slurm
+
+RUNS = [
+    "simulate", "--generate", "8", "--interarrival", "900", "--row-spread", "0.3",
+    "--no-wall-time", "--no-progress",
+    "--policy", "max_min_fairness", "--policy", "slurm_fifo",
+    "--knowledge", "learned", "--knowledge", "oracle",
+]  # fmt: skip
+
+
+def _visible(path: Path, run_dir: Path) -> bool:
+    """Whether the chroot already sees `path` (a bind of the view: /tmp, the repo)."""
+    return any(b == path or b in path.parents for b, _ in chroot.binds(run_dir))
+
+
+@pytest.fixture
+def cluster(slurm, monkeypatch, tmp_path) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """The cluster, this process's Slurm commands pointed at it, the working directory a
+    fresh one, and (in a chroot) this interpreter visible to the jobs."""
+    for k, v in slurm.env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    mounted: list[Path] = []
+    if chroot.release(slurm.release).in_chroot:
+        view = (slurm.run_dir / "root").resolve()
+        wanted = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+        for path in sorted(p for p in wanted if not _visible(p, slurm.run_dir)):
+            inside = view / path.relative_to("/")
+            inside.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "--bind", str(path), str(inside)], check=True)
+            mounted.append(inside)
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(inside)], check=True)
+    try:
+        yield slurm
+    finally:
+        for inside in reversed(mounted):
+            subprocess.run(["umount", str(inside)], check=False)
+
+
+def _run(argv: list[str], out: Path, capsys) -> tuple[int, bytes, str, str]:  # type: ignore[no-untyped-def]
+    code = main([*argv, "--json", str(out)])
+    cap = capsys.readouterr()
+    return code, (out.read_bytes() if out.exists() else b""), cap.out, cap.err
+
+
+def test_an_array_gives_the_output_of_one_worker_byte_for_byte(
+    cluster, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("SBATCH_COMMENT", "gavel:type=A3C")  # a user's default comment
+    code, alone, out1, err = _run([*RUNS, "--workers", "1"], tmp_path / "one.json", capsys)
+    assert code == 0, err
+    argv = [*RUNS, "--submit", "--submit-dir", str(tmp_path / "sweeps")]
+    argv += ["--submit-throttle", "3", "--submit-time", "5", "--submit-timeout", "240"]
+    code, arrayed, out2, err = _run(argv, tmp_path / "array.json", capsys)
+    assert code == 0, err
+    assert arrayed == alone and out2 == out1
+    assert len(json.loads(arrayed)) == 4
+    job = re.search(r"submitted Slurm job array (\d+): 4 task\(s\)", err)
+    assert job, err
+    # an ordinary job: no gavel comment, so no daemon would take it for a managed one
+    info = cluster.cmd("scontrol", "show", "job", "--oneliner", job.group(1), check=False)
+    comments = re.findall(r"\bComment=(\S*)", info.stdout)
+    assert not any(c.startswith("gavel:") for c in comments), info.stdout
+    assert list((tmp_path / "sweeps").iterdir()) == []  # gathered, then cleaned
+
+
+def test_a_failing_task_fails_the_command_with_its_id_and_stderr(cluster, tmp_path, capsys):
+    # Every task's interpreter is /bin/false: each task exits 1 (FAILED).
+    argv = [*RUNS, "--submit", "--submit-python", "/bin/false", "--submit-timeout", "120"]
+    code, data, out, err = _run(argv, tmp_path / "x.json", capsys)
+    assert code == 1, err
+    assert data == b"" and out == ""  # no table, no JSON
+    found = re.search(r"array task (\d) of Slurm job (\d+) ended FAILED; its stderr: (\S+)", err)
+    assert found, err
+    folder = next(tmp_path.glob("slurm-gavel-sweep-*"))
+    assert found.group(3) == f"{folder}/task-{found.group(1)}.err"
+    assert (folder / "task.py").exists()  # kept for the post-mortem
+    # the rest of the array is not left to run
+    left = cluster.cmd("squeue", "--noheader", f"--jobs={found.group(2)}", check=False)
+    assert not re.search(r"\b(PD|R)\b", left.stdout), left.stdout
+
+
+def test_sbatch_refusing_the_array_is_said(cluster, tmp_path, capsys):
+    argv = [*RUNS, "--submit", "--submit-partition", "no_such_partition"]
+    code, data, out, err = _run(argv, tmp_path / "x.json", capsys)
+    assert code == 2 and data == b"" and out == ""
+    assert "sbatch refused the array:" in err and "artition" in err, err
+
+
+class _HeldArray:
+    """The real sbatch with --hold added, then `then(job_id)`: a test's way to act on
+    the array before any task can start (the scheduler starts one within 0.1 s)."""
+
+    def __init__(self, then) -> None:  # type: ignore[no-untyped-def]
+        self.real = array.SlurmCommands()
+        self.then = then
+        self.task_states = self.real.task_states
+        self.cancel = self.real.cancel
+
+    def submit(self, argv: list[str], env: dict[str, str]) -> str:
+        job_id = self.real.submit([argv[0], "--hold", *argv[1:]], env)
+        self.then(job_id)
+        return job_id
+
+
+def test_a_cancelled_task_fails_the_command(cluster, tmp_path, capsys, monkeypatch):
+    def cancel_task_1_release_the_rest(job_id: str) -> None:
+        cluster.cmd("scancel", f"{job_id}_1")
+        cluster.cmd("scontrol", "release", job_id)
+
+    held = _HeldArray(cancel_task_1_release_the_rest)
+    monkeypatch.setattr(array, "SlurmCommands", lambda: held)
+    code, data, out, err = _run([*RUNS, "--submit"], tmp_path / "x.json", capsys)
+    assert code == 1 and data == b"" and out == ""
+    # Slurm drops a task cancelled while pending from squeue at once
+    said = r"array task 1 of Slurm job \d+ left the queue without running .*; its stderr: "
+    assert re.search(said, err), err
+
+
+def test_the_timeout_cancels_the_array(cluster, tmp_path, capsys, monkeypatch):
+    ids: list[str] = []
+    held = _HeldArray(ids.append)  # held, never released: it cannot finish
+    monkeypatch.setattr(array, "SlurmCommands", lambda: held)
+    argv = [*RUNS, "--submit", "--submit-timeout", "2"]
+    code, data, out, err = _run(argv, tmp_path / "x.json", capsys)
+    assert code == 1 and data == b"" and out == ""
+    assert f"Slurm job {ids[0]}: not finished after --submit-timeout 2 s; cancelled it" in err
+    assert cluster.wait_state(f"{ids[0]}_0", "CANCELLED", "GONE", timeout=30)
