@@ -300,8 +300,15 @@ def _add_submit_options(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="cancel the array and fail if it has not finished after S seconds",
     )
-    # An array task: this same command, run i of the runs, its result into DIR.
-    g.add_argument("--submit-task", nargs=2, metavar=("DIR", "INDEX"), help=argparse.SUPPRESS)
+    g.add_argument(
+        "--submit-task",
+        nargs=2,
+        metavar=("DIR", "INDEX"),
+        help=(
+            "what --submit's array tasks run (set by it, not by hand): only simulation "
+            "INDEX (0 first), its result written into DIR, no table"
+        ),
+    )
 
 
 def _array_options(args: argparse.Namespace) -> ArrayOptions | None:

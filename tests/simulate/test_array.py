@@ -389,3 +389,16 @@ def test_a_task_writes_its_result_and_nothing_of_the_submitters(tmp_path, capsys
     assert [p.name for p in tmp_path.iterdir()] == ["run-2.json"]
     out = array.read_output(tmp_path / "run-2.json", 2, "slurm_fifo")
     assert out.summary["knowledge"]["mode"] == "learned"
+
+
+def test_an_interrupted_wait_cancels_the_array(tmp_path, monkeypatch):
+    slurm = FakeSlurm(hang=True)
+
+    def interrupted(job_id):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slurm, "task_states", interrupted)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        array.run_array(FOUR_RUNS[1:], ["a", "b"], check_options(ArrayOptions()), slurm)
+    assert slurm.cancelled == ["4242"]  # nothing left running for a command gone
