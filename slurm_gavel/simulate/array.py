@@ -381,12 +381,20 @@ def wait(
     the controller's memory (MinJobAge after its end). A task cancelled while pending
     is not listed at all: one missing from a listing that still has others, never seen
     running and without a result, left without running."""
-    start = clock()
+    start = answered = clock()
     gap = 0.2
     last: dict[int, str] = {}
     while True:
         states = slurm.task_states(job_id)
+        if states is None and clock() - answered > SQUEUE_PATIENCE_S:
+            slurm.cancel(job_id)
+            raise ArrayError(
+                f"squeue has not answered about Slurm job {job_id} for "
+                f"{SQUEUE_PATIENCE_S:g} s (is slurmctld up?); cancelled it (the tasks' "
+                f"files are kept in {folder})"
+            )
         if states is not None:
+            answered = clock()
             last.update(states)
             failed = sorted(i for i, s in states.items() if s in FAILED)
             if failed:
@@ -413,6 +421,8 @@ def wait(
         gap = min(gap * 1.5, o.poll_max_s)
 
 
+# How long squeue may fail (a controller restarting, overloaded) before the wait ends.
+SQUEUE_PATIENCE_S = 600.0
 NEVER_RAN = "left the queue without running (cancelled while pending?)"
 
 
@@ -465,7 +475,7 @@ def run_array(
     o: ArrayOptions,
     slurm: Slurm | None = None,
     *,
-    notify: Callable[[str], None] = lambda _: None,
+    notify: Callable[[str], object] = lambda _: None,
     env: Mapping[str, str] | None = None,
 ) -> list[RunOutput]:
     """Run the command (`argv`, after ``simulate``) as one array task per run (run i's
@@ -476,7 +486,13 @@ def run_array(
     script.write_text(task_script(o.python, os.getcwd(), argv, folder))
     script.chmod(0o755)
     n = len(policies)
-    job_id = slurm.submit(sbatch_argv(o, n, folder), sbatch_env(os.environ if env is None else env))
+    try:
+        job_id = slurm.submit(
+            sbatch_argv(o, n, folder), sbatch_env(os.environ if env is None else env)
+        )
+    except BaseException:
+        clean(folder, n)  # nothing ran: nothing to keep
+        raise
     notify(f"submitted Slurm job array {job_id}: {n} task(s), files in {folder}\n")
     try:
         states = wait(slurm, job_id, n, folder, o)

@@ -112,6 +112,7 @@ def test_sbatch_refusing_the_array_is_said(cluster, tmp_path, capsys):
     code, data, out, err = _run(argv, tmp_path / "x.json", capsys)
     assert code == 2 and data == b"" and out == ""
     assert "sbatch refused the array:" in err and "artition" in err, err
+    assert list(tmp_path.glob("slurm-gavel-sweep-*")) == []  # nothing ran, nothing kept
 
 
 class _HeldArray:

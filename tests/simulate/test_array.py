@@ -224,6 +224,28 @@ def test_the_wait_polls_until_every_task_ended():
     assert sleeps == sorted(sleeps)  # backing off
 
 
+def test_squeue_failing_for_ten_minutes_ends_the_wait(tmp_path):
+    now = [0.0]
+
+    class Down:
+        def __init__(self) -> None:
+            self.cancelled: list[str] = []
+
+        def task_states(self, job_id):
+            return None if now[0] > 5 else {0: "RUNNING"}
+
+        def cancel(self, job_id):
+            self.cancelled.append(job_id)
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    slurm = Down()
+    with pytest.raises(array.ArrayError, match="squeue has not answered about Slurm job 8"):
+        array.wait(slurm, "8", 1, tmp_path, ArrayOptions(), clock=lambda: now[0], sleep=sleep)  # type: ignore[arg-type]
+    assert 600 < now[0] < 620 and slurm.cancelled == ["8"]
+
+
 def test_a_job_gone_from_the_queue_ends_the_wait():
     class Gone:
         def task_states(self, job_id):
@@ -299,7 +321,7 @@ def test_the_real_client_runs_argument_lists_without_a_shell(monkeypatch, tmp_pa
     assert calls[0][1]["env"] == {"A": "1"}
 
 
-def test_sbatch_refusing_the_array_says_why(monkeypatch):
+def test_sbatch_refusing_the_array_says_why(monkeypatch, tmp_path):
     def refuse(argv, **kw):
         msg = "sbatch: error: invalid partition specified: nope\n"
         return subprocess.CompletedProcess(argv, 1, "", msg)
@@ -308,6 +330,9 @@ def test_sbatch_refusing_the_array_says_why(monkeypatch):
     monkeypatch.setattr(array.subprocess, "run", refuse)
     with pytest.raises(array.InputError, match=r"sbatch refused the array: .*invalid partition"):
         array.SlurmCommands().submit(["sbatch", "x"], {})
+    with pytest.raises(array.InputError, match="sbatch refused"):
+        array.run_array(["--generate", "3"], ["fifo"], check_options(ArrayOptions(tmp_path)))
+    assert list(tmp_path.iterdir()) == []  # nothing ran: its folder is not left behind
 
 
 def test_no_sbatch_on_path_is_said_plainly(monkeypatch):
