@@ -35,9 +35,26 @@ RUNS = [
 ]  # fmt: skip
 
 
-def _visible(path: Path, run_dir: Path) -> bool:
-    """Whether the chroot already sees `path` (a bind of the view: /tmp, the repo)."""
-    return any(b == path or b in path.parents for b, _ in chroot.binds(run_dir))
+# Never bound over the chroot's own: its Slurm, libraries and python3 live there.
+SYSTEM = {Path("/"), Path("/usr"), Path("/usr/local"), Path("/opt")}
+
+
+def _interpreter_paths(run_dir: Path) -> list[Path]:
+    """What this interpreter needs that the chroot does not see already: its venv
+    (pyvenv.cfg), its install (a prefix of its own, e.g. pyenv's, whole: libpython
+    too), or for the system's interpreter its executable and import paths alone;
+    and every import path outside those (PYTHONPATH, an editable install)."""
+    base = Path(sys.base_prefix).resolve()
+    want = [Path(sys.prefix).resolve()]
+    want += [Path(sys.executable).resolve()] if base in SYSTEM else [base]
+    want += [Path(p).resolve() for p in sys.path if p and Path(p).is_dir()]
+    seen = [b for b, _ in chroot.binds(run_dir)]
+    out: list[Path] = []
+    for path in sorted(set(want), key=lambda p: len(p.parts)):
+        if path in SYSTEM or any(q == path or q in path.parents for q in seen + out):
+            continue
+        out.append(path)
+    return out
 
 
 @pytest.fixture
@@ -50,10 +67,17 @@ def cluster(slurm, monkeypatch, tmp_path) -> Iterator[object]:  # type: ignore[n
     mounted: list[Path] = []
     if chroot.release(slurm.release).in_chroot:
         view = (slurm.run_dir / "root").resolve()
-        wanted = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
-        for path in sorted(p for p in wanted if not _visible(p, slurm.run_dir)):
+        for path in _interpreter_paths(slurm.run_dir):
             inside = view / path.relative_to("/")
-            inside.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():
+                inside.mkdir(parents=True, exist_ok=True)
+                shadowed = any(inside.iterdir())
+            else:
+                inside.parent.mkdir(parents=True, exist_ok=True)
+                inside.touch()
+                shadowed = inside.stat().st_size > 0
+            if shadowed:  # the chroot's own (its python3's packages): never bound over
+                continue
             subprocess.run(["mount", "--bind", str(path), str(inside)], check=True)
             mounted.append(inside)
             subprocess.run(["mount", "-o", "remount,bind,ro", str(inside)], check=True)
