@@ -71,7 +71,8 @@ def cluster(slurm, monkeypatch, tmp_path) -> Iterator[object]:  # type: ignore[n
             inside = view / path.relative_to("/")
             if path.is_dir():
                 inside.mkdir(parents=True, exist_ok=True)
-                shadowed = any(inside.iterdir())
+                # files: the chroot's own; bare folders: mount points made before
+                shadowed = any(not f.is_dir() for f in inside.rglob("*"))
             else:
                 inside.parent.mkdir(parents=True, exist_ok=True)
                 inside.touch()
