@@ -117,14 +117,27 @@ def read_output(path: Path, index: int, policy: str) -> RunOutput:
         raise ValueError(f"{path}: not task {index}'s result")
     if summary.get("policy") != policy:
         raise ValueError(f"{path}: a run of {summary.get('policy')!r}, not of {policy!r}")
-    if not isinstance(trace, list) or not isinstance(tl, dict):
-        raise ValueError(f"{path}: no job trace or timeline")
-    timeline = UtilisationTimeline(
-        times=list(tl.get("times", [])),
-        ends=list(tl.get("ends", [])),
-        by_type={str(k): list(v) for k, v in dict(tl.get("by_type", {})).items()},
-    )
+    if not isinstance(trace, list) or not all(isinstance(t, dict) for t in trace):
+        raise ValueError(f"{path}: no job trace")
+    try:
+        timeline = UtilisationTimeline(
+            times=_numbers(tl["times"]),
+            ends=_numbers(tl["ends"]),
+            by_type={str(k): _numbers(v) for k, v in tl["by_type"].items()},
+        )
+    except (TypeError, ValueError, KeyError, AttributeError):
+        raise ValueError(f"{path}: no utilisation timeline") from None
     return RunOutput(summary, trace, timeline)
+
+
+def _numbers(values: Any) -> list[float]:
+    """The numbers as they were written (an int stays an int: the plots' CSV is the
+    same as the run's own); TypeError for anything else."""
+    if not isinstance(values, list) or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in values
+    ):
+        raise TypeError("not a list of numbers")
+    return values
 
 
 def result_path(folder: Path, index: int) -> Path:

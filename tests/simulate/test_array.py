@@ -179,7 +179,8 @@ def _no_settle(gather):
     return lambda *a, **k: gather(*a, **{**k, "settle_s": 0.0})
 
 
-def test_a_result_of_another_run_is_refused(tmp_path):
+@pytest.mark.hostile(inputs=6)
+def test_a_result_of_another_run_or_malformed_is_refused(tmp_path):
     out = RunOutput({"policy": "fifo", "jobs": 3})
     path = tmp_path / "run-0.json"
     path.write_bytes(array.output_bytes(out, 0))
@@ -188,6 +189,11 @@ def test_a_result_of_another_run_is_refused(tmp_path):
         array.read_output(path, 0, "las")
     with pytest.raises(ValueError, match="not task 1's result"):
         array.read_output(path, 1, "fifo")
+    for timeline in ('{"times": 3}', '{"times": [], "ends": [], "by_type": [1]}', "[]"):
+        text = '{"format": 1, "index": 0, "summary": {"policy": "fifo"}, "job_trace": []'
+        path.write_text(text + f', "timeline": {timeline}}}')
+        with pytest.raises(ValueError, match="no utilisation timeline"):
+            array.read_output(path, 0, "fifo")
     path.write_text('{"format": 1, "index": 0, "summary": [1, 2')
     with pytest.raises(ValueError, match="unreadable result"):
         array.read_output(path, 0, "fifo")
@@ -427,3 +433,17 @@ def test_an_interrupted_wait_cancels_the_array(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         array.run_array(FOUR_RUNS[1:], ["a", "b"], check_options(ArrayOptions()), slurm)
     assert slurm.cancelled == ["4242"]  # nothing left running for a command gone
+
+
+def test_submit_plots_the_same_data_as_one_worker(tmp_path, capsys, fake, monkeypatch):
+    # --plot draws from each run's utilisation timeline: gathered from the tasks, its
+    # CSVs are the runs' own.
+    monkeypatch.chdir(tmp_path)
+    argv = ["simulate", *SMALL, "--policy", "max_min_fairness", "--policy", "fifo"]
+    assert main([*argv, "--plot", "one"]) == 0
+    assert main([*argv, "--plot", "arr", "--submit"]) == 0
+    capsys.readouterr()
+    csvs = sorted(p.name for p in (tmp_path / "one").glob("*.csv"))
+    assert "utilisation_fifo.csv" in csvs
+    for name in csvs:
+        assert (tmp_path / "arr" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
