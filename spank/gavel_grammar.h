@@ -1,9 +1,9 @@
 /*
  * gavel_grammar.h - the slurm-gavel job comment grammar, for the SPANK plugin.
  *
- * One grammar, three enforcers: slurm_gavel/core/managed.py (the daemon), conf/slurm/
+ * One grammar, three enforcers: slurm_gavel/domain/comment_grammar.py (the daemon), conf/slurm/
  * job_submit.lua (slurmctld) and this file (sbatch/srun/salloc) must accept exactly
- * the same strings. The spec is in managed.py's docstring and docs/admin-guide.md;
+ * the same strings. The spec is in comment_grammar.py's docstring and docs/admin-guide.md;
  * tests/data/comment_grammar.json is the shared table, run against this code through
  * tests/spank/grammar_harness.c (plain gcc, no Slurm needed).
  *

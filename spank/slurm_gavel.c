@@ -11,7 +11,7 @@
  *   - makes the job visible to the slurm-gavel daemon by setting the job's comment to
  *     "gavel:[type=<TYPE>,][scale=N,][weight=W,]..." ("gavel:" alone for --gavel), the
  *     form a site without this plugin writes with --comment=... (parsed by
- *     slurm_gavel/core/managed.py);
+ *     slurm_gavel/domain/comment_grammar.py);
  *   - optionally holds the job (hold=yes) so Slurm never starts it before the daemon
  *     has placed it (conf/slurm/job_submit.lua does this better, on the controller);
  *   - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_TOTAL_STEPS and
@@ -29,7 +29,7 @@
  * lower their own share; keep it equal to the daemon's weights.max_user_weight and
  * MAX_USER_WEIGHT in job_submit.lua).
  *
- * The comment grammar (gavel_grammar.h) is the one slurm_gavel/core/managed.py and
+ * The comment grammar (gavel_grammar.h) is the one slurm_gavel/domain/comment_grammar.py and
  * conf/slurm/job_submit.lua enforce: every --gavel-* value is checked against it, the
  * comment built from them is checked whole, and a --comment=gavel:... written by hand
  * is refused here when the daemon would refuse it.
@@ -362,7 +362,7 @@ static int set_submit_options(void)
 			    "--comment='gavel:%s%s' instead", job_type[0] ? "type=" : "", job_type);
 		return -1;
 	}
-	/* Keys as slurm_gavel/core/managed.py reads them: type, scale, weight, steps, grace;
+	/* Keys as slurm_gavel/domain/comment_grammar.py reads them: type, scale, weight, steps, grace;
 	 * "gavel:" alone when none is given (--gavel). */
 	snprintf(comment, sizeof(comment), GAVEL_PREFIX);
 	add_key(comment, sizeof(comment), "type", job_type);

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm.fields import gpu_gres
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 
 ENV_SPEED = "GAVEL_EMULATE_SPEED"
 ENV_GPU_TYPE = "GAVEL_EMULATE_GPU_TYPE"

@@ -6,7 +6,7 @@
 -- daemon picks its GPU type and nodes each round, then releases it. Setting priority
 -- to 0 holds it (the daemon's `scontrol release` lifts the hold).
 --
--- One grammar, three enforcers: this file, slurm_gavel/core/managed.py (the daemon) and
+-- One grammar, three enforcers: this file, slurm_gavel/domain/comment_grammar.py (the daemon) and
 -- spank/gavel_grammar.h (the SPANK plugin) accept exactly the same comments
 -- (tests/data/comment_grammar.json; spec in docs/admin-guide.md section 4). A
 -- comment the daemon would refuse is refused here, at submit, with the reason.

@@ -26,7 +26,7 @@ from slurm_gavel.commands.status import (
     state_dir,
 )
 from slurm_gavel.commands.status_fields import slurm_time
-from slurm_gavel.commands.status_rows import cell_text, reports_nothing
+from slurm_gavel.commands.status_throughput import cell_text, reports_nothing
 from slurm_gavel.daemon.status_view import clock_value, is_protected
 from slurm_gavel.errors import InputError
 

@@ -21,8 +21,8 @@ from slurm_gavel.commands.simulate_settings import (
 )
 from slurm_gavel.commands.simulate_table import format_comparison
 from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.scheduler_config import scheduler_config
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
 from slurm_gavel.simulate import array, moldable_trace

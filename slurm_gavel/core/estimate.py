@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 ESTIMATE_PREFIX = "estimate:"
 

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from slurm_gavel.core.estimate import complete_matrix, is_estimate
-from slurm_gavel.core.model import GpuType
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 
 def estimate_job_rows(

@@ -33,9 +33,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from slurm_gavel.core.cluster_model import JobPlacement, Node
-from slurm_gavel.core.model import Allocation, GpuType, JobId
 from slurm_gavel.core.node_placement import place_chosen  # step 3 of the docstring
+from slurm_gavel.domain.cluster_model import JobPlacement, Node
+from slurm_gavel.domain.model import Allocation, GpuType, JobId
 
 INF = math.inf
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.moldable import RESTART_WORTH, MoldJob, cluster_value
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.policies.solvers.mold_lp import (
     CountJob,
     allocate_counts,

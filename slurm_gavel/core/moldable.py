@@ -61,7 +61,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.errors import InputError
 
 # The largest count a range may name (the comment grammar's largest scale).

@@ -92,17 +92,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
 from slurm_gavel.core.consolidation import can_consolidate, held_gpus, room_and_size
 from slurm_gavel.core.fill_moves import fill_move_pays, select_staying
 from slurm_gavel.core.mechanism import _Ranked, _ranked, single_candidates
-from slurm_gavel.core.model import Allocation, GpuType, Job, JobId
 from slurm_gavel.core.node_placement import place_chosen
 from slurm_gavel.core.restart_backing import lets_go, short_types
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered, mechanism_jobs
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
+from slurm_gavel.domain.model import Allocation, GpuType, Job, JobId
 
 
 def restart_cost(job: Job, account: JobAccount | None, config: SchedulerConfig) -> float:

@@ -35,10 +35,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from slurm_gavel.core.cluster_model import Node
-from slurm_gavel.core.model import GpuType, Job
 from slurm_gavel.core.round_jobs import Considered
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.domain.cluster_model import Node
+from slurm_gavel.domain.model import GpuType, Job
 
 # A job's restart cost in seconds (restart_aware.restart_cost with the round's config).
 RestartCost = Callable[[Job, JobAccount | None], float]

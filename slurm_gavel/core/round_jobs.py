@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell, rows_for
 from slurm_gavel.core.job_rows import row_source
 from slurm_gavel.core.mechanism import MechanismJob
-from slurm_gavel.core.model import GpuType, JobId, PairThroughput, Problem
-from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.scheduler_state import RoundMemo, SchedulerState
 from slurm_gavel.core.skips import WAITING_ON_CLUSTER, Skip, SkipCode
-from slurm_gavel.core.throughputs import NoFiguresAtScale, UnknownJobType
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
+from slurm_gavel.domain.model import GpuType, JobId, PairThroughput, Problem
+from slurm_gavel.domain.throughputs import NoFiguresAtScale, UnknownJobType
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import PACKING_POLICIES
 

@@ -22,7 +22,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from slurm_gavel.core import restart_aware
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.cluster_rows import rows_for
+from slurm_gavel.core.job_rows import Knowledge, record_measurements
+from slurm_gavel.core.mechanism import MechanismJob, assign, single_candidates
+from slurm_gavel.core.mold_round import mold_jobs
+from slurm_gavel.core.round_config import BaselineFn, SchedulerConfig
+from slurm_gavel.core.round_jobs import mechanism_jobs
+from slurm_gavel.core.round_settings import RoundSettings
+from slurm_gavel.core.round_stages import Pipeline, RoundContext
+from slurm_gavel.domain.cluster_model import (
     JobPlacement,
     JobState,
     Node,
@@ -30,15 +38,7 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     allocation_capacity,
 )
-from slurm_gavel.core.cluster_rows import rows_for
-from slurm_gavel.core.job_rows import Knowledge, record_measurements
-from slurm_gavel.core.mechanism import MechanismJob, assign, single_candidates
-from slurm_gavel.core.model import GpuType, JobId
-from slurm_gavel.core.mold_round import mold_jobs
-from slurm_gavel.core.round_jobs import mechanism_jobs
-from slurm_gavel.core.round_settings import RoundSettings
-from slurm_gavel.core.round_stages import Pipeline, RoundContext
-from slurm_gavel.core.round_types import BaselineFn, SchedulerConfig
+from slurm_gavel.domain.model import GpuType, JobId
 
 
 def pipeline_for(config: SchedulerConfig) -> Pipeline:

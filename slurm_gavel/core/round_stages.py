@@ -34,13 +34,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobPlacement, ObservedJob
 from slurm_gavel.core.cluster_rows import MarkedCell
-from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.skips import Skip
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobPlacement, ObservedJob
+from slurm_gavel.domain.model import GpuType, JobId
 
 
 @dataclass

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 NAME = "restart_aware"
 

@@ -8,7 +8,7 @@ capacity) changed or the configured period passed, turns it into a placement
 with the mechanism, and asks the backend to carry it out. The caller decides
 when the next round happens: the simulator advances its virtual clock, the
 daemon sleeps. Which jobs the round works on, and the policy's problem for them,
-come from round_jobs.py; the config and the report are round_types.py's.
+come from round_jobs.py; the config and the report are round_config.py's.
 
 All fairness accounting lives in :class:`SchedulerState` (scheduler_state.py), a
 plain dataclass that round-trips through JSON; backends keep none of it.
@@ -20,7 +20,14 @@ import time
 from collections.abc import Iterator, Mapping
 
 from slurm_gavel.core import relearn, restart_aware
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.mechanism import pair_key
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_jobs import Considered, build_problem, round_jobs
+from slurm_gavel.core.round_plugins import pipeline_for
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.core.round_stages import RoundContext
+from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterBackend,
     ClusterSnapshot,
@@ -30,13 +37,7 @@ from slurm_gavel.core.cluster_model import (
     RoundPlacement,
     allocation_capacity,
 )
-from slurm_gavel.core.mechanism import pair_key
-from slurm_gavel.core.model import GpuType, JobId
-from slurm_gavel.core.round_jobs import Considered, build_problem, round_jobs
-from slurm_gavel.core.round_plugins import pipeline_for
-from slurm_gavel.core.round_stages import RoundContext
-from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
-from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.policies import allocate
 
 

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_gavel.core import run_protection
-from slurm_gavel.core.cluster_model import JobPlacement
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.core.job_rows import JobRows
 from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
-from slurm_gavel.core.model import Allocation, GpuType, Job, JobId, PairShare
 from slurm_gavel.core.mold_round import MoldMemory
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.skips import Skip
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.cluster_model import JobPlacement
+from slurm_gavel.domain.model import Allocation, GpuType, Job, JobId, PairShare
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
 STATE_FORMAT = "slurm-gavel-scheduler-state/1"

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from slurm_gavel.core.checks import Checks
 from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.daemon.config_types import ConfigError, LearningConfig
+from slurm_gavel.domain.field_checks import Checks
 
 KNOWLEDGE = (Knowledge.LEARNED.value, Knowledge.TABLE.value)
 KEYS = [

@@ -17,7 +17,7 @@ backend: backends/slurm/run_ends.py); this decides, per job, from streaks in a r
   after ``checkpoint.max_ignored_signals`` in a row it is given back to Slurm, which
   runs it to its end, not preempted. A CHECKPOINTED run ends the streak.
 - A restart that resumed from no later step than the run before it, after that run
-  went further (its progress reports of each run, daemon/progress.py: ``steps`` less
+  went further (its progress reports of each run, daemon/progress_learning.py: ``steps`` less
   ``run_steps`` is where a run resumed): its checkpoints keep nothing (it exits 99 at
   the signal without saving, or saves where it never loads). A warning only, however
   many: the reports are the user's, and a given-back job is no longer preempted,
@@ -47,11 +47,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState
-from slurm_gavel.core.model import JobId
 from slurm_gavel.core.run_ends import RunEnd, RunEndKind
 from slurm_gavel.daemon.config_types import CheckpointConfig
 from slurm_gavel.daemon.logs import event
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState
+from slurm_gavel.domain.model import JobId
 
 log = logging.getLogger("slurm_gavel.daemon")
 

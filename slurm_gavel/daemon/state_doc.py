@@ -11,11 +11,11 @@ import os
 import time
 from typing import Any
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.inflight import Inflight
-from slurm_gavel.daemon.progress import ProgressTracker
-from slurm_gavel.daemon.status_rows import cluster_view
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.daemon.status_records import cluster_view
+from slurm_gavel.domain.cluster_model import ClusterSnapshot
 
 
 def state_document(

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.core.cluster_model import JobPlacement
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.domain.cluster_model import JobPlacement
+from slurm_gavel.domain.model import Job
 from slurm_gavel.errors import InputError
 
 H = 3600.0

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.moldable import trace_range
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 
 def _drawn(seed: int, job_id: str, share: float) -> bool:

@@ -24,9 +24,9 @@ import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.moldable import ScaleRangeError, format_range, parse_range
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
 CSV_FIELDS = (

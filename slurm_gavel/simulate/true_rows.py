@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, Job, JobId
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType, Job, JobId
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.simulate.traces import TraceError, trace_csv, trace_number
 
 PREFIX = "throughput_"

@@ -13,7 +13,7 @@ from daemon_rounds import TYPES, run_daemon
 
 from slurm_gavel.cli import main
 from slurm_gavel.commands.status_fields import parse_format, slurm_time
-from slurm_gavel.core.model import Job
+from slurm_gavel.domain.model import Job
 from slurm_gavel.errors import InputError
 
 ME = pwd.getpwuid(os.getuid()).pw_name

@@ -14,14 +14,14 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, cluster_rows
 from slurm_gavel.core.estimate import Observation, update_table
-from slurm_gavel.core.model import Job
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import build_problem
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.skips import SkipCode
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 
 RESNET = "ResNet-50 (batch size 64)"
 A3C = "A3C"

@@ -11,7 +11,6 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel.core.consolidation import (
     can_consolidate,
     fewer_nodes_fit,
@@ -19,13 +18,20 @@ from slurm_gavel.core.consolidation import (
     held_gpus,
     room_and_size,
 )
-from slurm_gavel.core.model import Job
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import (
+    JobPlacement,
+    Node,
+    NodeSlice,
+    NodeState,
+    RoundPlacement,
+)
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 LM = "LM (batch size 10)"

@@ -16,7 +16,7 @@ from slurm_gavel.core.estimate import (
     is_estimate,
     update_table,
 )
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 
 
 def test_complete_matrix_recovers_an_exact_low_rank_matrix() -> None:

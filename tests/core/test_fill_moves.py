@@ -12,17 +12,17 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
 from slurm_gavel.core.fill_moves import expected_stay, fills_stay, move_pays, select_staying
 from slurm_gavel.core.mechanism import MechanismJob
-from slurm_gavel.core.model import Allocation, Job
 from slurm_gavel.core.restart_aware import assign_around
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Allocation, Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"

@@ -4,7 +4,11 @@ it on a node outside it ("constraints and types bind")."""
 
 from __future__ import annotations
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.mechanism import MechanismJob, assign
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_jobs import considered_jobs
+from slurm_gavel.core.skips import SkipCode
+from slurm_gavel.domain.cluster_model import (
     Allowed,
     JobPlacement,
     JobState,
@@ -12,12 +16,8 @@ from slurm_gavel.core.cluster_model import (
     NodeSlice,
     ObservedJob,
 )
-from slurm_gavel.core.mechanism import MechanismJob, assign
-from slurm_gavel.core.model import Allocation, Job
-from slurm_gavel.core.round_jobs import considered_jobs
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.skips import SkipCode
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Allocation, Job
+from slurm_gavel.domain.throughputs import load_table
 
 NODES = [Node("v100-1", "v100", 4), Node("v100-2", "v100", 4), Node("p100-1", "p100", 4)]
 ROW = {"v100": 2.0, "p100": 1.0}

@@ -13,16 +13,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import (
-    JobPlacement,
-    JobState,
-    Node,
-    NodeSlice,
-    ObservedJob,
-    RoundPlacement,
-)
 from slurm_gavel.core.mechanism import INF
-from slurm_gavel.core.model import Allocation, Job
 from slurm_gavel.core.restart_aware import (
     FINISH_LEASES,
     about_to_finish,
@@ -33,12 +24,21 @@ from slurm_gavel.core.restart_aware import (
     protection_seconds,
     restart_cost,
 )
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState, copy_state
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import (
+    JobPlacement,
+    JobState,
+    Node,
+    NodeSlice,
+    ObservedJob,
+    RoundPlacement,
+)
+from slurm_gavel.domain.model import Allocation, Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 

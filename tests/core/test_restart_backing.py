@@ -10,15 +10,15 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Allocation, Job
 from slurm_gavel.core.restart_aware import protect_new_runs, protected_runs
 from slurm_gavel.core.restart_backing import short_types, swap_pays, time_left
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState, copy_state
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Allocation, Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"

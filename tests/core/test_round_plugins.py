@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_plugins import UnresponsiveNodes, pipeline_for
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
+from slurm_gavel.core.round_stages import RoundContext
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.domain.cluster_model import (
     ClusterSnapshot,
     JobPlacement,
     JobState,
@@ -14,14 +20,8 @@ from slurm_gavel.core.cluster_model import (
     NodeState,
     ObservedJob,
 )
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.round_plugins import UnresponsiveNodes, pipeline_for
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_stages import RoundContext
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 TYPE = "ResNet-18 (batch size 64)"

@@ -11,7 +11,12 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.skips import SkipCode
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobState,
@@ -19,13 +24,8 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.scheduler import run_round
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.skips import SkipCode
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 

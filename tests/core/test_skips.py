@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.core.cluster_model import Allowed, JobState, ObservedJob
-from slurm_gavel.core.model import Job
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import considered_jobs
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.skips import SkipCode, owner_sentence
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import Allowed, JobState, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 KNOWN = "ResNet-18 (batch size 64)"

@@ -15,15 +15,15 @@ import pytest
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
-from slurm_gavel.core.cluster_model import ActResult, RoundPlacement
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.state_store import StateLockedError, StateStore
+from slurm_gavel.domain.cluster_model import ActResult, RoundPlacement
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 ROUND = 60.0
 TYPES = ["ResNet-50 (batch size 64)", "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]
@@ -503,8 +503,8 @@ def test_gpu_type_names_are_mapped_both_ways(tmp_path, table):
 
 
 def test_steps_of_silent_jobs_are_estimated_from_time_received(table):
-    from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, ObservedJob
-    from slurm_gavel.daemon.progress import estimate_steps
+    from slurm_gavel.daemon.progress_learning import estimate_steps
+    from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, ObservedJob
 
     jt = "ResNet-50 (batch size 64)"
     row = table.row(jt, 1)
@@ -600,7 +600,7 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
     # reallocations. The daemon (progress, step estimates, persistence around run_round)
     # must place exactly as the bare scheduler loop the simulator runs: the churn a real
     # daemon shows is the mechanism's, not the daemon's.
-    from slurm_gavel.core.round_types import SchedulerConfig
+    from slurm_gavel.core.round_config import SchedulerConfig
     from slurm_gavel.core.scheduler import run_round
     from slurm_gavel.core.scheduler_state import SchedulerState
 

@@ -13,13 +13,13 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.commands.explain import format_explain
 from slurm_gavel.commands.status import format_status
-from slurm_gavel.core.cluster_model import JobState
-from slurm_gavel.core.managed import UNTYPED
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.domain.cluster_model import JobState
+from slurm_gavel.domain.comment_grammar import UNTYPED
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 
 @pytest.fixture(scope="module")

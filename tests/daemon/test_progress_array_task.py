@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.job.env import read_env
 from slurm_gavel.job.progress import ProgressReporter
 

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from slurm_gavel.commands.explain import explain_notice
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.run_ends import RunEnd, RunEndKind
+from slurm_gavel.daemon.config import parse_config
+from slurm_gavel.daemon.config_types import CheckpointConfig, ConfigError
+from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
+from slurm_gavel.daemon.status_private import public_summary, user_views
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobState,
@@ -23,15 +30,8 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.run_ends import RunEnd, RunEndKind
-from slurm_gavel.core.throughputs import load_table
-from slurm_gavel.daemon.config import parse_config
-from slurm_gavel.daemon.config_types import CheckpointConfig, ConfigError
-from slurm_gavel.daemon.daemon import Daemon
-from slurm_gavel.daemon.metrics import DaemonMetrics
-from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
-from slurm_gavel.daemon.status_private import public_summary, user_views
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 UNSIGNALLED = RunEndKind.UNSIGNALLED
 

@@ -38,7 +38,7 @@ import pytest
 from test_least_privilege import RUNUSER, ensure_user
 
 from slurm_gavel.core.estimate import MAX_DRIFT
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.slurm_release("22.05")]
 

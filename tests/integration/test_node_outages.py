@@ -20,7 +20,7 @@ import pytest
 from waiting import wait_for as _wait_for
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel_dev import localcluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.job.env import read_env
 
 pytestmark = pytest.mark.slurm

@@ -1,6 +1,6 @@
 """The plugin on the real local Slurm cluster (tests/conftest.py starts it with the plugin
 loaded, see this folder's conftest.py): sbatch --gavel-* reaches the job's comment (as
-slurm_gavel.core.managed reads it) and environment; a bad type is refused at submit."""
+slurm_gavel.domain.comment_grammar reads it) and environment; a bad type is refused at submit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from spank_build import ensure_built
 
-from slurm_gavel.core.managed import parse_comment
+from slurm_gavel.domain.comment_grammar import parse_comment
 
 BUILD_ERROR = ensure_built()
 

@@ -20,14 +20,14 @@ from slurm_gavel.backends.slurm.shard_pairs import (
     whole_gpu_as_shards,
 )
 from slurm_gavel.backends.slurm.view import SlurmView
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.skips import WAITING_ON_CLUSTER
+from slurm_gavel.domain.cluster_model import (
     JobPlacement,
     JobState,
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import JobId
-from slurm_gavel.core.skips import WAITING_ON_CLUSTER
+from slurm_gavel.domain.model import JobId
 
 
 @dataclass

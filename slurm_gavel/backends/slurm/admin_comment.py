@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 PREFIX = "slurm-gavel: "
 MAX_CHARS = 400  # Slurm refuses comments over 1024 bytes; a line stays readable

@@ -53,9 +53,9 @@ from slurm_gavel.backends.slurm.view import (
     build_view,
     is_managed_partition,
 )
-from slurm_gavel.core.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
-from slurm_gavel.core.model import Job, JobId
 from slurm_gavel.core.run_ends import RunEnd
+from slurm_gavel.domain.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
+from slurm_gavel.domain.model import Job, JobId
 
 Transport = TypeVar("Transport", bound=SlurmTransport)
 

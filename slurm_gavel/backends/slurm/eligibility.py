@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 # Reasons Slurm gives a pending job that it will not start whatever nodes it is put on
 # (squeue's %r; Slurm's job_state_reason names). Resources, Priority and the like are

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from slurm_gavel.backends.slurm.eligibility import deadline_passed, expired
 from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.backends.slurm.view import is_managed_partition
-from slurm_gavel.core.managed import (
+from slurm_gavel.domain.comment_grammar import (
     MAX_SCALE,
     is_managed_comment,
 )
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 RELEASED_PREFIX = "gavel-released: "
 MAX_REASON_CHARS = 600  # Slurm refuses comments over 1024 bytes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurm_gavel.core.managed import CommentReading
+from slurm_gavel.domain.comment_grammar import CommentReading
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob, SlurmNo
 from slurm_gavel.backends.slurm.shard_pairs import AfterExit, StartOrder
 from slurm_gavel.backends.slurm.transport import SlurmTransport
 from slurm_gavel.backends.slurm.view import SlurmView
-from slurm_gavel.core.cluster_model import JobState
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.cluster_model import JobState
+from slurm_gavel.domain.model import JobId
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurm_gavel.backends.slurm.fit import NO_NEEDS, JobNeeds
-from slurm_gavel.core.cluster_model import NodeState, cached_value
-from slurm_gavel.core.managed import CommentReading, read_comment
+from slurm_gavel.domain.cluster_model import NodeState, cached_value
+from slurm_gavel.domain.comment_grammar import CommentReading, read_comment
 
 # Slurm's job states as `squeue -o %T` names them, by what they mean to the daemon.
 # A job in one of RUNNING_STATES holds (or is leaving) its nodes and GPUs.
@@ -209,7 +209,7 @@ class SlurmJob:
 
     @cached_value
     def reading(self) -> CommentReading:
-        """Its comment read once (core/managed.py): the round, the give-back, the
+        """Its comment read once (domain/comment_grammar.py): the round, the give-back, the
         grace and the owner's holds all ask this, not the grammar again."""
         return read_comment(self.comment, job_id=self.job_id)
 

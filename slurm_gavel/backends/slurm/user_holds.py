@@ -23,8 +23,8 @@ from collections.abc import Collection, Mapping
 
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob
-from slurm_gavel.core.managed import ManagedCommentError, parse_comment
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.comment_grammar import ManagedCommentError, parse_comment
+from slurm_gavel.domain.model import JobId
 
 USER_HOLD = "hold=user"
 

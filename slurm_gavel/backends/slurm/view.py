@@ -42,7 +42,7 @@ from slurm_gavel.backends.slurm.shard_pairs import (
 from slurm_gavel.backends.slurm.shard_pairs import (
     managed_gpus as managed_gpus_of,
 )
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.domain.cluster_model import (
     Allowed,
     ClusterSnapshot,
     JobState,
@@ -50,8 +50,8 @@ from slurm_gavel.core.cluster_model import (
     NodeSlice,
     ObservedJob,
 )
-from slurm_gavel.core.managed import ManagedSpec
-from slurm_gavel.core.model import Job, JobId
+from slurm_gavel.domain.comment_grammar import ManagedSpec
+from slurm_gavel.domain.model import Job, JobId
 
 
 @dataclass
@@ -101,7 +101,7 @@ def build_view(
     for sj in jobs:
         if not is_managed_partition(sj.partitions, managed_partitions):
             continue
-        reading = sj.reading  # no weight cap: the daemon caps it (core/shares.py)
+        reading = sj.reading  # no weight cap: the daemon caps it (core/priority_weights.py)
         if reading.refusal is not None:
             warnings.append(f"{reading.refusal} (left to Slurm, not managed)")
             continue
@@ -300,7 +300,7 @@ def _observed(
     elif scale is None and sj.gpu_request_total is not None:  # sbatch --gpus=TYPE:N
         scale = sj.gpu_request_total[1]
     # The owner's uid from Slurm's record (squeue's user_id): progress reports must
-    # be files of this uid (daemon/progress.py).
+    # be files of this uid (daemon/progress_learning.py).
     uid = sj.user_id
     job = Job(
         id=sj.job_id,
@@ -312,7 +312,7 @@ def _observed(
         arrival_time=arrival,
         account=sj.account or None,
         slo=spec.slo,
-        qos=sj.qos or None,  # the admin's weight for it: slurm_gavel/core/shares.py
+        qos=sj.qos or None,  # the admin's weight for it: slurm_gavel/core/priority_weights.py
         user=sj.user or None,
         partition=",".join(sj.partitions) or None,
     )

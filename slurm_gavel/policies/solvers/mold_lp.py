@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.policies.solvers.lp import solve_lp
 
 STAGE2_SLACK = 1e-9

@@ -18,9 +18,9 @@ from slurm_gavel.backends.slurm.eligibility import (
 from slurm_gavel.backends.slurm.giveback import refused_held
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import build_view
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.core.skips import WAITING_ON_CLUSTER
 from slurm_gavel.daemon.status_view import why
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 
 NOW = 10_000.0
 

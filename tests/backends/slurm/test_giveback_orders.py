@@ -19,7 +19,7 @@ from slurm_gavel.backends.slurm.giveback import (
     released_comment,
     scale_in,
 )
-from slurm_gavel.core.managed import classify
+from slurm_gavel.domain.comment_grammar import classify
 
 DATA = Path(__file__).parents[1] / "data" / "22.05"
 

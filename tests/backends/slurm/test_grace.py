@@ -3,7 +3,7 @@
 import pytest
 
 from slurm_gavel.backends.slurm.grace import job_grace
-from slurm_gavel.core.managed import read_comment
+from slurm_gavel.domain.comment_grammar import read_comment
 
 
 @pytest.mark.parametrize(

@@ -20,15 +20,15 @@ import pytest
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.cli import main
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm

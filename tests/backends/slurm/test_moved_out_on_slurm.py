@@ -9,7 +9,7 @@ import time
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.managed import classify
+from slurm_gavel.domain.comment_grammar import classify
 
 pytestmark = pytest.mark.slurm
 

@@ -13,7 +13,7 @@ from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.old_runs import OldRuns, kill_wait_seconds
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import SlurmView
-from slurm_gavel.core.cluster_model import ClusterSnapshot
+from slurm_gavel.domain.cluster_model import ClusterSnapshot
 
 
 def node(name="v100-1", state="mixed", flags=(), started=1000) -> SlurmNode:
@@ -171,8 +171,8 @@ def test_a_job_completing_when_the_round_looked_is_not_requeue_held():
     """A signalled job the round saw COMPLETING has left its run (it checkpointed, or
     finished during its grace): requeue-holding it would make Slurm run a finished job
     again. A job still RUNNING after its grace is requeue-held."""
-    from slurm_gavel.core.cluster_model import JobState, ObservedJob
-    from slurm_gavel.core.model import Job
+    from slurm_gavel.domain.cluster_model import JobState, ObservedJob
+    from slurm_gavel.domain.model import Job
 
     now, grace = 2000.0, 60.0
     for state, held in [("COMPLETING", False), ("RUNNING", True)]:

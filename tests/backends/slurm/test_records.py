@@ -11,7 +11,7 @@ import pytest
 from slurm_gavel.backends.slurm import records
 from slurm_gavel.backends.slurm.grace import job_grace
 from slurm_gavel.backends.slurm.records import SlurmJob
-from slurm_gavel.core import managed
+from slurm_gavel.domain import comment_grammar
 
 
 def job(comment: str, job_id: str = "5") -> SlurmJob:
@@ -31,7 +31,7 @@ def test_the_comment_is_read_once_per_record(monkeypatch):
     def no_more(*a, **k):
         raise AssertionError("the grammar read the comment again")
 
-    monkeypatch.setattr(managed, "parse_comment", no_more)
+    monkeypatch.setattr(comment_grammar, "parse_comment", no_more)
     assert sj.reading is first
     assert job_grace(sj.reading, default_s=30.0, cap_s=None).seconds == 20.0
     # a record renamed (an array task: arrays.expand_tasks) is a new record, read anew

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel_dev import localcluster
 
 pytestmark = pytest.mark.slurm

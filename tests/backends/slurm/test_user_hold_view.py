@@ -13,9 +13,9 @@ import pytest
 from slurm_gavel.backends.slurm.act_plan import plan_act
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import build_view
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.core.skips import WAITING_ON_CLUSTER
 from slurm_gavel.daemon.status_view import why
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 NOW = 10_000.0
 

@@ -11,7 +11,7 @@ from slurm_gavel.backends.slurm.act_plan import plan_act
 from slurm_gavel.backends.slurm.cli.argv import render_update
 from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm.view import build_view
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.domain.cluster_model import (
     JobPlacement,
     JobState,
     NodeSlice,
@@ -175,7 +175,7 @@ def test_space_sharing_pair_starts_one_and_reports_the_other():
 
 def test_job_that_left_squeue_unseen_is_reported_done_once():
     from slurm_gavel.backends.slurm.view import add_vanished
-    from slurm_gavel.core.model import Job
+    from slurm_gavel.domain.model import Job
 
     v = view()
     gone = Job(id="777", job_type="A3C")

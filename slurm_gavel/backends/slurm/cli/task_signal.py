@@ -19,7 +19,7 @@ import subprocess
 import threading
 from collections.abc import Mapping
 
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 RETRYING = "transitional state, retrying"
 TIMEOUT_S = 30.0

@@ -13,26 +13,27 @@ from collections.abc import Callable
 from typing import Protocol
 
 from slurm_gavel.core.backend_hooks import BackendHooks
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.cluster_rows import ClusterRows, rows_for
+from slurm_gavel.core.priority_weights import apply_weights, capped_message
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.daemon.dry_run import planned_actions
+from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
+from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.progress_learning import ProgressTracker, estimate_steps
+from slurm_gavel.daemon.run_watch import RunWatch
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterBackend,
     ClusterSnapshot,
     JobState,
     RoundPlacement,
 )
-from slurm_gavel.core.cluster_rows import ClusterRows, rows_for
-from slurm_gavel.core.model import JobId
-from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.shares import apply_weights, capped_message
-from slurm_gavel.core.throughputs import ThroughputError
-from slurm_gavel.daemon.config_types import Config
-from slurm_gavel.daemon.dry_run import planned_actions
-from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
-from slurm_gavel.daemon.logs import event
-from slurm_gavel.daemon.metrics import DaemonMetrics
-from slurm_gavel.daemon.progress import ProgressTracker, estimate_steps
-from slurm_gavel.daemon.run_watch import RunWatch
+from slurm_gavel.domain.model import JobId
+from slurm_gavel.domain.throughputs import ThroughputError
 
 log = logging.getLogger("slurm_gavel.daemon")
 

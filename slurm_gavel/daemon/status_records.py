@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.daemon.mold_view import MoldView
+from slurm_gavel.domain.cluster_model import (
     ClusterSnapshot,
     JobPlacement,
     JobState,
@@ -18,9 +20,7 @@ from slurm_gavel.core.cluster_model import (
     NodeState,
     ObservedJob,
 )
-from slurm_gavel.core.round_types import RoundReport
-from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.daemon.mold_view import MoldView
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 
 def jobs_view(

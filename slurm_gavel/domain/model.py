@@ -35,7 +35,8 @@ class Job:
     arrival_time: float = 0.0  # seconds from the start of the trace / daemon epoch
     account: str | None = None
     slo: float | None = None  # seconds after arrival by which the job should finish
-    qos: str | None = None  # Slurm QOS: the admin's weight for it (slurm_gavel/core/shares.py)
+    # Slurm QOS: the admin's weight for it (slurm_gavel/core/priority_weights.py)
+    qos: str | None = None
     # Who submitted it and where (Slurm's user name, partition list): shown by
     # `slurm-gavel status`, never used to schedule.
     user: str | None = None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.atomic import write_atomic
-from slurm_gavel.core.model import GpuType, Job, PairThroughput, ProblemJob
+from slurm_gavel.domain.model import GpuType, Job, PairThroughput, ProblemJob
 from slurm_gavel.errors import InputError
 
 FORMAT = "slurm-gavel-throughputs/1"

@@ -52,9 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.core import estimate
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, ObservedJob
 from slurm_gavel.core.mold_round import at_running_count
-from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.pair_cells import PairObservation, pair_reference
 from slurm_gavel.daemon.pair_windows import Mark, PairWindows, mate_of, pairings
@@ -72,6 +70,8 @@ from slurm_gavel.daemon.progress_cells import (
 )
 from slurm_gavel.daemon.progress_report import MAX_STEPS, check_report
 from slurm_gavel.daemon.spool import SpoolProblem, open_root, open_user_dir, read_user_report
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, ObservedJob
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 from slurm_gavel.job.progress import ReportRefused
 

@@ -207,7 +207,7 @@ class CommentReading:
     """A job's comment read once, at observation, and carried with its record
     (backends/slurm/records.SlurmJob.reading): the declaration, or the grammar's
     refusal, or neither (a comment that does not claim the job). Read without the
-    weight cap: the daemon caps the user's weight (core/shares.py) rather than drop
+    weight cap: the daemon caps the user's weight (core/priority_weights.py) rather than drop
     the job."""
 
     spec: ManagedSpec | None = None

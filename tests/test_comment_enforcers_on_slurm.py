@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spank_free_client import spank_free_conf
 
-from slurm_gavel.core.managed import classify
+from slurm_gavel.domain.comment_grammar import classify
 
 pytestmark = pytest.mark.slurm
 CASES = cases()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.domain.model import GpuType, Job, JobId
 
 _T = TypeVar("_T")
 

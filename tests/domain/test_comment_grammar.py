@@ -1,6 +1,6 @@
 """The managed-job comment: gavel:[type=<job type>,scale=N,weight=W,steps=S,slo=T,grace=G].
 
-The grammar's shared table (every enforcer) is in tests/test_comment_grammar.py; these
+The grammar's shared table (every enforcer) is in tests/test_comment_enforcers.py; these
 are the Python parser's own promises: what a spec holds, the messages, the cap."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_gavel.core.managed import (
+from slurm_gavel.domain.comment_grammar import (
     MAX_TYPE_CHARS,
     TYPE_CHARS,
     UNTYPED,
