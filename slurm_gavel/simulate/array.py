@@ -196,13 +196,14 @@ def check_options(o: ArrayOptions) -> ArrayOptions:
         raise InputError(f"--submit-throttle {o.throttle}: give at least 1 task at once")
     if o.timeout_s is not None and not (math.isfinite(o.timeout_s) and o.timeout_s > 0):
         raise InputError(f"--submit-timeout {o.timeout_s}: give seconds > 0")
-    folder = str(o.folder)
+    # The logs' paths are the folder's absolute path: the working directory's too.
+    folder = str(o.folder.absolute())
     _printable("--submit-dir", folder)
     if "%" in folder or "\\" in folder:
         # sbatch reads %-patterns in --output/--error, and a backslash turns them off
         raise InputError(
             f"--submit-dir {folder!r}: Slurm reads '%' and '\\' in its log paths; "
-            "choose a folder without them"
+            "choose a folder without them (--submit-dir /some/where)"
         )
     python = o.python or default_python()
     _printable("--submit-python", python)

@@ -383,6 +383,19 @@ def test_hostile_submit_values_are_refused_before_sbatch(
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.hostile
+def test_a_working_directory_slurm_would_misread_needs_a_submit_dir(
+    tmp_path, capsys, fake, monkeypatch
+):
+    odd = tmp_path / "runs%j"
+    odd.mkdir()
+    monkeypatch.chdir(odd)
+    assert main([*FOUR_RUNS, "--submit"]) == 2
+    assert "Slurm reads '%'" in capsys.readouterr().err and fake.submitted == []
+    assert main([*FOUR_RUNS, "--submit", "--submit-dir", str(tmp_path / "ok")]) == 0
+    assert len(fake.submitted) == 1
+
+
 @pytest.mark.hostile(inputs=3)
 def test_hostile_paths_are_literals_in_the_script(tmp_path):
     # A working directory or argument with quotes, newlines and shell text is a string
