@@ -119,6 +119,8 @@ def read_output(path: Path, index: int, policy: str) -> RunOutput:
         raise ValueError(f"{path}: a run of {summary.get('policy')!r}, not of {policy!r}")
     if not isinstance(trace, list) or not all(isinstance(t, dict) for t in trace):
         raise ValueError(f"{path}: no job trace")
+    if not isinstance(tl, dict):
+        raise ValueError(f"{path}: no utilisation timeline")
     try:
         timeline = UtilisationTimeline(
             times=_numbers(tl["times"]),
