@@ -12,6 +12,7 @@ cluster's view of the chroot (read only), as a centre mounts its software tree.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -65,10 +66,12 @@ def cluster(slurm, monkeypatch, tmp_path) -> Iterator[object]:  # type: ignore[n
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(tmp_path)
     mounted: list[Path] = []
+    made: list[Path] = []  # mount points made in the chroot (shared by its clusters)
     if chroot.release(slurm.release).in_chroot:
         view = (slurm.run_dir / "root").resolve()
         for path in _interpreter_paths(slurm.run_dir):
             inside = view / path.relative_to("/")
+            made += [p for p in [inside, *inside.parents] if not p.exists()]
             if path.is_dir():
                 inside.mkdir(parents=True, exist_ok=True)
                 # files: the chroot's own; bare folders: mount points made before
@@ -87,6 +90,14 @@ def cluster(slurm, monkeypatch, tmp_path) -> Iterator[object]:  # type: ignore[n
     finally:
         for inside in reversed(mounted):
             subprocess.run(["umount", str(inside)], check=False)
+        # The chroot as found: the empty mount points go (one another cluster of the
+        # release has mounted on stays: busy).
+        for point in sorted(made, key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                if point.is_dir():
+                    point.rmdir()
+                elif point.stat().st_size == 0:
+                    point.unlink()
 
 
 def _run(argv: list[str], out: Path, capsys) -> tuple[int, bytes, str, str]:  # type: ignore[no-untyped-def]
