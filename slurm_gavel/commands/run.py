@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from slurm_gavel.core.cluster_model import ClusterBackend
 from slurm_gavel.daemon.config import load_config
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.logs import configure, event
+from slurm_gavel.domain.cluster_model import ClusterBackend
 from slurm_gavel.errors import InputError
 
 if TYPE_CHECKING:
@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
     from slurm_gavel.daemon.daemon import Daemon
     from slurm_gavel.daemon.ha import Ha
     from slurm_gavel.daemon.lease import new_holder_id
-    from slurm_gavel.daemon.loop import STEP_DOWN
     from slurm_gavel.daemon.metrics import DaemonMetrics
+    from slurm_gavel.daemon.round_loop import STEP_DOWN
 
     standby = config.ha is not None and not args.dry_run
     metrics = DaemonMetrics()

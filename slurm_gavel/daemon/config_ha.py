@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.core.checks import Checks
 from slurm_gavel.daemon.config_types import ConfigError, HaConfig
+from slurm_gavel.domain.field_checks import Checks
 
 KEYS = ["shared_dir", "lease_seconds", "margin_seconds"]
 # A lease shorter than this would be renewed more often than a loaded NFS server

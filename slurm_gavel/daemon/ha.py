@@ -31,11 +31,11 @@ from typing import Any
 
 from slurm_gavel.atomic import write_atomic
 from slurm_gavel.core.backend_hooks import SignalMemory
-from slurm_gavel.core.model import JobId
 from slurm_gavel.daemon.config_types import HaConfig
 from slurm_gavel.daemon.lease import HaFiles, Leadership, Role, new_holder_id
 from slurm_gavel.daemon.logs import event, log_ids
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.model import JobId
 
 log = logging.getLogger("slurm_gavel.daemon")
 

@@ -11,13 +11,13 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster, noisy
 from slurm_gavel.core import relearn
 from slurm_gavel.core.job_rows import Knowledge, row_source
-from slurm_gavel.core.model import Allocation, Job, PairShare
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState, copy_state
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Allocation, Job, PairShare
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"

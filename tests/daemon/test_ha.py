@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.config_types import ConfigError, HaConfig
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.ha import SIGNALS_FILE, ActionRefused, Ha, signals_from_json
 from slurm_gavel.daemon.lease import HaFiles, LeaseRecord
-from slurm_gavel.daemon.loop import STEP_DOWN
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.round_loop import STEP_DOWN
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.testing import FakeSlurm, fake_backend
 
 

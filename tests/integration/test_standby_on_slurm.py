@@ -4,7 +4,7 @@ Two `slurm-gavel run` processes share one state directory, as two hosts would sh
 one on the storage of slurmctld's StateSaveLocation; each has its own log (and its
 own metrics port: on one host two daemons cannot share one). A scenario fails the
 leader (or the standby) while about ten checkpointing jobs preempt one another, and
-then checks what the issue asks of a failover:
+then checks what a failover must keep:
 
 * every job COMPLETED with every step done: each run but the last ended by the
   checkpoint signal, each resumed where the one before checkpointed (no job left

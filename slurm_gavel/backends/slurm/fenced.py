@@ -21,7 +21,7 @@ from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName, SlurmTransport
-from slurm_gavel.core.model import Job, JobId
+from slurm_gavel.domain.model import Job, JobId
 
 # The gate: (action kind, the jobs it names) -> None, or raises to refuse the action.
 Gate = Callable[[str, Sequence[JobId]], None]

@@ -12,7 +12,7 @@ import pytest
 
 from slurm_gavel.backends.slurm.fenced import FencedTransport
 from slurm_gavel.backends.slurm.transport import SlurmTransport
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.testing import FakeSlurm, OnSignal, Script, fake_backend
 
 IGNORES = Script(on_signal=OnSignal.IGNORE)
