@@ -221,3 +221,20 @@ def test_a_leader_steps_down_at_a_higher_claim_without_another_action(tmp_path, 
     assert lease is not None and b'"released": true' not in lease  # deposed: not released
     doc = json.loads((tmp_path / "shared" / "state.json").read_text())
     assert doc["ha"] == {"holder": "me:1:x", "generation": 1}
+
+
+def test_a_leader_stopped_cleanly_releases_its_lease_for_the_standby(tmp_path, daemon_log):
+    slurm = FakeSlurm()
+    slurm.submit("gavel:type=A3C,scale=1")
+    d = ha_daemon(tmp_path, slurm, "me:1:x")
+    t, code = in_thread(d)
+    deadline = time.monotonic() + 30
+    while not events(daemon_log, "round") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    d.stop()
+    t.join(15)
+    assert code == [0] and events(daemon_log, "ha_released")
+    standby = Ha(HaConfig(tmp_path / "shared", lease_seconds=3), DaemonMetrics(), holder="b:2:y")
+    assert standby.wait_to_lead(threading.Event())  # at its first look, not a lease later
+    assert standby.lead.took_over_because == "released" and standby.generation == 2
+    standby.stop(clean=True)
