@@ -25,7 +25,10 @@ def summary(lines: list[str]) -> list[str]:
         if line.strip():
             r = json.loads(line)
             runs[(str(r.get("slurm")), str(r["kind"]))].append(r)
-    out = ["slurm  scenario                 runs  lease  takeover med/worst  first round med/worst"]
+    out = [
+        "slurm  scenario                 runs  lease  takeover med/worst  first round med/worst"
+        "  within lease+round"
+    ]
     for (release, kind), rs in sorted(runs.items()):
         took = [r["takeover_s"] for r in rs if r.get("takeover_s") is not None]
         first = [r["first_round_s"] for r in rs if r.get("first_round_s") is not None]
@@ -34,7 +37,10 @@ def summary(lines: list[str]) -> list[str]:
             return f"{statistics.median(xs):6.2f} / {max(xs):6.2f}" if xs else "     -  /      -"
 
         lease = rs[0].get("lease_s")
-        out.append(f"{release:6} {kind:24} {len(rs):4}  {lease:5}  {pair(took)}  {pair(first)}")
+        timed = [r["within_target"] for r in rs if "within_target" in r]
+        within = f"{sum(timed)}/{len(timed)}" if timed else "-"
+        head = f"{release:6} {kind:24} {len(rs):4}  {lease:5}"
+        out.append(f"{head}  {pair(took)}  {pair(first)}  {within:>8}")
     return out
 
 

@@ -41,6 +41,7 @@ import os
 import re
 import secrets
 import socket
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -48,7 +49,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.atomic import fsync_folder, write_atomic
+from slurm_gavel.atomic import fsync_folder
 
 LEASE_FORMAT = "slurm-gavel-lease/1"
 HA_DIR = "ha"
@@ -143,7 +144,7 @@ class HaFiles:
             return None
 
     def write_lease(self, record: LeaseRecord) -> None:
-        write_atomic(self.lease_path, record.to_bytes(), mode=0o644)
+        _replace(self.lease_path, record.to_bytes())
 
     def claim(self, generation: int, holder: str) -> bool:
         """Create claims/<generation>, or False when another daemon created it first."""
@@ -179,7 +180,7 @@ class HaFiles:
         return holder if _HOLDER.fullmatch(holder) else None
 
     def heartbeat(self, holder: str, doc: dict[str, Any]) -> None:
-        write_atomic(self.standbys / _file_name(holder), json.dumps(doc).encode(), mode=0o644)
+        _replace(self.standbys / _file_name(holder), json.dumps(doc).encode())
 
     def drop_heartbeat(self, holder: str) -> None:
         with contextlib.suppress(OSError):
@@ -204,6 +205,24 @@ class HaFiles:
             if isinstance(holder, str) and _HOLDER.fullmatch(holder) and at is not None:
                 out.append({"holder": holder, "at": at})
         return out
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """Replace `target` whole (a temporary file renamed over it: a reader sees the old
+    bytes or the new), without fsync. The lease and the heartbeats need to be seen, not
+    to survive a power cut (a lost renewal reads as an expiry; safety rests on the
+    claims, which are fsynced), and an fsync stalled behind a busy disk (measured: 20 s
+    under load) would hold a standby's look at the lease, or a leader's renewal."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
+            f.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _file_name(holder: str) -> str:
