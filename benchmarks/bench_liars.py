@@ -15,10 +15,12 @@ learns each row from what the jobs report (LEARNED knowledge, as the daemon). Jo
 reports (its *lie*):
 
 - honest: its true rate (the baseline every other lie is compared with);
-- jitter: its true rate times 1.0001, the control: no lie worth the name, so what it
-  changes is how far the schedule moves when one job's row moves at all (a policy's LP
-  has many optimal vertices; which one the solver returns decides who runs where, and
-  with it every later round). A lie's figures within the control's are noise;
+- jitter: its rate, steps done and total steps times 1.0001 (a unit 0.01 % smaller),
+  the control: no lie worth the name, so what it changes is how far the schedule moves
+  when one job's row moves at all (a policy's LP has many optimal vertices; which one
+  the solver returns decides who runs where, and with it every later round). A lie's
+  figures within the control's are noise. (Its rate alone would move nothing: with
+  the trust bounds a cell is what the job's steps show, not the rate it claims.);
 - 10x-all, 0.1x-all: ten times (a tenth of) its true rate on every GPU type;
 - 10x-v100, 10x-k80: ten times on one type (a fast one; a slow one, where claiming
   speed is how to be wanted), the truth elsewhere;
@@ -114,6 +116,10 @@ ACCOUNTS = {"a": 1.0, "b": 2.0, "c": 1.0}
 PRICES = {"v100": 2.48, "p100": 1.46, "k80": 0.45}  # dollars per GPU-hour (AWS-like)
 UNITS = 10.0  # the factor of the 10x-units lie
 JITTER = 1.0001  # the control: a "lie" too small to matter
+# Lies that scale the rate, the steps done and the total steps alike (a unit): the
+# control is one, since with the trust bounds a job's cell follows its steps, not its
+# claimed rate, and only a unit moves it.
+UNIT_LIES = {"10x-units": UNITS, "jitter": JITTER}
 
 
 class Lying:
@@ -134,13 +140,14 @@ class Lying:
             if o.job.id == LIAR and o.state is not JobState.DONE:
                 if self.lie == "nothing":
                     o = replace(o, steps_done=None, measured_throughput=None)
-                if self.lie == "10x-units":
+                unit = UNIT_LIES.get(self.lie)
+                if unit is not None:
                     if self.job is None:  # one object: the round's memo compares by identity
-                        self.job = replace(o.job, total_steps=o.job.total_steps * UNITS)
+                        self.job = replace(o.job, total_steps=o.job.total_steps * unit)
                     o = replace(
                         o,
                         job=self.job,
-                        steps_done=None if o.steps_done is None else o.steps_done * UNITS,
+                        steps_done=None if o.steps_done is None else o.steps_done * unit,
                     )
                 if o.measured_throughput is not None:
                     o = replace(

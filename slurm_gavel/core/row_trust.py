@@ -78,9 +78,14 @@ class Progress:
     steps: float = 0.0
     seconds: float = 0.0
     stretches: int = 0
+    # The seconds its stretches are taken to have lost to start-up: each stretch that
+    # began with a restart, what the rounds plan a restart of the job to cost (at most
+    # start_allowance_s); a first start or a stretch within one run, nothing.
+    lost: float = 0.0
 
-    def add(self, steps: float, seconds: float, new_stretch: bool) -> None:
-        """One interval between two rounds (the caller checks both ends)."""
+    def add(self, steps: float, seconds: float, new_stretch: bool, lost: float = 0.0) -> None:
+        """One interval between two rounds (the caller checks both ends); ``lost``: the
+        start-up a new stretch is taken to have lost (the caller's estimate, bounded)."""
         if not (math.isfinite(steps) and math.isfinite(seconds)):
             return
         if steps < 0.0 or seconds <= 0.0:
@@ -89,6 +94,8 @@ class Progress:
         self.seconds += seconds
         if new_stretch or self.stretches == 0:
             self.stretches += 1
+            if math.isfinite(lost) and lost > 0.0:
+                self.lost += lost
 
 
 def progress_range(bounds: TrustBounds, p: Progress | None) -> tuple[float, float] | None:
@@ -101,6 +108,33 @@ def progress_range(bounds: TrustBounds, p: Progress | None) -> tuple[float, floa
     if left <= 0.0:
         return None
     return p.steps / p.seconds, p.steps / left
+
+
+def loss_estimate(bounds: TrustBounds, restart_s: float | None) -> float:
+    """What one stretch that began with a restart is taken to have lost: the restart's
+    cost as the rounds plan it (``restart_s``: measured per job, else configured),
+    within [0, start_allowance_s]; the allowance where nothing says (None)."""
+    a = bounds.start_allowance_s
+    if restart_s is None or isinstance(restart_s, bool) or not isinstance(restart_s, int | float):
+        return a
+    if math.isnan(restart_s):
+        return a
+    if not math.isfinite(restart_s):
+        return a if restart_s > 0 else 0.0
+    return min(max(float(restart_s), 0.0), a)
+
+
+def progress_rate(bounds: TrustBounds, p: Progress | None) -> float | None:
+    """The rate (steps/s) a cell takes from the job's progress on a type: its steps over
+    its seconds less the start-up its restarts are taken to have lost, S / (R - L), a
+    point of progress_range (L <= start_allowance_s x stretches); None where that range
+    is None. It depends on the job's steps and the scheduler's clock, never on the rate
+    the job reports: a report that claims more than it did cannot move it."""
+    shown = progress_range(bounds, p)
+    if shown is None or p is None:
+        return None
+    left = p.seconds - min(p.lost, bounds.start_allowance_s * p.stretches)
+    return min(max(p.steps / left, shown[0]), shown[1])
 
 
 # Relative rounding of Progress's sums of steps and seconds over many intervals: a

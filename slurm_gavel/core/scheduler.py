@@ -326,6 +326,30 @@ def _mold(
     )
 
 
+def _restart_losses(
+    state: SchedulerState, active: Iterable[ObservedJob], config: SchedulerConfig
+) -> dict[JobId, float]:
+    """What each job's restarted runs are taken to have lost to start-up before their
+    progress counts (job_rows.record_measurements): a restart's cost as the rounds plan
+    it (restart_aware.restart_cost: measured per job, the job's own, its type's, the
+    configured overhead). A job left out (no such figure: the daemon models none, its
+    configured overhead 0, until it has measured the job's) is allowed the trust
+    bounds' start_allowance_s."""
+    out: dict[JobId, float] = {}
+    default = config.settings.preemption_overhead_seconds
+    for o in active:
+        acct = state.jobs.get(o.job.id)
+        cost = restart_aware.restart_cost(o.job, acct, config)
+        known = (
+            (acct is not None and acct.restart_cost_s is not None)
+            or o.job.restart_overhead is not None
+            or o.job.job_type in config.restart_seconds_by_job_type
+        )
+        if known or default > 0.0:
+            out[o.job.id] = cost
+    return out
+
+
 def run_round(
     state: SchedulerState,
     backend: ClusterBackend,
@@ -340,8 +364,15 @@ def run_round(
     if config.baseline is None:
         active = _mold(state, config, active, snap.nodes)
     if config.knowledge is Knowledge.LEARNED:
+        restart_s = None if config.row_bounds is None else _restart_losses(state, active, config)
         record_measurements(
-            state.job_rows, active, state.placement, state.jobs, config.row_bounds, config.explore
+            state.job_rows,
+            active,
+            state.placement,
+            state.jobs,
+            config.row_bounds,
+            config.explore,
+            restart_s,
         )
     kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
     capacity = allocation_capacity(snap.nodes)

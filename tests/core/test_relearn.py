@@ -216,3 +216,24 @@ def test_noise_is_deterministic_per_run_and_centred():
 def test_the_measurement_model_refuses_bad_settings(bad):
     with pytest.raises(ValueError, match="must be >= 0"):
         _cluster([], noise=bad)
+
+
+def test_a_restarted_runs_start_up_is_taken_at_the_cost_the_rounds_plan():
+    """The start-up a restarted run's progress is taken to have lost (job_rows): the
+    job's measured restart cost, else its own or its type's, else the configured
+    overhead; the daemon configures none (it measures), so a job it has not measured
+    yet is allowed the trust bounds' start_allowance_s."""
+    from slurm_gavel.core.cluster_model import JobState, ObservedJob
+    from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
+    from slurm_gavel.core.scheduler import _restart_losses
+    from slurm_gavel.core.scheduler_state import JobAccount
+
+    jobs = [Job("a", RESNET, 1), Job("b", RESNET, 1), Job("c", RESNET, 1, restart_overhead=7.0)]
+    active = [ObservedJob(j, JobState.RUNNING) for j in jobs]
+    state = SchedulerState()
+    state.jobs["a"] = JobAccount(restart_cost_s=12.5)
+    daemon = _config(knowledge=Knowledge.LEARNED)
+    assert daemon.settings.preemption_overhead_seconds == 0.0
+    assert _restart_losses(state, active, daemon) == {"a": 12.5, "c": 7.0}
+    sim = replace(daemon, settings=SIMULATOR_DEFAULTS)
+    assert _restart_losses(state, active, sim) == {"a": 12.5, "b": 30.0, "c": 7.0}
