@@ -137,3 +137,19 @@ def test_estimate_job_rows_with_nothing_measured_anywhere_is_type_blind():
     # a GPU type nothing was measured on takes the job's level (type-blind for it)
     got = estimate_job_rows(TABLE, 1, ("v100", "mi300x"), {"x": {"v100": 5.0}})
     assert got["x"]["v100"] == 5.0 and got["x"]["mi300x"] > 0
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("unit", [10.0, 0.1, 1e6, 1e-6])
+def test_a_jobs_unit_moves_no_other_jobs_estimate(unit):
+    # a job that counts its steps in another unit (every figure `unit` times) is the
+    # same job to the scheduler: the other jobs of no known type, measured or not, get
+    # the same estimate; only its own level follows its unit
+    liar = {"v100": 4.0, "k80": 0.5}
+    honest = {"p100": 3.0}
+    base = estimate_job_rows(TABLE, 1, TYPES, {"new": {}, "h": honest, "liar": liar})
+    scaled = {t: v * unit for t, v in liar.items()}
+    got = estimate_job_rows(TABLE, 1, TYPES, {"new": {}, "h": honest, "liar": scaled})
+    for j in ("new", "h"):
+        assert got[j] == pytest.approx(base[j], rel=1e-6), j
+    assert got["liar"]["p100"] == pytest.approx(base["liar"]["p100"] * unit, rel=1e-6)
