@@ -52,6 +52,13 @@ The full grid (6 policies x 2 kinds x 12 lies x 3 seeds: 432 runs and 36 honest
 baselines, bounds on) took 4 minutes with ``--workers 2`` on an idle 2-core machine
 and 15 on a shared one (each run is one process's work; the figures do not depend on
 the worker count). ``--start-allowance`` sets TrustBounds.start_allowance_s.
+
+The control says how far a schedule moves for nothing: where a lie's figure is beyond
+2 % but within what the control moved in the same (policy, kind), three seeds cannot
+tell the lie from the schedule's sensitivity. Such a cell still misses the bound
+(``beyond_2_percent``); ``beyond_2_percent_and_the_control`` lists the misses beyond
+the control too, and more seeds (``--seeds 0,1,2,3,4,5,6,7,8,9`` with ``--policies``
+and ``--kinds`` of those cells) are how to judge the rest.
 """
 
 from __future__ import annotations
@@ -354,6 +361,44 @@ def within(worst: Iterable[dict[str, Any]], tolerance: float = 0.02) -> list[str
     return bad
 
 
+def control_noise(worst: Iterable[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Per (policy, kind), how far the control ("jitter": one job's row 0.01 % off)
+    moved the liar's or the honest jobs' JCT, worst seed: the schedule's own
+    sensitivity, below which a lie's figure cannot be told from noise."""
+    out: dict[tuple[str, str], float] = {}
+    for w in worst:
+        if w["lie"] == "jitter" and not w["failed"]:
+            out[(w["policy"], w["kind"])] = max(
+                1.0 - w["liar_jct_ratio"], w["honest_jct_ratio"] - 1.0, 0.0
+            )
+    return out
+
+
+def beyond_control(worst: Iterable[dict[str, Any]], tolerance: float = 0.02) -> list[str]:
+    """The cells of within()'s list whose figure is also beyond what the control moved
+    in the same (policy, kind): a lie's effect, not the schedule's sensitivity (the
+    others need more seeds to tell; they still miss the bound). Without a control run
+    every miss counts."""
+    worst = list(worst)
+    noise = control_noise(worst)
+    bad = []
+    for w, line in zip(worst, _misses(worst, tolerance), strict=True):
+        if line is None:
+            continue
+        floor = noise.get((w["policy"], w["kind"]), 0.0)
+        if w["failed"] or max(1.0 - w["liar_jct_ratio"], w["honest_jct_ratio"] - 1.0) > floor:
+            bad.append(line)
+    return bad
+
+
+def _misses(worst: list[dict[str, Any]], tolerance: float) -> list[str | None]:
+    out: list[str | None] = []
+    for w in worst:
+        got = within([w], tolerance)
+        out.append(got[0] if got else None)
+    return out
+
+
 def _names(text: str, known: list[str]) -> list[str]:
     got = [x for x in text.split(",") if x]
     for x in got:
@@ -397,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         "bounds": args.bounds, "start_allowance_s": args.start_allowance,
     }  # fmt: skip
     out["beyond_2_percent"] = within(out["worst"])
+    out["control_noise"] = {f"{p}/{k}": v for (p, k), v in control_noise(out["worst"]).items()}
+    out["beyond_2_percent_and_the_control"] = beyond_control(out["worst"])
     if args.json:
         json.dump(out, sys.stdout, indent=1)
         print()
@@ -415,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{w['policy']:<30} {w['kind']:<8} {w['lie']:<10} {cells}{fail}")
     bad = out["beyond_2_percent"]
     print("beyond 2%: " + ("; ".join(bad) if bad else "none"))
+    real = out["beyond_2_percent_and_the_control"]
+    print("beyond 2% and the control's own move: " + ("; ".join(real) if real else "none"))
     return 0
 
 
