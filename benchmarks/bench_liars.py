@@ -30,6 +30,8 @@ reports (its *lie*):
 - 10x-units: ten times its rate *and* its steps done *and* its declared total steps (a
   consistent change of the unit a step is counted in; the scheduler cannot tell it
   from a job whose steps are ten times smaller);
+- half-steps: half its steps done, and a rate to match, its total steps true (a job
+  that looks slower and further from its end than it is: the steps are its word);
 - no-rate: its steps done but no rate (the report's steps_per_s left out);
 - nothing: no report at all: no rate and no steps done (for a typed job the daemon's
   estimate from the time it received, daemon/progress.py's estimate_steps; a job of
@@ -48,7 +50,7 @@ counted as failed. ``--bounds daemon`` runs with TrustBounds() (the daemon's def
 ``none`` takes every report as it comes. The table shows the worst seed: the lowest
 liar ratio and the highest honest ratio; --json has every run.
 
-The full grid (6 policies x 2 kinds x 12 lies x 3 seeds: 432 runs and 36 honest
+The full grid (6 policies x 2 kinds x 13 lies x 3 seeds: 468 runs and 36 honest
 baselines, bounds on) took 4 minutes with ``--workers 2`` on an idle 2-core machine
 and 15 on a shared one (each run is one process's work; the figures do not depend on
 the worker count). ``--start-allowance`` sets TrustBounds.start_allowance_s.
@@ -112,6 +114,7 @@ LIES = [
     "drip",
     "1.1x-all",
     "10x-units",
+    "half-steps",
     "no-rate",
     "nothing",
     "garbage",
@@ -123,6 +126,7 @@ ACCOUNTS = {"a": 1.0, "b": 2.0, "c": 1.0}
 PRICES = {"v100": 2.48, "p100": 1.46, "k80": 0.45}  # dollars per GPU-hour (AWS-like)
 UNITS = 10.0  # the factor of the 10x-units lie
 JITTER = 1.0001  # the control: a "lie" too small to matter
+HALF = 0.5  # the half-steps lie: steps done (and rate) this share of the truth
 # Lies that scale the rate, the steps done and the total steps alike (a unit): the
 # control is one, since with the trust bounds a job's cell follows its steps, not its
 # claimed rate, and only a unit moves it.
@@ -156,6 +160,8 @@ class Lying:
                         job=self.job,
                         steps_done=None if o.steps_done is None else o.steps_done * unit,
                     )
+                if self.lie == "half-steps" and o.steps_done is not None:
+                    o = replace(o, steps_done=o.steps_done * HALF)
                 if o.measured_throughput is not None:
                     o = replace(
                         o, measured_throughput=self._claim(o.gpu_type, o.measured_throughput)
@@ -186,6 +192,8 @@ class Lying:
             return min(rate * self.step_factor**self.n, 1e7)
         if lie in ("10x-all", "10x-units"):
             return rate * 10
+        if lie == "half-steps":
+            return rate * HALF
         if lie == "0.1x-all":
             return rate / 10
         if lie == "1.1x-all":

@@ -58,6 +58,24 @@ def test_a_job_of_unknown_length_is_expected_to_run_as_long_as_it_has():
     assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, None, 10.0, 5.0)])
 
 
+@pytest.mark.hostile
+@pytest.mark.parametrize("unit", [10.0, 0.1, 1e6])
+def test_a_policy_that_cannot_see_a_rows_level_is_not_misjudged_by_it(unit):
+    # the max-min family divides a job by its own row: a row `unit` times on every
+    # type (a job counting its steps in another unit, its word) changes nothing it
+    # allocates, so it re-solves nothing there; a change of the ratios still does
+    alloc = _alloc(a={"v100": 1.0})
+    scaled = {t: v * unit for t, v in ROW.items()}
+    now = [("a", scaled, 1e9, 0.0, 0.0)]
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, now)  # a policy that plans with it
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, now, level_free=True)
+    half = [("a", {"v100": 5.0 * unit, "k80": 2.0 * unit}, 1e9, 0.0, 0.0)]
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, half, level_free=True)
+    assert "max_min_fairness" in relearn.LEVEL_FREE_POLICIES
+    assert "min_total_duration" not in relearn.LEVEL_FREE_POLICIES
+    assert "finish_time_fairness" not in relearn.LEVEL_FREE_POLICIES
+
+
 def test_a_change_on_a_type_the_allocation_does_not_use_is_no_misjudgment():
     alloc = _alloc(a={"v100": 1.0})
     assert not relearn.rows_misjudged(
