@@ -15,7 +15,7 @@ process. --reference-check also runs the policy's reference path
 (PolicyOptions(reference=True), one call, its own process and time limit) and
 reports the relative objective gap |fast - ref| / |ref|. --exact-check runs the
 same policy with every decomposition (policies/solvers/dw.py and its users)
-switched off, i.e. the HiGHS LPs of before issue 27's per-job work, and reports the
+switched off, i.e. the HiGHS LPs of before the per-job rows, and reports the
 gap to that: the check that the fast path is exact (packed: the class-pair column
 generation of mm_lp.py instead of mm_pack_groups.py's partner-group LP).
 
@@ -69,7 +69,7 @@ def jittered(problem: Any, spread: float, seed: int) -> Any:
 
 def no_decomposition() -> None:
     """Switch off every decomposition path (dw.py and its users): each LP goes to HiGHS
-    whole, as before issue 27's work. The "exact" check compares against this."""
+    whole, as before the per-job rows. The "exact" check compares against this."""
     from slurm_gavel.policies.solvers import ftf_dw, hier_dw, hier_parametric, mm_lp, mm_pack_groups
 
     mm_lp.DW_MIN_COLUMNS = 10**12

@@ -1,5 +1,6 @@
 """A canonical optimum for the simulator's re-solves, so that a warm start cannot change
-the allocation (issue 27's 2.0 s target). A measurement, not a shipped path.
+the allocation (the 2.0 s target of the 1,000-job own-row simulation). A measurement,
+not a shipped path.
 
     python benchmarks/bench_canonical_lp.py --mode today|cold|warm [--check] \\
         [--dump FILE.npz] -- SIMULATE ARGS...

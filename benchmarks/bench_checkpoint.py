@@ -1,4 +1,4 @@
-"""Time and memory of saving and loading one checkpoint of a large state (issue 14).
+"""Time and memory of saving and loading one checkpoint of a large state.
 
     python benchmarks/bench_checkpoint.py [--gib 1.0] [--dir DIR] [--json]
 

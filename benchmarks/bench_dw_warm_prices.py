@@ -1,5 +1,5 @@
 """Does starting the capacity-price decomposition (policies/solvers/dw.py) from the last
-round's prices change its answer, and does it save time? A measurement for issue 27's
+round's prices change its answer, and does it save time? A measurement for the per-job rows'
 simulator targets, not a shipped path.
 
     .venv/bin/python benchmarks/bench_dw_warm_prices.py [--sizes 25:36,300:36,...] [--trials N]

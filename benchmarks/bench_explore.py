@@ -1,4 +1,4 @@
-"""What exploration costs and gains (issue 27; core/explore.py): the same honest runs as
+"""What exploration costs and gains (core/explore.py): the same honest runs as
 benchmarks/bench_liars.py (24 jobs of no known type, each with its own true row, on 4
 V100 + 4 P100 + 4 K80, the daemon's trust bounds), with the exploration budget off and
 on.

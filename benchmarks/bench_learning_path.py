@@ -20,8 +20,8 @@ import time
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.core import relearn
 from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.model import Allocation
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Allocation
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.true_rows import draw_true_rows

@@ -34,7 +34,7 @@ reports (its *lie*):
   that looks slower and further from its end than it is: the steps are its word);
 - no-rate: its steps done but no rate (the report's steps_per_s left out);
 - nothing: no report at all: no rate and no steps done (for a typed job the daemon's
-  estimate from the time it received, daemon/progress.py's estimate_steps; a job of
+  estimate from the time it received, daemon/progress_learning.py's estimate_steps; a job of
   no known type has none), so it stays on its prior;
 - garbage: NaN, inf, -1, 0, 1e300, 1e6 x the truth, a string and True in turn.
 
@@ -79,18 +79,18 @@ from typing import Any
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState
 from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.managed import UNTYPED
-from slurm_gavel.core.model import Job
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
-from slurm_gavel.daemon.progress import estimate_steps
+from slurm_gavel.daemon.progress_learning import estimate_steps
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState
+from slurm_gavel.domain.comment_grammar import UNTYPED
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 CLUSTER = "v100:1x4,p100:1x4,k80:1x4"
 GPU_TYPES = ("v100", "p100", "k80")
@@ -169,7 +169,7 @@ class Lying:
             jobs.append(o)
         snap = replace(snap, jobs=tuple(jobs))
         if self.lie == "nothing" and self.state is not None:
-            # what the daemon does for a job that reports no steps (daemon/tap.py)
+            # what the daemon does for a job that reports no steps (daemon/hooked_backend.py)
             accts = self.state.jobs
             snap = estimate_steps(
                 snap,

@@ -45,7 +45,7 @@ LpCall = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 def capture() -> list[LpCall]:
     """The class LPs (coef, allowed, scale, count, capacity) of the single1000 run."""
     from slurm_gavel.backends.cluster_spec import parse_cluster_spec
-    from slurm_gavel.core.throughputs import load_table
+    from slurm_gavel.domain.throughputs import load_table
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.generate import generate_trace
 

@@ -27,15 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from slurm_gavel.core.cluster_model import (  # noqa: E402
+from slurm_gavel.daemon.progress_learning import ProgressTracker  # noqa: E402
+from slurm_gavel.domain.cluster_model import (  # noqa: E402
     ClusterSnapshot,
     JobState,
     NodeSlice,
     ObservedJob,
 )
-from slurm_gavel.core.model import Job  # noqa: E402
-from slurm_gavel.core.throughputs import ThroughputTable  # noqa: E402
-from slurm_gavel.daemon.progress import ProgressTracker  # noqa: E402
+from slurm_gavel.domain.model import Job  # noqa: E402
+from slurm_gavel.domain.throughputs import ThroughputTable  # noqa: E402
 from slurm_gavel.job.progress import FORMAT  # noqa: E402
 
 NOW = 1_000_000.0

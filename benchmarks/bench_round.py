@@ -69,10 +69,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from slurm_gavel.commands.run import build_backend  # noqa: E402
-from slurm_gavel.core.throughputs import load_table  # noqa: E402
 from slurm_gavel.daemon.config import parse_config  # noqa: E402
 from slurm_gavel.daemon.daemon import Daemon  # noqa: E402
 from slurm_gavel.daemon.logs import configure  # noqa: E402
+from slurm_gavel.domain.throughputs import load_table  # noqa: E402
 from slurm_gavel_dev import localcluster  # noqa: E402
 from slurm_gavel_dev.localcluster_conf import ClusterSpec  # noqa: E402
 from slurm_gavel_dev.localcluster_rest import rest_up  # noqa: E402

@@ -69,7 +69,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, ROOT)
     from slurm_gavel.backends.cluster_spec import parse_cluster_spec
     from slurm_gavel.core.round_settings import RoundSettings
-    from slurm_gavel.core.throughputs import load_table
+    from slurm_gavel.domain.throughputs import load_table
     from slurm_gavel.simulate import metrics as metrics_mod
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.generate import generate_trace
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "--row-spread",
         type=float,
         default=None,
-        help="SIGMA: every job its own true row (simulate --row-spread; issue 27's case: 0.3)",
+        help="SIGMA: every job its own true row (simulate --row-spread; 0.3 in the learning runs)",
     )
     p.add_argument(
         "--knowledge",

@@ -74,7 +74,7 @@ def write_gavel_trace(case: str, path: Path) -> None:
     steps, scale factor, priority, SLO and arrival matter to either simulator; command,
     working directory and steps argument are placeholders."""
     sys.path.insert(0, str(ROOT))
-    from slurm_gavel.core.throughputs import load_table
+    from slurm_gavel.domain.throughputs import load_table
     from slurm_gavel.simulate.generate import generate_trace
 
     c = CASES[case]

@@ -96,7 +96,7 @@ def run_ours(
 ) -> dict[str, Any]:
     from slurm_gavel.backends.cluster_spec import parse_cluster_spec
     from slurm_gavel.core.round_settings import RoundSettings
-    from slurm_gavel.core.throughputs import load_table
+    from slurm_gavel.domain.throughputs import load_table
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.traces import load_trace
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Moldable at (re)start against Gavel on converted trace windows (issue 25;
-# EXPERIMENTS.md, "Moldable at (re)start against Gavel").
+# Moldable at (re)start against Gavel on converted trace windows
+# (EXPERIMENTS.md, "Moldable at (re)start against Gavel").
 #
 #   bash benchmarks/moldable_experiments.sh OUT CLUSTER WINDOW.csv... [-- COSTS]
 #

@@ -175,7 +175,7 @@ def quick_plan() -> Plan:
 def run_point(point: Point, plan: Plan) -> dict[str, Any]:
     from slurm_gavel.backends.cluster_spec import parse_cluster_spec
     from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-    from slurm_gavel.core.throughputs import load_table
+    from slurm_gavel.domain.throughputs import load_table
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.generate import generate_trace
     from slurm_gavel.simulate.window import Window, apply_window

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Restart-aware rounds against Gavel on public traces (issue 25; EXPERIMENTS.md
+# Restart-aware rounds against Gavel on public traces (EXPERIMENTS.md
 # "Restart-aware rounds on real traces"). The traces are not shipped: fetch
 #   https://github.com/siasosp23/artifacts    sia-simulator/traces/philly.csv
 #   https://github.com/alibaba/clusterdata    cluster-trace-gpu-v2023/csv/openb_pod_list_default.csv

@@ -1,7 +1,7 @@
-"""Restart-aware rounds judged over a neighbourhood of restart budgets (issue 25;
-EXPERIMENTS.md, "Restart-aware rounds on real traces", "Where it stands").
+"""Restart-aware rounds judged over a neighbourhood of restart budgets
+(EXPERIMENTS.md, "Restart-aware rounds on real traces", "Where it stands").
 
-Issue 25's target for restart-aware rounds at a restart cost c: average JCT at most
+The target for restart-aware rounds at a restart cost c: average JCT at most
 1.03x Gavel's with free restarts, at most half of its restarts, and no worse makespan.
 The makespan is one job's finish and moves by up to 10 % with any change to the rounds,
 so a rule judged at the default budget alone (0.1) is judged on a draw. This script
@@ -36,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 BUDGETS = ["0.095", "0.097", "0.099", "0.1", "0.101", "0.103", "0.105"]
-# issue 25's target against Gavel with free restarts
+# the target against Gavel with free restarts
 MAX_JCT, MAX_RESTARTS, MAX_MAKESPAN = 1.03, 0.5, 1.0
 
 

@@ -5,15 +5,20 @@
 * :class:`SolveError` - the input was valid but no allocation could be computed
   (solver failure, infeasible SLOs). Exit code 3.
 
-InputError lives in the job library (slurm_gavel/job/_errors.py), which must import
-without the rest of the package; it is the same class here.
+The job library (slurm_gavel/job/, distribution slurm-gavel-job) has an InputError of
+its own: it installs without the scheduler, and the scheduler takes none of its own
+types from it.
 """
 
 from pathlib import Path
 
-from slurm_gavel.job._errors import InputError
-
 __all__ = ["InputError", "SolveError", "read_utf8"]
+
+
+class InputError(ValueError):
+    """Bad input; the message names the field and how to fix it."""
+
+    exit_code = 2
 
 
 class SolveError(RuntimeError):

@@ -116,7 +116,7 @@ class Demo:
         return ids, times
 
     def start_daemon(self, phase: str, policy: str) -> Path:
-        from slurm_gavel.core.throughputs import load_table
+        from slurm_gavel.domain.throughputs import load_table
 
         base = self.run_dir / phase
         table = base / "table.json"

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.transport import CliTransport, cli_backend
-from slurm_gavel.core.cluster_model import ActResult, JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import ActResult, JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel_dev import localcluster
 from slurm_gavel_dev.localcluster_conf import ClusterSpec
 

@@ -1,9 +1,9 @@
 /*
  * gavel_grammar.h - the slurm-gavel job comment grammar, for the SPANK plugin.
  *
- * One grammar, three enforcers: slurm_gavel/core/managed.py (the daemon), conf/slurm/
+ * One grammar, three enforcers: slurm_gavel/domain/comment_grammar.py (the daemon), conf/slurm/
  * job_submit.lua (slurmctld) and this file (sbatch/srun/salloc) must accept exactly
- * the same strings. The spec is in managed.py's docstring and docs/admin-guide.md;
+ * the same strings. The spec is in comment_grammar.py's docstring and docs/admin-guide.md;
  * tests/data/comment_grammar.json is the shared table, run against this code through
  * tests/spank/grammar_harness.c (plain gcc, no Slurm needed).
  *
@@ -127,7 +127,7 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 		return true;
 	}
 	if (GAVEL_KEY("scale") && memchr(val, '-', val_n)) {
-		/* a range MIN-MAX (issue 25: moldable), each a grammar integer 1..1024 */
+		/* a range MIN-MAX (moldable), each a grammar integer 1..1024 */
 		const char *dash = memchr(val, '-', val_n);
 		size_t lo_n = (size_t)(dash - val);
 		long long lo, hi;
@@ -154,7 +154,7 @@ static inline bool gavel_check_value(const char *key, size_t key_n, const char *
 	}
 	if (GAVEL_KEY("hold")) {
 		/* hold=user: held by its owner (sbatch --hold, scontrol hold/uhold), written
-		 * by job_submit.lua; the daemon never places such a job (issue 26) */
+		 * by job_submit.lua; the daemon never places such a job */
 		if (val_n != 4 || memcmp(val, "user", 4) != 0) {
 			snprintf(why, why_size, "hold=%.*s must be hold=user (or leave it out)",
 				 val_n > 40 ? 40 : (int)val_n, val);

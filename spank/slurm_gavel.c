@@ -11,7 +11,7 @@
  *   - makes the job visible to the slurm-gavel daemon by setting the job's comment to
  *     "gavel:[type=<TYPE>,][scale=N,][weight=W,]..." ("gavel:" alone for --gavel), the
  *     form a site without this plugin writes with --comment=... (parsed by
- *     slurm_gavel/core/managed.py);
+ *     slurm_gavel/domain/comment_grammar.py);
  *   - optionally holds the job (hold=yes) so Slurm never starts it before the daemon
  *     has placed it (conf/slurm/job_submit.lua does this better, on the controller);
  *   - exports GAVEL_JOB_TYPE, GAVEL_SCALE, GAVEL_PRIORITY, GAVEL_TOTAL_STEPS and
@@ -29,7 +29,7 @@
  * lower their own share; keep it equal to the daemon's weights.max_user_weight and
  * MAX_USER_WEIGHT in job_submit.lua).
  *
- * The comment grammar (gavel_grammar.h) is the one slurm_gavel/core/managed.py and
+ * The comment grammar (gavel_grammar.h) is the one slurm_gavel/domain/comment_grammar.py and
  * conf/slurm/job_submit.lua enforce: every --gavel-* value is checked against it, the
  * comment built from them is checked whole, and a --comment=gavel:... written by hand
  * is refused here when the daemon would refuse it.
@@ -69,7 +69,7 @@ SPANK_PLUGIN(slurm_gavel, 1);
 enum { OPT_TYPE = 1, OPT_SCALE, OPT_PRIORITY, OPT_CKPT_DIR, OPT_STEPS, OPT_GRACE, OPT_GAVEL };
 
 static char job_type[MAX_VALUE];
-static bool opted_in; /* --gavel: managed without naming a type (issue 27) */
+static bool opted_in; /* --gavel: managed without naming a type */
 static char scale[32];
 static char priority[32];
 static char steps[32];
@@ -362,7 +362,7 @@ static int set_submit_options(void)
 			    "--comment='gavel:%s%s' instead", job_type[0] ? "type=" : "", job_type);
 		return -1;
 	}
-	/* Keys as slurm_gavel/core/managed.py reads them: type, scale, weight, steps, grace;
+	/* Keys as slurm_gavel/domain/comment_grammar.py reads them: type, scale, weight, steps, grace;
 	 * "gavel:" alone when none is given (--gavel). */
 	snprintf(comment, sizeof(comment), GAVEL_PREFIX);
 	add_key(comment, sizeof(comment), "type", job_type);
@@ -466,7 +466,7 @@ static int refuse_submit(void)
 /*
  * An interactive job (salloc, or srun outside a job: both make an allocation with no
  * batch script) cannot be managed: the daemon preempts a job by signalling its batch
- * script to checkpoint and requeueing it (issue 26). job_submit.lua refuses one on the
+ * script to checkpoint and requeueing it. job_submit.lua refuses one on the
  * controller; this refuses it here, before anything is sent, with the same reason.
  * sbatch and salloc both run in the allocator context: the program's name tells them
  * apart (a renamed salloc still meets the Lua).

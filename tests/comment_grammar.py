@@ -1,9 +1,10 @@
 """The comment grammar's shared table and the C enforcer compiled alone, for tests.
 
 tests/data/comment_grammar.json holds comments with the verdict every enforcer must
-give (plain / managed / refuse): slurm_gavel/core/managed.py, spank/gavel_grammar.h (through
-tests/spank/grammar_harness.c, built here with the system C compiler) and
-conf/slurm/job_submit.lua (through a real slurmctld, tests/test_comment_grammar_on_slurm.py).
+give (plain / managed / refuse): slurm_gavel/domain/comment_grammar.py,
+spank/gavel_grammar.h (through tests/spank/grammar_harness.c, built here with the system
+C compiler) and
+conf/slurm/job_submit.lua (through a real slurmctld, tests/test_comment_enforcers_on_slurm.py).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from slurm_gavel_dev import localcluster_chroot as chroot
 from slurm_gavel_dev.localcluster_conf import ClusterSpec
 
 __all__ = ["pytest_runtest_makereport"]  # the hook, imported to be found here
-# The hostile-input figure (issue 12) printed at the end of every run.
+# The hostile-input figure printed at the end of every run.
 pytest_plugins = ["hostile_summary"]
 REPO = Path(__file__).resolve().parent.parent
 OUR_PLUGIN = REPO / "spank" / "build" / "slurm-gavel.so"

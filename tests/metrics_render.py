@@ -13,11 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 
 # Suffixes a family of each type adds to its name in the samples it exposes.
 SAMPLE_SUFFIXES = {

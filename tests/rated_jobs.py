@@ -1,4 +1,4 @@
-"""Jobs of tests/workloads/jobs/rated_reporter.py on a live scenario (issue 27's Slurm
+"""Jobs of tests/workloads/jobs/rated_reporter.py on a live scenario (the learned rows' Slurm
 tests): each paces its steps to its own speed per GPU type (GAVEL_EMULATE_RATES),
 reports progress through the daemon's spool and logs a `start` line for each run in a
 job-state folder, where it also keeps its checkpointed step.

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.atomic import write_atomic
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.state_store import StateStore
+from slurm_gavel.domain.throughputs import load_table
 
 
 @pytest.fixture

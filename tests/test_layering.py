@@ -18,13 +18,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Each layer -> what it must not reach, directly or through the modules it imports.
-# The core (domain, table, problem, mechanism, round) and the policies are pure functions
-# of plain data shared by the simulator and the daemon; the backends know Slurm, not the
-# daemon; the simulator and the daemon never import each other; and nothing shipped
-# imports the development tooling (slurm_gavel_dev is not in the wheel).
+# The domain (plain data and its contracts) is below everything; the policies (pure
+# functions of the domain's problem) below the round (core: mechanism, round, features);
+# the policies and the core are shared by the simulator and the daemon; the backends
+# know Slurm, not the daemon; the simulator and the daemon never import each other; and
+# nothing shipped imports the development tooling (slurm_gavel_dev is not in the wheel).
 OUTER = ("slurm_gavel.commands", "slurm_gavel.cli", "slurm_gavel_dev")
+ABOVE_POLICIES = (
+    "slurm_gavel.core",
+    "slurm_gavel.backends",
+    "slurm_gavel.simulate",
+    "slurm_gavel.daemon",
+    "slurm_gavel.accounting",
+    "slurm_gavel.profiling",
+    "slurm_gavel.testing",
+    "slurm_gavel.job",
+    *OUTER,
+)
 LAYERS: dict[tuple[str, ...], tuple[str, ...]] = {
-    ("slurm_gavel.core", "slurm_gavel.policies"): (
+    ("slurm_gavel.domain",): ("slurm_gavel.policies", *ABOVE_POLICIES),
+    ("slurm_gavel.policies",): ABOVE_POLICIES,
+    ("slurm_gavel.core",): (
         "slurm_gavel.backends",
         "slurm_gavel.simulate",
         "slurm_gavel.daemon",
@@ -41,9 +55,12 @@ LAYERS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("slurm_gavel.testing",): ("slurm_gavel.daemon", "slurm_gavel.simulate", *OUTER),
     ("slurm_gavel",): ("slurm_gavel_dev",),
 }
-# InputError lives in the job library so that it imports without the rest of the
-# package (errors.py); the module is the exception class and nothing else.
-ALLOWED = ("slurm_gavel.job._errors",)
+# Nothing crosses a layer's wall, not even an exception class.
+ALLOWED: tuple[str, ...] = ()
+# The one module of the job library the scheduler imports: the progress report's format,
+# which jobs write and the daemon reads (a contract between the two, not the scheduler's
+# identity: its version and error types are its own).
+SHARED_WITH_JOBS = ("slurm_gavel.job.progress",)
 # Packages installed alone, without the rest of slurm_gavel: they import nothing of it
 # outside themselves (not even slurm_gavel/__init__.py). The job library is the
 # slurm-gavel-job distribution (jobpkg/) that training nodes install on its own; the
@@ -191,31 +208,48 @@ def test_the_job_library_imports_nothing_of_slurm_gavel_outside_it() -> None:
     assert not found, "a package installed alone imports the rest:\n" + "\n".join(found)
 
 
+def test_the_scheduler_takes_only_the_report_format_from_the_job_library() -> None:
+    graph = import_graph(modules(["slurm_gavel", "slurm_gavel_dev"]))
+    assert "slurm_gavel.daemon.spool" in graph
+    found = sorted(
+        f"{dep} <- {module}"
+        for module, deps in graph.items()
+        if not _in(module, STANDALONE)
+        for dep in deps
+        if _in(dep, STANDALONE) and dep not in SHARED_WITH_JOBS
+    )
+    assert not found, "the scheduler imports the job library beyond its reports:\n" + "\n".join(
+        found
+    )
+
+
 def test_the_standalone_rule_sees_a_job_module_import_the_core(tmp_path: Path) -> None:
     # A throwaway tree laid out like the package: a job module that imports the core
     # (directly, lazily, or through another job module) or the package's __init__ is
     # found; imports within the job library, and of the job library by the rest, are not.
     job = tmp_path / "slurm_gavel" / "job"
-    core = tmp_path / "slurm_gavel" / "core"
+    domain = tmp_path / "slurm_gavel" / "domain"
     job.mkdir(parents=True)
-    core.mkdir()
+    domain.mkdir()
     (tmp_path / "slurm_gavel" / "__init__.py").write_text("__version__ = '0'\n")
-    (core / "__init__.py").write_text("")
-    (core / "managed.py").write_text("from slurm_gavel.job._errors import InputError\n")
+    (domain / "__init__.py").write_text("")
+    (domain / "comment_grammar.py").write_text("from slurm_gavel.job._errors import InputError\n")
     (job / "__init__.py").write_text("from slurm_gavel.job.env import read_env\n")
     (job / "_errors.py").write_text("class InputError(ValueError): ...\n")
     (job / "env.py").write_text("from ._errors import InputError\n")
     graph = import_graph(modules(["slurm_gavel"], root=tmp_path))
     assert escapes(graph, "slurm_gavel.job") == []
-    (job / "tool.py").write_text("def main():\n    from slurm_gavel.core import managed\n")
+    (job / "tool.py").write_text(
+        "def main():\n    from slurm_gavel.domain import comment_grammar\n"
+    )
     (job / "loop.py").write_text(
         "import slurm_gavel.job.tool\nfrom slurm_gavel import __version__\n"
     )
     graph = import_graph(modules(["slurm_gavel"], root=tmp_path))
     assert escapes(graph, "slurm_gavel.job") == [
         "slurm_gavel <- slurm_gavel.job.loop",
-        "slurm_gavel.core.managed <- slurm_gavel.job.tool <- slurm_gavel.job.loop",
-        "slurm_gavel.core.managed <- slurm_gavel.job.tool",
+        "slurm_gavel.domain.comment_grammar <- slurm_gavel.job.tool <- slurm_gavel.job.loop",
+        "slurm_gavel.domain.comment_grammar <- slurm_gavel.job.tool",
     ]
 
 
@@ -273,9 +307,9 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     assert cycles(tiny) == [["pkg.lazy", "pkg.sub", "pkg.sub.leaf", "pkg.top"]]
     mods = modules(["slurm_gavel"])
     graph = import_graph(mods)
-    assert "slurm_gavel.core.model" in graph["slurm_gavel.core.mechanism"]
+    assert "slurm_gavel.domain.model" in graph["slurm_gavel.core.mechanism"]
     assert "slurm_gavel.policies.solvers.lp" in graph["slurm_gavel.policies.solvers.mm_lp"]
-    assert _in("slurm_gavel.daemon.tap", ["slurm_gavel.daemon"])
+    assert _in("slurm_gavel.daemon.hooked_backend", ["slurm_gavel.daemon"])
     assert not _in("slurm_gavel.daemon_x", ["slurm_gavel.daemon"])
     assert leaks({"a.x": {"b.y"}, "b.y": {"c.z"}, "c.z": set()}, ["a"], ["c"]) == [
         "c.z <- b.y <- a.x"

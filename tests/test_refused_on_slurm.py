@@ -1,4 +1,4 @@
-"""A refusal's reason reaches users of every release (issue 26): Slurm 22.05's
+"""A refusal's reason reaches users of every release: Slurm 22.05's
 scontrol prints job_submit.lua's refusals as "Unspecified error" without the reason
 (24.11+ print it); the Lua also writes each user's last refusal to REFUSALS_DIR/<uid>,
 which `slurm-gavel refused` prints to that user. Hostile values stay one bounded,

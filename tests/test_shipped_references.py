@@ -50,7 +50,7 @@ def design_sections() -> set[str]:
 
 def test_the_file_walk_sees_the_package_and_the_docs() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in shipped_files()}
-    assert {"slurm_gavel/core/problem.py", "docs/design.md", "README.md"} <= names
+    assert {"slurm_gavel/domain/problem.py", "docs/design.md", "README.md"} <= names
     assert "conf/systemd/slurm-gavel.service" in names
 
 

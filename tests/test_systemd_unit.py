@@ -59,7 +59,7 @@ def test_the_unit_rates_at_most_4_in_systemd_analyze_security():
 
 
 def test_a_root_unit_would_fail_the_same_check(tmp_path):
-    """The measurement can fail: the unit as shipped before issue 12 rated 9.0."""
+    """The measurement can fail: the unit as first shipped rated 9.0."""
     old = tmp_path / "old.service"
     old.write_text(
         "[Service]\nExecStart=/usr/local/bin/slurm-gavel run\nUser=root\n"

@@ -1,4 +1,4 @@
-"""A user's hold is the user's (issue 26), as job_submit.lua keeps it on a real
+"""A user's hold is the user's, as job_submit.lua keeps it on a real
 slurmctld of each release: `sbatch --hold` and the owner's `scontrol hold`/`uhold` of a
 managed job add hold=user to its comment (the daemon never places a job so marked:
 backends/slurm/view.py); the owner's `scontrol release` removes the key and leaves the

@@ -13,7 +13,7 @@ a k80 node; 0.5 halves both. The GPU type comes from ``GAVEL_EMULATE_GPU_TYPE`` 
 set, else from the node's typed GRES (``scontrol show node $SLURMD_NODENAME``), else
 from the local cluster's node naming (``v100-1`` -> ``v100``).
 
-A job of a model the table never saw (issue 27: submitted with ``--gavel`` and no
+A job of a model the table never saw (submitted with ``--gavel`` and no
 type) has no table row to pace to; it names its own speed per GPU type instead:
 
     GAVEL_EMULATE_RATES=v100=20,p100=10,k80=2     (steps/s on each type)
@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm.fields import gpu_gres
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 
 ENV_SPEED = "GAVEL_EMULATE_SPEED"
 ENV_GPU_TYPE = "GAVEL_EMULATE_GPU_TYPE"

@@ -30,8 +30,8 @@ from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs
 from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.backends.slurm.releases import SlurmReleaseError
 from slurm_gavel.backends.slurm.shard_pairs import shard_partners
-from slurm_gavel.core.managed import ManagedCommentError, parse_comment
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.domain.comment_grammar import ManagedCommentError, parse_comment
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.job.progress import ProgressReporter
 from workloads.emulate import ENV_TABLE, Pacer

@@ -6,7 +6,7 @@
 -- daemon picks its GPU type and nodes each round, then releases it. Setting priority
 -- to 0 holds it (the daemon's `scontrol release` lifts the hold).
 --
--- One grammar, three enforcers: this file, slurm_gavel/core/managed.py (the daemon) and
+-- One grammar, three enforcers: this file, slurm_gavel/domain/comment_grammar.py (the daemon) and
 -- spank/gavel_grammar.h (the SPANK plugin) accept exactly the same comments
 -- (tests/data/comment_grammar.json; spec in docs/admin-guide.md section 4). A
 -- comment the daemon would refuse is refused here, at submit, with the reason.
@@ -88,7 +88,7 @@ local function check_value(key, v)
          return "the job type starts or ends with a space"
       end
    elseif key == "scale" and string.find(v, "-", 1, true) then
-      -- a range MIN-MAX (issue 25: moldable), each a grammar integer 1..MAX_SCALE
+      -- a range MIN-MAX (moldable), each a grammar integer 1..MAX_SCALE
       local lo, hi = string.match(v, "^([^-]*)%-([^-]*)$")
       local a, b = lo and parse_integer(lo), hi and parse_integer(hi)
       if a == nil or b == nil or a < 1 or b > MAX_SCALE or a > b then
@@ -203,7 +203,7 @@ end
 -- The daemon preempts a job by signalling its batch script to checkpoint and requeueing
 -- it (`scontrol requeuehold`), so a managed job is a batch job that may be requeued.
 -- * salloc, and srun outside an allocation, have no batch script (job_desc.script is
---   nil): placed, such a job could never be preempted (issue 26);
+--   nil): placed, such a job could never be preempted;
 -- * --no-requeue (job_desc.requeue 0; unset is NO_VAL16) asks what preemption undoes:
 --   refused rather than silently turned into Requeue=1.
 -- * a heterogeneous job (`sbatch ... : ...`, #SBATCH hetjob; job_desc.het_job_offset is
@@ -264,6 +264,58 @@ local function task_gpus(tres)
    return count, prefix, table.concat(rest, ",")
 end
 
+-- A count Slurm leaves unset reads NO_VAL (4294967294), or NO_VAL16 (65534) for a
+-- 16-bit field such as ntasks_per_node: nil here, as is anything below 1. A huge
+-- count that is set stays as it is: the scale it makes is refused by the grammar's
+-- bound, never read as a small one.
+local function count(value, unset)
+   if value == nil or value < 1 or value >= unset then return nil end
+   return value
+end
+
+-- The job's layout as asked: its tasks (-n; else -N times --ntasks-per-node; else 1),
+-- its tasks per node (--ntasks-per-node; nil: unset) and its nodes (-N; else its
+-- tasks over --ntasks-per-node: `-n 4 --ntasks-per-node=2` is two nodes; else 1).
+local function layout(job_desc)
+   local tasks_per_node = count(job_desc.ntasks_per_node, 65534)
+   local nodes = count(job_desc.min_nodes, 4294967294)
+   local tasks = count(job_desc.num_tasks, 4294967294)
+   if tasks == nil and nodes ~= nil and tasks_per_node ~= nil then
+      tasks = nodes * tasks_per_node
+   end
+   if nodes == nil and tasks ~= nil and tasks_per_node ~= nil then
+      nodes = math.ceil(tasks / tasks_per_node)
+   end
+   return tasks or 1, tasks_per_node, nodes or 1
+end
+
+-- Why a --gpus-per-task layout cannot be run under the daemon, else nil. The daemon
+-- gives every node of a job the same GPU count, so each node must hold the same
+-- number of tasks: -N N with a task count N does not divide (Slurm would put more
+-- tasks on one node than its GPUs serve), or several GPUs per task over several
+-- tasks with no layout to keep a task's GPUs on its node (a spread of 2+2 GPUs for
+-- one 4-GPU task, say).
+local function task_layout_why(per_task, tasks, tasks_per_node, min_nodes)
+   local nodes = count(min_nodes, 4294967294)
+   if tasks_per_node == nil and nodes ~= nil and nodes > 1 and tasks % nodes ~= 0 then
+      return string.format("--gpus-per-task with %.0f tasks on %.0f nodes (-N) cannot " ..
+                           "be managed: the gavel scheduler gives every node of a job " ..
+                           "the same GPUs, so each node must run the same number of " ..
+                           "tasks; give --ntasks-per-node=K with -N, or a task count " ..
+                           "that -N divides", tasks, nodes)
+   end
+   if per_task > 1 and tasks > 1 and tasks_per_node == nil and nodes == nil then
+      -- (-N 1, or one task, is kept on one node: slurm_job_submit)
+      return string.format("--gpus-per-task=%.0f with %.0f tasks needs a layout to be " ..
+                           "managed: the gavel scheduler may spread a job over several " ..
+                           "nodes with the same GPUs on each, which could split a " ..
+                           "task's GPUs over two nodes; add --ntasks-per-node=K (K " ..
+                           "dividing %.0f: its tasks K to a node), or -N with a node " ..
+                           "count dividing %.0f", per_task, tasks, tasks, tasks)
+   end
+   return nil
+end
+
 local function refuse_request(why)
    slurm.log_user("slurm-gavel: %s", why)
    return slurm.ERROR
@@ -294,8 +346,7 @@ local function keep_request(job_desc, per_node, per_job, gpus)
              "nodes each round; keep it off nodes with --exclude=NODES, or on a kind " ..
              "of node with --constraint=FEATURE or a typed --gres=gpu:TYPE:N"
    end
-   local nodes = job_desc.min_nodes
-   if nodes == nil or nodes < 1 or nodes > 100000 then nodes = 1 end  -- unset is NO_VAL
+   local _, _, nodes = layout(job_desc)
    local typed = gpu_type(job_desc.tres_per_node) or gpu_type(job_desc.tres_per_job)
    local per_node_gpus = per_node
    if per_node_gpus == nil and gpus ~= nil then per_node_gpus = math.ceil(gpus / nodes) end
@@ -355,20 +406,25 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       return slurm.ERROR
    end
    local gpus = per_job
+   local tasks, tasks_per_node, nodes = layout(job_desc)
    if per_task ~= nil and per_job == nil and per_node == nil then
-      local tasks = job_desc.num_tasks
-      if tasks == nil or tasks < 1 or tasks > 100000 then tasks = 1 end  -- unset is NO_VAL
+      local odd = task_layout_why(per_task, tasks, tasks_per_node, job_desc.min_nodes)
+      if odd then return refuse_request(odd) end
       gpus = per_task * tasks
       -- as a per-job request from here on (the daemon sets it per node)
       job_desc.tres_per_job = task_type .. ":" .. string.format("%.0f", gpus)
       job_desc.tres_per_task = task_rest
       per_job = gpus
+      if per_task > 1 and tasks_per_node == nil and tasks / nodes < 65534 then
+         -- each task's GPUs on its own node: the daemon keeps a job with a task count
+         -- per node on the nodes that count makes (backends/slurm/layout.py), where
+         -- it may otherwise spread a job's GPUs over any number of nodes (one 2-GPU
+         -- task as 1+1: its srun step cannot start). -N N: N nodes; else one task:
+         -- one node (task_layout_why refused the rest)
+         job_desc.ntasks_per_node = math.floor(tasks / nodes)
+      end
    end
-   if per_node ~= nil then
-      local nodes = job_desc.min_nodes
-      if nodes == nil or nodes < 1 or nodes > 100000 then nodes = 1 end  -- unset is NO_VAL
-      gpus = per_node * nodes
-   end
+   if per_node ~= nil then gpus = per_node * nodes end
    if gpus ~= nil and detail.scale == nil then
       local sep = ","
       if comment == PREFIX then sep = "" end  -- "gavel:" alone: no comma before the key
@@ -408,7 +464,7 @@ local function set(value)
    return value ~= nil and value ~= slurm.NO_VAL and value ~= slurm.NO_VAL64
 end
 
--- A user's hold is the user's (issue 26): the owner's `scontrol hold`/`uhold` of a
+-- A user's hold is the user's: the owner's `scontrol hold`/`uhold` of a
 -- managed job adds hold=user to its comment (`sbatch --hold` too: slurm_job_submit),
 -- and the daemon never places a job so marked; the owner's `scontrol release` of a job
 -- so marked removes the key and leaves the job held, now by the daemon, which places

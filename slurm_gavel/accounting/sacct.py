@@ -18,7 +18,7 @@ runs through the backends' command runner (SlurmCommands: argument lists, a time
 retries while slurmdbd is unreachable).
 
 Job comments are user text: they are kept as strings here and only ever parsed by
-slurm_gavel.core.managed's strict grammar.
+slurm_gavel.domain.comment_grammar's strict grammar.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from slurm_gavel.core.cluster_model import Node
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.cluster_model import Node
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
 _SPEC = re.compile(r"^([A-Za-z0-9_.\-]+):(\d+)x(\d+)$")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, slices_fit
-from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, slices_fit
+from slurm_gavel.domain.model import GpuType, Job, JobId
 
 
 class _Active(Protocol):

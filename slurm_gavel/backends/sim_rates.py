@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from slurm_gavel.core.cluster_model import JobPlacement
-from slurm_gavel.core.model import GpuType, Job, JobId
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.cluster_model import JobPlacement
+from slurm_gavel.domain.model import GpuType, Job, JobId
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 
 class RateModel:

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 from slurm_gavel.backends.sim_placement import validate
 from slurm_gavel.backends.sim_rates import RateModel
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobPlacement,
@@ -43,9 +44,8 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import GpuType, Job, JobId
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType, Job, JobId
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 # Seconds a job runs (after its start-up and restore overhead) before its rate is known:
 # the job library's report interval (GAVEL_PROGRESS_INTERVAL, 30 s), whose steps_per_s is
@@ -92,7 +92,7 @@ class Completion:
 
 
 class SimulatedCluster:
-    """Implements slurm_gavel.core.cluster_model.ClusterBackend over a virtual clock."""
+    """Implements slurm_gavel.domain.cluster_model.ClusterBackend over a virtual clock."""
 
     def __init__(
         self,

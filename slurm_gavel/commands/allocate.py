@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
-from slurm_gavel.core.model import Allocation, Problem
-from slurm_gavel.core.problem import allocation_to_json, load_problem
+from slurm_gavel.domain.model import Allocation, Problem
+from slurm_gavel.domain.problem import allocation_to_json, load_problem
 from slurm_gavel.policies import PolicyOptions, allocate, policy_names
 
 SUMMARY = "compute one allocation for a problem file"

@@ -6,7 +6,7 @@ AdminComment), then the figures behind it: its allocation per GPU type, the
 time it received on each since the allocation was computed, its priority there
 (Gavel's: allocation / share of time received; the mechanism fills each type's
 GPUs in priority order) and its deficit (allocation x elapsed - received), and
-the job's own throughput row (issue 27): each cell measured, prior, estimated or
+the job's own throughput row: each cell measured, prior, estimated or
 type-blind, with the seconds of measurement behind it.
 """
 
@@ -26,7 +26,7 @@ from slurm_gavel.commands.status import (
     state_dir,
 )
 from slurm_gavel.commands.status_fields import slurm_time
-from slurm_gavel.commands.status_rows import cell_text, reports_nothing
+from slurm_gavel.commands.status_throughput import cell_text, reports_nothing
 from slurm_gavel.daemon.status_view import clock_value, is_protected
 from slurm_gavel.errors import InputError
 

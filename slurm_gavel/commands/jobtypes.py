@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from slurm_gavel.core.managed import MAX_TYPE_CHARS, TYPE_CHARS
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.domain.comment_grammar import MAX_TYPE_CHARS, TYPE_CHARS
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 
 
 def fits_comment_grammar(job_type: str) -> bool:
@@ -31,8 +31,8 @@ def job_types_text(table: ThroughputTable) -> str:
     """The file's text: a header comment, then the table's job types in table order."""
     bad = [t for t in table.job_types if not fits_comment_grammar(t)]
     if bad:
-        # The comment grammar (slurm_gavel/core/managed.py) cannot carry these: no job could
-        # name them, and the SPANK plugin would refuse them.
+        # The comment grammar (slurm_gavel/domain/comment_grammar.py) cannot carry these:
+        # no job could name them, and the SPANK plugin would refuse them.
         raise ValueError(
             f"job types must not contain ',' or '=' or anything but A-Z a-z 0-9 space "
             f"._()- ({MAX_TYPE_CHARS} characters at most, no space first or last): {bad}"

@@ -1,4 +1,4 @@
-"""A moldable job (issue 25) in `status` and `explain`: its GPU range, the count of its
+"""A moldable job in `status` and `explain`: its GPU range, the count of its
 run or of its next start, why the round chose that count and not more, and its rows
 per count (prior or measured). From the view's ``moldable`` record
 (daemon/mold_view.py, checked by status_view.moldable_record: whole numbers and fixed

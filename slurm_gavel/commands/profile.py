@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_gavel.commands.progress import Progress
+from slurm_gavel.commands.progress_line import Progress
 from slurm_gavel.core.estimate import estimate_missing
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.profiling.profiler import (
     CPU_CAVEAT,
     Cell,

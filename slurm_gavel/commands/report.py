@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.accounting.report import GROUPS, add_fairness, job_facts, job_json, summarise
+from slurm_gavel.accounting.usage_report import GROUPS, add_fairness, job_facts, job_json, summarise
 from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.fields import typed_gpus
@@ -15,7 +15,7 @@ from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.commands.plotting import require_matplotlib
 from slurm_gavel.commands.status import printable
 from slurm_gavel.commands.trace import read_runs
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 
 SUMMARY = "JCT, queueing delay, restarts, GPU-hours and fairness of past jobs (sacct)"

@@ -9,10 +9,10 @@ import time
 from types import FrameType
 from typing import Any
 
-from slurm_gavel.core.cluster_model import ClusterBackend
 from slurm_gavel.daemon.config import load_config
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.logs import configure, event
+from slurm_gavel.domain.cluster_model import ClusterBackend
 
 SUMMARY = "run the scheduler daemon against Slurm (rounds until stopped)"
 

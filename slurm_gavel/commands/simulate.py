@@ -21,8 +21,8 @@ from slurm_gavel.commands.simulate_settings import (
 )
 from slurm_gavel.commands.simulate_table import format_comparison
 from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.scheduler_config import scheduler_config
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
 from slurm_gavel.simulate import moldable_trace
@@ -54,9 +54,9 @@ SUMMARY = "simulate scheduling policies on a job trace"
 
 
 ROW_SPREAD_HELP = (
-    "generated jobs get their own true rows: each cell of their type's row times "
-    "exp(N(0, SIGMA)), drawn with --seed (written by --save-trace as "
-    "throughput_<gpu type> columns)"
+    "every job gets its own true row: each cell of its type's row times exp(N(0, SIGMA)), "
+    "drawn with --seed (a trace's own throughput_<gpu type> figures are kept; "
+    "--save-trace writes generated jobs' rows as those columns)"
 )
 
 
@@ -273,8 +273,6 @@ def run(args: argparse.Namespace) -> int:
     workers = resolve_workers(args.workers)  # a bad --workers fails before any run
     if args.size_first and not args.multi_gpu:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
-    if args.row_spread is not None and args.generate is None:
-        raise InputError("--row-spread draws generated jobs' rows: give it with --generate N")
     default_knowledge = Knowledge.LEARNED if cfg is None else cfg.learning.knowledge
     knowledge = [Knowledge(k) for k in dict.fromkeys(args.knowledge or [default_knowledge])]
     opts = SimulationOptions(
@@ -319,6 +317,14 @@ def run(args: argparse.Namespace) -> int:
         jobs = load_trace(path, table)
         true_rows = load_true_rows(path)
         source, title = str(path), f"trace: {path.name}"
+        if args.row_spread is not None:
+            # every job its own true row (a public trace has none): drawn around its
+            # type's row, except where the trace gives the job's own figures
+            types = list(dict.fromkeys(n.gpu_type for n in nodes))
+            drawn = draw_true_rows(jobs, table, types, args.row_spread, args.seed)
+            given = len(true_rows)
+            true_rows = {j: true_rows.get(j, row) for j, row in drawn.items()}
+            source += f", own rows spread {args.row_spread:g} ({given} given by the trace)"
 
     if args.moldable:
         if not 0.0 < args.moldable_share <= 1.0:

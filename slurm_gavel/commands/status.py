@@ -33,7 +33,7 @@ from slurm_gavel.commands.status_fields import (
     parse_format,
     table,
 )
-from slurm_gavel.commands.status_rows import row_lines
+from slurm_gavel.commands.status_throughput import row_lines
 from slurm_gavel.daemon.state_store import StateStore
 from slurm_gavel.daemon.status_d import read_view
 from slurm_gavel.daemon.status_private import empty_user_view

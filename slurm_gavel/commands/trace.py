@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from slurm_gavel.accounting import sacct
-from slurm_gavel.accounting.trace import DEFAULT_STATES, load_mapping, to_trace
+from slurm_gavel.accounting.sacct_trace import DEFAULT_STATES, load_mapping, to_trace
 from slurm_gavel.commands import trace_public
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.traces import trace_csv
 

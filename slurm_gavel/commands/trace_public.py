@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import read_utf8
 from slurm_gavel.simulate.alibaba import alibaba_cluster, alibaba_jobs, parse_gpu_map
 from slurm_gavel.simulate.philly import Skipped, parse_start, philly_jobs

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, get_origin, get_type_hints, runtime_checkable
 
-from slurm_gavel.core.model import JobId
 from slurm_gavel.core.run_ends import RunEnd
+from slurm_gavel.domain.model import JobId
 
 # ---- after a restart ---------------------------------------------------------------------
 

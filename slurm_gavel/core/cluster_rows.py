@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from slurm_gavel.core.estimate import ESTIMATE_PREFIX, estimate_missing, is_estimate
-from slurm_gavel.core.model import GpuType
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 TYPE_BLIND = "unmeasured: type-blind"
 ESTIMATED = "estimate"

@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeState
-from slurm_gavel.core.model import GpuType
+from slurm_gavel.domain.cluster_model import JobPlacement, Node, NodeState
+from slurm_gavel.domain.model import GpuType
 
 
 def fewer_nodes_fit(free: list[int], gpus: int, nodes_now: int, least: int) -> bool:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 ESTIMATE_PREFIX = "estimate:"
 
@@ -174,7 +174,7 @@ def estimate_by_scaling(
     return out, estimated
 
 
-# Observations come from users' jobs (issue 12): a value further than ABSURD_FACTOR
+# Observations come from users' jobs: a value further than ABSURD_FACTOR
 # from the cell is no measurement, and no observation moves a cell beyond MAX_DRIFT
 # of the table it is folded into (re-profile with `slurm-gavel profile` for more).
 ABSURD_FACTOR = 100.0
@@ -254,7 +254,7 @@ def update_table(
 ) -> ThroughputTable:
     """A new table with the observations folded in (pure; the daemon calls it each round).
 
-    Observations are hostile input (issue 12). Ignored: those of a job type or scale
+    Observations are hostile input. Ignored: those of a job type or scale
     factor the table lacks (no made-up rows), of a cell that says "cannot run there",
     values that are not finite and > 0 or more than ABSURD_FACTOR from the cell's
     :func:`cell_reference`; weights are capped at MAX_WEIGHT.

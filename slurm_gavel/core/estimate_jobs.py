@@ -1,4 +1,4 @@
-"""Rows for jobs of no known type (issue 27): Gavel's matrix completion with the jobs
+"""Rows for jobs of no known type: Gavel's matrix completion with the jobs
 seen so far as rows, beside the throughput table's job types (estimate.py fits types
 only). Pure; job_rows.py calls it for a job whose model the table never saw.
 """
@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from slurm_gavel.core.estimate import complete_matrix, is_estimate
-from slurm_gavel.core.model import GpuType
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 
 def estimate_job_rows(
@@ -26,7 +26,7 @@ def estimate_job_rows(
     max_jobs: int = 256,
     iters: int = 60,
 ) -> dict[str, dict[GpuType, float]]:
-    """Rows on ``gpu_types`` for jobs of no known type (issue 27): the completion above
+    """Rows on ``gpu_types`` for jobs of no known type: the completion above
     with the table's measured rows at this scale factor *and the jobs* as rows, each job
     with the cells it was measured on (none for a job just submitted). Keys of
     ``measured`` are job ids; the first ``max_jobs`` of them take part (the caller puts

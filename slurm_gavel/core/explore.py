@@ -1,4 +1,4 @@
-"""Exploration (issue 27): a new job's GPU types it has not been measured on look
+"""Exploration: a new job's GPU types it has not been measured on look
 better than its prior says, for a bounded time, so the policy places it there early and
 its row gets measured there, rather than whenever the rotation happens to.
 
@@ -19,7 +19,7 @@ import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.core.model import GpuType
+from slurm_gavel.domain.model import GpuType
 
 
 @dataclass(frozen=True)

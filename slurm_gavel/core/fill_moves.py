@@ -50,9 +50,9 @@ import math
 from collections.abc import Callable, Collection, Mapping
 
 from slurm_gavel.core.mechanism import MechanismJob, _Ranked, _select
-from slurm_gavel.core.model import GpuType, Job, JobId
 from slurm_gavel.core.restart_backing import RestartCost, time_left
 from slurm_gavel.core.scheduler_state import JobAccount
+from slurm_gavel.domain.model import GpuType, Job, JobId
 
 # Whether the job, running as a fill on the first type, should move to a fill on the
 # second one (move_pays with the job's rates, restart cost and expected stay).

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from slurm_gavel.core.throughputs import ThroughputError, ThroughputTable
+from slurm_gavel.domain.throughputs import ThroughputError, ThroughputTable
 
 UNCONSOLIDATED = "_unconsolidated"
 

@@ -1,4 +1,4 @@
-"""Each job's own throughput row (issue 27): a prior, replaced cell by cell by what that
+"""Each job's own throughput row: a prior, replaced cell by cell by what that
 job was measured doing.
 
 A job's row is its steps/s on every GPU type of the cluster at its scale factor. It
@@ -36,11 +36,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, ClusterRows
 from slurm_gavel.core.estimate_jobs import estimate_job_rows
 from slurm_gavel.core.explore import Exploration, optimistic
-from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.row_trust import (
     ROUNDING,
     Progress,
@@ -50,6 +48,8 @@ from slurm_gavel.core.row_trust import (
     progress_range,
     progress_rate,
 )
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.errors import InputError
 
 Row = Mapping[GpuType, float]

@@ -20,7 +20,7 @@ Optional, not Gavel (stay_credit_seconds > 0, default 0): the type a job runs on
 counts that many seconds less received time in its priority and deficit, so a job
 with a fractional allocation (say 0.5 v100 + 0.5 p100) works it off in longer
 stints instead of switching type almost every round. The caller decides when to
-apply it (scheduler.run_round: only in underloaded rounds, where it cannot keep a
+apply it (round_plugins.stay_credit: only in underloaded rounds, where it cannot keep a
 waiting job off a GPU). Space-sharing pairs get no credit.
 
 Pure functions over plain data: no clock, no I/O, no randomness.
@@ -33,9 +33,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from slurm_gavel.core.cluster_model import JobPlacement, Node
-from slurm_gavel.core.model import Allocation, GpuType, JobId
 from slurm_gavel.core.node_placement import place_chosen  # step 3 of the docstring
+from slurm_gavel.domain.cluster_model import JobPlacement, Node
+from slurm_gavel.domain.model import Allocation, GpuType, JobId
 
 INF = math.inf
 

@@ -1,4 +1,4 @@
-"""The moldable count chosen inside the LP (``moldable_lp``, issue 25; docs/design.md
+"""The moldable count chosen inside the LP (``moldable_lp``; docs/design.md
 §1.2.2): an alternative to moldable.py's least-first + grow-into-idle choice.
 
 Every job the round allocates (rigid ones at their one count) goes into one max-min LP
@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.moldable import RESTART_WORTH, MoldJob, cluster_value
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.policies.solvers.mold_lp import (
     CountJob,
     allocate_counts,

@@ -1,4 +1,4 @@
-"""The round's side of moldable jobs (issue 25): each job with a GPU range is handed to
+"""The round's side of moldable jobs: each job with a GPU range is handed to
 the rest of the round at the count chosen for it (core/moldable.py), as a Job whose
 scale_factor is that count.
 
@@ -29,12 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.core.cluster_model import Allowed, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ClusterRows
 from slurm_gavel.core.job_rows import JobRows, Measured, usable_rate
-from slurm_gavel.core.model import GpuType, Job, JobId
 from slurm_gavel.core.mold_joint import JointMemo, choose_joint
 from slurm_gavel.core.moldable import MoldJob, choose_counts, cluster_value, with_untried
+from slurm_gavel.domain.cluster_model import Allowed, JobState, ObservedJob
+from slurm_gavel.domain.model import GpuType, Job, JobId
 
 
 @dataclass
@@ -65,7 +65,7 @@ def running_count(o: ObservedJob) -> int | None:
 
 def at_running_count(o: ObservedJob) -> ObservedJob:
     """A running job with a range as a job of the count it runs at (the table cell its
-    measured rate belongs to: daemon/progress.py); any other job as it is."""
+    measured rate belongs to: daemon/progress_learning.py); any other job as it is."""
     c = running_count(o)
     if o.job.scale_range is None or c is None or c == o.job.scale_factor:
         return o

@@ -1,4 +1,4 @@
-"""Moldable at (re)start (issue 25): the GPU count a job with a range runs at.
+"""Moldable at (re)start: the GPU count a job with a range runs at.
 
 A job may give a range of GPU counts, [min, max] (a trace's ``scale_factor`` column
 ``MIN-MAX``; on Slurm the comment's ``scale=MIN-MAX``). Its count is chosen each time it
@@ -61,7 +61,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.errors import InputError
 
 # The largest count a range may name (the comment grammar's largest scale).

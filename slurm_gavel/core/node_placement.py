@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Protocol
 
-from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice, slices_fit
-from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.domain.cluster_model import JobPlacement, Node, NodeSlice, slices_fit
+from slurm_gavel.domain.model import GpuType, JobId
 
 
 class PlacedJob(Protocol):

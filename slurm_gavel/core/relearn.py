@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from slurm_gavel.core.model import Allocation, GpuType, JobId
+from slurm_gavel.domain.model import Allocation, GpuType, JobId
 
 # A job's rate under its allocation may be misjudged by this share before it counts:
 # measurement noise (the job library's window, a loaded node's pacing, emulated speeds)

@@ -92,16 +92,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
 from slurm_gavel.core.consolidation import can_consolidate, held_gpus, room_and_size
 from slurm_gavel.core.fill_moves import fill_move_pays, select_staying
 from slurm_gavel.core.mechanism import _Ranked, _ranked, single_candidates
-from slurm_gavel.core.model import Allocation, GpuType, Job, JobId
 from slurm_gavel.core.node_placement import place_chosen
 from slurm_gavel.core.restart_backing import lets_go, short_types
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered, mechanism_jobs
-from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeState, slices_fit
+from slurm_gavel.domain.model import Allocation, GpuType, Job, JobId
 
 
 def restart_cost(job: Job, account: JobAccount | None, config: SchedulerConfig) -> float:
@@ -144,15 +145,15 @@ def lease_seconds(cost: float, budget: float, account: JobAccount) -> float:
 def about_to_finish(
     job: Job,
     account: JobAccount,
+    until: float | None,
     rate: float,
     now: float,
     config: SchedulerConfig,
 ) -> bool:
-    """Whether a run whose protection ran out is still kept (module doc): the job's
-    remaining steps take at most FINISH_LEASES protections at ``rate`` (steps/s on
-    the run's type) and fewer than that many protections have passed since its
-    protection ended."""
-    until = account.protected_until
+    """Whether a run whose protection ran out (at ``until``) is still kept (module
+    doc): the job's remaining steps take at most FINISH_LEASES protections at ``rate``
+    (steps/s on the run's type) and fewer than that many protections have passed since
+    its protection ended."""
     if until is None or job.total_steps <= 0.0 or rate <= 0.0:
         return False
     more = FINISH_LEASES * protection_seconds(
@@ -213,14 +214,17 @@ def protected_runs(
     free = {n.name: n.usable_gpus for n in up}
     kept: dict[JobId, JobPlacement] = {}
     short = short_types(state, considered, up) if config is not None else set()
+    protection = state.plugins.restart_aware
     for o, row in considered:
         acct = state.jobs.get(o.job.id)
-        if acct is None or acct.protected_until is None:
+        guard = protection.get(o.job.id)
+        until = None if guard is None else guard.protected_until
+        if acct is None or until is None:
             continue
-        if acct.protected_until <= now and (
+        if until <= now and (
             config is None
             or o.gpu_type is None
-            or not about_to_finish(o.job, acct, float(row.get(o.gpu_type, 0.0)), now, config)
+            or not about_to_finish(o.job, acct, until, float(row.get(o.gpu_type, 0.0)), now, config)
         ):
             continue
         prev = state.placement.get(o.job.id)
@@ -279,7 +283,7 @@ def assign_around(
     now: float,
 ) -> tuple[dict[JobId, JobPlacement], set[JobId]]:
     """Gavel's mechanism for the jobs not in ``kept`` on ``free_nodes`` (the nodes with
-    the GPUs of ``kept`` taken out), as scheduler.assign_jobs without the stay credit,
+    the GPUs of ``kept`` taken out), as round_plugins.Mechanism without the stay credit,
     and the backfilled jobs: placed on a type after a job that outranks them there was
     left out for want of GPUs. ``now``: the round's clock."""
     alloc = state.allocation
@@ -341,10 +345,12 @@ def _lasted_its_lease(state: SchedulerState, config: SchedulerConfig, job: Job, 
     """Whether the job's run has lasted c_j / b (True for a run of unknown start): the
     restart that ends it then costs at most the budget's share of it."""
     acct = state.jobs.get(job.id)
-    if acct is None or acct.run_started is None:
+    guard = state.plugins.restart_aware.get(job.id)
+    started = None if guard is None else guard.run_started
+    if acct is None or started is None:
         return True
     span = protection_seconds(restart_cost(job, acct, config), config.settings.restart_budget)
-    return now - acct.run_started >= span
+    return now - started >= span
 
 
 def _waits_for_restart(state: SchedulerState, config: SchedulerConfig, job: Job) -> bool:
@@ -368,16 +374,19 @@ def protect_new_runs(
     unless it was backfilled; a job that is not placed loses its protection; a kept
     one keeps it."""
     budget = config.settings.restart_budget
+    old = state.plugins.restart_aware
+    # rebuilt over the jobs with an account: a job that ended leaves the slot with it
+    slot = state.plugins.restart_aware = {}
     for job_id, acct in state.jobs.items():
         p = state.placement.get(job_id)
         if p is None:
-            acct.protected_until = None
-            acct.run_started = None
-            continue
+            continue  # not placed: no run, no protection
         before = previous.get(job_id)
         if before is not None and p.same_place(before):
+            if job_id in old:
+                slot[job_id] = old[job_id]
             continue
-        acct.run_started = now
+        guard = slot[job_id] = RunProtection(run_started=now)
         job = jobs.get(job_id)
         if (
             job_id in backfill
@@ -386,7 +395,6 @@ def protect_new_runs(
             or not backed(state.allocation, job_id, p.gpu_type)
             or consolidating_pays(job, p, config, acct)
         ):
-            acct.protected_until = None
             continue
         cost = restart_cost(job, acct, config)
         if before is not None and not before.consolidated and p.consolidated:
@@ -396,4 +404,4 @@ def protect_new_runs(
             span = protection_seconds(cost, budget)
         else:
             span = lease_seconds(cost, budget, acct)
-        acct.protected_until = now + span if span > 0.0 else None
+        guard.protected_until = now + span if span > 0.0 else None

@@ -35,10 +35,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from slurm_gavel.core.cluster_model import Node
-from slurm_gavel.core.model import GpuType, Job
 from slurm_gavel.core.round_jobs import Considered
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.domain.cluster_model import Node
+from slurm_gavel.domain.model import GpuType, Job
 
 # A job's restart cost in seconds (restart_aware.restart_cost with the round's config).
 RestartCost = Callable[[Job, JobAccount | None], float]
@@ -139,8 +139,8 @@ def lets_go(
     job time on, is let go this round (module doc): its type is short for jobs with no
     GPU, it is past its first ``paid_for`` seconds (c / b) or its start is unknown, or
     a swap pays."""
-    account = state.jobs.get(job.id)
-    started = account.run_started if account is not None else None
+    guard = state.plugins.restart_aware.get(job.id)
+    started = guard.run_started if guard is not None else None
     return (
         here in short
         or started is None

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell, rows_for
 from slurm_gavel.core.job_rows import row_source
 from slurm_gavel.core.mechanism import MechanismJob
-from slurm_gavel.core.model import GpuType, JobId, PairThroughput, Problem
-from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.scheduler_state import RoundMemo, SchedulerState
+from slurm_gavel.core.skips import WAITING_ON_CLUSTER, Skip, SkipCode
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
+from slurm_gavel.domain.model import GpuType, JobId, PairThroughput, Problem
+from slurm_gavel.domain.throughputs import NoFiguresAtScale, UnknownJobType
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import PACKING_POLICIES
-
-# The skip reason of a job the cluster would not start now (ObservedJob.waiting_on).
-WAITING_ON_CLUSTER = "Slurm would not start it now: "
 
 # A job the round can place, with its throughput row on the cluster's GPU types.
 Considered = tuple[ObservedJob, Mapping[GpuType, float]]
@@ -43,7 +42,7 @@ def considered_jobs(
     capacity: Mapping[GpuType, int],
     rows: ClusterRows | None = None,
     row_of: Callable[[ObservedJob], Mapping[GpuType, float]] | None = None,
-) -> tuple[list[Considered], list[tuple[JobId, str]]]:
+) -> tuple[list[Considered], list[tuple[JobId, Skip]]]:
     """The jobs the round can place, each with its throughput row; the others with the
     reason (unknown type, no usable GPU type, too big), so one bad job never fails
     the round. Rows come from ``rows`` (default: built here from the table for the
@@ -55,15 +54,19 @@ def considered_jobs(
     types = [t for t, n in capacity.items() if n > 0]
     biggest = max((capacity[t] for t in types), default=0)
     out: list[Considered] = []
-    skipped: list[tuple[JobId, str]] = []
+    skipped: list[tuple[JobId, Skip]] = []
+
+    def skip(o: ObservedJob, code: SkipCode, detail: str) -> None:
+        skipped.append((o.job.id, Skip(code, detail)))
+
     for o in active:
         if o.waiting_on:
-            skipped.append((o.job.id, WAITING_ON_CLUSTER + o.waiting_on))
+            skip(o, SkipCode.WAITING_ON_CLUSTER, WAITING_ON_CLUSTER + o.waiting_on)
             continue
         try:
             row = rows.row(o.job.job_type, o.job.scale_factor) if row_of is None else row_of(o)
         except InputError as e:
-            skipped.append((o.job.id, str(e)))
+            skip(o, _code_of(e), str(e))
             continue
         if o.allowed is not None:  # its own request: nothing on the other types
             row = {t: (v if t in o.allowed.types else 0.0) for t, v in row.items()}
@@ -73,14 +76,22 @@ def considered_jobs(
                 usable = True
                 break
         if not usable and o.allowed is not None and o.allowed.why:
-            skipped.append((o.job.id, f"no usable node fits it: {o.allowed.why}"))
+            skip(o, SkipCode.NO_NODE_FITS, f"no usable node fits it: {o.allowed.why}")
         elif not usable:
-            skipped.append((o.job.id, "no usable GPU type has a throughput for it"))
+            skip(o, SkipCode.NO_USABLE_TYPE, "no usable GPU type has a throughput for it")
         elif o.job.scale_factor > biggest:
-            skipped.append((o.job.id, f"needs {o.job.scale_factor} GPUs of one type"))
+            skip(o, SkipCode.TOO_BIG, f"needs {o.job.scale_factor} GPUs of one type")
         else:
             out.append((o, row))
     return out, skipped
+
+
+def _code_of(e: InputError) -> SkipCode:
+    if isinstance(e, UnknownJobType):
+        return SkipCode.UNKNOWN_TYPE
+    if isinstance(e, NoFiguresAtScale):
+        return SkipCode.NO_FIGURES_AT_SCALE
+    return SkipCode.OTHER
 
 
 def build_problem(
@@ -124,7 +135,7 @@ def round_jobs(
     active: list[ObservedJob],
     config: SchedulerConfig,
     capacity: dict[GpuType, int],
-) -> tuple[list[Considered], list[tuple[JobId, str]], str, tuple[MarkedCell, ...]]:
+) -> tuple[list[Considered], list[tuple[JobId, Skip]], str, tuple[MarkedCell, ...]]:
     """considered_jobs(), the job-set key and the unmeasured cells the jobs rely on,
     reused from the last round when the backend reports the same Job objects on the
     same capacity with the same table (a quiet round in the simulator; Slurm backends

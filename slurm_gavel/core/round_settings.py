@@ -21,7 +21,7 @@ class RoundSettings:
     # (DAEMON_DEFAULTS and SIMULATOR_DEFAULTS below), so who builds settings says which.
     preemption_overhead_seconds: float
     # Not Gavel, opt-in (0 = Gavel's mechanism): the mechanism's stay credit (why:
-    # mechanism.py), given in underloaded rounds only (scheduler.run_round).
+    # mechanism.py), given in underloaded rounds only (round_plugins.stay_credit).
     stay_credit_seconds: float = 0.0
     # After a reallocation, a changed job set waits until this many seconds have
     # passed before the next one (jobs that arrive meanwhile get no fraction and only

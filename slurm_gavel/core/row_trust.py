@@ -42,7 +42,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.core.model import GpuType
+from slurm_gavel.domain.model import GpuType
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 
 class RunEndKind(StrEnum):

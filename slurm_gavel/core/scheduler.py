@@ -8,7 +8,7 @@ capacity) changed or the configured period passed, turns it into a placement
 with the mechanism, and asks the backend to carry it out. The caller decides
 when the next round happens: the simulator advances its virtual clock, the
 daemon sleeps. Which jobs the round works on, and the policy's problem for them,
-come from round_jobs.py; the config and the report are round_types.py's.
+come from round_jobs.py; the config and the report are round_config.py's.
 
 All fairness accounting lives in :class:`SchedulerState` (scheduler_state.py), a
 plain dataclass that round-trips through JSON; backends keep none of it.
@@ -17,33 +17,27 @@ plain dataclass that round-trips through JSON; backends keep none of it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Iterator, Mapping
 
 from slurm_gavel.core import relearn, restart_aware
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.mechanism import pair_key
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_jobs import Considered, build_problem, round_jobs
+from slurm_gavel.core.round_plugins import pipeline_for
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.core.round_stages import RoundContext
+from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterBackend,
     ClusterSnapshot,
     JobPlacement,
     JobState,
-    Node,
-    NodeState,
     ObservedJob,
     RoundPlacement,
+    allocation_capacity,
 )
-from slurm_gavel.core.cluster_rows import MarkedCell, rows_for
-from slurm_gavel.core.job_rows import Knowledge, record_measurements
-from slurm_gavel.core.mechanism import MechanismJob, assign, pair_key, single_candidates
-from slurm_gavel.core.model import GpuType, JobId
-from slurm_gavel.core.mold_round import mold_jobs
-from slurm_gavel.core.round_jobs import Considered, build_problem, mechanism_jobs, round_jobs
-from slurm_gavel.core.round_settings import RoundSettings
-from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
-from slurm_gavel.core.scheduler_state import (
-    JobAccount,
-    SchedulerState,
-)
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.policies import allocate
 
 
@@ -66,59 +60,6 @@ def account_last_round(state: SchedulerState, now: float) -> float:
         row[p.gpu_type] = row.get(p.gpu_type, 0.0) + dt
     state.epoch_elapsed += dt
     return dt
-
-
-def kept_on_unresponsive_nodes(
-    active: list[ObservedJob], nodes: tuple[Node, ...], previous: Mapping[JobId, JobPlacement]
-) -> dict[JobId, JobPlacement]:
-    """Running jobs with a GPU on a NOT_RESPONDING node, each at the place it runs now
-    (the previous round's placement when it is the same: it knows if it is
-    consolidated). The round keeps them there whatever the allocation says: their
-    processes outlive slurmd and could not take the checkpoint signal, so they keep
-    their placement and time accounting, and the node takes nothing new, until Slurm
-    declares the node DOWN (then it requeues them itself) or it answers again."""
-    unresponsive = {n.name for n in nodes if n.state is NodeState.NOT_RESPONDING}
-    if not unresponsive:
-        return {}
-    kept: dict[JobId, JobPlacement] = {}
-    for o in active:
-        if o.state is not JobState.RUNNING or o.gpu_type is None:
-            continue
-        if any(s.node in unresponsive for s in o.nodes):
-            here = JobPlacement(o.job.id, o.gpu_type, o.nodes, o.partner)
-            prev = previous.get(o.job.id)
-            kept[o.job.id] = prev if prev is not None and prev.same_place(here) else here
-    return kept
-
-
-def allocation_capacity(nodes: tuple[Node, ...]) -> dict[GpuType, int]:
-    """GPUs per type the allocation is computed for: the usable ones (as
-    ClusterSnapshot.capacity) plus those of NOT_RESPONDING nodes. Slurm ends that
-    state in seconds (slurmd restarted) or declares the node DOWN after SlurmdTimeout:
-    the allocation is not recomputed, nor its accounting epoch reset, for every slurmd
-    restart; the mechanism still places nothing new there (usable_gpus is 0)."""
-    cap: dict[GpuType, int] = {}
-    for n in nodes:
-        gpus = n.usable_gpus
-        if n.state is NodeState.NOT_RESPONDING:
-            gpus = max(0, n.gpus - n.gpus_held_unmanaged)
-        cap[n.gpu_type] = cap.get(n.gpu_type, 0) + gpus
-    return cap
-
-
-def _without_kept(nodes: Iterable[Node], kept: Mapping[JobId, JobPlacement]) -> list[Node]:
-    """The nodes with the GPUs of kept jobs on responding nodes (a job spread over an
-    unresponsive and a responding node) taken out, so nothing else is put on them."""
-    held: dict[str, int] = {}
-    for p in kept.values():
-        for s in p.nodes:
-            held[s.node] = held.get(s.node, 0) + s.gpus
-    return [
-        replace(n, gpus_held_unmanaged=n.gpus_held_unmanaged + held[n.name])
-        if n.name in held and n.state is NodeState.UP
-        else n
-        for n in nodes
-    ]
 
 
 def update_accounts(
@@ -229,56 +170,6 @@ def _rows_worth_a_resolve(
     return False
 
 
-def stay_credit(
-    settings: RoundSettings, jobs: Mapping[JobId, MechanismJob], usable: Mapping[GpuType, int]
-) -> float:
-    """The stay credit this round gives (mechanism.py says why): the configured one
-    when the jobs fit in the usable GPUs in total, else 0, so that it only chooses
-    a job's type and never keeps a waiting job queued."""
-    if settings.stay_credit_seconds > 0.0:
-        demand = sum(j.scale_factor for j in jobs.values())
-        if demand <= sum(usable.values()):
-            return settings.stay_credit_seconds
-    return 0.0
-
-
-def assign_jobs(
-    state: SchedulerState,
-    config: SchedulerConfig,
-    considered: list[Considered],
-    nodes: Iterable[Node],
-    kept: Mapping[JobId, JobPlacement],
-    capacity: Mapping[GpuType, int],
-) -> dict[JobId, JobPlacement]:
-    """Assign: the mechanism's placement of the considered jobs under the allocation
-    in force (none without one), leaving out the jobs ``kept`` where they run and
-    the GPUs they hold."""
-    if state.allocation is None or not considered:
-        return {}
-    jobs_m = mechanism_jobs(considered, state)
-    if kept:
-        jobs_m = {j: m for j, m in jobs_m.items() if j not in kept}
-        nodes = _without_kept(nodes, kept)
-    usable = {t: n for t, n in capacity.items() if n > 0}
-    credit = stay_credit(config.settings, jobs_m, usable)
-    memo = state.memo
-    singles = None
-    if memo is not None and not kept:  # (the memo's candidates are every job's)
-        if memo.singles_for is not state.allocation:
-            memo.singles = single_candidates(state.allocation, jobs_m, list(capacity))
-            memo.singles_for = state.allocation
-        singles = memo.singles
-    return assign(
-        state.allocation,
-        jobs_m,
-        nodes,
-        state.epoch_received,
-        state.epoch_elapsed,
-        stay_credit_seconds=credit,
-        singles=singles,
-    )
-
-
 def act(
     state: SchedulerState,
     backend: ClusterBackend,
@@ -302,109 +193,40 @@ def act(
     return placement, result
 
 
-def _mold(
-    state: SchedulerState,
-    config: SchedulerConfig,
-    active: list[ObservedJob],
-    nodes: tuple[Node, ...],
-) -> list[ObservedJob]:
-    """The active jobs, those with a GPU range at this round's count (mold_round.py)."""
-    if not any(o.job.scale_range is not None for o in active) and not state.molds.jobs:
-        return active
-    capacity = allocation_capacity(nodes)
-    rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
-    learned = state.job_rows if config.knowledge is Knowledge.LEARNED else None
-    stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
-
-    def cost(o: ObservedJob) -> float:  # measured, else the job's own, else the default
-        return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
-
-    joint = config.settings.moldable_lp
-    untried = config.settings.moldable_untried and learned is not None
-    of_type = {t: frozenset(n.name for n in nodes if n.gpu_type == t) for t in capacity}
-    return mold_jobs(
-        state.molds, active, rows, capacity, learned, cost, stuck, joint, of_type, untried
-    )
-
-
-def _restart_losses(
-    state: SchedulerState, active: Iterable[ObservedJob], config: SchedulerConfig
-) -> dict[JobId, float]:
-    """What each job's restarted runs are taken to have lost to start-up before their
-    progress counts (job_rows.record_measurements): a restart's cost as the rounds plan
-    it (restart_aware.restart_cost: measured per job, the job's own, its type's, the
-    configured overhead). A job left out (no such figure: the daemon models none, its
-    configured overhead 0, until it has measured the job's) is allowed the trust
-    bounds' start_allowance_s."""
-    out: dict[JobId, float] = {}
-    default = config.settings.preemption_overhead_seconds
-    for o in active:
-        acct = state.jobs.get(o.job.id)
-        cost = restart_aware.restart_cost(o.job, acct, config)
-        known = (
-            (acct is not None and acct.restart_cost_s is not None)
-            or o.job.restart_overhead is not None
-            or o.job.job_type in config.restart_seconds_by_job_type
-        )
-        if known or default > 0.0:
-            out[o.job.id] = cost
-    return out
-
-
 def run_round(
     state: SchedulerState,
     backend: ClusterBackend,
     config: SchedulerConfig,
     now: float | None = None,
 ) -> tuple[SchedulerState, RoundReport]:
-    """One round: observe, account, (re)allocate, assign, act. Mutates and returns state."""
+    """One round: observe, account, then the pipeline's stages (round_stages.py):
+    enrich, consider, allocate, keep, assign, act, after act. Mutates and returns state."""
+    pipeline = pipeline_for(config)
     snap = backend.observe()
     now = snap.time if now is None else now
     account_last_round(state, now)
     completed, active = update_accounts(state, snap)
-    if config.baseline is None:
-        active = _mold(state, config, active, snap.nodes)
-    if config.knowledge is Knowledge.LEARNED:
-        restart_s = None if config.row_bounds is None else _restart_losses(state, active, config)
-        record_measurements(
-            state.job_rows,
-            active,
-            state.placement,
-            state.jobs,
-            config.row_bounds,
-            config.explore,
-            restart_s,
-        )
-    kept = kept_on_unresponsive_nodes(active, snap.nodes, state.placement)
-    capacity = allocation_capacity(snap.nodes)
+    ctx = RoundContext(state, config, snap, now, active, allocation_capacity(snap.nodes))
+    for enricher in pipeline.enrich:
+        enricher.enrich(ctx)
     solve_s: float | None = None
-    backfill: set[JobId] = set()
     t0 = time.perf_counter()
-    if config.baseline is not None:
-        skipped: list[tuple[JobId, str]] = []
-        unmeasured: tuple[MarkedCell, ...] = ()
-        placed = config.baseline(snap, config)
-    else:
-        considered, skipped, key, unmeasured = round_jobs(state, active, config, capacity)
-        solve_s = reallocate_if_due(state, config, considered, key, capacity, now)
-        if config.settings.restart_aware:
-            protected = restart_aware.protected_runs(state, considered, snap.nodes, now, config)
-            kept = {**protected, **kept}
-            free = _without_kept(snap.nodes, kept) if kept else list(snap.nodes)
-            placed, backfill = restart_aware.assign_around(
-                state, config, considered, free, kept, capacity, now
-            )
-        else:
-            placed = assign_jobs(state, config, considered, snap.nodes, kept, capacity)
-    placed.update(kept)
+    if pipeline.allocates:
+        ctx.considered, ctx.skipped, ctx.key, ctx.unmeasured = round_jobs(
+            state, ctx.active, config, ctx.capacity
+        )
+        solve_s = reallocate_if_due(state, config, ctx.considered, ctx.key, ctx.capacity, now)
+    for keeper in pipeline.keep:
+        ctx.kept.update(keeper.keep(ctx))
+    placed = pipeline.assign.assign(ctx)
+    placed.update(ctx.kept)
     solve_seconds = 0.0 if solve_s is None else solve_s
     mech_s = time.perf_counter() - t0 - solve_seconds
 
-    previous = state.placement
+    ctx.previous = state.placement
     placement, result = act(state, backend, config, placed, now)
-    if config.settings.restart_aware and config.baseline is None:
-        jobs = {o.job.id: o.job for o in active}
-        restart_aware.protect_new_runs(state, config, previous, jobs, backfill, now)
+    for after in pipeline.after_act:
+        after.after_act(ctx)
     report = RoundReport(
         round_index=state.round_index,
         time=now,
@@ -412,11 +234,11 @@ def run_round(
         solve_seconds=solve_seconds,
         placement=placement,
         result=result,
-        active_jobs=len(active),
+        active_jobs=len(ctx.active),
         completed=completed,
-        skipped=tuple(skipped),
+        skipped=tuple(ctx.skipped),
         mechanism_seconds=max(0.0, mech_s),
-        unmeasured=unmeasured,
+        unmeasured=ctx.unmeasured,
     )
     state.round_index += 1
     return state, report
@@ -448,6 +270,7 @@ def placement_is_stable(state: SchedulerState, report: RoundReport) -> bool:
 
 __all__ = [
     "account_last_round",
+    "allocation_capacity",
     "placement_is_stable",
     "run_round",
 ]

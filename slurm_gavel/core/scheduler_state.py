@@ -13,14 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core.cluster_model import JobPlacement
+from slurm_gavel.core import run_protection
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.core.job_rows import JobRows
 from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
-from slurm_gavel.core.model import Allocation, GpuType, Job, JobId, PairShare
 from slurm_gavel.core.mold_round import MoldMemory
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.core.run_protection import RunProtection
+from slurm_gavel.core.skips import Skip
+from slurm_gavel.domain.cluster_model import JobPlacement
+from slurm_gavel.domain.model import Allocation, GpuType, Job, JobId, PairShare
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
 STATE_FORMAT = "slurm-gavel-scheduler-state/1"
@@ -35,12 +38,37 @@ class JobAccount:
     steps_done: float = 0.0
     restarts: int = 0
     first_start: float | None = None
-    # restart-aware rounds (restart_aware.py): the job's current run is kept where it
-    # is until then; and its restart cost as measured (the daemon's), if it was
-    protected_until: float | None = None
+    # its restart cost as measured (the daemon's restart clock), if it was: what
+    # restart-aware rounds, moldable counts and re-solves weigh a restart by
     restart_cost_s: float | None = None
-    # restart-aware rounds: when its current run started (restart_backing.py)
-    run_started: float | None = None
+
+
+@dataclass
+class PluginSlots:
+    """What the round's plugins (round_plugins.py) keep between rounds, each in a slot
+    of its own with its JSON form in its own module; in the state JSON as "plugins",
+    by the plugin's name."""
+
+    # restart-aware rounds: each job's run start and protection (run_protection.py)
+    restart_aware: dict[JobId, RunProtection] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        protection = run_protection.to_json(self.restart_aware)
+        if protection:
+            out[run_protection.NAME] = protection
+        return out
+
+    @staticmethod
+    def from_json(doc: Any, accounts: Mapping[str, Any]) -> PluginSlots:
+        """The slots from the state JSON's "plugins"; a file of before the slots kept
+        restart-aware protection in each job's account (``accounts``)."""
+        slots = doc if isinstance(doc, Mapping) else {}
+        if run_protection.NAME in slots:
+            protection = run_protection.from_json(slots[run_protection.NAME])
+        else:
+            protection = run_protection.from_accounts(accounts)
+        return PluginSlots(restart_aware=protection)
 
 
 @dataclass
@@ -52,7 +80,7 @@ class RoundMemo:
     jobs: tuple[Job, ...]  # the active jobs' Job objects, compared by identity
     capacity: dict[GpuType, int]
     considered: list[tuple[int, Mapping[GpuType, float]]]  # (index into active, row)
-    skipped: list[tuple[JobId, str]]
+    skipped: list[tuple[JobId, Skip]]
     key: str
     unmeasured: tuple[MarkedCell, ...] = ()
     rows_revision: int = 0  # JobRows.revision the rows above were built at
@@ -79,6 +107,8 @@ class SchedulerState:
     epoch_elapsed: float = 0.0
     jobs: dict[JobId, JobAccount] = field(default_factory=dict)
     placement: dict[JobId, JobPlacement] = field(default_factory=dict)  # last round's
+    # what the round's plugins keep between rounds, each in its own slot
+    plugins: PluginSlots = field(default_factory=PluginSlots)
     # Not state: what the last round derived from its job set, reused while the
     # backend reports the very same Job objects (the simulator between arrivals and
     # completions). Never written to JSON; a reloaded state starts without it.
@@ -133,13 +163,12 @@ class SchedulerState:
                     "steps_done": a.steps_done,
                     "restarts": a.restarts,
                     "first_start": a.first_start,
-                    **({} if a.protected_until is None else {"protected_until": a.protected_until}),
                     **({} if a.restart_cost_s is None else {"restart_cost_s": a.restart_cost_s}),
-                    **({} if a.run_started is None else {"run_started": a.run_started}),
                 }
                 for j, a in self.jobs.items()
             },
             "placement": {j: p.to_json() for j, p in self.placement.items()},
+            **({"plugins": slots} if (slots := self.plugins.to_json()) else {}),
         }
 
     @staticmethod
@@ -190,15 +219,14 @@ class SchedulerState:
                         steps_done=float(a["steps_done"]),
                         restarts=int(a["restarts"]),
                         first_start=a.get("first_start"),
-                        protected_until=_optional_float(a.get("protected_until")),
                         restart_cost_s=_optional_float(a.get("restart_cost_s")),
-                        run_started=_optional_float(a.get("run_started")),
                     )
                     for j, a in d["jobs"].items()
                 },
                 placement={str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
                 # untrusted figures are dropped, not refused: a job relearns its row
                 job_rows=rows_from_json(d.get("job_rows"))[0],
+                plugins=PluginSlots.from_json(d.get("plugins"), d["jobs"]),
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise InputError(

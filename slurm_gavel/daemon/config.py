@@ -19,9 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.core.checks import Checks
+from slurm_gavel.core.priority_weights import MAX_ADMIN_WEIGHT, WeightsConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
-from slurm_gavel.core.shares import MAX_ADMIN_WEIGHT, WeightsConfig
 from slurm_gavel.daemon.config_checks import cross_checks
 from slurm_gavel.daemon.config_learning import learning_config
 from slurm_gavel.daemon.config_types import (
@@ -35,11 +34,12 @@ from slurm_gavel.daemon.config_types import (
     SlurmConfig,
 )
 from slurm_gavel.daemon.config_yaml import read_yaml
+from slurm_gavel.domain.field_checks import Checks
 from slurm_gavel.errors import read_utf8
 from slurm_gavel.policies import policy_names
 
 # ---- field checkers ------------------------------------------------------------------
-# The generic ones are slurm_gavel.core.checks'; these know the config's own fields.
+# The generic ones are slurm_gavel.domain.field_checks'; these know the config's own fields.
 
 
 _check = Checks(ConfigError)

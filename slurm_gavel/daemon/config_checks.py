@@ -73,7 +73,7 @@ def _check_prices(cfg: Config, w: str) -> None:
 
     Checked here, not in the round: without it min_cost failed every round with the
     same error while the daemon kept running and scheduling nothing."""
-    from slurm_gavel.core.throughputs import load_table
+    from slurm_gavel.domain.throughputs import load_table
 
     types = load_table(cfg.throughput_table).gpu_types
     for name in cfg.prices:

@@ -1,5 +1,5 @@
 """The daemon config's ``learning:`` section: whose throughput rows the rounds use and
-what a job's own progress reports may move (issue 27; core/job_rows.py, row_trust.py).
+what a job's own progress reports may move (core/job_rows.py, row_trust.py).
 
     learning:
       knowledge: learned      # learned (default): each job's own row, from its prior
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from slurm_gavel.core.checks import Checks
 from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.daemon.config_types import ConfigError, LearningConfig
+from slurm_gavel.domain.field_checks import Checks
 
 KNOWLEDGE = (Knowledge.LEARNED.value, Knowledge.TABLE.value)
 KEYS = [

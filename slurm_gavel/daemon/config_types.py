@@ -11,9 +11,9 @@ from pathlib import Path
 
 from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.priority_weights import WeightsConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.core.row_trust import TrustBounds
-from slurm_gavel.core.shares import WeightsConfig
 from slurm_gavel.errors import InputError
 
 BACKENDS = ("cli", "rest")

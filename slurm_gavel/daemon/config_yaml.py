@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from slurm_gavel.core.checks import show
 from slurm_gavel.daemon.config_types import ConfigError
+from slurm_gavel.domain.field_checks import show
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -17,8 +17,8 @@ mid-act): the in-memory state is rolled back to the last save and reconciled
 against what the next observe sees.
 
 A round that fails (Slurm unreachable, solver error) is retried after a backoff
-(daemon/loop.py). Once slurmctld answers again the daemon observes without acting
-for SETTLE_AFTER_OUTAGE_S (daemon/tap.py), so jobs that ended during the outage are
+(daemon/round_loop.py). Once slurmctld answers again the daemon observes without acting
+for SETTLE_AFTER_OUTAGE_S (daemon/hooked_backend.py), so jobs that ended during the outage are
 known to be over before anything is preempted (or requeued).
 """
 
@@ -34,34 +34,34 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from slurm_gavel.core.backend_hooks import BackendHooks
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.core.scheduler import account_last_round, run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.daemon.dry_run import format_plan
+from slurm_gavel.daemon.events import RoundEvents
+from slurm_gavel.daemon.hooked_backend import DaemonTap
+from slurm_gavel.daemon.inflight import Inflight
+from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.daemon.publish import Publisher
+from slurm_gavel.daemon.reload import reload_daemon
+from slurm_gavel.daemon.restart_clock import RestartClock
+from slurm_gavel.daemon.round_failures import round_failed
+from slurm_gavel.daemon.round_loop import DaemonLoop
+from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
+from slurm_gavel.daemon.scheduler_config import scheduler_config
+from slurm_gavel.daemon.state_store import StateSaveError, StateStore
+from slurm_gavel.daemon.state_writer import StateWriter
+from slurm_gavel.domain.cluster_model import (
     ClusterBackend,
     ClusterSnapshot,
     JobPlacement,
     JobState,
     RoundPlacement,
 )
-from slurm_gavel.core.round_types import RoundReport
-from slurm_gavel.core.scheduler import account_last_round, run_round
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
-from slurm_gavel.daemon.config_types import Config
-from slurm_gavel.daemon.dry_run import format_plan
-from slurm_gavel.daemon.events import RoundEvents
-from slurm_gavel.daemon.inflight import Inflight
-from slurm_gavel.daemon.logs import event
-from slurm_gavel.daemon.loop import DaemonLoop
-from slurm_gavel.daemon.metrics import DaemonMetrics
-from slurm_gavel.daemon.progress import ProgressTracker
-from slurm_gavel.daemon.publish import Publisher
-from slurm_gavel.daemon.reload import reload_daemon
-from slurm_gavel.daemon.restart_clock import RestartClock
-from slurm_gavel.daemon.round_failures import round_failed
-from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
-from slurm_gavel.daemon.scheduler_config import scheduler_config
-from slurm_gavel.daemon.state_store import StateSaveError, StateStore
-from slurm_gavel.daemon.state_writer import StateWriter
-from slurm_gavel.daemon.tap import DaemonTap
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 from slurm_gavel.policies import get_policy
 
 log = logging.getLogger("slurm_gavel.daemon")
@@ -120,10 +120,10 @@ class Daemon:
         self.last_report: RoundReport | None = None
         self._started = False
         self._commands_before: int | None = None
-        # the rounds, the wait between them, stop and reload (daemon/loop.py)
+        # the rounds, the wait between them, stop and reload (daemon/round_loop.py)
         self.loop = DaemonLoop(self, self.hooks, clock)
 
-    # ---- the loop (daemon/loop.py): what the CLI and its signal handlers call ------------
+    # ---- the loop (daemon/round_loop.py): what the CLI and its signal handlers call ------------
 
     def run(self, once: bool = False) -> int:
         """Rounds until stop() (or one round with once=True). Returns an exit code."""
@@ -175,6 +175,7 @@ class Daemon:
         if self.progress is not None:
             self.progress.load(doc.get("progress"))
         self.run_watch.notices = notices_from_json(doc.get("notices"))
+        self.run_watch.load_streaks(doc.get("run_watch"))
         raw = doc.get("inflight")
         self._inflight = Inflight.from_json(raw) if raw else None
         self._needs_reconcile = True
@@ -230,7 +231,7 @@ class Daemon:
         from slurm_gavel.core import estimate
         from slurm_gavel.daemon import pair_cells
 
-        # Only cells that several users' jobs agreed on, each bounded (daemon/progress.py);
+        # Only cells that several users' jobs agreed on, each bounded (daemon/progress_learning.py);
         # pair cells learned so are marked as estimates until profiled (pair_cells.py).
         table = estimate.update_table(self.table, self.progress.table_observations())
         table = pair_cells.update_pairs(table, self.progress.pair_observations())
@@ -335,7 +336,7 @@ class Daemon:
             self.config, scheduler_json, inflight, state=self.state,
             sched_config=self.sched_config, snap=self.tap.last_snapshot, report=report,
             previous=self.last_report, progress=self.progress, publish=publish,
-            notices=self.run_watch.notices_json(),
+            notices=self.run_watch.notices_json(), run_watch=self.run_watch.streaks_json(),
         )  # fmt: skip
 
     def _record(self, report: RoundReport, duration: float) -> None:

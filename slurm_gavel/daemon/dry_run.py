@@ -5,15 +5,15 @@ take (planned_actions, the tap's act() in a dry run) and the lines it prints for
 
 from __future__ import annotations
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobPlacement,
     JobState,
     RoundPlacement,
 )
-from slurm_gavel.core.round_types import RoundReport
-from slurm_gavel.daemon.config_types import Config
 
 
 def planned_actions(snap: ClusterSnapshot, placement: RoundPlacement) -> ActResult:

@@ -12,11 +12,11 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeState
 from slurm_gavel.core.cluster_rows import TYPE_BLIND
-from slurm_gavel.core.round_types import RoundReport
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.daemon.hooked_backend import SETTLING
 from slurm_gavel.daemon.logs import event, log_ids, running_as
-from slurm_gavel.daemon.tap import SETTLING
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeState
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -92,10 +92,11 @@ class RoundEvents:
         r = report.result
         if snap is not None:
             self.record_nodes(snap)
-        for job_id, reason in report.skipped:
-            if (job_id, reason) not in self.skipped:
-                self.skipped.add((job_id, reason))
-                event(log, "job_skipped", logging.WARNING, job=job_id, reason=reason)
+        for job_id, skip in report.skipped:
+            if (job_id, skip.detail) not in self.skipped:
+                self.skipped.add((job_id, skip.detail))
+                event(log, "job_skipped", logging.WARNING, job=job_id, reason=skip.detail,
+                      code=skip.code.value)  # fmt: skip
         # Forget jobs Slurm no longer lists: the set stays as small as the queue (it grew
         # with every skipped job ever seen, and users choose how many that is).
         if snap is not None and self.skipped:

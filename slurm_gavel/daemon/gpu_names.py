@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from slurm_gavel.core.cluster_model import Allowed, ClusterSnapshot, RoundPlacement
+from slurm_gavel.domain.cluster_model import Allowed, ClusterSnapshot, RoundPlacement
 
 
 def to_table_names(snap: ClusterSnapshot, names: Mapping[str, str]) -> ClusterSnapshot:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from slurm_gavel.core.cluster_model import JobPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ from slurm_gavel import __version__
 from slurm_gavel.daemon.metrics_values import account_received, account_shares, gpu_counts
 
 if TYPE_CHECKING:  # only for annotations: the metrics module stays import-light
-    from slurm_gavel.core.cluster_model import ClusterSnapshot
-    from slurm_gavel.core.model import Allocation, JobId
-    from slurm_gavel.core.round_types import RoundReport
+    from slurm_gavel.core.round_report import RoundReport
+    from slurm_gavel.domain.cluster_model import ClusterSnapshot
+    from slurm_gavel.domain.model import Allocation, JobId
 
 # Rounds are seconds to minutes long; the solver a few ms to tens of seconds.
 _ROUND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)

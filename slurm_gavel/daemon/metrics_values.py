@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for annotations: the metrics modules stay import-light
-    from slurm_gavel.core.cluster_model import ClusterSnapshot
-    from slurm_gavel.core.model import Allocation, JobId
-    from slurm_gavel.core.round_types import RoundReport
+    from slurm_gavel.core.round_report import RoundReport
+    from slurm_gavel.domain.cluster_model import ClusterSnapshot
+    from slurm_gavel.domain.model import Allocation, JobId
 
 GpuKey = tuple[str, str]  # (gpu_type, partition)
 

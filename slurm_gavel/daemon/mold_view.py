@@ -1,4 +1,4 @@
-"""What `status` and `explain` show of a moldable job (issue 25): its GPU range, the
+"""What `status` and `explain` show of a moldable job: its GPU range, the
 count of its run (or of its next start) and why the round chose that count.
 
 The record (``moldable`` of a job in the state document and the public view) holds
@@ -43,14 +43,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
 from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.model import JobId
 from slurm_gavel.core.mold_round import count_rows, running_count, usable_capacity
 from slurm_gavel.core.moldable import cluster_value
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.scheduler import allocation_capacity
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.domain.cluster_model import (
+    ClusterSnapshot,
+    JobState,
+    NodeSlice,
+    ObservedJob,
+    allocation_capacity,
+)
+from slurm_gavel.domain.model import JobId
 
 # (the observed job, its state in the view, the nodes the view gives it) -> record
 MoldView = Callable[[ObservedJob, str, tuple[NodeSlice, ...]], dict[str, Any] | None]

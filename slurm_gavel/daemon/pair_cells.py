@@ -1,9 +1,9 @@
-"""Pair cells learned from the progress reports of jobs that share a GPU (issue 17).
+"""Pair cells learned from the progress reports of jobs that share a GPU.
 
 A pair cell holds each job's steps/s while two jobs share GPUs (throughputs.py). The
 daemon learns one *side* of it at a time: "job type A's rate when paired with B on
 GPU type t, scale factor s", from the reports of A's jobs that Slurm shows sharing a
-GPU with a B job (daemon/progress.py: bounded, quorum of users, <= 1.25x a round).
+GPU with a B job (daemon/progress_learning.py: bounded, quorum of users, <= 1.25x a round).
 :func:`update_pairs` folds the agreed sides into a table; a pair cell changed so is
 marked as an estimate (its note starts with ``estimate:``) until ``slurm-gavel profile
 --pairs`` measures it on a GPU node (profiler.merge writes a measured note).
@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from slurm_gavel.core.estimate import ABSURD_FACTOR, ESTIMATE_PREFIX, MAX_DRIFT
-from slurm_gavel.core.model import GpuType
-from slurm_gavel.core.throughputs import ThroughputTable, pair_note_key
+from slurm_gavel.domain.model import GpuType
+from slurm_gavel.domain.throughputs import ThroughputTable, pair_note_key
 
 
 @dataclass(frozen=True)

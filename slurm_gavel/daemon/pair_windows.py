@@ -16,7 +16,7 @@ each report's ``restart_count`` against Slurm's), in order, ``run_steps`` moving
 ``steps``, steps increasing, at least MIN_WINDOW_S apart. A report breaking this (a
 rewind, ``updated`` going backwards) starts a new window; so does any change of the
 pairing (a split, a restart of either job). The result is one vote like any other
-(daemon/progress.py: bounds, quorum of users, step and drift caps).
+(daemon/progress_learning.py: bounds, quorum of users, step and drift caps).
 
 Compute nodes' clocks are taken to agree with the daemon's (NTP), as for the report's
 age; a node running ahead shortens the window's head by its skew at most.
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core.cluster_model import JobState, ObservedJob
+from slurm_gavel.domain.cluster_model import JobState, ObservedJob
 
 MIN_WINDOW_S = 30.0  # shorter windows are mostly the report interval's jitter
 

@@ -1,6 +1,6 @@
 """The cells the daemon learns from progress reports, their votes and how they move.
 
-Used by daemon/progress.py (which reads the reports); kept in the daemon's state file
+Used by daemon/progress_learning.py (which reads the reports); kept in the daemon's state file
 (:func:`cells_to_json`, :func:`cell_from_json`, which drops what cannot be trusted).
 """
 

@@ -23,12 +23,12 @@ from typing import Any
 
 from slurm_gavel.backends.slurm.private_data import hides_jobs
 from slurm_gavel.core.backend_hooks import AdminCommentWriter, BackendHooks, PrivateDataReader
-from slurm_gavel.core.model import JobId
 from slurm_gavel.daemon.logs import event, running_as
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.status_d import remove_views, write_views
 from slurm_gavel.daemon.status_private import public_summary, user_views
 from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.domain.model import JobId
 
 log = logging.getLogger("slurm_gavel.daemon")
 CHOWN_FIX = (

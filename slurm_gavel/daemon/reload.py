@@ -27,16 +27,16 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Protocol
 
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import RoundSettings
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
 from slurm_gavel.daemon.config import load_config
 from slurm_gavel.daemon.config_types import Config, ConfigError
 from slurm_gavel.daemon.logs import ROOT, configure, event
 from slurm_gavel.daemon.metrics import DaemonMetrics
-from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.progress_learning import ProgressTracker
 from slurm_gavel.daemon.scheduler_config import scheduler_config
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 from slurm_gavel.errors import InputError
 
 log = logging.getLogger("slurm_gavel.daemon")

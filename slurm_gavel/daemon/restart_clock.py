@@ -1,10 +1,10 @@
-"""What each restart of a job really costs, measured live (issue 25).
+"""What each restart of a job really costs, measured live.
 
 A restart on Slurm is: the checkpoint signal until the job leaves its GPUs (the
 backend times it: ``checkpoint_waits``), the requeue and the wait for Slurm to start
 the released job, and the next run's start until it makes progress again (restoring
 its checkpoint, warming up). The daemon sees the job's own progress reports (already
-checked, daemon/progress.py): once the restarted run reports a rate,
+checked, daemon/progress_learning.py): once the restarted run reports a rate,
 
     restore = (now - released) - (steps now - steps when stopped) / rate
 
@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState
-from slurm_gavel.core.model import JobId
-from slurm_gavel.core.round_types import RoundReport
+from slurm_gavel.core.round_report import RoundReport
 from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState
+from slurm_gavel.domain.model import JobId
 
 MIN_CAP_S = 600.0
 CAP_FACTOR = 4.0

@@ -41,7 +41,7 @@ def failed_command(e: BaseException) -> str:
 
 def round_failed(metrics: DaemonMetrics, e: Exception) -> bool:
     """Log and count a round's exception; True when slurmctld was unreachable (the
-    daemon then settles before it acts again: daemon/tap.py). Call it inside the
+    daemon then settles before it acts again: daemon/hooked_backend.py). Call it inside the
     `except` block: an internal error is logged with its traceback."""
     if isinstance(e, InputError):
         # bad throughput table entry, malformed state: needs a human, but keep going

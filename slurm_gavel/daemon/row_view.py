@@ -1,4 +1,4 @@
-"""Each managed job's own throughput row as `status` and `explain` show it (issue 27):
+"""Each managed job's own throughput row as `status` and `explain` show it:
 per GPU type its steps/s, what backs the figure (measured, prior, estimated,
 type-blind) and how many seconds on that type back a measurement."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from slurm_gavel.core.cluster_model import ObservedJob
 from slurm_gavel.core.job_rows import Knowledge, RowSource
-from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.domain.cluster_model import ObservedJob
 from slurm_gavel.errors import InputError
 
 RowView = Callable[[ObservedJob], dict[str, dict[str, Any]] | None]

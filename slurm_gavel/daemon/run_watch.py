@@ -17,7 +17,7 @@ backend: backends/slurm/run_ends.py); this decides, per job, from streaks in a r
   after ``checkpoint.max_ignored_signals`` in a row it is given back to Slurm, which
   runs it to its end, not preempted. A CHECKPOINTED run ends the streak.
 - A restart that resumed from no later step than the run before it, after that run
-  went further (its progress reports of each run, daemon/progress.py: ``steps`` less
+  went further (its progress reports of each run, daemon/progress_learning.py: ``steps`` less
   ``run_steps`` is where a run resumed): its checkpoints keep nothing (it exits 99 at
   the signal without saving, or saves where it never loads). A warning only, however
   many: the reports are the user's, and a given-back job is no longer preempted,
@@ -29,8 +29,14 @@ backend: backends/slurm/run_ends.py); this decides, per job, from streaks in a r
 Each decision is logged once and counted (slurm_gavel_run_ends_total,
 slurm_gavel_jobs_given_back_total). The notices (job -> the daemon's sentence) go to
 the state document and the status view, where `explain` finds them once the job has
-left the daemon's jobs. Streaks are the daemon's memory: a restart forgets them (a
-loop then runs its count again), the notices are saved with the state.
+left the daemon's jobs. The crash-loop and ignored-signal streaks and the give backs
+still to do are saved with the state too (``streaks_json``, key ``run_watch``): a
+restarted daemon goes on counting where it stopped, so a restart never grants a
+looping job its count of fresh starts again (a run that ended while the daemon was
+down is not counted: the backend reports only ends it saw happen, so a restart costs
+a loop one more start at most). A state file without them (an older
+daemon's) loads with no streaks; values not in the shape written here are dropped.
+The progress streaks (a warning only) are not saved.
 """
 
 from __future__ import annotations
@@ -41,17 +47,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState
-from slurm_gavel.core.model import JobId
 from slurm_gavel.core.run_ends import RunEnd, RunEndKind
 from slurm_gavel.daemon.config_types import CheckpointConfig
 from slurm_gavel.daemon.logs import event
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState
+from slurm_gavel.domain.model import JobId
 
 log = logging.getLogger("slurm_gavel.daemon")
 
 MAX_NOTICES = 1000  # the newest are kept: the view stays small
 NOTICE_KEEP_S = 7 * 86400.0
 MAX_NOTICE_CHARS = 400
+# Saved streaks read back: a count above the largest limit the config allows (1000)
+# decides as that limit does; job ids as Slurm writes them ("123", "45_6") are short.
+MAX_SAVED_COUNT = 1_000_000
+MAX_SAVED_JOBS = 100_000
+MAX_JOB_ID_CHARS = 64
+GIVE_BACK_LABELS = ("crash_loop", "ignored_signal")
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,23 @@ def notices_from_json(raw: Any) -> dict[JobId, Notice]:
             uid if isinstance(uid, int) and not isinstance(uid, bool) else None,
             kind,
         )
+    return out
+
+
+def _saved_job_id(job_id: Any) -> bool:
+    return isinstance(job_id, str) and 0 < len(job_id) <= MAX_JOB_ID_CHARS
+
+
+def _counts_from_json(raw: Any) -> dict[JobId, int]:
+    """job -> a streak of 1 or more; entries of any other shape dropped."""
+    out: dict[JobId, int] = {}
+    if not isinstance(raw, Mapping):
+        return out
+    for job_id, n in list(raw.items())[:MAX_SAVED_JOBS]:
+        if not _saved_job_id(job_id) or isinstance(n, bool) or not isinstance(n, int):
+            continue
+        if n >= 1:
+            out[job_id] = min(n, MAX_SAVED_COUNT)
     return out
 
 
@@ -327,3 +356,34 @@ class RunWatch:
 
     def notices_json(self) -> dict[str, dict[str, Any]]:
         return {j: n.to_json() for j, n in sorted(self.notices.items())}
+
+    def streaks_json(self) -> dict[str, Any]:
+        """The counts a restart must not forget (the state's ``run_watch``)."""
+        return {
+            "unsignalled": dict(sorted(self.unsignalled.items())),
+            "ignored": dict(sorted(self.ignored.items())),
+            "to_give_back": {
+                j: {"why": why, "label": self.give_back_why.get(j, "crash_loop")}
+                for j, why in sorted(self.to_give_back.items())
+            },
+        }
+
+    def load_streaks(self, raw: Any) -> None:
+        """The saved counts (``streaks_json``), checked as the notices are: the state is
+        the daemon's own, but a hand-edited or damaged file must neither stop it nor
+        hand a job anything; None (an older state file) loads none."""
+        raw = raw if isinstance(raw, Mapping) else {}
+        self.unsignalled = _counts_from_json(raw.get("unsignalled"))
+        self.ignored = _counts_from_json(raw.get("ignored"))
+        self.to_give_back, self.give_back_why = {}, {}
+        backs = raw.get("to_give_back")
+        if not isinstance(backs, Mapping):
+            return
+        for job_id, v in list(backs.items())[:MAX_SAVED_JOBS]:
+            if not _saved_job_id(job_id) or not isinstance(v, Mapping):
+                continue
+            why, label = v.get("why"), v.get("label")
+            if not isinstance(why, str) or not why or label not in GIVE_BACK_LABELS:
+                continue
+            self.to_give_back[job_id] = why[:MAX_NOTICE_CHARS]
+            self.give_back_why[job_id] = label

@@ -9,9 +9,9 @@ daemon would: the same learning, reallocation and trust code with the same defau
 
 from __future__ import annotations
 
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.policies import PolicyOptions
 
 

@@ -11,11 +11,11 @@ import os
 import time
 from typing import Any
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.inflight import Inflight
-from slurm_gavel.daemon.progress import ProgressTracker
-from slurm_gavel.daemon.status_rows import cluster_view
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.daemon.status_records import cluster_view
+from slurm_gavel.domain.cluster_model import ClusterSnapshot
 
 
 def state_document(
@@ -27,6 +27,7 @@ def state_document(
     snap: ClusterSnapshot | None,
     progress: ProgressTracker | None,
     notices: dict[str, dict[str, Any]] | None = None,
+    run_watch: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "saved_at": time.time(),
@@ -45,4 +46,7 @@ def state_document(
         "progress": progress.to_json() if progress else None,
         # what the daemon told owners about how their jobs' runs ended (run_watch.py)
         "notices": notices or {},
+        # the crash-loop and ignored-signal counts a restart must not forget
+        # (run_watch.py; absent in older files: none)
+        "run_watch": run_watch or {},
     }

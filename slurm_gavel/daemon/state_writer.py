@@ -14,21 +14,22 @@ import logging
 import time
 from typing import Any
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot
-from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_report import RoundReport
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.inflight import Inflight
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.mold_view import LastCounts, mold_view
-from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.progress_learning import ProgressTracker
 from slurm_gavel.daemon.publish import Publisher
 from slurm_gavel.daemon.round_failures import save_failed
 from slurm_gavel.daemon.row_view import row_view
 from slurm_gavel.daemon.state_doc import state_document
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
-from slurm_gavel.daemon.status_rows import jobs_view
+from slurm_gavel.daemon.status_records import jobs_view
+from slurm_gavel.domain.cluster_model import ClusterSnapshot
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -56,6 +57,7 @@ class StateWriter:
         progress: ProgressTracker | None,
         publish: bool,
         notices: dict[str, dict[str, Any]] | None = None,
+        run_watch: dict[str, Any] | None = None,
     ) -> None:
         """Save state.json and, with `publish`, the status views (not before the act:
         docs/design.md 1.5). StateSaveError when state.json could not be written."""
@@ -76,6 +78,7 @@ class StateWriter:
             snap,
             progress,
             notices,
+            run_watch,
         )
         self.store.save(doc)
         if publish:

@@ -13,9 +13,8 @@ decision): no comment, job name, path or progress report.
 It is built here from the daemon's data only (states, GPU types, node names,
 the policy name, numbers the daemon parsed), never from text a user wrote: the
 scheduler's raw `reason` for a skipped job can quote the user's job type, so
-`why` maps it to a fixed sentence instead. The one reason passed on as it is says
-why Slurm would not start a job (round_jobs.WAITING_ON_CLUSTER): Slurm's reason
-names, a time, and a dependency as Slurm prints it after checking it at submit.
+`why` maps its code to a fixed sentence instead (core/skips.py, where the one reason
+passed on as it is, Slurm's own for not starting a job, is explained).
 
 Pure functions over the state document: no I/O.
 """
@@ -24,10 +23,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
+from slurm_gavel.core.run_protection import RunProtection
+from slurm_gavel.core.scheduler_state import PluginSlots
+from slurm_gavel.core.skips import SkipCode, owner_sentence
 from slurm_gavel.errors import InputError
 
 VIEW_FORMAT = "slurm-gavel-status/1"
@@ -58,7 +60,8 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
     round_index = int(sched.get("round_index") or 0)
     # the scheduler's clock at the last round: what protection times are measured on
     last_round = clock_value(sched.get("last_round_time"))
-    held = held_types(doc.get("jobs") or {}, accounts, last_round)
+    protection = PluginSlots.from_json(sched.get("plugins"), accounts).restart_aware
+    held = held_types(doc.get("jobs") or {}, protection, last_round)
     jobs = []
     for job_id, v in (doc.get("jobs") or {}).items():
         acct = accounts.get(job_id) or {}
@@ -79,6 +82,7 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             "scale_factor": v.get("scale_factor"),
             "state": v.get("state"),
             "reason": v.get("reason"),
+            "skip": v.get("skip"),
             "allocation": row,
             "paired_allocation": paired.get(job_id, {}),
             "partner": partner.get(job_id),
@@ -102,14 +106,14 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             # sharing GPUs: {partner, partner_type, estimate: its pair cell is not
             # measured}; None when not sharing
             "pair_cell": v.get("pair_cell"),
-            # the job's own row (issue 27; daemon/row_view.py): {GPU type: {steps_per_s,
+            # the job's own row (daemon/row_view.py): {GPU type: {steps_per_s,
             # backed_by: measured|prior|estimate|unmeasured: type-blind, seconds}}
             "throughput": v.get("throughput"),
             # a moldable job's range, count and why (daemon/mold_view.py); None if rigid
             "moldable": moldable_record(v.get("moldable")),
             # restart-aware rounds (core/restart_aware.py): its run is kept where it is
             # until then (scheduler clock); None when not protected
-            "protected_until": clock_value(acct.get("protected_until")),
+            "protected_until": _until(protection.get(job_id)),
         }
         job["why"] = why(job, policy, last_round, held)
         jobs.append(job)
@@ -231,11 +235,17 @@ def is_protected(until: float | None, now: float | None) -> bool:
     return until is not None and now is not None and until > now
 
 
-def held_types(jobs: dict[str, Any], accounts: dict[str, Any], now: float | None) -> set[str]:
+def _until(guard: RunProtection | None) -> float | None:
+    return None if guard is None else clock_value(guard.protected_until)
+
+
+def held_types(
+    jobs: dict[str, Any], protection: Mapping[str, RunProtection], now: float | None
+) -> set[str]:
     """The GPU types on which some run is kept by restart-aware protection."""
     out: set[str] = set()
     for job_id, v in jobs.items():
-        until = clock_value((accounts.get(job_id) or {}).get("protected_until"))
+        until = _until(protection.get(job_id))
         t = v.get("gpu_type")
         running = v.get("state") in ("starting", "running")
         if isinstance(t, str) and running and is_protected(until, now):
@@ -307,25 +317,8 @@ def why(
             "checkpoints, waits held and resumes when a round places it again"
         )
     if state == "skipped":
-        if reason.startswith(WAITING_ON_CLUSTER):
-            # Slurm's own words (its reason names, a dependency it checked, a time):
-            # no user text, and the user learns what to change.
-            return "not scheduled: " + reason
-        if reason.startswith("unknown job type"):
-            return "not scheduled: its job type is not in the throughput table of the site"
-        if "has no figures at scale factor" in reason:
-            return (
-                "not scheduled: the throughput table of the site has no figures for its job type "
-                f"on {int(job.get('scale_factor') or 0)} GPUs"
-            )
-        if reason.startswith("needs "):
-            return (
-                f"not scheduled: it needs {int(job.get('scale_factor') or 0)} GPUs of one "
-                "type, more than any usable GPU type has"
-            )
-        if reason.startswith("no usable GPU type"):
-            return "not scheduled: no usable GPU type has a throughput for its job type"
-        return "not scheduled: the daemon cannot consider it (the admin sees why in its log)"
+        code = str(job.get("skip") or SkipCode.OTHER)
+        return owner_sentence(code, reason, int(job.get("scale_factor") or 0))
     if reason.startswith(SETTLING_PREFIX):
         return "waiting: the daemon is settling after a Slurm outage and acts shortly"
     if reason:

@@ -1,8 +1,7 @@
 """The base of the user-input errors, here so that the job library needs nothing else.
 
-:mod:`slurm_gavel.errors` re-exports :class:`InputError`: the CLI and the daemon catch
-the same class, and the job package (distribution ``slurm-gavel-job``) stays
-installable without the scheduler.
+The job package (distribution ``slurm-gavel-job``) installs without the scheduler, whose
+own InputError (slurm_gavel.errors) is a separate class: neither imports the other's.
 """
 
 

@@ -10,7 +10,7 @@ checked before unpickling; anything else is skipped with a warning and the next
 older checkpoint is tried.
 
 Whoever can write the checkpoint folder can make the job load a file of their
-choosing, and unpickling runs code. So (trust boundary, issue 12):
+choosing, and unpickling runs code. So (trust boundary):
 
 * the folder is created mode 0700 and refused (:class:`CheckpointDirError`, naming
   the folder and the fix) when it is a symlink, not owned by the job's user, or

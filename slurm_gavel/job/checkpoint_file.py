@@ -11,7 +11,7 @@ folder: a payload without a matching record is torn, never loaded.
 Files written before this format (``GAVELCK1`` magic, the hash and length in a header
 in front of the payload) are still read.
 
-Reading treats both files as hostile (issue 12): opened relative to the checked folder
+Reading treats both files as hostile: opened relative to the checked folder
 without following links or blocking, regular files of the job's user only, the record
 at most 256 bytes; the payload is hashed by streaming, then loaded without running
 code unless ``allow_pickle``.

@@ -34,7 +34,7 @@ workloads read it from Slurm: workloads/emulate_pairs.py) calls
 :meth:`ProgressReporter.set_partner`; the rate window restarts at each change, so
 ``steps_per_s`` is all time with that partner (or all time alone). The daemon learns
 the pair cell from it when Slurm shows the same partner, and refuses a report naming
-another (daemon/progress.py). A sharing job naming none (partner unknown) is measured
+another (daemon/progress_learning.py). A sharing job naming none (partner unknown) is measured
 by the daemon from two of its reports while it saw the pair together (pair_windows.py):
 keep ``steps`` and ``run_steps`` honest.
 

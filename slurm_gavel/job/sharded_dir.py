@@ -14,7 +14,7 @@ The marker lists every other file of the directory with its SHA-256 and length::
     step 000000000042
     file <64 hex> <length> <name>
 
-Reading treats all of it as hostile (issue 12): the directory and every file are
+Reading treats all of it as hostile: the directory and every file are
 opened relative to checked folders without following links or blocking, must belong to
 the job's user (the directory not writable by group or others), the marker is bounded
 in size and lines, its step must be the directory's, its names plain file names, and

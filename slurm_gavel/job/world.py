@@ -1,6 +1,6 @@
 """The job's world size across restarts, and a global batch that stays the same.
 
-slurm-gavel may restart a moldable job on another number of GPUs (issue 25). The job
+slurm-gavel may restart a moldable job on another number of GPUs. The job
 then runs with another number of ranks; this module is what follows the count:
 
 * :class:`BatchPlan` / :func:`plan_batch`: the user declares the **global batch** (the

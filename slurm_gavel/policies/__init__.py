@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies.solvers.solve_paths import recording
 

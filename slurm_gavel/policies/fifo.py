@@ -7,7 +7,7 @@ objective is the number of jobs placed.
 
 from __future__ import annotations
 
-from slurm_gavel.core.model import Allocation, GpuType, Problem, ProblemJob
+from slurm_gavel.domain.model import Allocation, GpuType, Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.fifo_queue import fifo_allocate
 

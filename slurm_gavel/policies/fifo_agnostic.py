@@ -34,7 +34,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 
-from slurm_gavel.core.model import Allocation, GpuType, Problem, ProblemJob
+from slurm_gavel.domain.model import Allocation, GpuType, Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.fifo_queue import fifo_allocate
 

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from slurm_gavel.core.model import Allocation, JobId, Problem
+from slurm_gavel.domain.model import Allocation, JobId, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.classes import (
     JobArrays,

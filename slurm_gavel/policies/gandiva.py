@@ -27,7 +27,7 @@ import random
 
 import numpy as np
 
-from slurm_gavel.core.model import Allocation, PairShare, Problem, ProblemJob, pair_lookup
+from slurm_gavel.domain.model import Allocation, PairShare, Problem, ProblemJob, pair_lookup
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.isolated import allocate as isolated_allocate
 from slurm_gavel.policies.solvers.mm_pairs import PairTable, pair_rates

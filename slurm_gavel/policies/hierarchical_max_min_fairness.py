@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.classes import JobArrays, fractions_dict, group, job_arrays
 from slurm_gavel.policies.solvers.hier_water_filling import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 
 

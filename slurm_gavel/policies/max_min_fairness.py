@@ -16,7 +16,7 @@ realised minimum normalised throughput.
 
 from __future__ import annotations
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.mm_policy import allocate_max_min
 

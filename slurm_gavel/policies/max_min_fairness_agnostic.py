@@ -9,7 +9,7 @@ achieve (Allocation.effective_throughput). Same two stages and fast path.
 
 from __future__ import annotations
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.mm_policy import allocate_max_min
 

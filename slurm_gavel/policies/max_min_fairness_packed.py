@@ -22,7 +22,7 @@ and GPU type instead of per job pair (mm_pack_groups.py), with the same optimum.
 
 from __future__ import annotations
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.mm_policy import allocate_max_min
 

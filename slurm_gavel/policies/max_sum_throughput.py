@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.classes import group_jobs
 from slurm_gavel.policies.solvers.mm_disaggregate import job_fractions

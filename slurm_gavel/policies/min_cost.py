@@ -32,7 +32,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.errors import InputError, SolveError
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.classes import JobArrays, fractions_dict, group, job_arrays

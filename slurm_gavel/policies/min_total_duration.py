@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.classes import fractions_dict, group, job_arrays, steps_remaining
 from slurm_gavel.policies.solvers.ftf_solver import minimise_stretch

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_gavel.core.throughputs import ThroughputTable, pair_note_key
+from slurm_gavel.domain.throughputs import ThroughputTable, pair_note_key
 from slurm_gavel.errors import InputError
 
 CPU_CAVEAT = "CPU figures, meaningless as GPU figures (no GPU was visible)"

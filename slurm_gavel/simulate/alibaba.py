@@ -35,8 +35,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.simulate.philly import MAX_SECONDS, Skipped, TraceJobs
 from slurm_gavel.simulate.traces import TraceError, csv_records, trace_number
 

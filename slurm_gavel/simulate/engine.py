@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import Node
 from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.model import GpuType, Job
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import placement_is_stable, run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.cluster_model import Node
+from slurm_gavel.domain.model import GpuType, Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.simulate import moldable_trace
 from slurm_gavel.simulate.job_trace import JobTracer
 from slurm_gavel.simulate.metrics import MetricsCollector

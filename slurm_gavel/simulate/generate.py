@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.synthetic import PHILLY_MIX
 

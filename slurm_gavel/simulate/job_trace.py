@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.core.cluster_model import JobPlacement
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.domain.cluster_model import JobPlacement
+from slurm_gavel.domain.model import Job
 from slurm_gavel.errors import InputError
 
 H = 3600.0
@@ -58,13 +58,14 @@ class JobTracer:
         for job_id in sorted(self.ids & progress.keys()):
             restarts, rate = progress[job_id]
             account = state.jobs.get(job_id)
+            guard = state.plugins.restart_aware.get(job_id)
             fractions = {} if alloc is None else alloc.fractions.get(job_id, {})
             run = _run(state.placement.get(job_id))
             decision = (
                 run,
                 tuple(sorted((t, round(f, 4)) for t, f in fractions.items() if f > 5e-5)),
                 restarts,
-                None if account is None else _hours(account.protected_until),
+                None if guard is None else _hours(guard.protected_until),
             )
             if self._last.get(job_id) == decision:
                 continue

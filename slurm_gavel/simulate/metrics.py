@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from slurm_gavel.backends.simulated import Completion
-from slurm_gavel.core.model import GpuType
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 
 @dataclass

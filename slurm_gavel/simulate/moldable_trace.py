@@ -1,5 +1,5 @@
 """``simulate --moldable``: GPU ranges for trace jobs that name none, and what the summary
-says of the counts the round chose (issue 25).
+says of the counts the round chose.
 
 The rule (EXPERIMENTS.md): a job of n GPUs may run at n/2 .. 2n GPUs (at least 1, at
 most the largest count the table has for its job type, never below n's own upper
@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.moldable import trace_range
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 
 def _drawn(seed: int, job_id: str, share: float) -> bool:

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
-from slurm_gavel.core.cluster_model import Node
-from slurm_gavel.core.model import GpuType, Job
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.cluster_model import Node
+from slurm_gavel.domain.model import GpuType, Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 

@@ -35,8 +35,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.simulate.traces import TraceError, csv_records, trace_number
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")

@@ -25,10 +25,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobPlacement, JobState, NodeSlice
-from slurm_gavel.core.model import GpuType, Job, JobId
-from slurm_gavel.core.round_types import BaselineFn, SchedulerConfig
-from slurm_gavel.core.throughputs import ThroughputError, ThroughputTable
+from slurm_gavel.core.round_config import BaselineFn, SchedulerConfig
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobPlacement, JobState, NodeSlice
+from slurm_gavel.domain.model import GpuType, Job, JobId
+from slurm_gavel.domain.throughputs import ThroughputError, ThroughputTable
 
 
 @dataclass(frozen=True)

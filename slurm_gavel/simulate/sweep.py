@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from slurm_gavel.core.cluster_model import Node
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.cluster_model import Node
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.engine import SimulationOptions
 from slurm_gavel.simulate.generate import generate_trace

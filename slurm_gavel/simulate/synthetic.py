@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_gavel.core.model import Job, Problem
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.domain.model import Job, Problem
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 
 PHILLY_MIX: tuple[tuple[int, float], ...] = ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05))
 

@@ -24,9 +24,9 @@ import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.moldable import ScaleRangeError, format_range, parse_range
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
 CSV_FIELDS = (
@@ -110,7 +110,7 @@ def _check_job(
 
 
 def _scale(text: str, where: str) -> tuple[int, tuple[int, int] | None]:
-    """The scale_factor field: N GPUs, or MIN-MAX for a moldable job (issue 25), which
+    """The scale_factor field: N GPUs, or MIN-MAX for a moldable job, which
     then has scale_factor MIN (what a scheduler that does not mold runs it at)."""
     try:
         r = parse_range(text)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, Job, JobId
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import GpuType, Job, JobId
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.simulate.traces import TraceError, trace_csv, trace_number
 
 PREFIX = "throughput_"
@@ -115,7 +115,7 @@ def draw_true_rows(
 ) -> Rows:
     """True rows drawn around the jobs' type rows: each cell times exp(N(0, spread)),
     independently (so no two jobs alike, and the ratios between types differ per job
-    as they do between models: issue 27's H200 figures range 1.5x-13x over a V100).
+    as they do between models: the measured H200 figures range 1.5x-13x over a V100).
     Figures are rounded to 6 significant digits so a saved trace reads back exactly."""
     if not (0 <= spread < 5):
         raise TraceError(f"--row-spread {spread}: give a log-normal sigma in [0, 5)")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from slurm_gavel.core.model import Job
+from slurm_gavel.domain.model import Job
 from slurm_gavel.errors import InputError
 
 

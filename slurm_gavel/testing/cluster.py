@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 
 from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut
 from slurm_gavel.backends.slurm.user_holds import held_by_owner
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 from slurm_gavel.testing.clock import FakeClock
 from slurm_gavel.testing.model import (
     FIRST_PRIORITY,

@@ -7,8 +7,12 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from slurm_gavel.core.managed import ManagedCommentError, is_managed_comment, parse_comment
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.comment_grammar import (
+    ManagedCommentError,
+    is_managed_comment,
+    parse_comment,
+)
+from slurm_gavel.domain.model import JobId
 
 # Slurm's priority/basic gives each job a priority just below the last one's (the first
 # one's, as the local test cluster shows it); held jobs have 0.

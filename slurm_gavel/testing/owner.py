@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from slurm_gavel.backends.slurm.user_holds import held_by_owner, with_user_hold
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 from slurm_gavel.testing.model import HELD_USER, FakeJob
 
 PREFIX = "gavel:"

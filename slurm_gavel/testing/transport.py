@@ -27,7 +27,7 @@ from slurm_gavel.backends.slurm.records import ACTIVE_STATES, SlurmJob, SlurmNod
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
-from slurm_gavel.core.model import Job, JobId
+from slurm_gavel.domain.model import Job, JobId
 from slurm_gavel.testing.cluster import FakeSlurm, FakeSlurmError
 from slurm_gavel.testing.records import job_records, node_record
 

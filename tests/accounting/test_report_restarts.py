@@ -1,4 +1,4 @@
-"""`report`: restarts per job and GPU-hours lost to restarts (issue 25)."""
+"""`report`: restarts per job and GPU-hours lost to restarts."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.accounting.report import job_facts, summarise
 from slurm_gavel.accounting.sacct import SacctRun
+from slurm_gavel.accounting.usage_report import job_facts, summarise
 from slurm_gavel.cli import main
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 DATA = Path(__file__).parents[1] / "data" / "sacct"

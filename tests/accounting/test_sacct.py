@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.accounting.report import add_fairness, job_facts, summarise
 from slurm_gavel.accounting.sacct import (
     SacctError,
     SacctRun,
@@ -24,9 +23,10 @@ from slurm_gavel.accounting.sacct import (
     parse_parsable,
     parse_text,
 )
-from slurm_gavel.accounting.trace import MappingError, load_mapping, to_trace
+from slurm_gavel.accounting.sacct_trace import MappingError, load_mapping, to_trace
+from slurm_gavel.accounting.usage_report import add_fairness, job_facts, summarise
 from slurm_gavel.cli import main
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 
 DATA = Path(__file__).parents[1] / "data" / "sacct"
 RELEASES = ("22.05", "24.11", "26.05")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slurm_gavel.backends.sim_placement import all_of_type, validate
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice
-from slurm_gavel.core.model import Job
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice
+from slurm_gavel.domain.model import Job
 
 RESNET = "ResNet-50 (batch size 64)"
 NODE_TYPE = {"v100-000": "v100", "v100-001": "v100", "k80-000": "k80"}

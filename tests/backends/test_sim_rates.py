@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.backends.sim_rates import RateModel
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"

@@ -7,15 +7,15 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import ClusterSpecError, parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.domain.cluster_model import (
     ClusterBackend,
     JobPlacement,
     JobState,
     NodeSlice,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"

@@ -1,8 +1,8 @@
 """Solver output never reaches stdout: `allocate --json` and `simulate --json -` print
-exactly one JSON document there, for every policy (issue 26).
+exactly one JSON document there, for every policy.
 
 highspy 1.16 prints its banner from C++ to file descriptor 1 the first time a
-``highspy.Highs`` is made in a process (slurm_gavel/policies/solvers/quiet.py), so
+``highspy.Highs`` is made in a process (slurm_gavel/policies/solvers/silent_highs.py), so
 these run the command-line tool as a separate process, as an admin does, and read
 its stdout whole: an in-process ``capsys`` would not see a descriptor-level print.
 

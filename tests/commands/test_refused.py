@@ -1,5 +1,5 @@
 """`slurm-gavel refused` reads only the caller's own refusal, and reads it as untrusted
-text: one bounded printable line, anything else a clear error (issue 26)."""
+text: one bounded printable line, anything else a clear error."""
 
 from __future__ import annotations
 

@@ -10,10 +10,10 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.cli import main
 from slurm_gavel.commands import run as run_cmd
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.state_store import StateStore
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from slurm_gavel.cli import main
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.core.row_trust import TrustBounds
-from slurm_gavel.core.throughputs import DEFAULT_TABLE
 from slurm_gavel.daemon.config import load_config
+from slurm_gavel.domain.throughputs import DEFAULT_TABLE
 from slurm_gavel.simulate.engine import SimulationOptions
 
 SMALL = ["--generate", "25", "--interarrival", "600", "--no-progress"]

@@ -1,4 +1,4 @@
-"""`slurm-gavel simulate --knowledge` and `--row-spread` (issue 27)."""
+"""`slurm-gavel simulate --knowledge` and `--row-spread`."""
 
 from __future__ import annotations
 
@@ -48,9 +48,28 @@ def test_default_is_learned_and_unreported_without_true_rows(tmp_path):
     }
 
 
-def test_row_spread_needs_generated_jobs(capsys):
-    assert main(["simulate", "--row-spread", "0.3", "--no-progress"]) == 2
-    assert "--row-spread draws generated jobs' rows" in capsys.readouterr().err
+def test_row_spread_gives_a_loaded_trace_its_own_rows_too(tmp_path, capsys):
+    """A public trace (Philly) has no rows of its own: --row-spread draws one per job,
+    as for generated jobs, except where the trace gives the job's own figures."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "job_id,arrival_time,job_type,scale_factor,total_steps,throughput_v100\n"
+        "1,0,A3C,1,1000,\n"
+        "2,0,A3C,1,1000,7.5\n"
+        "3,10,ResNet-18 (batch size 64),1,1000,\n"
+    )
+    out = tmp_path / "s.json"
+    argv = ["simulate", "--trace", str(trace), "--cluster", "v100:1x2", "--no-progress",
+            "--policy", "max_min_fairness", "--knowledge", "oracle",
+            "--json", str(out)]  # fmt: skip
+    assert main([*argv, "--row-spread", "0.3", "--seed", "4"]) == 0
+    spread = json.loads(out.read_text())
+    assert spread["knowledge"]["jobs_with_true_rows"] == 3
+    assert main([*argv]) == 0  # the trace's one row alone
+    alone = json.loads(out.read_text())
+    assert alone["knowledge"]["jobs_with_true_rows"] == 1
+    assert spread["jct_s"] != alone["jct_s"]  # the drawn rows are what the jobs ran at
+    assert "(1 given by the trace)" in capsys.readouterr().out
 
 
 def test_unknown_knowledge_is_refused(capsys):

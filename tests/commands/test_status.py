@@ -11,11 +11,11 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.cli import main
 from slurm_gavel.core.estimate import Observation, update_table
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def state_dir(tmp_path_factory):
     jobs = [Job(str(i), TYPES[i % 3], 1 + (i == 3), total_steps=1e7) for i in range(1, 7)]
     jobs.append(Job("7", "Not A Table Type"))
     # table knowledge: job 7's type, unknown to the table, is skipped (with learned
-    # knowledge, the default since issue 27, it would run on an estimated row)
+    # knowledge, the default, it would run on an estimated row)
     daemon = run_daemon(d, jobs, learning={"knowledge": "table"})
     return d, daemon
 

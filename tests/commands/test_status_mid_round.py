@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 
 from slurm_gavel.commands.status import format_status
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.daemon.status_records import jobs_view
+from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobState,
@@ -16,10 +19,7 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.round_types import RoundReport
-from slurm_gavel.daemon.status_rows import jobs_view
-from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.domain.model import Job
 
 BLIND = "unmeasured: type-blind"
 

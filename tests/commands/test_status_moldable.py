@@ -1,4 +1,4 @@
-"""`status` and `explain` for moldable jobs (issue 25): the GPU range, the count the run
+"""`status` and `explain` for moldable jobs: the GPU range, the count the run
 got (or the next start will get) and why, in text and --json, from a daemon that ran
 rounds on a simulated cluster (v100:1x2,k80:1x2: no GPU type has more than 2 GPUs).
 And hostile: the view shows only whole numbers and fixed codes of the record."""
@@ -14,16 +14,16 @@ from daemon_rounds import run_daemon
 from slurm_gavel.cli import main
 from slurm_gavel.commands.mold_text import explain_lines
 from slurm_gavel.commands.status import format_status
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
 from slurm_gavel.core.cluster_rows import rows_for
 from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.model import Job
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.mold_view import mold_view
 from slurm_gavel.daemon.status_view import moldable_record, status_view
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 R18 = "ResNet-18 (batch size 16)"
 

@@ -13,7 +13,7 @@ from daemon_rounds import TYPES, run_daemon
 
 from slurm_gavel.cli import main
 from slurm_gavel.commands.status_fields import parse_format, slurm_time
-from slurm_gavel.core.model import Job
+from slurm_gavel.domain.model import Job
 from slurm_gavel.errors import InputError
 
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -31,7 +31,7 @@ def state_dir(tmp_path_factory):
     ]  # fmt: skip
     jobs.append(Job("7", "Not A Table Type", user="carol", partition="debug"))
     # table knowledge: job 7's type, unknown to the table, is skipped (with learned
-    # knowledge, the default since issue 27, it would run on an estimated row)
+    # knowledge, the default, it would run on an estimated row)
     daemon = run_daemon(d, jobs, learning={"knowledge": "table"})
     return d, daemon
 

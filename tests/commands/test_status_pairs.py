@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 from slurm_gavel.commands.status import format_status
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.daemon.pair_cells import PairObservation, update_pairs
-from slurm_gavel.daemon.status_rows import jobs_view
+from slurm_gavel.daemon.status_records import jobs_view
 from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 A3C, LM = "A3C", "LM"
 TABLE = ThroughputTable(

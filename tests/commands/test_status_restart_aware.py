@@ -10,9 +10,10 @@ import pytest
 from daemon_rounds import TYPES, run_daemon
 
 from slurm_gavel.cli import main
-from slurm_gavel.core.model import Job
+from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.daemon.state_store import StateStore
 from slurm_gavel.daemon.status_view import held_types, status_view, why
+from slurm_gavel.domain.model import Job
 
 KEPT = "kept where it runs until this run has paid for its restart"
 BEHIND = "runs kept until they have paid for their restarts"
@@ -74,9 +75,9 @@ def test_an_expired_protection_is_not_shown_as_kept():
     assert KEPT not in why(job, "max_min_fairness", now=100.0)
     assert KEPT not in why(job, "max_min_fairness", now=None)
     jobs = {"1": {"state": "running", "gpu_type": "v100"}, "2": {"state": "held"}}
-    accounts = {"1": {"protected_until": 100.0}, "2": {"protected_until": 500.0}}
-    assert held_types(jobs, accounts, 99.0) == {"v100"}
-    assert held_types(jobs, accounts, 100.0) == set()  # and a job that holds no GPU never
+    slot = {"1": RunProtection(protected_until=100.0), "2": RunProtection(protected_until=500.0)}
+    assert held_types(jobs, slot, 99.0) == {"v100"}
+    assert held_types(jobs, slot, 100.0) == set()  # and a job that holds no GPU never
 
 
 HOSTILE_TIMES = [
@@ -95,15 +96,20 @@ HOSTILE_TIMES = [
 @pytest.mark.hostile
 @pytest.mark.parametrize("until", HOSTILE_TIMES)
 @pytest.mark.parametrize("last", [50.0, *HOSTILE_TIMES[:6]])
-def test_hostile_protection_times_show_nothing_and_break_nothing(tmp_path, capsys, until, last):
+@pytest.mark.parametrize("where", ["plugins", "account"])  # today's slot, an older file's
+def test_hostile_protection_times_show_nothing_and_break_nothing(
+    tmp_path, capsys, until, last, where
+):
+    account: dict[str, object] = {"restart_cost_s": until}
+    sched: dict[str, object] = {"round_index": 3, "last_round_time": last, "jobs": {"7": account}}
+    if where == "plugins":
+        sched["plugins"] = {"restart_aware": {"7": {"protected_until": until}}}
+    else:
+        account["protected_until"] = until
     doc = {
         "saved_at": 0.0,
         "daemon": {"policy": "max_min_fairness"},
-        "scheduler": {
-            "round_index": 3,
-            "last_round_time": last,
-            "jobs": {"7": {"protected_until": until, "restart_cost_s": until}},
-        },
+        "scheduler": sched,
         "jobs": {
             "7": {
                 "job_type": "A3C",

@@ -19,7 +19,7 @@ from slurm_gavel.core.backend_hooks import (
     hook_members,
 )
 from slurm_gavel.core.run_ends import RunEnd, RunEndKind
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 
 ROOT = Path(__file__).resolve().parents[2]
 

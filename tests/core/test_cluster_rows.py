@@ -14,13 +14,14 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, cluster_rows
 from slurm_gavel.core.estimate import Observation, update_table
-from slurm_gavel.core.model import Job
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import build_problem
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.core.skips import SkipCode
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 
 RESNET = "ResNet-50 (batch size 64)"
 A3C = "A3C"
@@ -140,8 +141,9 @@ def test_a_job_with_no_positive_figure_anywhere_is_still_skipped():
     jobs = [Job("1", "stuck", 1), Job("2", "fine", 1), Job("3", "not in the table", 1)]
     _, report = day_one_round(table, jobs, spec="a100:1x2")
     skipped = dict(report.skipped)
-    assert skipped["1"] == "no usable GPU type has a throughput for it"
-    assert "unknown job type" in skipped["3"]
+    assert skipped["1"].code is SkipCode.NO_USABLE_TYPE
+    assert skipped["1"].detail == "no usable GPU type has a throughput for it"
+    assert skipped["3"].code is SkipCode.UNKNOWN_TYPE and "unknown job type" in skipped["3"].detail
     assert list(report.placement.jobs) == ["2"]
 
 

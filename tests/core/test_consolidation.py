@@ -11,7 +11,6 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel.core.consolidation import (
     can_consolidate,
     fewer_nodes_fit,
@@ -19,12 +18,20 @@ from slurm_gavel.core.consolidation import (
     held_gpus,
     room_and_size,
 )
-from slurm_gavel.core.model import Job
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import (
+    JobPlacement,
+    Node,
+    NodeSlice,
+    NodeState,
+    RoundPlacement,
+)
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 LM = "LM (batch size 10)"
@@ -140,7 +147,7 @@ def test_an_eight_gpu_run_spread_over_three_nodes_moves_onto_two_whole_ones(awar
     spread = _run("L", "v100", ("v100-000", 4), ("v100-001", 2), ("v100-002", 2))
     backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
     state.placement = {"L": spread}
-    state.jobs["L"].protected_until = None
+    state.plugins.restart_aware.get("L", RunProtection()).protected_until = None
     for _ in range(3):
         backend.advance(backend.clock + 360.0)
         state, report = run_round(state, backend, config)
@@ -161,8 +168,7 @@ def test_an_eight_gpu_spread_run_moves_only_once_it_has_lasted_its_lease():
     spread = _run("L", "v100", ("v100-000", 4), ("v100-001", 2), ("v100-002", 2))
     backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
     state.placement = {"L": spread}
-    state.jobs["L"].protected_until = None
-    state.jobs["L"].run_started = t0 = backend.clock
+    state.plugins.restart_aware["L"] = RunProtection(run_started=(t0 := backend.clock))
     nodes = []
     for _ in range(12):
         backend.advance(backend.clock + 360.0)

@@ -16,7 +16,7 @@ from slurm_gavel.core.estimate import (
     is_estimate,
     update_table,
 )
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 
 
 def test_complete_matrix_recovers_an_exact_low_rank_matrix() -> None:
@@ -113,7 +113,7 @@ def test_observation_from_a_progress_report() -> None:
     assert Observation.from_report({**rep, "job_type": None}, "v100", 1) is None
 
 
-# ---- hostile observations (issue 12: reports are written by users) -------------------------
+# ---- hostile observations (reports are written by users) -------------------------
 
 
 @pytest.mark.hostile

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.cluster_rows import rows_for
 from slurm_gavel.core.explore import Exploration, optimistic
 from slurm_gavel.core.job_rows import JobRows, Knowledge, RowSource, record_measurements
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.scheduler_state import JobAccount
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 X = Exploration(bonus=2.0, max_restarts=1, max_gpu_seconds=600.0)
 

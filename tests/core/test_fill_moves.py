@@ -12,16 +12,17 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
 from slurm_gavel.core.fill_moves import expected_stay, fills_stay, move_pays, select_staying
 from slurm_gavel.core.mechanism import MechanismJob
-from slurm_gavel.core.model import Allocation, Job
 from slurm_gavel.core.restart_aware import assign_around
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Allocation, Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"
@@ -124,8 +125,9 @@ def _round(rate_k80, rate_p100, cost=300.0, steps_left=1e9):
     state.allocation = Allocation("max_min_fairness", {"f": {"v100": 0.5}, "v": {"v100": 0.5}})
     state.jobs = {
         "f": JobAccount(first_start=0.0, steps_done=1000.0, received_s={"k80": 720.0}),
-        "v": JobAccount(first_start=0.0, protected_until=1e9),
+        "v": JobAccount(first_start=0.0),
     }
+    state.plugins.restart_aware = {"v": RunProtection(protected_until=1e9)}
     state.placement = {"f": on_k80, "v": on_v100}
     state.epoch_received = {"f": {"k80": 720.0}, "v": {"v100": 720.0}}
     state.epoch_elapsed = 720.0

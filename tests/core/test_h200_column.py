@@ -1,4 +1,4 @@
-"""The shipped gavel-osdi2020-h200.json (issue 27): Gavel's table plus an h200 column,
+"""The shipped gavel-osdi2020-h200.json: Gavel's table plus an h200 column,
 measured cells from the H200 profile records with the device and date, every other
 cell an estimate, Gavel's columns as they were; the default table unchanged."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from slurm_gavel.core.cluster_rows import ESTIMATED, cluster_rows
 from slurm_gavel.core.estimate import is_estimate
-from slurm_gavel.core.throughputs import H200_TABLE, load_table, shipped_tables
+from slurm_gavel.domain.throughputs import H200_TABLE, load_table, shipped_tables
 
 DATA = Path(__file__).resolve().parents[2] / "slurm_gavel" / "data"
 RECORDS = DATA / "measurements" / "h200"

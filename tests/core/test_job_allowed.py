@@ -1,10 +1,14 @@
 """A job's own request (ObservedJob.allowed) binds the round: zero cells on the GPU
 types it rules out (the policy gives it nothing there) and the mechanism never places
-it on a node outside it (issue 26, "constraints and types bind")."""
+it on a node outside it ("constraints and types bind")."""
 
 from __future__ import annotations
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.mechanism import MechanismJob, assign
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_jobs import considered_jobs
+from slurm_gavel.core.skips import SkipCode
+from slurm_gavel.domain.cluster_model import (
     Allowed,
     JobPlacement,
     JobState,
@@ -12,11 +16,8 @@ from slurm_gavel.core.cluster_model import (
     NodeSlice,
     ObservedJob,
 )
-from slurm_gavel.core.mechanism import MechanismJob, assign
-from slurm_gavel.core.model import Allocation, Job
-from slurm_gavel.core.round_jobs import considered_jobs
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Allocation, Job
+from slurm_gavel.domain.throughputs import load_table
 
 NODES = [Node("v100-1", "v100", 4), Node("v100-2", "v100", 4), Node("p100-1", "p100", 4)]
 ROW = {"v100": 2.0, "p100": 1.0}
@@ -38,7 +39,9 @@ def test_a_type_the_job_may_not_use_is_a_zero_cell_and_its_reason_is_kept():
     rows = {o.job.id: row for o, row in out}
     assert rows["1"] == {"v100": 0.0, "p100": 1.0}
     assert rows["3"] == ROW
-    assert skipped == [("2", "no usable node fits it: --constraint=a100")]
+    assert [(j, s.code, s.detail) for j, s in skipped] == [
+        ("2", SkipCode.NO_NODE_FITS, "no usable node fits it: --constraint=a100")
+    ]
 
 
 def test_the_mechanism_places_a_job_only_on_its_allowed_nodes():

@@ -6,7 +6,6 @@ import math
 
 import pytest
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, ObservedJob
 from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, cluster_rows
 from slurm_gavel.core.estimate_jobs import estimate_job_rows
 from slurm_gavel.core.job_rows import (
@@ -18,9 +17,10 @@ from slurm_gavel.core.job_rows import (
     RowSource,
     record_measurements,
 )
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.scheduler_state import JobAccount
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 
 TABLE = load_table()

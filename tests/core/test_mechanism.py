@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from slurm_gavel.core.cluster_model import JobPlacement, Node
 from slurm_gavel.core.mechanism import MechanismJob, assign, entries, pair_key
-from slurm_gavel.core.model import Allocation, PairShare
+from slurm_gavel.domain.cluster_model import JobPlacement, Node
+from slurm_gavel.domain.model import Allocation, PairShare
 
 TPUT = {"v100": 3.0, "k80": 1.0}
 
@@ -114,7 +114,7 @@ def test_a_spread_job_is_marked_unconsolidated():
 
 
 def _slice(node: str, gpus: int):
-    from slurm_gavel.core.cluster_model import NodeSlice
+    from slurm_gavel.domain.cluster_model import NodeSlice
 
     return NodeSlice(node, gpus)
 

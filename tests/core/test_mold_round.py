@@ -9,7 +9,14 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.cluster_rows import rows_for
+from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.mold_round import MoldMemory, mold_jobs
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, SIMULATOR_DEFAULTS
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobState,
@@ -17,15 +24,8 @@ from slurm_gavel.core.cluster_model import (
     NodeSlice,
     ObservedJob,
 )
-from slurm_gavel.core.cluster_rows import rows_for
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.mold_round import MoldMemory, mold_jobs
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.scheduler import run_round
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 R18 = "ResNet-18 (batch size 16)"  # v100 per job: 1 GPU 1x, 2 GPUs 3.1x, 4 GPUs 3.8x

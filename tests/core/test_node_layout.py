@@ -5,10 +5,10 @@ them, or waits: never packed onto fewer nodes (22.05 then calls it never runnabl
 
 from __future__ import annotations
 
-from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice
 from slurm_gavel.core.mechanism import MechanismJob, assign
-from slurm_gavel.core.model import Allocation
 from slurm_gavel.core.node_placement import place_chosen
+from slurm_gavel.domain.cluster_model import JobPlacement, Node, NodeSlice
+from slurm_gavel.domain.model import Allocation
 
 ROW = {"v100": 2.0, "p100": 1.0}
 

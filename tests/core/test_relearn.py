@@ -11,13 +11,13 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster, noisy
 from slurm_gavel.core import relearn
 from slurm_gavel.core.job_rows import Knowledge, row_source
-from slurm_gavel.core.model import Allocation, Job, PairShare
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState, copy_state
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Allocation, Job, PairShare
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"
@@ -241,17 +241,22 @@ def test_a_restarted_runs_start_up_is_taken_at_the_cost_the_rounds_plan():
     job's measured restart cost, else its own or its type's, else the configured
     overhead; the daemon configures none (it measures), so a job it has not measured
     yet is allowed the trust bounds' start_allowance_s."""
-    from slurm_gavel.core.cluster_model import JobState, ObservedJob
+    from slurm_gavel.core.round_plugins import restart_losses
     from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-    from slurm_gavel.core.scheduler import _restart_losses
+    from slurm_gavel.core.round_stages import RoundContext
     from slurm_gavel.core.scheduler_state import JobAccount
+    from slurm_gavel.domain.cluster_model import JobState, ObservedJob
 
     jobs = [Job("a", RESNET, 1), Job("b", RESNET, 1), Job("c", RESNET, 1, restart_overhead=7.0)]
     active = [ObservedJob(j, JobState.RUNNING) for j in jobs]
     state = SchedulerState()
     state.jobs["a"] = JobAccount(restart_cost_s=12.5)
     daemon = _config(knowledge=Knowledge.LEARNED)
-    assert daemon.settings.preemption_overhead_seconds == 0.0
-    assert _restart_losses(state, active, daemon) == {"a": 12.5, "c": 7.0}
     sim = replace(daemon, settings=SIMULATOR_DEFAULTS)
-    assert _restart_losses(state, active, sim) == {"a": 12.5, "b": 30.0, "c": 7.0}
+
+    def losses(config: SchedulerConfig) -> dict[str, float]:
+        return restart_losses(RoundContext(state, config, None, 0.0, active, {}))  # type: ignore[arg-type]
+
+    assert daemon.settings.preemption_overhead_seconds == 0.0
+    assert losses(daemon) == {"a": 12.5, "c": 7.0}
+    assert losses(sim) == {"a": 12.5, "b": 30.0, "c": 7.0}

@@ -13,16 +13,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import (
-    JobPlacement,
-    JobState,
-    Node,
-    NodeSlice,
-    ObservedJob,
-    RoundPlacement,
-)
 from slurm_gavel.core.mechanism import INF
-from slurm_gavel.core.model import Allocation, Job
 from slurm_gavel.core.restart_aware import (
     FINISH_LEASES,
     about_to_finish,
@@ -33,11 +24,21 @@ from slurm_gavel.core.restart_aware import (
     protection_seconds,
     restart_cost,
 )
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState, copy_state
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import (
+    JobPlacement,
+    JobState,
+    Node,
+    NodeSlice,
+    ObservedJob,
+    RoundPlacement,
+)
+from slurm_gavel.domain.model import Allocation, Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 
@@ -101,9 +102,9 @@ def test_two_jobs_on_one_gpu_swap_once_per_protection_not_every_round():
         backend.advance(backend.clock + 360.0)
     assert runs[:3] == [["a"], ["a"], ["a"]]
     assert runs[3] == ["b"]
-    assert state.jobs["b"].protected_until == pytest.approx(1080.0 + 1000.0)
+    assert _until(state, "b") == pytest.approx(1080.0 + 1000.0)
     # the protection survives the daemon's state file
-    assert copy_state(state).jobs["b"].protected_until == state.jobs["b"].protected_until
+    assert _until(copy_state(state), "b") == _until(state, "b")
 
 
 def test_free_restarts_leave_gavel_s_schedule_unchanged():
@@ -179,7 +180,7 @@ def test_a_spread_run_is_consolidated_when_the_gain_pays_its_restart(aware):
     )
     backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
     state.placement = {"L": spread}
-    state.jobs["L"].protected_until = None
+    state.plugins.restart_aware.get("L", RunProtection()).protected_until = None
     for _ in range(3):
         backend.advance(backend.clock + 360.0)
         state, report = run_round(state, backend, config)
@@ -210,8 +211,8 @@ def test_a_run_the_allocation_gives_no_time_on_its_type_is_not_protected():
     state.jobs = {"a": JobAccount(), "b": JobAccount()}
     state.placement = {"a": _on("a", "k80", "k80-000"), "b": _on("b", "v100", "v100-000")}
     protect_new_runs(state, config, {}, jobs, set(), 1000.0)
-    assert state.jobs["a"].protected_until is None
-    assert state.jobs["b"].protected_until == pytest.approx(1000.0 + 3000.0)
+    assert _until(state, "a") is None
+    assert _until(state, "b") == pytest.approx(1000.0 + 3000.0)
 
 
 def test_a_protected_run_loses_protection_when_its_type_s_fraction_drops_to_0():
@@ -219,7 +220,8 @@ def test_a_protected_run_loses_protection_when_its_type_s_fraction_drops_to_0():
     # any more: a's run is no longer kept, b's still is.
     config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
     state = SchedulerState()
-    state.jobs = {j: JobAccount(protected_until=5000.0) for j in ("a", "b")}
+    state.jobs = {j: JobAccount() for j in ("a", "b")}
+    state.plugins.restart_aware = {j: RunProtection(protected_until=5000.0) for j in ("a", "b")}
     state.placement = {"a": _on("a", "v100", "v100-000"), "b": _on("b", "v100", "v100-001")}
     considered = [
         (
@@ -271,12 +273,12 @@ def test_a_new_run_is_protected_for_the_longer_of_c_over_b_and_the_attained_serv
         "young": _on("young", "v100", "v100-001"),
     }
     protect_new_runs(state, config, {}, jobs, set(), 100.0)
-    assert state.jobs["old"].protected_until == pytest.approx(100.0 + 5000.0)
-    assert state.jobs["young"].protected_until == pytest.approx(100.0 + 3000.0)
+    assert _until(state, "old") == pytest.approx(100.0 + 5000.0)
+    assert _until(state, "young") == pytest.approx(100.0 + 3000.0)
     # free restarts: no protection however long the job has run
     free = SchedulerConfig(table=TABLE, settings=_settings(0.0, True))
     protect_new_runs(state, free, {}, jobs, set(), 100.0)
-    assert state.jobs["old"].protected_until is None
+    assert _until(state, "old") is None
 
 
 def test_a_job_that_never_ran_goes_before_a_preempted_one_on_a_freed_gpu():
@@ -310,18 +312,19 @@ def test_about_to_finish_counts_the_remaining_steps_in_protections():
     config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
     more = FINISH_LEASES * 3000.0
     job = Job("a", RESNET, 1, total_steps=10.0 * (1000.0 + more))
-    acct = JobAccount(protected_until=1000.0, steps_done=10.0 * 1000.0)
+    acct = JobAccount(steps_done=10.0 * 1000.0)
+    until = 1000.0
     # 10 steps/s: exactly `more` seconds left -> kept; a bit slower -> not
-    assert about_to_finish(job, acct, 10.0, 1000.0, config)
-    assert not about_to_finish(job, acct, 9.9, 1000.0, config)
+    assert about_to_finish(job, acct, until, 10.0, 1000.0, config)
+    assert not about_to_finish(job, acct, until, 9.9, 1000.0, config)
     # no declared total, no rate: never
-    assert not about_to_finish(replace(job, total_steps=0.0), acct, 10.0, 1000.0, config)
-    assert not about_to_finish(job, acct, 0.0, 1000.0, config)
+    assert not about_to_finish(replace(job, total_steps=0.0), acct, until, 10.0, 1000.0, config)
+    assert not about_to_finish(job, acct, until, 0.0, 1000.0, config)
     # never unprotected runs (backfill, fills): there is no protection to extend
-    assert not about_to_finish(job, JobAccount(steps_done=1e9), 10.0, 1000.0, config)
+    assert not about_to_finish(job, JobAccount(steps_done=1e9), None, 10.0, 1000.0, config)
     # free restarts: no protection, no extension
     free = SchedulerConfig(table=TABLE, settings=_settings(0.0, True))
-    assert not about_to_finish(job, acct, 10.0, 1000.0, free)
+    assert not about_to_finish(job, acct, until, 10.0, 1000.0, free)
 
 
 @pytest.mark.parametrize("declared", [1.0, 0.5, 1e-300])
@@ -331,7 +334,8 @@ def test_a_job_that_under_declares_its_steps_is_kept_at_most_finish_leases_more(
     # kept for FINISH_LEASES more protections after its own, then released like any.
     config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
     state = SchedulerState()
-    state.jobs = {"a": JobAccount(protected_until=1000.0, steps_done=declared)}
+    state.jobs = {"a": JobAccount(steps_done=declared)}
+    state.plugins.restart_aware = {"a": RunProtection(protected_until=1000.0)}
     state.placement = {"a": _on("a", "v100", "v100-000")}
     state.allocation = Allocation("m", {"a": {"v100": 1.0}})
     job = Job("a", RESNET, 1, total_steps=declared)
@@ -398,5 +402,11 @@ def test_a_run_just_consolidated_gets_c_over_b_not_its_attained_service():
         ),
     }
     protect_new_runs(state, config, previous, jobs, set(), 100.0)
-    assert state.jobs["big"].protected_until == pytest.approx(100.0 + 3000.0)
-    assert state.jobs["moved"].protected_until == pytest.approx(100.0 + 40000.0)
+    assert _until(state, "big") == pytest.approx(100.0 + 3000.0)
+    assert _until(state, "moved") == pytest.approx(100.0 + 40000.0)
+
+
+def _until(state: SchedulerState, job_id: str) -> float | None:
+    """The job's protection in restart-aware rounds' slot; None when it has none."""
+    guard = state.plugins.restart_aware.get(job_id)
+    return None if guard is None else guard.protected_until

@@ -10,14 +10,15 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Allocation, Job
 from slurm_gavel.core.restart_aware import protect_new_runs, protected_runs
 from slurm_gavel.core.restart_backing import short_types, swap_pays, time_left
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
+from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState, copy_state
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Allocation, Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 RESNET = "ResNet-50 (batch size 64)"
@@ -49,9 +50,9 @@ def _swap_state(started, a=None, b=None):
     a = a or _job("a")
     b = b or _job("b")
     state = SchedulerState()
-    state.jobs = {
-        "a": JobAccount(protected_until=NOW + 5000.0, run_started=started),
-        "b": JobAccount(protected_until=NOW + 5000.0, run_started=started),
+    state.jobs = {"a": JobAccount(), "b": JobAccount()}
+    state.plugins.restart_aware = {
+        j: RunProtection(run_started=started, protected_until=NOW + 5000.0) for j in ("a", "b")
     }
     state.placement = {"a": _on("a", "p100"), "b": _on("b", "v100")}
     state.allocation = Allocation("m", {"a": {"v100": 1.0}, "b": {"p100": 1.0}})
@@ -154,13 +155,15 @@ def test_hostile_step_figures_count_as_unknown_and_let_the_run_go(total, done):
 def test_a_new_run_records_its_start_and_the_state_file_keeps_it():
     state = SchedulerState()
     state.allocation = Allocation("m", {"a": {"v100": 1.0}, "b": {"p100": 1.0}})
-    state.jobs = {"a": JobAccount(), "b": JobAccount(run_started=5.0)}
+    state.jobs = {"a": JobAccount(), "b": JobAccount()}
+    state.plugins.restart_aware = {"b": RunProtection(run_started=5.0)}
     state.placement = {"a": _on("a", "v100")}
     protect_new_runs(state, CONFIG, {}, {"a": _job("a"), "b": _job("b")}, set(), 700.0)
-    assert state.jobs["a"].run_started == 700.0
-    assert state.jobs["b"].run_started is None  # not placed: no current run
-    again = copy_state(state)  # through the JSON the daemon persists
-    assert again.jobs["a"].run_started == 700.0 and again.jobs["b"].run_started is None
+    slot = state.plugins.restart_aware
+    assert slot["a"].run_started == 700.0
+    assert "b" not in slot  # not placed: no current run
+    again = copy_state(state).plugins.restart_aware  # through the JSON the daemon persists
+    assert again["a"].run_started == 700.0 and "b" not in again
     # a kept run keeps its start
     protect_new_runs(state, CONFIG, dict(state.placement), {"a": _job("a")}, set(), 1060.0)
-    assert state.jobs["a"].run_started == 700.0
+    assert state.plugins.restart_aware["a"].run_started == 700.0

@@ -9,10 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.core.job_rows import JobRows, Measured, record_measurements
 from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.row_trust import (
     Progress,
     TrustBounds,
@@ -22,6 +20,8 @@ from slurm_gavel.core.row_trust import (
     progress_rate,
 )
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
+from slurm_gavel.domain.model import Job
 
 B = TrustBounds(ratio_factor=2.0, step_factor=1.5, max_rate=1e7)
 ANCHOR = {"v100": 10.0, "k80": 2.0}  # the prior: 5x faster on v100

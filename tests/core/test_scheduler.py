@@ -11,7 +11,12 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.skips import SkipCode
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobState,
@@ -19,12 +24,8 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.scheduler import run_round
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 
@@ -142,7 +143,8 @@ def test_failed_starts_are_not_credited_and_unknown_types_are_skipped():
     config = SchedulerConfig(table=TABLE)
     state, report = run_round(SchedulerState(), backend, config)
     assert [j for j, _ in report.skipped] == ["x"]
-    assert "unknown job type" in report.skipped[0][1]
+    assert report.skipped[0][1].code is SkipCode.UNKNOWN_TYPE
+    assert "unknown job type" in report.skipped[0][1].detail
     assert "a" in report.placement.jobs
     backend.time = 360.0
     state, _ = run_round(state, backend, config)
@@ -280,7 +282,8 @@ def test_a_job_the_cluster_would_not_start_gets_no_gpus_and_no_credit():
     for report in reports:
         assert list(report.placement.jobs) == ["r"]
         assert [j for j, _ in report.skipped] == ["w"]
-        assert report.skipped[0][1].startswith("Slurm would not start it now: it waits")
+        assert report.skipped[0][1].code is SkipCode.WAITING_ON_CLUSTER
+        assert report.skipped[0][1].detail.startswith("Slurm would not start it now: it waits")
     assert sum(state.jobs["w"].received_s.values()) == 0.0
     assert sum(state.jobs["r"].received_s.values()) > 0.0
 

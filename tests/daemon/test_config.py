@@ -191,7 +191,7 @@ def test_yaml_cannot_build_python_objects(tmp_path):
         load_config(write(tmp_path, "partitions: !!python/object/apply:os.getcwd []\n"))
 
 
-# ---- issue 12: prices for min_cost; hostile config files -------------------------------
+# ---- prices for min_cost; hostile config files -------------------------------
 
 
 def test_min_cost_without_prices_is_refused_at_load_naming_the_missing_types():
@@ -245,7 +245,7 @@ def test_hostile_config_files_are_one_line_errors_naming_the_file(tmp_path, text
     assert msg.startswith(f"{p}: ") and needle in msg and "\n" not in msg
 
 
-# ---- weights: shares from the admin (slurm_gavel/core/shares.py) ----------------------------
+# ---- weights: shares from the admin (slurm_gavel/core/priority_weights.py) ------------
 
 
 def test_weights_are_parsed_and_default_to_no_raise():

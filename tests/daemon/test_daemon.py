@@ -15,15 +15,15 @@ import pytest
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
-from slurm_gavel.core.cluster_model import ActResult, RoundPlacement
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.state_store import StateLockedError, StateStore
+from slurm_gavel.domain.cluster_model import ActResult, RoundPlacement
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 ROUND = 60.0
 TYPES = ["ResNet-50 (batch size 64)", "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]
@@ -503,8 +503,8 @@ def test_gpu_type_names_are_mapped_both_ways(tmp_path, table):
 
 
 def test_steps_of_silent_jobs_are_estimated_from_time_received(table):
-    from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, ObservedJob
-    from slurm_gavel.daemon.progress import estimate_steps
+    from slurm_gavel.daemon.progress_learning import estimate_steps
+    from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, ObservedJob
 
     jt = "ResNet-50 (batch size 64)"
     row = table.row(jt, 1)
@@ -600,7 +600,7 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
     # reallocations. The daemon (progress, step estimates, persistence around run_round)
     # must place exactly as the bare scheduler loop the simulator runs: the churn a real
     # daemon shows is the mechanism's, not the daemon's.
-    from slurm_gavel.core.round_types import SchedulerConfig
+    from slurm_gavel.core.round_config import SchedulerConfig
     from slurm_gavel.core.scheduler import run_round
     from slurm_gavel.core.scheduler_state import SchedulerState
 
@@ -657,7 +657,7 @@ def test_min_reallocation_interval_reaches_the_scheduler(tmp_path, table):
     assert d2.sched_config.settings.min_reallocation_interval_seconds == 1920.0
 
 
-# ---- issue 12: the smaller items -------------------------------------------------------
+# ---- hostile inputs: the smaller items -------------------------------------------------------
 
 
 def events_of(records, name):
@@ -750,7 +750,7 @@ def test_other_local_os_errors_are_not_slurm_outages(tmp_path, table, daemon_log
 def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, table, daemon_log):
     # Before: the daemon kept every (job, reason) ever seen, growing without bound
     # with what users submit.
-    # (skipped: bigger than the cluster; a type the table lacks is managed since issue 27)
+    # (skipped: bigger than the cluster; a type the table lacks is managed now)
     jobs = [Job(str(i), TYPES[0], 4, total_steps=1e6) for i in range(50)]
     jobs.append(Job("ok", TYPES[0], 1, total_steps=1e9))
     sim = SimulatedCluster(parse_cluster_spec("v100:1x2"), jobs, table)
@@ -777,7 +777,7 @@ def test_skipped_jobs_are_forgotten_once_slurm_no_longer_lists_them(tmp_path, ta
     assert d.events.skipped == set()
 
 
-# ---- issue 18: a full state disk ---------------------------------------------------------
+# ---- a full state disk ---------------------------------------------------------
 
 
 class SwitchableDisk(StateStore):

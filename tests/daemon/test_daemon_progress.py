@@ -1,4 +1,4 @@
-"""The progress spool as a hostile user sees it (issue 12): the daemon never blocks, never
+"""The progress spool as a hostile user sees it: the daemon never blocks, never
 trusts a file that is not the job's own, refuses absurd numbers, and moves the shared
 throughput table only on the agreement of several users, a bounded step per round.
 
@@ -25,16 +25,16 @@ from typing import Any
 import pytest
 
 from slurm_gavel.core import estimate
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.progress_cells import (
     MAX_VOTES_PER_CELL,
     MAX_VOTES_PER_USER,
     STEP_FACTOR,
     agreed_value,
 )
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.job.progress import FORMAT, ProgressReporter
 
 pytestmark = pytest.mark.hostile
@@ -112,7 +112,7 @@ def put(path: Path, content: str | dict[str, Any], owner: int) -> Path:
 
 def both(spool: Path, uid: int, name: str) -> list[Path]:
     """Where a report of `name` lies: the per-user folder (if made), and the flat spool of
-    old (so that each attack also reaches the code before issue 12)."""
+    old (so that each attack also reaches the code before the trust boundary's checks)."""
     return [p for p in (spool / str(uid) / name, spool / name) if p.parent.is_dir()]
 
 
@@ -520,10 +520,10 @@ def test_the_state_never_holds_nan_and_an_older_poisoned_state_is_repaired(spool
 def test_the_daemon_learns_from_agreeing_users_and_keeps_it_across_a_restart(tmp_path, spool):
     from slurm_gavel.backends.cluster_spec import parse_cluster_spec
     from slurm_gavel.backends.simulated import SimulatedCluster
-    from slurm_gavel.core.throughputs import load_table
     from slurm_gavel.daemon.config import parse_config
     from slurm_gavel.daemon.daemon import Daemon
     from slurm_gavel.daemon.metrics import DaemonMetrics
+    from slurm_gavel.domain.throughputs import load_table
 
     full = load_table()
     jt = "A3C"

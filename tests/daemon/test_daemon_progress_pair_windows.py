@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, ObservedJob
 from slurm_gavel.daemon.pair_cells import update_pairs
 from slurm_gavel.daemon.pair_windows import MIN_WINDOW_S
-from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.progress_cells import STEP_FACTOR
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, ObservedJob
 from tests.daemon.test_daemon_progress import ALICE, BOB, MALLORY, NOW, problems, put, report
 from tests.daemon.test_daemon_progress_pairs import A3C, LM, SIDE, job, spool, table, two_pairs
 

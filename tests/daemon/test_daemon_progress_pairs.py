@@ -1,4 +1,4 @@
-"""Progress reports of jobs that share a GPU feed the pair cells (issue 17), as hostile
+"""Progress reports of jobs that share a GPU feed the pair cells, as hostile
 input: only a job Slurm shows paired, whose report names that same partner, votes its
 steps_per_s (naming none: tests/daemon/test_daemon_progress_pair_windows.py); on
 its side of the pair cell, not its alone cell; quorum of users, bounded steps, drift
@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from slurm_gavel.core import estimate
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable, pair_note_key, table_from_json
 from slurm_gavel.daemon.pair_cells import PairObservation, estimated_pair_cells, update_pairs
-from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.progress_cells import STEP_FACTOR
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable, pair_note_key, table_from_json
 from tests.daemon.test_daemon_progress import ALICE, BOB, MALLORY, NOW, both, problems, put, report
 
 pytestmark = pytest.mark.hostile

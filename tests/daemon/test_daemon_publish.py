@@ -7,12 +7,12 @@ import pytest
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.backends.slurm.admin_comment import PREFIX, admin_comment
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.status_view import why
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 A3C, RESNET = "A3C", "ResNet-50 (batch size 64)"
 

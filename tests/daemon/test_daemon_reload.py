@@ -13,13 +13,13 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import load_config
 from slurm_gavel.daemon.config_types import ConfigError
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.reload import MAX_CONFIG_BYTES, RESTART_KEYS, prepare_reload
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TYPES = ["ResNet-50 (batch size 64)", "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]
 

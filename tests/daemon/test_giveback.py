@@ -9,11 +9,11 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 
 class GivingBack:
@@ -45,7 +45,7 @@ def run(tmp_path, *, dry_run: bool, rounds: int = 3):  # type: ignore[no-untyped
             "checkpoint": {"grace_seconds": 5},
             "state_dir": str(tmp_path / "s"),
             # a type the table lacks is given back under table knowledge only (with
-            # learned knowledge, the default since issue 27, it runs on an estimate)
+            # learned knowledge, the default, it runs on an estimate)
             "learning": {"knowledge": "table"},
         }
     )

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.throughputs import load_table
 
 pytestmark = pytest.mark.slurm
 
@@ -24,7 +24,7 @@ def one_round(slurm, tmp_path: Path) -> Daemon:  # type: ignore[no-untyped-def]
             "checkpoint": {"grace_seconds": 5},
             "state_dir": str(tmp_path / "state"),
             # a type the table lacks is given back under table knowledge only (with
-            # learned knowledge, the default since issue 27, it runs on an estimate)
+            # learned knowledge, the default, it runs on an estimate)
             "learning": {"knowledge": "table"},
         }
     )

@@ -3,7 +3,8 @@ on what the daemon observes, the table's -> Slurm's on what it asks the backend 
 
 from __future__ import annotations
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
+from slurm_gavel.domain.cluster_model import (
     ClusterSnapshot,
     JobPlacement,
     JobState,
@@ -12,8 +13,7 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
+from slurm_gavel.domain.model import Job
 
 NAMES = {"tesla_v100": "v100"}  # config gpu_types: Slurm's GRES type -> the table's
 

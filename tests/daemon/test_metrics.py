@@ -75,7 +75,7 @@ def test_build_info_and_no_created_series():
 
 
 def _snapshot(account_a: str):
-    from slurm_gavel.core.cluster_model import (
+    from slurm_gavel.domain.cluster_model import (
         ClusterSnapshot,
         JobState,
         Node,
@@ -83,7 +83,7 @@ def _snapshot(account_a: str):
         NodeState,
         ObservedJob,
     )
-    from slurm_gavel.core.model import Job
+    from slurm_gavel.domain.model import Job
 
     nodes = (
         Node("n1", "v100", 4, "gpu", gpus_held_unmanaged=1),
@@ -137,16 +137,16 @@ def test_gpu_and_account_gauges_on_a_known_snapshot_with_a_hostile_account():
 
 
 def _round(snap, placed, result, allocation):
-    from slurm_gavel.core.cluster_model import RoundPlacement
-    from slurm_gavel.core.round_types import RoundReport
+    from slurm_gavel.core.round_report import RoundReport
+    from slurm_gavel.domain.cluster_model import RoundPlacement
 
     placement = RoundPlacement(1, 0.0, {p.job_id: p for p in placed})
     return RoundReport(1, 0.0, True, 0.01, placement, result, len(snap.jobs))
 
 
 def test_account_shares_received_restarts_and_checkpoint_waits_by_hand():
-    from slurm_gavel.core.cluster_model import ActResult, JobPlacement, NodeSlice
-    from slurm_gavel.core.model import Allocation, PairShare
+    from slurm_gavel.domain.cluster_model import ActResult, JobPlacement, NodeSlice
+    from slurm_gavel.domain.model import Allocation, PairShare
 
     snap = _snapshot("a")  # 1, 2 (a, 2 GPUs each), 3 (b), 4 (a), 5 (no account): 1 GPU
     alloc = Allocation(
@@ -206,8 +206,8 @@ def test_hostile_account_and_job_type_keep_the_exposition_valid(tmp_path):
     from metrics_render import daemon_after_rounds
     from prometheus_client.parser import text_string_to_metric_families
 
-    from slurm_gavel.core.model import Job
-    from slurm_gavel.core.throughputs import load_table
+    from slurm_gavel.domain.model import Job
+    from slurm_gavel.domain.throughputs import load_table
 
     real = "ResNet-50 (batch size 64)"
     hostile_type = 'A3C"} 1\n# TYPE x counter\nx{a="'
@@ -252,7 +252,7 @@ def _daemon_on_forced_decomposition(tmp_path, monkeypatch, wrong_bound: bool):  
     primal value, so that each certificate fails and the plain LP runs."""
     from metrics_render import daemon_after_rounds
 
-    from slurm_gavel.core.model import Job
+    from slurm_gavel.domain.model import Job
     from slurm_gavel.policies.solvers import dw, mm_lp
 
     monkeypatch.setattr(mm_lp, "DW_MIN_COLUMNS", 1)
@@ -291,7 +291,7 @@ def test_a_certified_decomposition_is_counted_and_no_fallback(tmp_path, monkeypa
 
 
 def test_solver_paths_counted_from_the_allocation():
-    from slurm_gavel.core.model import Allocation, SolverFallback
+    from slurm_gavel.domain.model import Allocation, SolverFallback
 
     m = DaemonMetrics()
     alloc = Allocation("max_min_fairness", {}, decomposed=["max_sum"])

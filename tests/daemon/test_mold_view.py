@@ -4,21 +4,21 @@ did not consider), and LastCounts, the memory of each job's last run."""
 
 from __future__ import annotations
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.cluster_rows import rows_for
+from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.daemon.mold_view import LastCounts, mold_view
+from slurm_gavel.domain.cluster_model import (
     ClusterSnapshot,
     JobState,
     Node,
     NodeSlice,
     ObservedJob,
 )
-from slurm_gavel.core.cluster_rows import rows_for
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.daemon.mold_view import LastCounts, mold_view
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 A3C = "A3C"
 TABLE = ThroughputTable(

@@ -1,4 +1,4 @@
-"""The round through a node whose slurmd stops answering (issue 18), on a small
+"""The round through a node whose slurmd stops answering, on a small
 in-memory cluster that carries out placements exactly: its jobs keep their place
 and their time, nothing new goes there, the allocation is not recomputed for it,
 and once Slurm declares the node DOWN its jobs are placed again elsewhere."""
@@ -8,7 +8,13 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
+from slurm_gavel.core.scheduler import run_round
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.daemon.events import RoundEvents
+from slurm_gavel.daemon.status_records import jobs_view
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobPlacement,
@@ -19,14 +25,8 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
-from slurm_gavel.core.scheduler import run_round
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
-from slurm_gavel.daemon.events import RoundEvents
-from slurm_gavel.daemon.status_rows import jobs_view
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 TABLE = load_table()
 A3C = "A3C"

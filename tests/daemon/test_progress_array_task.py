@@ -1,4 +1,4 @@
-"""An array task's progress reports reach the daemon (issue 26): the daemon names the task
+"""An array task's progress reports reach the daemon: the daemon names the task
 `ARRAY_TASK` ("28_2", backends/slurm/arrays.py) while its SLURM_JOB_ID is another number,
 so the job library reports under the task's name (SLURM_ARRAY_JOB_ID and
 SLURM_ARRAY_TASK_ID, set by every release). Hostile array variables fall back to
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.job.env import read_env
 from slurm_gavel.job.progress import ProgressReporter
 

@@ -1,4 +1,4 @@
-"""A moldable job's progress report (issue 25) votes on the table cell of the GPU count
+"""A moldable job's progress report votes on the table cell of the GPU count
 it runs at, not of its scale factor (the range's minimum): a rate measured on 2 GPUs
 must never move the 1-GPU cell."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.daemon.progress import ProgressTracker
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.job.progress import FORMAT
 
 NOW = 1_000_000.0

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from slurm_gavel.commands.explain import explain_notice
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.run_ends import RunEnd, RunEndKind
+from slurm_gavel.daemon.config import parse_config
+from slurm_gavel.daemon.config_types import CheckpointConfig, ConfigError
+from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
+from slurm_gavel.daemon.status_private import public_summary, user_views
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,
     JobState,
@@ -23,15 +30,8 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.run_ends import RunEnd, RunEndKind
-from slurm_gavel.core.throughputs import load_table
-from slurm_gavel.daemon.config import parse_config
-from slurm_gavel.daemon.config_types import CheckpointConfig, ConfigError
-from slurm_gavel.daemon.daemon import Daemon
-from slurm_gavel.daemon.metrics import DaemonMetrics
-from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
-from slurm_gavel.daemon.status_private import public_summary, user_views
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 UNSIGNALLED = RunEndKind.UNSIGNALLED
 
@@ -387,3 +387,123 @@ def test_a_running_job_is_given_back_only_once_it_waits(tmp_path):
         d.store.release()
     assert [list(g) for g in b.given] == [["7"]]
     assert metric(d, "slurm_gavel_jobs_given_back_total", why="ignored_signal") == 1
+
+
+# ---- the streaks across a restart ------------------------------------------------------
+
+
+def restarted(tmp_path: Path, b: InMemory, first: int, **checkpoint: Any) -> Daemon:
+    """A daemon that ran ``first`` rounds and stopped, and its successor on the same
+    state directory (started: it loaded the state)."""
+    d = daemon(tmp_path, b, **checkpoint)
+    try:
+        rounds(d, first)
+    finally:
+        d.store.release()
+    return daemon(tmp_path, b, **checkpoint)
+
+
+def test_a_restart_mid_loop_goes_on_counting_it_grants_no_fresh_tries(tmp_path):
+    b = InMemory({"7": JobState.HELD, "8": JobState.HELD})
+    # two short runs before the restart, the third after it
+    b.ended_next = [[], [crash()], [crash()], [crash()], []]
+    d = restarted(tmp_path, b, 3, max_unsignalled_restarts=3)
+    try:
+        assert d.run_watch.unsignalled == {"7": 2}  # loaded, not forgotten
+        records = rounds(d, 2)
+    finally:
+        d.store.release()
+    # given back at its third short run in a row, as without the restart
+    assert [list(g) for g in b.given] == [["7"]]
+    assert b.given[0]["7"].startswith("crash loop: its last 3 runs")
+    assert [e["job"] for e in events(records, "crash_loop")] == ["7"]
+    # placed at each round until its third short run, none after: as without the restart
+    assert [("7" in s) for s in b.started] == [True, True, True, False, False]
+
+
+def test_a_restart_keeps_the_ignored_signals_and_a_give_back_still_to_do(tmp_path):
+    # running at its second ignored signal (moved at once): the give back waits for it
+    # to wait, across the restart
+    b = InMemory({"7": JobState.RUNNING})
+    ignored = RunEnd("7", RunEndKind.IGNORED_SIGNAL)
+    b.ended_next = [[ignored], [ignored], []]
+    d = restarted(tmp_path, b, 3, max_ignored_signals=2)
+    try:
+        assert b.given == [] and set(d.run_watch.to_give_back) == {"7"}
+        b.jobs["7"] = JobState.HELD
+        rounds(d, 1)
+    finally:
+        d.store.release()
+    assert [list(g) for g in b.given] == [["7"]]
+    assert b.given[0]["7"].startswith("never checkpoints: it ignored the checkpoint signal")
+    assert metric(d, "slurm_gavel_jobs_given_back_total", why="ignored_signal") == 1
+
+
+def test_one_ignored_signal_before_a_restart_counts_after_it(tmp_path):
+    b = InMemory({"7": JobState.HELD})
+    ignored = RunEnd("7", RunEndKind.IGNORED_SIGNAL)
+    b.ended_next = [[ignored], [ignored]]
+    d = restarted(tmp_path, b, 1, max_ignored_signals=2)
+    try:
+        assert d.run_watch.ignored == {"7": 1}
+        rounds(d, 1)
+    finally:
+        d.store.release()
+    assert [list(g) for g in b.given] == [["7"]]
+
+
+def test_a_state_file_without_the_streaks_still_loads(tmp_path):
+    # an older daemon's state.json: no run_watch key (and the other keys as ever)
+    b = InMemory({"7": JobState.HELD})
+    b.ended_next = [[crash()], [crash()]]
+    d = daemon(tmp_path, b, max_unsignalled_restarts=3)
+    try:
+        rounds(d, 1)
+    finally:
+        d.store.release()
+    path = tmp_path / "s" / "state.json"
+    doc = json.loads(path.read_text())
+    assert doc["run_watch"]["unsignalled"] == {"7": 1}
+    del doc["run_watch"]
+    path.write_text(json.dumps(doc))
+    d = daemon(tmp_path, b, max_unsignalled_restarts=3)
+    try:
+        assert d.run_watch.unsignalled == {}
+        rounds(d, 1)  # counts afresh from the old file, as that daemon did
+        assert d.run_watch.unsignalled == {"7": 1} and b.given == []
+    finally:
+        d.store.release()
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    "raw",
+    [None, [], "x", 5, {"unsignalled": None, "ignored": [], "to_give_back": "7"},
+     {"unsignalled": {"7": True}}, {"unsignalled": {"7": 0}}, {"unsignalled": {"7": -3}},
+     {"unsignalled": {"7": 2.5}}, {"unsignalled": {"7": "3"}}, {"ignored": {"": 2}},
+     {"ignored": {"7" * 65: 2}}, {"ignored": {"7": None}}, {"ignored": {"7": float("inf")}},
+     {"to_give_back": {"7": "crash loop"}},
+     {"to_give_back": {"7": {"why": 5, "label": "crash_loop"}}},
+     {"to_give_back": {"7": {"why": "", "label": "crash_loop"}}},
+     {"to_give_back": {"7": {"why": "w", "label": "rm -rf /"}}},
+     {"to_give_back": {"7": {"why": "w"}}}],
+)  # fmt: skip
+def test_saved_streaks_not_in_the_daemons_shape_are_dropped(raw):
+    w = RunWatch()
+    w.load_streaks(raw)
+    assert (w.unsignalled, w.ignored, w.to_give_back, w.give_back_why) == ({}, {}, {}, {})
+
+
+@pytest.mark.hostile
+def test_saved_streaks_are_read_back_bounded_and_decide_as_the_limit_does():
+    w = RunWatch(CheckpointConfig(max_unsignalled_restarts=3))
+    back = {"why": "x" * 5000, "label": "ignored_signal"}
+    w.load_streaks({"unsignalled": {"7": 10**40, "8": 1}, "to_give_back": {"9": back}})
+    assert w.unsignalled == {"7": 1_000_000, "8": 1}
+    assert len(w.to_give_back["9"]) == 400 and w.give_back_why["9"] == "ignored_signal"
+    # a huge saved count is a crash loop at the next short run, no more
+    held = [ObservedJob(Job(j, "A3C", 1, user="alice"), JobState.HELD) for j in ("7", "8", "9")]
+    snap = ClusterSnapshot(5.0, (), tuple(held))
+    w.observe([crash("7"), crash("8")], snap)
+    assert set(w.to_give_back) == {"7", "9"} and w.unsignalled["8"] == 2
+    assert w.streaks_json()["to_give_back"]["7"]["label"] == "crash_loop"

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import RoundPlacement
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.cluster_model import RoundPlacement
+from slurm_gavel.domain.throughputs import load_table
 
 pytestmark = pytest.mark.slurm
 

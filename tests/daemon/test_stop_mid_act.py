@@ -1,4 +1,4 @@
-"""A SIGTERM while a round acts never leaves the acted round unlogged (issue 26): the
+"""A SIGTERM while a round acts never leaves the acted round unlogged: the
 daemon's stop() ends the act's waits through the backend's InterruptibleWaits hook,
 so the round ends, is logged and saved, and run() returns, instead of the round
 waiting out a preempted job's grace until the service manager kills it unlogged."""
@@ -12,11 +12,11 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 
 GRACE_S = 30.0  # what the act would wait without the hook
 

@@ -17,9 +17,9 @@ from compose_check import check_compose, volume_parts
 from docker_entrypoints import BUILT_IN_IMAGE, SETUP_SCRIPTS, check_argv, parse_argv
 from dockerfile_check import Dockerfile, check_dockerfile, parse_dockerfile
 
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import load_config
 from slurm_gavel.daemon.config_types import ConfigError
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel_dev.localcluster_conf import (
     ClusterError,
     ClusterSpec,

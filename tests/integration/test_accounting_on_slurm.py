@@ -21,7 +21,7 @@ import pytest
 from conftest import new_scenario
 
 from slurm_gavel.accounting.sacct import FIELDS, parse_json, parse_parsable
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.traces import parse_csv
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

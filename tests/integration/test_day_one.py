@@ -3,7 +3,7 @@
 A local Slurm cluster whose GPUs are typed a100 and h100, and the shipped table (V100,
 P100, K80 only). Every job must run from the first round, type-blind and marked so in
 `status` and in the daemon's log, and the jobs' progress reports (from two users: a cell
-moves only when several users agree, daemon/progress.py) must put measured a100/h100
+moves only when several users agree, daemon/progress_learning.py) must put measured a100/h100
 cells into the table the daemon saves in its state_dir; a job type never run on a100
 then gets an estimate there from the measured one.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from own_cluster import own_cluster
 
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""Two hostile users against the daemon on the real local cluster (issue 12).
+"""Two hostile users against the daemon on the real local cluster.
 
 Two unprivileged accounts submit managed jobs and, while the daemon schedules them
 (as root here: the local cluster's SlurmUser), try what the issue reproduced: raise
@@ -38,7 +38,7 @@ import pytest
 from test_least_privilege import RUNUSER, ensure_user
 
 from slurm_gavel.core.estimate import MAX_DRIFT
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.slurm_release("22.05")]
 

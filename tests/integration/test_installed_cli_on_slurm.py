@@ -1,5 +1,5 @@
-"""`slurm-gavel run --dry-run --once` against the local cluster, as an admin's first run
-(issue 26): the plan on stdout, no solver output in it.
+"""`slurm-gavel run --dry-run --once` against the local cluster, as an admin's first run:
+the plan on stdout, no solver output in it.
 
 It runs this interpreter's slurm-gavel and, when tools/test sets
 SLURM_GAVEL_INSTALLED_CLI (tools/check-install: a fresh `pip install ./jobpkg .` with

@@ -1,4 +1,4 @@
-"""The placement follows the learned rows on the real local Slurm cluster (issue 27).
+"""The placement follows the learned rows on the real local Slurm cluster.
 
 A cluster of its own: one node with one V100, one node with one K80. Two managed jobs
 whose true speeds (GAVEL_EMULATE_RATES, paced by workloads/emulate.py) are the opposite

@@ -1,4 +1,4 @@
-"""The daemon through node outages on the real local cluster (issue 18).
+"""The daemon through node outages on the real local cluster.
 
 A node's slurmd is stopped and started again by the pid the local cluster records
 (its jobs' processes outlive slurmd, as on a real cluster); drain, fail and down
@@ -20,7 +20,7 @@ import pytest
 from waiting import wait_for as _wait_for
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel_dev import localcluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""Restart-aware rounds on the real local Slurm cluster (issue 25): more jobs than GPUs,
+"""Restart-aware rounds on the real local Slurm cluster: more jobs than GPUs,
 so the daemon preempts and resumes them; it times each restart (the backend's
 checkpoint wait, then the resumed run's start until its progress reports show steps
 again) and keeps the job's learned restart cost in its state file and Prometheus."""

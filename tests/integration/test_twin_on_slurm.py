@@ -31,7 +31,7 @@ import pytest
 from own_cluster import own_cluster
 from rated_jobs import JOB, rated_jobs
 
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from tests.integration.conftest import new_scenario
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

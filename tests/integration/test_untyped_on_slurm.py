@@ -1,5 +1,5 @@
 """Jobs of models the table never saw, managed from submission on the real local Slurm
-cluster (issue 27): `--comment=gavel:` and no type. Each paces its steps to its own
+cluster: `--comment=gavel:` and no type. Each paces its steps to its own
 speed per GPU type (GAVEL_EMULATE_RATES) and reports progress through the spool; the
 daemon (`slurm-gavel run`, LEARNED with its trust bounds) learns each job's own row
 from those reports and from Slurm's record of the GPU type each run ran on, keeps it

@@ -1,4 +1,4 @@
-"""Real users' submissions under the daemon (issue 26's scenario suite), on each
+"""Real users' submissions under the daemon (the scenario suite), on each
 release's local cluster (CR_Core_Memory, node features = GPU types): the forms a
 centre's users write, submitted with the gavel: comment beside plain jobs, the daemon
 (`slurm-gavel run`, 4-s rounds) running them all once. Each test states what the user

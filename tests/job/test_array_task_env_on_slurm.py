@@ -1,4 +1,4 @@
-"""An array task's environment names it as the daemon does (issue 26): on each
+"""An array task's environment names it as the daemon does: on each
 release, the job library's report_id for a running task is `ARRAY_TASK`, the id the
 daemon gives the task (backends/slurm/arrays.py), so its progress reports are matched
 (tests/daemon/test_progress_array_task.py); its own SLURM_JOB_ID is another number
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.job.env import read_env
 
 pytestmark = pytest.mark.slurm

@@ -1,4 +1,4 @@
-"""Checkpoint folders and files another user could write (issue 12, trust boundary).
+"""Checkpoint folders and files another user could write (trust boundary).
 
 Unpickling runs code: a checkpoint planted by someone else must never be loaded, and
 the job's own payload must load without running code. The tests run as root and

@@ -1,4 +1,4 @@
-"""GavelCallback's resume path treats the checkpoint folder as hostile (issue 12 rules)."""
+"""GavelCallback's resume path treats the checkpoint folder as hostile (the trust boundary)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lightning under slurm-gavel on the real local cluster (issue 14): GavelCallback
+"""Lightning under slurm-gavel on the real local cluster: GavelCallback
 checkpoints on the daemon's signal, the job is held (not requeued by Lightning),
 released, and resumes with ``ckpt_path`` at the saved step.
 

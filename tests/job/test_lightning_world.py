@@ -1,4 +1,4 @@
-"""GavelCallback follows the world size (issue 25): the accumulation that keeps the
+"""GavelCallback follows the world size: the accumulation that keeps the
 global batch, the world record in the checkpoint, the hook on a resume at another
 count, and a hostile record in the checkpoint. One CPU process (a 2-process DDP fit is
 tests/job/test_lightning_on_slurm.py's, without a change of count)."""

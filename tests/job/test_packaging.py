@@ -1,4 +1,4 @@
-"""Packaging by role (issue 14): the job library alone, the scheduler's wheel without it.
+"""Packaging by role: the job library alone, the scheduler's wheel without it.
 
 The wheels are built from a copy of the sources (setuptools' build/ folder keeps stale
 files between builds, which would hide a file missing from the package lists).

@@ -98,7 +98,7 @@ def test_no_folder_writes_nothing(tmp_path: Path) -> None:
     assert read_report(tmp_path / "9.json") is None
 
 
-# ---- hostile spool (issue 12) ------------------------------------------------------------
+# ---- hostile spool ------------------------------------------------------------
 
 
 def _within(seconds: float, fn: Callable[[], Any]) -> Any:

@@ -1,4 +1,4 @@
-"""Multi-rank agreement without Slurm: two gloo ranks in subprocesses (issue 14).
+"""Multi-rank agreement without Slurm: two gloo ranks in subprocesses.
 
 tests/job/test_ranks_on_slurm.py runs the whole path on the local cluster.
 """

@@ -1,4 +1,4 @@
-"""Multi-rank jobs on the real local cluster (issue 14): a 2-node, 2-rank gloo job on CPU
+"""Multi-rank jobs on the real local cluster: a 2-node, 2-rank gloo job on CPU
 is signalled as the daemon does it, checkpoints, is held, moved to other nodes, released
 and resumed; its final parameters are bit-identical to an uninterrupted run's.
 

@@ -1,4 +1,4 @@
-"""Sharded (torch.distributed.checkpoint) checkpoint directories as hostile input (issue 12).
+"""Sharded (torch.distributed.checkpoint) checkpoint directories as hostile input.
 
 One process (DCP's single-process mode) saves through GavelJob(..., sharded=True);
 then the folder, a step directory, a shard or the marker is tampered with. Nothing

@@ -1,5 +1,5 @@
 """After a held job's node count changes, submitit's srun starts as many tasks as the
-new allocation has (issue 25): the batch environment keeps the submission's
+new allocation has: the batch environment keeps the submission's
 SLURM_NTASKS, which slurm_gavel.job.submitit's srun function replaces with nodes x
 tasks per node.
 

@@ -1,4 +1,4 @@
-"""submitit under slurm-gavel on the real local cluster (issue 14): a GavelCheckpointable
+"""submitit under slurm-gavel on the real local cluster: a GavelCheckpointable
 job submitted with the real submitit package checkpoints on the daemon's signal, exits
 99 and is held (submitit does not requeue it), is released and finishes from its
 checkpointed state.

@@ -1,4 +1,4 @@
-"""The world size across restarts (issue 25): the batch plan, the checkpoint's world
+"""The world size across restarts: the batch plan, the checkpoint's world
 record read as untrusted input, the RNG rule on another count, the hooks."""
 
 from __future__ import annotations

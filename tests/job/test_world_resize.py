@@ -1,5 +1,5 @@
 """A 2-rank gloo job resumed at 1 rank and again at 2 ends where an uninterrupted run
-does (issue 25: the job side follows the GPU count).
+does (the job side follows the GPU count).
 
 tests/job/jobs/resize_train.py declares a global batch of 16 and a micro batch of 4:
 2 accumulation steps per rank on 2 ranks, 4 on 1. It runs 12 steps on 2 ranks

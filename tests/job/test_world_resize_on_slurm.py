@@ -1,5 +1,5 @@
 """A job held by Slurm, its node and task counts changed, released: the ranks follow
-(issue 25's job side on the real local cluster).
+(the moldable job side on the real local cluster).
 
 A 2-node, 2-rank gloo job (tests/job/jobs/resize_train.py: global batch 16, micro
 batch 4) checkpoints at step 4 and exits 99; Slurm holds it. With the job held, its

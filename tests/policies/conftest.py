@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from slurm_gavel.core.model import Allocation, PairThroughput, Problem, ProblemJob
+from slurm_gavel.domain.model import Allocation, PairThroughput, Problem, ProblemJob
 
 
 def _make_problem(

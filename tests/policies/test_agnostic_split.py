@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from slurm_gavel.core.model import Problem
+from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.solvers.agnostic_split import spread_by_capacity
 from slurm_gavel.simulate.synthetic import random_problem

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_gavel.core.model import PairThroughput, Problem, ProblemJob, pair_lookup
+from slurm_gavel.domain.model import PairThroughput, Problem, ProblemJob, pair_lookup
 from slurm_gavel.policies import PolicyOptions, allocate
 
 POLICIES = [

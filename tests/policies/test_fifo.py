@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_gavel.core.model import Problem, ProblemJob
+from slurm_gavel.domain.model import Problem, ProblemJob
 from slurm_gavel.policies import allocate
 from slurm_gavel.policies.fifo_agnostic import preferred
 

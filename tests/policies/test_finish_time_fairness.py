@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from policy_strategies import against_solvers, clusters, templated_jobs
 
-from slurm_gavel.core.model import Problem, ProblemJob
+from slurm_gavel.domain.model import Problem, ProblemJob
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.finish_time_fairness import (

@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 import pytest
 
-from slurm_gavel.core.model import Problem
+from slurm_gavel.domain.model import Problem
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies import hierarchical_max_min_fairness as hmmf

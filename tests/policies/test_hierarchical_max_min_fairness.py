@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from policy_strategies import against_solvers, clusters, templated_jobs
 
-from slurm_gavel.core.model import Allocation, Problem, ProblemJob
+from slurm_gavel.domain.model import Allocation, Problem, ProblemJob
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.solvers import hier_water_filling

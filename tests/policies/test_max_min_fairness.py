@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from slurm_gavel.core.model import Problem
+from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.solvers.classes import fairness_coefficients, group_jobs
 from slurm_gavel.policies.solvers.mm_lp import solve_max_min_classes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from slurm_gavel.core.model import Problem
+from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.solvers.classes import group_jobs
 from slurm_gavel.policies.solvers.mm_disaggregate import cyclic_pairs, northwest_corner

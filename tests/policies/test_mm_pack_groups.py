@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from slurm_gavel.core.model import Problem
+from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.solvers import mm_pack_groups, mm_pricing
 from slurm_gavel.policies.solvers.mm_pack_groups import _circle_pairs

@@ -10,7 +10,7 @@ import logging
 import numpy as np
 import pytest
 
-from slurm_gavel.core.model import Problem
+from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.min_cost import SloInfeasibleError
 from slurm_gavel.policies.solvers import cost_dw, dw, ftf_dw, mm_lp, solve_paths

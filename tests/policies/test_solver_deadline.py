@@ -13,7 +13,7 @@ import highspy
 import numpy as np
 import pytest
 
-from slurm_gavel.core.model import Problem
+from slurm_gavel.domain.model import Problem
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies import PolicyOptions, allocate, min_cost
 from slurm_gavel.policies import finish_time_fairness as ftf_policy

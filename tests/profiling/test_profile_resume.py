@@ -17,8 +17,8 @@ import pytest
 from slurm_gavel.cli import main
 from slurm_gavel.commands import profile as profile_cmd
 from slurm_gavel.commands.profile import default_types
-from slurm_gavel.commands.progress import Progress
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.commands.progress_line import Progress
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.profiling import profiler
 
 TYPES = ["A3C", "CycleGAN", "LM (batch size 5)", "ResNet-18 (batch size 16)"]

@@ -12,8 +12,8 @@ import pytest
 
 from slurm_gavel.commands.profile import _scale_factors
 from slurm_gavel.core.estimate import is_estimate
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
 from slurm_gavel.daemon.pair_cells import PairObservation, estimated_pair_cells, update_pairs
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 from slurm_gavel.profiling.profiler import (
     CPU_CAVEAT,
     Measurement,

@@ -7,7 +7,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.cli import main
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.alibaba import alibaba_cluster, alibaba_jobs, parse_gpu_map
 from slurm_gavel.simulate.traces import TraceError, load_trace
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
-from slurm_gavel.core.model import Job
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 

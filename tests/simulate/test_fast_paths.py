@@ -15,7 +15,6 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice, RoundPlacement
 from slurm_gavel.core.mechanism import (
     MechanismJob,
     assign,
@@ -24,8 +23,9 @@ from slurm_gavel.core.mechanism import (
     place_on_nodes,
     select,
 )
-from slurm_gavel.core.model import Allocation, Job, PairShare
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, Node, NodeSlice, RoundPlacement
+from slurm_gavel.domain.model import Allocation, Job, PairShare
+from slurm_gavel.domain.throughputs import load_table
 
 TYPES = ("v100", "p100", "k80")
 TABLE = load_table()

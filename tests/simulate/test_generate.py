@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.generate import generate_trace, reference_throughput
 

@@ -1,4 +1,4 @@
-"""Moldable jobs in traces and the simulator's summary (issue 25): scale_factor MIN-MAX,
+"""Moldable jobs in traces and the simulator's summary: scale_factor MIN-MAX,
 simulate --moldable's n/2..2n rule, and the counts chosen at (re)starts."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.cli import main
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.moldable_trace import summarise, with_ranges
 from slurm_gavel.simulate.traces import TraceError, load_trace, save_trace

@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from slurm_gavel.cli import main
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.philly import parse_start, philly_jobs, pick_type
 from slurm_gavel.simulate.traces import TraceError, load_trace
 

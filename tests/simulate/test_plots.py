@@ -13,8 +13,8 @@ import pytest
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.cli import main
 from slurm_gavel.commands.report import plot as report_plot
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate import plots
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace

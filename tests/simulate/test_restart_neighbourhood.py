@@ -1,4 +1,4 @@
-"""benchmarks/restart_neighbourhood.py: the sweep issue 25's restart-aware figures are
+"""benchmarks/restart_neighbourhood.py: the sweep the restart-aware figures are
 judged by (EXPERIMENTS.md, "Where it stands") runs, resumes and counts what it says."""
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, Node, NodeSlice, ObservedJob
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.slurm_baseline import _placement
 
 TABLE = load_table()

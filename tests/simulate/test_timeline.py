@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult, simulate
 from slurm_gavel.simulate.generate import generate_trace
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.traces import TraceError, load_trace, save_trace
 

@@ -1,5 +1,5 @@
 """Jobs' true rows in a trace (simulate/true_rows.py) and what the simulator does with
-them under each knowledge (issue 27)."""
+them under each knowledge."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import REPORT_AFTER_S, SimulatedCluster
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.traces import TraceError, parse_csv, trace_csv

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
 

@@ -9,7 +9,7 @@ import pytest
 from spank_build import PLUGIN, REPO, TYPES, ensure_built
 
 from slurm_gavel.commands.jobtypes import job_types_text, main
-from slurm_gavel.core.throughputs import ThroughputTable, load_table
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 
 BUILD_ERROR = ensure_built()
 
@@ -44,7 +44,7 @@ def test_type_list_from_another_table(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", ["a,b", "a=b", "GPT-2/small", "x\ny", "\u540d", " lead", "x" * 65])
 def test_types_that_would_break_the_comment_form_are_refused(bad: str) -> None:
-    # the shared grammar (slurm_gavel/core/managed.py): no comment could name such a type
+    # the shared grammar (slurm_gavel/domain/comment_grammar.py): no comment could name such a type
     with pytest.raises(ValueError, match="must not contain"):
         job_types_text(ThroughputTable(alone={(bad, 1): {"x": 1.0}}))
 

@@ -1,5 +1,5 @@
 """salloc and srun with the plugin's options are refused in the client, before anything
-reaches slurmctld, with the reason (issue 26: an interactive job has no batch script to
+reaches slurmctld, with the reason (an interactive job has no batch script to
 checkpoint and requeue, so the daemon could never preempt it); sbatch is unchanged and
 srun inside a job starts a step as ever."""
 

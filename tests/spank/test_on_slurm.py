@@ -1,6 +1,6 @@
 """The plugin on the real local Slurm cluster (tests/conftest.py starts it with the plugin
 loaded, see this folder's conftest.py): sbatch --gavel-* reaches the job's comment (as
-slurm_gavel.core.managed reads it) and environment; a bad type is refused at submit."""
+slurm_gavel.domain.comment_grammar reads it) and environment; a bad type is refused at submit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from spank_build import ensure_built
 
-from slurm_gavel.core.managed import parse_comment
+from slurm_gavel.domain.comment_grammar import parse_comment
 
 BUILD_ERROR = ensure_built()
 
@@ -66,7 +66,7 @@ def test_job_type_becomes_the_comment_and_the_environment(cluster, tmp_path: Pat
 
 
 def test_gavel_flag_alone_makes_a_managed_job_of_no_type(cluster, tmp_path: Path) -> None:
-    # issue 27: no job type needed; the daemon learns the job's row as it runs
+    # no job type needed; the daemon learns the job's row as it runs
     out = tmp_path / "env.txt"
     job = cluster.sbatch("--gavel", "-o", str(out), "--wrap", "env")
     assert comment(cluster, job) == "gavel:"
@@ -86,7 +86,7 @@ def test_gavel_flag_alone_makes_a_managed_job_of_no_type(cluster, tmp_path: Path
 
 
 def test_a_scale_range_reaches_the_comment(cluster) -> None:
-    # issue 25: --gavel-scale=MIN-MAX, one grammar with the comment's scale=MIN-MAX
+    # moldable: --gavel-scale=MIN-MAX, one grammar with the comment's scale=MIN-MAX
     job = cluster.sbatch("--gavel", "--gavel-scale=1-8", "-o", "/dev/null", "--wrap", "true")
     assert comment(cluster, job) == "gavel:scale=1-8"
     spec = parse_comment(comment(cluster, job), job_id=job)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from slurm_contract import Harness, Observation, Submit, observe, settle, state_of
 
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 from slurm_gavel.testing import OnSignal, Script
 
 Steps = list[tuple[str, Observation]]
@@ -232,7 +232,7 @@ def backend_rounds(h: Harness) -> Steps:
     same GPU (the job checkpoints and is held), the preempted job started elsewhere
     while the other keeps its lease; what each act reports and each observe sees."""
     from slurm_gavel.backends.slurm.backend import SlurmBackend
-    from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+    from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 
     h.submit(Submit("a", "gavel:type=A3C,scale=1", script=CHECKPOINTS))
     h.submit(Submit("b", "gavel:type=A3C,scale=1", script=CHECKPOINTS))

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from slurm_gavel.backends.slurm.arrays import expand_tasks
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.transport import SlurmTransport
-from slurm_gavel.core.managed import is_managed_comment
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.comment_grammar import is_managed_comment
+from slurm_gavel.domain.model import JobId
 from slurm_gavel.testing import FakeSlurm, FakeTransport, OnSignal, Script
 
 # What a step observed: {"jobs": {name: {...}}, "nodes": {name: {...}}, "failed": {...}}

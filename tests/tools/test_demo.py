@@ -12,8 +12,8 @@ import pytest
 import yaml
 from demo_dir import demo_run_dir
 
-from slurm_gavel.core.throughputs import load_table, table_from_json
 from slurm_gavel.daemon.config import load_config
+from slurm_gavel.domain.throughputs import load_table, table_from_json
 from slurm_gavel_dev import demo_report as rep
 from slurm_gavel_dev.demo_report import JobRun, Outcome
 

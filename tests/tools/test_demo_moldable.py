@@ -1,4 +1,4 @@
-"""The demo's moldable form (tools/demo --moldable, issue 25): its options, what it reads
+"""The demo's moldable form (tools/demo --moldable): its options, what it reads
 of each run's GPU count (the emulation line, the daemon's state), how it shows it, and
 the simulator form's comparison (--simulate --moldable, run for real: seconds)."""
 

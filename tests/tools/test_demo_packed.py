@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel_dev import demo, demo_packed
 from slurm_gavel_dev import demo_report as rep
 from slurm_gavel_dev.demo_report import JobRun, Outcome

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from workloads import emulate
 
 KNOWN = ["k80", "p100", "v100"]

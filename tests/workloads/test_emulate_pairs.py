@@ -11,7 +11,7 @@ import pytest
 
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs
 from slurm_gavel.backends.slurm.records import SlurmJob
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from tests.backends.slurm.test_shard_pairs import CAPTURES, load, scenario
 from workloads import emulate, emulate_pairs
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.throughputs import load_table
+from slurm_gavel.domain.throughputs import load_table
 from tests.backends.slurm.test_backend import backend
 from tests.backends.slurm.test_shard_pairs_on_slurm import _pair, _shard_gpu, _wait_running
 

@@ -1,5 +1,5 @@
 """GAVEL_EMULATE_RATES: a job of no known type paces to its own speed per GPU type
-(workloads/emulate.py, issue 27's live tests)."""
+(workloads/emulate.py, the learned rows' live tests)."""
 
 from __future__ import annotations
 

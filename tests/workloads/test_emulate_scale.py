@@ -1,5 +1,5 @@
 """The GPU count an emulated run paces to (workloads/emulate.run_scale): a rigid job's
-scale, a moldable job's (MIN-MAX, issue 25) GPUs of this run; hostile values refused."""
+scale, a moldable job's (MIN-MAX) GPUs of this run; hostile values refused."""
 
 from __future__ import annotations
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.pair_cells import estimated_pair_cells, update_pairs
 from slurm_gavel.daemon.pair_windows import MIN_WINDOW_S
-from slurm_gavel.daemon.progress import ProgressTracker
 from slurm_gavel.daemon.progress_cells import STEP_FACTOR
+from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.domain.throughputs import load_table
 from tests.backends.slurm.test_backend import backend
 from tests.backends.slurm.test_shard_pairs_on_slurm import _pair, _shard_gpu, _wait_running
 

@@ -11,7 +11,7 @@ from running import python_module, run_ok
 
 torch = pytest.importorskip("torch")
 
-from slurm_gavel.core.throughputs import load_table  # noqa: E402
+from slurm_gavel.domain.throughputs import load_table  # noqa: E402
 from slurm_gavel.job import GavelJob  # noqa: E402
 from workloads import runner  # noqa: E402
 

@@ -20,13 +20,14 @@ from slurm_gavel.backends.slurm.shard_pairs import (
     whole_gpu_as_shards,
 )
 from slurm_gavel.backends.slurm.view import SlurmView
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.skips import WAITING_ON_CLUSTER
+from slurm_gavel.domain.cluster_model import (
     JobPlacement,
     JobState,
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 
 @dataclass
@@ -60,7 +61,7 @@ def plan_act(
             plan.failed.append((job_id, "job has finished"))
             continue
         if obs.waiting_on:  # the round skips these; never placed where Slurm would not start
-            plan.failed.append((job_id, f"Slurm would not start it now: {obs.waiting_on}"))
+            plan.failed.append((job_id, WAITING_ON_CLUSTER + obs.waiting_on))
             continue
         if jp.partner is not None and jp.partner in apart:
             plan.failed.append((job_id, f"not sharing with {jp.partner}: {apart[jp.partner]}"))

@@ -2,9 +2,10 @@
 
     scontrol update JobId=12,15,19 "AdminComment=slurm-gavel: waiting: ..."
 
-`scontrol show job` (and `squeue --json`'s ``admin_comment``) show it to the
-job's owner; only operators and admins can set it, and the daemon is one, so a
-user cannot forge it. Jobs with the same text share one command (scontrol takes
+`scontrol show job`, `squeue --json`'s ``admin_comment`` and, from 24.11,
+`squeue -O admin_comment` show it to the job's owner (user guide, "Where is my
+job?"); only operators and admins can set it, and the daemon is one, so a user
+cannot forge it. Jobs with the same text share one command (scontrol takes
 a job list), and the daemon sends only texts that changed since it last wrote
 them (daemon/publish.py), so a quiet round issues no command at all.
 
@@ -21,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 PREFIX = "slurm-gavel: "
 MAX_CHARS = 400  # Slurm refuses comments over 1024 bytes; a line stays readable
@@ -30,7 +31,11 @@ _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?", re.ASCII)  # a job, or an array task
 
 
 def admin_comment(text: str) -> str:
-    """The AdminComment for a reason: printable ASCII, no quotes, bounded, prefixed."""
+    """The AdminComment for a reason: printable ASCII, no quotes, bounded, prefixed.
+    The backticks around a command in the daemon's reasons (`scontrol release 5`) are
+    dropped, not turned into "?" as any other unsafe character: users read this text
+    in squeue and scontrol."""
+    text = text.replace("`", "")
     clean = "".join(c if " " <= c <= "~" and c not in "\"'\\`" else "?" for c in text)
     clean = " ".join(clean.split())
     if len(clean) > MAX_CHARS - len(PREFIX):

@@ -1,4 +1,4 @@
-"""Job arrays, each task a job of its own (issue 26).
+"""Job arrays, each task a job of its own.
 
 Slurm keeps an array's pending tasks in one record (the meta record: job_id = the
 array's id, array_task_string "0,2-5%2") and gives a task its own record when it

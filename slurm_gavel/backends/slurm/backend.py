@@ -46,16 +46,16 @@ from slurm_gavel.backends.slurm.reservations import Reservations
 from slurm_gavel.backends.slurm.run_ends import RunEnds
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import SlurmTransport
-from slurm_gavel.backends.slurm.user_holds import held_by_owner, requeued_by_owner
+from slurm_gavel.backends.slurm.user_holds import requeued_by_owner
 from slurm_gavel.backends.slurm.view import (
     SlurmView,
     add_vanished,
     build_view,
     is_managed_partition,
 )
-from slurm_gavel.core.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
-from slurm_gavel.core.model import Job, JobId
 from slurm_gavel.core.run_ends import RunEnd
+from slurm_gavel.domain.cluster_model import ActResult, ClusterSnapshot, JobState, RoundPlacement
+from slurm_gavel.domain.model import Job, JobId
 
 Transport = TypeVar("Transport", bound=SlurmTransport)
 
@@ -392,7 +392,7 @@ class SlurmBackend(Generic[Transport]):
             relabelled = [
                 o.job_id
                 for o in orders
-                if o.job_id not in failed and not held_by_owner(self._jobs_seen[o.job_id].comment)
+                if o.job_id not in failed and not self._jobs_seen[o.job_id].reading.user_hold
             ]
             if relabelled:
                 self.transport.release(relabelled, failed)

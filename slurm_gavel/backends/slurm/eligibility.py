@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 # Reasons Slurm gives a pending job that it will not start whatever nodes it is put on
 # (squeue's %r; Slurm's job_state_reason names). Resources, Priority and the like are
@@ -151,7 +151,7 @@ def user_hold_reason(job_id: JobId) -> str:
     """ObservedJob.waiting_on of a job its owner holds (hold=user in its comment, written
     by job_submit.lua for `sbatch --hold` and the owner's `scontrol hold`/`uhold`): the
     daemon never places it, whatever else would let it run, until the owner's release
-    removes the key (issue 26)."""
+    removes the key."""
     return f"held by you: `scontrol release {job_id}` hands it back to the scheduler"
 
 

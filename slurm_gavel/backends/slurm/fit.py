@@ -1,4 +1,4 @@
-"""Where a managed job's own request lets it run (issue 26, "constraints and types
+"""Where a managed job's own request lets it run ("constraints and types
 bind"): its typed GPU request, its ``--constraint``, its ``--exclude``, and the memory
 and CPUs it asks per node. Pure; view.py turns the answer into ObservedJob.allowed,
 which the round honours twice: the job's row is zero on GPU types with no such node

@@ -26,13 +26,11 @@ from dataclasses import dataclass
 from slurm_gavel.backends.slurm.eligibility import deadline_passed, expired
 from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.backends.slurm.view import is_managed_partition
-from slurm_gavel.core.managed import (
+from slurm_gavel.domain.comment_grammar import (
     MAX_SCALE,
-    ManagedCommentError,
     is_managed_comment,
-    parse_comment,
 )
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 RELEASED_PREFIX = "gavel-released: "
 MAX_REASON_CHARS = 600  # Slurm refuses comments over 1024 bytes
@@ -95,11 +93,11 @@ def refused_held(
             assert managed_partitions is not None  # None manages every partition
             out[sj.job_id] = outside(sj, managed_partitions)
             continue
-        try:
-            spec = parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
-        except ManagedCommentError as e:
-            out[sj.job_id] = str(e)
+        reading = sj.reading
+        if reading.refusal is not None:
+            out[sj.job_id] = str(reading.refusal)
             continue
+        spec = reading.spec
         # not a job its owner holds: the Lua lets only the owner release that one
         if now and deadline_passed(sj, now) and spec is not None and not spec.user_hold:
             out[sj.job_id] = expired(sj)
@@ -111,7 +109,7 @@ def outside(sj: SlurmJob, managed_partitions: Collection[str]) -> str:
     daemon manages. Its owner moved it there (`scontrol update Partition=`, which
     job_submit.lua allows while it is held) or submitted it there; job_submit.lua held
     it all the same, and only the daemon releases a managed job, so without this it
-    would wait forever. It runs there as a plain job (issue 26)."""
+    would wait forever. It runs there as a plain job."""
     where = ",".join(sj.partitions) or "(none)"
     managed = ",".join(sorted(managed_partitions)) or "(none)"
     return (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slurm_gavel.core.managed import ManagedCommentError, parse_comment
+from slurm_gavel.domain.comment_grammar import CommentReading
 
 
 @dataclass(frozen=True)
@@ -22,13 +22,11 @@ class Grace:
         return self.asked is not None and self.asked > self.seconds
 
 
-def job_grace(comment: str, *, default_s: float, cap_s: float | None) -> Grace:
-    """The grace for a job with this comment. An unreadable comment gets the default:
-    such a job is not managed, and the grace must never be the reason it loses work."""
-    try:
-        spec = parse_comment(comment, max_weight=None)
-    except ManagedCommentError:
-        spec = None
+def job_grace(reading: CommentReading, *, default_s: float, cap_s: float | None) -> Grace:
+    """The grace for a job whose comment reads so. An unreadable comment gets the
+    default: such a job is not managed, and the grace must never be the reason it
+    loses work."""
+    spec = reading.spec
     if spec is None or spec.grace is None:
         return Grace(default_s, None)
     cap = default_s if cap_s is None else cap_s

@@ -8,6 +8,12 @@ starts it with one rank instead of two. So a job whose request names several nod
 node count in every placement (core/node_placement.py): NumNodes=N-N and its GPUs per
 node, which leaves the record saying the same N to the next read.
 
+job_submit.lua makes the request say its layout where the GPUs alone would not: it
+counts a per-node GPU request over the nodes `-n` and `--ntasks-per-node` make, and
+gives a job of several GPUs a task (`--gpus-per-task=2`) a task count per node, so
+that one task's GPUs are never spread over two nodes (the layouts it cannot fix it
+refuses at submit).
+
 A job without either may run on any number of nodes (the mechanism's best fit, or the
 fewest nodes where no node has room). Once the daemon has spread such a job, its record
 says the node count it was given, indistinguishable from a user's -N; the count is

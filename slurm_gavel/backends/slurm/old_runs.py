@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
-from slurm_gavel.core.cluster_model import NodeState
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.cluster_model import NodeState
+from slurm_gavel.domain.model import JobId
 
 # States in which slurmctld cannot hear from the node's slurmd: a run there may
 # outlive what slurmctld says about it.

@@ -27,8 +27,8 @@ from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob, SlurmNo
 from slurm_gavel.backends.slurm.shard_pairs import AfterExit, StartOrder
 from slurm_gavel.backends.slurm.transport import SlurmTransport
 from slurm_gavel.backends.slurm.view import SlurmView
-from slurm_gavel.core.cluster_model import JobState
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.cluster_model import JobState
+from slurm_gavel.domain.model import JobId
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Preemption:
         sj = _managed_job(view, j)
         if sj is None:
             return self.grace_s
-        g = job_grace(sj.comment, default_s=self.grace_s, cap_s=self.max_grace_s)
+        g = job_grace(sj.reading, default_s=self.grace_s, cap_s=self.max_grace_s)
         if g.capped and j not in self._grace_capped_told:
             self._grace_capped_told.add(j)
             log.warning(
@@ -295,7 +295,7 @@ class Preemption:
         `scancel --signal` succeeds even when the node's slurmd is down, and the signal
         is then lost (not delivered when slurmd returns); slurmctld marks the node
         NOT_RESPONDING once its signal RPC fails or a ping goes unanswered, which may
-        come well after the grace (issue 26: a signal sent 1.5 s after a slurmd died was
+        come well after the grace (a signal sent 1.5 s after a slurmd died was
         lost, and the job requeue-held at its grace end with the node not flagged yet).
         So a job is requeue-held only when its batch host's slurmd started before the
         signal (no restart since: the same slurmd took it), is not flagged, and answers

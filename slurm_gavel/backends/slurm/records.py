@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slurm_gavel.backends.slurm.fit import NO_NEEDS, JobNeeds
-from slurm_gavel.core.cluster_model import NodeState
+from slurm_gavel.domain.cluster_model import NodeState, cached_value
+from slurm_gavel.domain.comment_grammar import CommentReading, read_comment
 
 # Slurm's job states as `squeue -o %T` names them, by what they mean to the daemon.
 # A job in one of RUNNING_STATES holds (or is leaving) its nodes and GPUs.
@@ -205,6 +206,12 @@ class SlurmJob:
     # The signal that ended its batch script (10: SIGUSR1), None when none did; read
     # from the JSON of an ended job (slurm/run_ends.py). Not compared, as needs.
     exit_signal: int | None = field(default=None, compare=False)
+
+    @cached_value
+    def reading(self) -> CommentReading:
+        """Its comment read once (domain/comment_grammar.py): the round, the give-back, the
+        grace and the owner's holds all ask this, not the grammar again."""
+        return read_comment(self.comment, job_id=self.job_id)
 
     @property
     def held(self) -> bool:

@@ -25,8 +25,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, SlurmJob
-from slurm_gavel.core.model import JobId
 from slurm_gavel.core.run_ends import RunEnd, RunEndKind
+from slurm_gavel.domain.model import JobId
 
 
 def signal_number(name: str) -> int | None:

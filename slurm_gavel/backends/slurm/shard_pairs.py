@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob, SlurmNode
-from slurm_gavel.core.cluster_model import JobPlacement, RoundPlacement
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.cluster_model import JobPlacement, RoundPlacement
+from slurm_gavel.domain.model import JobId
 
 
 def running(jobs: Iterable[SlurmJob]) -> Iterable[SlurmJob]:

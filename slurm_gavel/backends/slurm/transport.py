@@ -26,7 +26,7 @@ from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
-from slurm_gavel.core.model import Job, JobId
+from slurm_gavel.domain.model import Job, JobId
 
 # Per-job failures of an act (job -> why), and the last observe's nodes by name.
 Failures = dict[JobId, str]

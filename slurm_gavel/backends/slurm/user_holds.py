@@ -1,5 +1,5 @@
 """The owner's `scontrol requeuehold` of a running managed job, told apart from the
-daemon's preemption (issue 26). Pure.
+daemon's preemption. Pure.
 
 job_submit.lua marks a user's hold with hold=user in the comment (`sbatch --hold`,
 `scontrol hold`/`uhold`), but Slurm calls no job_submit hook for a requeue, and the
@@ -23,8 +23,8 @@ from collections.abc import Collection, Mapping
 
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob
-from slurm_gavel.core.managed import ManagedCommentError, parse_comment
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.comment_grammar import ManagedCommentError, parse_comment
+from slurm_gavel.domain.model import JobId
 
 USER_HOLD = "hold=user"
 
@@ -62,11 +62,7 @@ def requeued_by_owner(
             continue
         if sj.restarts <= prev.restarts:
             continue
-        try:
-            spec = parse_comment(sj.comment, job_id=job_id, max_weight=None)
-        except ManagedCommentError:
-            continue
-        if spec is None or spec.user_hold:
+        if sj.reading.spec is None or sj.reading.user_hold:
             continue
         marked = with_user_hold(sj.comment)
         try:

@@ -42,7 +42,7 @@ from slurm_gavel.backends.slurm.shard_pairs import (
 from slurm_gavel.backends.slurm.shard_pairs import (
     managed_gpus as managed_gpus_of,
 )
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.domain.cluster_model import (
     Allowed,
     ClusterSnapshot,
     JobState,
@@ -50,8 +50,8 @@ from slurm_gavel.core.cluster_model import (
     NodeSlice,
     ObservedJob,
 )
-from slurm_gavel.core.managed import ManagedCommentError, ManagedSpec, parse_comment
-from slurm_gavel.core.model import Job, JobId
+from slurm_gavel.domain.comment_grammar import ManagedSpec
+from slurm_gavel.domain.model import Job, JobId
 
 
 @dataclass
@@ -101,13 +101,11 @@ def build_view(
     for sj in jobs:
         if not is_managed_partition(sj.partitions, managed_partitions):
             continue
-        try:
-            # No cap here: the daemon caps the user's weight to its configured
-            # max_user_weight (slurm_gavel/core/shares.py) rather than drop the job.
-            spec = parse_comment(sj.comment, job_id=sj.job_id, max_weight=None)
-        except ManagedCommentError as e:
-            warnings.append(f"{e} (left to Slurm, not managed)")
+        reading = sj.reading  # no weight cap: the daemon caps it (core/priority_weights.py)
+        if reading.refusal is not None:
+            warnings.append(f"{reading.refusal} (left to Slurm, not managed)")
             continue
+        spec = reading.spec
         if spec is None:
             continue
         managed[sj.job_id] = sj
@@ -302,19 +300,19 @@ def _observed(
     elif scale is None and sj.gpu_request_total is not None:  # sbatch --gpus=TYPE:N
         scale = sj.gpu_request_total[1]
     # The owner's uid from Slurm's record (squeue's user_id): progress reports must
-    # be files of this uid (daemon/progress.py).
+    # be files of this uid (daemon/progress_learning.py).
     uid = sj.user_id
     job = Job(
         id=sj.job_id,
         job_type=spec.job_type,
         scale_factor=scale or 1,
-        scale_range=spec.scale_range,  # moldable (issue 25): core/mold_round.py
+        scale_range=spec.scale_range,  # moldable: core/mold_round.py
         priority_weight=spec.priority_weight,
         total_steps=spec.total_steps or 0.0,
         arrival_time=arrival,
         account=sj.account or None,
         slo=spec.slo,
-        qos=sj.qos or None,  # the admin's weight for it: slurm_gavel/core/shares.py
+        qos=sj.qos or None,  # the admin's weight for it: slurm_gavel/core/priority_weights.py
         user=sj.user or None,
         partition=",".join(sj.partitions) or None,
     )

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from slurm_gavel.core.estimate import estimate_by_scaling, estimate_missing
-from slurm_gavel.core.throughputs import ThroughputTable, load_table, table_from_json
+from slurm_gavel.domain.throughputs import ThroughputTable, load_table, table_from_json
 from slurm_gavel.profiling.profiler import merge
 from slurm_gavel.profiling.record import _measurement, _read
 

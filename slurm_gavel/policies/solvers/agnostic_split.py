@@ -31,7 +31,7 @@ from __future__ import annotations
 import highspy
 import numpy as np
 
-from slurm_gavel.policies.solvers.quiet import new_highs
+from slurm_gavel.policies.solvers.silent_highs import new_highs
 
 TOLERANCE = 1e-9  # relative overfill of a type we accept as solver noise
 

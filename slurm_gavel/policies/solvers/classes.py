@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, Problem
+from slurm_gavel.domain.model import GpuType, Problem
 from slurm_gavel.errors import InputError
 
 

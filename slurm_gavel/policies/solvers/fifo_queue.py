@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from slurm_gavel.core.model import Allocation, GpuType, Problem, ProblemJob
+from slurm_gavel.domain.model import Allocation, GpuType, Problem, ProblemJob
 
 # (job, types with room for it in cluster order, free GPUs per type) -> chosen type
 Chooser = Callable[[ProblemJob, list[GpuType], dict[GpuType, int]], GpuType]

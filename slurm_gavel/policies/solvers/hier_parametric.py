@@ -1,6 +1,6 @@
 """Hierarchical water filling along its own path: the levels where only jobs' time rows bind.
 
-With per-job rows (issue 27) the LP loop of hier_water_filling needs one level per
+With per-job rows the LP loop of hier_water_filling needs one level per
 job that reaches its own maximum: while the GPUs are not yet scarce, the level LP's
 capacity prices are 0 and each level ends when the next job runs all the time on
 its best type (1,000 distinct jobs with 3 accounts: 128 such levels, then one

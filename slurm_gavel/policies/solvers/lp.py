@@ -20,7 +20,7 @@ import highspy
 import numpy as np
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.solvers.quiet import new_highs
+from slurm_gavel.policies.solvers.silent_highs import new_highs
 
 if TYPE_CHECKING:  # imported where a matrix is converted: see mm_lp.py
     import scipy.sparse as sp

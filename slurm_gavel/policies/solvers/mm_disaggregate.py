@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, JobId, PairShare, Problem
+from slurm_gavel.domain.model import GpuType, JobId, PairShare, Problem
 from slurm_gavel.policies.solvers.classes import JobClasses
 from slurm_gavel.policies.solvers.mm_lp import PairVars
 

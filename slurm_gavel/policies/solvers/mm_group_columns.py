@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from slurm_gavel.core.model import Problem, pair_lookup
+from slurm_gavel.domain.model import Problem, pair_lookup
 from slurm_gavel.policies.solvers.classes import JobClasses
 from slurm_gavel.policies.solvers.mm_pairs import pair_rates
 

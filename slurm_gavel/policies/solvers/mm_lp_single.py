@@ -22,7 +22,7 @@ import highspy
 import numpy as np
 
 from slurm_gavel.policies.solvers.lp import SolverError, run_small_lp, use_small_lp_options
-from slurm_gavel.policies.solvers.quiet import silence
+from slurm_gavel.policies.solvers.silent_highs import silence
 
 INF = highspy.kHighsInf
 

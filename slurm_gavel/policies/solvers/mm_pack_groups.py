@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 import highspy
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, JobId, PairShare, Problem
+from slurm_gavel.domain.model import GpuType, JobId, PairShare, Problem
 from slurm_gavel.policies.solvers.classes import JobClasses, capacity_share_throughput
 from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.lp import SolverError

@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, Problem, pair_lookup
+from slurm_gavel.domain.model import GpuType, Problem, pair_lookup
 from slurm_gavel.policies.solvers.classes import JobClasses, capacity_share_throughput
 from slurm_gavel.policies.solvers.mm_lp import PairVars
 

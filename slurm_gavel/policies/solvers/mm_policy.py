@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from slurm_gavel.core.model import Allocation, Problem
+from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers import mm_pack_groups
 from slurm_gavel.policies.solvers.agnostic_split import spread_by_capacity

@@ -14,11 +14,11 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from slurm_gavel.core.model import Allocation, PairShare, Problem, pair_lookup
+from slurm_gavel.domain.model import Allocation, PairShare, Problem, pair_lookup
 from slurm_gavel.policies.solvers.lp import SolverError
 from slurm_gavel.policies.solvers.mm_lp import STAGE2_SLACK
 from slurm_gavel.policies.solvers.mm_pairs import pair_rates
-from slurm_gavel.policies.solvers.quiet import absorb_banner
+from slurm_gavel.policies.solvers.silent_highs import absorb_banner
 
 SOLVER = "HIGHS"
 

@@ -1,4 +1,4 @@
-"""Max-min fairness over (GPU type, GPU count): the count inside the LP (issue 25).
+"""Max-min fairness over (GPU type, GPU count): the count inside the LP.
 
 Variables, per job j, GPU type t and count c in the job's range: x[j, t, c], the share
 of time j runs on c GPUs of type t; and z, the minimum normalised throughput.
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slurm_gavel.core.model import GpuType, JobId
+from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.policies.solvers.lp import solve_lp
 
 STAGE2_SLACK = 1e-9

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from slurm_gavel.core.model import SolverFallback
+from slurm_gavel.domain.model import SolverFallback
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,14 @@ def test_any_text_becomes_one_safe_printable_line(text):
     assert "\n" not in out and "\r" not in out
 
 
+def test_a_command_in_backticks_reads_as_the_command():
+    # was "held by you: ?scontrol release 5? hands it back ..." in squeue
+    text = "not scheduled: held by you: `scontrol release 5` hands it back to the scheduler"
+    assert admin_comment(text) == (
+        PREFIX + "not scheduled: held by you: scontrol release 5 hands it back to the scheduler"
+    )
+
+
 def test_jobs_with_the_same_text_share_one_command():
     texts = {"12": "waiting: a", "3": "waiting: a", "40": "running on v100 (v100-1)"}
     orders = comment_orders(texts)

@@ -1,4 +1,4 @@
-"""Job arrays are first-class (issue 26), on the real cluster of each release: each
+"""Job arrays are first-class, on the real cluster of each release: each
 task of `sbatch --array=0-3 --comment=gavel:...` is a managed job of its own (ARRAY_TASK),
 placed, preempted (checkpoint signal, exit 99, requeue-held) and placed again on its
 own, while the array's other tasks stay held. Before: the array was one job; its
@@ -14,7 +14,7 @@ import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm

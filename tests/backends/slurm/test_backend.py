@@ -16,7 +16,7 @@ from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands
 from slurm_gavel.backends.slurm.cli.transport import PLACE_SPLIT_AT, cli_backend
 from slurm_gavel.backends.slurm.fields import number
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.domain.cluster_model import (
     JobPlacement,
     JobState,
     NodeSlice,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from slurm_gavel.core.cluster_model import JobPlacement, Node, NodeSlice, NodeState
+from slurm_gavel.domain.cluster_model import JobPlacement, Node, NodeSlice, NodeState
 
 
 def test_usable_gpus_is_cached_per_instance_and_recomputed_on_replace() -> None:
@@ -30,8 +30,8 @@ def test_observed_job_init_takes_exactly_the_dataclass_fields_with_their_default
 
     import pytest
 
-    from slurm_gavel.core.cluster_model import JobState, ObservedJob
-    from slurm_gavel.core.model import Job
+    from slurm_gavel.domain.cluster_model import JobState, ObservedJob
+    from slurm_gavel.domain.model import Job
 
     params = list(inspect.signature(ObservedJob.__init__).parameters.values())[1:]
     fields = dataclasses.fields(ObservedJob)

@@ -1,4 +1,4 @@
-"""Jobs Slurm would not start are given no GPUs (eligibility.py, issue 26): a
+"""Jobs Slurm would not start are given no GPUs (eligibility.py): a
 dependency, a begin time, a limit Slurm names; the round skips them, says why, and the
 act never places one. The Slurm-side facts are checked on every release in
 test_eligibility_on_slurm.py."""
@@ -18,9 +18,9 @@ from slurm_gavel.backends.slurm.eligibility import (
 from slurm_gavel.backends.slurm.giveback import refused_held
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import build_view
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
-from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
+from slurm_gavel.core.skips import WAITING_ON_CLUSTER
 from slurm_gavel.daemon.status_view import why
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 
 NOW = 10_000.0
 
@@ -100,7 +100,8 @@ def test_the_view_marks_waiting_jobs_and_the_act_never_places_one():
 
 def test_status_says_why_slurm_would_not_start_it():
     reason = WAITING_ON_CLUSTER + "it waits for its dependency afterok:5(unfulfilled)"
-    doc = {"state": "skipped", "reason": reason, "allocation": {}, "paired_allocation": {}}
+    doc = {"state": "skipped", "skip": "waiting_on_cluster", "reason": reason,
+           "allocation": {}, "paired_allocation": {}}  # fmt: skip
     assert why(doc, "max_min_fairness") == "not scheduled: " + reason
 
 

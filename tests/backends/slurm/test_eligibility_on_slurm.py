@@ -1,4 +1,4 @@
-"""Only what Slurm would start is given GPUs (issue 26), on the real cluster of each
+"""Only what Slurm would start is given GPUs, on the real cluster of each
 release: a managed job waiting on a dependency or a begin time is seen so (through the
 CLI and through slurmrestd), never placed, its begin time kept; one Slurm holds back
 for a limit is seen so once released, held again and kept out for a while."""
@@ -12,8 +12,8 @@ import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
-from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
+from slurm_gavel.core.skips import WAITING_ON_CLUSTER
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm

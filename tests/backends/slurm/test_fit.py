@@ -1,4 +1,4 @@
-"""A job's own request binds where it may run (backends/slurm/fit.py, issue 26): typed
+"""A job's own request binds where it may run (backends/slurm/fit.py): typed
 GPUs, --constraint, --exclude, memory and CPUs per node; hostile constraints refused."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from slurm_gavel.backends.slurm.fit import (
 from slurm_gavel.backends.slurm.from_json import job_needs, parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import SlurmView
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.domain.cluster_model import (
     ClusterSnapshot,
     JobPlacement,
     JobState,
@@ -29,7 +29,7 @@ from slurm_gavel.core.cluster_model import (
     ObservedJob,
     RoundPlacement,
 )
-from slurm_gavel.core.model import Job
+from slurm_gavel.domain.model import Job
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

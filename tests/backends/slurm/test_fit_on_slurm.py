@@ -1,4 +1,4 @@
-"""Constraints, GPU types and memory bind (issue 26), on the real cluster of each
+"""Constraints, GPU types and memory bind, on the real cluster of each
 release (CR_Core_Memory, DefMemPerCPU, node features = GPU types): a typed --gres or
 --gpus keeps its type through job_submit.lua and is never placed on another type, and
 placed with its own type it runs; --constraint and --exclude keep a job to the nodes
@@ -15,7 +15,7 @@ import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm

@@ -19,7 +19,7 @@ from slurm_gavel.backends.slurm.giveback import (
     released_comment,
     scale_in,
 )
-from slurm_gavel.core.managed import classify
+from slurm_gavel.domain.comment_grammar import classify
 
 DATA = Path(__file__).parents[1] / "data" / "22.05"
 
@@ -76,7 +76,7 @@ def test_refused_held_finds_held_jobs_with_a_comment_the_grammar_refuses():
 
 
 def test_held_jobs_outside_the_managed_partitions_are_given_back_with_the_reason():
-    """Issue 26: a held managed job its owner moved to a partition the daemon does not
+    """A held managed job its owner moved to a partition the daemon does not
     manage (or submitted there) waited forever; it goes back to Slurm as a plain job."""
     job = replace(held_job(), partitions=("debug",))
     running = replace(job, job_id="92", state="RUNNING")

@@ -3,6 +3,7 @@
 import pytest
 
 from slurm_gavel.backends.slurm.grace import job_grace
+from slurm_gavel.domain.comment_grammar import read_comment
 
 
 @pytest.mark.parametrize(
@@ -20,7 +21,7 @@ from slurm_gavel.backends.slurm.grace import job_grace
     ],
 )
 def test_job_grace(comment, cap, seconds, asked, capped):
-    g = job_grace(comment, default_s=30.0, cap_s=cap)
+    g = job_grace(read_comment(comment), default_s=30.0, cap_s=cap)
     assert (g.seconds, g.asked, g.capped) == (seconds, asked, capped)
 
 

@@ -34,7 +34,7 @@ def test_managed_job_is_held_and_its_gpu_request_becomes_the_scale(slurm):
 
 
 def test_comment_without_type_is_held_with_the_gpu_count_moved_in(slurm):
-    # issue 27: the type is an optional hint; "gavel:" alone is a managed job, and the
+    # the type is an optional hint; "gavel:" alone is a managed job, and the
     # GPU request moved into it keeps the comment in the grammar (no leading comma)
     job = slurm.sbatch(
         "--comment=gavel:", "-p", "gpu", "--gres=gpu:2", "-o", "/dev/null", "--wrap", "true"

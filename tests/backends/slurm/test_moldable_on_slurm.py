@@ -1,4 +1,4 @@
-"""Moldable at (re)start on Slurm (issue 25): a held job is released at the GPU count
+"""Moldable at (re)start on Slurm: a held job is released at the GPU count
 and node count its placement gives, whatever it asked before, on the real cluster of
 each release. The act's update (NumNodes=N-N NodeList=... Gres=gpu:K, or slurmrestd's
 nodes/tres_per_node) is what carries a count chosen by the round: started on 1 GPU,
@@ -20,15 +20,15 @@ import pytest
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.cli import main
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
-from slurm_gavel.core.round_types import SchedulerConfig
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.throughputs import load_table
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm
@@ -177,7 +177,7 @@ def test_status_and_explain_name_the_count_slurm_started_it_at(slurm, tmp_path, 
 
 
 def test_the_daemon_resumes_a_preempted_job_at_another_count(slurm, tmp_path, capsys):
-    """Issue 25, live: on the k80 partition (2 nodes x 4 GPUs) a moldable job alone grows
+    """Moldable, live: on the k80 partition (2 nodes x 4 GPUs) a moldable job alone grows
     to all 8 GPUs; a rigid 8-GPU job arrives, max_min_fairness shares the time, the
     moldable job is preempted (it saves its step, exits 99) and resumed by a later
     round at 1 GPU (its least count: the other job holds the rest), going on from its

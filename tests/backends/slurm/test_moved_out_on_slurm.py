@@ -1,5 +1,5 @@
 """A held managed job its owner moves to a partition the daemon does not manage is given
-back to Slurm as a plain job, with the reason in its comment (issue 26: it was stranded
+back to Slurm as a plain job, with the reason in its comment (it was stranded
 there, held forever), on the real cluster of each release."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.managed import classify
+from slurm_gavel.domain.comment_grammar import classify
 
 pytestmark = pytest.mark.slurm
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.from_json import parse_nodes
-from slurm_gavel.core.cluster_model import NodeState
+from slurm_gavel.domain.cluster_model import NodeState
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -88,7 +88,7 @@ def test_slurmd_start_time_is_read_on_every_release(capture):
 
 
 def test_only_up_nodes_take_work():
-    from slurm_gavel.core.cluster_model import Node
+    from slurm_gavel.domain.cluster_model import Node
 
     for state in NodeState:
         n = Node("n", "v100", 4, state=state)

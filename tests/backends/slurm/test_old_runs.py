@@ -1,4 +1,4 @@
-"""A requeued job waits until its previous run is provably gone (issue 18): the
+"""A requeued job waits until its previous run is provably gone: the
 bookkeeping of slurm/old_runs.py over parsed observations, and the guard that keeps
 a job whose checkpoint signal may have been lost from being requeue-held.
 
@@ -13,7 +13,7 @@ from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.old_runs import OldRuns, kill_wait_seconds
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import SlurmView
-from slurm_gavel.core.cluster_model import ClusterSnapshot
+from slurm_gavel.domain.cluster_model import ClusterSnapshot
 
 
 def node(name="v100-1", state="mixed", flags=(), started=1000) -> SlurmNode:
@@ -123,7 +123,7 @@ def test_a_job_whose_signal_may_have_been_lost_is_not_requeue_held():
 
 
 def test_a_job_whose_slurmd_does_not_answer_is_not_requeue_held_before_it_is_flagged():
-    """Issue 26: a signal sent 1.5 s after a slurmd died was lost, and the job was
+    """A signal sent 1.5 s after a slurmd died was lost, and the job was
     requeue-held at its grace end, slurmctld not having flagged the node yet (its flag
     comes with a failed RPC or ping, sometimes after the grace). The batch host's
     slurmd is asked directly (steps_answer): no answer, no requeue-hold."""
@@ -171,8 +171,8 @@ def test_a_job_completing_when_the_round_looked_is_not_requeue_held():
     """A signalled job the round saw COMPLETING has left its run (it checkpointed, or
     finished during its grace): requeue-holding it would make Slurm run a finished job
     again. A job still RUNNING after its grace is requeue-held."""
-    from slurm_gavel.core.cluster_model import JobState, ObservedJob
-    from slurm_gavel.core.model import Job
+    from slurm_gavel.domain.cluster_model import JobState, ObservedJob
+    from slurm_gavel.domain.model import Job
 
     now, grace = 2000.0, 60.0
     for state, held in [("COMPLETING", False), ("RUNNING", True)]:

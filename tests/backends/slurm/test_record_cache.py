@@ -12,7 +12,7 @@ import pytest
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.from_json import _job, parse_jobs, parse_version
 from slurm_gavel.backends.slurm.record_cache import FIELDS, JobRecordCache
-from slurm_gavel.core.managed import ManagedCommentError, parse_comment
+from slurm_gavel.domain.comment_grammar import ManagedCommentError, parse_comment
 
 DATA = Path(__file__).parents[1] / "data"
 CAPTURES = [

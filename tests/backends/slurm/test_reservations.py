@@ -25,7 +25,7 @@ from slurm_gavel.backends.slurm.reservations import (
     parse_reservations_text,
 )
 from slurm_gavel.backends.slurm.view import build_view
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parents[1] / "data"
 HELD = "3"  # 22.05/scenario.txt: managed, held on arrival, partition gpu

@@ -11,8 +11,8 @@ import pytest
 
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel.testing import FakeSlurm, OnSignal, Script, fake_backend
 
 IGNORES = Script(on_signal=OnSignal.IGNORE)

@@ -12,7 +12,7 @@ import pytest
 from slurm_gavel.backends.slurm.cli.jobs_from_text import job_from_listing, node_gpu_types
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS
 from slurm_gavel.backends.slurm.fields import gres_indices
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from tests.backends.slurm.test_backend import backend, managed
 
 pytestmark = pytest.mark.slurm

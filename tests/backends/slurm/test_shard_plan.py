@@ -11,7 +11,7 @@ from slurm_gavel.backends.slurm.act_plan import plan_act
 from slurm_gavel.backends.slurm.cli.argv import render_update
 from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm.view import build_view
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from tests.backends.slurm.test_shard_pairs import CAPTURES, load, scenario
 
 MANAGED = "gavel:type=ResNet-18"

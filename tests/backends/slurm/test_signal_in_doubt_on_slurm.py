@@ -1,5 +1,5 @@
 """A checkpoint signal sent just after a node's slurmd died is lost; the job is not
-requeue-held at its grace end while slurmctld has not flagged the node yet (issue 26:
+requeue-held at its grace end while slurmctld has not flagged the node yet (
 it was, and its work since its start was lost). The batch host's slurmd is asked
 directly (sstat) before the requeue-hold, on the real cluster of each release."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
 from slurm_gavel_dev import localcluster
 
 pytestmark = pytest.mark.slurm

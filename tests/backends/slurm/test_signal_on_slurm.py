@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 
 pytestmark = pytest.mark.slurm
 

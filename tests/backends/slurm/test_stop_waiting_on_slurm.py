@@ -1,5 +1,5 @@
 """A daemon stopping mid-act (SIGTERM) ends the act's wait for a preempted job at once
-(issue 26: the round waited out the job's grace, up to minutes, and a service manager's
+(the round waited out the job's grace, up to minutes, and a service manager's
 stop timeout killed it before the acted round was logged), on the real cluster of each
 release. The job is left running, signalled, and not requeue-held (its grace is not
 over); its move fails with the reason."""
@@ -12,7 +12,7 @@ import time
 import pytest
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 
 pytestmark = pytest.mark.slurm
 

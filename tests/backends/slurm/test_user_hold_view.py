@@ -1,6 +1,6 @@
 """A job its owner holds (hold=user in its comment, written by job_submit.lua for
 `sbatch --hold` and the owner's `scontrol hold`/`uhold`: tests/test_user_hold_on_slurm.py)
-waits on its owner (issue 26): the view says so, the round gives it no GPUs and no
+waits on its owner: the view says so, the round gives it no GPUs and no
 fairness credit (ObservedJob.waiting_on), the act never releases it. Slurm shows the
 daemon's hold and the user's alike (JobHeldUser, priority 0): only the key differs."""
 
@@ -13,9 +13,9 @@ import pytest
 from slurm_gavel.backends.slurm.act_plan import plan_act
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.view import build_view
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
-from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
+from slurm_gavel.core.skips import WAITING_ON_CLUSTER
 from slurm_gavel.daemon.status_view import why
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 NOW = 10_000.0
 
@@ -54,7 +54,8 @@ def test_a_job_its_owner_holds_waits_on_its_owner_and_is_never_released():
     assert [o.job_id for o in plan.starts] == ["9"]
     assert dict(plan.failed)["7"] == WAITING_ON_CLUSTER + str(by_id["7"].waiting_on)
     # what `status` and `explain` tell the owner
-    doc = {"state": "skipped", "reason": dict(plan.failed)["7"], "allocation": {}}
+    doc = {"state": "skipped", "skip": "waiting_on_cluster", "reason": dict(plan.failed)["7"],
+           "allocation": {}}  # fmt: skip
     told = why({**doc, "paired_allocation": {}}, "max_min_fairness")
     assert told.startswith("not scheduled: ") and "held by you: `scontrol release 7`" in told
 

@@ -1,5 +1,5 @@
 """The owner's `scontrol requeuehold` of a running managed job is told apart from the
-daemon's preemption by who stopped the run (user_holds.py, issue 26): the daemon
+daemon's preemption by who stopped the run (user_holds.py): the daemon
 signals every run it stops first. Real Slurm: test_user_holds_on_slurm.py."""
 
 from __future__ import annotations

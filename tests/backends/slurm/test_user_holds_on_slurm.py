@@ -1,5 +1,5 @@
 """The owner's `scontrol requeuehold` of a running managed job is the owner's hold
-(issue 26), on each release, through the CLI and the REST transports: Slurm calls no
+on each release, through the CLI and the REST transports: Slurm calls no
 job_submit hook for a requeue and shows it as it shows the daemon's own preemption, so
 the backend tells them apart by who stopped the run (backends/slurm/user_holds.py),
 marks it hold=user, and never places it again until the owner's `scontrol release`
@@ -13,7 +13,7 @@ import pytest
 from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
-from slurm_gavel.core.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel_dev.localcluster_rest import rest_up
 
 pytestmark = pytest.mark.slurm

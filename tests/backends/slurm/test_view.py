@@ -11,7 +11,7 @@ from slurm_gavel.backends.slurm.act_plan import plan_act
 from slurm_gavel.backends.slurm.cli.argv import render_update
 from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm.view import build_view
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.domain.cluster_model import (
     JobPlacement,
     JobState,
     NodeSlice,
@@ -127,7 +127,7 @@ def test_plan_move_and_partition_choice():
 
 def test_plan_never_places_a_typed_job_on_another_type():
     """run1 asks for v100 (gres:gpu:v100:2): a placement on p100 is refused with the
-    reason, never carried out (issue 26: --gres=gpu:p100:1 ran on a v100)."""
+    reason, never carried out (--gres=gpu:p100:1 ran on a v100)."""
     v = view(managed_partitions={"v100", "p100", "k80"})
     placement = RoundPlacement(
         0, 0, {S["run1"]: jp(S["run1"], "p100", ("p100-1", 1), ("p100-2", 1))}
@@ -175,7 +175,7 @@ def test_space_sharing_pair_starts_one_and_reports_the_other():
 
 def test_job_that_left_squeue_unseen_is_reported_done_once():
     from slurm_gavel.backends.slurm.view import add_vanished
-    from slurm_gavel.core.model import Job
+    from slurm_gavel.domain.model import Job
 
     v = view()
     gone = Job(id="777", job_type="A3C")

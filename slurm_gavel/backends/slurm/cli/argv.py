@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 
 def job_list(ids: Iterable[JobId]) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.retry import attempts
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 # stderr of a command that could not talk to slurmctld: retried while it lasts.
 _UNREACHABLE = re.compile(

@@ -88,7 +88,7 @@ from slurm_gavel.backends.slurm.fields import (
 )
 from slurm_gavel.backends.slurm.fit import NO_NEEDS, JobNeeds
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, GpuSlice, SlurmJob, SlurmNode
-from slurm_gavel.core.managed import is_managed_comment
+from slurm_gavel.domain.comment_grammar import is_managed_comment
 
 _AT = {name: i for i, name in enumerate(LISTING_FIELDS)}
 

@@ -5,7 +5,7 @@ the jobs that are new or changed since the last round (CliReader.read_jobs).
 ~0.3 s to load, every round, although almost every record is the one it printed a
 round earlier. The listing, `squeue -h --noconvert -t <active states> -O
 <LISTING_FIELDS>`, prints the text of every field from_json._job reads (FIELDS of
-record_cache; a job's node needs too, since issue 26's node fit: needs_from_text.py)
+record_cache; a job's node needs too, since the node fit: needs_from_text.py)
 for the same jobs in ~0.05 CPU s. A job whose listing record is the one it had
 when it was last read keeps its parsed SlurmJob; a changed job whose record says
 everything _job reads is built from the text (slurm/cli/jobs_from_text.py: pending,
@@ -133,8 +133,8 @@ FOLLOWS = {
     "array_max_tasks": "job_id",
     "memory_per_cpu": "memory_per_node",  # MinMemory prints either (needs_from_text.py)
 }
-# _job fields no listing field prints: none since the needs are listed (issue 26;
-# on 22.05 excluded_nodes is not, and a new managed job is read as JSON there).
+# _job fields no listing field prints: none since the needs are listed
+# (on 22.05 excluded_nodes is not, and a new managed job is read as JSON there).
 JSON_ONLY: tuple[str, ...] = ()
 # Listed fields _job does not read: they tell whether a job's GPU request says the
 # GPUs it got, per node (a job that just started: slurm/cli/jobs_from_text.py).

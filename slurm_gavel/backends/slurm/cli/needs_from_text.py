@@ -1,6 +1,6 @@
 """A job's node needs (fit.JobNeeds: --exclude, memory and CPUs per node, --prefer)
 from its listing text, so that a job the daemon starts to manage needs no JSON read
-(issue 26: without this, the first round after a start read every managed job's JSON).
+(without this, the first round after a start read every managed job's JSON).
 
 The listing prints (slurm/cli/listing.py, `squeue --noconvert`, so memory is whole
 megabytes): ExcNodes (a hostlist; 24.11+ only: 22.05's --Format has no such field,

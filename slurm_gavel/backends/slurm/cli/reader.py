@@ -55,7 +55,7 @@ from slurm_gavel.backends.slurm.reservations import (
     parse_reservations_text,
 )
 from slurm_gavel.backends.slurm.retry import attempts
-from slurm_gavel.core.model import Job, JobId
+from slurm_gavel.domain.model import Job, JobId
 
 log = logging.getLogger(__name__)
 

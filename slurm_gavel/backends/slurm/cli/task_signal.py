@@ -1,4 +1,4 @@
-"""The checkpoint signal to an array task, sent once (issue 26).
+"""The checkpoint signal to an array task, sent once.
 
 `scancel --signal=USR1 --batch 28_1` on a running task of an array that still has
 pending tasks delivers the signal, and slurmctld answers "Job can not be altered now,
@@ -19,7 +19,7 @@ import subprocess
 import threading
 from collections.abc import Mapping
 
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 RETRYING = "transitional state, retrying"
 TIMEOUT_S = 30.0

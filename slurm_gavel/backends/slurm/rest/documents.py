@@ -14,7 +14,7 @@ from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.records import SlurmNode
 from slurm_gavel.backends.slurm.rest.versions import RestApi
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.model import JobId
 
 REQUEUE_FAILED = re.compile(r"JobId=(\d+)")
 

@@ -59,7 +59,7 @@ from slurm_gavel.backends.slurm.rest.documents import (
 from slurm_gavel.backends.slurm.rest.versions import RestApi, api_from_spec
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
-from slurm_gavel.core.model import Job, JobId
+from slurm_gavel.domain.model import Job, JobId
 
 __all__ = ["RestClient", "RestTransport", "rest_backend"]
 

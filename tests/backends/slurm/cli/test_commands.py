@@ -12,7 +12,7 @@ from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parents[2] / "data"
 SCENARIO = {

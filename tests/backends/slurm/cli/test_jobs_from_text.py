@@ -18,7 +18,7 @@ from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS, Record, parse
 from slurm_gavel.backends.slurm.fit import JobNeeds
 from slurm_gavel.backends.slurm.from_json import parse_jobs
 from slurm_gavel.backends.slurm.records import SlurmJob
-from slurm_gavel.core.managed import is_managed_comment
+from slurm_gavel.domain.comment_grammar import is_managed_comment
 
 DATA = Path(__file__).parents[2] / "data"
 RELEASES = ["22.05", "24.11", "26.05"]

@@ -29,7 +29,7 @@ from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.from_json import parse_jobs
 from slurm_gavel.backends.slurm.record_cache import FIELDS
 from slurm_gavel.backends.slurm.records import GpuSlice, SlurmJob
-from slurm_gavel.core.managed import is_managed_comment
+from slurm_gavel.domain.comment_grammar import is_managed_comment
 from tests.backends.slurm.cli.test_jobs_from_text import same_for_the_daemon, same_needs
 from tests.backends.slurm.cli.test_listing_on_slurm import update
 

@@ -13,7 +13,7 @@ import pytest
 from slurm_gavel.backends.slurm.backend import SlurmBackend
 from slurm_gavel.backends.slurm.cli.listing import IncrementalJobs
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.core.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 pytestmark = pytest.mark.slurm
 
@@ -84,7 +84,7 @@ def test_changes_between_rounds_are_seen_and_only_they_are_read(slurm):
         assert seen[jobs[5]].job.scale_factor == 2 and seen[jobs[6]].job.partition == "v100"
         same_as_a_full_read(b, slurm)
         # a new job; root makes a waiting plain job managed (job_submit.lua lets only
-        # the daemon's uid: tests/test_comment_grammar_on_slurm.py); another pending
+        # the daemon's uid: tests/test_comment_enforcers_on_slurm.py); another pending
         # job's partition, another's comment and another's GPU request change
         new = slurm.sbatch(*MANAGED)
         for job, change in [

@@ -13,26 +13,27 @@ from collections.abc import Callable
 from typing import Protocol
 
 from slurm_gavel.core.backend_hooks import BackendHooks
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.cluster_rows import ClusterRows, rows_for
+from slurm_gavel.core.priority_weights import apply_weights, capped_message
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.daemon.config_types import Config
+from slurm_gavel.daemon.dry_run import planned_actions
+from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
+from slurm_gavel.daemon.logs import event
+from slurm_gavel.daemon.metrics import DaemonMetrics
+from slurm_gavel.daemon.progress_learning import ProgressTracker, estimate_steps
+from slurm_gavel.daemon.run_watch import RunWatch
+from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterBackend,
     ClusterSnapshot,
     JobState,
     RoundPlacement,
 )
-from slurm_gavel.core.cluster_rows import ClusterRows, rows_for
-from slurm_gavel.core.model import JobId
-from slurm_gavel.core.round_types import RoundReport, SchedulerConfig
-from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.core.shares import apply_weights, capped_message
-from slurm_gavel.core.throughputs import ThroughputError
-from slurm_gavel.daemon.config_types import Config
-from slurm_gavel.daemon.dry_run import planned_actions
-from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
-from slurm_gavel.daemon.logs import event
-from slurm_gavel.daemon.metrics import DaemonMetrics
-from slurm_gavel.daemon.progress import ProgressTracker, estimate_steps
-from slurm_gavel.daemon.run_watch import RunWatch
+from slurm_gavel.domain.model import JobId
+from slurm_gavel.domain.throughputs import ThroughputError
 
 log = logging.getLogger("slurm_gavel.daemon")
 
@@ -163,14 +164,14 @@ class DaemonTap:
             for o in self.last_snapshot.jobs
             if o.state in (JobState.PENDING, JobState.HELD)
         }
-        for job_id, why in report.skipped:
+        for job_id, skip in report.skipped:
             job = waiting.get(job_id)
             if job is None:
                 continue
             try:
                 d.sched_config.table.row(job.job_type, job.scale_factor)
             except ThroughputError:
-                reasons[job_id] = why  # not in the table: no round will ever place it
+                reasons[job_id] = skip.detail  # not in the table: no round will ever place it
         for job_id, why in sorted(reasons.items()):
             if job_id not in self._given_back_logged:
                 event(log, "job_given_back", logging.WARNING, job=job_id, reason=why[:300],

@@ -9,20 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from slurm_gavel.core.cluster_model import (
-    ActResult,
-    ClusterSnapshot,
-    JobPlacement,
-    ObservedJob,
-    RoundPlacement,
-)
-from slurm_gavel.core.cluster_rows import MarkedCell
 from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge, Row
-from slurm_gavel.core.model import GpuType, JobId
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.core.row_trust import TrustBounds
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.cluster_model import (
+    ClusterSnapshot,
+    JobPlacement,
+)
+from slurm_gavel.domain.model import GpuType, JobId
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.policies import PolicyOptions
 
 
@@ -57,23 +53,3 @@ class SchedulerConfig:
 
 # Called with the snapshot and the round's config; returns the placement.
 BaselineFn = Callable[[ClusterSnapshot, SchedulerConfig], dict[JobId, JobPlacement]]
-
-
-@dataclass(frozen=True)
-class RoundReport:
-    round_index: int
-    time: float
-    reallocated: bool
-    solve_seconds: float
-    placement: RoundPlacement
-    result: ActResult
-    active_jobs: int
-    completed: tuple[ObservedJob, ...] = ()
-    # jobs the round could not consider, with the reason (unknown type, no GPU type
-    # it can run on); the daemon logs these once per job
-    skipped: tuple[tuple[JobId, str], ...] = ()
-    mechanism_seconds: float = 0.0
-    # cells of the cluster's GPU types the considered jobs rely on without a
-    # measurement: (job type, scale factor, GPU type, "estimate" or "unmeasured:
-    # type-blind"), see cluster_rows.py; the daemon logs each once, status shows them
-    unmeasured: tuple[MarkedCell, ...] = ()

@@ -12,7 +12,7 @@ from dataclasses import replace
 from slurm_gavel.core.backend_hooks import BackendHooks
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.config_types import Config
-from slurm_gavel.daemon.loop import DaemonLoop
+from slurm_gavel.daemon.round_loop import DaemonLoop
 
 
 class Host:

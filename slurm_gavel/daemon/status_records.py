@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from slurm_gavel.core.cluster_model import (
+from slurm_gavel.core.round_report import RoundReport
+from slurm_gavel.daemon.mold_view import MoldView
+from slurm_gavel.domain.cluster_model import (
     ClusterSnapshot,
     JobPlacement,
     JobState,
@@ -18,9 +20,7 @@ from slurm_gavel.core.cluster_model import (
     NodeState,
     ObservedJob,
 )
-from slurm_gavel.core.round_types import RoundReport
-from slurm_gavel.core.throughputs import ThroughputTable
-from slurm_gavel.daemon.mold_view import MoldView
+from slurm_gavel.domain.throughputs import ThroughputTable
 
 
 def jobs_view(
@@ -77,11 +77,13 @@ def jobs_view(
         elif o.job.id in stopped:
             state, gpu_type, nodes = "preempted", None, ()
         elif o.job.id in skipped:
-            state, reason = "skipped", skipped[o.job.id]
+            state, reason = "skipped", skipped[o.job.id].detail
         if o.job.id in failed:
             reason = failed[o.job.id]
         cells = unmeasured.get((o.job.job_type, o.job.scale_factor), {})
         out[o.job.id] = _job_row(o, state, gpu_type, nodes, reason, cells)
+        if state == "skipped":
+            out[o.job.id]["skip"] = skipped[o.job.id].code.value
         if throughput_of is not None:
             out[o.job.id]["throughput"] = throughput_of(o)
         if moldable_of is not None:

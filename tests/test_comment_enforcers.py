@@ -1,7 +1,7 @@
 """One grammar, three enforcers: the Python parser and the SPANK plugin's C code give
 every comment of the shared table its verdict, and agree on random strings.
 
-(The Lua through a real slurmctld: tests/test_comment_grammar_on_slurm.py.)"""
+(The Lua through a real slurmctld: tests/test_comment_enforcers_on_slurm.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ from comment_grammar import build_harness, c_verdicts, cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_gavel.core.managed import MAX_COMMENT_BYTES, ManagedCommentError, classify, parse_comment
+from slurm_gavel.domain.comment_grammar import (
+    MAX_COMMENT_BYTES,
+    ManagedCommentError,
+    classify,
+    parse_comment,
+)
 
 CASES = cases()
 
@@ -64,7 +69,7 @@ def test_c_grammar_names_the_problem(harness):
     )
     assert "above the cap 1 set by the admin" in got["w"][1]
     assert "must open the comment" in got["s"][1]
-    assert got["n"] == ("managed", "")  # no type: a managed job (issue 27)
+    assert got["n"] == ("managed", "")  # no type: a managed job
     assert "scale=1e0 must be a whole number from 1 to 1024" in got["t"][1]
 
 

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.core.checks import Checks
-from slurm_gavel.core.model import Allocation, PairThroughput, Problem, ProblemJob
+from slurm_gavel.domain.field_checks import Checks
+from slurm_gavel.domain.model import Allocation, PairThroughput, Problem, ProblemJob
 from slurm_gavel.errors import InputError, read_utf8
 
 

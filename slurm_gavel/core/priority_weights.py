@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from slurm_gavel.core.cluster_model import ClusterSnapshot
-from slurm_gavel.core.managed import DEFAULT_MAX_USER_WEIGHT
-from slurm_gavel.core.model import JobId
+from slurm_gavel.domain.cluster_model import ClusterSnapshot
+from slurm_gavel.domain.comment_grammar import DEFAULT_MAX_USER_WEIGHT
+from slurm_gavel.domain.model import JobId
 
 MAX_ADMIN_WEIGHT = 1e6  # keeps weights products well inside the solvers' range
 

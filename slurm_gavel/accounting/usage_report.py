@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_gavel.accounting.sacct import SacctRun, by_job
-from slurm_gavel.core.managed import ManagedCommentError, parse_comment
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.comment_grammar import ManagedCommentError, parse_comment
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.simulate.metrics import MetricsCollector
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",

@@ -35,7 +35,8 @@ class Job:
     arrival_time: float = 0.0  # seconds from the start of the trace / daemon epoch
     account: str | None = None
     slo: float | None = None  # seconds after arrival by which the job should finish
-    qos: str | None = None  # Slurm QOS: the admin's weight for it (slurm_gavel/core/shares.py)
+    # Slurm QOS: the admin's weight for it (slurm_gavel/core/priority_weights.py)
+    qos: str | None = None
     # Who submitted it and where (Slurm's user name, partition list): shown by
     # `slurm-gavel status`, never used to schedule.
     user: str | None = None
@@ -43,7 +44,7 @@ class Job:
     # Seconds each restart of this job costs (checkpoint + restore), where the trace
     # says so (its `overhead` column); None: the simulator's per-type or global figure.
     restart_overhead: float | None = None
-    # Moldable (issue 25): the GPU counts it may run at, (min, max); None: only
+    # Moldable: the GPU counts it may run at, (min, max); None: only
     # scale_factor. Its count is chosen at each (re)start (core/moldable.py), and the
     # round sees the job with scale_factor set to it (core/mold_round.py).
     scale_range: tuple[int, int] | None = None

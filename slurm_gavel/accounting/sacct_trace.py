@@ -4,7 +4,7 @@ Pure: runs in, trace rows and skip counts out. One row per job that finished in 
 state the admin keeps (default COMPLETED):
 
 * arrival_time: its first submission, in seconds after the earliest kept job's;
-* job_type: its ``gavel:`` comment (slurm_gavel.core.managed's strict grammar: the
+* job_type: its ``gavel:`` comment (slurm_gavel.domain.comment_grammar's strict grammar: the
   comment is user text), else the first rule of the admin's mapping file that
   matches its name, user, account or partition;
 * scale_factor: the GPUs of its runs (all runs must have the same count);
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slurm_gavel.accounting.sacct import SacctRun, by_job
-from slurm_gavel.core.managed import (
+from slurm_gavel.domain.comment_grammar import (
     DEFAULT_MAX_USER_WEIGHT,
     ManagedCommentError,
     ManagedSpec,
     parse_comment,
 )
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import ThroughputTable
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
 MATCH_FIELDS = ("name", "user", "account", "partition")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.atomic import write_atomic
-from slurm_gavel.core.model import GpuType, Job, PairThroughput, ProblemJob
+from slurm_gavel.domain.model import GpuType, Job, PairThroughput, ProblemJob
 from slurm_gavel.errors import InputError
 
 FORMAT = "slurm-gavel-throughputs/1"
@@ -40,6 +40,14 @@ H200_TABLE = "gavel-osdi2020-h200.json"
 
 class ThroughputError(InputError):
     """A throughput table is malformed or lacks an entry; the message names it and the fix."""
+
+
+class UnknownJobType(ThroughputError):
+    """The table has no such job type."""
+
+
+class NoFiguresAtScale(ThroughputError):
+    """The table has the job type, but not at that GPU count."""
 
 
 def _cell_key(job_type: str, scale_factor: int, gpu: GpuType) -> str:
@@ -90,10 +98,10 @@ class ThroughputTable:
             return self.alone[(job_type, scale_factor)]
         except KeyError:
             if job_type not in self.job_types:
-                raise ThroughputError(
+                raise UnknownJobType(
                     f"unknown job type '{job_type}'; known types: {', '.join(self.job_types)}"
                 ) from None
-            raise ThroughputError(
+            raise NoFiguresAtScale(
                 f"job type '{job_type}' has no figures at scale factor {scale_factor}; "
                 f"the table has {self.scale_factors(job_type)} (profile it or pick one of those)"
             ) from None

@@ -2,7 +2,7 @@
 
 Jobs that use slurm_gavel.job write ``<progress_dir>/<uid>/<job id>.json`` (layout in
 daemon/spool.py, format in slurm_gavel/job/progress.py). Users write these files, so
-everything in them is hostile input (issue 12). Each round the daemon:
+everything in them is hostile input. Each round the daemon:
 
 * reads the report of every managed job of a known owner (Slurm's uid) from that
   user's folder: never blocking, only a regular file of that uid, at most 64 KiB;
@@ -13,7 +13,7 @@ everything in them is hostile input (issue 12). Each round the daemon:
 * sets ``steps_done`` (capped at the job's total) and, for the job's current run
   (same restart count, running, recent), ``measured_throughput``: the job's own row's
   cell on that GPU type (core/job_rows.py, bounded by core/row_trust.py), also for a job
-  of no known type (issue 27), which has no table cell to vote on;
+  of no known type, which has no table cell to vote on;
 * keeps each job's latest rate as a vote on its (job type, scale factor, GPU type)
   cell: the job type comes from Slurm's comment and must be a row of the configured
   table (no made-up rows), the GPU type from Slurm's allocation (a type new to the
@@ -52,9 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.core import estimate
-from slurm_gavel.core.cluster_model import ClusterSnapshot, JobState, ObservedJob
 from slurm_gavel.core.mold_round import at_running_count
-from slurm_gavel.core.throughputs import ThroughputTable
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.pair_cells import PairObservation, pair_reference
 from slurm_gavel.daemon.pair_windows import Mark, PairWindows, mate_of, pairings
@@ -72,6 +70,8 @@ from slurm_gavel.daemon.progress_cells import (
 )
 from slurm_gavel.daemon.progress_report import MAX_STEPS, check_report
 from slurm_gavel.daemon.spool import SpoolProblem, open_root, open_user_dir, read_user_report
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, ObservedJob
+from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 from slurm_gavel.job.progress import ReportRefused
 
@@ -196,7 +196,7 @@ class ProgressTracker:
             cell = at_running_count(o)  # a moldable job: the cell of the count it runs at
             base = self._base(cell.job.job_type, cell.job.scale_factor, o.gpu_type)
             if base is None:
-                # A cell the table lacks (a job of no known type, issue 27): no vote on
+                # A cell the table lacks (a job of no known type): no vote on
                 # the table (no made-up rows), only the job's own row, which the round
                 # bounds (core/row_trust.py)
                 return replace(out, measured_throughput=rate)

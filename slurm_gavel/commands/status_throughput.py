@@ -1,4 +1,4 @@
-"""Each job's own throughput row in `status` and `explain` (issue 27): per GPU type its
+"""Each job's own throughput row in `status` and `explain`: per GPU type its
 steps/s and what backs the figure, from the view's ``throughput`` (daemon/row_view.py).
 
 A measured cell shows the seconds of the job's running time on that type behind it;

@@ -16,8 +16,8 @@ strings, run against all three; docs/admin-guide.md section 4 is the written spe
     pair    = key "=" value                  keys lower case, each at most once
     type    = 1-64 of [A-Za-z0-9 ._()-], not starting or ending with a space
     scale   = integer 1..1024                GPUs (Gavel's scale factor), or
-            / integer "-" integer            a range MIN-MAX, 1 <= MIN <= MAX <= 1024 (issue 25:
-                                             moldable; placed at MIN until the daemon chooses)
+            / integer "-" integer            a range MIN-MAX, 1 <= MIN <= MAX <= 1024
+                                             (moldable; placed at MIN until the daemon chooses)
     steps   = integer 1..10^12               total steps, for finish-time policies
     slo     = decimal, 0 < slo <= 10^9       seconds after submission
     grace   = integer 1..86400               seconds the job needs to checkpoint and exit
@@ -27,7 +27,7 @@ strings, run against all three; docs/admin-guide.md section 4 is the written spe
     decimal = integer ["." 1-6 digits]       integer part at most 10 digits
 
 No whitespace outside the type, no sign, exponent, hex, inf or nan. ``type`` is
-optional (issue 27): it is a hint that picks the job's prior throughput row; ``gavel:``
+optional: it is a hint that picks the job's prior throughput row; ``gavel:``
 alone (what ``sbatch --gavel`` writes) makes a managed job whose row the daemon learns
 as it runs (core/job_rows.py). A comment that is not exactly ``gavel:...`` but becomes
 it after dropping leading ASCII whitespace and lower-casing (`` gavel:``, ``GAVEL:``) is
@@ -54,7 +54,7 @@ FORM = (
 )
 KEYS = ("type", "scale", "weight", "steps", "slo", "grace", "hold")
 # The keys an error names: hold=user is written by job_submit.lua (sbatch --hold,
-# scontrol hold/uhold by the owner; issue 26), accepted from a user too (it only holds
+# scontrol hold/uhold by the owner), accepted from a user too (it only holds
 # the user's own job), not advertised.
 SHOWN_KEYS = ", ".join(KEYS[:-1])
 MAX_COMMENT_BYTES = 256
@@ -94,9 +94,9 @@ class ManagedSpec:
     total_steps: float | None = None
     slo: float | None = None
     grace: int | None = None
-    # scale=MIN-MAX (issue 25): the GPU counts the job may run at; scale_factor is MIN
+    # scale=MIN-MAX: the GPU counts the job may run at; scale_factor is MIN
     scale_range: tuple[int, int] | None = None
-    # hold=user: held by its owner (issue 26); the daemon never places it until the
+    # hold=user: held by its owner; the daemon never places it until the
     # owner's `scontrol release` removes the key (job_submit.lua)
     user_hold: bool = False
 
@@ -200,6 +200,30 @@ def parse_comment(
         grace=(None if "grace" not in seen else _integer(job_id, "grace", seen, MAX_GRACE_SECONDS)),
         user_hold=_hold(job_id, seen.get("hold")),
     )
+
+
+@dataclass(frozen=True)
+class CommentReading:
+    """A job's comment read once, at observation, and carried with its record
+    (backends/slurm/records.SlurmJob.reading): the declaration, or the grammar's
+    refusal, or neither (a comment that does not claim the job). Read without the
+    weight cap: the daemon caps the user's weight (core/priority_weights.py) rather than drop
+    the job."""
+
+    spec: ManagedSpec | None = None
+    refusal: ManagedCommentError | None = None
+
+    @property
+    def user_hold(self) -> bool:
+        """A managed job its owner holds (hold=user); a refused comment is not."""
+        return self.spec is not None and self.spec.user_hold
+
+
+def read_comment(comment: str | None, *, job_id: str = "?") -> CommentReading:
+    try:
+        return CommentReading(spec=parse_comment(comment, job_id=job_id, max_weight=None))
+    except ManagedCommentError as e:
+        return CommentReading(refusal=e)
 
 
 def _hold(job_id: str, value: str | None) -> bool:

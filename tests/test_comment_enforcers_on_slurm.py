@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spank_free_client import spank_free_conf
 
-from slurm_gavel.core.managed import classify
+from slurm_gavel.domain.comment_grammar import classify
 
 pytestmark = pytest.mark.slurm
 CASES = cases()
@@ -63,7 +63,7 @@ def test_lua_refusal_names_the_problem_and_the_cap(lua):
     assert verdict == "refuse" and "'gavel:' must open the comment" in stderr
     verdict, stderr = lua("gavel:type=A3C,")
     assert verdict == "refuse" and "'' is not key=value" in stderr
-    assert lua("gavel:")[0] == "managed"  # no type: managed, its row learned (issue 27)
+    assert lua("gavel:")[0] == "managed"  # no type: managed, its row learned
 
 
 def test_gpu_request_moved_into_the_comment_must_still_fit_the_grammar(slurm):

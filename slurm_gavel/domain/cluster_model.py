@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from slurm_gavel.core.model import GpuType, Job, JobId
+from slurm_gavel.domain.model import GpuType, Job, JobId
 
 _T = TypeVar("_T")
 
@@ -203,6 +203,21 @@ class ClusterSnapshot:
     def active_jobs(self) -> list[ObservedJob]:
         """Jobs the scheduler must place: pending, running or held (not done)."""
         return [j for j in self.jobs if j.state is not JobState.DONE]
+
+
+def allocation_capacity(nodes: tuple[Node, ...]) -> dict[GpuType, int]:
+    """GPUs per type the allocation is computed for: the usable ones (as
+    ClusterSnapshot.capacity) plus those of NOT_RESPONDING nodes. Slurm ends that
+    state in seconds (slurmd restarted) or declares the node DOWN after SlurmdTimeout:
+    the allocation is not recomputed, nor its accounting epoch reset, for every slurmd
+    restart; the mechanism still places nothing new there (usable_gpus is 0)."""
+    cap: dict[GpuType, int] = {}
+    for n in nodes:
+        gpus = n.usable_gpus
+        if n.state is NodeState.NOT_RESPONDING:
+            gpus = max(0, n.gpus - n.gpus_held_unmanaged)
+        cap[n.gpu_type] = cap.get(n.gpu_type, 0) + gpus
+    return cap
 
 
 @dataclass(frozen=True)

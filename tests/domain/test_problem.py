@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.problem import ProblemError, load_problem, parse_problem, problem_to_json
+from slurm_gavel.domain.problem import ProblemError, load_problem, parse_problem, problem_to_json
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "conf" / "examples" / "problem.json"
 

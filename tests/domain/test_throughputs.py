@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from slurm_gavel.core.model import Job
-from slurm_gavel.core.throughputs import (
+from slurm_gavel.domain.model import Job
+from slurm_gavel.domain.throughputs import (
     ThroughputError,
     ThroughputTable,
     load_table,

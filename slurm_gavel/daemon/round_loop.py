@@ -188,7 +188,7 @@ class DaemonLoop:
         A round that is acting ends its waits now (the backend's InterruptibleWaits
         hook: a preempted job's grace may be minutes), so the round that acted is
         logged and saved before the process exits, not killed mid-wait by the service
-        manager's stop timeout with nothing logged (issue 26)."""
+        manager's stop timeout with nothing logged."""
         self.stop_event.set()
         self._wake.set()
         waits = self.hooks.waits

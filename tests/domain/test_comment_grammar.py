@@ -1,6 +1,6 @@
 """The managed-job comment: gavel:[type=<job type>,scale=N,weight=W,steps=S,slo=T,grace=G].
 
-The grammar's shared table (every enforcer) is in tests/test_comment_grammar.py; these
+The grammar's shared table (every enforcer) is in tests/test_comment_enforcers.py; these
 are the Python parser's own promises: what a spec holds, the messages, the cap."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_gavel.core.managed import (
+from slurm_gavel.domain.comment_grammar import (
     MAX_TYPE_CHARS,
     TYPE_CHARS,
     UNTYPED,
@@ -36,7 +36,7 @@ def test_full_form():
 
 
 def test_no_type_is_a_managed_job_of_no_named_type():
-    # issue 27: the type is a hint; without one the daemon learns the job's row
+    # the type is a hint; without one the daemon learns the job's row
     assert parse_comment("gavel:") == ManagedSpec(UNTYPED)
     assert parse_comment("gavel:scale=2,weight=0.5") == ManagedSpec(UNTYPED, 2, 0.5)
     for spec in (ManagedSpec(UNTYPED), ManagedSpec(UNTYPED, 2, 0.5)):
@@ -46,7 +46,7 @@ def test_no_type_is_a_managed_job_of_no_named_type():
 
 
 def test_a_scale_range_is_carried_with_its_minimum_as_the_scale():
-    # issue 25: moldable; the daemon places the job at its minimum until it chooses
+    # moldable; the daemon places the job at its minimum until it chooses
     spec = parse_comment("gavel:type=A3C,scale=2-8")
     assert spec == ManagedSpec("A3C", 2, scale_range=(2, 8))
     assert parse_comment(spec.to_comment()) == spec

@@ -1,0 +1,118 @@
+"""The round's stages and what a feature plugs into them.
+
+A round (scheduler.run_round) is a fixed pipeline, the same in the daemon and the
+simulator:
+
+    observe -> account -> enrich -> consider -> allocate -> keep -> assign -> act -> after act
+
+observe, account, consider, allocate and act are the round's own; the stages in
+between are where features plug in, in the manner of the Kubernetes scheduler
+framework: each stage is a small interface, a feature implements the stages it needs
+(round_plugins.py has them all), and the pipeline is chosen from the config once, by
+``round_plugins.pipeline_for``, so that the round itself has no feature branch.
+
+* **enrich** rewrites the round's active jobs before anything is decided about them
+  (a moldable job at this round's GPU count) or learns from them (measured rates into
+  each job's own row).
+* **keep** names running jobs the round keeps exactly where they run, whatever the
+  allocation says (runs on a node that stopped answering; restart-aware protection).
+  Later plugins' keeps win over earlier ones'.
+* **assign** turns the allocation into this round's placement for the jobs not kept
+  (Gavel's mechanism; restart-aware rounds' own; a baseline that ignores the
+  allocation). Exactly one per pipeline.
+* **after act** looks at what the backend carried out (protecting the runs that
+  started).
+
+A plugin keeps what it learns in the round's context (``RoundContext.notes``, keyed by
+the plugin's name) for the later stages of the same round; what must outlive the
+round lives in the scheduler state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from slurm_gavel.core.cluster_rows import MarkedCell
+from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_jobs import Considered
+from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.skips import Skip
+from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobPlacement, ObservedJob
+from slurm_gavel.domain.model import GpuType, JobId
+
+
+@dataclass
+class RoundContext:
+    """One round's inputs and what its stages have made of them so far."""
+
+    state: SchedulerState
+    config: SchedulerConfig
+    snap: ClusterSnapshot
+    now: float
+    # the jobs still to run (enrich may replace them)
+    active: list[ObservedJob]
+    # GPUs per type the allocation is computed for (scheduler.allocation_capacity)
+    capacity: dict[GpuType, int]
+    # consider's output: the jobs the policy sees with their rows, the skipped ones
+    # with why, the job set's key and the cells relied on unmeasured
+    considered: list[Considered] = field(default_factory=list)
+    skipped: list[tuple[JobId, Skip]] = field(default_factory=list)
+    key: str = ""
+    unmeasured: tuple[MarkedCell, ...] = ()
+    # the keep stage's placements (assign leaves these jobs and their GPUs out)
+    kept: dict[JobId, JobPlacement] = field(default_factory=dict)
+    # the previous round's placement, as it was before this round acted
+    previous: Mapping[JobId, JobPlacement] = field(default_factory=dict)
+    # per plugin (by name), what it carries from one stage to a later one this round
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+class Enrich(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def enrich(self, ctx: RoundContext) -> None: ...
+
+
+class Keep(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def keep(self, ctx: RoundContext) -> Mapping[JobId, JobPlacement]: ...
+
+
+class Assign(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def assign(self, ctx: RoundContext) -> dict[JobId, JobPlacement]: ...
+
+
+class AfterAct(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def after_act(self, ctx: RoundContext) -> None: ...
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The plugins of each stage, in order. ``allocates``: whether consider and
+    allocate run (a baseline places the jobs itself and has no allocation)."""
+
+    assign: Assign
+    enrich: tuple[Enrich, ...] = ()
+    keep: tuple[Keep, ...] = ()
+    after_act: tuple[AfterAct, ...] = ()
+    allocates: bool = True
+
+    def names(self) -> dict[str, list[str]]:
+        """Each stage's plugins by name (what the daemon logs at start)."""
+        return {
+            "enrich": [p.name for p in self.enrich],
+            "keep": [p.name for p in self.keep],
+            "assign": [self.assign.name],
+            "after_act": [p.name for p in self.after_act],
+        }
