@@ -1,8 +1,12 @@
 """How far a job's own reports may move its throughput row.
 
 A job's row (job_rows.py) is what the policy divides GPUs by, and its measurements come
-from reports its user writes: hostile input. :class:`TrustBounds` says what a report
-may do, and :func:`admit` applies it to one reported rate before it replaces a cell:
+from reports its user writes: hostile input. A cell takes what the job's progress shows
+(:func:`progress_rate`: its steps over the scheduler's seconds on that type, less the
+start-up its restarts are taken to have lost), never the rate it claims: a claim
+anywhere inside the progress range would otherwise set the cell to the range's top.
+:class:`TrustBounds` says what that figure may do, and :func:`admit` applies it before
+it replaces a cell:
 
 * a rate that is not a finite number in (0, ``max_rate``] is no measurement;
 * a cell already measured moves by at most ``step_factor`` per round, either way;
@@ -55,7 +59,9 @@ class TrustBounds:
     max_rate: float = 1e7
     # Seconds each stretch of running may lose without progress (start-up, restoring
     # a checkpoint, the lag of its last report): the high end of a cell's progress
-    # range leaves that much of every stretch out. The simulator's restart overhead.
+    # range leaves that much of every stretch out (a report beyond it is a lie), and
+    # the start-up a restarted stretch is taken to have lost is at most this. The
+    # simulator's restart overhead.
     start_allowance_s: float = 30.0
 
     def __post_init__(self) -> None:
