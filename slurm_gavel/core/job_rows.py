@@ -12,11 +12,13 @@ starts from a prior, in this order:
   so that one measured cell already says how fast it is elsewhere (Gavel's estimator);
 * else type-blind: the same figure on every type.
 
-A running job's measured rate (``ObservedJob.measured_throughput``: its progress reports
-on Slurm; in the simulator the true rate as its measurement model reports it, with
-noise and start-up if asked) replaces the cell of the GPU type it runs on,
-when it runs alone on consolidated GPUs (a pair's or a spread job's rate is another
-cell). A job never measured stays on its prior, and its cells are marked so.
+A running job's measured rate replaces the cell of the GPU type it runs on, when it
+runs alone on consolidated GPUs (a pair's or a spread job's rate is another cell): with
+trust bounds (the daemon's and the simulator's default) what its progress there shows
+(its reported steps over the scheduler's seconds, row_trust.progress_rate), without
+them the rate it reports (``ObservedJob.measured_throughput``: its progress reports on
+Slurm; in the simulator the true rate as its measurement model reports it). A job
+never measured stays on its prior, and its cells are marked so.
 
 How much the round believes is :class:`Knowledge`: TABLE is the type rows (Gavel's, and
 the config's ``learning: {knowledge: table}``), LEARNED the above (the default of the
