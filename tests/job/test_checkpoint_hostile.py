@@ -63,6 +63,22 @@ def _plant(folder: Path, step: int, marker: Path) -> Path:
     return path
 
 
+def _plant_current(folder: Path, step: int, marker: Path) -> Path:
+    """The current format (payload + a correct integrity record) running code."""
+    payload = pickle.dumps({"step": step, "state": {"x": Planted(marker)}, "rng": {}})
+    path = checkpoint_path(folder, step)
+    path.write_bytes(payload)
+    Path(f"{path}.sha256").write_text(
+        f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n"
+    )
+    return path
+
+
+# each way to plant a payload that runs code: a framed file (magic, length, hash), and
+# the current format (a payload beside a correct integrity record)
+PLANTERS = {"framed": _plant, "with_a_right_record": _plant_current}
+
+
 def _private(tmp_path: Path) -> Path:
     folder = tmp_path / "ck"
     folder.mkdir(mode=0o700, parents=True)
@@ -117,11 +133,12 @@ def test_a_symlinked_folder_is_refused(tmp_path: Path) -> None:
         load_latest(link)
 
 
-def test_a_planted_payload_runs_no_code(tmp_path: Path, torch_or_not: str) -> None:
+@pytest.mark.parametrize("planter", sorted(PLANTERS))
+def test_a_planted_payload_runs_no_code(tmp_path: Path, torch_or_not: str, planter: str) -> None:
     folder = _private(tmp_path)
     save_checkpoint(folder, 1, {"s": 1})
     marker = tmp_path / "pwned"
-    _plant(folder, 2, marker)
+    PLANTERS[planter](folder, 2, marker)
     with pytest.raises(UnsafeCheckpointError, match="GAVEL_CHECKPOINT_ALLOW_PICKLE=1"):
         load_latest(folder)
     assert not marker.exists()
@@ -220,29 +237,6 @@ def test_allow_pickle_flag_must_be_0_or_1(value: str) -> None:
         read_env({"GAVEL_CHECKPOINT_ALLOW_PICKLE": value})
     assert read_env({"GAVEL_CHECKPOINT_ALLOW_PICKLE": "1"}).checkpoint_allow_pickle
     assert not read_env({}).checkpoint_allow_pickle
-
-
-def _plant_current(folder: Path, step: int, marker: Path) -> Path:
-    """The current format (payload + a correct integrity record) running code."""
-    payload = pickle.dumps({"step": step, "state": {"x": Planted(marker)}, "rng": {}})
-    path = checkpoint_path(folder, step)
-    path.write_bytes(payload)
-    Path(f"{path}.sha256").write_text(
-        f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n"
-    )
-    return path
-
-
-def test_a_planted_payload_with_a_right_record_runs_no_code(
-    tmp_path: Path, torch_or_not: str
-) -> None:
-    folder = _private(tmp_path)
-    save_checkpoint(folder, 1, {"s": 1})
-    marker = tmp_path / "pwned"
-    _plant_current(folder, 2, marker)
-    with pytest.raises(UnsafeCheckpointError, match="GAVEL_CHECKPOINT_ALLOW_PICKLE=1"):
-        load_latest(folder)
-    assert not marker.exists()
 
 
 @pytest.mark.parametrize("record", ["fifo", "symlink", "huge", "other_user", "folder"])
