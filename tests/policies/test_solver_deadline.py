@@ -12,6 +12,7 @@ import itertools
 import highspy
 import numpy as np
 import pytest
+from answer_spy import spy_answers
 
 from slurm_gavel.domain.model import Problem
 from slurm_gavel.errors import SolveError
@@ -362,15 +363,8 @@ def test_hier_first_level_decomposition_stops_at_the_limit(
     p = hier_distinct(80, ONE_PLENTIFUL, 0)
     clock = Ticks()
     _hier(monkeypatch, clock, path=False, dw_first=True)
-    calls: list[int] = []
-    real = hier_water_filling.first_level_dw
-
-    def spy(*args):  # type: ignore[no-untyped-def]
-        out = real(*args)
-        calls.append(out is not None)
-        return out
-
-    monkeypatch.setattr(hier_water_filling, "first_level_dw", spy)
+    target = "slurm_gavel.policies.solvers.hier_water_filling.first_level_dw"
+    calls = spy_answers(monkeypatch, target, hier_water_filling.first_level_dw)
     with pytest.raises(
         SolveError, match=r"hierarchical water filling: the solver time limit of 3.5"
     ):
