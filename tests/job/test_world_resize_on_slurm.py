@@ -14,21 +14,15 @@ tolerance of tests/job/test_world_resize.py, which says why).
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from two_ranks import free_port
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _submit(slurm, out: Path, partition: str, mode: str, stops: str) -> str:  # type: ignore[no-untyped-def]
@@ -36,7 +30,7 @@ def _submit(slurm, out: Path, partition: str, mode: str, stops: str) -> str:  # 
     return slurm.sbatch(
         "-p", partition, "-N", "2", "--ntasks-per-node=1", "--requeue",
         "--open-mode=append", "-o", str(out / "slurm.out"), "--chdir", str(out),
-        f"--export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT={_port()},"
+        f"--export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT={free_port()},"
         f"GAVEL_CHECKPOINT_DIR={out / 'ck'}",
         str(JOBS / "resize.sbatch"), sys.executable, str(JOBS / "resize_train.py"),
         str(out), mode, "12", stops, "1",
