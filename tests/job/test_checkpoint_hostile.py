@@ -12,11 +12,11 @@ import os
 import pickle
 import stat
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import returns_within
 
 from slurm_gavel.job import GavelJob
 from slurm_gavel.job.checkpoint import (
@@ -171,12 +171,8 @@ def test_checkpoint_names_that_are_no_regular_files_never_block(tmp_path: Path) 
     os.mkfifo(checkpoint_path(folder, 4))  # a plain read would wait for a writer forever
     checkpoint_path(folder, 3).mkdir()
     os.mknod(checkpoint_path(folder, 2), 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null
-    got: list[Any] = []
-    t = threading.Thread(target=lambda: got.append(load_latest(folder)), daemon=True)
-    t.start()
-    t.join(timeout=20)
-    assert not t.is_alive(), "load_latest blocked on a FIFO"
-    assert got and got[0] is not None and got[0].step == 1
+    got = returns_within(20, lambda: load_latest(folder), "load_latest on a FIFO")
+    assert got is not None and got.step == 1
 
 
 def test_plain_values_load_without_unpickling_and_others_need_allow_pickle(
@@ -261,9 +257,5 @@ def test_integrity_records_that_are_not_ours_never_load_or_block(
         os.chown(rec, NOBODY, NOBODY)
     else:
         rec.mkdir()
-    got: list[Any] = []
-    t = threading.Thread(target=lambda: got.append(load_latest(folder)), daemon=True)
-    t.start()
-    t.join(timeout=20)
-    assert not t.is_alive(), "load_latest blocked on the record"
-    assert got and got[0] is not None and got[0].step == 1
+    got = returns_within(20, lambda: load_latest(folder), "load_latest on the record")
+    assert got is not None and got.step == 1
