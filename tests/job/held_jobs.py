@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from two_ranks import free_port
 from waiting import wait_for
 
 
@@ -39,3 +40,16 @@ def move_and_release(slurm: Any, job: str, *where: str) -> None:
     slurm.cmd("scontrol", "update", f"JobId={job}", *where)
     slurm.cmd("scontrol", "release", job)
     slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+
+
+def two_rank_job(out: Path, partition: str) -> list[str]:
+    """sbatch options for a requeueable job of two nodes, one rank each, meeting on
+    loopback (the local cluster's nodes are all this machine), with its output appended
+    in the new private folder `out` and its checkpoints in out/ck."""
+    out.mkdir(mode=0o700)
+    return [
+        "-p", partition, "-N", "2", "--ntasks-per-node=1", "--requeue",
+        "--open-mode=append", "-o", str(out / "slurm.out"), "--chdir", str(out),
+        f"--export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT={free_port()},"
+        f"GAVEL_CHECKPOINT_DIR={out / 'ck'}",
+    ]  # fmt: skip

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from held_jobs import move_and_release, signal_until_held, wait_for_steps
-from two_ranks import free_port
+from held_jobs import move_and_release, signal_until_held, two_rank_job, wait_for_steps
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 STEPS = 60
@@ -27,12 +26,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
 def _submit(  # type: ignore[no-untyped-def]
     slurm, out: Path, partition: str, script: str = "ddp.sbatch", train: str = "ddp_train.py"
 ) -> str:
-    out.mkdir(mode=0o700)
     return slurm.sbatch(
-        "-p", partition, "-N", "2", "--ntasks-per-node=1", "--requeue",
-        "--open-mode=append", "-o", str(out / "slurm.out"), "--chdir", str(out),
-        f"--export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT={free_port()},"
-        f"GAVEL_CHECKPOINT_DIR={out / 'ck'}",
+        *two_rank_job(out, partition),
         str(JOBS / script), sys.executable, str(JOBS / train), str(out),
         str(STEPS),
     )  # fmt: skip
