@@ -25,11 +25,12 @@ from slurm_gavel.daemon.scheduler_config import scheduler_config
 from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies import policy_names
-from slurm_gavel.simulate import moldable_trace
+from slurm_gavel.simulate import array, moldable_trace
+from slurm_gavel.simulate.array import ArrayOptions, RunOutput
 from slurm_gavel.simulate.engine import SimulationOptions, SimulationResult
 from slurm_gavel.simulate.generate import generate_trace
 from slurm_gavel.simulate.job_trace import traced_ids, write_lines
-from slurm_gavel.simulate.parallel import Run, resolve_workers, run_all
+from slurm_gavel.simulate.parallel import Run, resolve_workers, run_all, run_one
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.traces import load_trace
 from slurm_gavel.simulate.true_rows import (
@@ -112,6 +113,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_settings_options(p)
     _add_output_options(p)
+    _add_submit_options(p)
 
 
 def _non_negative(flag: str) -> Callable[[str], float]:
@@ -257,6 +259,83 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_submit_options(p: argparse.ArgumentParser) -> None:
+    """Running the simulations as a Slurm job array (simulate/array.py)."""
+    g = p.add_argument_group(
+        "running the simulations on Slurm",
+        "--submit runs each simulation (the runs --workers would start) as a task of one "
+        "Slurm job array, waits for it and prints the same table and JSON as --workers 1. "
+        "Every node must see the working directory, --submit-dir and the interpreter at "
+        "the same paths; the tasks inherit this environment (sbatch's default).",
+    )
+    g.add_argument("--submit", action="store_true", help="run the simulations as a Slurm job array")
+    g.add_argument(
+        "--submit-dir",
+        default=".",
+        metavar="DIR",
+        help=(
+            "a folder every node sees: the array's own folder (task script, logs, results) "
+            "is made in it and removed once the results are gathered (default: .)"
+        ),
+    )
+    g.add_argument(
+        "--submit-python",
+        default="",
+        metavar="PATH",
+        help="the interpreter the tasks run (default: this one, by its path)",
+    )
+    g.add_argument("--submit-partition", metavar="P", help="sbatch --partition (a,b: either)")
+    g.add_argument("--submit-account", metavar="A", help="sbatch --account")
+    g.add_argument("--submit-qos", metavar="Q", help="sbatch --qos")
+    g.add_argument("--submit-time", metavar="T", help="sbatch --time: each task's limit")
+    g.add_argument(
+        "--submit-throttle",
+        type=int,
+        metavar="N",
+        help="at most N tasks at once (sbatch --array=...%%N)",
+    )
+    g.add_argument(
+        "--submit-timeout",
+        type=float,
+        metavar="S",
+        help="cancel the array and fail if it has not finished after S seconds",
+    )
+    g.add_argument(
+        "--submit-task",
+        nargs=2,
+        metavar=("DIR", "INDEX"),
+        help=(
+            "what --submit's array tasks run (set by it, not by hand): only simulation "
+            "INDEX (0 first), its result written into DIR, no table"
+        ),
+    )
+
+
+def _array_options(args: argparse.Namespace) -> ArrayOptions | None:
+    """--submit's settings, checked before anything runs; None without --submit (or in a
+    task, which runs its one simulation here)."""
+    if not args.submit or args.submit_task is not None:
+        return None
+    if args.workers != 1:
+        raise InputError(
+            "--submit runs each simulation as an array task of its own: leave out --workers"
+        )
+    if args.plot:
+        require_matplotlib()  # before the array runs, not after
+    return array.check_options(
+        ArrayOptions(
+            folder=Path(args.submit_dir),
+            python=args.submit_python,
+            partition=args.submit_partition,
+            account=args.submit_account,
+            qos=args.submit_qos,
+            time_limit=args.submit_time,
+            throttle=args.submit_throttle,
+            timeout_s=args.submit_timeout,
+        )
+    )
+
+
 def _check_policies(names: list[str]) -> None:
     known = [*policy_names(), *BASELINES]
     for n in names:
@@ -271,6 +350,7 @@ def run(args: argparse.Namespace) -> int:
     policies = args.policy or list(DEFAULT_POLICIES)
     _check_policies(policies)
     workers = resolve_workers(args.workers)  # a bad --workers fails before any run
+    submit = _array_options(args)
     if args.size_first and not args.multi_gpu:
         raise InputError("--size-first draws multi-GPU sizes: give it with --multi-gpu")
     default_knowledge = Knowledge.LEARNED if cfg is None else cfg.learning.knowledge
@@ -290,7 +370,7 @@ def run(args: argparse.Namespace) -> int:
         _text(args).write(config_line(args, cfg, settings))
     window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:
-        return _run_sweep(args, policies, nodes, table, opts, window, workers)
+        return _run_sweep(args, policies, nodes, table, opts, window, workers, submit)
 
     if args.generate is not None:
         jobs = generate_trace(
@@ -308,7 +388,7 @@ def run(args: argparse.Namespace) -> int:
             types = list(dict.fromkeys(n.gpu_type for n in nodes))
             true_rows = draw_true_rows(jobs, table, types, args.row_spread, args.seed)
             source += f", own rows spread {args.row_spread:g}"
-        if args.save_trace:
+        if args.save_trace and args.submit_task is None:  # the submitter's file
             Path(args.save_trace).write_text(trace_with_rows_csv(jobs, true_rows))
     else:
         path = Path(args.trace) if args.trace else DEFAULT_TRACE
@@ -349,7 +429,9 @@ def run(args: argparse.Namespace) -> int:
         for policy in policies
         for k in knowledge
     ]
-    results = _run_all(runs, workers, args.progress)
+    results = _execute(args, runs, workers, submit)
+    if results is None:  # an array task: its result is written
+        return 0
     summaries = [r.summary for r in results]
     if window is not None:
         summaries = [apply_window(s, jobs, window) for s in summaries]
@@ -368,7 +450,7 @@ def run(args: argparse.Namespace) -> int:
         require_matplotlib()
         from slurm_gavel.simulate import plots
 
-        timelines = [(s, r.metrics.timeline) for s, r in zip(summaries, results, strict=True)]
+        timelines = [(s, r.timeline) for s, r in zip(summaries, results, strict=True)]
         plots.write_all(Path(args.plot), f"{title}; cluster: {args.cluster}", timelines)
         _text(args).write(f"plots (PNG, and their data as CSV) written to {args.plot}/\n")
     return 0
@@ -393,13 +475,14 @@ def _run_sweep(
     opts: SimulationOptions,
     window: Window | None,
     workers: int,
+    submit: ArrayOptions | None,
 ) -> int:
-    from slurm_gavel.simulate.sweep import parse_rates, sweep
+    from slurm_gavel.simulate.sweep import parse_rates, sweep_points, sweep_runs
 
     if args.generate is None:
         raise InputError("--sweep-rates needs --generate N (jobs per rate)")
     rates = parse_rates(args.sweep_rates)
-    points = sweep(
+    rated = sweep_runs(
         rates,
         policies,
         args.generate,
@@ -409,8 +492,11 @@ def _run_sweep(
         multi_gpu=args.multi_gpu,
         size_first=args.size_first,
         window=window,
-        workers=workers,
     )
+    results = _execute(args, [run for _, run in rated], workers, submit)
+    if results is None:  # an array task: its result is written
+        return 0
+    points = sweep_points(rated, [r.summary for r in results], window)
     if window is not None:
         _warn_exhausted([p.summary for p in points])
     lines = [f"{'rate/h':>7}  {'policy':<28}  {'avg JCT h':>9}  {'util':>5}  {'restarts':>8}"]
@@ -433,6 +519,36 @@ def _run_sweep(
         plots.jct_vs_rate(points, where, Path(args.plot) / "jct_vs_rate.png")
         _text(args).write(f"plot written to {args.plot}/jct_vs_rate.png (data: jct_vs_rate.csv)\n")
     return 0
+
+
+def _execute(
+    args: argparse.Namespace, runs: list[Run], workers: int, submit: ArrayOptions | None
+) -> list[RunOutput] | None:
+    """Every run's output in run order: here (one by one or --workers), or as a Slurm
+    job array (--submit). In an array task (--submit-task DIR INDEX): run INDEX alone,
+    its result written into DIR, and None."""
+    if args.submit_task is not None:
+        _run_task(args.submit_task[0], args.submit_task[1], runs)
+        return None
+    if submit is not None:
+        argv = list(getattr(args, "argv", None) or [])
+        if argv[:1] != ["simulate"]:
+            raise InputError("--submit: run it as `slurm-gavel simulate ... --submit`")
+        policies = [r.policy for r in runs]
+        return array.run_array(argv[1:], policies, submit, notify=sys.stderr.write)
+    return [RunOutput.of(r) for r in _run_all(runs, workers, args.progress)]
+
+
+def _run_task(folder: str, index: str, runs: list[Run]) -> None:
+    """One array task: run ``index`` of the runs, its result written into `folder`."""
+    where = Path(folder)
+    if not where.is_dir():
+        raise InputError(f"--submit-task {folder!r}: no such folder on this node")
+    if not index.isdigit() or int(index) >= len(runs):
+        raise InputError(f"--submit-task index {index!r}: this command has runs 0..{len(runs) - 1}")
+    i = int(index)
+    run = replace(runs[i], options=replace(runs[i].options, progress=False))
+    array.write_output(where, i, RunOutput.of(run_one(run)))
 
 
 def _run_all(runs: list[Run], workers: int, progress: bool | None) -> list[SimulationResult]:

@@ -63,8 +63,29 @@ def sweep(
     """With `window`, each point's JCTs are those of the window's jobs and the run
     stops once they have finished (see simulate/window.py). `workers`: processes to
     run the points in (parallel.py: the same points, in the same order)."""
-    runs: list[Run] = []
-    run_rates: list[float] = []  # each run's rate (its jobs are run.jobs)
+    rated = sweep_runs(
+        rates, policies, n_jobs, nodes, table, options,
+        multi_gpu=multi_gpu, size_first=size_first, window=window,
+    )  # fmt: skip
+    results = run_all([run for _, run in rated], workers)
+    return sweep_points(rated, [r.summary for r in results], window)
+
+
+def sweep_runs(
+    rates: Iterable[float],
+    policies: Sequence[str],
+    n_jobs: int,
+    nodes: Sequence[Node],
+    table: ThroughputTable,
+    options: SimulationOptions,
+    *,
+    multi_gpu: bool = False,
+    size_first: bool = False,
+    window: Window | None = None,
+) -> list[tuple[float, Run]]:
+    """The sweep's runs, each with its rate: every policy at each rate in turn (the
+    order of the points; `simulate --submit` runs them as array tasks)."""
+    rated: list[tuple[float, Run]] = []
     for rate in rates:
         jobs = generate_trace(
             n_jobs,
@@ -78,11 +99,19 @@ def sweep(
         if window is not None:
             opts = replace(options, stop_when_completed=window.ids(jobs))
         for policy in policies:
-            runs.append(Run(jobs, nodes, table, policy, opts))
-            run_rates.append(rate)
+            rated.append((rate, Run(jobs, nodes, table, policy, opts)))
+    return rated
+
+
+def sweep_points(
+    rated: Sequence[tuple[float, Run]],
+    summaries: Sequence[dict[str, Any]],
+    window: Window | None = None,
+) -> list[SweepPoint]:
+    """The points of the runs' summaries (in the runs' order)."""
     points: list[SweepPoint] = []
-    for run, rate, result in zip(runs, run_rates, run_all(runs, workers), strict=True):
-        summary = dict(result.summary)
+    for (rate, run), result in zip(rated, summaries, strict=True):
+        summary = dict(result)
         if window is not None:
             summary = apply_window(summary, run.jobs, window)
         summary["rate_jobs_per_hour"] = rate

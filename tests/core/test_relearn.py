@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from round_series import run_rounds
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster, noisy
@@ -14,8 +15,7 @@ from slurm_gavel.core.job_rows import Knowledge, row_source
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.row_trust import TrustBounds
-from slurm_gavel.core.scheduler import run_round
-from slurm_gavel.core.scheduler_state import SchedulerState, copy_state
+from slurm_gavel.core.scheduler_state import copy_state
 from slurm_gavel.domain.model import Allocation, Job, PairShare
 from slurm_gavel.domain.throughputs import load_table
 
@@ -122,16 +122,6 @@ def _cluster(jobs, noise=0.0, true_rows=None, spec="v100:1x2,k80:1x2"):
     )
 
 
-def _run(sim, config, rounds, state=None):
-    state = state or SchedulerState()
-    reports = []
-    for _ in range(rounds):
-        state, report = run_round(state, sim, config)
-        reports.append(report)
-        sim.advance(sim.clock + config.settings.round_seconds)
-    return state, reports
-
-
 def _config(policy="fifo", **over):
     settings = replace(DAEMON_DEFAULTS, round_seconds=60.0, stay_credit_seconds=0.0)
     return SchedulerConfig(table=TABLE, policy=policy, settings=settings, **over)
@@ -145,7 +135,7 @@ def test_first_reports_that_confirm_the_prior_move_no_job_under_fifo():
     prior = {j.id: TABLE.row(j.job_type, 1) for j in jobs}
     truth = {j: {t: v * 1.001 for t, v in row.items()} for j, row in prior.items()}
     config = _config(knowledge=Knowledge.LEARNED, row_bounds=TrustBounds())  # the daemon's
-    _, reports = _run(_cluster(jobs, true_rows=truth), config, 8)
+    _, reports = run_rounds(_cluster(jobs, true_rows=truth), config, 8)
     assert reports[0].reallocated
     assert not any(r.reallocated for r in reports[1:])
     assert sum(len(r.result.preempted) + len(r.result.moved) for r in reports) == 0
@@ -158,7 +148,7 @@ def test_a_row_far_off_its_prior_reaches_the_allocation_without_an_arrival():
     prior = TABLE.row(RESNET, 1)
     truth = {"a": {"v100": prior["v100"] / 4, "k80": prior["k80"]}}
     config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
-    _, reports = _run(_cluster(jobs, true_rows=truth), config, 6)
+    _, reports = run_rounds(_cluster(jobs, true_rows=truth), config, 6)
     assert reports[0].reallocated
     assert any(r.reallocated for r in reports[1:])
 
@@ -173,7 +163,7 @@ def test_a_periodic_re_solve_that_repeats_the_allocation_changes_no_placement():
     for every in (None, 120.0):
         settings = replace(base, reallocate_every_seconds=every)
         config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=settings)
-        _, reports = _run(_cluster(jobs), config, 12)
+        _, reports = run_rounds(_cluster(jobs), config, 12)
         placements.append(
             [sorted((j, p.gpu_type) for j, p in r.placement.jobs.items()) for r in reports]
         )
@@ -188,11 +178,11 @@ def test_a_restarted_daemon_decides_as_the_one_that_kept_running():
     truth = {j.id: {t: v * (0.5 + 0.3 * k) for t, v in prior.items()} for k, j in enumerate(jobs)}
     config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
     sim_a, sim_b = _cluster(jobs, true_rows=truth), _cluster(jobs, true_rows=truth)
-    state_a, _ = _run(sim_a, config, 4)
-    state_b, _ = _run(sim_b, config, 4)
+    state_a, _ = run_rounds(sim_a, config, 4)
+    state_b, _ = run_rounds(sim_b, config, 4)
     state_b = copy_state(state_b)  # through JSON: the restart
-    _, rest_a = _run(sim_a, config, 6, state_a)
-    _, rest_b = _run(sim_b, config, 6, state_b)
+    _, rest_a = run_rounds(sim_a, config, 6, state_a)
+    _, rest_b = run_rounds(sim_b, config, 6, state_b)
     assert [r.reallocated for r in rest_a] == [r.reallocated for r in rest_b]
     assert [r.placement.jobs.keys() for r in rest_a] == [r.placement.jobs.keys() for r in rest_b]
 
@@ -207,7 +197,7 @@ def test_learned_rows_see_the_jobs_reports_and_progress_never_the_true_rows():
     sim = _cluster(jobs, noise=0.1, true_rows=truth)
     config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
     assert not config.given_rows
-    state, _ = _run(sim, config, 6)
+    state, _ = run_rounds(sim, config, 6)
     source = row_source(config.knowledge, state.cluster_rows, state.job_rows, {}, config.row_bounds)
     assert source is not None and state.job_rows.measured
     for o in sim.observe().jobs:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from slurm_captures import scenario
 
 from slurm_gavel.backends.slurm.act_plan import plan_act
 from slurm_gavel.backends.slurm.cli.argv import render_update
@@ -20,12 +21,7 @@ from slurm_gavel.domain.cluster_model import (
 )
 
 DATA = Path(__file__).parents[1] / "data"
-S = {
-    role: job_id
-    for line in (DATA / "22.05" / "scenario.txt").read_text().splitlines()
-    if (item := line.split("#", 1)[0].strip())
-    for role, job_id in [item.split("=")]
-}
+S = scenario(DATA / "22.05")
 
 
 def view(managed_partitions=None, first_submit=None):
