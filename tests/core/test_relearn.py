@@ -234,7 +234,7 @@ def test_a_restarted_runs_start_up_is_taken_at_the_cost_the_rounds_plan():
     from slurm_gavel.core.round_plugins import restart_losses
     from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
     from slurm_gavel.core.round_stages import RoundContext
-    from slurm_gavel.core.scheduler_state import JobAccount
+    from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
     from slurm_gavel.domain.cluster_model import JobState, ObservedJob
 
     jobs = [Job("a", RESNET, 1), Job("b", RESNET, 1), Job("c", RESNET, 1, restart_overhead=7.0)]
