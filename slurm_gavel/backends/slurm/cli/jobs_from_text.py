@@ -100,6 +100,7 @@ _DESCRIBED_REASONS = {"job requeued in held state": "JobHeldUser"}
 _WORD = re.compile(r"[A-Za-z_]+")
 _DIGITS = re.compile(r"[0-9]+")
 _CODE_SIGNAL = re.compile(r"([0-9]+):([0-9]+)")
+_SPACE = re.compile(r"\s")  # what str.isspace() calls whitespace, in one C scan
 _UNSET = "(null)"
 # The GRES that sit on GPUs: a new run's slices are built from a request of gpu alone.
 _GPU_GRES = frozenset({"gpu", "shard", "mps"})
@@ -271,7 +272,7 @@ def _needs(
     its JSON is read; nothing reads a plain job's (its --constraint aside)."""
     now = {f: values[_AT[f]] for f in (*NEEDS_FIELDS, "tres_req")}
     feats = "" if now["features"] == _UNSET else now["features"]
-    if any(c.isspace() for c in feats):
+    if _SPACE.search(feats):
         raise _Unsure
     if not managed:
         return replace(NO_NEEDS, features=feats)
@@ -347,7 +348,7 @@ def _tres(text: str) -> str:
     shard_gres read are Slurm's own syntax; anything with a space is not."""
     if text == "N/A":
         return ""
-    if not text or any(c.isspace() for c in text):
+    if not text or _SPACE.search(text):
         raise _Unsure
     return text
 
@@ -370,6 +371,6 @@ def _reason(text: str, priority: int) -> str:
 
 def _name(text: str) -> str:
     """An account or QOS name: Slurm's are single words."""
-    if any(c.isspace() for c in text):
+    if _SPACE.search(text):
         raise _Unsure
     return text

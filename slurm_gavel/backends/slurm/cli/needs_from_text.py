@@ -44,6 +44,9 @@ _MB = re.compile(r"([0-9]{1,12})([KMGTP]?)")
 _TRES_MEM = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,4})?)([KMGTP]?)")
 _UNIT_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
 _INT = re.compile(r"[0-9]{1,9}")
+# Whitespace as str.isspace() has it (the same characters; one C scan per value instead
+# of a Python step per character: it ran on every new job of the first round)
+_SPACE = re.compile(r"\s")
 # T is printed rounded (62.50G): the two readings differ by C/N >= 2x, so 1% tells them
 _CLOSE = 0.01
 
@@ -56,7 +59,7 @@ def needs_from_text(
     NEEDS_FIELDS and "tres_req"); None where the text cannot say them."""
     if not pending_first_run or not excluded_listed:
         return None
-    if any(any(c.isspace() for c in text[f]) for f in (*NEEDS_FIELDS, "tres_req")):
+    if any(_SPACE.search(text[f]) for f in (*NEEDS_FIELDS, "tres_req")):
         return None
     memory = _mb(text["memory_per_node"])
     cpus = _int(text["minimum_cpus_per_node"])

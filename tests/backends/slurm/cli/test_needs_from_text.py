@@ -129,3 +129,19 @@ def test_the_request_turning_into_the_allocation_is_no_change_of_needs():
     assert needs_text_same(PLAIN, started)
     assert not needs_text_same(PLAIN, {**PLAIN, "excluded_nodes": "k80-1"})
     assert not needs_text_same(PLAIN, {**PLAIN, "memory_per_node": "2000M"})
+
+
+# every character str.isspace() calls whitespace (Unicode's too: a user's --prefer
+# is text), each inside a value of each field
+SPACES = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+
+
+@pytest.mark.parametrize("field", ["features", "excluded_nodes", "prefer", "cpus_per_tres",
+                                   "memory_per_node", "tres_req"])  # fmt: skip
+def test_any_whitespace_in_a_value_is_not_trusted(field):
+    fields = {"minimum_cpus_per_node": "2", "tres_req": "cpu=2,mem=1000M,node=1,billing=2"}
+    assert needs(**fields) is not None
+    base = {**PLAIN, **fields}[field]
+    for space in SPACES:
+        value = base[:1] + space + base[1:]
+        assert needs(**{**fields, field: value}) is None, (field, hex(ord(space)))
