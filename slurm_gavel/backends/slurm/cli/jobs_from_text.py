@@ -266,24 +266,34 @@ def _build(
 def _needs(
     values: Record, last: tuple[Record, SlurmJob] | None, managed: bool, excluded_listed: bool
 ) -> JobNeeds:
-    """A job's needs (from_json.job_needs): a managed job's from its text where that
-    says them (slurm/cli/needs_from_text.py: a pending job that never ran), else its last
-    record's while its needs' text is unchanged (its --constraint from the text), else
-    its JSON is read; nothing reads a plain job's (its --constraint aside)."""
+    """A job's needs (from_json.job_needs): a managed job's last record's while its needs'
+    text is unchanged (its --constraint from the text), else from its text where that
+    says them (slurm/cli/needs_from_text.py: a pending job that never ran, by its
+    request, or a running one, by its allocation: so a daemon that just started builds
+    its running jobs from their text too), else its JSON is read; nothing reads a plain
+    job's (its --constraint aside)."""
     now = {f: values[_AT[f]] for f in (*NEEDS_FIELDS, "tres_req")}
     feats = "" if now["features"] == _UNSET else now["features"]
     if _SPACE.search(feats):
         raise _Unsure
     if not managed:
         return replace(NO_NEEDS, features=feats)
-    first_run = values[_AT["job_state"]] == "PENDING" and values[_AT["restart_cnt"]] == "0"
-    built = needs_from_text(now, pending_first_run=first_run, excluded_listed=excluded_listed)
-    if built is not None:
-        return built
+    state = values[_AT["job_state"]]
+    first_run = state == "PENDING" and values[_AT["restart_cnt"]] == "0"
+    kept = None
     if last is not None and is_managed_comment(last[1].comment) and not last[1].blanked:
         before = {f: last[0][_AT[f]] for f in NEEDS_FIELDS}
         if needs_text_same(now, before) or not excluded_listed:
-            return replace(last[1].needs, features=feats)
+            kept = replace(last[1].needs, features=feats)
+    if kept is not None and not first_run:
+        return kept  # (its JSON's, where it was read: exactly its fields)
+    built = needs_from_text(
+        now, tres_current=first_run or state == "RUNNING", excluded_listed=excluded_listed
+    )
+    if built is not None:
+        return built
+    if kept is not None:
+        return kept
     raise _Unsure
 
 
