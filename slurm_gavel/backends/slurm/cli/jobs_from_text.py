@@ -106,6 +106,13 @@ _UNSET = "(null)"
 _GPU_GRES = frozenset({"gpu", "shard", "mps"})
 
 
+# The states in which tres-alloc was made under the needs the job has now: a waiting
+# job's request (requeued or requeue-held too: an update of its memory or CPUs shows
+# there at once, checked on each release), a running job's allocation (its memory and
+# CPUs cannot be updated). Not COMPLETING, SUSPENDED and the like: the JSON is read.
+_TRES_CURRENT = frozenset({"PENDING", "SPECIAL_EXIT", "RUNNING"})
+
+
 # The fields whose "(null)" a filtered listing tells apart (squeue's option for it):
 # the jobs whose account or QOS is a literal "(null)" (CliReader._literal_nulls).
 LITERAL_NULL_FIELDS = {"account": "-A", "qos": "-q"}
@@ -267,11 +274,11 @@ def _needs(
     values: Record, last: tuple[Record, SlurmJob] | None, managed: bool, excluded_listed: bool
 ) -> JobNeeds:
     """A job's needs (from_json.job_needs): a managed job's last record's while its needs'
-    text is unchanged (its --constraint from the text), else from its text where that
-    says them (slurm/cli/needs_from_text.py: a pending job that never ran, by its
-    request, or a running one, by its allocation: so a daemon that just started builds
-    its running jobs from their text too), else its JSON is read; nothing reads a plain
-    job's (its --constraint aside)."""
+    text is unchanged (its --constraint from the text) and it ran, else from its text
+    where that says them (slurm/cli/needs_from_text.py: a waiting job by its request, a
+    running one by its allocation: so a daemon that just started builds its jobs from
+    their text, the ones that ran included), else its JSON is read; nothing reads a
+    plain job's (its --constraint aside)."""
     now = {f: values[_AT[f]] for f in (*NEEDS_FIELDS, "tres_req")}
     feats = "" if now["features"] == _UNSET else now["features"]
     if _SPACE.search(feats):
@@ -288,7 +295,7 @@ def _needs(
     if kept is not None and not first_run:
         return kept  # (its JSON's, where it was read: exactly its fields)
     built = needs_from_text(
-        now, tres_current=first_run or state == "RUNNING", excluded_listed=excluded_listed
+        now, tres_current=state in _TRES_CURRENT, excluded_listed=excluded_listed
     )
     if built is not None:
         return built

@@ -12,17 +12,18 @@ parser does not know is not trusted (None: the job's JSON is read).
 MinMemory is --mem or --mem-per-cpu: squeue drops the per-CPU flag (_print_pn_min_memory
 clears MEM_PER_CPU), so which one it is comes from tres-alloc, which for a job that never
 ran is its request (`cpu=C,mem=T,node=N,...`, T in all): T = MinMemory x N says per
-node, T = MinMemory x C per CPU. For a running job it is its allocation, which Slurm
-sizes the same way (--mem on each node, --mem-per-cpu times the CPUs it got: C is then
-what it got), under the needs it still has: a running job's memory and CPUs cannot be
-updated. So a daemon that just started, with no record of its running jobs, builds
-them from their text too. Where C = N (one CPU per node) both say the same memory
+node, T = MinMemory x C per CPU. A requeued or requeue-held job prints its request
+there too (an update of its memory or CPUs shows at once: 22.05, 24.11 and 26.05,
+benchmarks/README.md). For a running job it is its allocation, which Slurm sizes the
+same way (--mem on each node, --mem-per-cpu times the CPUs it got: C is then what it
+got), under the needs it still has: a running job's memory and CPUs cannot be updated.
+So a daemon that just started, with no record of its jobs, builds those that ran from
+their text too. Where C = N (one CPU per node) both say the same memory
 on every node for as long as the job's CPUs per node stay 1, which they do unless it asks
 CPUs per GPU (fit.JobNeeds.on_node): the memory is then taken per node (the same
-figures, though not the same field as its JSON); with CPUs per GPU, None. A pending job
-that ran (restart count > 0) prints the allocation of its last run there, which an update
-of its memory or CPUs since would not have changed: None (its last needs are kept while
-its needs' text stays the same: jobs_from_text._needs).
+figures, though not the same field as its JSON); with CPUs per GPU, None. In any other
+state (completing, suspended) None (its last needs are kept while its needs' text stays
+the same: jobs_from_text._needs).
 """
 
 from __future__ import annotations

@@ -418,11 +418,11 @@ def test_22_05_prints_no_exclude_so_a_new_managed_job_is_read_as_json():
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_after_a_start_a_running_managed_job_is_built_from_its_text(release):
-    """A daemon that just started has no record of its running jobs: such a job's needs
-    come from its allocation (tres-alloc: needs_from_text.py), where the listing prints
-    its --exclude (24.11+), so the first observe reads no JSON for it. A requeued job's
-    tres-alloc is its last run's: its JSON is read."""
+def test_after_a_start_a_managed_job_that_ran_is_built_from_its_text(release):
+    """A daemon that just started has no record of its jobs: the needs of one that runs
+    come from its allocation, of one requeued from its request (tres-alloc:
+    needs_from_text.py), where the listing prints its --exclude (24.11+), so the first
+    observe reads no JSON for them. A completing job's is read."""
     _, listing, jobs = rounds(release)
     excluded = release != "22.05"
     running = [
@@ -444,8 +444,14 @@ def test_after_a_start_a_running_managed_job_is_built_from_its_text(release):
         assert got is not None, job_id
         assert same_for_the_daemon(got, jobs[job_id]), (got, jobs[job_id])
         assert same_needs(got.needs, jobs[job_id].needs)
-    # the same record requeued: its tres-alloc is the last run's, not its request now
+    # the same record requeue-held (no nodes, a restart), then completing
     record = with_value(with_value(listing[running[0]], "job_state", "PENDING"), "restart_cnt", "1")
     record = with_value(with_value(record, "nodes", ""), "state_reason", "JobHeldUser")
-    assert job_from_listing(record, None, users(release), TYPES, SHARING[release], nulls,
+    held = job_from_listing(record, None, users(release), TYPES, SHARING[release], nulls,
+                            excluded)  # fmt: skip
+    assert (held is not None) == excluded
+    if held is not None:
+        assert held.restarts == 1 and same_needs(held.needs, jobs[running[0]].needs)
+    completing = with_value(listing[running[0]], "job_state", "COMPLETING")
+    assert job_from_listing(completing, None, users(release), TYPES, SHARING[release], nulls,
                             excluded) is None  # fmt: skip

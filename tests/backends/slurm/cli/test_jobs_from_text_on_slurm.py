@@ -209,6 +209,14 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         slurm.cmd("scontrol", "release", ",".join(start.values()))
         slurm.cmd("scontrol", "requeue", rerun)
         requeued_at = time.time()
+        # a managed job that ran, was requeue-held and had its memory updated: its
+        # tres-alloc is its request now (needs_from_text.py)
+        ran = sub("--mem-per-cpu=300", "-c", "3", *MANAGED)
+        slurm.cmd("scontrol", "release", ran)
+        slurm.wait_state(ran, "RUNNING")
+        slurm.cmd("scontrol", "requeuehold", ran)
+        slurm.wait_state(ran, "PENDING")
+        update(slurm, ran, "MinMemoryCPU=200")
         new = sub(*MANAGED)
         named = sub(*MANAGED, "-A", "gavel-acct", "--qos=normal")  # accounting names them
         # new managed jobs with node needs (fit.JobNeeds: slurm/cli/needs_from_text.py)
@@ -221,7 +229,7 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
             slurm.wait_state(job, "RUNNING")
         wait_rerun(slurm, rerun, requeued_at)
 
-        second = read(b, everyone - {cancelled} | {new, named, *needs.values()})
+        second = read(b, everyone - {cancelled} | {new, named, ran, *needs.values()})
         capture(slurm, "round2", second)
         types = node_gpu_types(b.transport.read_nodes())
         assert types["v100-1"] == "v100"
@@ -251,8 +259,10 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
                 assert same_for_the_daemon(got, second.jobs[job_id]), (got, second.jobs[job_id])
                 if is_managed_comment(got.comment):
                     assert same_needs(got.needs, second.jobs[job_id].needs), job_id
-            elif job_id == run1:
-                assert not excluded
+            elif job_id in (run1, ran):
+                assert not excluded, job_id
+            if got is not None and job_id == ran:
+                assert got.restarts == 1 and got.needs.memory_per_cpu_mb == 200, got
         # new: its account and QOS print "(null)" (no literal_nulls listing here)
         as_json = {new, starts, start["per_job"], start["exclusive"]}
         from_text = {held, later, run2, multi, untyped, ckpt, requeued, plain,
