@@ -238,13 +238,14 @@ def distinct_rows(daemon: Daemon, env: dict[str, str], seed: int) -> int:
     for line in out.splitlines():
         job_id, _, comment = line.partition("|")
         parsed = parse_comment(comment)
-        if parsed is None or not table.has(parsed.job_type, parsed.scale_factor):
+        scale = parsed.scale_factor if parsed is not None else None
+        if parsed is None or scale is None or not table.has(parsed.job_type, scale):
             continue
-        prior = table.row(parsed.job_type, parsed.scale_factor)
+        prior = table.row(parsed.job_type, scale)
         gpu = rng.choice(sorted(prior))
         rate = prior[gpu] * rng.uniform(0.5, 1.5)
         rows.measured[job_id] = {gpu: Measured(rate, 600.0, 0.0, 0.0, 0)}
-        rows.scale_factor[job_id] = parsed.scale_factor
+        rows.scale_factor[job_id] = scale
         rows.cells_measured += 1
     rows.revision += 1
     return len(rows.measured)
