@@ -42,7 +42,14 @@ jobs then get an account and QOS, which a new job's listing text must name for t
 first round to build it from text (without, they print "(null)" and that round reads
 every job's JSON). --rest uses the slurmrestd backend (SlurmBackend, on a unix
 socket); its requests count as rest:KIND, slurmrestd's CPU as slurmctld's, and it
-has no listing (every job's JSON each round). The cluster is stopped and its work
+has no listing (every job's JSON each round). --distinct-rows gives every managed job a
+row of its own, as at a centre where each job has run and reported its rate: before
+round 0 each job gets a measured cell on one GPU type (its type's figure times a
+seeded factor in 0.5-1.5), in the learned rows a restarted daemon loads from its state
+file. --restart N then stops the daemon and starts a new one (a new backend, the same
+state folder: the saved state, its learned rows included, is loaded, and the jobs it
+managed are resumed), and runs N more rounds: its first is the first round after a
+start with every job known. The cluster is stopped and its work
 folder removed at the end (--keep leaves both).
 """
 
@@ -216,6 +223,34 @@ def submit(env: dict[str, str], n: int, seed: int, checkpoint_s: float = 0.0) ->
         list(pool.map(one, argvs))
 
 
+def distinct_rows(daemon: Daemon, env: dict[str, str], seed: int) -> int:
+    """--distinct-rows: every managed job's own measured cell on one GPU type, as if it
+    had run there and reported (the learned rows of a centre's running daemon; they go
+    into its state file with the first save). Returns the jobs given a row."""
+    from slurm_gavel.core.job_rows import Measured
+    from slurm_gavel.domain.comment_grammar import parse_comment
+
+    table = load_table()
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%k"], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout  # fmt: skip
+    rng = random.Random(seed)
+    rows = daemon.state.job_rows
+    for line in out.splitlines():
+        job_id, _, comment = line.partition("|")
+        parsed = parse_comment(comment)
+        scale = parsed.scale_factor if parsed is not None else None
+        if parsed is None or scale is None or not table.has(parsed.job_type, scale):
+            continue
+        prior = table.row(parsed.job_type, scale)
+        gpu = rng.choice(sorted(prior))
+        rate = prior[gpu] * rng.uniform(0.5, 1.5)
+        rows.measured[job_id] = {gpu: Measured(rate, 600.0, 0.0, 0.0, 0)}
+        rows.scale_factor[job_id] = scale
+        rows.cells_measured += 1
+    rows.revision += 1
+    return len(rows.measured)
+
+
 def submit_plain(env: dict[str, str], n: int) -> None:
     """N jobs slurm-gavel does not manage, as other users' jobs on a busy cluster: no
     comment (and without accounting no account or QOS: "(null)" in the listing),
@@ -259,7 +294,12 @@ def main() -> int:
     ap.add_argument("--checkpoint-s", type=float, default=0.0,
                     help="seconds each job takes to checkpoint after the signal (default 0: "
                          "it exits at once)")  # fmt: skip
+    ap.add_argument("--distinct-rows", action="store_true",
+                    help="every managed job on a learned row of its own")  # fmt: skip
+    ap.add_argument("--restart", type=int, default=0,
+                    help="then a new daemon on the same state and cluster, N rounds")  # fmt: skip
     ap.add_argument("--profile", help="cProfile the last of --rounds into this file")
+    ap.add_argument("--profile-rounds", help="with --profile: these rounds (0,5), into FILE.R")
     ap.add_argument("--alone", action="store_true",
                     help="then time observe commands, exit flood alone")  # fmt: skip
     ap.add_argument("--timeline", action="store_true",
@@ -319,6 +359,8 @@ def main() -> int:
             return cpu_seconds(ctld) + (cpu_seconds(restd) if restd else 0.0)
 
         daemon.start()
+        if args.distinct_rows:
+            print(f"jobs on a learned row of their own: {distinct_rows(daemon, env, args.seed)}")
         rows = []
         print(f"load average before the rounds: {os.getloadavg()[0]:.1f}")
         print("round  total_s  observe_s  cmd_s  json_kb  solve_s  assign_s  act_s  persist_s"
@@ -326,12 +368,29 @@ def main() -> int:
         plan = [("round", r) for r in range(args.rounds)]
         if args.finished:
             plan.append(("finished", args.rounds))
+        plan += [("restart" if i == 0 else "round", len(plan) + i) for i in range(args.restart)]
         for what, r in plan:
-            if what == "finished":
+            if what == "restart":
+                # A new daemon on the same state folder and cluster: it loads the saved
+                # state (the learned rows too) and resumes the jobs it managed.
+                daemon.store.release()
+                t = time.perf_counter()
+                backend = Timed(build_backend(cfg))
+                commands = backend.inner.transport.commands
+                counted = CountedCommands(commands)
+                rest = getattr(backend.inner, "rest", None)
+                daemon = Daemon(cfg, backend)
+                daemon.start()
+                print(f"restarted: a new daemon loaded the state in {time.perf_counter() - t:.2f} "
+                      f"s ({len(daemon.state.jobs)} jobs, {len(daemon.state.job_rows.measured)} "
+                      f"learned rows); load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+                if args.pause:
+                    time.sleep(args.pause)
+            elif what == "finished":
                 took = submit_finished(env, args.finished)
                 print(f"{args.finished} short jobs submitted and finished in {took:.0f} s; "
                       f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
-            elif r and args.pause:
+            elif what == "round" and r and args.pause:
                 time.sleep(args.pause)
             if args.reallocate:
                 daemon.state.allocation_key = ""  # as if the job set changed
@@ -340,7 +399,12 @@ def main() -> int:
             ctld0 = server_cpu()
             secs_before = dict(commands.seconds)
             bytes_before = Counter(counted.stdout_bytes)
-            prof = cProfile.Profile() if args.profile and r == args.rounds - 1 else None
+            profiled = args.profile_rounds.split(",") if args.profile_rounds else [
+                str(args.rounds - 1)]  # fmt: skip
+            # CPU time (process_time), not wall: on a loaded machine the wall clock
+            # charges each function other processes' time slices too
+            prof = (cProfile.Profile(time.process_time) if args.profile and str(r) in profiled
+                    else None)  # fmt: skip
             counted.timeline.clear()
             t = time.perf_counter()
             if prof:
@@ -353,14 +417,15 @@ def main() -> int:
             gc_s = time.perf_counter() - t
             if prof:
                 prof.disable()
-                prof.dump_stats(args.profile)
+                prof.dump_stats(f"{args.profile}.{r}" if args.profile_rounds else args.profile)
                 pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
             kinds = counts() - before
             reads = ("observe", "ended")
             cmd_s = sum(commands.seconds[k] - secs_before.get(k, 0.0) for k in (*reads, "list"))
             json_kb = sum((counted.stdout_bytes - bytes_before)[k] for k in reads) / 1024
             list_kb = (counted.stdout_bytes - bytes_before)["list"] / 1024
-            listed = getattr(backend.inner, "_listed", None)
+            reader = getattr(getattr(backend.inner, "transport", None), "reader", None)
+            listed = getattr(reader, "listed", None)  # the CLI's incremental read
             persist = total - backend.observe_s - backend.act_s - report.solve_seconds - (
                 report.mechanism_seconds)  # fmt: skip
             rows.append((total, sum(kinds.values())))

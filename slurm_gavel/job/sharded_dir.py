@@ -32,6 +32,7 @@ import contextlib
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from slurm_gavel.job.checkpoint import _check_private, open_private_dir, write_atomic_at
@@ -104,17 +105,43 @@ def create_partial(folder: Path, name: str) -> None:
         os.close(fd)
 
 
-def check_partial(folder: Path, name: str) -> None:
-    """Every rank, before writing: both folders are the job's own (a shared file system)."""
+@contextlib.contextmanager
+def _in_folder(folder: Path, missing: str) -> Iterator[int]:
+    """An fd of the checkpoint folder (the job's own, private) for the block;
+    :class:`Unverified` saying ``missing`` when the folder does not exist."""
     fd = open_private_dir(folder, create=False)
     if fd is None:
-        raise Unverified(
-            f"{folder} does not exist on this node: it must be on a shared file system"
-        )
+        raise Unverified(missing)
     try:
-        os.close(open_sub_dir(fd, name, folder / name))
+        yield fd
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _in_sub_dir(parent_fd: int, name: str, where: Path) -> Iterator[int]:
+    """:func:`open_sub_dir` for the block."""
+    sub = open_sub_dir(parent_fd, name, where)
+    try:
+        yield sub
+    finally:
+        os.close(sub)
+
+
+@contextlib.contextmanager
+def _in_step_dir(folder: Path, name: str) -> Iterator[int]:
+    """An fd of the step directory ``name`` in the checkpoint folder for the block;
+    :class:`Unverified` when either does not exist or is not the job's own."""
+    missing = f"{folder} does not exist"
+    with _in_folder(folder, missing) as fd, _in_sub_dir(fd, name, folder / name) as sub:
+        yield sub
+
+
+def check_partial(folder: Path, name: str) -> None:
+    """Every rank, before writing: both folders are the job's own (a shared file system)."""
+    missing = f"{folder} does not exist on this node: it must be on a shared file system"
+    with _in_folder(folder, missing) as fd:
+        os.close(open_sub_dir(fd, name, folder / name))
 
 
 def list_files(folder: Path, name: str) -> list[str]:
@@ -122,11 +149,8 @@ def list_files(folder: Path, name: str) -> list[str]:
     fd = open_private_dir(folder, create=False)
     assert fd is not None
     try:
-        sub = open_sub_dir(fd, name, folder / name)
-        try:
+        with _in_sub_dir(fd, name, folder / name) as sub:
             names = sorted(os.listdir(sub))
-        finally:
-            os.close(sub)
     finally:
         os.close(fd)
     for n in names:
@@ -148,27 +172,18 @@ def hash_files(
     With ``expect`` (a marker's list), a file of another length is reported torn
     before it is read.
     """
-    fd = open_private_dir(folder, create=False)
-    if fd is None:
-        raise Unverified(f"{folder} does not exist")
-    try:
-        sub = open_sub_dir(fd, name, folder / name)
-        try:
-            out: FileHashes = {}
-            for n in names:
-                with open_own_file(sub, n) as f:
-                    size = os.fstat(f.fileno()).st_size
-                    if expect is not None and size != expect[n][1]:
-                        raise Unverified(f"{n} is torn ({size} of {expect[n][1]} bytes)")
-                    digest, length = _hash_stream(f, 0, size)
-                if length != size:
-                    raise Unverified(f"{n} changed while it was hashed")
-                out[n] = (digest, length)
-            return out
-        finally:
-            os.close(sub)
-    finally:
-        os.close(fd)
+    with _in_step_dir(folder, name) as sub:
+        out: FileHashes = {}
+        for n in names:
+            with open_own_file(sub, n) as f:
+                size = os.fstat(f.fileno()).st_size
+                if expect is not None and size != expect[n][1]:
+                    raise Unverified(f"{n} is torn ({size} of {expect[n][1]} bytes)")
+                digest, length = _hash_stream(f, 0, size)
+            if length != size:
+                raise Unverified(f"{n} changed while it was hashed")
+            out[n] = (digest, length)
+        return out
 
 
 def format_marker(step: int, files: FileHashes) -> bytes:
@@ -209,23 +224,15 @@ def finish(folder: Path, partial: str, step: int, files: FileHashes) -> Path:
     renaming over a non-empty directory fails), and the folder fsync'ed.
     """
     final = step_dir_name(step)
-    fd = open_private_dir(folder, create=False)
-    if fd is None:
-        raise Unverified(f"{folder} vanished while the checkpoint was written")
-    try:
-        sub = open_sub_dir(fd, partial, folder / partial)
-        try:
+    with _in_folder(folder, f"{folder} vanished while the checkpoint was written") as fd:
+        with _in_sub_dir(fd, partial, folder / partial) as sub:
             write_atomic_at(sub, MARKER, format_marker(step, files))
-        finally:
-            os.close(sub)
         aside = partial[: -len("partial")] + "old"
         with contextlib.suppress(FileNotFoundError):
             os.rename(final, aside, src_dir_fd=fd, dst_dir_fd=fd)
         os.rename(partial, final, src_dir_fd=fd, dst_dir_fd=fd)
         os.fsync(fd)
         _prune(fd)
-    finally:
-        os.close(fd)
     return folder / final
 
 
@@ -273,19 +280,10 @@ def verify_share(folder: Path, name: str, step: int, rank: int, world_size: int)
     one collective, job/sharded.py). Returns the listed files; raises
     :class:`Unverified` saying what is wrong.
     """
-    fd = open_private_dir(folder, create=False)
-    if fd is None:
-        raise Unverified(f"{folder} does not exist")
-    try:
-        sub = open_sub_dir(fd, name, folder / name)
-        try:
-            with open_own_file(sub, MARKER) as f:
-                files = parse_marker(f.read(MARKER_MAX_BYTES + 1), step)
-            present = set(os.listdir(sub)) - {MARKER}
-        finally:
-            os.close(sub)
-    finally:
-        os.close(fd)
+    with _in_step_dir(folder, name) as sub:
+        with open_own_file(sub, MARKER) as f:
+            files = parse_marker(f.read(MARKER_MAX_BYTES + 1), step)
+        present = set(os.listdir(sub)) - {MARKER}
     if present != set(files):
         missing, extra = sorted(set(files) - present), sorted(present - set(files))
         raise Unverified(

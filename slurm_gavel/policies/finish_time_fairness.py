@@ -43,11 +43,10 @@ from slurm_gavel.policies import PolicyOptions
 from slurm_gavel.policies.solvers.classes import (
     JobArrays,
     fractions_dict,
-    group,
     job_arrays,
     steps_remaining,
 )
-from slurm_gavel.policies.solvers.ftf_solver import minimise_stretch
+from slurm_gavel.policies.solvers.ftf_solver import minimise_stretch_over
 from slurm_gavel.policies.solvers.lp import SolverError
 
 NAME = "finish_time_fairness"
@@ -77,18 +76,7 @@ def solve(
     if options.reference:
         x, rho = _reference(arrays, steps, since, d, active)
     else:
-        classes = group(arrays, mask=active)
-        res = minimise_stretch(
-            arrays.throughput,
-            arrays.scale,
-            arrays.capacity,
-            classes,
-            steps,
-            d,
-            since,
-            time_limit=options.time_limit,
-        )
-        x, rho = res.x, res.theta
+        x, rho = minimise_stretch_over(arrays, active, steps, d, since, options.time_limit)
     return Allocation(NAME, fractions_dict(problem, arrays.types, x), objective=rho, notes=notes)
 
 

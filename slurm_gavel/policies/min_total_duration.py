@@ -25,8 +25,8 @@ import numpy as np
 
 from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.policies import PolicyOptions
-from slurm_gavel.policies.solvers.classes import fractions_dict, group, job_arrays, steps_remaining
-from slurm_gavel.policies.solvers.ftf_solver import minimise_stretch
+from slurm_gavel.policies.solvers.classes import fractions_dict, job_arrays, steps_remaining
+from slurm_gavel.policies.solvers.ftf_solver import minimise_stretch_over
 from slurm_gavel.policies.solvers.lp import SolverError
 
 NAME = "min_total_duration"
@@ -40,19 +40,9 @@ def allocate(problem: Problem, options: PolicyOptions) -> Allocation:
     if options.reference:
         x, makespan = _reference(arrays.throughput, arrays.scale, arrays.capacity, steps, active)
     else:
-        classes = group(arrays, mask=active)
-        ones = np.ones(len(steps))
-        res = minimise_stretch(
-            arrays.throughput,
-            arrays.scale,
-            arrays.capacity,
-            classes,
-            steps,
-            ones,
-            np.zeros(len(steps)),
-            time_limit=options.time_limit,
-        )
-        x, makespan = res.x, res.theta
+        # the makespan is the stretch with every reference time 1 and nothing done yet
+        ones, zeros = np.ones(len(steps)), np.zeros(len(steps))
+        x, makespan = minimise_stretch_over(arrays, active, steps, ones, zeros, options.time_limit)
     return Allocation(
         NAME, fractions_dict(problem, arrays.types, x), objective=makespan, notes=notes
     )

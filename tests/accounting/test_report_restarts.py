@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
+from sacct_runs import sacct_run
 
-from slurm_gavel.accounting.sacct import SacctRun
 from slurm_gavel.accounting.usage_report import job_facts, summarise
 from slurm_gavel.cli import main
 from slurm_gavel.domain.throughputs import load_table
@@ -16,14 +17,8 @@ TABLE = load_table()
 DATA = Path(__file__).parents[1] / "data" / "sacct"
 
 
-def run(**kw) -> SacctRun:
-    base = dict(
-        job_id="1", name="train", user="alice", account="physics", partition="gpu",
-        state="COMPLETED", submit=1000.0, start=1010.0, end=1110.0, elapsed=100.0,
-        comment="gavel:type=A3C", gpus={"v100": 2}, gpu_total=2,
-    )  # fmt: skip
-    base.update(kw)
-    return SacctRun(**base)  # type: ignore[arg-type]
+# job 1 runs on 2 GPUs unless a test says otherwise
+run = partial(sacct_run, gpus={"v100": 2}, gpu_total=2)
 
 
 def _runs():

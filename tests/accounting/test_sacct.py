@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sacct_runs import sacct_run as run
 
 from slurm_gavel.accounting.sacct import (
     SacctError,
@@ -98,16 +99,6 @@ def test_trace_from_each_capture(release):
         expected = sum(r.elapsed * row[r.gpu_type] for r in rs)  # type: ignore[index]
         assert job.total_steps == pytest.approx(expected, abs=1e-3)
         assert job.account == "physics"
-
-
-def run(**kw) -> SacctRun:
-    base = dict(
-        job_id="1", name="train", user="alice", account="physics", partition="gpu",
-        state="COMPLETED", submit=1000.0, start=1010.0, end=1110.0, elapsed=100.0,
-        comment="gavel:type=A3C", gpus={"v100": 1}, gpu_total=1,
-    )  # fmt: skip
-    base.update(kw)
-    return SacctRun(**base)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -131,43 +131,59 @@ def _settings(cost: float, aware: bool):
     return replace(SIMULATOR_DEFAULTS, preemption_overhead_seconds=cost, restart_aware=aware)
 
 
-@pytest.mark.parametrize("aware", [False, True])
-def test_an_eight_gpu_run_spread_over_three_nodes_moves_onto_two_whole_ones(aware):
-    # An 8-GPU LM job runs spread 4+2+2 over three 4-GPU nodes (the table's spread rate
-    # is 9x lower); all four nodes are otherwise free. It needs two whole nodes, which
-    # no single node has room for: the restart-aware round must still consolidate it
-    # (before, the one-node room test kept it spread for good: 415 h on a Philly
-    # window, makespan 173 -> 544 h). Gavel's lease extension keeps it spread.
-    job = Job("L", LM, 8, total_steps=TABLE.throughput(LM, 8, "v100") * 50000.0)
+def _spread(
+    spec: str, gpus: int, cost: float, aware: bool, *slices: tuple[str, int]
+) -> tuple[SimulatedCluster, SchedulerConfig, SchedulerState]:
+    """A GPUS-GPU LM job on the SPEC cluster, placed by hand spread over SLICES after
+    a first round: the backend, the config and the state to run the next rounds on."""
+    job = Job("L", LM, gpus, total_steps=TABLE.throughput(LM, gpus, "v100") * 50000.0)
     backend = SimulatedCluster(
-        parse_cluster_spec("v100:4x4", TABLE), [job], TABLE, preemption_overhead_seconds=30.0
+        parse_cluster_spec(spec, TABLE), [job], TABLE, preemption_overhead_seconds=cost
     )
-    config = SchedulerConfig(table=TABLE, settings=_settings(30.0, aware))
+    config = SchedulerConfig(table=TABLE, settings=_settings(cost, aware))
     state, _ = run_round(SchedulerState(), backend, config)
-    spread = _run("L", "v100", ("v100-000", 4), ("v100-001", 2), ("v100-002", 2))
+    spread = _run("L", "v100", *slices)
     backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
     state.placement = {"L": spread}
+    return backend, config, state
+
+
+# spec, GPUs, where the run is spread, nodes it ends on: restart-aware, Gavel's
+SPREAD_RUNS = {
+    # A 2-GPU job spread over two nodes (its table rate there is 4.6x lower); both
+    # nodes are otherwise free: one restart buys 4.6x the rate, on one node.
+    "two_gpus_on_two_nodes": ("v100:2x2", 2, (("v100-000", 1), ("v100-001", 1)), 1, 2),
+    # An 8-GPU job spread 4+2+2 over three 4-GPU nodes (the table's spread rate is 9x
+    # lower); all four nodes are otherwise free. It needs two whole nodes, which no
+    # single node has room for: the restart-aware round must still consolidate it
+    # (before, the one-node room test kept it spread for good: 415 h on a Philly
+    # window, makespan 173 -> 544 h).
+    "eight_gpus_on_three_nodes": (
+        "v100:4x4", 8, (("v100-000", 4), ("v100-001", 2), ("v100-002", 2)), 2, 3
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("aware", [False, True])
+@pytest.mark.parametrize("case", sorted(SPREAD_RUNS))
+def test_a_spread_run_is_consolidated_when_the_gain_pays_its_restart(case, aware):
+    # Gavel's lease extension keeps the run spread; the restart-aware round moves it.
+    spec, gpus, slices, aware_nodes, gavel_nodes = SPREAD_RUNS[case]
+    backend, config, state = _spread(spec, gpus, 30.0, aware, *slices)
     state.plugins.restart_aware.get("L", RunProtection()).protected_until = None
     for _ in range(3):
         backend.advance(backend.clock + 360.0)
         state, report = run_round(state, backend, config)
     p = report.placement.jobs["L"]
-    assert p.consolidated is aware and len(p.nodes) == (2 if aware else 3)
+    assert p.consolidated is aware and len(p.nodes) == (aware_nodes if aware else gavel_nodes)
 
 
 def test_an_eight_gpu_spread_run_moves_only_once_it_has_lasted_its_lease():
-    # The same 8-GPU run, restarts 300 s, budget 0.1: its lease is 3,000 s. Spread
+    # The 8-GPU run above, restarts 300 s, budget 0.1: its lease is 3,000 s. Spread
     # at t0, it stays spread (lease extension) until it has run 3,000 s, then moves
     # onto two whole nodes, and then it stays there.
-    job = Job("L", LM, 8, total_steps=TABLE.throughput(LM, 8, "v100") * 50000.0)
-    backend = SimulatedCluster(
-        parse_cluster_spec("v100:4x4", TABLE), [job], TABLE, preemption_overhead_seconds=300.0
-    )
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
-    state, _ = run_round(SchedulerState(), backend, config)
-    spread = _run("L", "v100", ("v100-000", 4), ("v100-001", 2), ("v100-002", 2))
-    backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
-    state.placement = {"L": spread}
+    spec, gpus, slices, _, _ = SPREAD_RUNS["eight_gpus_on_three_nodes"]
+    backend, config, state = _spread(spec, gpus, 300.0, True, *slices)
     state.plugins.restart_aware["L"] = RunProtection(run_started=(t0 := backend.clock))
     nodes = []
     for _ in range(12):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from round_series import run_rounds
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -40,12 +41,7 @@ def _config(**over):
 def _run(jobs, spec, rounds, config=None):
     sim = SimulatedCluster(parse_cluster_spec(spec, TABLE), jobs, TABLE)
     config = config or _config()
-    state = SchedulerState()
-    reports = []
-    for _ in range(rounds):
-        state, report = run_round(state, sim, config)
-        reports.append(report)
-        sim.advance(sim.clock + config.settings.round_seconds)
+    state, reports = run_rounds(sim, config, rounds)
     return sim, state, reports
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from round_series import run_rounds
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster, noisy
@@ -14,8 +15,7 @@ from slurm_gavel.core.job_rows import Knowledge, row_source
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.row_trust import TrustBounds
-from slurm_gavel.core.scheduler import run_round
-from slurm_gavel.core.scheduler_state import SchedulerState, copy_state
+from slurm_gavel.core.scheduler_state import copy_state
 from slurm_gavel.domain.model import Allocation, Job, PairShare
 from slurm_gavel.domain.throughputs import load_table
 
@@ -56,6 +56,24 @@ def test_a_job_of_unknown_length_is_expected_to_run_as_long_as_it_has():
     half = {"v100": 5.0, "k80": 2.0}
     assert relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, None, 30.0, 5.0)])
     assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, None, 10.0, 5.0)])
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("unit", [10.0, 0.1, 1e6])
+def test_a_policy_that_cannot_see_a_rows_level_is_not_misjudged_by_it(unit):
+    # the max-min family divides a job by its own row: a row `unit` times on every
+    # type (a job counting its steps in another unit, its word) changes nothing it
+    # allocates, so it re-solves nothing there; a change of the ratios still does
+    alloc = _alloc(a={"v100": 1.0})
+    scaled = {t: v * unit for t, v in ROW.items()}
+    now = [("a", scaled, 1e9, 0.0, 0.0)]
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, now)  # a policy that plans with it
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, now, level_free=True)
+    half = [("a", {"v100": 5.0 * unit, "k80": 2.0 * unit}, 1e9, 0.0, 0.0)]
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, half, level_free=True)
+    assert "max_min_fairness" in relearn.LEVEL_FREE_POLICIES
+    assert "min_total_duration" not in relearn.LEVEL_FREE_POLICIES
+    assert "finish_time_fairness" not in relearn.LEVEL_FREE_POLICIES
 
 
 def test_a_change_on_a_type_the_allocation_does_not_use_is_no_misjudgment():
@@ -104,16 +122,6 @@ def _cluster(jobs, noise=0.0, true_rows=None, spec="v100:1x2,k80:1x2"):
     )
 
 
-def _run(sim, config, rounds, state=None):
-    state = state or SchedulerState()
-    reports = []
-    for _ in range(rounds):
-        state, report = run_round(state, sim, config)
-        reports.append(report)
-        sim.advance(sim.clock + config.settings.round_seconds)
-    return state, reports
-
-
 def _config(policy="fifo", **over):
     settings = replace(DAEMON_DEFAULTS, round_seconds=60.0, stay_credit_seconds=0.0)
     return SchedulerConfig(table=TABLE, policy=policy, settings=settings, **over)
@@ -127,7 +135,7 @@ def test_first_reports_that_confirm_the_prior_move_no_job_under_fifo():
     prior = {j.id: TABLE.row(j.job_type, 1) for j in jobs}
     truth = {j: {t: v * 1.001 for t, v in row.items()} for j, row in prior.items()}
     config = _config(knowledge=Knowledge.LEARNED, row_bounds=TrustBounds())  # the daemon's
-    _, reports = _run(_cluster(jobs, true_rows=truth), config, 8)
+    _, reports = run_rounds(_cluster(jobs, true_rows=truth), config, 8)
     assert reports[0].reallocated
     assert not any(r.reallocated for r in reports[1:])
     assert sum(len(r.result.preempted) + len(r.result.moved) for r in reports) == 0
@@ -140,7 +148,7 @@ def test_a_row_far_off_its_prior_reaches_the_allocation_without_an_arrival():
     prior = TABLE.row(RESNET, 1)
     truth = {"a": {"v100": prior["v100"] / 4, "k80": prior["k80"]}}
     config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
-    _, reports = _run(_cluster(jobs, true_rows=truth), config, 6)
+    _, reports = run_rounds(_cluster(jobs, true_rows=truth), config, 6)
     assert reports[0].reallocated
     assert any(r.reallocated for r in reports[1:])
 
@@ -155,7 +163,7 @@ def test_a_periodic_re_solve_that_repeats_the_allocation_changes_no_placement():
     for every in (None, 120.0):
         settings = replace(base, reallocate_every_seconds=every)
         config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=settings)
-        _, reports = _run(_cluster(jobs), config, 12)
+        _, reports = run_rounds(_cluster(jobs), config, 12)
         placements.append(
             [sorted((j, p.gpu_type) for j, p in r.placement.jobs.items()) for r in reports]
         )
@@ -170,11 +178,11 @@ def test_a_restarted_daemon_decides_as_the_one_that_kept_running():
     truth = {j.id: {t: v * (0.5 + 0.3 * k) for t, v in prior.items()} for k, j in enumerate(jobs)}
     config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
     sim_a, sim_b = _cluster(jobs, true_rows=truth), _cluster(jobs, true_rows=truth)
-    state_a, _ = _run(sim_a, config, 4)
-    state_b, _ = _run(sim_b, config, 4)
+    state_a, _ = run_rounds(sim_a, config, 4)
+    state_b, _ = run_rounds(sim_b, config, 4)
     state_b = copy_state(state_b)  # through JSON: the restart
-    _, rest_a = _run(sim_a, config, 6, state_a)
-    _, rest_b = _run(sim_b, config, 6, state_b)
+    _, rest_a = run_rounds(sim_a, config, 6, state_a)
+    _, rest_b = run_rounds(sim_b, config, 6, state_b)
     assert [r.reallocated for r in rest_a] == [r.reallocated for r in rest_b]
     assert [r.placement.jobs.keys() for r in rest_a] == [r.placement.jobs.keys() for r in rest_b]
 
@@ -189,7 +197,7 @@ def test_learned_rows_see_the_jobs_reports_and_progress_never_the_true_rows():
     sim = _cluster(jobs, noise=0.1, true_rows=truth)
     config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
     assert not config.given_rows
-    state, _ = _run(sim, config, 6)
+    state, _ = run_rounds(sim, config, 6)
     source = row_source(config.knowledge, state.cluster_rows, state.job_rows, {}, config.row_bounds)
     assert source is not None and state.job_rows.measured
     for o in sim.observe().jobs:
@@ -216,3 +224,29 @@ def test_noise_is_deterministic_per_run_and_centred():
 def test_the_measurement_model_refuses_bad_settings(bad):
     with pytest.raises(ValueError, match="must be >= 0"):
         _cluster([], noise=bad)
+
+
+def test_a_restarted_runs_start_up_is_taken_at_the_cost_the_rounds_plan():
+    """The start-up a restarted run's progress is taken to have lost (job_rows): the
+    job's measured restart cost, else its own or its type's, else the configured
+    overhead; the daemon configures none (it measures), so a job it has not measured
+    yet is allowed the trust bounds' start_allowance_s."""
+    from slurm_gavel.core.round_plugins import restart_losses
+    from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
+    from slurm_gavel.core.round_stages import RoundContext
+    from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+    from slurm_gavel.domain.cluster_model import JobState, ObservedJob
+
+    jobs = [Job("a", RESNET, 1), Job("b", RESNET, 1), Job("c", RESNET, 1, restart_overhead=7.0)]
+    active = [ObservedJob(j, JobState.RUNNING) for j in jobs]
+    state = SchedulerState()
+    state.jobs["a"] = JobAccount(restart_cost_s=12.5)
+    daemon = _config(knowledge=Knowledge.LEARNED)
+    sim = replace(daemon, settings=SIMULATOR_DEFAULTS)
+
+    def losses(config: SchedulerConfig) -> dict[str, float]:
+        return restart_losses(RoundContext(state, config, None, 0.0, active, {}))  # type: ignore[arg-type]
+
+    assert daemon.settings.preemption_overhead_seconds == 0.0
+    assert losses(daemon) == {"a": 12.5, "c": 7.0}
+    assert losses(sim) == {"a": 12.5, "b": 30.0, "c": 7.0}

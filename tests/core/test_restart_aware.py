@@ -35,7 +35,6 @@ from slurm_gavel.domain.cluster_model import (
     Node,
     NodeSlice,
     ObservedJob,
-    RoundPlacement,
 )
 from slurm_gavel.domain.model import Allocation, Job
 from slurm_gavel.domain.throughputs import load_table
@@ -164,30 +163,6 @@ def test_no_makespan_cliff_over_restart_costs(cost):
     assert aware["preemptions"] <= gavel["preemptions"]
 
 
-@pytest.mark.parametrize("aware", [False, True])
-def test_a_spread_run_is_consolidated_when_the_gain_pays_its_restart(aware):
-    # A 2-GPU LM job runs spread over two nodes (its table rate there is 4.6x lower);
-    # both nodes are otherwise free. Gavel's lease extension keeps it spread; the
-    # restart-aware round moves it onto one node (one restart buys 4.6x the rate).
-    lm = "LM (batch size 10)"
-    job = Job("L", lm, 2, total_steps=TABLE.throughput(lm, 2, "v100") * 50000.0)
-    backend = SimulatedCluster(parse_cluster_spec("v100:2x2", TABLE), [job], TABLE,
-                               preemption_overhead_seconds=30.0)  # fmt: skip
-    config = SchedulerConfig(table=TABLE, settings=_settings(30.0, aware))
-    state, _ = run_round(SchedulerState(), backend, config)
-    spread = JobPlacement(
-        "L", "v100", (NodeSlice("v100-000", 1), NodeSlice("v100-001", 1)), None, False
-    )
-    backend.act(RoundPlacement(1, backend.clock, {"L": spread}))
-    state.placement = {"L": spread}
-    state.plugins.restart_aware.get("L", RunProtection()).protected_until = None
-    for _ in range(3):
-        backend.advance(backend.clock + 360.0)
-        state, report = run_round(state, backend, config)
-    p = report.placement.jobs["L"]
-    assert p.consolidated is aware and len(p.nodes) == (1 if aware else 2)
-
-
 def _on(job_id, gpu_type, node):
     return JobPlacement(job_id, gpu_type, (NodeSlice(node, 1),), None, True)
 
@@ -281,6 +256,22 @@ def test_a_new_run_is_protected_for_the_longer_of_c_over_b_and_the_attained_serv
     assert _until(state, "old") is None
 
 
+def _placed_each_round(jobs: list[Job], until: float) -> dict[float, list[str]]:
+    """The jobs placed by each restart-aware round (one GPU, 300 s restarts, rounds
+    360 s apart) from time 0 until `until`: round time -> sorted job ids."""
+    backend = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
+                               preemption_overhead_seconds=300.0)  # fmt: skip
+    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    state = SchedulerState()
+    runs = {}
+    while backend.clock < until:
+        state, report = run_round(state, backend, config)
+        runs[report.time] = sorted(report.placement.jobs)
+        done = backend.next_completion_time()  # a round ends early when its jobs finish
+        backend.advance(backend.clock + 360.0 if done is None else min(backend.clock + 360.0, done))
+    return runs
+
+
 def test_a_job_that_never_ran_goes_before_a_preempted_one_on_a_freed_gpu():
     # One GPU, 300 s restarts (runs kept 3,000 s). p runs from 0; q (never ran) takes
     # over at 3,240 s and finishes at 6,240 s; r arrives at 6,000 s. At 6,240 s p (ran,
@@ -293,16 +284,7 @@ def test_a_job_that_never_ran_goes_before_a_preempted_one_on_a_freed_gpu():
         Job("q", RESNET, 1, total_steps=rate * 3000.0),
         Job("r", RESNET, 1, total_steps=rate * 50000.0, arrival_time=6000.0),
     ]
-    backend = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
-                               preemption_overhead_seconds=300.0)  # fmt: skip
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
-    state = SchedulerState()
-    runs = {}
-    while backend.clock < 7000.0:
-        state, report = run_round(state, backend, config)
-        runs[report.time] = sorted(report.placement.jobs)
-        done = backend.next_completion_time()  # a round ends early when its jobs finish
-        backend.advance(backend.clock + 360.0 if done is None else min(backend.clock + 360.0, done))
+    runs = _placed_each_round(jobs, until=7000.0)
     assert runs[0.0] == ["p"] and runs[3240.0] == ["q"] and runs[6120.0] == ["q"]
     assert runs[6240.0] == ["r"]
 
@@ -359,16 +341,7 @@ def test_a_run_about_to_finish_is_not_preempted_when_its_protection_ends():
         Job("a", RESNET, 1, total_steps=rate * 4000.0),
         Job("b", RESNET, 1, total_steps=rate * 20000.0),
     ]
-    backend = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
-                               preemption_overhead_seconds=300.0)  # fmt: skip
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
-    state = SchedulerState()
-    runs = {}
-    while backend.clock < 4500.0:
-        state, report = run_round(state, backend, config)
-        runs[report.time] = sorted(report.placement.jobs)
-        done = backend.next_completion_time()  # a round ends early when its jobs finish
-        backend.advance(backend.clock + 360.0 if done is None else min(backend.clock + 360.0, done))
+    runs = _placed_each_round(jobs, until=4500.0)
     times = sorted(runs)
     first_b = next(t for t in times if runs[t] == ["b"])
     # a ran in every round until it finished (at 4,000 s: no preemption, no restart)

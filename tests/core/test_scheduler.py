@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from round_series import run_rounds
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -42,15 +43,6 @@ def _sim(jobs, spec="v100:1x4,k80:1x4"):
     return SimulatedCluster(parse_cluster_spec(spec, TABLE), jobs, TABLE)
 
 
-def _rounds(state, sim, config, n):
-    reports = []
-    for _ in range(n):
-        state, report = run_round(state, sim, config)
-        reports.append(report)
-        sim.advance(sim.clock + config.settings.round_seconds)
-    return state, reports
-
-
 def test_allocation_is_recomputed_only_when_the_job_set_changes():
     jobs = [
         Job("a", RESNET, 1, total_steps=LONG),
@@ -59,7 +51,7 @@ def test_allocation_is_recomputed_only_when_the_job_set_changes():
     ]
     sim = _sim(jobs)
     config = SchedulerConfig(table=TABLE)
-    _, reports = _rounds(SchedulerState(), sim, config, 14)
+    _, reports = run_rounds(sim, config, 14)
     flags = [r.reallocated for r in reports]
     # round 0 (a, b arrive) and the first round at or after 3000 s (c arrives)
     assert [i for i, f in enumerate(flags) if f] == [0, 9]
@@ -73,13 +65,13 @@ def test_a_minimum_interval_holds_a_changed_job_set_back():
     config = SchedulerConfig(
         table=TABLE, settings=settings(min_reallocation_interval_seconds=1920.0)
     )
-    _, reports = _rounds(SchedulerState(), _sim(jobs), config, 8)
+    _, reports = run_rounds(_sim(jobs), config, 8)
     # c arrives for round 2 (720 s); the next recomputation waits until 1,920 s (round 6)
     assert [i for i, r in enumerate(reports) if r.reallocated] == [0, 6]
     # meanwhile c has no fraction but takes a GPU the allocation leaves idle
     assert all("c" in r.placement.jobs for r in reports[2:])
     # without the interval it is recomputed as soon as c is there
-    _, plain = _rounds(SchedulerState(), _sim(jobs), SchedulerConfig(table=TABLE), 8)
+    _, plain = run_rounds(_sim(jobs), SchedulerConfig(table=TABLE), 8)
     assert [i for i, r in enumerate(plain) if r.reallocated] == [0, 2]
 
 
@@ -88,14 +80,14 @@ def test_periodic_reallocation():
     config = SchedulerConfig(
         table=TABLE, settings=settings(round_seconds=100.0, reallocate_every_seconds=300.0)
     )
-    _, reports = _rounds(SchedulerState(), sim, config, 7)
+    _, reports = run_rounds(sim, config, 7)
     assert [i for i, r in enumerate(reports) if r.reallocated] == [0, 3, 6]
 
 
 def test_time_received_is_accounted_per_type_and_sums_to_the_running_time():
     sim = _sim([Job("a", RESNET, 1, total_steps=LONG), Job("b", RESNET, 1, total_steps=LONG)])
     config = SchedulerConfig(table=TABLE)
-    state, _ = _rounds(SchedulerState(), sim, config, 10)
+    state, _ = run_rounds(sim, config, 10)
     state, _ = run_round(state, sim, config)  # credits the 10th round
     for job in ("a", "b"):
         acct = state.jobs[job]
@@ -107,13 +99,13 @@ def test_time_received_is_accounted_per_type_and_sums_to_the_running_time():
 def test_state_round_trips_through_json():
     sim = _sim([Job("a", RESNET, 1, total_steps=LONG), Job("b", RESNET, 4, total_steps=LONG)])
     config = SchedulerConfig(table=TABLE)
-    state, _ = _rounds(SchedulerState(), sim, config, 3)
+    state, _ = run_rounds(sim, config, 3)
     text = json.dumps(state.to_json(), sort_keys=True)
     again = SchedulerState.from_json(json.loads(text))
     assert json.dumps(again.to_json(), sort_keys=True) == text
     # and a restored state drives the next round exactly like the original would
     twin = _sim([Job("a", RESNET, 1, total_steps=LONG), Job("b", RESNET, 4, total_steps=LONG)])
-    _rounds(SchedulerState(), twin, config, 3)
+    run_rounds(twin, config, 3)
     _, r1 = run_round(state, sim, config)
     _, r2 = run_round(again, twin, config)
     assert r1.placement == r2.placement
@@ -175,7 +167,7 @@ def _types_per_round(n_jobs, spec, stay_credit_seconds, rounds=30):
     config = SchedulerConfig(
         table=TABLE, settings=settings(stay_credit_seconds=stay_credit_seconds)
     )
-    _, reports = _rounds(SchedulerState(), _sim(jobs, spec), config, rounds)
+    _, reports = run_rounds(_sim(jobs, spec), config, rounds)
     return [{j: p.gpu_type for j, p in r.placement.jobs.items()} for r in reports]
 
 
@@ -236,7 +228,7 @@ def test_a_new_throughput_table_is_used_in_the_next_round_even_with_the_same_job
     jobs = [Job("a", RESNET, 1, total_steps=LONG), Job("b", RESNET, 1, total_steps=LONG)]
     sim = _sim(jobs)
     config = SchedulerConfig(table=TABLE)
-    state, _ = _rounds(SchedulerState(), sim, config, 2)
+    state, _ = run_rounds(sim, config, 2)
     slow = copy.deepcopy(TABLE)
     slow.alone[(RESNET, 1)]["k80"] = 0.0  # ResNet-50 can no longer run on a K80
     state, report = run_round(state, sim, replace(config, table=slow))
@@ -278,7 +270,7 @@ def test_a_job_the_cluster_would_not_start_gets_no_gpus_and_no_credit():
     jobs = [Job("w", RESNET, 1, total_steps=LONG), Job("r", RESNET, 1, total_steps=LONG)]
     backend = _WaitingBackend(_sim(jobs, "v100:1x1"), "w")
     config = SchedulerConfig(table=TABLE)
-    state, reports = _rounds(SchedulerState(), backend, config, 3)
+    state, reports = run_rounds(backend, config, 3)
     for report in reports:
         assert list(report.placement.jobs) == ["r"]
         assert [j for j, _ in report.skipped] == ["w"]
@@ -301,6 +293,6 @@ class _WithAFinishedStranger(_WaitingBackend):
 def test_only_jobs_it_managed_are_reported_completed():
     jobs = [Job("a", RESNET, 1, total_steps=1.0)]  # done within the first round
     backend = _WithAFinishedStranger(_sim(jobs, "v100:1x1"), "none")
-    _, reports = _rounds(SchedulerState(), backend, SchedulerConfig(table=TABLE), 3)
+    _, reports = run_rounds(backend, SchedulerConfig(table=TABLE), 3)
     completed = [o.job.id for r in reports for o in r.completed]
     assert completed == ["a"]  # once, and never the stranger

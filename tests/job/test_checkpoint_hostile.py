@@ -12,11 +12,11 @@ import os
 import pickle
 import stat
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import returns_within
 
 from slurm_gavel.job import GavelJob
 from slurm_gavel.job.checkpoint import (
@@ -61,6 +61,22 @@ def _plant(folder: Path, step: int, marker: Path) -> Path:
     path = checkpoint_path(folder, step)
     path.write_bytes(_blob(payload))
     return path
+
+
+def _plant_current(folder: Path, step: int, marker: Path) -> Path:
+    """The current format (payload + a correct integrity record) running code."""
+    payload = pickle.dumps({"step": step, "state": {"x": Planted(marker)}, "rng": {}})
+    path = checkpoint_path(folder, step)
+    path.write_bytes(payload)
+    Path(f"{path}.sha256").write_text(
+        f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n"
+    )
+    return path
+
+
+# each way to plant a payload that runs code: a framed file (magic, length, hash), and
+# the current format (a payload beside a correct integrity record)
+PLANTERS = {"framed": _plant, "with_a_right_record": _plant_current}
 
 
 def _private(tmp_path: Path) -> Path:
@@ -117,11 +133,12 @@ def test_a_symlinked_folder_is_refused(tmp_path: Path) -> None:
         load_latest(link)
 
 
-def test_a_planted_payload_runs_no_code(tmp_path: Path, torch_or_not: str) -> None:
+@pytest.mark.parametrize("planter", sorted(PLANTERS))
+def test_a_planted_payload_runs_no_code(tmp_path: Path, torch_or_not: str, planter: str) -> None:
     folder = _private(tmp_path)
     save_checkpoint(folder, 1, {"s": 1})
     marker = tmp_path / "pwned"
-    _plant(folder, 2, marker)
+    PLANTERS[planter](folder, 2, marker)
     with pytest.raises(UnsafeCheckpointError, match="GAVEL_CHECKPOINT_ALLOW_PICKLE=1"):
         load_latest(folder)
     assert not marker.exists()
@@ -154,12 +171,8 @@ def test_checkpoint_names_that_are_no_regular_files_never_block(tmp_path: Path) 
     os.mkfifo(checkpoint_path(folder, 4))  # a plain read would wait for a writer forever
     checkpoint_path(folder, 3).mkdir()
     os.mknod(checkpoint_path(folder, 2), 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # /dev/null
-    got: list[Any] = []
-    t = threading.Thread(target=lambda: got.append(load_latest(folder)), daemon=True)
-    t.start()
-    t.join(timeout=20)
-    assert not t.is_alive(), "load_latest blocked on a FIFO"
-    assert got and got[0] is not None and got[0].step == 1
+    got = returns_within(20, lambda: load_latest(folder), "load_latest on a FIFO")
+    assert got is not None and got.step == 1
 
 
 def test_plain_values_load_without_unpickling_and_others_need_allow_pickle(
@@ -222,29 +235,6 @@ def test_allow_pickle_flag_must_be_0_or_1(value: str) -> None:
     assert not read_env({}).checkpoint_allow_pickle
 
 
-def _plant_current(folder: Path, step: int, marker: Path) -> Path:
-    """The current format (payload + a correct integrity record) running code."""
-    payload = pickle.dumps({"step": step, "state": {"x": Planted(marker)}, "rng": {}})
-    path = checkpoint_path(folder, step)
-    path.write_bytes(payload)
-    Path(f"{path}.sha256").write_text(
-        f"sha256 {hashlib.sha256(payload).hexdigest()} {len(payload)}\n"
-    )
-    return path
-
-
-def test_a_planted_payload_with_a_right_record_runs_no_code(
-    tmp_path: Path, torch_or_not: str
-) -> None:
-    folder = _private(tmp_path)
-    save_checkpoint(folder, 1, {"s": 1})
-    marker = tmp_path / "pwned"
-    _plant_current(folder, 2, marker)
-    with pytest.raises(UnsafeCheckpointError, match="GAVEL_CHECKPOINT_ALLOW_PICKLE=1"):
-        load_latest(folder)
-    assert not marker.exists()
-
-
 @pytest.mark.parametrize("record", ["fifo", "symlink", "huge", "other_user", "folder"])
 def test_integrity_records_that_are_not_ours_never_load_or_block(
     tmp_path: Path, record: str
@@ -267,9 +257,5 @@ def test_integrity_records_that_are_not_ours_never_load_or_block(
         os.chown(rec, NOBODY, NOBODY)
     else:
         rec.mkdir()
-    got: list[Any] = []
-    t = threading.Thread(target=lambda: got.append(load_latest(folder)), daemon=True)
-    t.start()
-    t.join(timeout=20)
-    assert not t.is_alive(), "load_latest blocked on the record"
-    assert got and got[0] is not None and got[0].step == 1
+    got = returns_within(20, lambda: load_latest(folder), "load_latest on the record")
+    assert got is not None and got.step == 1

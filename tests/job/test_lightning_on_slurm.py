@@ -8,10 +8,10 @@ released, and resumes with ``ckpt_path`` at the saved step.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from held_jobs import move_and_release, signal_until_held, wait_for_steps
 
 pytest.importorskip("lightning")
 JOBS = Path(__file__).resolve().parent / "jobs"
@@ -28,34 +28,19 @@ def _submit(slurm, out: Path) -> str:  # type: ignore[no-untyped-def]
     )  # fmt: skip
 
 
-def _wait_step(path: Path, at_least: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip() and int(path.read_text()) >= at_least:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {at_least} steps after {timeout}s")
-
-
 def test_lightning_job_checkpoints_is_held_released_and_resumes(slurm, tmp_path) -> None:  # type: ignore[no-untyped-def]
     tmp_path.chmod(0o700)
     moved = tmp_path / "moved"
     job = _submit(slurm, moved)
-    _wait_step(moved / "step", 5, 120)
-    slurm.cmd("scancel", "--signal=USR1", "--batch", job)  # the daemon's signal
-    slurm.wait_state(job, "SPECIAL_EXIT", "PENDING", timeout=90)
-    info = slurm.show(job)
-    # held by the requeue-hold exit code, not requeued by Lightning
-    assert info["Restarts"] == "1" and info["Reason"] == "JobHeldUser", slurm.why(job)
-    assert info["ExitCode"].startswith("99"), slurm.why(job)
+    wait_for_steps(moved / "step", 5, 120)
+    # the daemon's signal: held by the requeue-hold exit code, not requeued by Lightning
+    signal_until_held(slurm, job)
     ckpt = moved / "ck" / job / "gavel-last.ckpt"
     saved = int(__import__("torch").load(ckpt, weights_only=True)["global_step"])
     assert 5 <= saved < STEPS
     assert not list(moved.rglob("hpc_ckpt_*.ckpt"))  # Lightning's own requeue stayed off
 
-    slurm.cmd("scontrol", "update", f"JobId={job}", "Partition=p100")
-    slurm.cmd("scontrol", "release", job)
-    slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+    move_and_release(slurm, job, "Partition=p100")
     slurm.wait_state(job, "COMPLETED", timeout=180)
     log = (moved / "log").read_text().splitlines()
     assert log[0] == "start restart=0 ckpt=None step=0"

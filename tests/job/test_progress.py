@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from waiting import returns_within
 
 from slurm_gavel.job.progress import (
     FORMAT,
@@ -101,15 +99,6 @@ def test_no_folder_writes_nothing(tmp_path: Path) -> None:
 # ---- hostile spool ------------------------------------------------------------
 
 
-def _within(seconds: float, fn: Callable[[], Any]) -> Any:
-    got: list[Any] = []
-    t = threading.Thread(target=lambda: got.append(fn()), daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"blocked for {seconds} s"
-    return got[0]
-
-
 @pytest.mark.hostile
 def test_reading_a_fifo_symlink_device_or_huge_file_gives_none_at_once(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo.json")
@@ -118,7 +107,7 @@ def test_reading_a_fifo_symlink_device_or_huge_file_gives_none_at_once(tmp_path:
     with open(tmp_path / "huge.json", "wb") as f:
         f.truncate(REPORT_MAX_BYTES + 1)
     for name in ("fifo.json", "zero.json", "dev.json", "huge.json"):
-        assert _within(20, lambda n=name: read_report(tmp_path / n)) is None, name
+        assert returns_within(20, lambda n=name: read_report(tmp_path / n), name) is None, name
         with pytest.raises(ReportRefused):
             open_report(str(tmp_path / name))
 

@@ -9,10 +9,10 @@ checkpointed state.
 from __future__ import annotations
 
 import pickle
-import time
 from pathlib import Path
 
 import pytest
+from held_jobs import move_and_release, signal_until_held, wait_for_steps
 
 submitit = pytest.importorskip("submitit")
 from slurm_gavel.job.submitit import SRUN_FORWARDING, gavel_executor_parameters  # noqa: E402
@@ -32,15 +32,6 @@ def test_gavel_executor_parameters() -> None:
     assert "comment" not in gavel_executor_parameters()["slurm_additional_parameters"]
 
 
-def _wait_step(path: Path, at_least: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip() and int(path.read_text()) >= at_least:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {at_least} steps after {timeout}s")
-
-
 def test_checkpointable_is_held_not_requeued_and_resumes(slurm, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     for k, v in slurm.env.items():
         monkeypatch.setenv(k, v)
@@ -53,16 +44,10 @@ def test_checkpointable_is_held_not_requeued_and_resumes(slurm, tmp_path, monkey
         timeout_min=10, slurm_partition="v100", **gavel_executor_parameters()
     )
     job = executor.submit(Count(), STEPS, str(tmp_path))
-    _wait_step(tmp_path / "step", 5, 120)
-    slurm.cmd("scancel", "--signal=USR1", "--batch", job.job_id)  # the daemon's signal
-    slurm.wait_state(job.job_id, "SPECIAL_EXIT", "PENDING", timeout=90)
-    info = slurm.show(job.job_id)
-    assert info["Restarts"] == "1" and info["Reason"] == "JobHeldUser", slurm.why(job.job_id)
-    assert info["ExitCode"].startswith("99"), slurm.why(job.job_id)
+    wait_for_steps(tmp_path / "step", 5, 120)
+    signal_until_held(slurm, job.job_id)  # the daemon's signal
 
-    slurm.cmd("scontrol", "update", f"JobId={job.job_id}", "Partition=p100")
-    slurm.cmd("scontrol", "release", job.job_id)
-    slurm.cmd("scontrol", "update", f"JobId={job.job_id}", "StartTime=now", check=False)
+    move_and_release(slurm, job.job_id, "Partition=p100")
     slurm.wait_state(job.job_id, "COMPLETED", timeout=120)
     first, second = (tmp_path / "log").read_text().splitlines()
     assert first == "start restart=0 done=0"

@@ -14,30 +14,20 @@ tolerance of tests/job/test_world_resize.py, which says why).
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from held_jobs import two_rank_job
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _submit(slurm, out: Path, partition: str, mode: str, stops: str) -> str:  # type: ignore[no-untyped-def]
-    out.mkdir(mode=0o700)
     return slurm.sbatch(
-        "-p", partition, "-N", "2", "--ntasks-per-node=1", "--requeue",
-        "--open-mode=append", "-o", str(out / "slurm.out"), "--chdir", str(out),
-        f"--export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT={_port()},"
-        f"GAVEL_CHECKPOINT_DIR={out / 'ck'}",
+        *two_rank_job(out, partition),
         str(JOBS / "resize.sbatch"), sys.executable, str(JOBS / "resize_train.py"),
         str(out), mode, "12", stops, "1",
     )  # fmt: skip

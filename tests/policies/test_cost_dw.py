@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from answer_spy import spy_answers
 
 from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
@@ -37,16 +38,9 @@ def distinct(n: int, gpus: int, seed: int, slo_share: float, tight: float = 0.3)
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, p: Problem, decompose: bool, results=None):  # type: ignore[no-untyped-def]
-    results = [] if results is None else results
-    real = cost_dw.solve_decomposed
-
-    def spy(*args):  # type: ignore[no-untyped-def]
-        out = real(*args)
-        results.append(out is not None)
-        return out
-
     monkeypatch.setattr(cost_dw, "DW_MIN_JOBS", 1 if decompose else 10**12)
-    monkeypatch.setattr("slurm_gavel.policies.min_cost.solve_decomposed", spy)
+    target = "slurm_gavel.policies.min_cost.solve_decomposed"
+    results = spy_answers(monkeypatch, target, cost_dw.solve_decomposed, results)
     try:
         return allocate(p, "min_cost", PolicyOptions()), results
     finally:

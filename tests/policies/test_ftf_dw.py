@@ -11,7 +11,7 @@ import pytest
 
 from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
-from slurm_gavel.policies.solvers import ftf_dw
+from slurm_gavel.policies.solvers import dw, ftf_dw
 from slurm_gavel.simulate.synthetic import random_problem
 
 
@@ -68,4 +68,4 @@ def test_threshold_needs_distinct_jobs() -> None:
     assert ftf_dw.use_decomposition(10_000, 10_000, 3)
     assert not ftf_dw.use_decomposition(10_000, 100, 3)  # classes: the class LP is small
     assert not ftf_dw.use_decomposition(100, 100, 3)  # small: HiGHS (simulator bit for bit)
-    assert not ftf_dw.use_decomposition(10_000, 10_000, ftf_dw.DW_MAX_TYPES + 1)
+    assert not ftf_dw.use_decomposition(10_000, 10_000, dw.DW_MAX_TYPES + 1)

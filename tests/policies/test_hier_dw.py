@@ -5,10 +5,10 @@ decomposition really ran, and a dual that is not optimal is refused."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
+from answer_spy import spy_answers
+from distinct_rows import jitter_rows
 
 from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
@@ -21,27 +21,13 @@ def distinct(n: int, gpus: int, seed: int, accounts: dict[str, float] | None) ->
     from slurm_gavel.simulate.synthetic import random_problem
 
     p = random_problem(n, gpus, seed=seed, accounts=accounts, weights=(1.0, 2.0))
-    rng = np.random.default_rng(seed + 7)
-    jobs = tuple(
-        dataclasses.replace(
-            j, throughput={t: v * float(rng.uniform(0.8, 1.2)) for t, v in j.throughput.items()}
-        )
-        for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs)
+    return jitter_rows(p, seed + 7)
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, p: Problem, decompose: bool, ran: bool | None = None):  # type: ignore[no-untyped-def]
-    used = []
-    real = hier_dw.first_level
-
-    def spy(*args):  # type: ignore[no-untyped-def]
-        out = real(*args)
-        used.append(out is not None)
-        return out
-
     monkeypatch.setattr(hier_dw, "DW_MIN_CELLS", 1 if decompose else 10**12)
-    monkeypatch.setattr("slurm_gavel.policies.solvers.hier_water_filling.first_level_dw", spy)
+    target = "slurm_gavel.policies.solvers.hier_water_filling.first_level_dw"
+    used = spy_answers(monkeypatch, target, hier_dw.first_level)
     alloc = allocate(p, NAME, PolicyOptions())
     assert used == [decompose if ran is None else ran]
     return alloc

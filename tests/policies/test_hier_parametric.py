@@ -13,6 +13,7 @@ import itertools
 
 import numpy as np
 import pytest
+from distinct_rows import jitter_rows
 
 from slurm_gavel.domain.model import Problem
 from slurm_gavel.errors import SolveError
@@ -29,14 +30,7 @@ def distinct(n: int, cluster: dict[str, int], seed: int) -> Problem:
     from slurm_gavel.simulate.synthetic import random_problem
 
     p = random_problem(n, 10, seed=seed, accounts=ACCOUNTS, weights=(1.0, 2.0))
-    rng = np.random.default_rng(seed + 7)
-    jobs = tuple(
-        dataclasses.replace(
-            j, throughput={t: v * float(rng.uniform(0.8, 1.2)) for t, v in j.throughput.items()}
-        )
-        for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs, cluster=cluster)
+    return jitter_rows(p, seed + 7, cluster=cluster)
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, p: Problem, on: bool) -> tuple[np.ndarray, float, list]:  # type: ignore[type-arg]

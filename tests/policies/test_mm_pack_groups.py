@@ -3,10 +3,9 @@ concrete job pairs give every job exactly the value the LP says."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
+from distinct_rows import jitter_rows
 
 from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
@@ -20,14 +19,19 @@ NAME = "max_min_fairness_packed"
 def jittered(n_jobs: int, gpus: int, seed: int) -> Problem:
     """Distinct jobs (each throughput times its own factor in [0.8, 1.2]): one class each."""
     p = random_problem(n_jobs, gpus, seed=seed, with_pairs=True)
-    rng = np.random.default_rng(seed + 1)
-    jobs = tuple(
-        dataclasses.replace(
-            j, throughput={t: v * float(rng.uniform(0.8, 1.2)) for t, v in j.throughput.items()}
-        )
-        for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs)
+    return jitter_rows(p, seed + 1)
+
+
+def _assert_same_optimum(p, fast, exact, normalised_values, runnable_min) -> None:  # type: ignore[no-untyped-def]
+    """The group LP's allocation is feasible and has the class-pair LP's optimum."""
+    assert fast.violations(p) == []
+    assert fast.objective == pytest.approx(exact.objective, rel=1e-7)
+    # the concrete job pairs give each job what the LP promised (no self-pairs dropped)
+    values = normalised_values(p, fast)
+    assert runnable_min(p, values) == pytest.approx(fast.objective, rel=1e-7)
+    # stage 2: the same total normalised throughput
+    ref_values = normalised_values(p, exact)
+    assert sum(values.values()) == pytest.approx(sum(ref_values.values()), rel=1e-7)
 
 
 # (jobs, GPUs per type, seed): the last four need max-degree rows (checked below)
@@ -52,14 +56,7 @@ def test_group_lp_matches_class_pair_lp(
     monkeypatch.setattr(mm_pricing.PricedLp, "add_row", spy)
     monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 0)
     fast = allocate(p, NAME, PolicyOptions())
-    assert fast.violations(p) == []
-    assert fast.objective == pytest.approx(exact.objective, rel=1e-7)
-    # the concrete job pairs give each job what the LP promised (no self-pairs dropped)
-    values = normalised_values(p, fast)
-    assert runnable_min(p, values) == pytest.approx(fast.objective, rel=1e-7)
-    # stage 2: the same total normalised throughput
-    ref_values = normalised_values(p, exact)
-    assert sum(values.values()) == pytest.approx(sum(ref_values.values()), rel=1e-7)
+    _assert_same_optimum(p, fast, exact, normalised_values, runnable_min)
     assert all(a != b for pair in fast.pairs for a, b in [pair.jobs])
     if (n, gpus, seed) in CASES[2:]:
         assert rows, "this case should need a max-degree row"
@@ -73,12 +70,7 @@ def test_classes_of_several_jobs(monkeypatch, normalised_values, runnable_min, s
     exact = allocate(p, NAME)
     monkeypatch.setattr(mm_pack_groups, "GROUP_MIN_CLASSES", 0)
     fast = allocate(p, NAME)
-    assert fast.violations(p) == []
-    assert fast.objective == pytest.approx(exact.objective, rel=1e-7)
-    values = normalised_values(p, fast)
-    assert runnable_min(p, values) == pytest.approx(fast.objective, rel=1e-7)
-    ref = normalised_values(p, exact)
-    assert sum(values.values()) == pytest.approx(sum(ref.values()), rel=1e-7)
+    _assert_same_optimum(p, fast, exact, normalised_values, runnable_min)
 
 
 def test_threshold_keeps_small_problems_on_the_class_pair_lp(monkeypatch) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import numpy as np
 import pytest
+from distinct_rows import jitter_rows
 
 from slurm_gavel.domain.model import Problem
 from slurm_gavel.policies import PolicyOptions, allocate
@@ -21,15 +21,7 @@ LOGGER = "slurm_gavel.policies.solvers.solve_paths"
 
 def distinct(n: int, seed: int = 0, **extra: object) -> Problem:
     """n jobs with rows all different (every throughput jittered by up to 20%)."""
-    p = random_problem(n, max(n // 4, 4), seed=seed)
-    rng = np.random.default_rng(seed + 1)
-    jobs = tuple(
-        dataclasses.replace(
-            j, throughput={t: v * float(rng.uniform(0.8, 1.2)) for t, v in j.throughput.items()}
-        )
-        for j in p.jobs
-    )
-    return dataclasses.replace(p, jobs=jobs, **extra)  # type: ignore[arg-type]
+    return jitter_rows(random_problem(n, max(n // 4, 4), seed=seed), seed + 1, **extra)
 
 
 # policy, the threshold that sends its LP to the decomposition, the LP's name

@@ -12,11 +12,11 @@ import itertools
 import highspy
 import numpy as np
 import pytest
+from answer_spy import spy_answers
 
 from slurm_gavel.domain.model import Problem
 from slurm_gavel.errors import SolveError
 from slurm_gavel.policies import PolicyOptions, allocate, min_cost
-from slurm_gavel.policies import finish_time_fairness as ftf_policy
 from slurm_gavel.policies import hierarchical_max_min_fairness as hmmf
 from slurm_gavel.policies.solvers import (
     cost_dw,
@@ -195,7 +195,7 @@ def test_stretch_decomposition_within_its_limit_is_unchanged(
     ref = allocate(p, "finish_time_fairness", PolicyOptions())
     clock = Ticks()
     timed = functools.partial(ftf_solver.minimise_stretch, clock=clock)
-    monkeypatch.setattr(ftf_policy, "minimise_stretch", timed)
+    monkeypatch.setattr(ftf_solver, "minimise_stretch", timed)
     got = allocate(p, "finish_time_fairness", PolicyOptions(time_limit=1e6))
     assert clock.readings > 5
     assert got.objective == ref.objective and got.fractions == ref.fractions
@@ -217,7 +217,7 @@ def test_class_lp_after_a_stretch_stall_gets_only_the_time_left(
 
     monkeypatch.setattr(ftf_dw.DwStretch, "solve", stalls)
     monkeypatch.setattr(
-        ftf_policy, "minimise_stretch", functools.partial(ftf_solver.minimise_stretch, clock=clock)
+        ftf_solver, "minimise_stretch", functools.partial(ftf_solver.minimise_stretch, clock=clock)
     )
     with pytest.raises(SolveError, match=r"stretch LP: HiGHS stopped with status 'Time limit"):
         allocate(p, "finish_time_fairness", PolicyOptions(time_limit=3.0))
@@ -362,15 +362,8 @@ def test_hier_first_level_decomposition_stops_at_the_limit(
     p = hier_distinct(80, ONE_PLENTIFUL, 0)
     clock = Ticks()
     _hier(monkeypatch, clock, path=False, dw_first=True)
-    calls: list[int] = []
-    real = hier_water_filling.first_level_dw
-
-    def spy(*args):  # type: ignore[no-untyped-def]
-        out = real(*args)
-        calls.append(out is not None)
-        return out
-
-    monkeypatch.setattr(hier_water_filling, "first_level_dw", spy)
+    target = "slurm_gavel.policies.solvers.hier_water_filling.first_level_dw"
+    calls = spy_answers(monkeypatch, target, hier_water_filling.first_level_dw)
     with pytest.raises(
         SolveError, match=r"hierarchical water filling: the solver time limit of 3.5"
     ):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from running import python_module
 
 from slurm_gavel.commands.profile import _scale_factors
 from slurm_gavel.core.estimate import is_estimate
@@ -91,34 +92,24 @@ def test_a_measured_pair_replaces_the_estimate_learned_from_reports() -> None:
     assert CPU_CAVEAT in (learned.pair_note("A", "B", 1, "cpu") or "")
 
 
+def _profile_on_cpu(
+    cwd: Path, before: list[str], after: list[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`slurm-gavel profile BEFORE --tiny --device cpu AFTER`, run in `cwd`."""
+    argv = python_module("slurm_gavel", "profile", *before, "--tiny", "--device", "cpu", *after)
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
 @pytest.mark.torch
 @pytest.mark.slow
 def test_profile_command_measures_alone_and_pairs_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "table.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_gavel",
-            "profile",
-            "--types",
-            "Recommendation (batch size 512)",
-            "--pairs",
-            "--seconds",
-            "0.5",
-            "--tiny",
-            "--device",
-            "cpu",
-            "--estimate",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+    res = _profile_on_cpu(
+        tmp_path,
+        ["--types", "Recommendation (batch size 512)", "--pairs", "--seconds", "0.5"],
+        ["--estimate", "--out", str(out)],
         env=env,
-        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     progress = [ln for ln in res.stderr.splitlines() if ln.startswith("[")]
@@ -144,26 +135,8 @@ def test_profile_command_measures_alone_and_pairs_on_cpu(tmp_path: Path) -> None
 
 
 def test_unknown_type_fails_with_one_line(tmp_path: Path) -> None:
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "slurm_gavel",
-            "profile",
-            "--types",
-            "VGG-16",
-            "--seconds",
-            "0.1",
-            "--tiny",
-            "--device",
-            "cpu",
-            "--out",
-            str(tmp_path / "t.json"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
+    res = _profile_on_cpu(
+        tmp_path, ["--types", "VGG-16", "--seconds", "0.1"], ["--out", str(tmp_path / "t.json")]
     )
     assert res.returncode == 2
     assert "unknown job type 'VGG-16'" in res.stderr.strip().splitlines()[-1]

@@ -6,20 +6,8 @@ srun inside a job starts a step as ever."""
 from __future__ import annotations
 
 import pytest
-from spank_build import ensure_built
-
-BUILD_ERROR = ensure_built()
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def cluster(slurm):  # type: ignore[no-untyped-def]
-    assert BUILD_ERROR is None, BUILD_ERROR
-    loaded = (slurm.run_dir / "plugstack.conf").read_text()
-    if "slurm-gavel.so" not in loaded:
-        pytest.fail(f"the session cluster did not load the plugin (plugstack: {loaded!r})")
-    return slurm
 
 
 @pytest.mark.parametrize("cmd", ["salloc", "srun"])

@@ -9,25 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from spank_build import ensure_built
 
 from slurm_gavel.domain.comment_grammar import parse_comment
 
-BUILD_ERROR = ensure_built()
-
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def cluster(slurm):  # type: ignore[no-untyped-def]
-    assert BUILD_ERROR is None, BUILD_ERROR
-    loaded = (slurm.run_dir / "plugstack.conf").read_text()
-    if "slurm-gavel.so" not in loaded:
-        pytest.fail(
-            f"the session cluster did not load the plugin (plugstack: {loaded!r}); "
-            "SLURM_GAVEL_TEST_SPANK was set after the cluster started"
-        )
-    return slurm
 
 
 def comment(slurm, job: str) -> str:  # type: ignore[no-untyped-def]

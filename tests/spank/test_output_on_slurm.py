@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from spank_build import ensure_built
 
 pytestmark = pytest.mark.slurm
 
@@ -22,14 +21,6 @@ echo "run ${SLURM_RESTART_COUNT:-0}"
 [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ] && exit 0
 exit 99
 """
-
-
-@pytest.fixture
-def cluster(slurm):  # type: ignore[no-untyped-def]
-    assert ensure_built() is None
-    if "slurm-gavel.so" not in (slurm.run_dir / "plugstack.conf").read_text():
-        pytest.fail("the session cluster did not load the plugin (tests/spank/conftest.py)")
-    return slurm
 
 
 def _two_runs(slurm, folder: Path, *options: str, directive: str = "") -> str:  # type: ignore[no-untyped-def]

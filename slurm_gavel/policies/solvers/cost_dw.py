@@ -19,11 +19,11 @@ import numpy as np
 
 from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
 from slurm_gavel.policies.solvers.dw import (
-    DW_MAX_TYPES,
     DwStalled,
     max_value,
     min_beta,
     vertices,
+    worth_decomposing,
 )
 from slurm_gavel.policies.solvers.solve_paths import decomposed, fell_back
 
@@ -33,11 +33,7 @@ DW_MIN_CLASS_SHARE = 0.5
 
 
 def use_decomposition(n_jobs: int, n_classes: int, n_types: int) -> bool:
-    return (
-        n_types <= DW_MAX_TYPES
-        and n_jobs >= DW_MIN_JOBS
-        and n_classes >= DW_MIN_CLASS_SHARE * n_jobs
-    )
+    return worth_decomposing(n_jobs, n_classes, n_types, DW_MIN_JOBS, DW_MIN_CLASS_SHARE)
 
 
 def solve_decomposed(

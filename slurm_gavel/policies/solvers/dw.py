@@ -78,6 +78,15 @@ NEWTON_REL_GAP = 1e-10
 NEWTON_MAX_STEPS = 100
 
 
+def worth_decomposing(
+    n_jobs: int, n_classes: int, n_types: int, min_jobs: int, min_class_share: float
+) -> bool:
+    """Whether a class LP goes to the decomposition: at most DW_MAX_TYPES types, at
+    least `min_jobs` jobs, and (almost) no two alike (at least `min_class_share`
+    classes per job)."""
+    return n_types <= DW_MAX_TYPES and n_jobs >= min_jobs and n_classes >= min_class_share * n_jobs
+
+
 class DwStalled(SolveError):
     """The decomposition has no certified answer; the caller solves the plain LP.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from slurm_gavel.policies.solvers.deadline import NO_DEADLINE, Deadline
-from slurm_gavel.policies.solvers.dw import DW_MAX_TYPES, min_beta, vertices
+from slurm_gavel.policies.solvers.dw import min_beta, vertices, worth_decomposing
 
 #: From this many jobs in the objective (and at most dw.DW_MAX_TYPES types) the
 #: stretch LP is solved by decomposition when the jobs form (almost) no classes.
@@ -32,11 +32,7 @@ DW_MIN_CLASS_SHARE = 0.5
 
 
 def use_decomposition(n_members: int, n_classes: int, n_types: int) -> bool:
-    return (
-        n_types <= DW_MAX_TYPES
-        and n_members >= DW_MIN_JOBS
-        and n_classes >= DW_MIN_CLASS_SHARE * n_members
-    )
+    return worth_decomposing(n_members, n_classes, n_types, DW_MIN_JOBS, DW_MIN_CLASS_SHARE)
 
 
 class DwStretch:

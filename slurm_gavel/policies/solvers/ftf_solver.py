@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from slurm_gavel.errors import SolveError
-from slurm_gavel.policies.solvers.classes import Classes
+from slurm_gavel.policies.solvers.classes import Classes, JobArrays, group
 from slurm_gavel.policies.solvers.deadline import Deadline
 from slurm_gavel.policies.solvers.dw import DwStalled
 from slurm_gavel.policies.solvers.ftf_dw import DwStretch, use_decomposition
@@ -64,6 +64,29 @@ class StretchResult:
     theta: float  # the stretch the allocation achieves (max over jobs with demand)
     lower_bound: float  # proven lower bound on the optimum
     lp_solves: int
+
+
+def minimise_stretch_over(
+    arrays: JobArrays,
+    active: np.ndarray,
+    steps: np.ndarray,
+    d: np.ndarray,
+    a: np.ndarray,
+    time_limit: float | None,
+) -> tuple[np.ndarray, float]:
+    """:func:`minimise_stretch` over the classes of a policy's `active` jobs:
+    (x, theta)."""
+    res = minimise_stretch(
+        arrays.throughput,
+        arrays.scale,
+        arrays.capacity,
+        group(arrays, mask=active),
+        steps,
+        d,
+        a,
+        time_limit=time_limit,
+    )
+    return res.x, res.theta
 
 
 def minimise_stretch(

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from slurm_captures import scenario
 
 from slurm_gavel.backends.slurm.fields import (
     exit_code,
@@ -35,17 +36,6 @@ NEWER = ("24.11", "26.05")
 
 def load(name: str, release: str = "22.05") -> dict:
     return json.loads((DATA / release / name).read_text())
-
-
-def scenario(path: Path = DATA / "22.05") -> dict[str, str]:
-    """role -> job id from scenario.txt (role=ID  # what was submitted)."""
-    roles = {}
-    for line in (path / "scenario.txt").read_text().splitlines():
-        item = line.split("#", 1)[0].strip()
-        if item:
-            role, job_id = item.split("=")
-            roles[role] = job_id
-    return roles
 
 
 def test_version_from_captured_meta():

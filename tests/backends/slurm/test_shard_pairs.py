@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from slurm_captures import scenario as captured_scenario
 
 from slurm_gavel.backends.slurm.fields import gres_indices, shard_gres
 from slurm_gavel.backends.slurm.from_json import parse_jobs, parse_nodes
@@ -22,12 +23,7 @@ CAPTURES = {
 
 
 def scenario(release: str) -> dict[str, str]:
-    out = {}
-    for line in (DATA / release / "shards" / "scenario.txt").read_text().splitlines():
-        if "=" in line and not line.startswith("#"):
-            name, _, rest = line.partition("=")
-            out[name.strip()] = rest.split("#")[0].strip()
-    return out
+    return captured_scenario(DATA / release / "shards")
 
 
 def load(release: str, which: int) -> dict:

@@ -18,6 +18,14 @@ from tests.backends.slurm.test_backend import backend, managed
 pytestmark = pytest.mark.slurm
 
 
+@pytest.fixture
+def slurm_shards(slurm_shards_session):  # type: ignore[no-untyped-def]
+    """The cluster with shards, with every job cancelled before and after the test."""
+    slurm_shards_session.cancel_all()
+    yield slurm_shards_session
+    slurm_shards_session.cancel_all()
+
+
 def _wait_running(slurm, ids, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -34,26 +42,22 @@ def _detail(slurm, job_id):
     return job["gres_detail"]
 
 
-def test_two_shard_jobs_share_a_gpu_and_keep_whole_gpu_jobs_off_it(slurm_shards_session):
-    slurm = slurm_shards_session
-    slurm.cancel_all()
-    try:
-        sub = ("-p", "v100", "-w", "v100-1", "-o", "/dev/null", "--wrap", "sleep 300")
-        a = slurm.sbatch("--gres=shard:1", *sub)
-        b = slurm.sbatch("--gres=shard:1", *sub)
-        _wait_running(slurm, [a, b])
-        (da,), (db,) = _detail(slurm, a), _detail(slurm, b)
-        assert gres_indices(da, "shard") == gres_indices(db, "shard") == (0,)
-        c = slurm.sbatch("--gres=gpu:1", *sub)
-        _wait_running(slurm, [c])
-        assert gres_indices(_detail(slurm, c)[0], "gpu") == (1,)
-        # Both GPUs busy (one as shards): a further whole GPU and a shard both wait.
-        d = slurm.sbatch("--gres=gpu:1", *sub)
-        e = slurm.sbatch("--gres=shard:1", *sub)
-        time.sleep(6)  # a few scheduling passes (sched_min_interval, bf_interval=5)
-        assert slurm.state(d) == slurm.state(e) == "PENDING"
-    finally:
-        slurm.cancel_all()
+def test_two_shard_jobs_share_a_gpu_and_keep_whole_gpu_jobs_off_it(slurm_shards):
+    slurm = slurm_shards
+    sub = ("-p", "v100", "-w", "v100-1", "-o", "/dev/null", "--wrap", "sleep 300")
+    a = slurm.sbatch("--gres=shard:1", *sub)
+    b = slurm.sbatch("--gres=shard:1", *sub)
+    _wait_running(slurm, [a, b])
+    (da,), (db,) = _detail(slurm, a), _detail(slurm, b)
+    assert gres_indices(da, "shard") == gres_indices(db, "shard") == (0,)
+    c = slurm.sbatch("--gres=gpu:1", *sub)
+    _wait_running(slurm, [c])
+    assert gres_indices(_detail(slurm, c)[0], "gpu") == (1,)
+    # Both GPUs busy (one as shards): a further whole GPU and a shard both wait.
+    d = slurm.sbatch("--gres=gpu:1", *sub)
+    e = slurm.sbatch("--gres=shard:1", *sub)
+    time.sleep(6)  # a few scheduling passes (sched_min_interval, bf_interval=5)
+    assert slurm.state(d) == slurm.state(e) == "PENDING"
 
 
 # --- the daemon's backend enacting pairs (SlurmBackend.act) --------------------------
@@ -113,84 +117,68 @@ def _not_from_text(b, slurm, jobs):
         assert job_from_listing(whole, before, users, types, sharing) is not None
 
 
-def test_a_pair_shares_one_gpu_and_keeps_its_lease(slurm_shards_session, tmp_path):
-    slurm = slurm_shards_session
-    slurm.cancel_all()
-    try:
-        b, a, b_ = _start_pair(slurm, tmp_path)
-        assert _shard_gpu(slurm, a) == _shard_gpu(slurm, b_) != ()  # what Slurm reports
-        obs = _observed(b)
-        assert (obs[a].partner, obs[b_].partner) == (b_, a)
-        assert obs[a].nodes == obs[b_].nodes == (NodeSlice("v100-1", 1),)
-        _not_from_text(b, slurm, [a, b_])
-        before = b.transport.commands.total
-        res = b.act(_pair(1, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
-        assert sorted(res.kept) == sorted([a, b_]) and b.transport.commands.total == before
-        # The node's two GPUs: one shared by the pair, one free for a whole-GPU job.
-        (node,) = [n for n in b.observe().nodes if n.name == "v100-1"]
-        assert node.gpus_held_unmanaged == 0
-    finally:
-        slurm.cancel_all()
+def test_a_pair_shares_one_gpu_and_keeps_its_lease(slurm_shards, tmp_path):
+    slurm = slurm_shards
+    b, a, b_ = _start_pair(slurm, tmp_path)
+    assert _shard_gpu(slurm, a) == _shard_gpu(slurm, b_) != ()  # what Slurm reports
+    obs = _observed(b)
+    assert (obs[a].partner, obs[b_].partner) == (b_, a)
+    assert obs[a].nodes == obs[b_].nodes == (NodeSlice("v100-1", 1),)
+    _not_from_text(b, slurm, [a, b_])
+    before = b.transport.commands.total
+    res = b.act(_pair(1, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
+    assert sorted(res.kept) == sorted([a, b_]) and b.transport.commands.total == before
+    # The node's two GPUs: one shared by the pair, one free for a whole-GPU job.
+    (node,) = [n for n in b.observe().nodes if n.name == "v100-1"]
+    assert node.gpus_held_unmanaged == 0
 
 
-def test_one_of_a_pair_preempted_leaves_the_other_running(slurm_shards_session, tmp_path):
-    slurm = slurm_shards_session
-    slurm.cancel_all()
-    try:
-        b, a, b_ = _start_pair(slurm, tmp_path)
-        b.observe()
-        res = b.act(_pair(1, {a: ("v100", "v100-1", None)}))
-        assert res.preempted == (b_,) and res.kept == (a,) and not res.failed, res
-        # no start needs b_'s shards: the act did not wait for it to leave
-        assert b.transport.commands.counts["wait"] == 0
-        deadline = time.monotonic() + 30
-        while slurm.show(b_)["JobState"] != "SPECIAL_EXIT":
-            assert time.monotonic() < deadline, slurm.why(b_)
-            time.sleep(0.2)
-        assert slurm.state(a) == "RUNNING" and _shard_gpu(slurm, a) != ()
-    finally:
-        slurm.cancel_all()
+def test_one_of_a_pair_preempted_leaves_the_other_running(slurm_shards, tmp_path):
+    slurm = slurm_shards
+    b, a, b_ = _start_pair(slurm, tmp_path)
+    b.observe()
+    res = b.act(_pair(1, {a: ("v100", "v100-1", None)}))
+    assert res.preempted == (b_,) and res.kept == (a,) and not res.failed, res
+    # no start needs b_'s shards: the act did not wait for it to leave
+    assert b.transport.commands.counts["wait"] == 0
+    deadline = time.monotonic() + 30
+    while slurm.show(b_)["JobState"] != "SPECIAL_EXIT":
+        assert time.monotonic() < deadline, slurm.why(b_)
+        time.sleep(0.2)
+    assert slurm.state(a) == "RUNNING" and _shard_gpu(slurm, a) != ()
 
 
-def test_a_job_moves_from_shared_to_whole_gpu_and_back(slurm_shards_session, tmp_path):
-    slurm = slurm_shards_session
-    slurm.cancel_all()
-    try:
-        b, a, b_ = _start_pair(slurm, tmp_path)
-        b.observe()
-        res = b.act(_pair(1, {a: ("k80", "k80-1", None)}))  # b_ preempted, a alone
-        assert res.moved == (a,) and res.preempted == (b_,) and not res.failed, res
-        slurm.wait_state(a, "RUNNING")
-        # Alone on a whole GPU: all the shards of one GPU of k80-1 (2 of its 4).
-        assert slurm.show(a)["NodeList"] == "k80-1" and len(_shard_gpu(slurm, a)) == 1
-        (node,) = [n for n in b.observe().nodes if n.name == "k80-1"]
-        assert node.gpus_held_unmanaged == 0
-        b.observe()
-        res = b.act(_pair(2, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
-        assert res.moved == (a,) and res.started == (b_,) and not res.failed, res
-        _wait_running(slurm, [a, b_], timeout=60)
-        assert _shard_gpu(slurm, a) == _shard_gpu(slurm, b_) != ()
-        obs = _observed(b)
-        assert (obs[a].partner, obs[b_].partner) == (b_, a)
-    finally:
-        slurm.cancel_all()
+def test_a_job_moves_from_shared_to_whole_gpu_and_back(slurm_shards, tmp_path):
+    slurm = slurm_shards
+    b, a, b_ = _start_pair(slurm, tmp_path)
+    b.observe()
+    res = b.act(_pair(1, {a: ("k80", "k80-1", None)}))  # b_ preempted, a alone
+    assert res.moved == (a,) and res.preempted == (b_,) and not res.failed, res
+    slurm.wait_state(a, "RUNNING")
+    # Alone on a whole GPU: all the shards of one GPU of k80-1 (2 of its 4).
+    assert slurm.show(a)["NodeList"] == "k80-1" and len(_shard_gpu(slurm, a)) == 1
+    (node,) = [n for n in b.observe().nodes if n.name == "k80-1"]
+    assert node.gpus_held_unmanaged == 0
+    b.observe()
+    res = b.act(_pair(2, {a: ("v100", "v100-1", b_), b_: ("v100", "v100-1", a)}))
+    assert res.moved == (a,) and res.started == (b_,) and not res.failed, res
+    _wait_running(slurm, [a, b_], timeout=60)
+    assert _shard_gpu(slurm, a) == _shard_gpu(slurm, b_) != ()
+    obs = _observed(b)
+    assert (obs[a].partner, obs[b_].partner) == (b_, a)
 
 
-def test_a_new_pair_starts_in_the_act_that_stops_the_pair_before_it(slurm_shards_session, tmp_path):
+def test_a_new_pair_starts_in_the_act_that_stops_the_pair_before_it(slurm_shards, tmp_path):
     """Pair (a, b) on v100-1 stopped, pair (c, d) placed there in the same round: c and
     d start once a and b have exited (the act waits for them), not a round later, and
     share one GPU (started beside a stopping job, Slurm's first fit would split them)."""
-    slurm = slurm_shards_session
-    slurm.cancel_all()
-    try:
-        b, a, b_ = _start_pair(slurm, tmp_path)
-        c, d = (managed(slurm, tmp_path, n) for n in ("c", "d"))
-        b.observe()
-        res = b.act(_pair(1, {c: ("v100", "v100-1", d), d: ("v100", "v100-1", c)}))
-        assert sorted(res.preempted) == sorted([a, b_]) and not res.failed, res
-        assert sorted(res.started) == sorted([c, d]), res
-        _wait_running(slurm, [c, d])
-        assert _shard_gpu(slurm, c) == _shard_gpu(slurm, d) != ()
-        assert slurm.show(a)["JobState"] == slurm.show(b_)["JobState"] == "SPECIAL_EXIT"
-    finally:
-        slurm.cancel_all()
+    slurm = slurm_shards
+    b, a, b_ = _start_pair(slurm, tmp_path)
+    c, d = (managed(slurm, tmp_path, n) for n in ("c", "d"))
+    b.observe()
+    res = b.act(_pair(1, {c: ("v100", "v100-1", d), d: ("v100", "v100-1", c)}))
+    assert sorted(res.preempted) == sorted([a, b_]) and not res.failed, res
+    assert sorted(res.started) == sorted([c, d]), res
+    _wait_running(slurm, [c, d])
+    assert _shard_gpu(slurm, c) == _shard_gpu(slurm, d) != ()
+    assert slurm.show(a)["JobState"] == slurm.show(b_)["JobState"] == "SPECIAL_EXIT"

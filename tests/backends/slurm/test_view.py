@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from slurm_captures import scenario
 
 from slurm_gavel.backends.slurm.act_plan import plan_act
 from slurm_gavel.backends.slurm.cli.argv import render_update
@@ -20,12 +21,7 @@ from slurm_gavel.domain.cluster_model import (
 )
 
 DATA = Path(__file__).parents[1] / "data"
-S = {
-    role: job_id
-    for line in (DATA / "22.05" / "scenario.txt").read_text().splitlines()
-    if (item := line.split("#", 1)[0].strip())
-    for role, job_id in [item.split("=")]
-}
+S = scenario(DATA / "22.05")
 
 
 def view(managed_partitions=None, first_submit=None):
@@ -185,3 +181,41 @@ def test_job_that_left_squeue_unseen_is_reported_done_once():
     assert extra[0].finish_time == 1234.0 and not extra[0].succeeded
     assert any("MinJobAge" in w for w in v.warnings)
     assert sum(j.job.id == S["run1"] for j in v.snapshot.jobs) == 1  # present: not added
+
+
+def test_jobs_asking_alike_are_fitted_to_the_nodes_once_per_request(monkeypatch):
+    """The nodes are walked once per distinct request (type, size, needs, places), not
+    once per job, and each job gets what fitting it alone gives."""
+    from dataclasses import replace
+
+    from slurm_gavel.backends.slurm import view as view_module
+    from slurm_gavel.backends.slurm.fit import JobNeeds
+    from slurm_gavel.backends.slurm.view import job_allowed, node_rooms
+
+    _, nodes = parse_nodes(json.loads((DATA / "22.05" / "sinfo.json").read_text()))
+    _, jobs = parse_jobs(json.loads((DATA / "22.05" / "squeue.json").read_text()))
+    held = next(j for j in jobs if j.job_id == S["held"])
+    needs = [
+        JobNeeds(),
+        JobNeeds(excluded=("v100-1",)),
+        JobNeeds(memory_per_node_mb=10**9),  # fits no node
+        JobNeeds(features="nosuch|(("),  # a constraint that cannot be read
+    ]
+    many = [replace(held, job_id=str(900000 + i), needs=needs[i % len(needs)]) for i in range(400)]
+    calls = []
+    real = view_module.allowed_nodes
+
+    def counted(*args, **kw):
+        calls.append(args)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(view_module, "allowed_nodes", counted)
+    snap = build_view(nodes, [*jobs, *many], None, 1000.0).snapshot
+    assert 0 < len(calls) <= len(needs) + len(jobs)
+    got = {o.job.id: o.allowed for o in snap.jobs}
+    rooms = node_rooms(nodes, [], None)
+    monkeypatch.setattr(view_module, "allowed_nodes", real)
+    for sj in many:
+        alone = job_allowed(sj, 1, rooms)
+        assert got[sj.job_id] == alone
+    assert len({got[sj.job_id] for sj in many}) == len(needs)

@@ -100,9 +100,17 @@ _DESCRIBED_REASONS = {"job requeued in held state": "JobHeldUser"}
 _WORD = re.compile(r"[A-Za-z_]+")
 _DIGITS = re.compile(r"[0-9]+")
 _CODE_SIGNAL = re.compile(r"([0-9]+):([0-9]+)")
+_SPACE = re.compile(r"\s")  # what str.isspace() calls whitespace, in one C scan
 _UNSET = "(null)"
 # The GRES that sit on GPUs: a new run's slices are built from a request of gpu alone.
 _GPU_GRES = frozenset({"gpu", "shard", "mps"})
+
+
+# The states in which tres-alloc was made under the needs the job has now: a waiting
+# job's request (requeued or requeue-held too: an update of its memory or CPUs shows
+# there at once, checked on each release), a running job's allocation (its memory and
+# CPUs cannot be updated). Not COMPLETING, SUSPENDED and the like: the JSON is read.
+_TRES_CURRENT = frozenset({"PENDING", "SPECIAL_EXIT", "RUNNING"})
 
 
 # The fields whose "(null)" a filtered listing tells apart (squeue's option for it):
@@ -265,24 +273,34 @@ def _build(
 def _needs(
     values: Record, last: tuple[Record, SlurmJob] | None, managed: bool, excluded_listed: bool
 ) -> JobNeeds:
-    """A job's needs (from_json.job_needs): a managed job's from its text where that
-    says them (slurm/cli/needs_from_text.py: a pending job that never ran), else its last
-    record's while its needs' text is unchanged (its --constraint from the text), else
-    its JSON is read; nothing reads a plain job's (its --constraint aside)."""
+    """A job's needs (from_json.job_needs): a managed job's last record's while its needs'
+    text is unchanged (its --constraint from the text) and it ran, else from its text
+    where that says them (slurm/cli/needs_from_text.py: a waiting job by its request, a
+    running one by its allocation: so a daemon that just started builds its jobs from
+    their text, the ones that ran included), else its JSON is read; nothing reads a
+    plain job's (its --constraint aside)."""
     now = {f: values[_AT[f]] for f in (*NEEDS_FIELDS, "tres_req")}
     feats = "" if now["features"] == _UNSET else now["features"]
-    if any(c.isspace() for c in feats):
+    if _SPACE.search(feats):
         raise _Unsure
     if not managed:
         return replace(NO_NEEDS, features=feats)
-    first_run = values[_AT["job_state"]] == "PENDING" and values[_AT["restart_cnt"]] == "0"
-    built = needs_from_text(now, pending_first_run=first_run, excluded_listed=excluded_listed)
-    if built is not None:
-        return built
+    state = values[_AT["job_state"]]
+    first_run = state == "PENDING" and values[_AT["restart_cnt"]] == "0"
+    kept = None
     if last is not None and is_managed_comment(last[1].comment) and not last[1].blanked:
         before = {f: last[0][_AT[f]] for f in NEEDS_FIELDS}
         if needs_text_same(now, before) or not excluded_listed:
-            return replace(last[1].needs, features=feats)
+            kept = replace(last[1].needs, features=feats)
+    if kept is not None and not first_run:
+        return kept  # (its JSON's, where it was read: exactly its fields)
+    built = needs_from_text(
+        now, tres_current=state in _TRES_CURRENT, excluded_listed=excluded_listed
+    )
+    if built is not None:
+        return built
+    if kept is not None:
+        return kept
     raise _Unsure
 
 
@@ -347,7 +365,7 @@ def _tres(text: str) -> str:
     shard_gres read are Slurm's own syntax; anything with a space is not."""
     if text == "N/A":
         return ""
-    if not text or any(c.isspace() for c in text):
+    if not text or _SPACE.search(text):
         raise _Unsure
     return text
 
@@ -370,6 +388,6 @@ def _reason(text: str, priority: int) -> str:
 
 def _name(text: str) -> str:
     """An account or QOS name: Slurm's are single words."""
-    if any(c.isspace() for c in text):
+    if _SPACE.search(text):
         raise _Unsure
     return text

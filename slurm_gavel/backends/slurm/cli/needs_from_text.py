@@ -12,13 +12,18 @@ parser does not know is not trusted (None: the job's JSON is read).
 MinMemory is --mem or --mem-per-cpu: squeue drops the per-CPU flag (_print_pn_min_memory
 clears MEM_PER_CPU), so which one it is comes from tres-alloc, which for a job that never
 ran is its request (`cpu=C,mem=T,node=N,...`, T in all): T = MinMemory x N says per
-node, T = MinMemory x C per CPU. Where C = N (one CPU per node) both say the same memory
+node, T = MinMemory x C per CPU. A requeued or requeue-held job prints its request
+there too (an update of its memory or CPUs shows at once: 22.05, 24.11 and 26.05,
+benchmarks/README.md). For a running job it is its allocation, which Slurm sizes the
+same way (--mem on each node, --mem-per-cpu times the CPUs it got: C is then what it
+got), under the needs it still has: a running job's memory and CPUs cannot be updated.
+So a daemon that just started, with no record of its jobs, builds those that ran from
+their text too. Where C = N (one CPU per node) both say the same memory
 on every node for as long as the job's CPUs per node stay 1, which they do unless it asks
 CPUs per GPU (fit.JobNeeds.on_node): the memory is then taken per node (the same
-figures, though not the same field as its JSON); with CPUs per GPU, None. A job that ran
-(restart count > 0) or is not pending prints its allocation there, not its request:
-None too (its last needs are kept while its needs' text stays the same:
-jobs_from_text._needs).
+figures, though not the same field as its JSON); with CPUs per GPU, None. In any other
+state (completing, suspended) None (its last needs are kept while its needs' text stays
+the same: jobs_from_text._needs).
 """
 
 from __future__ import annotations
@@ -44,19 +49,23 @@ _MB = re.compile(r"([0-9]{1,12})([KMGTP]?)")
 _TRES_MEM = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,4})?)([KMGTP]?)")
 _UNIT_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3}
 _INT = re.compile(r"[0-9]{1,9}")
+# Whitespace as str.isspace() has it (the same characters; one C scan per value instead
+# of a Python step per character: it ran on every new job of the first round)
+_SPACE = re.compile(r"\s")
 # T is printed rounded (62.50G): the two readings differ by C/N >= 2x, so 1% tells them
 _CLOSE = 0.01
 
 
 def needs_from_text(
-    text: dict[str, str], *, pending_first_run: bool, excluded_listed: bool
+    text: dict[str, str], *, tres_current: bool, excluded_listed: bool
 ) -> JobNeeds | None:
     """The JobNeeds job_needs makes of the job's JSON (or, for a job with one CPU per
     node, the same figures: module doc) from its listing values by field name (the
-    NEEDS_FIELDS and "tres_req"); None where the text cannot say them."""
-    if not pending_first_run or not excluded_listed:
+    NEEDS_FIELDS and "tres_req"); None where the text cannot say them. tres_current:
+    tres-alloc was made under the needs the job has now (module doc)."""
+    if not tres_current or not excluded_listed:
         return None
-    if any(any(c.isspace() for c in text[f]) for f in (*NEEDS_FIELDS, "tres_req")):
+    if any(_SPACE.search(text[f]) for f in (*NEEDS_FIELDS, "tres_req")):
         return None
     memory = _mb(text["memory_per_node"])
     cpus = _int(text["minimum_cpus_per_node"])

@@ -205,11 +205,7 @@ class RestTransport:
             self.cli.pin_nodes(pinned, failed)
 
     def release(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
-        ids, tasks = self._tasks_apart(ids, failed)
-        if tasks:
-            self.cli.release(tasks, failed)
-        for j in ids:
-            self._update("release", j, {"hold": False}, failed)
+        self._set_hold(ids, False, failed)
 
     def relabel(self, orders: list[GiveBack], failed: dict[JobId, str]) -> None:
         """A held job given back to Slurm (slurm/giveback.py): its comment, its GPUs."""
@@ -238,11 +234,15 @@ class RestTransport:
             self._update("admin_comment", j, {"admin_comment": order.text}, failed)
 
     def hold(self, ids: list[JobId], failed: dict[JobId, str]) -> None:
+        self._set_hold(ids, True, failed)
+
+    def _set_hold(self, ids: list[JobId], hold: bool, failed: dict[JobId, str]) -> None:
+        """Hold or release: array tasks through scontrol, the other jobs one request each."""
         ids, tasks = self._tasks_apart(ids, failed)
         if tasks:
-            self.cli.hold(tasks, failed)
+            (self.cli.hold if hold else self.cli.release)(tasks, failed)
         for j in ids:
-            self._update("hold", j, {"hold": True}, failed)
+            self._update("hold" if hold else "release", j, {"hold": hold}, failed)
 
     def send_signal(self, ids: list[JobId], signal: str, failed: dict[JobId, str]) -> set[JobId]:
         ids, tasks = self._tasks_apart(ids, failed)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from slurm_captures import scenario
 
 from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands, errors_by_job
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS
@@ -15,12 +16,7 @@ from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreacha
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parents[2] / "data"
-SCENARIO = {
-    role: job_id
-    for line in (DATA / "22.05" / "scenario.txt").read_text().splitlines()
-    if (item := line.split("#", 1)[0].strip())
-    for role, job_id in [item.split("=")]
-}
+SCENARIO = scenario(DATA / "22.05")
 SINFO_V = "slurm-wlm 22.05.8\n"  # what `sinfo -V` printed for the 22.05 captures
 
 
@@ -254,12 +250,7 @@ def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
 # --- 24.11+: finished jobs are asked for by id, once ---------------------------------
 
 NEWER = DATA / "24.11"
-NEWER_SCENARIO = {
-    role: job_id
-    for line in (NEWER / "scenario.txt").read_text().splitlines()
-    if (item := line.split("#", 1)[0].strip())
-    for role, job_id in [item.split("=")]
-}
+NEWER_SCENARIO = scenario(NEWER)
 
 
 class Cli2411(SlurmCommands):

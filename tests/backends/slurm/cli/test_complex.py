@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from slurm_captures import scenario
 
 from slurm_gavel.backends.slurm.cli.json_format import COMPLEX_VALUES_SINCE, CliFormat
 from slurm_gavel.backends.slurm.fields import INFINITE, number
@@ -19,12 +20,6 @@ from slurm_gavel.backends.slurm.releases import SlurmVersion
 DATA = Path(__file__).parents[2] / "data"
 NEWER = ("24.11", "26.05")
 PARSER = {"24.11": "v0.0.42", "26.05": "v0.0.45"}
-
-
-def scenario(folder: Path) -> dict[str, str]:
-    """role -> job id from scenario.txt (role=ID  # what was submitted)."""
-    items = (line.split("#", 1)[0].strip() for line in (folder / "scenario.txt").open())
-    return dict(item.split("=") for item in items if item)
 
 
 def captures(release: str) -> tuple[dict, dict]:

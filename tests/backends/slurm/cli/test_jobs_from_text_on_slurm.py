@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 
 from slurm_gavel.backends.slurm.backend import SlurmBackend
-from slurm_gavel.backends.slurm.cli.jobs_from_text import job_from_listing, node_gpu_types
+from slurm_gavel.backends.slurm.cli.jobs_from_text import (
+    LITERAL_NULL_FIELDS,
+    job_from_listing,
+    node_gpu_types,
+)
 from slurm_gavel.backends.slurm.cli.listing import (
     LISTING_FIELDS,
     TOKEN_ALPHABET,
@@ -205,6 +209,14 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         slurm.cmd("scontrol", "release", ",".join(start.values()))
         slurm.cmd("scontrol", "requeue", rerun)
         requeued_at = time.time()
+        # a managed job that ran, was requeue-held and had its memory updated: its
+        # tres-alloc is its request now (needs_from_text.py)
+        ran = sub("--mem-per-cpu=300", "-c", "3", *MANAGED)
+        slurm.cmd("scontrol", "release", ran)
+        slurm.wait_state(ran, "RUNNING")
+        slurm.cmd("scontrol", "requeuehold", ran)
+        slurm.wait_state(ran, "PENDING")
+        update(slurm, ran, "MinMemoryCPU=200")
         new = sub(*MANAGED)
         named = sub(*MANAGED, "-A", "gavel-acct", "--qos=normal")  # accounting names them
         # new managed jobs with node needs (fit.JobNeeds: slurm/cli/needs_from_text.py)
@@ -217,7 +229,7 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
             slurm.wait_state(job, "RUNNING")
         wait_rerun(slurm, rerun, requeued_at)
 
-        second = read(b, everyone - {cancelled} | {new, named, *needs.values()})
+        second = read(b, everyone - {cancelled} | {new, named, ran, *needs.values()})
         capture(slurm, "round2", second)
         types = node_gpu_types(b.transport.read_nodes())
         assert types["v100-1"] == "v100"
@@ -234,16 +246,32 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
                     assert same_needs(got.needs, second.jobs[job_id].needs), job_id
                 built[job_id] = got
         assert done not in second.records and cancelled not in second.records
-        # run1 claims itself between the rounds while it runs: its node needs are read
-        # from the JSON (its tres-alloc is its allocation: needs_from_text.py); new: its
-        # account and QOS print "(null)" (no literal_nulls listing here)
-        as_json = {new, starts, start["per_job"], start["exclusive"], run1}
+        # a daemon that just started (no last records; the user names known, and the
+        # literal "(null)" accounts and QOS, as CliReader._literal_nulls lists them): each
+        # job built is still its JSON's, the running managed ones included (24.11+)
+        nulls = {
+            name: frozenset(slurm.cmd("squeue", "-h", flag, "(null)", "-o", "%A").stdout.split())
+            for name, flag in LITERAL_NULL_FIELDS.items()
+        }
+        for job_id, record in second.records.items():
+            got = job_from_listing(record, None, users, types, sharing, nulls, excluded)
+            if got is not None:
+                assert same_for_the_daemon(got, second.jobs[job_id]), (got, second.jobs[job_id])
+                if is_managed_comment(got.comment):
+                    assert same_needs(got.needs, second.jobs[job_id].needs), job_id
+            elif job_id in (run1, ran):
+                assert not excluded, job_id
+            if got is not None and job_id == ran:
+                assert got.restarts == 1 and got.needs.memory_per_cpu_mb == 200, got
+        # new: its account and QOS print "(null)" (no literal_nulls listing here)
+        as_json = {new, starts, start["per_job"], start["exclusive"]}
         from_text = {held, later, run2, multi, untyped, ckpt, requeued, plain,
                      null_account, *hostile.values(), to["token"], start["1"], start["2"],
                      start["2x2"], start["untyped"], rerun, to["null"], to["crlf"]}  # fmt: skip
         # a new managed job: built from its text where the listing prints its --exclude
-        # (24.11+), with its node needs
-        fresh = {named, *needs.values()}
+        # (24.11+), with its node needs; so is run1, which claims itself between the
+        # rounds while it runs: its node needs from its allocation (needs_from_text.py)
+        fresh = {named, *needs.values(), run1}
         (from_text if excluded else as_json).update(fresh)
         assert from_text <= set(built), sorted(from_text - set(built))
         if excluded:

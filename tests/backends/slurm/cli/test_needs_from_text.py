@@ -24,7 +24,7 @@ PLAIN = {
 
 
 def needs(**fields: str) -> JobNeeds | None:
-    return needs_from_text({**PLAIN, **fields}, pending_first_run=True, excluded_listed=True)
+    return needs_from_text({**PLAIN, **fields}, tres_current=True, excluded_listed=True)
 
 
 def test_a_plain_job_one_cpu_per_node_keeps_its_memory_per_node():
@@ -80,11 +80,11 @@ def test_one_cpu_per_node_with_cpus_per_gpu_cannot_say_per_cpu_from_per_node():
                  tres_req="cpu=1,mem=100M,node=1,billing=1") is None  # fmt: skip
 
 
-def test_only_a_pending_job_that_never_ran_and_a_listed_exclude_are_read():
-    """tres-alloc is the allocation once a job ran; 22.05 lists no --exclude."""
+def test_only_a_current_tres_and_a_listed_exclude_are_read():
+    """A requeued job's tres-alloc is its last run's allocation; 22.05 lists no --exclude."""
     both = {**PLAIN}
-    assert needs_from_text(both, pending_first_run=False, excluded_listed=True) is None
-    assert needs_from_text(both, pending_first_run=True, excluded_listed=False) is None
+    assert needs_from_text(both, tres_current=False, excluded_listed=True) is None
+    assert needs_from_text(both, tres_current=True, excluded_listed=False) is None
 
 
 @pytest.mark.parametrize(
@@ -129,3 +129,19 @@ def test_the_request_turning_into_the_allocation_is_no_change_of_needs():
     assert needs_text_same(PLAIN, started)
     assert not needs_text_same(PLAIN, {**PLAIN, "excluded_nodes": "k80-1"})
     assert not needs_text_same(PLAIN, {**PLAIN, "memory_per_node": "2000M"})
+
+
+# every character str.isspace() calls whitespace (Unicode's too: a user's --prefer
+# is text), each inside a value of each field
+SPACES = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+
+
+@pytest.mark.parametrize("field", ["features", "excluded_nodes", "prefer", "cpus_per_tres",
+                                   "memory_per_node", "tres_req"])  # fmt: skip
+def test_any_whitespace_in_a_value_is_not_trusted(field):
+    fields = {"minimum_cpus_per_node": "2", "tres_req": "cpu=2,mem=1000M,node=1,billing=2"}
+    assert needs(**fields) is not None
+    base = {**PLAIN, **fields}[field]
+    for space in SPACES:
+        value = base[:1] + space + base[1:]
+        assert needs(**{**fields, field: value}) is None, (field, hex(ord(space)))
