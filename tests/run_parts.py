@@ -6,7 +6,10 @@ which tests a run keeps, and moves each worker's ports apart."""
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # The ports each xdist worker's clusters search from, past its run's start: the workers
 # of one run start their clusters at the same moments, and two searches from one start
@@ -34,3 +37,14 @@ def worker_ports(env: MutableMapping[str, str] = os.environ) -> None:
     start = int(env.get("SLURM_GAVEL_PORT_START", "17000"))
     env["SLURM_GAVEL_PORT_START"] = str(start + WORKER_PORT_STRIDE * int(worker[2:]))
     env["SLURM_GAVEL_PORT_WORKER"] = worker
+
+
+def rotated(modules: Sequence[T], index: int, count: int) -> list[T]:
+    """The modules in their order, begun at the index-th of count equal parts: each
+    release's run (tools/test runs them side by side) begins elsewhere in the list, so
+    that the heavy scenarios (daemons, slurmctld restarts, node outages) of the three
+    releases do not all run in the same minutes; the same order once for one release."""
+    if count <= 1 or not modules:
+        return list(modules)
+    start = (len(modules) * (index % count)) // count
+    return [*modules[start:], *modules[:start]]

@@ -4,7 +4,7 @@ one run search disjoint port ranges for their clusters."""
 from __future__ import annotations
 
 import pytest
-from run_parts import WORKER_PORT_STRIDE, in_this_part, worker_ports
+from run_parts import WORKER_PORT_STRIDE, in_this_part, rotated, worker_ports
 
 
 @pytest.mark.parametrize("release", [None, "22.05", "26.05"])
@@ -38,3 +38,14 @@ def test_the_default_start_moves_too() -> None:
     env = {"PYTEST_XDIST_WORKER": "gw2"}
     worker_ports(env)
     assert env["SLURM_GAVEL_PORT_START"] == str(17000 + 2 * WORKER_PORT_STRIDE)
+
+
+def test_each_release_begins_at_another_third_and_keeps_every_module_once() -> None:
+    modules = [f"m{i}" for i in range(10)]
+    orders = [rotated(modules, i, 3) for i in range(3)]
+    assert [o[0] for o in orders] == ["m0", "m3", "m6"]
+    for order in orders:
+        assert sorted(order) == sorted(modules)
+        start = modules.index(order[0])  # the cyclic order is kept
+        assert order == modules[start:] + modules[:start]
+    assert rotated(modules, 2, 1) == modules and rotated([], 1, 3) == []
