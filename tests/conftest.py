@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from build_lock import build_lock
 from own_cluster import own_cluster
+from run_parts import in_this_part, rotated, worker_ports
 from slurm_required import pytest_runtest_makereport, required
 
 from slurm_gavel_dev import localcluster
@@ -76,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slurm_release(*names): run on these Slurm releases only (slurm fixture)"
     )
+    worker_ports()
 
 
 # The session fixtures parametrized by release (a test module may add its own cluster).
@@ -93,16 +96,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         wanted = set(only.args) if only else set(chroot.RELEASES)
         if item.get_closest_marker("torch"):
             wanted &= {chroot.HOST_RELEASE}  # see the module docstring
-        # SLURM_GAVEL_SLURM_ONLY=1: this run is one release's Slurm tests alone (tools/test
-        # runs the chroot releases beside the main run; the rest runs there once).
-        only_slurm = os.environ.get("SLURM_GAVEL_SLURM_ONLY") == "1"
-        if release is None and only_slurm:
+        if not in_this_part(release):
             drop.append(item)
             continue
         (drop if release is not None and release not in wanted else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    if os.environ.get("SLURM_GAVEL_SLURM_ONLY") == "1" and len(slurm_releases()) == 1:
+        # Each release's run begins at another third of its modules (run_parts.py);
+        # a module's tests stay together and in their order.
+        by_module: dict[str, list[pytest.Item]] = {}
+        for item in items:
+            by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
+        index = list(chroot.RELEASES).index(slurm_releases()[0])
+        order = rotated(list(by_module), index, len(chroot.RELEASES))
+        items[:] = [item for module in order for item in by_module[module]]
 
 
 @pytest.fixture(autouse=True)
@@ -298,10 +307,11 @@ def _spank_for(release: str, path: str) -> str:
         return str(plugin)
     root = chroot.ensure_chroot(rel)
     build = f"build/{release}"
-    res = subprocess.run(
-        ["make", "-C", str(REPO / "spank"), f"SLURM_ROOT={root}", f"BUILD={build}"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    with build_lock():
+        res = subprocess.run(
+            ["make", "-C", str(REPO / "spank"), f"SLURM_ROOT={root}", f"BUILD={build}"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
     if res.returncode != 0:
         pytest.fail(f"the SPANK plugin does not build against Slurm {release}: {res.stderr}")
     return str(REPO / "spank" / build / "slurm-gavel.so")

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from build_lock import build_lock
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,9 +24,10 @@ def demo_run_dir(tmp_path: Path) -> Path:
     if not (REPO / ".venv" / "bin" / "python").exists():
         pytest.skip("no .venv: run tools/setup")
     pytest.importorskip("torch")
-    build = subprocess.run(
-        ["make", "-s", "-C", str(REPO / "spank")], capture_output=True, text=True, timeout=120
-    )
+    with build_lock():
+        build = subprocess.run(
+            ["make", "-s", "-C", str(REPO / "spank")], capture_output=True, text=True, timeout=120
+        )
     assert build.returncode == 0, build.stderr
     run = tmp_path / "demo"
     run.mkdir()

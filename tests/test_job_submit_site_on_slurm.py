@@ -1,7 +1,7 @@
 """conf/slurm/job_submit.lua beside a site's own job_submit.lua, on a real slurmctld:
 managed jobs are requeue-able whatever the user asks (the daemon preempts with
 `scontrol requeuehold`, which Slurm refuses for a job that is not), every other job
-keeps the site's default, and the merge pattern of docs/admin-guide.md section 4 (the
+keeps the site's default, and the merge pattern of docs/admin-guide.md section 5 (the
 site's file calls ours, never replaced by it) keeps both files' rules."""
 
 from __future__ import annotations

@@ -449,7 +449,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
    -- Requeue-able whatever the site's JobRequeue (--no-requeue is refused above): the daemon
    -- preempts with `scontrol requeuehold`, which Slurm refuses for a job that is not
    -- ("Requested operation is presently disabled"). Only managed jobs: the site's
-   -- default stays for every other job (admin guide section 2).
+   -- default stays for every other job (admin guide section 3).
    job_desc.requeue = 1
    return slurm.SUCCESS
 end

@@ -3,7 +3,7 @@
 Slurm 22.05's sbatch and scontrol print a job_submit.lua refusal as "Unspecified
 error", without the reason the Lua gave (24.11 and 26.05 print it). The Lua also
 writes each user's last refusal to <dir>/<uid> (REFUSALS_DIR at the top of
-conf/slurm/job_submit.lua; admin guide section 4); this command prints the caller's
+conf/slurm/job_submit.lua; admin guide section 5); this command prints the caller's
 own, and nobody else's: the file is named by the caller's uid, never by an argument.
 
 The file is written by slurmctld from the Lua's own words (with at most 40 characters
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         raise InputError(
             f"{folder}: no such folder; the admin sets it up beside job_submit.lua "
-            "(REFUSALS_DIR, admin guide section 4), or give --dir"
+            "(REFUSALS_DIR, admin guide section 5), or give --dir"
         )
     got = read_refusal(folder, os.getuid())
     if args.json:

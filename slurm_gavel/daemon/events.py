@@ -75,7 +75,7 @@ class RoundEvents:
                 reported_steps_per_s=reported,
                 used_steps_per_s=used,
                 why="beyond the bounds on a job's own row (its progress, learning: "
-                "ratio_factor, step_factor; admin guide section 4a)",
+                "ratio_factor, step_factor; admin guide section 5a)",
             )
         self.bounded = {j: v for j, v in self.bounded.items() if j in clamped}
 

@@ -10,7 +10,7 @@ The grammar has three enforcers that must accept exactly the same strings: this
 module (the daemon), conf/slurm/job_submit.lua (slurmctld, at submit and on
 update) and spank/gavel_grammar.h (the SPANK plugin, in sbatch/srun/salloc).
 tests/data/comment_grammar.json is the shared table of accepted and refused
-strings, run against all three; docs/admin-guide.md section 4 is the written spec.
+strings, run against all three; docs/admin-guide.md section 5 is the written spec.
 
     comment = "gavel:" [pair *("," pair)]    at most 256 bytes, all of it
     pair    = key "=" value                  keys lower case, each at most once

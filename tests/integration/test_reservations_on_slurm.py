@@ -102,8 +102,18 @@ def run(slurm_session, tmp_path_factory) -> Iterator[Run]:
     finally:
         stop.set()
         sc.daemon.stop()
-        slurm.cancel_all()
+        # The jobs go, then the reservation, then cancel_all's wait for idle nodes: a
+        # reserved node never reads idle, and Slurm refuses to delete a reservation a
+        # job still runs in, so cancel_all first waited out its whole 60 s.
+        ids = slurm.cmd("squeue", "-h", "-o", "%i", check=False).stdout.split()
+        if ids:
+            slurm.cmd("scancel", *ids, check=False)
+        for _ in range(120):
+            if not slurm.cmd("squeue", "-h", "-o", "%i", check=False).stdout.split():
+                break
+            time.sleep(0.5)
         slurm.cmd("scontrol", "delete", f"ReservationName={RESV}", check=False)
+        slurm.cancel_all()
 
 
 def test_no_job_outside_the_reservation_is_placed_on_its_node_and_all_complete(run):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from build_lock import build_lock
+
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "spank" / "build" / "slurm-gavel.so"
 TYPES = REPO / "spank" / "build" / "job-types.txt"
@@ -14,9 +16,10 @@ BUILD_ERROR: str | None = None
 def build_plugin() -> str | None:
     """Run `make -C spank`; returns an error text, or None when built."""
     try:
-        res = subprocess.run(
-            ["make", "-C", str(REPO / "spank")], capture_output=True, text=True, timeout=120
-        )
+        with build_lock():
+            res = subprocess.run(
+                ["make", "-C", str(REPO / "spank")], capture_output=True, text=True, timeout=120
+            )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"make -C spank: {e}"
     return None if res.returncode == 0 else f"make -C spank failed:\n{res.stderr[-2000:]}"

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from build_lock import build_lock
 from spank_build import PLUGIN, REPO, TYPES, ensure_built
 
 from slurm_gavel.commands.jobtypes import job_types_text, main
@@ -52,11 +53,12 @@ def test_types_that_would_break_the_comment_form_are_refused(bad: str) -> None:
 def test_install_writes_plugin_types_and_plugstack_line(tmp_path: Path) -> None:
     if BUILD_ERROR is not None:
         pytest.skip(BUILD_ERROR)
-    subprocess.run(
-        ["make", "-C", str(REPO / "spank"), "install", f"DESTDIR={tmp_path}"],
-        check=True,
-        capture_output=True,
-    )
+    with build_lock():
+        subprocess.run(
+            ["make", "-C", str(REPO / "spank"), "install", f"DESTDIR={tmp_path}"],
+            check=True,
+            capture_output=True,
+        )
     line = (tmp_path / "etc/slurm/plugstack.conf.d/slurm-gavel.conf").read_text().splitlines()[-1]
     assert line == (
         "optional /usr/lib/slurm-gavel/slurm-gavel.so types=/etc/slurm/gavel-job-types.txt hold=no"

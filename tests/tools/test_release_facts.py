@@ -58,7 +58,7 @@ def test_gres_type_updates_of_a_held_job(slurm):
 
 def test_requeue_exit_hold_and_requeuehold_on_plain_jobs(slurm):
     """What RequeueExitHold=99 and JobRequeue do to jobs that are not slurm-gavel's
-    (admin guide section 2): a plain job exiting 99 is requeued held; a --no-requeue
+    (admin guide section 3): a plain job exiting 99 is requeued held; a --no-requeue
     one too on 22.05, while from 24.11 on it ends FAILED as any other failure. And
     `scontrol requeuehold` (the daemon's preemption) is refused for a --no-requeue job
     on every release, which is why job_submit.lua makes managed jobs requeue-able."""

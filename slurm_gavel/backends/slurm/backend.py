@@ -291,10 +291,14 @@ class SlurmBackend(Generic[Transport]):
         orders = {o.job_id: o for o in [*plan.starts, *plan.moves]}
         orders.update((a.order.job_id, a.order) for a in plan.after_exit)
         self._released = {j: orders[j] for j in [*started, *moved]}
+        # A signalled move that did not start (its wait or its start failed, or it starts
+        # after exit in a later act) left its GPUs all the same: Slurm counts a restart,
+        # so the round reports it preempted, and the log and metrics count every restart.
+        stopped = [*plan.preempt, *(o.job_id for o in plan.moves if o.job_id not in moved)]
         return ActResult(
             started=tuple(started),
             kept=tuple(plan.keep),
-            preempted=tuple(j for j in plan.preempt if j in signalled),
+            preempted=tuple(j for j in stopped if j in signalled),
             moved=tuple(moved),
             failed=tuple(failed.items()),
         )

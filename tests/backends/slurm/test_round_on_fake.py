@@ -123,6 +123,24 @@ def test_a_move_waits_for_the_job_to_leave_and_starts_it_in_the_same_act(slurm):
     assert slurm.job(a).restarts == 1
 
 
+def test_a_signalled_move_that_does_not_start_counts_as_a_preemption(slurm):
+    """The job left its GPUs on the signal (Slurm counts a restart), but its start on the
+    new GPUs failed: the round still reports it stopped, so every restart Slurm counts
+    is one the daemon's log and metrics count (CI under load: Slurm counted 36 restarts
+    where the rounds logged 34)."""
+    a = slurm.submit("gavel:type=A3C,scale=2")
+    backend = fake_backend(slurm, grace_s=30)
+    backend.observe()
+    backend.act(placement(0, {a: ("v100", [("v100-1", 2)])}))
+    slurm.advance(5)
+    backend.observe()
+    backend.transport.refuse("place", a, "Requested node configuration is not available")
+    res = backend.act(placement(1, {a: ("k80", [("k80-2", 2)])}))
+    assert slurm.job(a).restarts == 1  # it was signalled and checkpointed
+    assert res.moved == () and a in dict(res.failed)
+    assert res.preempted == (a,)
+
+
 def test_a_job_that_ignores_the_signal_is_requeue_held_after_its_grace(slurm):
     a = slurm.submit("gavel:type=A3C,grace=20", script=IGNORES)
     backend = fake_backend(slurm, grace_s=60)

@@ -5,7 +5,7 @@ release drops old ones (22.05: v0.0.36-v0.0.38; 24.11: v0.0.40-v0.0.42; 26.05:
 v0.0.42-v0.0.45), so the version is read from the server's own OpenAPI document
 (``GET /openapi/v3``) and the newest one this code knows is used. What a version
 can do is read from the same document, and was checked on each real daemon
-(tests/backends/slurm/rest/test_rest_transport.py, docs/admin-guide.md section 6):
+(tests/backends/slurm/rest/test_rest_transport.py, docs/admin-guide.md section 7):
 
 ============ ========== ========= ============= ============== ================
 version      node list  signal    batch signal  requeue(hold)  Slurm
