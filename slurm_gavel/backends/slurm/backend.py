@@ -397,6 +397,7 @@ class SlurmBackend(Generic[Transport]):
             pre.signal_sent[j] = t
             pre.signalled[j] = t + self.grace_cap_s
             pre.stopped_runs.add(j)
+            pre.restored.add(j)
 
     @property
     def checkpoint_waits(self) -> dict[JobId, float]:

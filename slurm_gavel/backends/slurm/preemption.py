@@ -78,6 +78,8 @@ class Preemption:
         self.requeue_held: set[JobId] = set()
         self._grace_capped_told: set[JobId] = set()  # logged once per job
         self._grace_checked: set[JobId] = set()  # signalled jobs enforce_grace looked at
+        # signals another daemon sent, restored at a takeover (SlurmBackend.restore_signals)
+        self.restored: set[JobId] = set()
         # Set when the daemon stops (SlurmBackend.stop_waiting): the act's waits end now.
         self.stopping = threading.Event()
 
@@ -87,12 +89,20 @@ class Preemption:
         a second or more before the signal). Such an entry comes from another daemon
         (signals restored at a takeover, saved before the job was seen to leave); it
         would otherwise requeue-hold the new run at the old signal's grace end."""
-        for j, sent in list(self.signal_sent.items()):
+        # Only restored entries: this daemon's own signal may go out within the second
+        # its run started (Slurm's start time has whole seconds), which the test below
+        # would read as a run begun after it, and signal the run again.
+        for j in list(self.restored):
+            sent = self.signal_sent.get(j)
+            if sent is None:
+                self.restored.discard(j)
+                continue
             sj = managed.get(j)
             if sj is not None and sj.state in RUNNING_STATES and sj.start_time > sent - 1.0:
                 del self.signal_sent[j]
                 self.signalled.pop(j, None)
                 self.stopped_runs.discard(j)
+                self.restored.discard(j)
 
     def observed(self, now: float) -> None:
         """A new observe: forget the requeue seconds that no release can still meet."""
@@ -129,6 +139,7 @@ class Preemption:
             self.signal_sent[j] = now
             self.stopped_runs.add(j)
             self._grace_checked.discard(j)
+            self.restored.discard(j)  # this daemon's own signal now
         return ok
 
     def grace_of(self, view: SlurmView | None, j: JobId) -> float:
