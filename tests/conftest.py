@@ -174,10 +174,12 @@ class LocalSlurm:
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
 
     def cmd(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        # surrogateescape: squeue prints other tests' hostile comments (invalid UTF-8)
         return subprocess.run(
             list(argv),
             capture_output=True,
             text=True,
+            errors="surrogateescape",
             check=check,
             env={**os.environ, **self.env},
             timeout=60,

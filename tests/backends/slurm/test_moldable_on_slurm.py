@@ -117,6 +117,7 @@ def test_the_round_chooses_the_count_and_slurm_starts_the_job_at_it(slurm, tmp_p
     """The whole path on Slurm: the comment's range, the round's count choice (idle
     GPUs: it grows past the 1 GPU it asked for; by least-first + growth, or by the
     joint LP over type and count), the policy, the mechanism and the act."""
+    slurm.cancel_all()  # alone on the cluster: an earlier test's jobs would share the round
     out = tmp_path / "runs.log"
     script = tmp_path / "job.sh"
     script.write_text(
