@@ -36,7 +36,6 @@ from slurm_gavel.domain.cluster_model import (
     Node,
     NodeState,
     ObservedJob,
-    allocation_capacity,
 )
 from slurm_gavel.domain.model import GpuType, JobId
 
@@ -75,7 +74,7 @@ class MoldableCounts:
         active = ctx.active
         if not any(o.job.scale_range is not None for o in active) and not state.molds.jobs:
             return
-        capacity = allocation_capacity(nodes)
+        capacity = ctx.capacity  # the round's allocation capacity, computed once
         rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
         learned = state.job_rows if config.knowledge is Knowledge.LEARNED else None
         stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
