@@ -5,6 +5,7 @@ Standard library only (the docker images run tools/local-cluster without a venv)
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
@@ -46,7 +47,12 @@ def pick_port_base(count: int, start: int | None = None, stop: int | None = None
 
 
 def ensure_munge() -> int | None:
-    """Start munged when no daemon answers; returns its pid if this call started it."""
+    """Start munged when no daemon answers; returns its pid if this call started it.
+
+    Clusters started at the same moment (tools/test starts one per release and worker)
+    take turns under a lock: without it two saw no munged, both started one, and the
+    second munged, finding the first's pid file locked, exited 1 and failed its cluster.
+    """
     if _munge_works():
         return None
     munged = shutil.which("munged") or "/usr/sbin/munged"
@@ -54,13 +60,20 @@ def ensure_munge() -> int | None:
         raise ClusterError("munged is not installed; run tools/setup (as root)")
     Path("/run/munge").mkdir(parents=True, exist_ok=True)
     shutil.chown("/run/munge", "munge", "munge")
-    subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", munged], check=True)
-    for _ in range(50):
-        if _munge_works():
-            pidfile = Path("/run/munge/munged.pid")
-            return int(pidfile.read_text()) if pidfile.exists() else None
-        time.sleep(0.1)
-    raise ClusterError("munged started but `munge -n | unmunge` still fails; see syslog")
+    with open("/run/slurm-gavel-munge.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _munge_works():  # another cluster started it while this one waited
+            return None
+        started = subprocess.run(["su", "-s", "/bin/sh", "munge", "-c", munged])
+        for _ in range(50):
+            if _munge_works():
+                pidfile = Path("/run/munge/munged.pid")
+                return int(pidfile.read_text()) if pidfile.exists() else None
+            time.sleep(0.1)
+    raise ClusterError(
+        f"munged (exit {started.returncode}) started but `munge -n | unmunge` still "
+        "fails; see syslog or /var/log/munge/munged.log"
+    )
 
 
 def _munge_works() -> bool:
