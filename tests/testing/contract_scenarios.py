@@ -134,6 +134,23 @@ def array_tasks(h: Harness) -> Steps:
     assert obs["jobs"]["arr_1"]["slices"] == (("v100-1", "v100", 1),), obs["jobs"]
     assert obs["jobs"]["arr_0"]["held"] and obs["jobs"]["arr_2"]["held"]
     steps.append(("task 1 started", obs))
+    # the checkpoint signal naming the task reaches it alone; placed again, it runs there
+    h.wait(2)  # its trap is set
+    task = f"{h.ids['arr']}_1"
+    bad = h.transport.send_signal([task], "USR1", failed)
+    assert not bad, failed
+    obs = settle(h, lambda o: state_of("arr_1")(o) == "SPECIAL_EXIT")
+    obs["failed"] = sorted(failed)
+    assert obs["jobs"]["arr_1"]["held"] and obs["jobs"]["arr_1"]["restarts"] == 1, obs["jobs"]
+    assert all(obs["jobs"][t]["state"] == "PENDING" for t in ("arr_0", "arr_2"))
+    steps.append(("task 1 checkpointed", obs))
+    h.wait(1.5)  # never released within its requeue's second
+    failed = _start(h, [_order(h, task, "k80", 1, "k80-2")])
+    obs = settle(h, lambda o: state_of("arr_1")(o) == "RUNNING")
+    obs["failed"] = sorted(failed)
+    assert obs["jobs"]["arr_1"]["slices"] == (("k80-2", "k80", 1),), obs["jobs"]["arr_1"]
+    assert obs["jobs"]["arr_0"]["held"] and obs["jobs"]["arr_2"]["held"]
+    steps.append(("task 1 restarted elsewhere", obs))
     return steps
 
 
@@ -208,7 +225,32 @@ def runs_end(h: Harness) -> Steps:
     ok, bad = obs["jobs"]["ok"], obs["jobs"]["bad"]
     assert (ok["state"], ok["exit_code"], ok["nodes"]) == ("COMPLETED", 0, ("k80-1",)), ok
     assert (bad["state"], bad["reason"], bad["exit_code"]) == ("FAILED", "NonZeroExitCode", 3)
-    return [("ended", obs)]
+    # the daemon's requeue-hold reaching a job that has just ended (its grace ended
+    # while it still ran): `Incomplete` leaves it ended, with no error
+    h.transport.requeuehold([h.ids["ok"], h.ids["bad"]], failed)
+    h.wait(2)
+    after = observe(h, failed)
+    assert after["jobs"]["ok"]["state"] == "COMPLETED" and after["jobs"]["ok"]["restarts"] == 0
+    assert after["jobs"]["bad"]["state"] == "FAILED" and not failed, (after["jobs"], failed)
+    return [("ended", obs), ("requeue-held after the end", after)]
+
+
+def signal_without_a_handler(h: Harness) -> Steps:
+    """The checkpoint signal to a batch script that has no handler for it (yet): the
+    signal's default action kills the script, and the job ends FAILED, the signal
+    recorded, not requeued (why the daemon does not signal a run in its first seconds)."""
+    h.submit(Submit("bare", "gavel:type=A3C,scale=1", script=Script(on_signal=OnSignal.DIE)))
+    failed = _start(h, [_order(h, "bare", "p100", 1, "p100-2")])
+    running = settle(h, lambda o: state_of("bare")(o) == "RUNNING")
+    running["failed"] = sorted(failed)
+    h.wait(2)
+    bad = h.transport.send_signal([h.ids["bare"]], "USR1", failed)
+    assert not bad, failed
+    ended = settle(h, lambda o: state_of("bare")(o) not in ("RUNNING", "COMPLETING"))
+    ended["failed"] = sorted(failed)
+    job = ended["jobs"]["bare"]
+    assert (job["state"], job["restarts"], job["exit_signal"]) == ("FAILED", 0, 10), job
+    return [("running", running), ("signalled", ended)]
 
 
 def hold_a_released_job(h: Harness) -> Steps:
@@ -289,6 +331,7 @@ SCENARIOS: dict[str, Callable[[Harness], Steps]] = {
         give_back,
         unknown_jobs,
         runs_end,
+        signal_without_a_handler,
         hold_a_released_job,
         backend_rounds,
     )

@@ -78,6 +78,7 @@ def job_view(sj: SlurmJob, names: dict[JobId, str], now: float) -> dict[str, Any
         "node_count": sj.node_count,
         "restarts": sj.restarts,
         "exit_code": sj.exit_code,
+        "exit_signal": sj.exit_signal,
         "dependency": _renamed(sj.dependency, names),
         # 0, or in the future (a --begin; a requeue's 121 s), or now or past
         "eligible": "unset" if not eligible else ("later" if eligible > now + 30 else "now"),
