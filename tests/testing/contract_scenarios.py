@@ -269,6 +269,77 @@ def hold_a_released_job(h: Harness) -> Steps:
     return [("released, waiting", waiting), ("held again", held)]
 
 
+def drained_node(h: Harness) -> Steps:
+    """A node drained under a running job: the node reads DRAIN (its state still says
+    its use), the job runs on; resumed, the flag is gone."""
+    h.submit(Submit("runs", "gavel:type=A3C,scale=1", script=CHECKPOINTS))
+    failed = _start(h, [_order(h, "runs", "k80", 1, "k80-2")])
+    running = settle(h, lambda o: state_of("runs")(o) == "RUNNING")
+    running["failed"] = sorted(failed)
+    steps: Steps = [("running", running)]
+    try:
+        h.drain("k80-2", True)
+        h.drain("p100-2", True)
+        obs = settle(h, lambda o: o["nodes"]["k80-2"]["flags"] == ["DRAIN"])
+        assert obs["nodes"]["k80-2"]["flags"] == ["DRAIN"], obs["nodes"]["k80-2"]
+        assert obs["nodes"]["p100-2"]["flags"] == ["DRAIN"], obs["nodes"]["p100-2"]
+        assert obs["jobs"]["runs"]["state"] == "RUNNING"
+        steps.append(("drained", obs))
+    finally:
+        h.drain("k80-2", False)
+        h.drain("p100-2", False)
+    obs = settle(h, lambda o: not o["nodes"]["k80-2"]["flags"])
+    assert not obs["nodes"]["k80-2"]["flags"] and not obs["nodes"]["p100-2"]["flags"], obs
+    steps.append(("resumed", obs))
+    return steps
+
+
+def owner_holds(h: Harness) -> Steps:
+    """A job's owner (a plain user) and the daemon's holds, through job_submit.lua: the
+    owner's requeuehold of a running managed job requeues and holds it (Slurm calls no
+    job_submit hook for it: its comment is not marked, it reads as the daemon's own
+    requeue-hold); the owner cannot release the daemon's hold; the owner's hold of a
+    waiting managed job marks it hold=user, which the daemon's release cannot undo, and
+    the owner's release removes the key and leaves the job held, now by the daemon."""
+    h.submit(Submit("runs", "gavel:type=A3C,scale=1", script=CHECKPOINTS, owner=True))
+    h.submit(Submit("waits", "gavel:type=A3C,scale=1", script=CHECKPOINTS, owner=True))
+    failed = _start(h, [_order(h, "runs", "k80", 1, "k80-1")])
+    running = settle(h, lambda o: state_of("runs")(o) == "RUNNING")
+    running["failed"] = sorted(failed)
+    steps: Steps = [("running", running)]
+    owner: list[tuple[str, str, bool]] = []
+
+    def owns(verb: str, name: str) -> None:
+        owner.append((verb, name, h.owns(verb, name)))
+
+    owns("requeuehold", "runs")
+    obs = settle(
+        h, lambda o: state_of("runs")(o) == "PENDING" and o["nodes"]["k80-1"]["gpus_used"] == 0
+    )
+    obs["owner"] = list(owner)
+    runs = obs["jobs"]["runs"]
+    assert runs["held"] and runs["restarts"] == 1, runs
+    assert runs["comment"] == "gavel:type=A3C,scale=1" and owner[-1][2], (runs, owner)
+    steps.append(("requeue-held by its owner", obs))
+    owns("release", "waits")  # the daemon's hold (the Lua's arrival hold): refused
+    owns("hold", "waits")
+    h.transport.release([h.ids["waits"]], failed)  # the daemon's release: refused too
+    obs = observe(h, failed)
+    obs["owner"] = list(owner)
+    waits = obs["jobs"]["waits"]
+    assert [ok for _, _, ok in owner] == [True, False, True], owner
+    assert waits["comment"] == "gavel:type=A3C,scale=1,hold=user" and waits["held"], waits
+    assert obs["failed"] == ["waits"], obs["failed"]
+    steps.append(("held by its owner", obs))
+    owns("release", "waits")
+    obs = observe(h)
+    obs["owner"] = list(owner)
+    waits = obs["jobs"]["waits"]
+    assert owner[-1][2] and waits["comment"] == "gavel:type=A3C,scale=1" and waits["held"]
+    steps.append(("released by its owner", obs))
+    return steps
+
+
 def backend_rounds(h: Harness) -> Steps:
     """The unmodified SlurmBackend's rounds: a start, a preemption beside a start on the
     same GPU (the job checkpoints and is held), the preempted job started elsewhere
@@ -333,6 +404,8 @@ SCENARIOS: dict[str, Callable[[Harness], Steps]] = {
         runs_end,
         signal_without_a_handler,
         hold_a_released_job,
+        owner_holds,
+        drained_node,
         backend_rounds,
     )
 }
