@@ -333,10 +333,10 @@ class FakeSlurm:
                 )
             script = j.script
             if script.on_signal is OnSignal.DIE:  # the default action: killed by it
-                # no exit code; Slurm's reason for a batch script killed by a signal
-                # reads JobLaunchFailure (contract: signal_without_a_handler)
+                # no exit code, the signal recorded; the reason reads RaisedSignal on
+                # 24.11+, JobLaunchFailure on 22.05 (contract: signal_without_a_handler)
                 self.end(j, "FAILED", exit_code=None)
-                j.exit_signal, j.reason = _signal_number(signal), "JobLaunchFailure"
+                j.exit_signal, j.reason = _signal_number(signal), "RaisedSignal"
             elif script.on_signal is OnSignal.CHECKPOINT and not script.checkpoint_s:
                 self.requeue(j, state="SPECIAL_EXIT")  # saves and exits 99 at once
             elif script.on_signal is OnSignal.CHECKPOINT:

@@ -80,9 +80,12 @@ def job_view(sj: SlurmJob, names: dict[JobId, str], now: float) -> dict[str, Any
     """A job record without what differs by cluster and is not modelled (its ids,
     times, user, priority value): state, hold, request, placement, restarts."""
     eligible = sj.eligible_time
+    # A batch script killed by a signal: its reason reads JobLaunchFailure on 22.05 and
+    # RaisedSignal on 24.11 and 26.05; nothing reads it (run_ends.py reads exit_signal)
+    reason = "(killed by a signal)" if sj.exit_signal is not None else sj.reason
     return {
         "state": sj.state,
-        "reason": sj.reason,
+        "reason": reason,
         "held": sj.priority == 0,
         "comment": sj.comment,
         "partitions": sj.partitions,
