@@ -61,6 +61,7 @@ from slurm_gavel.policies.solvers.dw import (
     NEWTON_MAX_STEPS,
     BetaResult,
     DwStalled,
+    beta_bound,
     min_beta,
     vertices,
 )
@@ -77,6 +78,12 @@ MARGIN = 1e-4
 MARGIN_FLOOR = 1e-5  # ... and never less than this (normalised units: 1 = a fair share)
 #: Newton stops once beta is within this of 1 (from above).
 BETA_TOL = 1e-11
+#: A path whose end needs at most this much more than the cluster (beta, relative) fits
+#: it: after a crossing the frozen jobs hold the priced types exactly full, and a path
+#: on the unpriced ones then reads beta = 1 plus the decomposition's rounding all along
+#: (it found a "crossing" at once that proved no job, and the LP loop took over). The
+#: levels are scaled by 1 / beta, within the certificates' 1e-9.
+FIT_TOL = 1e-9
 #: At most this many crossings (each: one path, ~6 min_beta solves); then the LP loop.
 MAX_ROUNDS = 50
 
@@ -248,6 +255,9 @@ def parametric_fill(
         iterations += cr.events + (0 if cr.full else 1)
         solves += cr.solves
         level, frozen, x = cr.level, cr.frozen, cr.x
+        # Caps only come down: each one is proven at its own crossing's prices while
+        # every unfrozen job stays within every cap it was given (_free_caps).
+        maximum = np.minimum(maximum, cr.cap)
         if frozen.all() or cr.proven == 0:
             break
     assert first is not None
@@ -265,6 +275,7 @@ class _Crossing:
     full: bool  # every class reached its maximum within the cluster
     proven: int  # classes proven bottlenecked at the crossing
     solves: int
+    cap: np.ndarray  # (C,) where each unfrozen class is proven bottlenecked (inf: not known)
 
 
 def _cross(
@@ -305,42 +316,126 @@ def _cross(
         return x
 
     end = float(pth.tau[-1]) if len(pth.tau) else 0.0
-    solves = 0
-    res, level, frozen = beta(end)
+    no_cap = np.full(n, np.inf)
+    # Does the path's end fit? The master's bound first: far from fitting it says so
+    # and gives the prices for the root below without a restricted LP (min_beta far
+    # above the crossing can be slow).
+    level, frozen = pth.at(end)
+    lower, lam_end = beta_bound(
+        vertices(a, al, np.minimum(level, maximum)[runnable]), g, cap, lam, deadline
+    )
     solves = 1
-    if res.beta <= 1.0:  # every job reaches its maximum: time rows only
-        return _Crossing(level, frozen, fractions(res), end, len(pth.tau), True, 0, solves)
+    if lower <= 1.0 + FIT_TOL:
+        res, level, frozen = beta(end)
+        solves += 1
+        if res.beta <= 1.0 + FIT_TOL:  # every job reaches its maximum (or its cap)
+            level = level / max(res.beta, 1.0)
+            x = fractions(res)
+            return _Crossing(level, frozen, x, end, len(pth.tau), True, 0, solves, no_cap)
+        lam_end = res.lam
     # safeguarded Newton on beta(tau) = 1: beta rises with tau, convex between events.
-    # It starts where the Lagrangian bound at the last prices reaches 1 (an upper bound
-    # on the crossing, cheap: no LP): min_beta far above the crossing can be slow.
+    # It starts where the Lagrangian bound at the end's prices reaches 1 (an upper
+    # bound on the crossing, cheap: no LP).
     lo, hi = 0.0, end
-    tau = _bound_root(pth, a, al, g, cap, runnable, maximum, res.lam, hi)
+    tau = _bound_root(pth, a, al, g, cap, runnable, maximum, lam_end, hi)
     res, level, frozen = beta(tau)
     solves += 1
-    while abs(res.beta - 1.0) > BETA_TOL:
-        if res.beta > 1.0:
+    # The target is a hair above 1: after a crossing the frozen jobs hold the priced
+    # types exactly full, so beta reads 1 (to rounding) from the path's start until a
+    # type that was free binds; a root of beta = 1 could then be anywhere on that flat
+    # stretch, with prices that do not price the type about to bind (it proved no job,
+    # and the LP loop took over). Just past the stretch's end both are right.
+    target = 1.0 + 2 * BETA_TOL
+    while abs(res.beta - target) > BETA_TOL:
+        if res.beta > target:
             hi = tau
         else:
             lo = tau
         if hi - lo <= 1e-14 * hi or solves >= NEWTON_MAX_STEPS:
             raise DwStalled("crossing_not_found", "hierarchical path: the crossing was not found")
-        step = tau - (res.beta - 1.0) / res.slope if res.slope > 0 else np.nan
+        step = tau - (res.beta - target) / res.slope if res.slope > 0 else np.nan
         tau = step if lo < step < hi else 0.5 * (lo + hi)
         res, level, frozen = beta(tau)
         solves += 1
     level = level / max(res.beta, 1.0)
     x = fractions(res)
     assert lam is not None
-    found = job_duals(a, al, g[:, None] * lam[None, :], level[runnable], largest_y=True)
-    if found is None:
+    best = _proof(a, al, g, lam, level, frozen, runnable)
+    if best is None:
         raise DwStalled("no_dual", "hierarchical path: no dual at the crossing")
+    proven, prices, gap = best
+    events = int(np.searchsorted(pth.tau, tau, side="right"))
+    cap = no_cap.copy()
+    unproven = (~frozen & ~proven)[runnable]
+    cap[runnable] = _free_caps(a, al, g, prices, level[runnable], unproven, gap)
+    return _Crossing(level, frozen | proven, x, tau, events, False, int(proven.sum()), solves, cap)
+
+
+def _proof(
+    a: np.ndarray,
+    allowed: np.ndarray,
+    g: np.ndarray,
+    prices: np.ndarray,
+    level: np.ndarray,
+    frozen: np.ndarray,
+    runnable: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(proven (C,), the prices, gap) at the crossing's levels: the unfrozen classes
+    that y_j margin_j > gap proves bottlenecked (module docstring); None: no dual."""
+    found = job_duals(a, allowed, g[:, None] * prices[None, :], level[runnable], largest_y=True)
+    if found is None:
+        return None
     y_r, _, cost = found
     gap = max(1.0 - float(cost.sum()), 0.0) + 1e-12
-    y = np.zeros(n)
+    y = np.zeros(len(level))
     y[runnable] = y_r
-    proven = ~frozen & (y * np.maximum(MARGIN * level, MARGIN_FLOOR) > gap)
-    events = int(np.searchsorted(pth.tau, tau, side="right"))
-    return _Crossing(level, frozen | proven, x, tau, events, False, int(proven.sum()), solves)
+    return ~frozen & (y * np.maximum(MARGIN * level, MARGIN_FLOOR) > gap), prices, gap
+
+
+def _free_caps(
+    a: np.ndarray,
+    allowed: np.ndarray,
+    g: np.ndarray,
+    lam: np.ndarray,
+    level: np.ndarray,
+    unproven: np.ndarray,
+    gap: float,
+) -> np.ndarray:
+    """Per job (runnable rows), the level at which the crossing's prices prove it
+    bottlenecked once it gets there, or inf.
+
+    At the crossing sum_j C_j(V_j) = 1 - gap at prices lam (lam . cap = 1). An unproven
+    job costs nothing there (y_j = 0: it reaches its level on the types whose price is
+    0, with time to spare), and it goes on costing nothing up to F_j, all the time on
+    its best unpriced type. While every unfrozen job stays at or below its F_j the sum
+    stays 1 - gap, so a job at F_j with y_j margin_j > gap cannot rise: the same proof
+    as at the crossing, with the same prices. Without these caps, where one GPU type
+    is so plentiful that its price is 0, the jobs left rose again towards their
+    maxima on the priced types and each new crossing proved about one of them (the LP
+    loop's levels, one at a time: 10,000 jobs did not finish). A cap is kept only where
+    the job costs nothing now and its proof at F_j holds."""
+    n = len(a)
+    free = allowed & (lam <= 0.0)[None, :]
+    best_free = np.where(free, a, 0.0).max(axis=1, initial=0.0)
+    cap = np.full(n, np.inf)
+    pick = unproven & (best_free > 0) & (best_free >= level)
+    if not pick.any():
+        return cap
+    price = g[:, None] * lam[None, :]
+    now = job_duals(a[pick], allowed[pick], price[pick], level[pick])
+    there = job_duals(a[pick], allowed[pick], price[pick], best_free[pick], largest_y=True)
+    if now is None or there is None:
+        return cap
+    scale_ = float(price.max()) or 1.0
+    y_there, _, cost_there = there
+    holds = (
+        (np.abs(now[2]) <= 1e-12 * scale_)
+        & (np.abs(cost_there) <= 1e-12 * scale_)
+        & (y_there * np.maximum(MARGIN * best_free[pick], MARGIN_FLOOR) > gap)
+    )
+    idx = np.nonzero(pick)[0][holds]
+    cap[idx] = best_free[idx]
+    return cap
 
 
 def _bound_root(

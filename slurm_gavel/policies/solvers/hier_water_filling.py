@@ -71,6 +71,10 @@ class WaterFillingResult:
     value: np.ndarray  # (C,) normalised throughput per job
     first_level: float  # c* of the first iteration (the weighted max-min level)
     iterations: int
+    # (C,) the level each class froze at: the water filling's answer. value may exceed
+    # it where the last LP's vertex (or the path's last fractions) leaves a job spare
+    # capacity no level needs; which job gets that is the solver's choice.
+    level: np.ndarray
 
 
 def water_fill(
@@ -99,7 +103,7 @@ def water_fill(
     if par is not None:
         if par.complete:
             value = (cls.coef * par.x).sum(axis=1)
-            return WaterFillingResult(par.x, value, par.first_level, par.iterations)
+            return WaterFillingResult(par.x, value, par.first_level, par.iterations, par.level)
         try:  # the LP loop goes on from the parametric path's state
             return _lp_loop(
                 cls,
@@ -171,7 +175,7 @@ def _lp_loop(
             )
         frozen = frozen | stuck
     value = (cls.coef * x).sum(axis=1)
-    return WaterFillingResult(x, value, first_level, iterations)
+    return WaterFillingResult(x, value, first_level, iterations, level)
 
 
 def effective_weights(cls: HierClasses, frozen: np.ndarray) -> np.ndarray:
