@@ -151,6 +151,53 @@ def test_caps_are_kept_only_where_they_are_proven() -> None:
     assert np.isinf(hp._free_caps(a, allowed, g, lam, level, unproven, gap=1.0)).all()
 
 
+def test_a_dual_at_rounding_level_proves_no_bottleneck(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LP loop freezes a job on its level LP's dual only where lifting it by its
+    margin would cost more than rounding. 300 jobs, each throughput scaled by its own
+    factor (as bench_allocate's --jitter), 180 GPUs a type: at a degenerate vertex HiGHS
+    gave duals of ~1e-9 to jobs that were no bottleneck, and the loop froze 9 of them
+    up to 36 % below where the path (and the loop without that dual) puts them."""
+    from slurm_gavel.simulate.synthetic import random_problem
+
+    p = random_problem(300, 180, seed=2, weights=(1.0, 2.0), accounts=ACCOUNTS)
+    rng = np.random.default_rng(3)
+    jobs = tuple(
+        dataclasses.replace(
+            j, throughput={t: v * float(rng.uniform(0.8, 1.2)) for t, v in j.throughput.items()}
+        )
+        for j in p.jobs
+    )
+    p = dataclasses.replace(p, jobs=jobs)
+    _run(monkeypatch, p, on=False)
+    loop = LEVELS[-1]
+    _, _, seen = _run(monkeypatch, p, on=True)
+    assert seen and seen[0] is not None and seen[0][0]  # the path ended it
+    np.testing.assert_allclose(loop, LEVELS[-1], rtol=2 * hp.MARGIN, atol=1e-9)
+
+
+def test_a_bottleneck_lp_called_infeasible_is_asked_again_just_below(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The levels a level LP just reached sit on its boundary; where HiGHS calls the
+    bottleneck LP infeasible there by its rounding, it is asked again 1e-9 below them
+    (it ended the water filling with no allocation)."""
+    p = distinct(80, SKEWED, 1)
+    ref, _, _ = _run(monkeypatch, p, on=False)
+    real = hw._ClassLp.solve
+    refused: list[str] = []
+
+    def solve(self, level, gain, what):  # type: ignore[no-untyped-def]
+        if what == "bottleneck" and not refused:
+            refused.append(what)
+            raise hw.WaterFillingError("bottleneck LP failed (HiGHS status 'Infeasible')")
+        return real(self, level, gain, what)
+
+    monkeypatch.setattr(hw._ClassLp, "solve", solve)
+    got, _, _ = _run(monkeypatch, p, on=False)
+    assert refused == ["bottleneck"]
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-9)
+
+
 def test_path_events_by_hand() -> None:
     """One entity (weight 1) with jobs of weight 1 and unit 1, maxima 1 and 3; a second
     entity (weight 2) with one job, maximum 4. Entity 0: both rise at 1/2 per unit tau
@@ -289,3 +336,107 @@ def test_the_time_limit_is_read_before_each_highs_run(monkeypatch: pytest.Monkey
     assert 5 < next(ticks) < 1e6  # it read the clock before each of its runs
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
     assert alloc.objective == pytest.approx(ref_first, rel=1e-12)
+
+
+@pytest.mark.parametrize("entities", [1, 3, 40])
+@pytest.mark.parametrize("seed", range(6))
+def test_path_with_heaps_matches_the_plain_loop(entities: int, seed: int) -> None:
+    """path() keeps each entity's clock lazily and finds events in heaps; the plain loop
+    below (every clock and every entity's margin checked at every event) gives the same
+    events, freezing order and levels, with ties, near-ties within the margin, classes
+    frozen from the start and starts above 0."""
+    rng = np.random.default_rng(seed)
+    n = 300
+    maximum = rng.uniform(0.5, 3.0, n)
+    maximum[rng.random(n) < 0.2] = 1.0  # exact ties
+    maximum[:10] = 1.0 + rng.uniform(0, 5e-5, 10)  # within the margin of each other
+    unit = rng.choice([0.5, 1.0, 2.0], n)
+    live_weight = rng.choice([1.0, 2.0, 3.0], n)
+    entity = rng.integers(0, entities, n)
+    entity_weight = rng.uniform(0.5, 2.0, entities)
+    frozen = rng.random(n) < 0.1
+    start = np.where(rng.random(n) < 0.3, rng.uniform(0, 0.4, n), 0.0)
+    args = (maximum, unit, live_weight, entity, entity_weight, frozen, start)
+    got, ref = hp.path(*args), loop_path(*args)
+    assert len(got.tau) == len(ref.tau)
+    np.testing.assert_allclose(got.tau, ref.tau, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(got.mu, ref.mu, rtol=1e-10, atol=1e-12)
+    assert got.froze_at.tolist() == ref.froze_at.tolist()
+    np.testing.assert_allclose(got.final, ref.final, rtol=1e-11, atol=1e-12)
+
+
+def loop_path(
+    maximum: np.ndarray,
+    unit: np.ndarray,
+    live_weight: np.ndarray,
+    entity: np.ndarray,
+    entity_weight: np.ndarray,
+    frozen: np.ndarray,
+    start: np.ndarray,
+) -> hp.Path:
+    """The path as it was first written: every entity's clock advanced and every
+    entity's next class checked against the margin at every event."""
+    n_ent = len(entity_weight)
+    star = np.where(frozen, 0.0, (maximum - start) / np.where(unit > 0, unit, 1.0))  # mu at M
+    froze_at = np.where(frozen, -1, np.iinfo(np.int64).max)
+    final = np.where(frozen, start, maximum)
+    # per entity: its unfrozen classes by mu*, a pointer to the next to freeze
+    order = [np.nonzero((entity == e) & ~frozen)[0] for e in range(n_ent)]
+    order = [o[np.argsort(star[o], kind="stable")] for o in order]
+    star_l = [star[o].tolist() for o in order]
+    max_l = [maximum[o].tolist() for o in order]
+    unit_l = [unit[o].tolist() for o in order]
+    start_l = [start[o].tolist() for o in order]
+    lw_l = [live_weight[o].tolist() for o in order]
+    nxt = [0] * n_ent
+    left = [float(sum(w)) for w in lw_l]
+    ew = [float(w) for w in entity_weight]
+    mu = [0.0] * n_ent
+    tau = 0.0
+    taus: list[float] = []
+    mus: list[list[float]] = []
+    frz: list[tuple[int, int, float]] = []  # (class, event, level)
+    while True:
+        # each entity's next event: its next class reaches M (its clock at W_e / S_e)
+        step, e_hit = np.inf, -1
+        for e in range(n_ent):
+            if nxt[e] < len(order[e]) and left[e] > 0:
+                dt = (star_l[e][nxt[e]] - mu[e]) * left[e] / ew[e]
+                if dt < step:
+                    step, e_hit = dt, e
+        if e_hit < 0:
+            break
+        step = max(step, 0.0)
+        tau += step
+        for e in range(n_ent):
+            if left[e] > 0:
+                mu[e] += step * ew[e] / left[e]
+        mu[e_hit] = star_l[e_hit][nxt[e_hit]]  # exactly at the event
+        k = len(taus)
+        for e in range(n_ent):  # freeze every class that cannot rise by the margin
+            i = nxt[e]
+            while i < len(order[e]):
+                lv = min(start_l[e][i] + unit_l[e][i] * mu[e], max_l[e][i])
+                if max_l[e][i] - lv >= max(hp.MARGIN * lv, hp.MARGIN_FLOOR):
+                    break
+                frz.append((int(order[e][i]), k, lv))
+                left[e] -= lw_l[e][i]
+                i += 1
+            nxt[e] = i
+            if i == len(order[e]):
+                left[e] = 0.0
+        taus.append(tau)
+        mus.append(list(mu))
+    if frz:
+        cls, ev, lv = (np.array(v) for v in zip(*frz, strict=True))
+        froze_at[cls] = ev
+        final[cls] = lv
+    return hp.Path(
+        np.array(taus),
+        np.array(mus).reshape(len(taus), n_ent),
+        froze_at,
+        final,
+        entity,
+        unit,
+        start,
+    )

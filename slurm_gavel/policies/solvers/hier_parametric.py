@@ -51,6 +51,7 @@ allocation stands); it does not hand over to the LP loop, which would only take 
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,15 +142,26 @@ def path(
     start: np.ndarray,
 ) -> Path:
     """The time-row events. Class c's level is start_c + unit_c mu_e until it freezes
-    at maximum_c; live_weight_c = w_c count_c (its part of S_e); `frozen` at start."""
+    at maximum_c; live_weight_c = w_c count_c (its part of S_e); `frozen` at start.
+
+    Each entity's clock is linear in tau between its own changes (mu_e = mu0_e + (tau -
+    tau0_e) rate_e, rate_e = W_e / S_e), so an event touches only the entities whose
+    classes freeze at it: two heaps hold each entity's next event (its next class
+    reaches M) and the tau where that class comes within the margin of M (it freezes
+    at the first event from there, as the LP loop freezes every job that cannot rise
+    by the margin). With 100 accounts and ~4,000 events the loop over every entity at
+    every event took 0.3 s; the clocks at the events are filled in at the end."""
     n_ent = len(entity_weight)
     star = np.where(frozen, 0.0, (maximum - start) / np.where(unit > 0, unit, 1.0))  # mu at M
+    # mu beyond which a class is within the margin: level > min(M / (1 + m), M - floor)
+    near = np.minimum(maximum / (1.0 + MARGIN), maximum - MARGIN_FLOOR)
+    star_m = np.where(frozen, 0.0, (near - start) / np.where(unit > 0, unit, 1.0))
     froze_at = np.where(frozen, -1, np.iinfo(np.int64).max)
     final = np.where(frozen, start, maximum)
-    # per entity: its unfrozen classes by mu*, a pointer to the next to freeze
     order = [np.nonzero((entity == e) & ~frozen)[0] for e in range(n_ent)]
     order = [o[np.argsort(star[o], kind="stable")] for o in order]
     star_l = [star[o].tolist() for o in order]
+    near_l = [star_m[o].tolist() for o in order]
     max_l = [maximum[o].tolist() for o in order]
     unit_l = [unit[o].tolist() for o in order]
     start_l = [start[o].tolist() for o in order]
@@ -157,55 +169,79 @@ def path(
     nxt = [0] * n_ent
     left = [float(sum(w)) for w in lw_l]
     ew = [float(w) for w in entity_weight]
-    mu = [0.0] * n_ent
-    tau = 0.0
+    # each entity's clock: mu0 at tau0, rising at rate; its segments for the end
+    tau0 = [0.0] * n_ent
+    mu0 = [0.0] * n_ent
+    rate = [ew[e] / left[e] if left[e] > 0 else 0.0 for e in range(n_ent)]
+    segments: list[list[tuple[float, float, float]]] = [[(0.0, 0.0, r)] for r in rate]
+    version = [0] * n_ent
+    events: list[tuple[float, int, int]] = []  # (tau of the next class's M, entity, version)
+    nears: list[tuple[float, int, int]] = []  # (tau where it comes within the margin, ...)
+
+    def at(e: int, tau: float) -> float:
+        return mu0[e] + (tau - tau0[e]) * rate[e]
+
+    def schedule(e: int, tau: float) -> None:
+        """Push entity e's next event and margin entry (its clock re-based at tau)."""
+        mu0[e], tau0[e] = at(e, tau), tau
+        rate[e] = ew[e] / left[e] if left[e] > 0 else 0.0
+        segments[e].append((tau, mu0[e], rate[e]))
+        version[e] += 1
+        i = nxt[e]
+        if i < len(order[e]) and left[e] > 0:
+            heapq.heappush(events, (tau + max(star_l[e][i] - mu0[e], 0.0) / rate[e], e, version[e]))
+            heapq.heappush(nears, (tau + max(near_l[e][i] - mu0[e], 0.0) / rate[e], e, version[e]))
+
+    def freeze(e: int, k: int, tau: float) -> bool:
+        """Freeze entity e's classes that cannot rise by the margin at event k."""
+        i, mu = nxt[e], at(e, tau)
+        while i < len(order[e]):
+            lv = min(start_l[e][i] + unit_l[e][i] * mu, max_l[e][i])
+            if max_l[e][i] - lv >= max(MARGIN * lv, MARGIN_FLOOR):
+                break
+            frz.append((int(order[e][i]), k, lv))
+            left[e] -= lw_l[e][i]
+            i += 1
+        changed = i != nxt[e]
+        nxt[e] = i
+        if i == len(order[e]):
+            left[e] = 0.0
+        return changed
+
+    for e in range(n_ent):
+        version[e] -= 1  # schedule() counts the first version
+        segments[e].clear()
+        schedule(e, 0.0)
     taus: list[float] = []
-    mus: list[list[float]] = []
     frz: list[tuple[int, int, float]] = []  # (class, event, level)
-    while True:
-        # each entity's next event: its next class reaches M (its clock at W_e / S_e)
-        step, e_hit = np.inf, -1
-        for e in range(n_ent):
-            if nxt[e] < len(order[e]) and left[e] > 0:
-                dt = (star_l[e][nxt[e]] - mu[e]) * left[e] / ew[e]
-                if dt < step:
-                    step, e_hit = dt, e
-        if e_hit < 0:
-            break
-        step = max(step, 0.0)
-        tau += step
-        for e in range(n_ent):
-            if left[e] > 0:
-                mu[e] += step * ew[e] / left[e]
-        mu[e_hit] = star_l[e_hit][nxt[e_hit]]  # exactly at the event
+    while events:
+        tau, e_hit, ver = heapq.heappop(events)
+        if ver != version[e_hit]:
+            continue
+        if taus:
+            tau = max(tau, taus[-1])
         k = len(taus)
-        for e in range(n_ent):  # freeze every class that cannot rise by the margin
-            i = nxt[e]
-            while i < len(order[e]):
-                lv = min(start_l[e][i] + unit_l[e][i] * mu[e], max_l[e][i])
-                if max_l[e][i] - lv >= max(MARGIN * lv, MARGIN_FLOOR):
-                    break
-                frz.append((int(order[e][i]), k, lv))
-                left[e] -= lw_l[e][i]
-                i += 1
-            nxt[e] = i
-            if i == len(order[e]):
-                left[e] = 0.0
+        mu0[e_hit], tau0[e_hit] = star_l[e_hit][nxt[e_hit]], tau  # exactly at the event
+        touched = {e_hit}
+        while nears and nears[0][0] <= tau:
+            _, e, ver = heapq.heappop(nears)
+            if ver == version[e]:
+                touched.add(e)
+        for e in sorted(touched):
+            freeze(e, k, tau)
+            schedule(e, tau)
         taus.append(tau)
-        mus.append(list(mu))
     if frz:
         cls, ev, lv = (np.array(v) for v in zip(*frz, strict=True))
         froze_at[cls] = ev
         final[cls] = lv
-    return Path(
-        np.array(taus),
-        np.array(mus).reshape(len(taus), n_ent),
-        froze_at,
-        final,
-        entity,
-        unit,
-        start,
-    )
+    t = np.array(taus)
+    mus = np.zeros((len(t), n_ent))
+    for e in range(n_ent):
+        s0, m0, r0 = (np.array(v) for v in zip(*segments[e], strict=True))
+        j = np.searchsorted(s0, t, side="right") - 1
+        mus[:, e] = m0[j] + (t - s0[j]) * r0[j]
+    return Path(t, mus, froze_at, final, entity, unit, start)
 
 
 def parametric_fill(

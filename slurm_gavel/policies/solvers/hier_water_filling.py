@@ -47,6 +47,7 @@ from slurm_gavel.policies.solvers.hier_parametric import MARGIN, MARGIN_FLOOR, p
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
 from slurm_gavel.policies.solvers.solve_paths import fell_back
 
+#: A dual times the job's margin above this (times the level, at least 1) proves it.
 DUAL_TOL = 1e-9
 
 
@@ -166,7 +167,14 @@ def _lp_loop(
         if iterations == 1:
             first_level = c_star
         level = level + c_star * rise
-        sure = ~frozen & (np.abs(duals) > DUAL_TOL)
+        # A dual proves a job bottlenecked only where lifting it by its margin would
+        # cost the level more than the solver's rounding (the dual bound: c falls by
+        # |y_j| times the lift). At a degenerate vertex HiGHS returned duals of 1e-9 on
+        # rows that were no bottleneck, and "proven" by them, jobs that could still rise
+        # by 12 % were frozen (1,000 jobs with a plentiful type). The rest go to the
+        # bottleneck LP, which decides by lifting.
+        proof = np.abs(duals) * _margin(level)
+        sure = ~frozen & (proof > DUAL_TOL * max(1.0, abs(c_star)))
         stuck = sure | find_bottlenecked(lift_lp, level, ~frozen & ~sure)
         if not stuck.any():
             raise WaterFillingError(
@@ -198,7 +206,14 @@ def find_bottlenecked(lift_lp: _ClassLp, level: np.ndarray, candidates: np.ndarr
     cand = candidates.copy()
     margin = _margin(level)
     while cand.any():
-        sol, _ = lift_lp.solve(level, np.where(cand, margin, 0.0), "bottleneck")
+        try:
+            sol, _ = lift_lp.solve(level, np.where(cand, margin, 0.0), "bottleneck")
+        except WaterFillingError:
+            # The levels just reached sit on the level LP's boundary, and HiGHS can
+            # call them infeasible by its own rounding: ask again a hair below them
+            # (1e-9 relative, far below the margin), once.
+            below = level * (1.0 - 1e-9) - 1e-12
+            sol, _ = lift_lp.solve(below, np.where(cand, margin, 0.0), "bottleneck")
         e = np.where(cand, sol[lift_lp.nx :], 0.0)
         if e.sum() < 0.5:
             break  # no remaining candidate can rise by its margin: all are bottlenecked
