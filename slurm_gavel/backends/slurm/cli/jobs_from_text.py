@@ -54,9 +54,9 @@ How the text maps to the JSON, on 22.05, 24.11 and 26.05 alike:
   nodes go one by one).
 
 - a managed job's node needs (--exclude, memory and CPUs per node, --prefer: fit.py)
-  are read from the text for a pending job that never ran, where the listing prints
-  its --exclude (24.11+; slurm/cli/needs_from_text.py), and kept from its last record
-  while their text is unchanged; else its JSON is read (22.05: a new managed job).
+  are read from the text where it says them (slurm/cli/needs_from_text.py; 22.05's
+  --exclude from its second listing: listing.merge_extra_listing), and kept from its
+  last record while their text is unchanged; else its JSON is read.
 
 So a job that is pending, held or requeue-held, running the run it ran last round,
 or starting a run on whole GPUs its request names per node, is built from text, new

@@ -34,12 +34,17 @@ is read with the round's other JSON (_seeds), and that uid's other jobs keep wha
 their text said, with that name. So the first observe after a start, where every
 job is new, reads one JSON record per user instead of one per job (at 5,000 jobs
 of a few users, the first round is then like any other: benchmarks/README.md).
+22.05, whose JSON cannot be asked for by id, gets the names from a second listing
+instead (extra_listing_command: %u, with %x, the --exclude its --Format lacks),
+guarded by a token of its own the same way; a uid it names differently from the
+JSON, or with a name no login has, is left to the JSON.
 
 Full reads (every job's JSON, as before) happen:
 
-- when the listing cannot be read; on 22.05's first observe (CliReader asks for
-  the finished jobs too, -t all: how jobs ended while the daemon was down; 24.11+
-  read those by id, resume());
+- when the listing cannot be read (on 22.05, either of its two: CliReader._listing);
+  on 22.05's first observe only where a job the saved state managed is no longer
+  listed (CliReader asks for the finished jobs too, -t all: how it ended while the
+  daemon was down; 24.11+ read those by id, resume());
 - when Slurm's JSON cannot be asked for by job id (22.05's `squeue --json`
   ignores -j and -t): every round in which a changed job needs its JSON or a job
   whose end matters (a managed one: `watched`) left the listing (only the full
@@ -134,8 +139,8 @@ FOLLOWS = {
     "array_max_tasks": "job_id",
     "memory_per_cpu": "memory_per_node",  # MinMemory prints either (needs_from_text.py)
 }
-# _job fields no listing field prints: none since the needs are listed
-# (on 22.05 excluded_nodes is not, and a new managed job is read as JSON there).
+# _job fields no listing field prints: none since the needs are listed (on 22.05
+# excluded_nodes by the second listing, merge_extra_listing).
 JSON_ONLY: tuple[str, ...] = ()
 # Listed fields _job does not read: they tell whether a job's GPU request says the
 # GPUs it got, per node (a job that just started: slurm/cli/jobs_from_text.py).

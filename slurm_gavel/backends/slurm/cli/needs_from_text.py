@@ -3,9 +3,9 @@ from its listing text, so that a job the daemon starts to manage needs no JSON r
 (without this, the first round after a start read every managed job's JSON).
 
 The listing prints (slurm/cli/listing.py, `squeue --noconvert`, so memory is whole
-megabytes): ExcNodes (a hostlist; 24.11+ only: 22.05's --Format has no such field,
-CliFormat.excluded_field), MinMemory, MinCPUs, cpus-per-tres, mem-per-tres, Prefer and
-tres-alloc. Each is Slurm's own syntax, none user text but --prefer's expression (which
+megabytes): ExcNodes (a hostlist; 22.05's --Format has no such field,
+CliFormat.excluded_field: its second listing's `-o %x` is put in its place), MinMemory,
+MinCPUs, cpus-per-tres, mem-per-tres, Prefer and tres-alloc. Each is Slurm's own syntax, none user text but --prefer's expression (which
 slurmctld checks against the nodes' features); a value with whitespace or one this
 parser does not know is not trusted (None: the job's JSON is read).
 

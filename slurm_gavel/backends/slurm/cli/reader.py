@@ -9,14 +9,16 @@ Reads per round, three or four commands:
     reservations scontrol --json=vX show reservations   (22.05: scontrol show
                  reservation --oneliner, its text: reservations.py)
     list         squeue -h -t <waiting and running states> -O <fields>: every job's
-                 fields as text, to tell which changed (listing.py)
+                 fields as text, to tell which changed (listing.py); on 22.05 also
+                 squeue -o '%A %u %x' for its --exclude and user name, which
+                 --Format lacks there (listing.extra_listing_command)
     jobs         squeue --json=vX -t all -j ID,...  only the new or changed jobs the
                  listing's text cannot describe (jobs_from_text.py: "(null)"
-                 values, starts on shards or whole nodes); every waiting and running
-                 job in the first round, every 10th (between rounds), and on 22.05
-                 (whose --json ignores -j and -t) in any round in which a changed job
-                 needs its JSON or a managed job left the listing; none when the text
-                 describes every change
+                 values, starts on shards or whole nodes); every job every 10th
+                 round (between rounds), and on 22.05 (whose --json ignores -j
+                 and -t) in any round in which a changed job needs its JSON or a
+                 managed job left the listing (its first round: a job the saved
+                 state managed); none when the text describes every change
     ended        squeue --json=vX -t all -j ID,...  only in a round where a managed
                  job left that list (how it ended: completed or failed)
 
@@ -111,8 +113,11 @@ class CliReader:
         id (23.02+): every job is new then, and one JSON record per user names the
         uids the listing prints, so that the others are built from their text; the
         jobs a restarted daemon managed that are no longer listed are read as ended
-        (observe, resume()). On 22.05 the first observe reads every job's JSON, the
-        finished ones too (-t all, once), which tells how those jobs ended."""
+        (observe, resume()). On 22.05 the second listing names the uids and gives the
+        jobs' --exclude (_listing), so its first observe builds the jobs from their
+        text as well; it reads every job's JSON, the finished ones too (-t all), only
+        where a watched job (the saved state's, on the first observe) is not listed:
+        only that read tells how it ended."""
         fmt = self.cli_format
 
         def full() -> list[SlurmJob]:
