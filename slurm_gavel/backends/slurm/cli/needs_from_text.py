@@ -5,9 +5,10 @@ from its listing text, so that a job the daemon starts to manage needs no JSON r
 The listing prints (slurm/cli/listing.py, `squeue --noconvert`, so memory is whole
 megabytes): ExcNodes (a hostlist; 22.05's --Format has no such field,
 CliFormat.excluded_field: its second listing's `-o %x` is put in its place), MinMemory,
-MinCPUs, cpus-per-tres, mem-per-tres, Prefer and tres-alloc. Each is Slurm's own syntax, none user text but --prefer's expression (which
-slurmctld checks against the nodes' features); a value with whitespace or one this
-parser does not know is not trusted (None: the job's JSON is read).
+MinCPUs, cpus-per-tres, mem-per-tres, Prefer and tres-alloc. Each is Slurm's own
+syntax, none user text but --prefer's expression (which slurmctld checks against the
+nodes' features); a value with whitespace or one this parser does not know is not
+trusted (None: the job's JSON is read).
 
 MinMemory is --mem or --mem-per-cpu: squeue drops the per-CPU flag (_print_pn_min_memory
 clears MEM_PER_CPU), so which one it is comes from tres-alloc, which for a job that never
