@@ -399,10 +399,22 @@ def test_the_first_round_after_a_start_builds_the_jobs_from_their_text(slurm):
         assert odd.returncode != 0
         running = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)
         done = sub("-p", "gpu", *OUT, "--wrap", "true")
+        # placed on a node that is not available: its reason is a description (22.05:
+        # "ReqNodeNotAvail, UnavailableNodes:k80-2"; 24.11+: "..., May be reserved
+        # for other job")
+        slurm.cmd("scontrol", "update", "NodeName=k80-2", "State=DRAIN", "Reason=test")
+        drained = sub(*MANAGED)
+        update(slurm, drained, "NodeList=k80-2")  # as the daemon places a job
+        slurm.cmd("scontrol", "release", drained)
         slurm.wait_state(running, "RUNNING")
         slurm.wait_state(done, "COMPLETED", "GONE")
         update(slurm, running, "Comment=gavel:type=ResNet-50")  # managed, running
-        watched = {*managed.values(), *named.values(), running}
+        watched = {*managed.values(), *named.values(), running, drained}
+        deadline = time.monotonic() + 30
+        reason = ("squeue", "-h", "-j", drained, "-o", "%r")
+        while "ReqNodeNotAvail, " not in slurm.cmd(*reason).stdout:
+            assert time.monotonic() < deadline, slurm.why(drained)
+            time.sleep(0.5)
 
         def first_round(watching: set[str]) -> tuple[list[SlurmJob], dict[str, SlurmJob], str]:
             for _ in range(20):
@@ -429,6 +441,7 @@ def test_the_first_round_after_a_start_builds_the_jobs_from_their_text(slurm):
                 assert same_needs(job.needs, json_jobs[job_id].needs), job_id
         assert got[managed["exclude"]].needs.excluded == ("k80-1", "v100-1", "v100-2")
         assert got[named["token"]].name == NAMES["token"]
+        assert got[drained].reason == "ReqNodeNotAvail"
         # a watched job no longer listed: 22.05 reads every job's JSON, finished ones too
         jobs, _, how = first_round(watched | {done})
         assert how == ("full" if slurm.release == "22.05" else "changed"), how
@@ -437,4 +450,5 @@ def test_the_first_round_after_a_start_builds_the_jobs_from_their_text(slurm):
         _, _, how = first_round(watched)
         assert how == ("full" if slurm.release == "22.05" else "changed"), how
     finally:
+        slurm.cmd("scontrol", "update", "NodeName=k80-2", "State=RESUME", check=False)
         slurm.cancel_all()
