@@ -114,6 +114,11 @@ class Timed:
     def between_rounds(self) -> None:
         self.inner.between_rounds()
 
+    def resume(self, job_ids) -> None:
+        """The saved state's jobs, told to a restarted daemon's backend as without the
+        timer (backend_hooks.Resumable): its first round watches them."""
+        self.inner.resume(job_ids)
+
 
 class CountedCommands:
     """The backend's SlurmCommands with the bytes each kind printed counted, and each

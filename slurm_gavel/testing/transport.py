@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from slurm_gavel.backends.slurm.admin_comment import CommentOrder
@@ -27,7 +27,7 @@ from slurm_gavel.backends.slurm.records import ACTIVE_STATES, SlurmJob, SlurmNod
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
-from slurm_gavel.domain.model import Job, JobId
+from slurm_gavel.domain.model import JobId
 from slurm_gavel.testing.cluster import FakeSlurm, FakeSlurmError
 from slurm_gavel.testing.records import job_records, node_record
 
@@ -105,7 +105,7 @@ class FakeTransport:
             return list(self.reservations)
 
     def read_jobs(
-        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
+        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Collection[JobId]
     ) -> list[SlurmJob]:
         with self._command("list"):
             active = [j for j in self.slurm.jobs if j.state in ACTIVE_STATES]

@@ -141,9 +141,12 @@ class SlurmBackend(Generic[Transport]):
         reservations, resv_note = self._read_reservations()
         # An array's pending tasks one job each: the daemon never names an array
         # (arrays.py).
-        jobs = expand_tasks(
-            self.transport.read_jobs(nodes, first=self.view is None, watched=self._active)
-        )
+        # The first observe after a restart watches the saved state's jobs: a
+        # transport that cannot read jobs by id (22.05) reads every job's JSON, the
+        # finished ones too, only if one of them is no longer listed.
+        first = self.view is None
+        watched = self._active.keys() | self._resumed if first else self._active
+        jobs = expand_tasks(self.transport.read_jobs(nodes, first=first, watched=watched))
         listed = {j.job_id for j in jobs}
         ended = [j for j in self._active if j not in listed] + self._resumed_ended(listed)
         if ended:

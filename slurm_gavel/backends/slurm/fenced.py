@@ -12,7 +12,7 @@ site, so that an action added to the backend later cannot forget it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 
 from slurm_gavel.backends.slurm.admin_comment import CommentOrder
@@ -21,7 +21,7 @@ from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName, SlurmTransport
-from slurm_gavel.domain.model import Job, JobId
+from slurm_gavel.domain.model import JobId
 
 # The gate: (action kind, the jobs it names) -> None, or raises to refuse the action.
 Gate = Callable[[str, Sequence[JobId]], None]
@@ -47,7 +47,7 @@ class FencedTransport:
         return self.inner.read_reservations()
 
     def read_jobs(
-        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
+        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Collection[JobId]
     ) -> list[SlurmJob]:
         return self.inner.read_jobs(nodes, first=first, watched=watched)
 

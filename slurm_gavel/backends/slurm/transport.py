@@ -17,7 +17,7 @@ raises SlurmUnreachable (cli/commands.py) when Slurm cannot be reached at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -26,7 +26,7 @@ from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
-from slurm_gavel.domain.model import Job, JobId
+from slurm_gavel.domain.model import JobId
 
 # Per-job failures of an act (job -> why), and the last observe's nodes by name.
 Failures = dict[JobId, str]
@@ -52,7 +52,7 @@ class SlurmTransport(Protocol):
         ...
 
     def read_jobs(
-        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
+        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Collection[JobId]
     ) -> list[SlurmJob]:
         """The waiting and running jobs (and, where the transport lists them, recently
         ended ones). first: no round has been observed yet. watched: the managed jobs

@@ -34,12 +34,17 @@ is read with the round's other JSON (_seeds), and that uid's other jobs keep wha
 their text said, with that name. So the first observe after a start, where every
 job is new, reads one JSON record per user instead of one per job (at 5,000 jobs
 of a few users, the first round is then like any other: benchmarks/README.md).
+22.05, whose JSON cannot be asked for by id, gets the names from a second listing
+instead (extra_listing_command: %u, with %x, the --exclude its --Format lacks),
+guarded by a token of its own the same way; a uid it names differently from the
+JSON, or with a name no login has, is left to the JSON.
 
 Full reads (every job's JSON, as before) happen:
 
-- when the listing cannot be read; on 22.05's first observe (CliReader asks for
-  the finished jobs too, -t all: how jobs ended while the daemon was down; 24.11+
-  read those by id, resume());
+- when the listing cannot be read (on 22.05, either of its two: CliReader._listing);
+  on 22.05's first observe only where a job the saved state managed is no longer
+  listed (CliReader asks for the finished jobs too, -t all: how it ended while the
+  daemon was down; 24.11+ read those by id, resume());
 - when Slurm's JSON cannot be asked for by job id (22.05's `squeue --json`
   ignores -j and -t): every round in which a changed job needs its JSON or a job
   whose end matters (a managed one: `watched`) left the listing (only the full
@@ -66,6 +71,7 @@ Full reads (every job's JSON, as before) happen:
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -133,8 +139,8 @@ FOLLOWS = {
     "array_max_tasks": "job_id",
     "memory_per_cpu": "memory_per_node",  # MinMemory prints either (needs_from_text.py)
 }
-# _job fields no listing field prints: none since the needs are listed
-# (on 22.05 excluded_nodes is not, and a new managed job is read as JSON there).
+# _job fields no listing field prints: none since the needs are listed (on 22.05
+# excluded_nodes by the second listing, merge_extra_listing).
 JSON_ONLY: tuple[str, ...] = ()
 # Listed fields _job does not read: they tell whether a job's GPU request says the
 # GPUs it got, per node (a job that just started: slurm/cli/jobs_from_text.py).
@@ -219,6 +225,72 @@ def parse_listing(text: str, token: str) -> dict[str, Record] | None:
     return out
 
 
+# The second listing on a release whose --Format lacks ExcNodes (22.05): squeue's
+# older -o format has it (%x), and the user name (%u), which spares the JSON record
+# per user that names the listing's uids; %A is the job id as JobID prints it.
+EXTRA_FIELDS = ("%A", "%u", "%x")
+_EXCLUDED = list(LISTING_FIELDS).index("excluded_nodes")
+# What a job listed by the first command but not by the second gets as its --exclude:
+# it left the waiting and running states in between. Whitespace, which no hostlist
+# holds: its needs are not read from it (needs_from_text), so a managed one is read
+# as JSON.
+NOT_LISTED = "\n"
+# A user name trusted as the JSON's: a portable login name. Anything else (squeue prints
+# "nobody", or a number, for a uid it cannot name, where the JSON may say otherwise)
+# leaves the uid to a JSON record.
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}\$?")
+
+
+def extra_listing_command(token: str) -> ListingCommand:
+    """The second listing's squeue (EXTRA_FIELDS, each ended by the token), the same
+    states as the listing's. The format goes in squeue's environment (SQUEUE_FORMAT,
+    what -o sets), not on its command line, like the listing's (listing_command)."""
+    argv = ["squeue", "-h", "--noconvert", "-t", ACTIVE_JOB_STATES]
+    return ListingCommand(argv, {"SQUEUE_FORMAT": "".join(f + token for f in EXTRA_FIELDS)})
+
+
+def parse_extra_listing(text: str, token: str) -> dict[str, tuple[str, str]] | None:
+    """job id -> (user name, --exclude) from extra_listing_command's output; None when
+    it is not one well-formed record per job (the same rules as parse_listing: a value
+    holding a newline or the token cannot end a record early, since it does not know
+    the token)."""
+    end = token + "\n"
+    if not text:
+        return {}
+    if not text.endswith(end):
+        return None
+    out: dict[str, tuple[str, str]] = {}
+    for record in text[: -len(end)].split(end):
+        values = record.split(token)
+        if len(values) != len(EXTRA_FIELDS) or not values[0].isdigit() or values[0] in out:
+            return None
+        out[values[0]] = (values[1], values[2])
+    return out
+
+
+def merge_extra_listing(
+    listing: dict[str, Record], extra: Mapping[str, tuple[str, str]]
+) -> tuple[dict[str, Record], dict[int, str]]:
+    """The listing with each job's --exclude from the second listing in its
+    excluded_nodes place (NOT_LISTED for a job the second did not list), and the user
+    name of each uid both listings agree on: a uid given two names, or a name that is
+    not a plain login name (_USER_NAME), is left out (its jobs' JSON names it)."""
+    merged: dict[str, Record] = {}
+    names: dict[int, str] = {}
+    clash: set[int] = set()
+    for job_id, record in listing.items():
+        row = extra.get(job_id)
+        excluded = NOT_LISTED if row is None else row[1]
+        merged[job_id] = (*record[:_EXCLUDED], excluded, *record[_EXCLUDED + 1 :])
+        uid = record[_UID]
+        if row is None or not uid.isdigit():
+            continue
+        name = row[0] if _USER_NAME.fullmatch(row[0]) and row[0] != "nobody" else ""
+        if names.setdefault(int(uid), name) != name or not name:
+            clash.add(int(uid))
+    return merged, {uid: name for uid, name in names.items() if uid not in clash}
+
+
 # A changed job built from its listing text (its record, its record and job of the
 # last round, the user name of each uid) -> its SlurmJob, or None to read its JSON
 # (slurm_listing_jobs.job_from_listing).
@@ -265,11 +337,14 @@ class IncrementalJobs:
         force_full: bool = False,
         from_text: FromText | None = None,
         watched: Collection[str] | None = None,
+        names: Mapping[int, str] | None = None,
     ) -> list[SlurmJob]:
         """This round's jobs. full() reads every job's JSON; some(ids) those jobs'
         (None where Slurm cannot filter by id); from_text builds a changed job from
         its listing record where it can (its JSON is read otherwise); watched: the
-        jobs whose end must be read when they leave the listing (None: every job)."""
+        jobs whose end must be read when they leave the listing (None: every job);
+        names: the user name of uids a text listing gave (merge_extra_listing), used
+        where no JSON gave another."""
         rows = self._rows
         changed = [] if listing is None else self.changed(listing)
         # An array's records are read as JSON every round, never built from text: the
@@ -289,7 +364,7 @@ class IncrementalJobs:
         built: dict[str, SlurmJob] = {}
         unnamed: dict[str, SlurmJob] = {}  # built but for the user name of their uid
         if from_text is not None and listing is not None and changed and not force_full:
-            users = _user_names(job for _, job in rows.values())
+            users = _with_listed(_user_names(job for _, job in rows.values()), names or {})
             guess = {**users, **dict.fromkeys(_uids(listing, changed, users), UNNAMED)}
             for job_id in changed:
                 if job_id in arrays:
@@ -383,6 +458,13 @@ def _user_names(jobs: Iterable[SlurmJob]) -> dict[int, str]:
         if names.setdefault(job.user_id, job.user) != job.user:
             clash.add(job.user_id)
     return {uid: name for uid, name in names.items() if uid not in clash}
+
+
+def _with_listed(users: dict[int, str], listed: Mapping[int, str]) -> dict[int, str]:
+    """The JSON's names of uids with the text listing's for the others; a uid the two
+    name differently is left out (its jobs' JSON is read)."""
+    out = {**listed, **users}
+    return {uid: n for uid, n in out.items() if listed.get(uid, n) == users.get(uid, n)}
 
 
 def _rec(rows: dict[str, tuple[Record, SlurmJob]], job_id: str) -> Record | None:

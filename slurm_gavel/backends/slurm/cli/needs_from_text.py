@@ -3,11 +3,12 @@ from its listing text, so that a job the daemon starts to manage needs no JSON r
 (without this, the first round after a start read every managed job's JSON).
 
 The listing prints (slurm/cli/listing.py, `squeue --noconvert`, so memory is whole
-megabytes): ExcNodes (a hostlist; 24.11+ only: 22.05's --Format has no such field,
-CliFormat.excluded_field), MinMemory, MinCPUs, cpus-per-tres, mem-per-tres, Prefer and
-tres-alloc. Each is Slurm's own syntax, none user text but --prefer's expression (which
-slurmctld checks against the nodes' features); a value with whitespace or one this
-parser does not know is not trusted (None: the job's JSON is read).
+megabytes): ExcNodes (a hostlist; 22.05's --Format has no such field,
+CliFormat.excluded_field: its second listing's `-o %x` is put in its place), MinMemory,
+MinCPUs, cpus-per-tres, mem-per-tres, Prefer and tres-alloc. Each is Slurm's own
+syntax, none user text but --prefer's expression (which slurmctld checks against the
+nodes' features); a value with whitespace or one this parser does not know is not
+trusted (None: the job's JSON is read).
 
 MinMemory is --mem or --mem-per-cpu: squeue drops the per-CPU flag (_print_pn_min_memory
 clears MEM_PER_CPU), so which one it is comes from tres-alloc, which for a job that never
@@ -75,7 +76,7 @@ def needs_from_text(
     gpu_cpus = per_gpu(_plain(text["cpus_per_tres"]))
     node_memory, cpu_memory = 0, 0
     if memory and not gpu_memory:
-        kind = _memory_kind(text["tres_req"], memory, bad_if_unsure=gpu_cpus > 0)
+        kind = _memory_kind(text["tres_req"], memory, cpus, bad_if_unsure=gpu_cpus > 0)
         if kind is None:
             return None
         node_memory, cpu_memory = (memory, 0) if kind == "node" else (0, memory)
@@ -97,14 +98,17 @@ def needs_text_same(a: dict[str, str], b: dict[str, str]) -> bool:
     return all(a[f] == b[f] for f in NEEDS_FIELDS)
 
 
-def _memory_kind(tres: str, memory: int, *, bad_if_unsure: bool) -> str | None:
-    """ "node" or "cpu": how the job's MinMemory is meant (module doc), or None."""
+def _memory_kind(tres: str, memory: int, node_cpus: int, *, bad_if_unsure: bool) -> str | None:
+    """ "node" or "cpu": how the job's MinMemory is meant (module doc), or None.
+    node_cpus: MinCPUs; a tres-alloc of fewer CPUs than that on each node was not made
+    under the request the job has now (22.05 keeps `cpu=1` for a job whose
+    --cpus-per-gpu=2 made MinCPUs 2 once job_submit.lua took its GPU request off)."""
     pairs = dict(p.partition("=")[::2] for p in tres.split(",")) if tres != "N/A" else {}
     cpus, nodes, total = _int(pairs.get("cpu", "")), _int(pairs.get("node", "")), None
     m = _TRES_MEM.fullmatch(pairs.get("mem", ""))
     if m:
         total = float(m.group(1)) * _UNIT_MB[m.group(2)]
-    if not cpus or not nodes or total is None:
+    if not cpus or not nodes or total is None or cpus < node_cpus * nodes:
         return None
     if cpus == nodes:  # one CPU per node: either reading gives the same memory
         return None if bad_if_unsure else "node"

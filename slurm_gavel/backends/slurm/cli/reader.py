@@ -9,14 +9,16 @@ Reads per round, three or four commands:
     reservations scontrol --json=vX show reservations   (22.05: scontrol show
                  reservation --oneliner, its text: reservations.py)
     list         squeue -h -t <waiting and running states> -O <fields>: every job's
-                 fields as text, to tell which changed (listing.py)
+                 fields as text, to tell which changed (listing.py); on 22.05 also
+                 squeue -o '%A %u %x' for its --exclude and user name, which
+                 --Format lacks there (listing.extra_listing_command)
     jobs         squeue --json=vX -t all -j ID,...  only the new or changed jobs the
                  listing's text cannot describe (jobs_from_text.py: "(null)"
-                 values, starts on shards or whole nodes); every waiting and running
-                 job in the first round, every 10th (between rounds), and on 22.05
-                 (whose --json ignores -j and -t) in any round in which a changed job
-                 needs its JSON or a managed job left the listing; none when the text
-                 describes every change
+                 values, starts on shards or whole nodes); every job every 10th
+                 round (between rounds), and on 22.05 (whose --json ignores -j
+                 and -t) in any round in which a changed job needs its JSON or a
+                 managed job left the listing (its first round: a job the saved
+                 state managed); none when the text describes every change
     ended        squeue --json=vX -t all -j ID,...  only in a round where a managed
                  job left that list (how it ended: completed or failed)
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 
 from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
@@ -41,8 +43,11 @@ from slurm_gavel.backends.slurm.cli.json_format import CliFormat, detect_cli
 from slurm_gavel.backends.slurm.cli.listing import (
     IncrementalJobs,
     Record,
+    extra_listing_command,
     listing_command,
+    merge_extra_listing,
     new_token,
+    parse_extra_listing,
     parse_listing,
 )
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
@@ -55,7 +60,7 @@ from slurm_gavel.backends.slurm.reservations import (
     parse_reservations_text,
 )
 from slurm_gavel.backends.slurm.retry import attempts
-from slurm_gavel.domain.model import Job, JobId
+from slurm_gavel.domain.model import JobId
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +104,7 @@ class CliReader:
         return parse_reservations_text(res.stdout)
 
     def read_jobs(
-        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
+        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Collection[JobId]
     ) -> list[SlurmJob]:
         """The waiting and running jobs: JSON only for those new or changed since the
         last observe that their listing text cannot describe (slurm/cli/listing.py,
@@ -108,8 +113,11 @@ class CliReader:
         id (23.02+): every job is new then, and one JSON record per user names the
         uids the listing prints, so that the others are built from their text; the
         jobs a restarted daemon managed that are no longer listed are read as ended
-        (observe, resume()). On 22.05 the first observe reads every job's JSON, the
-        finished ones too (-t all, once), which tells how those jobs ended."""
+        (observe, resume()). On 22.05 the second listing names the uids and gives the
+        jobs' --exclude (_listing), so its first observe builds the jobs from their
+        text as well; it reads every job's JSON, the finished ones too (-t all), only
+        where a watched job (the saved state's, on the first observe) is not listed:
+        only that read tells how it ended."""
         fmt = self.cli_format
 
         def full() -> list[SlurmJob]:
@@ -121,17 +129,25 @@ class CliReader:
 
         some_or_none = some if fmt.filters_work else None
         sharing = fmt.node_sharing_field
-        force_full = first and some_or_none is None
-        listing = self._listing(sharing)
+        listed = self._listing(sharing)
+        listing, names = listed if listed is not None else (None, {})
+        # Where JSON cannot be asked for by id (22.05), how a job the saved state
+        # managed ended is only in the full read with finished jobs: made when one of
+        # them is not listed (an array task, watched by its task name, never is).
+        force_full = (
+            first and some_or_none is None and listing is not None
+            and any(j not in listing for j in watched)
+        )  # fmt: skip
         nulls = self._literal_nulls(listing) if listing and not force_full else None
+        # every listing read prints the jobs' --exclude (22.05: the second listing's)
         from_text = partial(
             job_from_listing, gpu_types=node_gpu_types(nodes), node_sharing=sharing,
-            literal_nulls=nulls, excluded_listed=fmt.excluded_field is not None,
+            literal_nulls=nulls, excluded_listed=True,
         )  # fmt: skip
         # Only a managed job's end is read (22.05: by a full read); others just leave.
         return self.listed.read(
             listing, full, some_or_none, force_full=force_full, from_text=from_text,
-            watched=watched,
+            watched=watched, names=names,
         )  # fmt: skip
 
     def _literal_nulls(self, listing: dict[JobId, Record]) -> dict[str, frozenset[str]]:
@@ -169,26 +185,46 @@ class CliReader:
         if not self.listed.full_read_due():
             return
         fmt = self.cli_format
-        listing = self._listing(fmt.node_sharing_field)
-        if listing is None:
+        listed = self._listing(fmt.node_sharing_field)
+        if listed is None:
             return
         doc = self._json("observe", fmt.jobs_argv(finished_too=False))
         _, everyone = self.job_cache.parse(doc, allow_newer=self.allow_newer)
-        self.listed.refreshed(listing, everyone)
+        self.listed.refreshed(listed[0], everyone)
 
-    def _listing(self, node_sharing: str) -> dict[JobId, Record] | None:
-        """Every waiting or running job's listing record; None (read every job's
-        JSON instead) when squeue fails or prints something unreadable."""
+    def listing(self) -> tuple[dict[JobId, Record], dict[int, str]] | None:
+        """Every waiting or running job's listing record, and the user names of uids a
+        listing printed (see _listing); None when it could not be read."""
+        return self._listing(self.cli_format.node_sharing_field)
+
+    def _listing(self, node_sharing: str) -> tuple[dict[JobId, Record], dict[int, str]] | None:
+        """Every waiting or running job's listing record, with the user name of the
+        uids the text names (22.05); None (read every job's JSON instead) when squeue
+        fails or prints something unreadable. Where --Format has no ExcNodes (22.05), a
+        second listing (`squeue -o %A %u %x`, token-ended like the first) gives each
+        job's --exclude, put in the record's excluded_nodes place, and its user's
+        name: so a new managed job is built from its text there too, the first round
+        after a start included, instead of every job's JSON being read."""
         token = new_token()
-        argv, env = listing_command(token, node_sharing, self.cli_format.excluded_field)
+        excluded = self.cli_format.excluded_field
+        argv, env = listing_command(token, node_sharing, excluded)
         res = self.commands.run("list", argv, env=env, retry_timeouts=True)
         listing = parse_listing(res.stdout, token) if res.ok else None
+        if listing is not None and excluded is None:
+            token = new_token()
+            argv, env = extra_listing_command(token)
+            res = self.commands.run("list", argv, env=env, retry_timeouts=True)
+            extra = parse_extra_listing(res.stdout, token) if res.ok else None
+            if extra is not None:
+                return merge_extra_listing(listing, extra)
+            listing = None
         if listing is None:
             log.warning(
                 "squeue's job listing was unreadable (exit %s: %s); every job's JSON read "
                 "instead", res.returncode, res.stderr.strip()[:200],
             )  # fmt: skip
-        return listing
+            return None
+        return listing, {}
 
     def read_ended(self, ids: list[JobId]) -> list[SlurmJob]:
         """The final records of managed jobs that left the waiting/running list since

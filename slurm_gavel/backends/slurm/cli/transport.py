@@ -52,7 +52,7 @@ from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
-from slurm_gavel.domain.model import Job, JobId
+from slurm_gavel.domain.model import JobId
 
 # From this many jobs to place in one act, two scontrol processes share the updates.
 PLACE_SPLIT_AT = 64
@@ -82,7 +82,7 @@ class CliTransport:
         return self.reader.read_reservations()
 
     def read_jobs(
-        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
+        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Collection[JobId]
     ) -> list[SlurmJob]:
         return self.reader.read_jobs(nodes, first=first, watched=watched)
 

@@ -59,7 +59,7 @@ from slurm_gavel.backends.slurm.rest.documents import (
 from slurm_gavel.backends.slurm.rest.versions import RestApi, api_from_spec
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
-from slurm_gavel.domain.model import Job, JobId
+from slurm_gavel.domain.model import JobId
 
 __all__ = ["RestClient", "RestTransport", "rest_backend"]
 
@@ -123,7 +123,7 @@ class RestTransport:
         return parse_reservations(self.call("observe", "GET", "/reservations"))
 
     def read_jobs(
-        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Mapping[JobId, Job]
+        self, nodes: Sequence[SlurmNode], *, first: bool, watched: Collection[JobId]
     ) -> list[SlurmJob]:
         """Every job's JSON, each round: slurmrestd has no cheap listing (the nodes,
         which tell the listing's jobs their GPU types, are not needed). /jobs lists

@@ -31,9 +31,10 @@ def test_the_periodic_full_read_moves_out_of_the_round(slurm):
         b.observe()
         assert b.transport.reader.listed.last_read == "none"
         before = dict(b.transport.commands.counts)
-        b.between_rounds()  # due: the listing and every job's JSON, now
+        b.between_rounds()  # due: the listing (22.05: and its second) and every job's JSON
         ran = {k: v - before.get(k, 0) for k, v in b.transport.commands.counts.items()}
-        assert {k: v for k, v in ran.items() if v} == {"list": 1, "observe": 1}
+        lists = 2 if slurm.release == "22.05" else 1
+        assert {k: v for k, v in ran.items() if v} == {"list": lists, "observe": 1}
         assert not b.transport.reader.listed.full_read_due()
         slurm.cmd("scontrol", "update", f"JobId={jobs[2]}", "Comment=gavel:type=A3C,scale=2")
         seen = {j.job.id: j for j in b.observe().jobs}  # the round after: no full read

@@ -214,6 +214,20 @@ def test_hostile_comments_are_kept_as_text_or_left_to_json(release):
     described = with_value(record, "state_reason", "job requeued in held state")
     assert job_from_listing(described, last, users(release)) == replace(job, reason="JobHeldUser")
     assert job_from_listing(with_value(described, "priority", "5"), last, users(release)) is None
+    # nodes asked for by name that are unavailable: the reason is the description's first
+    # word; any other text after it, or whitespace in the node list, is not trusted
+    for text, reason in [
+        ("ReqNodeNotAvail, UnavailableNodes:k80-[1-2],v100-1", "ReqNodeNotAvail"),
+        ("ReqNodeNotAvail, UnavailableNodes:", "ReqNodeNotAvail"),
+        ("ReqNodeNotAvail, UnavailableNodes:k80-1 x", None),
+        ("ReqNodeNotAvail, UnavailableNodes:k80-1\nx", None),
+        ("ReqNodeNotAvail, May be reserved for other job", "ReqNodeNotAvail"),
+        ("ReqNodeNotAvail, May be reserved for other job x", None),
+        ("ReqNodeNotAvail, Reserved for maintenance", None),
+        ("Resources, UnavailableNodes:k80-1", None),
+    ]:
+        got = job_from_listing(with_value(record, "state_reason", text), last, users(release))
+        assert (got and got.reason) == reason, text
     assert job_from_listing(record[:-1], last, users(release)) is None  # a field short
 
 

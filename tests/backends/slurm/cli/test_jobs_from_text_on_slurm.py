@@ -27,7 +27,6 @@ from slurm_gavel.backends.slurm.cli.listing import (
     Record,
     listing_command,
     new_token,
-    parse_listing,
 )
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.from_json import parse_jobs
@@ -97,24 +96,27 @@ class Read:
     doc: dict
     records: dict[str, Record]  # jobs whose record did not change during the JSON read
     jobs: dict[str, SlurmJob]
+    names: dict[int, str]  # uid -> user name, as the text listed it (22.05)
 
 
 def read(b: SlurmBackend, wanted: set[str]) -> Read:
-    """The listing and every listed job's JSON, taken until every wanted job's record is
-    the same before and after the JSON (backfill may move a pending job meanwhile)."""
+    """The listing as the daemon reads it (CliReader.listing: on 22.05 with the second
+    listing's --exclude and user names) and every listed job's JSON, taken until every
+    wanted job's record is the same before and after the JSON (backfill may move a
+    pending job meanwhile)."""
     for _ in range(20):
         token = new_token()
         fmt = b.transport.cli_format
         argv, env = listing_command(token, fmt.node_sharing_field, fmt.excluded_field)
-        text = b.transport.commands.run("list", argv, env=env).stdout
+        text = b.transport.commands.run("list", argv, env=env).stdout  # for capture()
+        first = b.transport.reader.listing()
         doc = b.transport.reader._json("observe", b.transport.cli_format.jobs_argv())
-        again = b.transport.commands.run("list", argv, env=env).stdout
-        first, second = parse_listing(text, token), parse_listing(again, token)
+        second = b.transport.reader.listing()
         assert first is not None and second is not None
-        stable = {j: r for j, r in first.items() if second.get(j) == r}
+        stable = {j: r for j, r in first[0].items() if second[0].get(j) == r}
         if wanted <= set(stable):
             _, jobs = parse_jobs(doc)
-            return Read(text, token, doc, stable, {j.job_id: j for j in jobs})
+            return Read(text, token, doc, stable, {j.job_id: j for j in jobs}, first[1])
     raise AssertionError(f"jobs {sorted(wanted - set(stable))} kept changing")
 
 
@@ -235,32 +237,38 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         assert types["v100-1"] == "v100"
         sharing = b.transport.cli_format.node_sharing_field
         assert sharing == ("Exclusive" if slurm.release == "26.05" else "OverSubscribe")
-        excluded = b.transport.cli_format.excluded_field is not None
-        assert excluded == (slurm.release != "22.05")
+        # every release's listing prints the --exclude (22.05: the second listing's)
+        assert (b.transport.cli_format.excluded_field is None) == (slurm.release == "22.05")
+        # 22.05's second listing names the uids as the JSON does (24.11+: none listed)
+        assert second.names == (users if slurm.release == "22.05" else {}), second.names
         built = {}
         for job_id, record in second.records.items():
-            got = job_from_listing(record, last.get(job_id), users, types, sharing, None, excluded)
+            got = job_from_listing(record, last.get(job_id), users, types, sharing, None, True)
             if got is not None:
                 assert same_for_the_daemon(got, second.jobs[job_id]), (got, second.jobs[job_id])
                 if is_managed_comment(got.comment):
                     assert same_needs(got.needs, second.jobs[job_id].needs), job_id
                 built[job_id] = got
         assert done not in second.records and cancelled not in second.records
-        # a daemon that just started (no last records; the user names known, and the
-        # literal "(null)" accounts and QOS, as CliReader._literal_nulls lists them): each
-        # job built is still its JSON's, the running managed ones included (24.11+)
+        # a daemon that just started (no last records; the user names known, from the
+        # second listing on 22.05, and the literal "(null)" accounts and QOS, as
+        # CliReader._literal_nulls lists them): each job built is still its JSON's, the
+        # running managed ones included
+        started = second.names or users  # 24.11+: one JSON record per uid names them
         nulls = {
             name: frozenset(slurm.cmd("squeue", "-h", flag, "(null)", "-o", "%A").stdout.split())
             for name, flag in LITERAL_NULL_FIELDS.items()
         }
+        at_start = {}
         for job_id, record in second.records.items():
-            got = job_from_listing(record, None, users, types, sharing, nulls, excluded)
+            got = job_from_listing(record, None, started, types, sharing, nulls, True)
             if got is not None:
+                at_start[job_id] = got
                 assert same_for_the_daemon(got, second.jobs[job_id]), (got, second.jobs[job_id])
                 if is_managed_comment(got.comment):
                     assert same_needs(got.needs, second.jobs[job_id].needs), job_id
-            elif job_id in (run1, ran):
-                assert not excluded, job_id
+            else:
+                assert job_id not in (run1, ran), job_id
             if got is not None and job_id == ran:
                 assert got.restarts == 1 and got.needs.memory_per_cpu_mb == 200, got
         # new: its account and QOS print "(null)" (no literal_nulls listing here)
@@ -268,17 +276,26 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         from_text = {held, later, run2, multi, untyped, ckpt, requeued, plain,
                      null_account, *hostile.values(), to["token"], start["1"], start["2"],
                      start["2x2"], start["untyped"], rerun, to["null"], to["crlf"]}  # fmt: skip
-        # a new managed job: built from its text where the listing prints its --exclude
-        # (24.11+), with its node needs; so is run1, which claims itself between the
-        # rounds while it runs: its node needs from its allocation (needs_from_text.py)
+        # a new managed job: built from its text, with its node needs (its --exclude
+        # from the listing, 22.05's second listing); so is run1, which claims itself
+        # between the rounds while it runs: its node needs from its allocation
+        # (needs_from_text.py). 22.05 prints the new ones' QOS "(null)" without
+        # accounting: built where the filtered listings tell it (a daemon's first
+        # round), else read as JSON (run1's is its last JSON's: its text is unchanged)
         fresh = {named, *needs.values(), run1}
-        (from_text if excluded else as_json).update(fresh)
+        if slurm.release == "22.05":
+            as_json |= fresh - {run1}
+            from_text.add(run1)
+            # its request's CPUs are not MinCPUs' (needs_from_text._memory_kind): JSON
+            fresh.discard(needs["cpus_per_gpu"])
+        else:
+            from_text |= fresh
         assert from_text <= set(built), sorted(from_text - set(built))
-        if excluded:
-            assert built[needs["exclude"]].needs.excluded == ("k80-1", "v100-1", "v100-2")
-            assert built[needs["mem_per_cpu"]].needs.memory_per_cpu_mb == 300
-            assert built[needs["mem"]].needs.memory_per_node_mb == 1537
-            assert built[needs["prefer"]].needs.prefer == "v100"
+        assert fresh <= set(at_start), sorted(fresh - set(at_start))
+        assert at_start[needs["exclude"]].needs.excluded == ("k80-1", "v100-1", "v100-2")
+        assert at_start[needs["mem_per_cpu"]].needs.memory_per_cpu_mb == 300
+        assert at_start[needs["mem"]].needs.memory_per_node_mb == 1537
+        assert at_start[needs["prefer"]].needs.prefer == "v100"
         # a new managed job whose account is "(null)" (unset, or a user's "(null)");
         # one that just started with no GPU request (starts: no gres) or one its text
         # cannot say per node (--gpus, --exclusive). A comment that became "(null)" or
@@ -347,17 +364,91 @@ def test_with_accounting_a_known_job_of_another_user_is_built_from_its_text(slur
         users = {j.user_id: j.user for j in before.jobs.values() if j.user_id is not None}
         second = submit()
         after = read(b, {first, second})
-        # new and managed: built from its text where the listing prints its --exclude
-        # (24.11+), else read as JSON once; from then on built from its text
-        excluded = b.transport.cli_format.excluded_field is not None
+        # new and managed: built from its text (its --exclude listed: 22.05's second
+        # listing), and from then on
         sharing = b.transport.cli_format.node_sharing_field
-        new = job_from_listing(after.records[second], None, users, None, sharing, None, excluded)
-        assert (new is not None) == excluded
-        assert new is None or same_needs(new.needs, after.jobs[second].needs)
+        new = job_from_listing(after.records[second], None, users, None, sharing, None, True)
+        assert new is not None and same_needs(new.needs, after.jobs[second].needs)
         last = (before.records[first], before.jobs[first])
-        got = job_from_listing(after.records[first], last, users, None, sharing, None, excluded)
+        got = job_from_listing(after.records[first], last, users, None, sharing, None, True)
         assert got is not None and got == after.jobs[first]
         assert same_needs(got.needs, after.jobs[first].needs)
         assert (got.user, got.account) == ("nobody", "biology") and got.qos
     finally:
+        slurm.cancel_all()
+
+
+def test_the_first_round_after_a_start_builds_the_jobs_from_their_text(slurm):
+    """What CliReader.read_jobs reads in a daemon's first round, with the saved state's
+    managed jobs watched: jobs built from their text on every release (22.05: its
+    --exclude and user names from the second listing), each its JSON's; a full read
+    only where the text cannot say a job (22.05), or where a watched job is no longer
+    listed (22.05: only the full read with finished jobs tells how it ended)."""
+    slurm.cancel_all()
+    try:
+        sub = slurm.sbatch
+        # (not --cpus-per-gpu: 22.05 prints a request its text cannot read, its JSON is)
+        managed = {k: sub(*a, *MANAGED) for k, a in NEEDS.items() if k != "cpus_per_gpu"}
+        named = {k: sub("-J", n, *MANAGED) for k, n in NAMES.items()}
+        hostile = {k: sub("-p", "gpu", "--hold", f"--comment={c}", *OUT, *SLEEP)
+                   for k, c in HOSTILE.items()}  # fmt: skip
+        # a hostile --exclude cannot be submitted (slurmctld checks the node names)
+        odd = slurm.cmd(
+            "sbatch", "-p", "gpu", "--exclude=" + HOSTILE["token"], *OUT, *SLEEP, check=False
+        )
+        assert odd.returncode != 0
+        running = sub("-p", "v100", "--gres=gpu:v100:1", *OUT, *SLEEP)
+        done = sub("-p", "gpu", *OUT, "--wrap", "true")
+        # placed on a node that is not available: its reason is a description (22.05:
+        # "ReqNodeNotAvail, UnavailableNodes:k80-2"; 24.11+: "..., May be reserved
+        # for other job")
+        slurm.cmd("scontrol", "update", "NodeName=k80-2", "State=DRAIN", "Reason=test")
+        drained = sub(*MANAGED)
+        update(slurm, drained, "NodeList=k80-2")  # as the daemon places a job
+        slurm.cmd("scontrol", "release", drained)
+        slurm.wait_state(running, "RUNNING")
+        slurm.wait_state(done, "COMPLETED", "GONE")
+        update(slurm, running, "Comment=gavel:type=ResNet-50")  # managed, running
+        watched = {*managed.values(), *named.values(), running, drained}
+        deadline = time.monotonic() + 30
+        reason = ("squeue", "-h", "-j", drained, "-o", "%r")
+        while "ReqNodeNotAvail, " not in slurm.cmd(*reason).stdout:
+            assert time.monotonic() < deadline, slurm.why(drained)
+            time.sleep(0.5)
+
+        def first_round(watching: set[str]) -> tuple[list[SlurmJob], dict[str, SlurmJob], str]:
+            for _ in range(20):
+                b = cli_backend(env=slurm.env)
+                reader = b.transport.reader
+                reader.literal_null_filter_from = 1  # no accounting: every account "(null)"
+                before = reader.listing()
+                jobs = reader.read_jobs(b.transport.read_nodes(), first=True, watched=watching)
+                doc = reader._json("observe", reader.cli_format.jobs_argv())
+                after = reader.listing()
+                assert before is not None and after is not None
+                if before[0] == after[0]:  # nothing moved while it was read
+                    return jobs, {j.job_id: j for j in parse_jobs(doc)[1]}, reader.listed.last_read
+            raise AssertionError("the jobs kept changing")
+
+        jobs, json_jobs, how = first_round(watched)
+        # 22.05: no JSON at all; 24.11+: one JSON record names the uid
+        assert how == ("none" if slurm.release == "22.05" else "changed"), how
+        got = {j.job_id: j for j in jobs}
+        assert watched | set(hostile.values()) <= set(got) <= set(json_jobs) - {done}
+        for job_id, job in got.items():
+            assert same_for_the_daemon(job, json_jobs[job_id]), (job, json_jobs[job_id])
+            if is_managed_comment(job.comment):
+                assert same_needs(job.needs, json_jobs[job_id].needs), job_id
+        assert got[managed["exclude"]].needs.excluded == ("k80-1", "v100-1", "v100-2")
+        assert got[named["token"]].name == NAMES["token"]
+        assert got[drained].reason == "ReqNodeNotAvail"
+        # a watched job no longer listed: 22.05 reads every job's JSON, finished ones too
+        jobs, _, how = first_round(watched | {done})
+        assert how == ("full" if slurm.release == "22.05" else "changed"), how
+        # a job the text cannot say (a name with a line break): its JSON (22.05: all)
+        sub("-J", "a\nb", *MANAGED)
+        _, _, how = first_round(watched)
+        assert how == ("full" if slurm.release == "22.05" else "changed"), how
+    finally:
+        slurm.cmd("scontrol", "update", "NodeName=k80-2", "State=RESUME", check=False)
         slurm.cancel_all()

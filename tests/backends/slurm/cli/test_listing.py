@@ -13,10 +13,14 @@ from slurm_gavel.backends.slurm.cli.listing import (
     GUARDS,
     JSON_ONLY,
     LISTING_FIELDS,
+    NOT_LISTED,
     TOKEN_ALPHABET,
     IncrementalJobs,
+    extra_listing_command,
     listing_command,
+    merge_extra_listing,
     new_token,
+    parse_extra_listing,
     parse_listing,
 )
 from slurm_gavel.backends.slurm.record_cache import FIELDS
@@ -393,3 +397,60 @@ def test_the_exclude_field_is_listed_where_the_release_has_one():
         assert "--noconvert" in argv
     old = parse_listing(captured("22.05"), TOKEN)
     assert old is not None and all(r[at] == j for j, r in old.items())
+
+
+def test_without_filtering_by_id_the_listed_names_spare_the_full_read():
+    """22.05: the second listing names the uids (merge_extra_listing), so the first
+    read builds every job from its text instead of reading every job's JSON."""
+    s, inc = Users(owners(ada=3, bob=2)), IncrementalJobs()
+    names = {1000: "ada", 1001: "bob"}
+    got = inc.read(s.listing(), s.full, None, from_text=named_from_text, names=names)
+    assert got == list(s.jobs.values()) and s.full_reads == 0 and inc.last_read == "none"
+    # without them (or with one uid left out) every job's JSON is read, as before
+    inc = IncrementalJobs()
+    inc.read(s.listing(), s.full, None, from_text=named_from_text, names={1000: "ada"})
+    assert s.full_reads == 1 and inc.last_read == "full"
+
+
+def test_a_uid_the_json_and_the_listing_name_differently_is_read_as_json():
+    s, inc = Users(owners(ada=3)), IncrementalJobs()
+    inc.read(s.listing(), s.full, None, force_full=True)  # the JSON named 1000 "ada"
+    s.jobs["9"] = replace(job("9"), user="ada", user_id=1000)
+    got = inc.read(s.listing(), s.full, None, from_text=named_from_text, names={1000: "eve"})
+    assert s.full_reads == 2 and [j.user for j in got] == ["ada"] * 4
+    s.jobs["10"] = replace(job("10"), user="ada", user_id=1000)
+    inc.read(s.listing(), s.full, None, from_text=named_from_text, names={1000: "ada"})
+    assert s.full_reads == 2 and inc.last_read == "none"
+
+
+def test_the_second_listing_puts_the_exclude_in_its_place_and_names_uids():
+    at = list(LISTING_FIELDS).index("excluded_nodes")
+    record = ["x"] * len(LISTING_FIELDS)
+    record[0], record[UID] = "1", "1000"
+    listing = {"1": tuple(record), "2": tuple(["2", *record[1:]])}
+    # job 2 left between the two listings; job 3 came after the first
+    extra = {"1": ("ada", "k80-1"), "3": ("bob", "")}
+    merged, names = merge_extra_listing(listing, extra)
+    assert merged["1"][at] == "k80-1" and merged["2"][at] == NOT_LISTED
+    assert set(merged) == {"1", "2"} and names == {1000: "ada"}
+    assert [v for i, v in enumerate(merged["1"]) if i != at] == [
+        v for i, v in enumerate(listing["1"]) if i != at
+    ]
+    # two names for one uid, or names no login has: the uid is not named
+    for bad in ("ada\nx", "1000", "nobody", "", "a" * 65, "ada eve", "\udcff"):
+        assert merge_extra_listing(listing, {"1": (bad, "")})[1] == {}, bad
+    both = merge_extra_listing(listing, {"1": ("ada", ""), "2": ("eve", "")})
+    assert both[1] == {}
+
+
+def test_the_second_listing_reads_back_hostile_values_or_not_at_all():
+    t = new_token()
+    text = f"1{t}ada{t}a\nb|{TOKEN_ALPHABET}|{'n' * 100_000}\udcff{t}\n2{t}bob{t}{t}\n"
+    got = parse_extra_listing(text, t)
+    assert got == {"1": ("ada", f"a\nb|{TOKEN_ALPHABET}|{'n' * 100_000}\udcff"), "2": ("bob", "")}
+    assert parse_extra_listing("", t) == {}
+    for bad in (f"1{t}ada{t}{t}x{t}\n", f"1{t}ada{t}\n", f"x{t}ada{t}{t}\n",
+                f"1{t}ada{t}{t}\n1{t}ada{t}{t}\n", f"1{t}ada{t}{t}"):  # fmt: skip
+        assert parse_extra_listing(bad, t) is None, bad
+    argv, env = extra_listing_command(t)
+    assert t not in " ".join(argv) and env == {"SQUEUE_FORMAT": f"%A{t}%u{t}%x{t}"}

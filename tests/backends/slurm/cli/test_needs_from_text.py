@@ -80,6 +80,16 @@ def test_one_cpu_per_node_with_cpus_per_gpu_cannot_say_per_cpu_from_per_node():
                  tres_req="cpu=1,mem=100M,node=1,billing=1") is None  # fmt: skip
 
 
+def test_a_request_of_fewer_cpus_than_each_node_asks_is_not_read():
+    """22.05: --cpus-per-gpu=2 --mem-per-cpu=100 on a job job_submit.lua took the GPU
+    request off prints MinCPUs 2 and a request of one CPU (its JSON: 100 per CPU, 2 CPUs
+    per node); read as one CPU per node it would say 100 per node. Its JSON is read."""
+    assert needs(memory_per_node="100M", minimum_cpus_per_node="2",
+                 tres_req="cpu=1,mem=100M,node=1,billing=1") is None  # fmt: skip
+    assert needs(memory_per_node="100M", minimum_cpus_per_node="2",
+                 tres_req="cpu=3,mem=300M,node=2,billing=3") is None  # fmt: skip
+
+
 def test_only_a_current_tres_and_a_listed_exclude_are_read():
     """A requeued job's tres-alloc is its last run's allocation; 22.05 lists no --exclude."""
     both = {**PLAIN}
