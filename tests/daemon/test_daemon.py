@@ -15,7 +15,6 @@ import pytest
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
@@ -600,9 +599,10 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
     # reallocations. The daemon (progress, step estimates, persistence around run_round)
     # must place exactly as the bare scheduler loop the simulator runs: the churn a real
     # daemon shows is the mechanism's, not the daemon's.
-    from slurm_gavel.core.round_config import SchedulerConfig
+    from slurm_gavel.core.job_rows import Knowledge
     from slurm_gavel.core.scheduler import run_round
     from slurm_gavel.core.scheduler_state import SchedulerState
+    from slurm_gavel.daemon.scheduler_config import scheduler_config
 
     r = 30.0
     kinds = [("Recommendation (batch size 2048)", 1600), ("ResNet-50 (batch size 64)", 480),
@@ -619,8 +619,14 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
         moves = (sorted(res.started), sorted(res.kept), sorted(res.moved), sorted(res.preempted))
         return (rep.reallocated, placed, *moves)
 
+    # Both under the daemon's own round config (scheduler_config: LEARNED rows within
+    # the trust bounds, its defaults): the bare loop learns what the daemon learns, so
+    # a cell that counts a restart's loss counts it on both sides.
+    d_config = config(tmp_path, policy="max_min_fairness", round_seconds=r,
+                      progress_dir=str(tmp_path / "progress"))  # fmt: skip
+    cfg = scheduler_config(d_config, table)
+    assert cfg.knowledge is Knowledge.LEARNED and cfg.row_bounds is not None
     ref_sim, state = sim(), SchedulerState()
-    cfg = SchedulerConfig(table=table, settings=replace(DAEMON_DEFAULTS, round_seconds=r))
     expected = []
     while not ref_sim.done():
         state, rep = run_round(state, ref_sim, cfg)
@@ -628,9 +634,7 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
         ref_sim.advance(min(ref_sim.clock + r, ref_sim.last_completion_of_running()))
 
     d_sim = sim()
-    d = Daemon(config(tmp_path, policy="max_min_fairness", round_seconds=r,
-                      progress_dir=str(tmp_path / "progress")),
-               d_sim, table=table, metrics=DaemonMetrics())  # fmt: skip
+    d = Daemon(d_config, d_sim, table=table, metrics=DaemonMetrics())
     (tmp_path / "progress").mkdir()
     d.start()
     got = []
@@ -639,6 +643,8 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
         d_sim.advance(min(d_sim.clock + r, d_sim.last_completion_of_running()))
     assert got == expected
     assert sum(len(x[4]) for x in got) > 0  # the rounds rotate jobs between types
+    # and both learned the same cells from the jobs' progress
+    assert state.job_rows.cells_measured == d.state.job_rows.cells_measured > 0
 
 
 def test_stay_credit_reaches_the_scheduler(tmp_path, table):
