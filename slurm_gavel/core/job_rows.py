@@ -138,8 +138,9 @@ class JobRows:
     clamped: dict[JobId, tuple[GpuType, float, float | None]] = field(default_factory=dict)
     # With trust bounds: what each job's progress showed per GPU type (row_trust.Progress:
     # steps made over the seconds the accounts had it running alone there), and each
-    # job as the last round saw it, for the next interval. Transient: a restarted daemon
-    # rebuilds them from its next rounds (its measured cells are kept meanwhile).
+    # job as the last round saw it, for the next interval. In the state file with the
+    # cells (job_rows_doc.py): a restarted daemon goes on from them as an uninterrupted
+    # one would, its cells resting on the same progress.
     progress: dict[JobId, dict[GpuType, Progress]] = field(default_factory=dict, repr=False)
     last_seen: dict[JobId, LastSeen] = field(default_factory=dict, repr=False)
     # Jobs whose unmeasured cells look better while they have exploration budget left

@@ -160,9 +160,14 @@ def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, aft
     total = sum(sum(r.values()) for r in received(d2).values())
     assert total == pytest.approx(5 * ROUND * 6)  # every GPU-second credited once
     if after_act:
-        # The killed round did act: the restart sees exactly what the reference saw.
+        # The killed round did act: the restart sees exactly what the reference saw,
+        # and learned the same from the jobs' progress (the interval after the act on
+        # the placement it acted, the one before on the one before: inflight.py).
         for j, row in received(ref).items():
             assert received(d2)[j] == pytest.approx(row), j
+        assert d2.state.job_rows.progress == ref.state.job_rows.progress
+        assert d2.state.job_rows.measured == ref.state.job_rows.measured
+        assert ref.state.job_rows.progress  # it did count progress
 
 
 class ReadingBackend:
