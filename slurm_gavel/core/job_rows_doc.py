@@ -39,6 +39,11 @@ def rows_to_json(rows: JobRows) -> dict[str, Any] | None:
     }
 
 
+def empty_rows_json() -> dict[str, Any]:
+    """No rows, said explicitly (rows_to_json leaves the key out instead)."""
+    return {"format": FORMAT, "jobs": {}}
+
+
 def _job_to_json(rows: JobRows, j: str) -> dict[str, Any]:
     out: dict[str, Any] = {
         "scale_factor": rows.scale_factor.get(j),

@@ -25,8 +25,10 @@ class Inflight:
     round_index: int
     time: float
     placement: dict[str, JobPlacement]
-    # The round's job rows as of its act, in the state file's form (rows_to_json);
-    # None: nothing learned, or a record from before they were kept.
+    # The round's job rows as of its act, in the state file's form (rows_to_json;
+    # empty_rows_json when it had none); None: a record from before they were kept,
+    # whose save holds the rows of the round before in its scheduler state. A save
+    # with a record that carries them leaves those out (daemon.py, before_act).
     job_rows: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:

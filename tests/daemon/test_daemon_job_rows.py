@@ -282,21 +282,22 @@ def _killed_after_its_act(tmp_path, table):
 
 def _edit(path, change) -> dict:
     doc = json.loads(path.read_text())
-    change(doc["inflight"])
+    change(doc)
     path.write_text(json.dumps(doc))  # NaN and the like written as Python writes them
     return doc
 
 
-def _no_rows(inflight: dict) -> None:
-    del inflight["job_rows"]
+def _old_record(doc: dict) -> None:
+    # as an older daemon saved it: the rows in the scheduler state, none in the record
+    doc["scheduler"]["job_rows"] = doc["inflight"].pop("job_rows")
 
 
-def _garbage(inflight: dict) -> None:
-    inflight["job_rows"] = "garbage"
+def _garbage(doc: dict) -> None:
+    doc["inflight"]["job_rows"] = "garbage"
 
 
-def _hostile_cells(inflight: dict) -> None:
-    for job in inflight["job_rows"]["jobs"].values():
+def _hostile_cells(doc: dict) -> None:
+    for job in doc["inflight"]["job_rows"]["jobs"].values():
         for cell in job.get("progress", {}).values():
             cell[0] = math.nan
         if "last_seen" in job:
@@ -304,7 +305,7 @@ def _hostile_cells(inflight: dict) -> None:
 
 
 @pytest.mark.hostile
-@pytest.mark.parametrize("change", [_no_rows, _garbage, _hostile_cells])
+@pytest.mark.parametrize("change", [_old_record, _garbage, _hostile_cells])
 def test_an_old_or_hostile_inflight_record_still_resumes(tmp_path, table, change):
     # An inflight record from before it carried the round's rows, or one whose rows are
     # not the daemon's (edited, corrupted): the restart resumes, its accounting whole,
@@ -314,6 +315,8 @@ def test_an_old_or_hostile_inflight_record_still_resumes(tmp_path, table, change
     assert doc["inflight"]["round_index"] == 2
     d2 = _daemon(tmp_path, sim, table)
     d2.start()
+    if change is _old_record:
+        assert d2.state.job_rows.last_seen  # read from the scheduler state, as before
     rounds(d2, sim, 3)
     d2.store.release()
     assert d2.state.round_index == 6
