@@ -15,10 +15,12 @@ learns each row from what the jobs report (LEARNED knowledge, as the daemon). Jo
 reports (its *lie*):
 
 - honest: its true rate (the baseline every other lie is compared with);
-- jitter: its true rate times 1.0001, the control: no lie worth the name, so what it
-  changes is how far the schedule moves when one job's row moves at all (a policy's LP
-  has many optimal vertices; which one the solver returns decides who runs where, and
-  with it every later round). A lie's figures within the control's are noise;
+- jitter: its rate, steps done and total steps times 1.0001 (a unit 0.01 % smaller),
+  the control: no lie worth the name, so what it changes is how far the schedule moves
+  when one job's row moves at all (a policy's LP has many optimal vertices; which one
+  the solver returns decides who runs where, and with it every later round). A lie's
+  figures within the control's are noise. (Its rate alone would move nothing: with
+  the trust bounds a cell is what the job's steps show, not the rate it claims.);
 - 10x-all, 0.1x-all: ten times (a tenth of) its true rate on every GPU type;
 - 10x-v100, 10x-k80: ten times on one type (a fast one; a slow one, where claiming
   speed is how to be wanted), the truth elsewhere;
@@ -28,6 +30,8 @@ reports (its *lie*):
 - 10x-units: ten times its rate *and* its steps done *and* its declared total steps (a
   consistent change of the unit a step is counted in; the scheduler cannot tell it
   from a job whose steps are ten times smaller);
+- half-steps: half its steps done, and a rate to match, its total steps true (a job
+  that looks slower and further from its end than it is: the steps are its word);
 - no-rate: its steps done but no rate (the report's steps_per_s left out);
 - nothing: no report at all: no rate and no steps done (for a typed job the daemon's
   estimate from the time it received, daemon/progress_learning.py's estimate_steps; a job of
@@ -46,10 +50,17 @@ counted as failed. ``--bounds daemon`` runs with TrustBounds() (the daemon's def
 ``none`` takes every report as it comes. The table shows the worst seed: the lowest
 liar ratio and the highest honest ratio; --json has every run.
 
-The full grid (6 policies x 2 kinds x 12 lies x 3 seeds: 432 runs and 36 honest
+The full grid (6 policies x 2 kinds x 13 lies x 3 seeds: 468 runs and 36 honest
 baselines, bounds on) took 4 minutes with ``--workers 2`` on an idle 2-core machine
 and 15 on a shared one (each run is one process's work; the figures do not depend on
 the worker count). ``--start-allowance`` sets TrustBounds.start_allowance_s.
+
+The control says how far a schedule moves for nothing: where a lie's figure is beyond
+2 % but within what the control moved in the same (policy, kind), three seeds cannot
+tell the lie from the schedule's sensitivity. Such a cell still misses the bound
+(``beyond_2_percent``); ``beyond_2_percent_and_the_control`` lists the misses beyond
+the control too, and more seeds (``--seeds 0,1,2,3,4,5,6,7,8,9`` with ``--policies``
+and ``--kinds`` of those cells) are how to judge the rest.
 """
 
 from __future__ import annotations
@@ -103,6 +114,7 @@ LIES = [
     "drip",
     "1.1x-all",
     "10x-units",
+    "half-steps",
     "no-rate",
     "nothing",
     "garbage",
@@ -114,6 +126,11 @@ ACCOUNTS = {"a": 1.0, "b": 2.0, "c": 1.0}
 PRICES = {"v100": 2.48, "p100": 1.46, "k80": 0.45}  # dollars per GPU-hour (AWS-like)
 UNITS = 10.0  # the factor of the 10x-units lie
 JITTER = 1.0001  # the control: a "lie" too small to matter
+HALF = 0.5  # the half-steps lie: steps done (and rate) this share of the truth
+# Lies that scale the rate, the steps done and the total steps alike (a unit): the
+# control is one, since with the trust bounds a job's cell follows its steps, not its
+# claimed rate, and only a unit moves it.
+UNIT_LIES = {"10x-units": UNITS, "jitter": JITTER}
 
 
 class Lying:
@@ -134,14 +151,17 @@ class Lying:
             if o.job.id == LIAR and o.state is not JobState.DONE:
                 if self.lie == "nothing":
                     o = replace(o, steps_done=None, measured_throughput=None)
-                if self.lie == "10x-units":
+                unit = UNIT_LIES.get(self.lie)
+                if unit is not None:
                     if self.job is None:  # one object: the round's memo compares by identity
-                        self.job = replace(o.job, total_steps=o.job.total_steps * UNITS)
+                        self.job = replace(o.job, total_steps=o.job.total_steps * unit)
                     o = replace(
                         o,
                         job=self.job,
-                        steps_done=None if o.steps_done is None else o.steps_done * UNITS,
+                        steps_done=None if o.steps_done is None else o.steps_done * unit,
                     )
+                if self.lie == "half-steps" and o.steps_done is not None:
+                    o = replace(o, steps_done=o.steps_done * HALF)
                 if o.measured_throughput is not None:
                     o = replace(
                         o, measured_throughput=self._claim(o.gpu_type, o.measured_throughput)
@@ -172,6 +192,8 @@ class Lying:
             return min(rate * self.step_factor**self.n, 1e7)
         if lie in ("10x-all", "10x-units"):
             return rate * 10
+        if lie == "half-steps":
+            return rate * HALF
         if lie == "0.1x-all":
             return rate / 10
         if lie == "1.1x-all":
@@ -347,6 +369,44 @@ def within(worst: Iterable[dict[str, Any]], tolerance: float = 0.02) -> list[str
     return bad
 
 
+def control_noise(worst: Iterable[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """Per (policy, kind), how far the control ("jitter": one job's row 0.01 % off)
+    moved the liar's or the honest jobs' JCT, worst seed: the schedule's own
+    sensitivity, below which a lie's figure cannot be told from noise."""
+    out: dict[tuple[str, str], float] = {}
+    for w in worst:
+        if w["lie"] == "jitter" and not w["failed"]:
+            out[(w["policy"], w["kind"])] = max(
+                1.0 - w["liar_jct_ratio"], w["honest_jct_ratio"] - 1.0, 0.0
+            )
+    return out
+
+
+def beyond_control(worst: Iterable[dict[str, Any]], tolerance: float = 0.02) -> list[str]:
+    """The cells of within()'s list whose figure is also beyond what the control moved
+    in the same (policy, kind): a lie's effect, not the schedule's sensitivity (the
+    others need more seeds to tell; they still miss the bound). Without a control run
+    every miss counts."""
+    worst = list(worst)
+    noise = control_noise(worst)
+    bad = []
+    for w, line in zip(worst, _misses(worst, tolerance), strict=True):
+        if line is None:
+            continue
+        floor = noise.get((w["policy"], w["kind"]), 0.0)
+        if w["failed"] or max(1.0 - w["liar_jct_ratio"], w["honest_jct_ratio"] - 1.0) > floor:
+            bad.append(line)
+    return bad
+
+
+def _misses(worst: list[dict[str, Any]], tolerance: float) -> list[str | None]:
+    out: list[str | None] = []
+    for w in worst:
+        got = within([w], tolerance)
+        out.append(got[0] if got else None)
+    return out
+
+
 def _names(text: str, known: list[str]) -> list[str]:
     got = [x for x in text.split(",") if x]
     for x in got:
@@ -390,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         "bounds": args.bounds, "start_allowance_s": args.start_allowance,
     }  # fmt: skip
     out["beyond_2_percent"] = within(out["worst"])
+    out["control_noise"] = {f"{p}/{k}": v for (p, k), v in control_noise(out["worst"]).items()}
+    out["beyond_2_percent_and_the_control"] = beyond_control(out["worst"])
     if args.json:
         json.dump(out, sys.stdout, indent=1)
         print()
@@ -408,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{w['policy']:<30} {w['kind']:<8} {w['lie']:<10} {cells}{fail}")
     bad = out["beyond_2_percent"]
     print("beyond 2%: " + ("; ".join(bad) if bad else "none"))
+    real = out["beyond_2_percent_and_the_control"]
+    print("beyond 2% and the control's own move: " + ("; ".join(real) if real else "none"))
     return 0
 
 

@@ -32,8 +32,9 @@ def estimate_job_rows(
     ``measured`` are job ids; the first ``max_jobs`` of them take part (the caller puts
     the jobs it asks about first: a fit over thousands of rows costs seconds).
 
-    A job with no cell is the typical job (the column means); one with cells gets its
-    level and family from them. A GPU type nothing was measured on, at this size, gets
+    A job with no cell is the typical job (the table's column means at the median
+    level of the measured jobs); one with cells gets its level from them and its
+    family from them and the others' ratios. A GPU type nothing was measured on, at this size, gets
     the job's type-blind figure (the geometric mean of its other cells); with nothing
     measured anywhere every cell is 1 step/s, type-blind, a placeholder for the policy.
     Measured cells are returned as given.
@@ -49,13 +50,40 @@ def estimate_job_rows(
         for t, v in row.items():
             if v > 0 and t in index and not is_estimate(table, jt, sf, t):
                 ref[-1][index[t]] = math.log(v)
+    # Each job's row enters the fit at the table's level (its cells less its offset
+    # from the table's column means): the fit gives a job its ratios between types from
+    # the others', never their level, so a job's unit (steps ten times smaller, every
+    # figure ten times larger: the job's word) moves no measured job's estimate. Its own
+    # offset comes back onto its row below; a job with no cell gets the median of the
+    # measured jobs' offsets (the level the jobs of no known type have run at, which
+    # one job's unit moves by one rank at most, not by its factor).
+    table_logs = np.array(ref, dtype=float).reshape(len(ref), len(cols))
+    col_ref = [
+        float(np.nanmean(table_logs[:, k])) if (~np.isnan(table_logs[:, k])).any() else None
+        for k in range(len(cols))
+    ]
     jobs = list(measured)[:max_jobs]
+    offset: dict[str, float] = {}
+    measured_level: set[str] = set()  # the jobs whose cells say their level
     for j in jobs:
+        logs_j = {
+            index[t]: math.log(v)
+            for t, v in measured[j].items()
+            if t in index and v > 0 and math.isfinite(v)
+        }
+        apart = [v - c for k, v in logs_j.items() if (c := col_ref[k]) is not None]
+        offset[j] = sum(apart) / len(apart) if apart else 0.0
+        if apart:
+            measured_level.add(j)
         ref.append([math.nan] * len(cols))
-        for t, v in measured[j].items():
-            if t in index and v > 0 and math.isfinite(v):
-                ref[-1][index[t]] = math.log(v)
+        for k, v in logs_j.items():
+            ref[-1][k] = v - offset[j]
     obs = np.array(ref, dtype=float).reshape(len(ref), len(cols))
+    levels = [offset[j] for j in jobs if j in measured_level]
+    typical = float(np.median(levels)) if levels else 0.0
+    for j in jobs:
+        if j not in measured_level:
+            offset[j] = typical
     first_job = len(ref) - len(jobs)
     if not (~np.isnan(obs)).any():
         return {j: dict.fromkeys(types, 1.0) for j in jobs}
@@ -72,7 +100,7 @@ def estimate_job_rows(
     out: dict[str, dict[GpuType, float]] = {}
     for i, j in enumerate(jobs):
         row_fit = flat if cells[first_job + i] <= rank_here else filled
-        logs = row_fit[first_job + i]
+        logs = row_fit[first_job + i] + offset[j]
         level = float(logs[seen_col].mean())  # the type-blind figure, in log space
         out[j] = {
             t: float(math.exp(logs[index[t]] if seen_col[index[t]] else level)) for t in types

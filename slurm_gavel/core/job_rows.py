@@ -12,11 +12,13 @@ starts from a prior, in this order:
   so that one measured cell already says how fast it is elsewhere (Gavel's estimator);
 * else type-blind: the same figure on every type.
 
-A running job's measured rate (``ObservedJob.measured_throughput``: its progress reports
-on Slurm; in the simulator the true rate as its measurement model reports it, with
-noise and start-up if asked) replaces the cell of the GPU type it runs on,
-when it runs alone on consolidated GPUs (a pair's or a spread job's rate is another
-cell). A job never measured stays on its prior, and its cells are marked so.
+A running job's measured rate replaces the cell of the GPU type it runs on, when it
+runs alone on consolidated GPUs (a pair's or a spread job's rate is another cell): with
+trust bounds (the daemon's and the simulator's default) what its progress there shows
+(its reported steps over the scheduler's seconds, row_trust.progress_rate), without
+them the rate it reports (``ObservedJob.measured_throughput``: its progress reports on
+Slurm; in the simulator the true rate as its measurement model reports it). A job
+never measured stays on its prior, and its cells are marked so.
 
 How much the round believes is :class:`Knowledge`: TABLE is the type rows (Gavel's, and
 the config's ``learning: {knowledge: table}``), LEARNED the above (the default of the
@@ -39,7 +41,15 @@ from typing import Protocol
 from slurm_gavel.core.cluster_rows import ESTIMATED, TYPE_BLIND, ClusterRows
 from slurm_gavel.core.estimate_jobs import estimate_job_rows
 from slurm_gavel.core.explore import Exploration, optimistic
-from slurm_gavel.core.row_trust import Progress, TrustBounds, admit, progress_range
+from slurm_gavel.core.row_trust import (
+    ROUNDING,
+    Progress,
+    TrustBounds,
+    admit,
+    loss_estimate,
+    progress_range,
+    progress_rate,
+)
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.domain.model import GpuType, JobId
 from slurm_gavel.errors import InputError
@@ -128,8 +138,9 @@ class JobRows:
     clamped: dict[JobId, tuple[GpuType, float, float | None]] = field(default_factory=dict)
     # With trust bounds: what each job's progress showed per GPU type (row_trust.Progress:
     # steps made over the seconds the accounts had it running alone there), and each
-    # job as the last round saw it, for the next interval. Transient: a restarted daemon
-    # rebuilds them from its next rounds (its measured cells are kept meanwhile).
+    # job as the last round saw it, for the next interval. In the state file with the
+    # cells (job_rows_doc.py): a restarted daemon goes on from them as an uninterrupted
+    # one would, its cells resting on the same progress.
     progress: dict[JobId, dict[GpuType, Progress]] = field(default_factory=dict, repr=False)
     last_seen: dict[JobId, LastSeen] = field(default_factory=dict, repr=False)
     # Jobs whose unmeasured cells look better while they have exploration budget left
@@ -167,12 +178,17 @@ def record_measurements(
     accounts: Mapping[JobId, Account],
     bounds: TrustBounds | None = None,
     explore: Exploration | None = None,
+    restart_s: Mapping[JobId, float] | None = None,
 ) -> None:
     """Fold the running jobs' measured rates into ``rows`` (LEARNED rounds), and forget
     the jobs no longer active. Only a job RUNNING alone, on the type the backend says,
     on GPUs the last placement called consolidated, measures its own cell. With
     ``bounds`` (the daemon: reports are user input) only on a type the job's account
-    shows time on, and within the bounds (row_trust.admit), its progress there included."""
+    shows time on, at the rate its progress there shows (row_trust.progress_rate: its
+    steps over the scheduler's seconds, less what its restarts are taken to have lost,
+    ``restart_s``: per job, what the rounds plan one restart to cost), within the
+    bounds (row_trust.admit); the rate it reports only says whether it lied (a report
+    outside its progress range is counted and logged)."""
     seen: set[JobId] = set()
     for o in active:
         seen.add(o.job.id)
@@ -180,7 +196,8 @@ def record_measurements(
         if explore is not None or rows.exploring:
             _explore(rows, explore, o, accounts.get(o.job.id))
         if bounds is not None:
-            _progress(rows, o, placement.get(o.job.id), accounts.get(o.job.id))
+            lost = loss_estimate(bounds, None if restart_s is None else restart_s.get(o.job.id))
+            _progress(rows, o, placement.get(o.job.id), accounts.get(o.job.id), lost)
         if o.state is not JobState.RUNNING or o.gpu_type is None or o.partner is not None:
             continue
         rate = usable_rate(o.measured_throughput)
@@ -192,18 +209,11 @@ def record_measurements(
         acct = accounts.get(o.job.id)
         got = {} if acct is None else acct.received_s
         if bounds is not None:
-            if rate is not None and rate > bounds.max_rate:
-                rate = None  # no measurement (row_trust.admit): its progress speaks
-            if rate is None:
-                # It reports its steps but no rate: the middle of what its progress
-                # allows, so that keeping its rate back never buys it its prior.
-                shown = progress_range(bounds, rows.progress.get(o.job.id, {}).get(o.gpu_type))
-                if shown is None or not got.get(o.gpu_type, 0.0) > 0.0:
-                    continue
-                rate = (shown[0] + shown[1]) / 2
-                admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, rate, got, log=False)
-            else:
-                admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, rate, got)
+            # The cell is what the job did, whatever it claims: a claim anywhere in its
+            # progress range would otherwise set the cell to the range's top, R / (R -
+            # allowance x stretches) above the truth (9 % after one 360 s round), and
+            # the policies that plan finishing times give it that much more.
+            admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, rate, got)
             if admitted is None:
                 continue
             rate = admitted
@@ -215,13 +225,18 @@ def record_measurements(
 
 
 def _progress(
-    rows: JobRows, o: ObservedJob, placed: JobPlacement | None, acct: Account | None
+    rows: JobRows,
+    o: ObservedJob,
+    placed: JobPlacement | None,
+    acct: Account | None,
+    lost: float = 0.0,
 ) -> None:
     """Count the interval since the last round into the job's progress on a type, when
     both rounds know its steps done and the job ran alone on that type through it: the
     last placement put it there (consolidated, no partner) and it is RUNNING there now.
     A new stretch begins unless the last round saw it running alone there in the same
-    run (Slurm's restart count unchanged)."""
+    run (Slurm's restart count unchanged); one that begins with a restart (the count
+    rose) is taken to have lost ``lost`` seconds to it."""
     got: Mapping[GpuType, float] = {} if acct is None else acct.received_s
     t = o.gpu_type
     alone = o.state is JobState.RUNNING and t is not None and o.partner is None
@@ -244,7 +259,8 @@ def _progress(
         cell = cells.get(t)
         if cell is None:
             cell = cells[t] = Progress()
-        cell.add(steps - prev.steps, seconds, not continuing)
+        restarted = o.restarts != prev.restarts
+        cell.add(steps - prev.steps, seconds, not continuing, lost if restarted else 0.0)
     rows.last_seen[o.job.id] = LastSeen(t if alone else None, o.restarts, steps, dict(got))
 
 
@@ -276,16 +292,18 @@ def _bounded(
     bounds: TrustBounds,
     job_id: JobId,
     t: GpuType,
-    rate: float,
+    rate: float | None,
     got: Mapping,
-    log: bool = True,
 ) -> float | None:
-    """The rate a report may set (row_trust.admit), None when it sets nothing; ``log``:
-    a clamped report is counted and kept for the daemon's log."""
+    """The rate the job's progress on ``t`` sets (row_trust.progress_rate, within
+    row_trust.admit's bounds), None when it sets nothing. A reported ``rate`` (None: none
+    usable) outside the progress range is counted and kept for the daemon's log."""
     if not got.get(t, 0.0) > 0.0:
         return None  # no time on that type in the accounts: not measured there
-    shown = progress_range(bounds, rows.progress.get(job_id, {}).get(t))
-    if shown is None:
+    progress = rows.progress.get(job_id, {}).get(t)
+    shown = progress_range(bounds, progress)
+    did = progress_rate(bounds, progress)
+    if shown is None or did is None:
         return None  # no progress to check it against yet: it waits (not a lie)
     cells = rows.measured.get(job_id, {})
     old = cells.get(t)
@@ -294,14 +312,16 @@ def _bounded(
     out = admit(
         bounds,
         t,
-        rate,
+        did,
         None if old is None else old.steps_per_s,
         others,
         anchor,
         level_free=job_id in rows.untyped,
         progress=shown,
     )
-    if out != rate and log:
+    if rate is not None and not (
+        shown[0] * (1 - ROUNDING) <= rate <= shown[1] * (1 + ROUNDING) and rate <= bounds.max_rate
+    ):
         rows.bounded += 1
         rows.clamped[job_id] = (t, rate, out)
     return out

@@ -1,9 +1,15 @@
 """Each job's learned row in the scheduler state's JSON (SchedulerState.to_json's
-``job_rows``), so a restarted daemon keeps what its jobs were measured doing.
+``job_rows``), so a restarted daemon keeps what its jobs were measured doing: its cells,
+and with trust bounds the progress behind them (row_trust.Progress per GPU type) and
+the job as the last round saw it (job_rows.LastSeen), from which the next interval
+counts. Without those a restarted daemon would begin every job's progress again and
+learn other cells than an uninterrupted one; states saved before they were kept load
+with none (the jobs' progress then starts again at the next round).
 
 The state file is the daemon's own, but its figures came from users' reports: a value
 that is not a finite number in range is dropped on load (counted in ``dropped``), never
-trusted, and a malformed entry drops that job's row only.
+trusted, and a malformed entry drops that job's row only (a malformed progress cell or
+last sighting drops that cell or sighting only).
 """
 
 from __future__ import annotations
@@ -11,35 +17,107 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from slurm_gavel.core.job_rows import JobRows, Measured
-from slurm_gavel.core.row_trust import TrustBounds
+from slurm_gavel.core.job_rows import JobRows, LastSeen, Measured
+from slurm_gavel.core.row_trust import Progress, TrustBounds
 
 FORMAT = 1
 MAX_RATE = TrustBounds().max_rate
 MAX_RUNS = 10**9  # restart counts above this are no restart count
 MAX_SECONDS = 1e10
+MAX_STEPS = 1e18  # a steps count beyond this is no steps count
 
 
 def rows_to_json(rows: JobRows) -> dict[str, Any] | None:
     """The learned rows; None when there is nothing to keep (the key is left out)."""
-    jobs = set(rows.measured) | set(rows.anchor)
+    progress = {j for j, cells in rows.progress.items() if cells}
+    jobs = set(rows.measured) | set(rows.anchor) | progress | set(rows.last_seen)
     if not jobs:
         return None
     return {
         "format": FORMAT,
-        "jobs": {
-            j: {
-                "scale_factor": rows.scale_factor.get(j),
-                "measured": {
-                    t: [m.steps_per_s, m.seconds, m.earlier_rate, m.earlier_seconds, m.run]
-                    for t, m in rows.measured.get(j, {}).items()
-                },
-                "anchor": rows.anchor.get(j, {}),
-                "untyped": j in rows.untyped,
-            }
-            for j in sorted(jobs)
-        },
+        "jobs": {j: _job_to_json(rows, j) for j in sorted(jobs)},
     }
+
+
+def empty_rows_json() -> dict[str, Any]:
+    """No rows, said explicitly (rows_to_json leaves the key out instead)."""
+    return {"format": FORMAT, "jobs": {}}
+
+
+def _job_to_json(rows: JobRows, j: str) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "scale_factor": rows.scale_factor.get(j),
+        "measured": {
+            t: [m.steps_per_s, m.seconds, m.earlier_rate, m.earlier_seconds, m.run]
+            for t, m in rows.measured.get(j, {}).items()
+        },
+        # copies throughout: the inflight record holds a document while the round goes on
+        "anchor": dict(rows.anchor.get(j, {})),
+        "untyped": j in rows.untyped,
+    }
+    # Only with trust bounds (the keys are left out otherwise, as in older states).
+    progress = rows.progress.get(j)
+    if progress:
+        out["progress"] = {
+            t: [p.steps, p.seconds, p.stretches, p.lost] for t, p in progress.items()
+        }
+    seen = rows.last_seen.get(j)
+    if seen is not None:
+        out["last_seen"] = {
+            "gpu": seen.gpu,
+            "restarts": seen.restarts,
+            "steps": seen.steps,
+            "received": dict(seen.received),
+        }
+    return out
+
+
+def _number(v: Any, high: float) -> float | None:
+    """A finite number in [0, high], else None (bools are no numbers)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) and 0.0 <= f <= high else None
+
+
+def _count(v: Any) -> int | None:
+    """A count (restarts, stretches) in [0, MAX_RUNS], else None."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_RUNS:
+        return None
+    return v
+
+
+def _progress_cell(cell: Any) -> Progress | None:
+    """A saved progress cell [steps, seconds, stretches, lost], checked; None: untrusted."""
+    if not isinstance(cell, list) or len(cell) != 4:
+        return None
+    steps, seconds = _number(cell[0], MAX_STEPS), _number(cell[1], MAX_SECONDS)
+    stretches, lost = _count(cell[2]), _number(cell[3], MAX_SECONDS)
+    if steps is None or seconds is None or stretches is None or lost is None:
+        return None
+    return Progress(steps, seconds, stretches, lost)
+
+
+def _last_seen(d: Any) -> LastSeen | None:
+    """A saved last sighting, checked; None: untrusted."""
+    if not isinstance(d, dict):
+        return None
+    gpu, restarts, steps = d.get("gpu"), _count(d.get("restarts")), d.get("steps")
+    if gpu is not None and not isinstance(gpu, str):
+        return None
+    if restarts is None or not isinstance(d.get("received"), dict):
+        return None
+    if steps is not None:
+        steps = _number(steps, MAX_STEPS)
+        if steps is None:
+            return None
+    received: dict[str, float] = {}
+    for t, v in d["received"].items():
+        secs = _number(v, MAX_SECONDS)
+        if secs is None:
+            return None
+        received[str(t)] = secs
+    return LastSeen(gpu, restarts, steps, received)
 
 
 def _rate(v: Any) -> float | None:
@@ -110,6 +188,22 @@ def rows_from_json(d: Any) -> tuple[JobRows, int]:
             rows.anchor[job] = anchor
         if raw.get("untyped") is True:
             rows.untyped.add(job)
+        progress = raw.get("progress") or {}
+        if not isinstance(progress, dict):
+            dropped += 1
+            progress = {}
+        for t, cell in progress.items():
+            p = _progress_cell(cell)
+            if p is None:
+                dropped += 1
+                continue
+            rows.progress.setdefault(job, {})[str(t)] = p
+        if raw.get("last_seen") is not None:
+            seen = _last_seen(raw["last_seen"])
+            if seen is None:
+                dropped += 1
+            else:
+                rows.last_seen[job] = seen
         # active as of the save: a job that ended meanwhile is forgotten at the first round
         rows.seen.add(job)
     return rows, dropped

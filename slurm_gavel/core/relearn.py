@@ -30,6 +30,7 @@ learned 93.1 h against the oracle's 82.5 h; keeping it 77.4 h. Pure functions, n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 from slurm_gavel.domain.model import Allocation, GpuType, JobId
@@ -50,17 +51,37 @@ def rate_under(fractions: Mapping[GpuType, float], row: Row) -> float:
     return sum(x * row.get(t, 0.0) for t, x in fractions.items())
 
 
+# The policies whose allocation a uniform factor on one job's row cannot change: they
+# divide each job's throughput by its own (its rate on its share of the cluster), so
+# only the ratios between its cells count. For them a row change is judged at the
+# row's own level (rows_misjudged): else a job whose steps are counted in another unit
+# (every figure ten times larger: its word, which the policy cancels out) would look
+# misjudged tenfold at its first measurement and force a re-solve that moves everyone.
+LEVEL_FREE_POLICIES = frozenset(
+    {"max_min_fairness", "max_min_fairness_packed", "hierarchical_max_min_fairness"}
+)
+
+
+def level(row: Row) -> float:
+    """The geometric mean of a row's positive cells (1.0 with none): its level."""
+    logs = [math.log(v) for v in row.values() if v > 0.0 and math.isfinite(v)]
+    return math.exp(sum(logs) / len(logs)) if logs else 1.0
+
+
 def rows_misjudged(
     allocation: Allocation,
     used: Mapping[JobId, Row],
     now_rows: Iterable[tuple[JobId, Row, float | None, float, float]],
+    *,
+    level_free: bool = False,
 ) -> bool:
     """True when the rows changed since ``allocation`` was computed (``used``: each
     job's row then) by enough to pay for a re-solve (module doc). ``now_rows``: per
     considered job, its id, its row now, its steps left (None: it declared no total,
     as most jobs on Slurm do), the seconds it has run (what a job of unknown length is
     expected to run still: the longer a job has run, the longer it is likely to go on)
-    and one restart's seconds."""
+    and one restart's seconds. ``level_free``: the policy cannot see a row's level
+    (LEVEL_FREE_POLICIES), so each row is judged at its own level."""
     stake = cost = 0.0
     for job_id, row, steps_left, attained_s, restart_s in now_rows:
         before = used.get(job_id)
@@ -71,6 +92,8 @@ def rows_misjudged(
         if not (old > 0.0 and new > 0.0):
             continue
         error = abs(new / old - 1.0)
+        if level_free:
+            error = abs((new / level(row)) / (old / level(before)) - 1.0)
         if error <= MISJUDGED:
             continue
         remaining_s = attained_s if steps_left is None else steps_left / new

@@ -92,16 +92,40 @@ class MoldableCounts:
 
 @dataclass(frozen=True)
 class LearnedRows:
-    """Each job's reported rates into its own row (job_rows.py), within the trust bounds."""
+    """Each job's progress into its own row (job_rows.py), within the trust bounds."""
 
     name: str = "learned_rows"
 
     def enrich(self, ctx: RoundContext) -> None:
         state, config = ctx.state, ctx.config
+        restart_s = None if config.row_bounds is None else restart_losses(ctx)
         record_measurements(
             state.job_rows, ctx.active, state.placement, state.jobs, config.row_bounds,
-            config.explore,
+            config.explore, restart_s,
         )  # fmt: skip
+
+
+def restart_losses(ctx: RoundContext) -> dict[JobId, float]:
+    """What each job's restarted runs are taken to have lost to start-up before their
+    progress counts (job_rows.record_measurements): a restart's cost as the rounds plan
+    it (restart_aware.restart_cost: measured per job, the job's own, its type's, the
+    configured overhead). A job left out (no such figure: the daemon models none, its
+    configured overhead 0, until it has measured the job's) is allowed the trust
+    bounds' start_allowance_s."""
+    state, config = ctx.state, ctx.config
+    out: dict[JobId, float] = {}
+    default = config.settings.preemption_overhead_seconds
+    for o in ctx.active:
+        acct = state.jobs.get(o.job.id)
+        cost = restart_aware.restart_cost(o.job, acct, config)
+        known = (
+            (acct is not None and acct.restart_cost_s is not None)
+            or o.job.restart_overhead is not None
+            or o.job.job_type in config.restart_seconds_by_job_type
+        )
+        if known or default > 0.0:
+            out[o.job.id] = cost
+    return out
 
 
 # ---- keep -----------------------------------------------------------------------------

@@ -1,8 +1,12 @@
 """How far a job's own reports may move its throughput row.
 
 A job's row (job_rows.py) is what the policy divides GPUs by, and its measurements come
-from reports its user writes: hostile input. :class:`TrustBounds` says what a report
-may do, and :func:`admit` applies it to one reported rate before it replaces a cell:
+from reports its user writes: hostile input. A cell takes what the job's progress shows
+(:func:`progress_rate`: its steps over the scheduler's seconds on that type, less the
+start-up its restarts are taken to have lost), never the rate it claims: a claim
+anywhere inside the progress range would otherwise set the cell to the range's top.
+:class:`TrustBounds` says what that figure may do, and :func:`admit` applies it before
+it replaces a cell:
 
 * a rate that is not a finite number in (0, ``max_rate``] is no measurement;
 * a cell already measured moves by at most ``step_factor`` per round, either way;
@@ -55,7 +59,9 @@ class TrustBounds:
     max_rate: float = 1e7
     # Seconds each stretch of running may lose without progress (start-up, restoring
     # a checkpoint, the lag of its last report): the high end of a cell's progress
-    # range leaves that much of every stretch out. The simulator's restart overhead.
+    # range leaves that much of every stretch out (a report beyond it is a lie), and
+    # the start-up a restarted stretch is taken to have lost is at most this. The
+    # simulator's restart overhead.
     start_allowance_s: float = 30.0
 
     def __post_init__(self) -> None:
@@ -78,9 +84,14 @@ class Progress:
     steps: float = 0.0
     seconds: float = 0.0
     stretches: int = 0
+    # The seconds its stretches are taken to have lost to start-up: each stretch that
+    # began with a restart, what the rounds plan a restart of the job to cost (at most
+    # start_allowance_s); a first start or a stretch within one run, nothing.
+    lost: float = 0.0
 
-    def add(self, steps: float, seconds: float, new_stretch: bool) -> None:
-        """One interval between two rounds (the caller checks both ends)."""
+    def add(self, steps: float, seconds: float, new_stretch: bool, lost: float = 0.0) -> None:
+        """One interval between two rounds (the caller checks both ends); ``lost``: the
+        start-up a new stretch is taken to have lost (the caller's estimate, bounded)."""
         if not (math.isfinite(steps) and math.isfinite(seconds)):
             return
         if steps < 0.0 or seconds <= 0.0:
@@ -89,6 +100,8 @@ class Progress:
         self.seconds += seconds
         if new_stretch or self.stretches == 0:
             self.stretches += 1
+            if math.isfinite(lost) and lost > 0.0:
+                self.lost += lost
 
 
 def progress_range(bounds: TrustBounds, p: Progress | None) -> tuple[float, float] | None:
@@ -101,6 +114,33 @@ def progress_range(bounds: TrustBounds, p: Progress | None) -> tuple[float, floa
     if left <= 0.0:
         return None
     return p.steps / p.seconds, p.steps / left
+
+
+def loss_estimate(bounds: TrustBounds, restart_s: float | None) -> float:
+    """What one stretch that began with a restart is taken to have lost: the restart's
+    cost as the rounds plan it (``restart_s``: measured per job, else configured),
+    within [0, start_allowance_s]; the allowance where nothing says (None)."""
+    a = bounds.start_allowance_s
+    if restart_s is None or isinstance(restart_s, bool) or not isinstance(restart_s, int | float):
+        return a
+    if math.isnan(restart_s):
+        return a
+    if not math.isfinite(restart_s):
+        return a if restart_s > 0 else 0.0
+    return min(max(float(restart_s), 0.0), a)
+
+
+def progress_rate(bounds: TrustBounds, p: Progress | None) -> float | None:
+    """The rate (steps/s) a cell takes from the job's progress on a type: its steps over
+    its seconds less the start-up its restarts are taken to have lost, S / (R - L), a
+    point of progress_range (L <= start_allowance_s x stretches); None where that range
+    is None. It depends on the job's steps and the scheduler's clock, never on the rate
+    the job reports: a report that claims more than it did cannot move it."""
+    shown = progress_range(bounds, p)
+    if shown is None or p is None:
+        return None
+    left = p.seconds - min(p.lost, bounds.start_allowance_s * p.stretches)
+    return min(max(p.steps / left, shown[0]), shown[1])
 
 
 # Relative rounding of Progress's sums of steps and seconds over many intervals: a

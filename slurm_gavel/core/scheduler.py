@@ -163,7 +163,8 @@ def _rows_worth_a_resolve(
             cost = restart_aware.restart_cost(o.job, acct, config)
             yield o.job.id, row, left, attained, cost
 
-    if relearn.rows_misjudged(alloc, state.allocation_rows, now_rows()):
+    level_free = config.policy in relearn.LEVEL_FREE_POLICIES
+    if relearn.rows_misjudged(alloc, state.allocation_rows, now_rows(), level_free=level_free):
         return True
     state.rows_checked = state.job_rows.revision
     return False

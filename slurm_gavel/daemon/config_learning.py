@@ -8,8 +8,9 @@ what a job's own progress reports may move (core/job_rows.py, row_trust.py).
       ratio_factor: 4         # a job's ratios between GPU types stay within this
                               # factor of its prior's
       step_factor: 1.5        # a measured cell moves at most this much per round
-      start_allowance_s: 30   # seconds a run may lose to start-up before its steps
-                              # must show the rate it reports (row_trust.Progress)
+      start_allowance_s: 30   # the most a restarted run is taken to have lost to
+                              # start-up; a reported rate its steps do not show with
+                              # this much lost per run is logged (row_trust.Progress)
       explore_max_gpu_seconds: 0   # > 0: exploration on (core/explore.py): a job's
                               # unmeasured GPU types look explore_bonus x better until
                               # it has had this much GPU time or explore_max_restarts

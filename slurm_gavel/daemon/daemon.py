@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from slurm_gavel.core.backend_hooks import BackendHooks
+from slurm_gavel.core.job_rows_doc import empty_rows_json, rows_from_json, rows_to_json
 from slurm_gavel.core.round_report import RoundReport
 from slurm_gavel.core.scheduler import account_last_round, run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
@@ -239,19 +240,29 @@ class Daemon:
             return
         st = self.state
         infl = self._inflight
+        acted: dict[str, JobPlacement] = {}
         if infl is not None and infl.round_index == st.round_index:
             # The killed round acted (at least partly) at infl.time: until then the
-            # previous placement ran; count the round as done.
+            # previous placement ran; count the round as done, with what it learned
+            # up to then (its jobs' progress on that placement: inflight.py), so that
+            # the next interval begins at the act.
             account_last_round(st, infl.time)
             st.last_round_time = infl.time
             st.round_index += 1
-        # From then until now, what runs is what Slurm says runs.
+            if infl.job_rows is not None:
+                st.job_rows = rows_from_json(infl.job_rows)[0]
+            acted = infl.placement
+        # From then until now, what runs is what Slurm says runs: where that is what
+        # the killed round placed, its placement (consolidated or not, as it decided),
+        # else where the job was before.
         prev = st.placement
         st.placement = {}
         for o in snap.jobs:
             if o.state is JobState.RUNNING and o.gpu_type is not None and o.job.id in st.jobs:
                 p = JobPlacement(o.job.id, o.gpu_type, o.nodes, o.partner)
-                old = prev.get(o.job.id)
+                old = acted.get(o.job.id)
+                if old is None or not p.same_place(old):
+                    old = prev.get(o.job.id)
                 st.placement[o.job.id] = old if old is not None and p.same_place(old) else p
         event(log, "state_reconciled", round=st.round_index, running=len(st.placement))
         self._inflight = None
@@ -285,9 +296,17 @@ class Daemon:
 
     def before_act(self, placement: RoundPlacement) -> None:
         """Save the pre-round state with the placement about to be carried out."""
-        self._inflight = Inflight(placement.round_index, placement.start, dict(placement.jobs))
+        # self.state is the round's own (run_round mutates it): its rows as learned so far
+        rows = rows_to_json(self.state.job_rows) or empty_rows_json()
+        self._inflight = Inflight(
+            placement.round_index, placement.start, dict(placement.jobs), rows
+        )
         if not self.dry_run:
-            self._save(self._pre_round_state, inflight=self._inflight, publish=False)
+            # The round before's rows are left out: a restart from this save always takes
+            # the record's (reconcile), so the file carries one copy of the rows, not two
+            # (at 5,000 jobs each copy is ~60 ms of encoding: benchmarks/README.md).
+            before = {k: v for k, v in self._pre_round_state.items() if k != "job_rows"}
+            self._save(before, inflight=self._inflight, publish=False)
 
     # ---- one round -------------------------------------------------------------------------
 

@@ -137,3 +137,25 @@ def test_estimate_job_rows_with_nothing_measured_anywhere_is_type_blind():
     # a GPU type nothing was measured on takes the job's level (type-blind for it)
     got = estimate_job_rows(TABLE, 1, ("v100", "mi300x"), {"x": {"v100": 5.0}})
     assert got["x"]["v100"] == 5.0 and got["x"]["mi300x"] > 0
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("unit", [10.0, 0.1, 1e6, 1e-6])
+def test_a_jobs_unit_moves_no_measured_jobs_estimate(unit):
+    # a job that counts its steps in another unit (every figure `unit` times) is the
+    # same job to the scheduler: the other measured jobs of no known type get the same
+    # estimate, and only its own level follows its unit
+    liar = {"v100": 4.0, "k80": 0.5}
+    honest = {"h1": {"p100": 3.0}, "h2": {"v100": 5.0, "p100": 3.5}, "h3": {"k80": 0.9}}
+    base = estimate_job_rows(TABLE, 1, TYPES, {"new": {}, **honest, "liar": liar})
+    scaled = {t: v * unit for t, v in liar.items()}
+    got = estimate_job_rows(TABLE, 1, TYPES, {"new": {}, **honest, "liar": scaled})
+    for j in honest:
+        assert got[j] == pytest.approx(base[j], rel=1e-6), j
+    assert got["liar"]["p100"] == pytest.approx(base["liar"]["p100"] * unit, rel=1e-6)
+    # a job with no cell takes the measured jobs' median level: one job's unit moves it
+    # by one rank at most, however large (here the liar is already above or below the
+    # others, so not at all)
+    far = {t: v * unit * 1e3 if unit > 1 else v * unit / 1e3 for t, v in liar.items()}
+    farther = estimate_job_rows(TABLE, 1, TYPES, {"new": {}, **honest, "liar": far})
+    assert farther["new"] == pytest.approx(got["new"], rel=1e-6)

@@ -58,6 +58,24 @@ def test_a_job_of_unknown_length_is_expected_to_run_as_long_as_it_has():
     assert not relearn.rows_misjudged(alloc, {"a": ROW}, [("a", half, None, 10.0, 5.0)])
 
 
+@pytest.mark.hostile
+@pytest.mark.parametrize("unit", [10.0, 0.1, 1e6])
+def test_a_policy_that_cannot_see_a_rows_level_is_not_misjudged_by_it(unit):
+    # the max-min family divides a job by its own row: a row `unit` times on every
+    # type (a job counting its steps in another unit, its word) changes nothing it
+    # allocates, so it re-solves nothing there; a change of the ratios still does
+    alloc = _alloc(a={"v100": 1.0})
+    scaled = {t: v * unit for t, v in ROW.items()}
+    now = [("a", scaled, 1e9, 0.0, 0.0)]
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, now)  # a policy that plans with it
+    assert not relearn.rows_misjudged(alloc, {"a": ROW}, now, level_free=True)
+    half = [("a", {"v100": 5.0 * unit, "k80": 2.0 * unit}, 1e9, 0.0, 0.0)]
+    assert relearn.rows_misjudged(alloc, {"a": ROW}, half, level_free=True)
+    assert "max_min_fairness" in relearn.LEVEL_FREE_POLICIES
+    assert "min_total_duration" not in relearn.LEVEL_FREE_POLICIES
+    assert "finish_time_fairness" not in relearn.LEVEL_FREE_POLICIES
+
+
 def test_a_change_on_a_type_the_allocation_does_not_use_is_no_misjudgment():
     alloc = _alloc(a={"v100": 1.0})
     assert not relearn.rows_misjudged(
@@ -206,3 +224,29 @@ def test_noise_is_deterministic_per_run_and_centred():
 def test_the_measurement_model_refuses_bad_settings(bad):
     with pytest.raises(ValueError, match="must be >= 0"):
         _cluster([], noise=bad)
+
+
+def test_a_restarted_runs_start_up_is_taken_at_the_cost_the_rounds_plan():
+    """The start-up a restarted run's progress is taken to have lost (job_rows): the
+    job's measured restart cost, else its own or its type's, else the configured
+    overhead; the daemon configures none (it measures), so a job it has not measured
+    yet is allowed the trust bounds' start_allowance_s."""
+    from slurm_gavel.core.round_plugins import restart_losses
+    from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
+    from slurm_gavel.core.round_stages import RoundContext
+    from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+    from slurm_gavel.domain.cluster_model import JobState, ObservedJob
+
+    jobs = [Job("a", RESNET, 1), Job("b", RESNET, 1), Job("c", RESNET, 1, restart_overhead=7.0)]
+    active = [ObservedJob(j, JobState.RUNNING) for j in jobs]
+    state = SchedulerState()
+    state.jobs["a"] = JobAccount(restart_cost_s=12.5)
+    daemon = _config(knowledge=Knowledge.LEARNED)
+    sim = replace(daemon, settings=SIMULATOR_DEFAULTS)
+
+    def losses(config: SchedulerConfig) -> dict[str, float]:
+        return restart_losses(RoundContext(state, config, None, 0.0, active, {}))  # type: ignore[arg-type]
+
+    assert daemon.settings.preemption_overhead_seconds == 0.0
+    assert losses(daemon) == {"a": 12.5, "c": 7.0}
+    assert losses(sim) == {"a": 12.5, "b": 30.0, "c": 7.0}

@@ -11,7 +11,14 @@ import pytest
 
 from slurm_gavel.core.job_rows import JobRows, Measured, record_measurements
 from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
-from slurm_gavel.core.row_trust import Progress, TrustBounds, admit, progress_range
+from slurm_gavel.core.row_trust import (
+    Progress,
+    TrustBounds,
+    admit,
+    loss_estimate,
+    progress_range,
+    progress_rate,
+)
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.domain.model import Job
@@ -99,7 +106,7 @@ def test_reports_move_only_the_jobs_own_row_and_only_where_it_ran():
     accounts = {"1": JobAccount(), "2": JobAccount()}
     record_measurements(rows, [_pending(liar), _pending(honest)], {}, accounts, B)
     accounts["1"].received_s["v100"] = 360.0
-    active = [_running(liar, "v100", 50.0, 330 * 50.0), _running(honest, "v100", 7.0, 2000.0)]
+    active = [_running(liar, "v100", 50.0, 360 * 50.0), _running(honest, "v100", 7.0, 2000.0)]
     record_measurements(rows, active, placement, accounts, B)
     # job 2 has no time on v100 in the accounts: its report measures nothing
     assert set(rows.measured) == {"1"}
@@ -107,33 +114,42 @@ def test_reports_move_only_the_jobs_own_row_and_only_where_it_ran():
     # next round it claims 1000x: its progress holds it (50 steps/s through the round)
     accounts["1"].received_s["v100"] = 720.0
     record_measurements(
-        rows, [_running(liar, "v100", 50_000.0, 690 * 50.0)], placement, accounts, B
+        rows, [_running(liar, "v100", 50_000.0, 720 * 50.0)], placement, accounts, B
     )
     assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(50.0)
     assert rows.bounded == 1
 
 
 def test_an_untyped_jobs_first_report_cannot_set_its_level_beyond_its_progress():
-    # 10 steps/s for 330 of 360 s (30 s of start-up): it claims 100, then 0.1
+    # 3300 steps in its first 360 s on a V100: it claims 100, then 0.1
     rows = JobRows()
     _first_run(rows, _untyped(rows), 100.0, 3300.0)
-    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(10.0)
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(3300 / 360)
     rows = JobRows()
     _first_run(rows, _untyped(rows), 0.1, 3300.0)
     assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(3300 / 360)
-    # an honest report inside the range stands as reported
-    rows = JobRows()
-    _first_run(rows, _untyped(rows), 9.5, 3300.0)
-    assert rows.measured["1"]["v100"].steps_per_s == 9.5
+    assert rows.bounded == 1  # both claims were outside its range: logged
+
+
+def test_a_claim_inside_the_progress_range_moves_nothing_either():
+    # 3300 steps in 360 s, its first run: the range allows [9.17, 10] (30 s of
+    # start-up), but the cell is what it did, whatever it claims within the range: a
+    # claim at the top would otherwise buy it the allowance's 9 % (every rate lie ended
+    # there), and an honest one is not needed to set it
+    for claim in (9.17, 9.5, 10.0, None):
+        rows = JobRows()
+        _first_run(rows, _untyped(rows), claim, 3300.0)  # type: ignore[arg-type]
+        assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(3300 / 360, rel=1e-12)
+        assert rows.bounded == 0  # none of them is a lie its progress shows
 
 
 def test_a_typed_jobs_level_is_held_to_its_progress_too():
     rows = JobRows()
     rows.anchor = {"1": dict(ANCHOR)}
     job = Job("1", "ResNet", 1, total_steps=1e9)
-    # the table's ratio allows 20 on v100; its progress shows 11 at most
+    # the table's ratio allows 20 on v100; its progress shows 9.2 (11 at most)
     _first_run(rows, job, 20.0, 3300.0)
-    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(10.0)
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(3300 / 360)
 
 
 @pytest.mark.hostile
@@ -163,8 +179,8 @@ def test_a_drip_upwards_never_leaves_the_progress_range():
         steps += 3600.0  # 10 steps/s, the same run
         acct.received_s["v100"] = seconds
         record_measurements(rows, [_running(job, "v100", claim, steps)], ON_V100, {"1": acct}, B)
-        assert rows.measured["1"]["v100"].steps_per_s <= steps / (seconds - 30.0) + 1e-9
-    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(10.0)  # the truth
+        assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(steps / seconds)
+    assert rows.bounded == 20  # every claim but the first was beyond its progress
 
 
 def test_each_new_run_may_lose_the_start_up_allowance_once():
@@ -180,15 +196,43 @@ def test_each_new_run_may_lose_the_start_up_allowance_once():
     acct.received_s["v100"] = 1080.0
     again = replace(_running(job, "v100", 10.0, 10_200.0), restarts=1)
     record_measurements(rows, [again], ON_V100, {"1": acct}, B)
-    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2)
+    # the restart is taken to have lost the allowance (nothing says what it cost)
+    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2, 30.0)
     assert progress_range(B, rows.progress["1"]["v100"]) == pytest.approx(
         (10_200 / 1080, 10_200 / 1020)
     )
+    assert progress_rate(B, rows.progress["1"]["v100"]) == pytest.approx(10_200 / 1050)
     # steps that went back (an older checkpoint) show nothing
     acct.received_s["v100"] = 1440.0
     back = replace(_running(job, "v100", 10.0, 5000.0), restarts=1)
     record_measurements(rows, [back], ON_V100, {"1": acct}, B)
-    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2)
+    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2, 30.0)
+
+
+def test_a_restart_is_taken_to_cost_what_the_rounds_plan_it_to_cost():
+    # the job ran 10 steps/s, its restart lost 12 s (measured: restart_s): the cell is
+    # the truth, not the 10.12 the allowance's 30 s would allow
+    rows = JobRows()
+    job = _untyped(rows)
+    acct = _first_run(rows, job, 10.0, 3600.0)
+    record_measurements(rows, [_pending(job, 3600.0)], {}, {"1": acct}, B, restart_s={"1": 12.0})
+    acct.received_s["v100"] = 720.0
+    again = replace(_running(job, "v100", 50.0, 3600.0 + 348 * 10.0), restarts=1)
+    record_measurements(rows, [again], ON_V100, {"1": acct}, B, restart_s={"1": 12.0})
+    assert rows.progress["1"]["v100"].lost == 12.0
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(10.0)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("cost", "lost"),
+    [(None, 30.0), (-5.0, 0.0), (math.nan, 30.0), (math.inf, 30.0), (-math.inf, 0.0),
+     (1e300, 30.0), (True, 30.0), ("12", 30.0), (12.0, 12.0), (0.0, 0.0)],
+)  # fmt: skip
+def test_a_restarts_cost_never_allows_more_than_the_allowance(cost, lost):
+    # the daemon's restart clock measures the cost from the job's own reports: a liar
+    # inflating it gets the allowance at most
+    assert loss_estimate(B, cost) == lost  # type: ignore[arg-type]
 
 
 def test_time_shared_or_spread_rounds_show_no_progress_of_a_type():
@@ -274,14 +318,17 @@ def test_rows_survive_the_state_file_and_hostile_figures_do_not():
 
 def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them():
     # keeping its rate back must not keep it on its prior (a job slower than its prior
-    # would gain by it): the middle of its progress range, 3300 steps in 360 s of
-    # which up to 30 lost
-    for rate in (None, math.nan, -1.0, "fast", 1e300, True):
+    # would gain by it): what its steps show, 3300 in 360 s of a first run
+    for rate in (None, math.nan, -1.0, "fast", True):
         rows = JobRows()
         _first_run(rows, _untyped(rows), rate, 3300.0)  # type: ignore[arg-type]
         got = rows.measured["1"]["v100"].steps_per_s
-        assert got == pytest.approx((3300 / 360 + 3300 / 330) / 2)
+        assert got == pytest.approx(3300 / 360)
         assert rows.bounded == 0  # no report was clamped: nothing to log
+    rows = JobRows()
+    _first_run(rows, _untyped(rows), 1e300, 3300.0)  # beyond the rate cap: a lie, logged
+    assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(3300 / 360)
+    assert rows.bounded == 1
 
 
 @pytest.mark.hostile

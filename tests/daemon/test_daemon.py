@@ -15,7 +15,6 @@ import pytest
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
@@ -161,9 +160,14 @@ def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, aft
     total = sum(sum(r.values()) for r in received(d2).values())
     assert total == pytest.approx(5 * ROUND * 6)  # every GPU-second credited once
     if after_act:
-        # The killed round did act: the restart sees exactly what the reference saw.
+        # The killed round did act: the restart sees exactly what the reference saw,
+        # and learned the same from the jobs' progress (the interval after the act on
+        # the placement it acted, the one before on the one before: inflight.py).
         for j, row in received(ref).items():
             assert received(d2)[j] == pytest.approx(row), j
+        assert d2.state.job_rows.progress == ref.state.job_rows.progress
+        assert d2.state.job_rows.measured == ref.state.job_rows.measured
+        assert ref.state.job_rows.progress  # it did count progress
 
 
 class ReadingBackend:
@@ -197,8 +201,14 @@ def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table)
         finals.append(StateStore(tmp_path / "state").load())
         sim.advance(sim.clock + ROUND)
     for before, at_act in zip(finals, b.at_act[1:], strict=False):
+        # but the job rows: the inflight record carries the round's own as of its act
+        # (what a restart takes), the scheduler's the round before's left out
+        rows_before = before["scheduler"].pop("job_rows")
+        assert "job_rows" not in at_act["scheduler"]
         assert json.dumps(at_act["scheduler"]) == json.dumps(before["scheduler"])
         assert at_act["inflight"]["round_index"] == before["scheduler"]["round_index"]
+        assert at_act["inflight"]["job_rows"]["jobs"]
+        assert at_act["inflight"]["job_rows"] != rows_before  # this round's sightings
     assert finals[-1]["scheduler"] != finals[-2]["scheduler"]  # the rounds did change it
 
 
@@ -624,9 +634,10 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
     # reallocations. The daemon (progress, step estimates, persistence around run_round)
     # must place exactly as the bare scheduler loop the simulator runs: the churn a real
     # daemon shows is the mechanism's, not the daemon's.
-    from slurm_gavel.core.round_config import SchedulerConfig
+    from slurm_gavel.core.job_rows import Knowledge
     from slurm_gavel.core.scheduler import run_round
     from slurm_gavel.core.scheduler_state import SchedulerState
+    from slurm_gavel.daemon.scheduler_config import scheduler_config
 
     r = 30.0
     kinds = [("Recommendation (batch size 2048)", 1600), ("ResNet-50 (batch size 64)", 480),
@@ -643,8 +654,14 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
         moves = (sorted(res.started), sorted(res.kept), sorted(res.moved), sorted(res.preempted))
         return (rep.reallocated, placed, *moves)
 
+    # Both under the daemon's own round config (scheduler_config: LEARNED rows within
+    # the trust bounds, its defaults): the bare loop learns what the daemon learns, so
+    # a cell that counts a restart's loss counts it on both sides.
+    d_config = config(tmp_path, policy="max_min_fairness", round_seconds=r,
+                      progress_dir=str(tmp_path / "progress"))  # fmt: skip
+    cfg = scheduler_config(d_config, table)
+    assert cfg.knowledge is Knowledge.LEARNED and cfg.row_bounds is not None
     ref_sim, state = sim(), SchedulerState()
-    cfg = SchedulerConfig(table=table, settings=replace(DAEMON_DEFAULTS, round_seconds=r))
     expected = []
     while not ref_sim.done():
         state, rep = run_round(state, ref_sim, cfg)
@@ -652,9 +669,7 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
         ref_sim.advance(min(ref_sim.clock + r, ref_sim.last_completion_of_running()))
 
     d_sim = sim()
-    d = Daemon(config(tmp_path, policy="max_min_fairness", round_seconds=r,
-                      progress_dir=str(tmp_path / "progress")),
-               d_sim, table=table, metrics=DaemonMetrics())  # fmt: skip
+    d = Daemon(d_config, d_sim, table=table, metrics=DaemonMetrics())
     (tmp_path / "progress").mkdir()
     d.start()
     got = []
@@ -663,6 +678,8 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
         d_sim.advance(min(d_sim.clock + r, d_sim.last_completion_of_running()))
     assert got == expected
     assert sum(len(x[4]) for x in got) > 0  # the rounds rotate jobs between types
+    # and both learned the same cells from the jobs' progress
+    assert state.job_rows.cells_measured == d.state.job_rows.cells_measured > 0
 
 
 def test_stay_credit_reaches_the_scheduler(tmp_path, table):

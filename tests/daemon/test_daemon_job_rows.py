@@ -4,16 +4,29 @@ bounds, survives a restart, and `status`/`explain` show it."""
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import replace
 
 import pytest
-from test_daemon import ROUND, FlakyBackend, config, events_of, rounds
+from test_daemon import (
+    ROUND,
+    FlakyBackend,
+    Killed,
+    KillingBackend,
+    cluster,
+    config,
+    events_of,
+    received,
+    rounds,
+)
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.commands.explain import format_explain
 from slurm_gavel.commands.status import format_status
 from slurm_gavel.daemon.daemon import Daemon
+from slurm_gavel.daemon.inflight import Inflight
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.status_view import status_view
 from slurm_gavel.domain.cluster_model import JobState
@@ -222,3 +235,113 @@ def test_table_knowledge_gives_untyped_jobs_back(tmp_path, table):
         assert {j for j, _ in d.last_report.skipped} == set(TRUE)
     finally:
         d.store.release()
+
+
+# ---- the progress behind the cells across a restart -----------------------------------
+
+
+def _learned(d: Daemon):
+    rows = d.state.job_rows
+    return rows.progress, rows.measured, received(d)
+
+
+def test_a_restarted_daemon_goes_on_from_the_progress_it_saved(tmp_path, table):
+    # Stopped between rounds and started again, it learns what an uninterrupted one
+    # does: the progress behind each cell and each job's last sighting are in the state.
+    ref_sim = cluster(table)
+    ref = _daemon(tmp_path / "ref", ref_sim, table)
+    ref.start()
+    rounds(ref, ref_sim, 7)
+    assert ref.state.job_rows.progress and ref.state.job_rows.measured
+    sim = cluster(table)
+    d = _daemon(tmp_path, sim, table)
+    d.start()
+    rounds(d, sim, 4)
+    d.store.release()
+    d2 = _daemon(tmp_path, sim, table)
+    d2.start()
+    assert d2.state.job_rows.last_seen == d.state.job_rows.last_seen
+    rounds(d2, sim, 3)
+    d2.store.release()
+    ref.store.release()
+    assert _learned(d2) == _learned(ref)
+
+
+def _killed_after_its_act(tmp_path, table):
+    """A daemon killed right after its third act; the state file and the cluster."""
+    sim = cluster(table)
+    d = _daemon(tmp_path, KillingBackend(sim, kill_at=3, after_act=True), table)
+    d.start()
+    rounds(d, sim, 2)
+    with pytest.raises(Killed):
+        d.round()
+    d.store.release()
+    sim.advance(sim.clock + ROUND)
+    return tmp_path / "state" / "state.json", sim
+
+
+def _edit(path, change) -> dict:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))  # NaN and the like written as Python writes them
+    return doc
+
+
+def _old_record(doc: dict) -> None:
+    # as an older daemon saved it: the rows in the scheduler state, none in the record
+    doc["scheduler"]["job_rows"] = doc["inflight"].pop("job_rows")
+
+
+def _garbage(doc: dict) -> None:
+    doc["inflight"]["job_rows"] = "garbage"
+
+
+def _hostile_cells(doc: dict) -> None:
+    for job in doc["inflight"]["job_rows"]["jobs"].values():
+        for cell in job.get("progress", {}).values():
+            cell[0] = math.nan
+        if "last_seen" in job:
+            job["last_seen"]["restarts"] = -5
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("change", [_old_record, _garbage, _hostile_cells])
+def test_an_old_or_hostile_inflight_record_still_resumes(tmp_path, table, change):
+    # An inflight record from before it carried the round's rows, or one whose rows are
+    # not the daemon's (edited, corrupted): the restart resumes, its accounting whole,
+    # and no untrusted figure reaches a job's progress.
+    path, sim = _killed_after_its_act(tmp_path, table)
+    doc = _edit(path, change)
+    assert doc["inflight"]["round_index"] == 2
+    d2 = _daemon(tmp_path, sim, table)
+    d2.start()
+    if change is _old_record:
+        assert d2.state.job_rows.last_seen  # read from the scheduler state, as before
+    rounds(d2, sim, 3)
+    d2.store.release()
+    assert d2.state.round_index == 6
+    total = sum(sum(r.values()) for r in received(d2).values())
+    assert total == pytest.approx(5 * ROUND * 6)  # every GPU-second credited once
+    for cells in d2.state.job_rows.progress.values():
+        for p in cells.values():
+            assert math.isfinite(p.steps) and p.steps >= 0 and p.seconds > 0
+    assert all(s.restarts >= 0 for s in d2.state.job_rows.last_seen.values())
+
+
+def test_the_time_after_a_killed_act_runs_on_the_placement_it_acted(tmp_path, table):
+    # What Slurm shows running where the killed round placed it is that round's
+    # placement (as it decided it, consolidated or not), not the one before it.
+    sim = cluster(table)
+    d = _daemon(tmp_path, sim, table)
+    d.start()
+    try:
+        rounds(d, sim, 2)
+        before = dict(d.state.placement)
+        assert before
+        acted = {j: replace(p, consolidated=False) for j, p in before.items()}
+        d._inflight = Inflight(d.state.round_index, sim.clock, acted, None)
+        d._needs_reconcile = True
+        d.reconcile(sim.observe())
+    finally:
+        d.store.release()
+    assert d.state.placement == acted

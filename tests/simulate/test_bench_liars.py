@@ -30,13 +30,15 @@ RATE_LIES = ["10x-all", "0.1x-all", "10x-v100", "10x-k80", "drip", "1.1x-all", "
 
 @pytest.mark.slow
 @pytest.mark.hostile
-def test_with_no_start_up_allowance_no_rate_report_buys_anything():
-    # With start_allowance_s = 0 a cell is what the job's steps show (S / R), whatever
-    # it reports: every rate lie must leave the schedule exactly as honesty does, so
-    # the 2 % bound holds with nothing to spare, under the policies that plan
-    # finishing times from the level (where a uniform 10x lie bought 25 % of JCT when
-    # the first report set an untyped job's level) and min cost, which sums steps.
-    # (With the default allowance the level keeps up to its slack: EXPERIMENTS.md.)
+@pytest.mark.parametrize("allowance", [None, 0.0])
+def test_no_rate_report_buys_anything(allowance):
+    # A cell is what the job's steps show, whatever it reports, with the default
+    # start-up allowance (None) as with none: every rate lie must leave the schedule
+    # exactly as honesty does, so the 2 % bound holds with nothing to spare, under the
+    # policies that plan finishing times from the level (where a uniform 10x lie bought
+    # 25 % of JCT when the first report set an untyped job's level, and 16 % when a
+    # report could still take the top of its progress range) and min cost, which sums
+    # steps.
     bench = _bench()
     out = bench.grid(
         ["finish_time_fairness", "min_total_duration", "min_cost"],
@@ -45,7 +47,7 @@ def test_with_no_start_up_allowance_no_rate_report_buys_anything():
         [0],
         jobs=6,
         hours=1.5,
-        allowance=0.0,
+        allowance=allowance,
     )
     assert len(out["worst"]) == 3 * 2 * len(RATE_LIES)
     assert bench.within(out["worst"]) == []
@@ -92,3 +94,27 @@ def test_the_script_writes_every_run_and_the_worst_seed_as_json():
         assert w["liar_jct_ratio"] == min(x["liar_jct_ratio"] for x in runs)
         assert w["honest_jct_ratio"] == max(x["honest_jct_ratio"] for x in runs)
     assert out["setup"]["jobs"] == 6 and "beyond_2_percent" in out
+
+
+def test_a_miss_within_the_controls_own_move_is_told_apart():
+    bench = _bench()
+    worst = [
+        {"policy": "p", "kind": "typed", "lie": "jitter", "liar_jct_ratio": 0.90,
+         "honest_jct_ratio": 1.01, "failed": 0},
+        {"policy": "p", "kind": "typed", "lie": "a", "liar_jct_ratio": 0.95,
+         "honest_jct_ratio": 1.0, "failed": 0},
+        {"policy": "p", "kind": "typed", "lie": "b", "liar_jct_ratio": 0.85,
+         "honest_jct_ratio": 1.0, "failed": 0},
+        {"policy": "p", "kind": "untyped", "lie": "a", "liar_jct_ratio": 0.97,
+         "honest_jct_ratio": 1.0, "failed": 0},
+        {"policy": "p", "kind": "typed", "lie": "c", "liar_jct_ratio": None,
+         "honest_jct_ratio": None, "failed": 1},
+    ]  # fmt: skip
+    assert bench.control_noise(worst) == {("p", "typed"): pytest.approx(0.10)}
+    # every miss still misses the bound; only those beyond the control are a lie's
+    assert len(bench.within(worst)) == 5
+    assert bench.beyond_control(worst) == [
+        "p/typed/b: liar's JCT x0.850",
+        "p/untyped/a: liar's JCT x0.970",
+        "p/typed/c: 1 run(s) failed",
+    ]
