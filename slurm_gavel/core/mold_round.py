@@ -39,7 +39,7 @@ from slurm_gavel.domain.model import GpuType, Job, JobId
 
 @dataclass
 class MoldMemory:
-    """What the round remembers of its moldable jobs (SchedulerState.molds)."""
+    """What the round remembers of its moldable jobs (SchedulerState.plugins.moldable_counts)."""
 
     # job -> (the backend's Job, the count, the Job at that count): reused while both hold
     jobs: dict[JobId, tuple[Job, int, Job]] = field(default_factory=dict)

@@ -71,12 +71,12 @@ class MoldableCounts:
 
     def enrich(self, ctx: RoundContext) -> None:
         state, config, nodes = ctx.state, ctx.config, ctx.snap.nodes
-        active = ctx.active
-        if not any(o.job.scale_range is not None for o in active) and not state.molds.jobs:
+        active, memory = ctx.active, state.plugins.moldable_counts
+        if not any(o.job.scale_range is not None for o in active) and not memory.jobs:
             return
         capacity = ctx.capacity  # the round's allocation capacity, computed once
         rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
-        learned = state.job_rows if config.knowledge is Knowledge.LEARNED else None
+        learned = state.plugins.learned_rows if config.knowledge is Knowledge.LEARNED else None
         stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
 
         def cost(o: ObservedJob) -> float:  # measured, else the job's own, else the default
@@ -86,7 +86,7 @@ class MoldableCounts:
         untried = config.settings.moldable_untried and learned is not None
         of_type = {t: frozenset(n.name for n in nodes if n.gpu_type == t) for t in capacity}
         ctx.active = mold_jobs(
-            state.molds, active, rows, capacity, learned, cost, stuck, joint, of_type, untried
+            memory, active, rows, capacity, learned, cost, stuck, joint, of_type, untried
         )
 
 
@@ -99,7 +99,7 @@ class LearnedRows:
     def enrich(self, ctx: RoundContext) -> None:
         state, config = ctx.state, ctx.config
         record_measurements(
-            state.job_rows, ctx.active, state.placement, state.jobs, config.row_bounds,
+            state.plugins.learned_rows, ctx.active, state.placement, state.jobs, config.row_bounds,
             config.explore,
         )  # fmt: skip
 

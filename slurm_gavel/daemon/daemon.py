@@ -333,7 +333,7 @@ class Daemon:
         # (it is what Slurm now runs); on disk the inflight record of this round stays,
         # from which a restart would reconcile, and the next round saves again.
         self._record(report, self.clock() - t0)
-        self.events.rows_bounded(self.state.job_rows.clamped)
+        self.events.rows_bounded(self.state.plugins.learned_rows.clamped)
         self.last_report = report
         if not self.dry_run:
             try:

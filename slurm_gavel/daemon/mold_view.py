@@ -95,7 +95,7 @@ def mold_view(
         return None
     usable, biggest = usable_capacity(allocation_capacity(snap.nodes))
     rows = state.cluster_rows
-    memory = state.molds
+    memory = state.plugins.moldable_counts
     joint = config.settings.moldable_lp
     untried = config.settings.moldable_untried and config.knowledge is Knowledge.LEARNED
     seen = last.counts if last is not None else {}

@@ -190,7 +190,7 @@ def simulate(
     if molds is not None:
         summary["moldable"] = molds
     if truth or opts.report_knowledge:
-        rows = state.job_rows
+        rows = state.plugins.learned_rows
         learned = config.knowledge is Knowledge.LEARNED  # (not without true rows)
         summary["knowledge"] = {
             "mode": str(opts.knowledge),

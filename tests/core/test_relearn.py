@@ -180,15 +180,16 @@ def test_learned_rows_see_the_jobs_reports_and_progress_never_the_true_rows():
     config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
     assert not config.given_rows
     state, _ = run_rounds(sim, config, 6)
-    source = row_source(config.knowledge, state.cluster_rows, state.job_rows, {}, config.row_bounds)
-    assert source is not None and state.job_rows.measured
+    learned = state.plugins.learned_rows
+    source = row_source(config.knowledge, state.cluster_rows, learned, {}, config.row_bounds)
+    assert source is not None and learned.measured
     for o in sim.observe().jobs:
         row = source.row(o)
         ran = state.jobs[o.job.id].received_s
         for gpu in prior:
             if ran.get(gpu, 0.0) == 0.0:
                 assert row[gpu] == prior[gpu], (o.job.id, gpu)
-            elif gpu in state.job_rows.measured.get(o.job.id, {}):
+            elif gpu in state.plugins.learned_rows.measured.get(o.job.id, {}):
                 assert row[gpu] == pytest.approx(truth[o.job.id][gpu], rel=0.25)
 
 

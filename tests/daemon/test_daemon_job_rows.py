@@ -51,7 +51,7 @@ def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
     try:
         rounds(d, sim, 12)
         assert not d.last_report.skipped  # managed from submission, no type needed
-        measured = d.state.job_rows.measured
+        measured = d.state.plugins.learned_rows.measured
         # each job ran on both types (the policy's rotation) and measured its own cells
         for j, row in TRUE.items():
             for t, v in row.items():
@@ -75,7 +75,7 @@ def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
     d2 = _daemon(tmp_path, sim, table)
     d2.start()
     try:
-        assert d2.state.job_rows.measured == measured
+        assert d2.state.plugins.learned_rows.measured == measured
     finally:
         d2.store.release()
 
@@ -135,7 +135,7 @@ def test_a_claim_beyond_the_jobs_progress_is_held_to_it(tmp_path, table, daemon_
         rounds(d, sim, 8)
     finally:
         d.store.release()
-    rows = d.state.job_rows
+    rows = d.state.plugins.learned_rows
     got = {t: m.steps_per_s for t, m in rows.measured["c"].items()}
     assert set(got) == {"v100", "k80"} and rows.bounded > 0
     assert 1.0 <= got["v100"] <= ROUND / (ROUND - 30.0)
@@ -158,7 +158,7 @@ def test_a_true_row_far_from_its_prior_is_learned_as_its_progress_shows(tmp_path
         rounds(d, sim, 8)
     finally:
         d.store.release()
-    got = {t: m.steps_per_s for t, m in d.state.job_rows.measured["c"].items()}
+    got = {t: m.steps_per_s for t, m in d.state.plugins.learned_rows.measured["c"].items()}
     assert got == far["c"]
 
 
@@ -180,7 +180,7 @@ def test_a_job_that_reports_nothing_stays_on_its_prior_and_is_marked_so(tmp_path
     d.start()
     try:
         rounds(d, sim, 6)
-        assert d.state.job_rows.measured == {}
+        assert d.state.plugins.learned_rows.measured == {}
         view = status_view(d.store.load(), None)
     finally:
         d.store.release()
@@ -206,7 +206,7 @@ def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them(tmp_path
         d.store.release()
     # each measured cell within its progress range, so within a restart's 30 s of a
     # 60 s round of the truth
-    rows = d.state.job_rows.measured
+    rows = d.state.plugins.learned_rows.measured
     assert set(rows) == set(TRUE)
     for j, cells in rows.items():
         for t, m in cells.items():

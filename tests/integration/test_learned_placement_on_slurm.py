@@ -109,7 +109,7 @@ def test_placement_follows_the_learned_rows(scenario, knowledge: str):
     # moved once, by the measurements, and finished on its fast type
     assert all(r[-1] == JOBS[n][3] for n, r in runs.items()), runs
     doc = sc.state_doc() or {}
-    rows = (doc.get("scheduler") or {}).get("job_rows") or {}
+    rows = ((doc.get("scheduler") or {}).get("plugins") or {}).get("learned_rows") or {}
     for name, job in jobs.items():
         measured = (rows.get("jobs") or {}).get(job, {}).get("measured") or {}
         true = dict(p.split("=") for p in JOBS[name][1].split(","))
