@@ -157,7 +157,7 @@ def about_to_finish(
     if until is None or job.total_steps <= 0.0 or rate <= 0.0:
         return False
     more = FINISH_LEASES * protection_seconds(
-        restart_cost(job, account, config), config.settings.restart_budget
+        restart_cost(job, account, config), config.plugins.restart_aware.budget
     )
     left = max(0.0, job.total_steps - account.steps_done)
     return now < until + more and left / rate <= more
@@ -196,7 +196,7 @@ def consolidating_pays(
         return False
     whole = table.throughput(job.job_type, p.gpus, p.gpu_type)
     spread = table.throughput(job.job_type, p.gpus, p.gpu_type, consolidated=False)
-    return whole > spread * (1.0 + config.settings.restart_budget)
+    return whole > spread * (1.0 + config.plugins.restart_aware.budget)
 
 
 def protected_runs(
@@ -268,7 +268,7 @@ def _lets_go(
         return restart_cost(j, account, config)
 
     paid_for = protection_seconds(
-        restart_cost(job, state.jobs.get(job.id), config), config.settings.restart_budget
+        restart_cost(job, state.jobs.get(job.id), config), config.plugins.restart_aware.budget
     )
     return lets_go(state, considered, job, row, prev.gpu_type, short, now, paid_for, cost)
 
@@ -319,7 +319,7 @@ def assign_around(
         return restart_cost(j, account, config)
 
     ranked = new_runs_first(ranked, waits)
-    pays = fill_move_pays(jobs_m, by_id, state.jobs, cost, config.settings.restart_budget)
+    pays = fill_move_pays(jobs_m, by_id, state.jobs, cost, config.plugins.restart_aware.budget)
     ranked, chosen = select_staying(ranked, jobs_m, left, pays)
     placed_jobs = {j for i in chosen for j in ranked[i][6]}
     # where each type is first blocked: the best-ranked entry with a positive priority
@@ -349,7 +349,7 @@ def _lasted_its_lease(state: SchedulerState, config: SchedulerConfig, job: Job, 
     started = None if guard is None else guard.run_started
     if acct is None or started is None:
         return True
-    span = protection_seconds(restart_cost(job, acct, config), config.settings.restart_budget)
+    span = protection_seconds(restart_cost(job, acct, config), config.plugins.restart_aware.budget)
     return now - started >= span
 
 
@@ -373,7 +373,7 @@ def protect_new_runs(
     before) records its start and is protected for its restart cost over the budget,
     unless it was backfilled; a job that is not placed loses its protection; a kept
     one keeps it."""
-    budget = config.settings.restart_budget
+    budget = config.plugins.restart_aware.budget
     old = state.plugins.restart_aware
     # rebuilt over the jobs with an account: a job that ended leaves the slot with it
     slot = state.plugins.restart_aware = {}

@@ -159,10 +159,8 @@ def round_jobs(
             return considered, memo.skipped, memo.key, memo.unmeasured
     # every type the cluster has, drained or not: a drain does not refit estimates
     rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
-    learned = state.plugins.learned_rows
-    source = row_source(
-        config.knowledge, rows, learned, config.given_rows, config.row_bounds, config.explore
-    )
+    learned, own = state.plugins.learned_rows, config.plugins.learned_rows
+    source = row_source(config.knowledge, rows, learned, config.given_rows, own.bounds, own.explore)
     considered, skipped = considered_jobs(
         active, config, capacity, rows, None if source is None else source.row
     )

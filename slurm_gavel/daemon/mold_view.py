@@ -96,8 +96,8 @@ def mold_view(
     usable, biggest = usable_capacity(allocation_capacity(snap.nodes))
     rows = state.cluster_rows
     memory = state.plugins.moldable_counts
-    joint = config.settings.moldable_lp
-    untried = config.settings.moldable_untried and config.knowledge is Knowledge.LEARNED
+    own = config.plugins.moldable_counts
+    joint, untried = own.lp, own.untried and config.knowledge is Knowledge.LEARNED
     seen = last.counts if last is not None else {}
 
     def view(o: ObservedJob, shown: str, nodes: tuple[NodeSlice, ...]) -> dict[str, Any] | None:

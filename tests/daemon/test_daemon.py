@@ -643,10 +643,10 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
 
 def test_stay_credit_reaches_the_scheduler(tmp_path, table):
     d = daemon(tmp_path, cluster(table), table)
-    assert d.sched_config.settings.stay_credit_seconds == 0.0  # Gavel unless opted in
+    assert d.sched_config.plugins.mechanism.stay_credit_seconds == 0.0  # Gavel unless opted in
     cfg = config(tmp_path, stay_credit_seconds=1080)
     d2 = Daemon(cfg, cluster(table), table=table, metrics=DaemonMetrics())
-    assert d2.sched_config.settings.stay_credit_seconds == 1080.0
+    assert d2.sched_config.plugins.mechanism.stay_credit_seconds == 1080.0
 
 
 def test_min_reallocation_interval_reaches_the_scheduler(tmp_path, table):

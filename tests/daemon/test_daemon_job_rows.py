@@ -40,7 +40,8 @@ def _daemon(tmp_path, sim, table, **learning) -> Daemon:
     if learning:
         from slurm_gavel.daemon.config_learning import learning_config
 
-        cfg = replace(cfg, learning=learning_config(learning, "learning"))
+        section, rows = learning_config(learning, "learning")
+        cfg = replace(cfg, learning=section, plugins=replace(cfg.plugins, learned_rows=rows))
     return Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
 
 
