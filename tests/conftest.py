@@ -39,6 +39,7 @@ from pathlib import Path
 
 import pytest
 from build_lock import build_lock
+from daemon_records import daemon_records
 from own_cluster import own_cluster
 from run_parts import in_this_part, rotated, worker_ports
 from slurm_required import pytest_runtest_makereport, required
@@ -131,16 +132,8 @@ def _package_logger_reset() -> Iterator[None]:
 def daemon_log() -> Iterator[list[logging.LogRecord]]:
     """Records of the daemon's logger, every level (the CLI's set-up, run by other tests
     in the same process, stops propagation to the root logger, where caplog listens)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("slurm_gavel.daemon")
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+    with daemon_records() as records:
+        yield records
 
 
 @dataclass

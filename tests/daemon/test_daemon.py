@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from daemon_records import daemon_records
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -573,21 +574,14 @@ def test_backend_warnings_are_logged_once_while_they_last(tmp_path, table):
     d.start()
     bad = "job 7: gavel comment: unknown key 'gpus'; write gavel:type=... (left to Slurm)"
     backend.warnings = [bad]
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append  # type: ignore[method-assign]
-    # On the daemon's logger itself: the CLI's log set-up (run by other tests in the
-    # same process) stops propagation to the root logger, where caplog listens.
-    logger = logging.getLogger("slurm_gavel.daemon")
-    logger.addHandler(handler)
     try:
-        rounds(d, sim, 3)
-        backend.warnings = []
-        rounds(d, sim, 1)
-        backend.warnings = [bad]  # back again: logged again
-        rounds(d, sim, 1)
+        with daemon_records(logging.WARNING) as records:
+            rounds(d, sim, 3)
+            backend.warnings = []
+            rounds(d, sim, 1)
+            backend.warnings = [bad]  # back again: logged again
+            rounds(d, sim, 1)
     finally:
-        logger.removeHandler(handler)
         d.store.release()
     logged = [r for r in records if getattr(r, "event", None) == "slurm_warning"]
     assert len(logged) == 2
