@@ -184,19 +184,25 @@ class ReadingBackend:
         return self.inner.act(placement)
 
 
-def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table):
-    """The round mutates the state it starts from; the pre-act save (and the rollback)
-    must see a copy taken before: the previous round's final save, byte for byte,
-    and a restart from it loads the same state."""
+def read_each_round(tmp_path, table, n: int, read) -> tuple[ReadingBackend, list]:
+    """n rounds of a daemon over a ReadingBackend, and read(its store) after each."""
     sim = cluster(table)
     b = ReadingBackend(sim, tmp_path / "state")
     d = daemon(tmp_path, b, table)
     d.start()
-    finals = []
-    for _ in range(4):
+    after = []
+    for _ in range(n):
         d.round()
-        finals.append(StateStore(tmp_path / "state").load())
+        after.append(read(StateStore(tmp_path / "state")))
         sim.advance(sim.clock + ROUND)
+    return b, after
+
+
+def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table):
+    """The round mutates the state it starts from; the pre-act save (and the rollback)
+    must see a copy taken before: the previous round's final save, byte for byte,
+    and a restart from it loads the same state."""
+    b, finals = read_each_round(tmp_path, table, 4, StateStore.load)
     for before, at_act in zip(finals, b.at_act[1:], strict=False):
         assert json.dumps(at_act["scheduler"]) == json.dumps(before["scheduler"])
         assert at_act["inflight"]["round_index"] == before["scheduler"]["round_index"]
@@ -207,15 +213,7 @@ def test_the_pre_act_save_leaves_users_the_last_rounds_view(tmp_path, table):
     """The pre-act save is for a restart: state.json gets the inflight record, while
     status.json (what users read) stays the previous round's end until the round is
     over, which then publishes its own."""
-    sim = cluster(table)
-    b = ReadingBackend(sim, tmp_path / "state")
-    d = daemon(tmp_path, b, table)
-    d.start()
-    ends = []
-    for _ in range(3):
-        d.round()
-        ends.append(StateStore(tmp_path / "state").load_view())
-        sim.advance(sim.clock + ROUND)
+    b, ends = read_each_round(tmp_path, table, 3, StateStore.load_view)
     assert b.views[0] is None  # nothing published before the first round ended
     for end, at_act in zip(ends, b.views[1:], strict=False):
         assert at_act == end  # the last round's view, not a mid-round one
