@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
-from policy_strategies import against_solvers, clusters, templated_jobs
+from policy_strategies import against_solvers, assert_needs_steps_remaining, problems_with_steps
 from scipy.optimize import linprog
 
 from slurm_gavel.domain.model import Problem, ProblemJob
-from slurm_gavel.errors import InputError
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.min_total_duration import makespan_of
 from slurm_gavel.simulate.synthetic import random_problem
@@ -121,23 +119,11 @@ def test_unrunnable_and_finished_jobs():
 
 
 def test_missing_steps_remaining_is_an_input_error():
-    p = Problem({"v": 1}, (ProblemJob("a", "t", {"v": 1.0}),))
-    with pytest.raises(InputError, match="job a: min_total_duration needs steps_remaining"):
-        allocate(p, "min_total_duration")
-
-
-@st.composite
-def problems(draw: st.DrawFn) -> Problem:
-    cluster = draw(clusters())
-    jobs = []
-    for i, (row, sf) in enumerate(draw(templated_jobs(list(cluster), max_jobs=8))):
-        steps = draw(st.sampled_from([0.0, 10.0, 100.0, 1000.0, 5e4]))
-        jobs.append(ProblemJob(str(i), "t", row, sf, 1.0, steps_remaining=steps))
-    return Problem(cluster, tuple(jobs))
+    assert_needs_steps_remaining("min_total_duration")
 
 
 @against_solvers(40)
-@given(problems())
+@given(problems_with_steps([0.0, 10.0, 100.0, 1000.0, 5e4], max_jobs=8))
 def test_property_feasible_and_optimal(assert_work_conserving, p):
     fast = allocate(p, "min_total_duration")
     assert fast.violations(p) == []
