@@ -170,11 +170,7 @@ def _rows_worth_a_resolve(
 
 
 def act(
-    state: SchedulerState,
-    backend: ClusterBackend,
-    config: SchedulerConfig,
-    placed: dict[JobId, JobPlacement],
-    now: float,
+    state: SchedulerState, backend: ClusterBackend, placed: dict[JobId, JobPlacement], now: float
 ) -> tuple[RoundPlacement, ActResult]:
     """Act: hand the placement to the backend and record what it carried out. The
     jobs it failed are not in state.placement, so the next round credits them
@@ -223,7 +219,7 @@ def run_round(
     mech_s = time.perf_counter() - t0 - solve_seconds
 
     ctx.previous = state.placement
-    placement, result = act(state, backend, config, placed, now)
+    placement, result = act(state, backend, placed, now)
     for after in pipeline.after_act:
         after.after_act(ctx)
     report = RoundReport(

@@ -105,7 +105,7 @@ def mold_view(
         if r is None:
             return None
         lo, hi = int(r[0]), int(r[1])
-        by_count = count_rows(memory, o.job, r, rows, usable, biggest) if rows is not None else None
+        by_count = count_rows(memory, o.job, rows, usable, biggest) if rows is not None else None
         own = memory.measured.get(o.job.id, {})
         counts: list[dict[str, Any]] = []
         known: list[int] = []

@@ -211,8 +211,10 @@ class StateStore:
         """The public view, or None when the daemon has not written one yet."""
         text = _read_or_none(
             self.view_path,
-            lambda why: f"cannot read the status view ({why}); the admin makes it readable "
-            f"with `chmod 0755 {self.dir}` (the state stays 0600)",
+            lambda why: (
+                f"cannot read the status view ({why}); the admin makes it readable "
+                f"with `chmod 0755 {self.dir}` (the state stays 0600)"
+            ),
         )
         return None if text is None else parse_view(text, self.view_path, StateError)
 
