@@ -183,6 +183,15 @@ class LocalSlurm:
         out = self.cmd("sbatch", "--parsable", *args).stdout.strip()
         return out.split(";")[0]
 
+    def sbatch_as(self, user: str, *args: str) -> str:
+        """Submit as a plain user to the gpu partition, from /tmp and with the output
+        discarded (the user cannot write the test's folders); returns the job id."""
+        res = self.as_user(
+            user, "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu", *args
+        )
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip().split(";")[0]
+
     def sbatch_ignoring_the_signal(self) -> str:
         """A managed A3C job whose script ignores the checkpoint signal (SIGUSR1): what
         the requeue-hold after the grace period is for."""
