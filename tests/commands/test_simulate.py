@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from refused_traces import refused_trace
 
 from slurm_gavel.cli import main
 from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, LearnedRowsSettings
@@ -111,14 +112,13 @@ def test_bad_arguments_give_one_line_and_exit_2(argv, needle, capsys):
 
 
 def test_a_bad_trace_names_the_file_line_and_field(tmp_path, capsys):
-    p = tmp_path / "bad.csv"
-    p.write_text(
+    p, err = refused_trace(
+        tmp_path,
+        capsys,
         "job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account\n"
-        "1,0,Imaginary Net,1,100,1,,\n"
+        "1,0,Imaginary Net,1,100,1,,\n",
     )
-    assert main(["simulate", "--trace", str(p), "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert f"{p}:2: field 'job_type'" in err and "\n" not in err
+    assert f"{p}:2: field 'job_type'" in err and "\n" not in err.strip()
 
 
 # ---- --config: the daemon's settings ----------------------------------------------------
