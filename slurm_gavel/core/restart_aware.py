@@ -132,6 +132,13 @@ def protection_seconds(cost: float, budget: float) -> float:
     return cost / budget
 
 
+def paid_for(job: Job, account: JobAccount | None, config: SchedulerConfig) -> float:
+    """The job's protection in this round's config: its restart cost over the budget."""
+    return protection_seconds(
+        restart_cost(job, account, config), config.plugins.restart_aware.budget
+    )
+
+
 def lease_seconds(cost: float, budget: float, account: JobAccount) -> float:
     """How long a new run is protected (module doc): its restart cost over the budget,
     or the job's attained service (GPU-type time received so far) if longer; 0 without
@@ -156,9 +163,7 @@ def about_to_finish(
     its protection ended."""
     if until is None or job.total_steps <= 0.0 or rate <= 0.0:
         return False
-    more = FINISH_LEASES * protection_seconds(
-        restart_cost(job, account, config), config.plugins.restart_aware.budget
-    )
+    more = FINISH_LEASES * paid_for(job, account, config)
     left = max(0.0, job.total_steps - account.steps_done)
     return now < until + more and left / rate <= more
 
@@ -235,7 +240,17 @@ def protected_runs(
                 not backed(state.allocation, o.job.id, prev.gpu_type)
                 and (
                     config is None
-                    or _lets_go(state, considered, o.job, row, prev, short, now, config)
+                    or lets_go(
+                        state,
+                        considered,
+                        o.job,
+                        row,
+                        prev.gpu_type,
+                        short,
+                        now,
+                        paid_for(o.job, acct, config),
+                        lambda j, a: restart_cost(j, a, config),
+                    )
                 )
             )
             or prev.partner is not None
@@ -250,27 +265,6 @@ def protected_runs(
             free[sl.node] -= sl.gpus
         kept[o.job.id] = prev
     return kept
-
-
-def _lets_go(
-    state: SchedulerState,
-    considered: list[Considered],
-    job: Job,
-    row: Mapping[GpuType, float],
-    prev: JobPlacement,
-    short: set[GpuType],
-    now: float,
-    config: SchedulerConfig,
-) -> bool:
-    """restart_backing.lets_go with the round's restart costs and budget."""
-
-    def cost(j: Job, account: JobAccount | None) -> float:
-        return restart_cost(j, account, config)
-
-    paid_for = protection_seconds(
-        restart_cost(job, state.jobs.get(job.id), config), config.plugins.restart_aware.budget
-    )
-    return lets_go(state, considered, job, row, prev.gpu_type, short, now, paid_for, cost)
 
 
 def assign_around(
@@ -349,8 +343,7 @@ def _lasted_its_lease(state: SchedulerState, config: SchedulerConfig, job: Job, 
     started = None if guard is None else guard.run_started
     if acct is None or started is None:
         return True
-    span = protection_seconds(restart_cost(job, acct, config), config.plugins.restart_aware.budget)
-    return now - started >= span
+    return now - started >= paid_for(job, acct, config)
 
 
 def _waits_for_restart(state: SchedulerState, config: SchedulerConfig, job: Job) -> bool:
