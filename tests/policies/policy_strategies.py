@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from slurm_gavel.domain.model import Problem, ProblemJob
+from slurm_gavel.domain.model import Allocation, Problem, ProblemJob
 from slurm_gavel.errors import InputError
-from slurm_gavel.policies import allocate
+from slurm_gavel.policies import PolicyOptions, allocate
 
 SPEEDS = (0.0, 0.5, 1.0, 2.0, 3.5)
 
@@ -79,6 +79,18 @@ def assert_needs_steps_remaining(policy: str) -> None:
     p = Problem({"v": 1}, (ProblemJob("a", "t", {"v": 1.0}),))
     with pytest.raises(InputError, match=f"job a: {policy} needs steps_remaining"):
         allocate(p, policy)
+
+
+def against_reference(
+    p: Problem, policy: str, rel: float, abs: float = 0.0
+) -> tuple[Allocation, Allocation]:
+    """The policy's allocation and the reference solver's (``reference=True``: the
+    plain formulation, no class aggregation or decomposition), their objectives
+    checked equal within ``rel`` / ``abs``."""
+    fast = allocate(p, policy)
+    ref = allocate(p, policy, PolicyOptions(reference=True))
+    assert fast.objective == pytest.approx(ref.objective, rel=rel, abs=abs)
+    return fast, ref
 
 
 def against_solvers(max_examples: int) -> settings:
