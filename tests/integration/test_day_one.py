@@ -66,7 +66,7 @@ report finished
 
 
 # a cluster of its own (same release and plugins as the session's) with a100/h100
-day_one_cluster, slurm = module_cluster("day_one_cluster", TOPOLOGY, "slurm-gavel-day-one-")
+module_slurm, slurm = module_cluster(TOPOLOGY, "slurm-gavel-day-one-")
 
 
 @pytest.fixture

@@ -53,7 +53,7 @@ WATCH_S = 60
 
 
 # a cluster of its own (same release and plugins as the session's): 1 V100, 1 K80
-two_type_cluster, slurm = module_cluster("two_type_cluster", TOPOLOGY, "slurm-gavel-two-type-")
+module_slurm, slurm = module_cluster(TOPOLOGY, "slurm-gavel-two-type-")
 
 
 @pytest.mark.parametrize("knowledge", ["learned", "table"])

@@ -66,7 +66,7 @@ STARTUP_S = 1.0
 TABLE = load_table()
 
 
-twin_cluster, slurm = module_cluster("twin_cluster", TOPOLOGY, "slurm-gavel-twin-")
+module_slurm, slurm = module_cluster(TOPOLOGY, "slurm-gavel-twin-")
 
 
 def _true_rows() -> dict[str, dict[str, float]]:
