@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core import run_protection
+from slurm_gavel.core import job_rows_doc, run_protection
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.core.job_rows import JobRows
-from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.core.mold_round import MoldMemory
 from slurm_gavel.core.run_protection import RunProtection
@@ -27,7 +26,6 @@ from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 
 STATE_FORMAT = "slurm-gavel-scheduler-state/1"
-LEARNED_ROWS = "learned_rows"  # the learned rows' slot (the plugin's name)
 
 
 @dataclass
@@ -65,9 +63,9 @@ class PluginSlots:
         protection = run_protection.to_json(self.restart_aware)
         if protection:
             out[run_protection.NAME] = protection
-        rows = rows_to_json(self.learned_rows)
+        rows = job_rows_doc.rows_to_json(self.learned_rows)
         if rows is not None:
-            out[LEARNED_ROWS] = rows
+            out[job_rows_doc.NAME] = rows
         return out
 
     @staticmethod
@@ -78,10 +76,10 @@ class PluginSlots:
         Untrusted figures are dropped, not refused: a run is placed as the allocation
         says, a job relearns its row."""
         slots = doc if isinstance(doc, Mapping) else {}
-        rows = slots[LEARNED_ROWS] if LEARNED_ROWS in slots else old.get("job_rows")
+        rows = slots[job_rows_doc.NAME] if job_rows_doc.NAME in slots else old.get("job_rows")
         return PluginSlots(
             restart_aware=run_protection.from_state(slots, old.get("jobs")),
-            learned_rows=rows_from_json(rows)[0],
+            learned_rows=job_rows_doc.rows_from_json(rows)[0],
         )
 
 
