@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, PluginSettings
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
@@ -14,7 +14,10 @@ from slurm_gavel.daemon.config import load_config
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.errors import InputError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def add_settings_options(p: argparse.ArgumentParser) -> None:
