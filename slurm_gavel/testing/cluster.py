@@ -19,6 +19,7 @@ covers and what it leaves out.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable, Iterator
 
 from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut
@@ -331,8 +332,11 @@ class FakeSlurm:
                     "Job can not be altered now)"
                 )
             script = j.script
-            if script.on_signal is OnSignal.DIE:
-                self.end(j, "FAILED", exit_code=0)
+            if script.on_signal is OnSignal.DIE:  # the default action: killed by it
+                # no exit code, the signal recorded; the reason reads RaisedSignal on
+                # 24.11+, JobLaunchFailure on 22.05 (contract: signal_without_a_handler)
+                self.end(j, "FAILED", exit_code=None)
+                j.exit_signal, j.reason = _signal_number(signal), "RaisedSignal"
             elif script.on_signal is OnSignal.CHECKPOINT and not script.checkpoint_s:
                 self.requeue(j, state="SPECIAL_EXIT")  # saves and exits 99 at once
             elif script.on_signal is OnSignal.CHECKPOINT:
@@ -384,6 +388,7 @@ class FakeSlurm:
         job.state, job.reason, job.alloc = "RUNNING", "None", alloc
         job.start_time, job.run_started = int(now), now
         job.exit_code = 0  # a new run: the last run's exit 99 is not kept
+        job.exit_signal = None
         job.nodes_ran = tuple(a.node for a in alloc)
         runs = job.script.runs_s
         job.exit_at = now + runs if runs is not None else None
@@ -411,6 +416,13 @@ class FakeSlurm:
         """MinJobAge: ended jobs leave Slurm's memory."""
         horizon = self.clock() - self.min_job_age_s
         self.jobs = [j for j in self.jobs if not (j.end_time and j.end_time < horizon)]
+
+
+def _signal_number(name: str) -> int:
+    """ "USR1" / "SIGUSR1" / "10" -> 10, as scancel --signal takes it."""
+    if name.isdigit():
+        return int(name)
+    return int(signal.Signals["SIG" + name.upper().removeprefix("SIG")])
 
 
 def _valid_id(name: str) -> bool:

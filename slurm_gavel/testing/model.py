@@ -127,6 +127,7 @@ class FakeJob:
     start_time: int = 0
     end_time: int = 0
     exit_code: int | None = 0
+    exit_signal: int | None = None  # the signal that killed the last run's batch script
     alloc: list[Alloc] = field(default_factory=list)
     nodes_ran: tuple[str, ...] = ()  # the last run's nodes (kept on an ended record)
     run_started: float = 0.0  # the fake clock's time of this run's start

@@ -66,6 +66,7 @@ def job_record(job: FakeJob, nodes: dict[str, FakeNode], def_mem_per_cpu_mb: int
         start_time=job.start_time,
         end_time=job.end_time,
         exit_code=job.exit_code,
+        exit_signal=job.exit_signal,
         account=job.account,
         user=job.user,
         gpu_request_total=job.gres_total,

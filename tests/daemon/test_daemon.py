@@ -220,6 +220,30 @@ def test_the_pre_act_save_leaves_users_the_last_rounds_view(tmp_path, table):
     assert ends[0] != ends[1] != ends[2]  # each round did publish its own
 
 
+def test_the_pre_act_save_writes_the_published_jobs_view_again(tmp_path, table, monkeypatch):
+    """The jobs view is built once per round, by the save that publishes it: the pre-act
+    save writes the last published one again (the same as status.json says), instead
+    of building its own from the same records (a third of a round's CPU at 5,000
+    jobs). The first round's pre-act save, with nothing published yet, builds one."""
+    from slurm_gavel.daemon import state_writer
+
+    built = []
+    real = state_writer.jobs_view
+    monkeypatch.setattr(state_writer, "jobs_view", lambda *a, **k: built.append(1) or real(*a, **k))
+    sim = cluster(table)
+    b = ReadingBackend(sim, tmp_path / "state")
+    d = daemon(tmp_path, b, table)
+    d.start()
+    published = []
+    for _ in range(3):
+        d.round()
+        published.append(StateStore(tmp_path / "state").load()["jobs"])
+        sim.advance(sim.clock + ROUND)
+    assert len(built) == 1 + 3  # the first pre-act save, then one per round's end
+    for before, at_act in zip(published, b.at_act[1:], strict=False):
+        assert at_act["jobs"] == before
+
+
 class GcWatchingBackend:
     """Delegates to a backend; records whether the cyclic GC is on at each call."""
 

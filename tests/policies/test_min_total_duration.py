@@ -14,7 +14,7 @@ from policy_strategies import (
 )
 from scipy.optimize import linprog
 
-from slurm_gavel.domain.model import Problem, ProblemJob
+from slurm_gavel.domain.model import Allocation, Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.min_total_duration import makespan_of
 from slurm_gavel.simulate.synthetic import random_problem
@@ -24,6 +24,12 @@ REF = PolicyOptions(reference=True)
 
 def job(i: int, tput: dict[str, float], steps: float, sf: int = 1) -> ProblemJob:
     return ProblemJob(str(i), "t", tput, sf, 1.0, steps_remaining=steps)
+
+
+def solved(cluster: dict[str, int], *jobs: ProblemJob) -> tuple[Problem, Allocation]:
+    """The problem of ``jobs`` on ``cluster`` and min_total_duration's allocation."""
+    p = Problem(cluster, jobs)
+    return p, allocate(p, "min_total_duration")
 
 
 def feasible_at(problem: Problem, makespan: float) -> bool:
@@ -77,11 +83,9 @@ def test_two_types_hand_solved():
     # a_v + b_v <= 1, a_k + b_k <= 1, each job's time <= 1. Best: A on v (2/s), B on k
     # (1/s): makespan max(60, 120) = 120; moving k-time from B to A does not help B, and
     # B on v instead of A costs A more: the optimum is 120 s with B alone on k.
-    p = Problem(
-        {"v": 1, "k": 1},
-        (job(0, {"v": 2.0, "k": 1.0}, 120), job(1, {"v": 1.0, "k": 1.0}, 120)),
+    p, a = solved(
+        {"v": 1, "k": 1}, job(0, {"v": 2.0, "k": 1.0}, 120), job(1, {"v": 1.0, "k": 1.0}, 120)
     )
-    a = allocate(p, "min_total_duration")
     assert a.objective == pytest.approx(120.0, rel=1e-9)
     assert a.effective_throughput(p, "1") == pytest.approx(1.0, rel=1e-7)
 
@@ -106,16 +110,13 @@ def test_fast_equals_reference(seed):
 
 
 def test_unrunnable_and_finished_jobs():
-    p = Problem(
+    _, a = solved(
         {"v": 2},
-        (
-            job(0, {"v": 1.0}, 100),
-            job(1, {"v": 0.0}, 100),  # cannot run here
-            job(2, {"v": 1.0}, 0),  # done
-            job(3, {"v": 1.0}, 100, sf=4),  # does not fit
-        ),
+        job(0, {"v": 1.0}, 100),
+        job(1, {"v": 0.0}, 100),  # cannot run here
+        job(2, {"v": 1.0}, 0),  # done
+        job(3, {"v": 1.0}, 100, sf=4),  # does not fit
     )
-    a = allocate(p, "min_total_duration")
     assert a.objective == pytest.approx(100.0, rel=1e-9)
     assert sum(a.fractions["1"].values()) == 0 and sum(a.fractions["3"].values()) == 0
     assert any("1, 3" in n for n in a.notes)
@@ -143,10 +144,8 @@ def test_property_feasible_and_optimal(assert_work_conserving, p):
 def test_spare_gpus_are_handed_out_without_changing_the_makespan():
     # A (only on v) sets the makespan at 100 s; B needs just 10% of k for that, but
     # gets all of k: idle GPUs help nobody.
-    p = Problem(
-        {"v": 1, "k": 1},
-        (job(0, {"v": 1.0, "k": 0.0}, 100), job(1, {"v": 1.0, "k": 1.0}, 10)),
+    p, a = solved(
+        {"v": 1, "k": 1}, job(0, {"v": 1.0, "k": 0.0}, 100), job(1, {"v": 1.0, "k": 1.0}, 10)
     )
-    a = allocate(p, "min_total_duration")
     assert a.objective == pytest.approx(100.0, rel=1e-9)
     assert a.gpus_used(p) == pytest.approx({"v": 1.0, "k": 1.0})

@@ -300,12 +300,13 @@ def _hier(monkeypatch: pytest.MonkeyPatch, clock: Ticks, *, path: bool, dw_first
 def test_hier_lp_loop_after_the_path_gets_only_the_time_left(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The path hands over to the LP loop (one plentiful type): 4 s spent on the path
-    leave nothing of 3 s for the loop (it used to get 3 s of its own), 26 s of 30 s
-    give the unlimited answer."""
+    """The path hands over to the LP loop (after one crossing of the two this cluster
+    needs): 4 s spent on the path leave nothing of 3 s for the loop (it used to get 3 s
+    of its own), 26 s of 30 s give the unlimited answer."""
     p = hier_distinct(80, ONE_PLENTIFUL, 0)
     clock = Ticks(step=0.0)
     _hier(monkeypatch, clock, path=True, dw_first=False)
+    monkeypatch.setattr(hier_parametric, "MAX_ROUNDS", 1)
     real = hier_water_filling.parametric_fill
 
     def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -332,6 +333,7 @@ def test_hier_every_highs_run_reads_the_one_deadline(monkeypatch: pytest.MonkeyP
     p = hier_distinct(80, ONE_PLENTIFUL, 0)
     clock = Ticks()
     _hier(monkeypatch, clock, path=True, dw_first=False)
+    monkeypatch.setattr(hier_parametric, "MAX_ROUNDS", 1)  # the hand-over to the loop
     runs: list[str] = []
     real_run, real_loop_run = Deadline.run, hier_water_filling._run
     monkeypatch.setattr(

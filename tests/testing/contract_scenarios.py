@@ -134,6 +134,23 @@ def array_tasks(h: Harness) -> Steps:
     assert obs["jobs"]["arr_1"]["slices"] == (("v100-1", "v100", 1),), obs["jobs"]
     assert obs["jobs"]["arr_0"]["held"] and obs["jobs"]["arr_2"]["held"]
     steps.append(("task 1 started", obs))
+    # the checkpoint signal naming the task reaches it alone; placed again, it runs there
+    h.wait(2)  # its trap is set
+    task = f"{h.ids['arr']}_1"
+    bad = h.transport.send_signal([task], "USR1", failed)
+    assert not bad, failed
+    obs = settle(h, lambda o: state_of("arr_1")(o) == "SPECIAL_EXIT")
+    obs["failed"] = sorted(failed)
+    assert obs["jobs"]["arr_1"]["held"] and obs["jobs"]["arr_1"]["restarts"] == 1, obs["jobs"]
+    assert all(obs["jobs"][t]["state"] == "PENDING" for t in ("arr_0", "arr_2"))
+    steps.append(("task 1 checkpointed", obs))
+    h.wait(1.5)  # never released within its requeue's second
+    failed = _start(h, [_order(h, task, "k80", 1, "k80-2")])
+    obs = settle(h, lambda o: state_of("arr_1")(o) == "RUNNING")
+    obs["failed"] = sorted(failed)
+    assert obs["jobs"]["arr_1"]["slices"] == (("k80-2", "k80", 1),), obs["jobs"]["arr_1"]
+    assert obs["jobs"]["arr_0"]["held"] and obs["jobs"]["arr_2"]["held"]
+    steps.append(("task 1 restarted elsewhere", obs))
     return steps
 
 
@@ -208,7 +225,32 @@ def runs_end(h: Harness) -> Steps:
     ok, bad = obs["jobs"]["ok"], obs["jobs"]["bad"]
     assert (ok["state"], ok["exit_code"], ok["nodes"]) == ("COMPLETED", 0, ("k80-1",)), ok
     assert (bad["state"], bad["reason"], bad["exit_code"]) == ("FAILED", "NonZeroExitCode", 3)
-    return [("ended", obs)]
+    # the daemon's requeue-hold reaching a job that has just ended (its grace ended
+    # while it still ran): `Incomplete` leaves it ended, with no error
+    h.transport.requeuehold([h.ids["ok"], h.ids["bad"]], failed)
+    h.wait(2)
+    after = observe(h, failed)
+    assert after["jobs"]["ok"]["state"] == "COMPLETED" and after["jobs"]["ok"]["restarts"] == 0
+    assert after["jobs"]["bad"]["state"] == "FAILED" and not failed, (after["jobs"], failed)
+    return [("ended", obs), ("requeue-held after the end", after)]
+
+
+def signal_without_a_handler(h: Harness) -> Steps:
+    """The checkpoint signal to a batch script that has no handler for it (yet): the
+    signal's default action kills the script, and the job ends FAILED, the signal
+    recorded, not requeued (why the daemon does not signal a run in its first seconds)."""
+    h.submit(Submit("bare", "gavel:type=A3C,scale=1", script=Script(on_signal=OnSignal.DIE)))
+    failed = _start(h, [_order(h, "bare", "p100", 1, "p100-2")])
+    running = settle(h, lambda o: state_of("bare")(o) == "RUNNING")
+    running["failed"] = sorted(failed)
+    h.wait(2)
+    bad = h.transport.send_signal([h.ids["bare"]], "USR1", failed)
+    assert not bad, failed
+    ended = settle(h, lambda o: state_of("bare")(o) not in ("RUNNING", "COMPLETING"))
+    ended["failed"] = sorted(failed)
+    job = ended["jobs"]["bare"]
+    assert (job["state"], job["restarts"], job["exit_signal"]) == ("FAILED", 0, 10), job
+    return [("running", running), ("signalled", ended)]
 
 
 def hold_a_released_job(h: Harness) -> Steps:
@@ -225,6 +267,77 @@ def hold_a_released_job(h: Harness) -> Steps:
     held = observe(h, failed)
     assert held["jobs"]["waits"]["held"] and held["jobs"]["waits"]["reason"] == "JobHeldAdmin"
     return [("released, waiting", waiting), ("held again", held)]
+
+
+def drained_node(h: Harness) -> Steps:
+    """A node drained under a running job: the node reads DRAIN (its state still says
+    its use), the job runs on; resumed, the flag is gone."""
+    h.submit(Submit("runs", "gavel:type=A3C,scale=1", script=CHECKPOINTS))
+    failed = _start(h, [_order(h, "runs", "k80", 1, "k80-2")])
+    running = settle(h, lambda o: state_of("runs")(o) == "RUNNING")
+    running["failed"] = sorted(failed)
+    steps: Steps = [("running", running)]
+    try:
+        h.drain("k80-2", True)
+        h.drain("p100-2", True)
+        obs = settle(h, lambda o: o["nodes"]["k80-2"]["flags"] == ["DRAIN"])
+        assert obs["nodes"]["k80-2"]["flags"] == ["DRAIN"], obs["nodes"]["k80-2"]
+        assert obs["nodes"]["p100-2"]["flags"] == ["DRAIN"], obs["nodes"]["p100-2"]
+        assert obs["jobs"]["runs"]["state"] == "RUNNING"
+        steps.append(("drained", obs))
+    finally:
+        h.drain("k80-2", False)
+        h.drain("p100-2", False)
+    obs = settle(h, lambda o: not o["nodes"]["k80-2"]["flags"])
+    assert not obs["nodes"]["k80-2"]["flags"] and not obs["nodes"]["p100-2"]["flags"], obs
+    steps.append(("resumed", obs))
+    return steps
+
+
+def owner_holds(h: Harness) -> Steps:
+    """A job's owner (a plain user) and the daemon's holds, through job_submit.lua: the
+    owner's requeuehold of a running managed job requeues and holds it (Slurm calls no
+    job_submit hook for it: its comment is not marked, it reads as the daemon's own
+    requeue-hold); the owner cannot release the daemon's hold; the owner's hold of a
+    waiting managed job marks it hold=user, which the daemon's release cannot undo, and
+    the owner's release removes the key and leaves the job held, now by the daemon."""
+    h.submit(Submit("runs", "gavel:type=A3C,scale=1", script=CHECKPOINTS, owner=True))
+    h.submit(Submit("waits", "gavel:type=A3C,scale=1", script=CHECKPOINTS, owner=True))
+    failed = _start(h, [_order(h, "runs", "k80", 1, "k80-1")])
+    running = settle(h, lambda o: state_of("runs")(o) == "RUNNING")
+    running["failed"] = sorted(failed)
+    steps: Steps = [("running", running)]
+    owner: list[tuple[str, str, bool]] = []
+
+    def owns(verb: str, name: str) -> None:
+        owner.append((verb, name, h.owns(verb, name)))
+
+    owns("requeuehold", "runs")
+    obs = settle(
+        h, lambda o: state_of("runs")(o) == "PENDING" and o["nodes"]["k80-1"]["gpus_used"] == 0
+    )
+    obs["owner"] = list(owner)
+    runs = obs["jobs"]["runs"]
+    assert runs["held"] and runs["restarts"] == 1, runs
+    assert runs["comment"] == "gavel:type=A3C,scale=1" and owner[-1][2], (runs, owner)
+    steps.append(("requeue-held by its owner", obs))
+    owns("release", "waits")  # the daemon's hold (the Lua's arrival hold): refused
+    owns("hold", "waits")
+    h.transport.release([h.ids["waits"]], failed)  # the daemon's release: refused too
+    obs = observe(h, failed)
+    obs["owner"] = list(owner)
+    waits = obs["jobs"]["waits"]
+    assert [ok for _, _, ok in owner] == [True, False, True], owner
+    assert waits["comment"] == "gavel:type=A3C,scale=1,hold=user" and waits["held"], waits
+    assert obs["failed"] == ["waits"], obs["failed"]
+    steps.append(("held by its owner", obs))
+    owns("release", "waits")
+    obs = observe(h)
+    obs["owner"] = list(owner)
+    waits = obs["jobs"]["waits"]
+    assert owner[-1][2] and waits["comment"] == "gavel:type=A3C,scale=1" and waits["held"]
+    steps.append(("released by its owner", obs))
+    return steps
 
 
 def backend_rounds(h: Harness) -> Steps:
@@ -289,7 +402,10 @@ SCENARIOS: dict[str, Callable[[Harness], Steps]] = {
         give_back,
         unknown_jobs,
         runs_end,
+        signal_without_a_handler,
         hold_a_released_job,
+        owner_holds,
+        drained_node,
         backend_rounds,
     )
 }

@@ -23,7 +23,7 @@ from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.transport import SlurmTransport
 from slurm_gavel.domain.comment_grammar import is_managed_comment
 from slurm_gavel.domain.model import JobId
-from slurm_gavel.testing import FakeSlurm, FakeTransport, OnSignal, Script
+from slurm_gavel.testing import FakeSlurm, FakeTransport, OnSignal, OwnerError, Script
 
 # What a step observed: {"jobs": {name: {...}}, "nodes": {name: {...}}, "failed": {...}}
 Observation = dict[str, Any]
@@ -41,6 +41,7 @@ class Submit:
     after: tuple[str, str] | None = None  # (kind, job name): --dependency
     begin_in_s: int | None = None
     script: Script = field(default_factory=Script)
+    owner: bool = False  # submitted by a plain user (OWNER), who may then run owns()
 
 
 class Harness(Protocol):
@@ -57,6 +58,20 @@ class Harness(Protocol):
 
     def now(self) -> float: ...
 
+    def drain(self, node: str, drained: bool) -> None:
+        """`scontrol update NodeName=NODE State=DRAIN` (or State=RESUME: False)."""
+        ...
+
+    def owns(self, verb: str, name: str) -> bool:
+        """`scontrol VERB JOB` (hold, release, requeuehold) run by the job's owner (a
+        plain user, through job_submit.lua where Slurm calls it): whether it succeeded."""
+        ...
+
+
+# The plain user a scenario's owner jobs belong to (the real cluster runs its commands
+# as this user with runuser, or through the chroot's wrapper).
+OWNER = "nobody"
+
 
 # --- the projection: what the fake models, in words the two clusters share ----------
 
@@ -65,9 +80,12 @@ def job_view(sj: SlurmJob, names: dict[JobId, str], now: float) -> dict[str, Any
     """A job record without what differs by cluster and is not modelled (its ids,
     times, user, priority value): state, hold, request, placement, restarts."""
     eligible = sj.eligible_time
+    # A batch script killed by a signal: its reason reads JobLaunchFailure on 22.05 and
+    # RaisedSignal on 24.11 and 26.05; nothing reads it (run_ends.py reads exit_signal)
+    reason = "(killed by a signal)" if sj.exit_signal is not None else sj.reason
     return {
         "state": sj.state,
-        "reason": sj.reason,
+        "reason": reason,
         "held": sj.priority == 0,
         "comment": sj.comment,
         "partitions": sj.partitions,
@@ -78,6 +96,7 @@ def job_view(sj: SlurmJob, names: dict[JobId, str], now: float) -> dict[str, Any
         "node_count": sj.node_count,
         "restarts": sj.restarts,
         "exit_code": sj.exit_code,
+        "exit_signal": sj.exit_signal,
         "dependency": _renamed(sj.dependency, names),
         # 0, or in the future (a --begin; a requeue's 121 s), or now or past
         "eligible": "unset" if not eligible else ("later" if eligible > now + 30 else "now"),
@@ -183,6 +202,8 @@ def differences(fake: dict[str, Any], real: dict[str, Any]) -> list[str]:
             ]
     if fake.get("round") != real.get("round"):  # what SlurmBackend's observe and act said
         out.append(f"round: fake {fake.get('round')}, Slurm {real.get('round')}")
+    if fake.get("owner") != real.get("owner"):  # which of the owner's commands succeeded
+        out.append(f"owner: fake {fake.get('owner')}, Slurm {real.get('owner')}")
     if fake["failed"] != real["failed"]:
         out.append(f"failed: fake {fake['failed']}, Slurm {real['failed']}")
     return out
@@ -207,6 +228,8 @@ class FakeHarness:
             dependency=f"{after[0]}:{self.ids[after[1]]}" if after else "",
             begin=self.now() + job.begin_in_s if job.begin_in_s is not None else None,
             script=job.script,
+            user=OWNER if job.owner else "root",
+            user_id=65534 if job.owner else 0,
         )
         self.ids[job.name] = job_id
         # sbatch returns before slurmctld's next pass; the real harness waits that out
@@ -218,6 +241,24 @@ class FakeHarness:
 
     def now(self) -> float:
         return self.slurm.clock()
+
+    def drain(self, node: str, drained: bool) -> None:
+        if drained:
+            self.slurm.drain(node, "contract")
+        else:
+            self.slurm.resume(node)
+
+    def owns(self, verb: str, name: str) -> bool:
+        command = {
+            "hold": self.slurm.owner.hold,
+            "release": self.slurm.owner.release,
+            "requeuehold": self.slurm.owner.requeuehold,
+        }[verb]
+        try:
+            command(self.ids.get(name, name))
+        except OwnerError:
+            return False
+        return True
 
 
 def wrap(script: Script) -> str:
@@ -254,7 +295,13 @@ class RealHarness:
             args.append(f"--dependency={job.after[0]}:{self.ids[job.after[1]]}")
         if job.begin_in_s is not None:
             args.append(f"--begin=now+{job.begin_in_s}")
-        job_id = self.cluster.sbatch(*args, "--wrap", wrap(job.script))
+        if job.owner:
+            res = self.cluster.as_user(OWNER, "sbatch", "--parsable", "-D", "/tmp", *args,
+                                       "--wrap", wrap(job.script))  # fmt: skip
+            assert res.returncode == 0, res.stderr
+            job_id = str(res.stdout.strip().split(";")[0])
+        else:
+            job_id = self.cluster.sbatch(*args, "--wrap", wrap(job.script))
         self.ids[job.name] = job_id
         time.sleep(1.0)
         return job_id
@@ -264,3 +311,11 @@ class RealHarness:
 
     def now(self) -> float:
         return time.time()
+
+    def drain(self, node: str, drained: bool) -> None:
+        state = ("State=DRAIN", "Reason=contract") if drained else ("State=RESUME",)
+        self.cluster.cmd("scontrol", "update", f"NodeName={node}", *state)
+
+    def owns(self, verb: str, name: str) -> bool:
+        res = self.cluster.as_user(OWNER, "scontrol", verb, self.ids.get(name, name))
+        return res.returncode == 0

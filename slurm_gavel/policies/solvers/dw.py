@@ -74,6 +74,10 @@ CHECK_REL_GAP = 1e-9
 # ... and an absolute floor, for an optimum of 0 (rounding in a sum of N terms)
 CHECK_ABS_GAP = 1e-12
 PRICE_ROUNDS = 200
+#: Tied jobs are moved off an unpriced type until its fixed picks fill at most this
+#: share of it: filled to the brim, the restricted LP's duals priced it and freed the
+#: jobs on it after all.
+SPREAD_FILL = 0.9
 NEWTON_REL_GAP = 1e-10
 NEWTON_MAX_STEPS = 100
 
@@ -311,7 +315,15 @@ def _prices(
         if np.isfinite(upper) and upper - lower <= DW_REL_GAP * abs(upper):
             break
         master.add(float(cost[rows, pick].sum()), gpus @ verts.v[rows, pick])
-        obj, _, new = master.solve()
+        try:
+            obj, _, new = master.solve()
+        except DwStalled:
+            # HiGHS gave up on the master (status Unknown: near-duplicate proposals at
+            # these tolerances; 36 times in the whole Philly trace with per-job rows,
+            # each sending that LP to the plain solver). The prices so far are only a
+            # start for the restricted LP, which prices on from its own duals and is
+            # returned only certified: go on with them.
+            break
         stall = stall + 1 if obj >= upper - 1e-13 * abs(upper) else 0
         upper = obj
         if stall >= 3:
@@ -348,15 +360,36 @@ def _restricted(prog: _Program, lam: np.ndarray, lower: float) -> _Restricted:
     n, _, k = verts.v.shape
     rows = np.arange(n)
     # Ties a job cannot lose by (a vertex that uses no more of any type, as when a type's
-    # price is 0) are broken towards the smaller GPU share; only real near-ties stay free.
+    # price is 0) are broken towards the smaller GPU share; only real near-ties stay free:
+    # a vertex within the width of the pick that cannot do better than it frees nothing
+    # (_no_better_than_pick). Counted as ties, they freed 6,000-8,000 of 10,000 jobs of
+    # the hierarchical path once a plentiful type's price was 0: restricted LPs of
+    # 30,000 columns, 0.3-0.9 s each.
     share = np.where(verts.valid, (verts.v @ (1.0 / cap)) * gpus[:, None], np.inf)
     red = np.where(verts.valid, cost + (verts.v @ lam) * gpus[:, None], np.inf)
     scale_ = float(np.abs(red.min(axis=1)).max()) or 1.0
     broken = red + 1e-8 * scale_ * share / float(share[verts.valid].max())
-    order = np.sort(broken, axis=1)
-    width = 1e-6
-    free = (order[:, 1] - order[:, 0]) <= width * scale_
     pick = np.argmin(broken, axis=1)
+    no_better = _no_better_than_pick(verts, cost, pick)
+    gap_to_pick = np.where(no_better, np.inf, broken - broken[rows, pick][:, None])
+    gap_to_pick[rows, pick] = np.inf
+    nearest = gap_to_pick.min(axis=1)
+    width = 1e-6
+    free = nearest <= width * scale_
+    # Ties whose vertices differ from the pick only on types whose price is 0 stay
+    # fixed while the fixed picks leave those types room (either vertex fits then):
+    # jobs on an overfull one move to a tied vertex on the type with the most room
+    # left, and those that cannot are freed after all. (Freed, they were ~4,000 of
+    # 10,000 jobs at a plentiful type's crossing: restricted LPs of 20,000 columns.)
+    unpriced = _only_unpriced(verts, cost, pick, lam) & (gap_to_pick <= width * scale_)
+    real_tie = np.where(unpriced, np.inf, gap_to_pick).min(axis=1) <= width * scale_
+    by_price = free & ~real_tie
+    if by_price.any():
+        room = cap * (max(lower, 0.0) if beta else 1.0)
+        pick = _spread_ties(verts, gpus, pick, unpriced, by_price, ~real_tie, room, lam)
+        use = gpus[~real_tie] @ verts.v[rows[~real_tie], pick[~real_tie]]
+        full = (lam <= 0.0) & (use > room)
+        free = real_tie | (by_price & (verts.v[rows, pick][:, full] > 0).any(axis=1))
     for _ in range(50):
         fixed = ~free
         fixed_use = gpus[fixed] @ verts.v[rows[fixed], pick[fixed]]
@@ -387,7 +420,7 @@ def _restricted(prog: _Program, lam: np.ndarray, lower: float) -> _Restricted:
         if status == highspy.HighsModelStatus.kInfeasible and not beta and not free.all():
             # The fixed picks overfill a type: the prices were off; free more jobs.
             width *= 100.0
-            free |= (order[:, 1] - order[:, 0]) <= width * scale_ if width < 1.0 else True
+            free |= nearest <= width * scale_ if width < 1.0 else True
             continue
         if status != highspy.HighsModelStatus.kOptimal:
             raise DwStalled("restricted_status", f"restricted LP: {h.modelStatusToString(status)}")
@@ -422,6 +455,69 @@ def _restricted(prog: _Program, lam: np.ndarray, lower: float) -> _Restricted:
     raise DwStalled("pricing_unsettled", "restricted LP: pricing did not settle")
 
 
+def _no_better_than_pick(verts: Vertices, cost: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """(N, M) vertices that use at least as much of every type as the job's pick (to
+    1e-9: vertices that coincide, as a two-type mix with 1e-11 of one type, among them)
+    at no lower cost: swapping one for the pick never hurts a solution, so a tie with
+    it frees nothing. (Ties that differ on types whose price is 0 are real: fixing
+    those jobs too overfilled such a type and freed more jobs later, 2-3x slower.)"""
+    rows = np.arange(len(pick))
+    chosen = verts.v[rows, pick][:, None, :]  # (N, 1, K)
+    more = (verts.v >= chosen - 1e-9).all(axis=2)
+    dearer = cost >= cost[rows, pick][:, None] - 1e-12 * (np.abs(cost).max() or 1.0)
+    return verts.valid & more & dearer
+
+
+def _spread_ties(
+    verts: Vertices,
+    gpus: np.ndarray,
+    pick: np.ndarray,
+    unpriced: np.ndarray,
+    movable: np.ndarray,
+    counted: np.ndarray,
+    room: np.ndarray,
+    lam: np.ndarray,
+) -> np.ndarray:
+    """Picks with the movable jobs on an overfull unpriced type moved to a tied vertex
+    (`unpriced`, N x M) on the unpriced type with the most room left, greedily, largest
+    users first, until the type fits. `counted`: the jobs whose picks fill the types."""
+    rows = np.arange(len(pick))
+    pick = pick.copy()
+    use = gpus[counted] @ verts.v[rows[counted], pick[counted]]
+    for t in np.nonzero((lam <= 0.0) & (use > room))[0]:
+        on_t = np.nonzero(movable & (verts.v[rows, pick, t] > 0) & unpriced.any(axis=1))[0]
+        on_t = on_t[np.argsort(-gpus[on_t] * verts.v[on_t, pick[on_t], t], kind="stable")]
+        for j in on_t.tolist():
+            if use[t] <= SPREAD_FILL * room[t]:
+                break
+            here = verts.v[j, pick[j]] * gpus[j]
+            best, best_fill = -1, np.inf
+            for m in np.nonzero(unpriced[j])[0].tolist():
+                there = verts.v[j, m] * gpus[j]
+                if there[t] >= here[t]:
+                    continue
+                after = use - here + there
+                fill = float(np.max(np.where(lam <= 0.0, after / room, 0.0)))
+                if fill < best_fill:
+                    best, best_fill = m, fill
+            if best >= 0:
+                use += verts.v[j, best] * gpus[j] - here
+                pick[j] = best
+    return pick
+
+
+def _only_unpriced(
+    verts: Vertices, cost: np.ndarray, pick: np.ndarray, lam: np.ndarray
+) -> np.ndarray:
+    """(N, M) vertices at the pick's cost (to rounding) that differ from it only on
+    types whose price is 0."""
+    rows = np.arange(len(pick))
+    chosen = verts.v[rows, pick][:, None, :]
+    same = (np.abs(verts.v - chosen) <= 1e-9) | (lam <= 0.0)
+    tol = 1e-12 * (np.abs(cost).max() or 1.0)
+    return verts.valid & same.all(axis=2) & (np.abs(cost - cost[rows, pick][:, None]) <= tol)
+
+
 def min_beta(
     verts: Vertices,
     gpus: np.ndarray,
@@ -443,6 +539,26 @@ def min_beta(
     if dw is not None:
         slope = float((gpus * dw) @ (verts.dv[rows, r.pick] @ r.lam)) / norm
     return BetaResult(r.obj, r.bound, r.x, slope, r.lam / norm)
+
+
+def beta_bound(
+    verts: Vertices,
+    gpus: np.ndarray,
+    cap: np.ndarray,
+    lam0: np.ndarray | None = None,
+    deadline: Deadline = NO_DEADLINE,
+) -> tuple[float, np.ndarray]:
+    """(a lower bound on min_beta's beta, the prices that give it), from the master's
+    pricing alone: no restricted LP. Enough to tell that a profile far from fitting
+    does not fit (the bound holds for any prices, so it is never wrong, only weak),
+    where min_beta's restricted LP would free every job that ties between two types
+    whose price is 0 (0.4-0.6 s at 10,000 jobs)."""
+    k = verts.v.shape[2]
+    lam = np.full(k, 1.0 / cap.sum()) if lam0 is None else lam0
+    prog = _Program(verts, np.zeros(verts.valid.shape), gpus, cap, True, deadline)
+    lam, lower = _prices(prog, lam, None)
+    norm = float(lam @ cap) or 1.0
+    return lower, lam / norm
 
 
 def max_value(

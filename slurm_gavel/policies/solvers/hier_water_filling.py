@@ -47,6 +47,7 @@ from slurm_gavel.policies.solvers.hier_parametric import MARGIN, MARGIN_FLOOR, p
 from slurm_gavel.policies.solvers.lp import IPM_COLUMNS, highs_model
 from slurm_gavel.policies.solvers.solve_paths import fell_back
 
+#: A dual times the job's margin above this (times the level, at least 1) proves it.
 DUAL_TOL = 1e-9
 
 
@@ -71,6 +72,10 @@ class WaterFillingResult:
     value: np.ndarray  # (C,) normalised throughput per job
     first_level: float  # c* of the first iteration (the weighted max-min level)
     iterations: int
+    # (C,) the level each class froze at: the water filling's answer. value may exceed
+    # it where the last LP's vertex (or the path's last fractions) leaves a job spare
+    # capacity no level needs; which job gets that is the solver's choice.
+    level: np.ndarray
 
 
 def water_fill(
@@ -99,7 +104,7 @@ def water_fill(
     if par is not None:
         if par.complete:
             value = (cls.coef * par.x).sum(axis=1)
-            return WaterFillingResult(par.x, value, par.first_level, par.iterations)
+            return WaterFillingResult(par.x, value, par.first_level, par.iterations, par.level)
         try:  # the LP loop goes on from the parametric path's state
             return _lp_loop(
                 cls,
@@ -162,7 +167,14 @@ def _lp_loop(
         if iterations == 1:
             first_level = c_star
         level = level + c_star * rise
-        sure = ~frozen & (np.abs(duals) > DUAL_TOL)
+        # A dual proves a job bottlenecked only where lifting it by its margin would
+        # cost the level more than the solver's rounding (the dual bound: c falls by
+        # |y_j| times the lift). At a degenerate vertex HiGHS returned duals of 1e-9 on
+        # rows that were no bottleneck, and "proven" by them, jobs that could still rise
+        # by 12 % were frozen (1,000 jobs with a plentiful type). The rest go to the
+        # bottleneck LP, which decides by lifting.
+        proof = np.abs(duals) * _margin(level)
+        sure = ~frozen & (proof > DUAL_TOL * max(1.0, abs(c_star)))
         stuck = sure | find_bottlenecked(lift_lp, level, ~frozen & ~sure)
         if not stuck.any():
             raise WaterFillingError(
@@ -171,7 +183,7 @@ def _lp_loop(
             )
         frozen = frozen | stuck
     value = (cls.coef * x).sum(axis=1)
-    return WaterFillingResult(x, value, first_level, iterations)
+    return WaterFillingResult(x, value, first_level, iterations, level)
 
 
 def effective_weights(cls: HierClasses, frozen: np.ndarray) -> np.ndarray:
@@ -194,7 +206,14 @@ def find_bottlenecked(lift_lp: _ClassLp, level: np.ndarray, candidates: np.ndarr
     cand = candidates.copy()
     margin = _margin(level)
     while cand.any():
-        sol, _ = lift_lp.solve(level, np.where(cand, margin, 0.0), "bottleneck")
+        try:
+            sol, _ = lift_lp.solve(level, np.where(cand, margin, 0.0), "bottleneck")
+        except WaterFillingError:
+            # The levels just reached sit on the level LP's boundary, and HiGHS can
+            # call them infeasible by its own rounding: ask again a hair below them
+            # (1e-9 relative, far below the margin), once.
+            below = level * (1.0 - 1e-9) - 1e-12
+            sol, _ = lift_lp.solve(below, np.where(cand, margin, 0.0), "bottleneck")
         e = np.where(cand, sol[lift_lp.nx :], 0.0)
         if e.sum() < 0.5:
             break  # no remaining candidate can rise by its margin: all are bottlenecked

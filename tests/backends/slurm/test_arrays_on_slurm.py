@@ -1,9 +1,13 @@
-"""Job arrays are first-class, on the real cluster of each release: each
-task of `sbatch --array=0-3 --comment=gavel:...` is a managed job of its own (ARRAY_TASK),
-placed, preempted (checkpoint signal, exit 99, requeue-held) and placed again on its
-own, while the array's other tasks stay held. Before: the array was one job; its
-placement and release freed every task, and the next placement failed ("Job resizing
-not supported for job arrays"), the error pinned on another job."""
+"""Job arrays through slurmrestd (the REST backend) on the real cluster of each release:
+each task of `sbatch --array=0-3 --comment=gavel:...` is a managed job of its own
+(ARRAY_TASK), placed, preempted (checkpoint signal, exit 99, requeue-held) and placed
+again on its own, while the array's other tasks stay held. Before: the array was one
+job; its placement and release freed every task, and the next placement failed ("Job
+resizing not supported for job arrays"), the error pinned on another job.
+
+The same round through the CLI transport runs on the fake Slurm
+(test_arrays_on_fake.py); what Slurm does with a task the CLI's commands name is
+pinned on each release by the contract scenario array_tasks."""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 from slurm_gavel_dev.localcluster_rest import rest_up
@@ -35,8 +38,7 @@ def states(cluster) -> dict[str, JobState]:
     return {o.job.id: o.state for o in cluster.observe().jobs}
 
 
-@pytest.mark.parametrize("transport", ["cli", "rest"])
-def test_each_array_task_is_placed_preempted_and_resumed_on_its_own(slurm, tmp_path, transport):
+def test_each_array_task_is_placed_preempted_and_resumed_on_its_own(slurm, tmp_path):
     """Through slurmrestd too: it refuses an update naming an array task ("Submit job
     update against Array Job's JobID instead of array task id"), so its transport acts
     on tasks through scontrol/scancel (cli_fallback)."""
@@ -46,10 +48,7 @@ def test_each_array_task_is_placed_preempted_and_resumed_on_its_own(slurm, tmp_p
                          JOB, str(tmp_path / "ckpt"))  # fmt: skip
     task = [f"{array}_{t}" for t in range(4)]
     options = {"grace_s": 20.0, "poll_s": 0.2}
-    if transport == "cli":
-        b = cli_backend(env=slurm.env, **options)
-    else:
-        b = rest_backend(rest_up(slurm.run_dir), env=slurm.env, **options)
+    b = rest_backend(rest_up(slurm.run_dir), env=slurm.env, **options)
     seen = states(b)
     assert {j: s for j, s in seen.items() if j.startswith(f"{array}_")} == {
         t: JobState.PENDING for t in task

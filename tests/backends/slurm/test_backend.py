@@ -1,7 +1,14 @@
 """SlurmBackend against the real local cluster (tools/local-cluster, started by the
-session fixture in tests/conftest.py): observe the topology, start held managed
-jobs where the placement says, preempt with USR1 -> exit 99 -> held, fall back to
-requeuehold, never touch a job that is not managed, batch commands per action."""
+session fixture in tests/conftest.py), through the CLI transport: observe the
+topology, start held managed jobs where the placement says, preempt a real
+checkpointing script (USR1 -> exit 99 -> held) and resume it at its step elsewhere,
+never touch a job that is not managed, batch commands per action (one per kind, the
+signal beside the place, a large placement split over two scontrol).
+
+The backend's logic that needs no real cluster (a move, the requeue-hold after the
+grace, a non-blocking preemption, a released job held again, a bad placement, a
+malformed comment, a drained node) runs on the fake Slurm in test_backend_on_fake.py,
+pinned by the contract scenarios (tests/testing/contract_scenarios.py)."""
 
 from __future__ import annotations
 
@@ -145,42 +152,6 @@ def test_preempt_checkpoints_exits_99_is_held_and_resumes_elsewhere(slurm, tmp_p
     assert f"start restart=1 step={step}" in log
 
 
-def test_move_preempts_and_restarts_on_the_new_place(slurm, tmp_path):
-    job = managed(slurm, tmp_path, "mv")
-    b = backend(slurm)
-    b.observe()
-    b.act(placement(0, {job: ("v100", [("v100-2", 1)])}))
-    slurm.wait_state(job, "RUNNING")
-    b.observe()
-    res = b.act(placement(1, {job: ("p100", [("p100-1", 1)])}))
-    assert res.moved == (job,) and not res.failed, res
-    slurm.wait_state(job, "RUNNING")
-    assert slurm.show(job)["NodeList"] == "p100-1"
-
-
-def test_job_ignoring_the_signal_is_requeue_held_after_the_grace(slurm, tmp_path):
-    job = slurm.sbatch_ignoring_the_signal()
-    b = backend(slurm, grace_s=1.0)
-    b.observe()
-    b.act(placement(0, {job: ("k80", [("k80-2", 1)])}))
-    slurm.wait_state(job, "RUNNING")
-    b.observe()
-    res = b.act(placement(1, {}))
-    assert res.preempted == (job,) and b.transport.commands.counts["requeuehold"] == 0  # no wait
-    time.sleep(1.5)  # its 1-s grace is over; it ignored the signal
-    assert slurm.state(job) == "RUNNING"
-    b.observe()
-    res = b.act(placement(2, {}))  # the next act requeue-holds it
-    assert res.preempted == (job,) and not res.failed, res
-    assert (
-        b.transport.commands.counts["requeuehold"] == 1
-        and b.transport.commands.counts["signal"] == 1
-    )
-    slurm.wait_state(job, "PENDING")
-    obs = {j.job.id: j for j in b.observe().jobs}[job]
-    assert obs.state is JobState.HELD and obs.restarts == 1
-
-
 def test_unmanaged_jobs_are_never_touched_and_their_gpus_excluded(slurm, tmp_path):
     other = slurm.sbatch(
         "-p", "v100", "--gres=gpu:v100:3", "-o", "/dev/null", "--wrap", "sleep 300"
@@ -231,74 +202,6 @@ def test_commands_are_batched_one_per_action_kind(slurm, tmp_path):
     res = b.act(placement(1, {}))
     assert sorted(res.preempted) == sorted(jobs)
     assert b.transport.commands.counts["signal"] - before.get("signal", 0) == 1
-
-
-def test_released_job_that_could_not_start_is_held_again_when_not_placed(slurm, tmp_path):
-    blocker = slurm.sbatch(
-        "-p", "k80", "-w", "k80-1", "--gres=gpu:k80:4", "-o", "/dev/null", "--wrap", "sleep 300"
-    )
-    slurm.wait_state(blocker, "RUNNING")
-    job = managed(slurm, tmp_path, "wait")
-    b = backend(slurm)
-    b.observe()
-    b.act(placement(0, {job: ("k80", [("k80-1", 1)])}))  # released, waits for GPUs
-    time.sleep(1.0)
-    assert slurm.state(job) == "PENDING"
-    b.observe()
-    b.act(placement(1, {}))
-    assert b.transport.commands.counts["hold"] == 1
-    assert slurm.show(job)["Priority"] == "0"
-
-
-def test_bad_placements_fail_without_touching_others(slurm, tmp_path):
-    job = managed(slurm, tmp_path, "bad", scale=3)
-    ok = managed(slurm, tmp_path, "ok")
-    b = backend(slurm)
-    b.observe()
-    res = b.act(
-        placement(0, {job: ("v100", [("v100-1", 2), ("v100-2", 1)]), ok: ("v100", [("v100-1", 1)])})
-    )
-    assert "uneven" in dict(res.failed)[job]
-    assert res.started == (ok,)
-    assert slurm.show(job)["Priority"] == "0"
-
-
-def test_malformed_comment_is_a_warning_and_not_managed(slurm):
-    job = slurm.sbatch(
-        "--comment=gavel:type=A3C", "-p", "gpu", "-o", "/dev/null", "--wrap", "sleep 300"
-    )
-    # job_submit.lua refuses it at submit; a job from before the Lua can still hold one
-    slurm.cmd("scontrol", "update", f"JobId={job}", "Comment=gavel:type=A3C,scale=zero")
-    b = backend(slurm)
-    snap = b.observe()
-    assert job not in {j.job.id for j in snap.jobs}
-    assert any(f"job {job}" in w and "scale" in w for w in b.warnings)
-
-
-def test_drained_node_is_reported_drained(slurm):
-    slurm.cmd("scontrol", "update", "NodeName=p100-1", "State=DRAIN", "Reason=test")
-    snap = backend(slurm).observe()
-    p1 = next(n for n in snap.nodes if n.name == "p100-1")
-    assert p1.state is NodeState.DRAINED and p1.usable_gpus == 0
-    assert snap.capacity()["p100"] == 4
-
-
-def test_non_blocking_preempt_requeue_holds_overdue_jobs_next_act(slurm):
-    job = slurm.sbatch_ignoring_the_signal()
-    b = cli_backend(commands=RecordingCommands(slurm.env), grace_s=1.0, wait_for_preempted=False)
-    b.observe()
-    b.act(placement(0, {job: ("v100", [("v100-1", 1)])}))
-    slurm.wait_state(job, "RUNNING")
-    b.observe()
-    t = time.monotonic()
-    res = b.act(placement(1, {}))
-    assert res.preempted == (job,) and time.monotonic() - t < 1.0  # did not wait
-    assert b.transport.commands.counts["requeuehold"] == 0
-    time.sleep(1.2)
-    b.observe()
-    b.act(placement(2, {}))  # the grace has passed and it still runs
-    assert b.transport.commands.counts["requeuehold"] == 1
-    slurm.wait_state(job, "PENDING")
 
 
 def test_a_managed_job_that_ends_between_rounds_is_reported_with_its_outcome(slurm, tmp_path):

@@ -1,10 +1,15 @@
-"""The owner's `scontrol requeuehold` of a running managed job is the owner's hold
-on each release, through the CLI and the REST transports: Slurm calls no
-job_submit hook for a requeue and shows it as it shows the daemon's own preemption, so
-the backend tells them apart by who stopped the run (backends/slurm/user_holds.py),
-marks it hold=user, and never places it again until the owner's `scontrol release`
-(which the Lua turns into the removal of the key: tests/test_user_hold_on_slurm.py).
-The daemon's own preemption of a job stays the daemon's."""
+"""The owner's `scontrol requeuehold` of a running managed job is the owner's hold,
+through slurmrestd (the REST transport) on each release: Slurm calls no job_submit hook
+for a requeue and shows it as it shows the daemon's own preemption, so the backend
+tells them apart by who stopped the run (backends/slurm/user_holds.py), marks it
+hold=user, and never places it again until the owner's `scontrol release` (which the
+Lua turns into the removal of the key: tests/test_user_hold_on_slurm.py). The daemon's
+own preemption of a job stays the daemon's. A job its owner holds, given back to
+Slurm, stays held for its owner.
+
+The same round through the CLI transport runs on the fake Slurm
+(test_user_holds_on_fake.py); what Slurm and the Lua do there is pinned on each
+release by the contract scenario owner_holds."""
 
 from __future__ import annotations
 
@@ -38,10 +43,9 @@ def submit(slurm, script: str) -> str:  # type: ignore[no-untyped-def]
     return str(res.stdout.strip().split(";")[0])
 
 
-@pytest.mark.parametrize("backend", ["cli", "rest"])
-def test_the_owners_requeuehold_is_theirs_and_the_daemons_preemption_is_not(slurm, backend):
+def test_the_owners_requeuehold_is_theirs_and_the_daemons_preemption_is_not(slurm):
     slurm.cancel_all()
-    cluster = build(slurm, backend)
+    cluster = build(slurm, "rest")
     mine = submit(slurm, "sleep 300")
     preempted = submit(slurm, "trap 'exit 99' USR1; sleep 300 & wait")
     cluster.observe()
@@ -65,7 +69,8 @@ def test_the_owners_requeuehold_is_theirs_and_the_daemons_preemption_is_not(slur
     slurm.wait_state(preempted, "RUNNING", timeout=60)
     assert slurm.state(mine) == "PENDING" and slurm.show(mine)["Priority"] == "0"
     # a release by the daemon's transport itself (a daemon that read the job before its
-    # owner held it) is refused by job_submit.lua, through scontrol and slurmrestd alike
+    # owner held it) is refused by job_submit.lua, through slurmrestd as through scontrol
+    # (the contract scenario owner_holds)
     failed: dict[str, str] = {}
     cluster.transport.release([mine], failed)
     assert mine in failed and slurm.show(mine)["Priority"] == "0", slurm.why(mine)
