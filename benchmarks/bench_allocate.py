@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -241,17 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     fast = run_child(args, "fast", args.repeats, timeout=3600)
     out: dict[str, Any] = {"fast": fast}
     if args.reference_check:
-        ref = run_child(args, "reference", 1, timeout=args.reference_timeout)
-        out["reference"] = ref
-        if "error" not in fast and "error" not in ref and ref["objective"] is not None:
-            denom = abs(ref["objective"]) or 1.0
-            out["relative_gap"] = abs(fast["objective"] - ref["objective"]) / denom
+        ref = out["reference"] = run_child(args, "reference", 1, timeout=args.reference_timeout)
+        if _comparable(fast, ref):
+            out["relative_gap"] = _relative_gap(fast, ref)
     if args.exact_check:
-        exact = run_child(args, "exact", 1, timeout=args.reference_timeout)
-        out["exact"] = exact
-        if "error" not in fast and "error" not in exact and exact["objective"] is not None:
-            denom = abs(exact["objective"]) or 1.0
-            out["exact_gap"] = abs(fast["objective"] - exact["objective"]) / denom
+        exact = out["exact"] = run_child(args, "exact", 1, timeout=args.reference_timeout)
+        if _comparable(fast, exact):
+            out["exact_gap"] = _relative_gap(fast, exact)
             # job by job (steps/s): the largest relative difference, and of the sum
             fv, ev = fast["job_values"], exact["job_values"]
             out["exact_job_gap"] = max(
@@ -289,29 +286,46 @@ def format_result(args: argparse.Namespace, out: dict[str, Any]) -> str:
         f"  peak RSS {fast['peak_rss_mib']:.0f} MiB "
         f"({fast['peak_rss_mib_before_solve']:.0f} MiB before the first solve)",
     ]
-    exact = out.get("exact")
-    if exact is not None:
-        if "error" in exact:
-            lines.append(f"  exact (no decomposition): {exact['error']}")
-        else:
-            lines.append(
-                f"  exact (no decomposition) objective {exact['objective']!r} in "
-                f"{exact['solve_seconds_median']:.2f} s; relative gap "
-                f"{out.get('exact_gap', float('nan')):.2e}; per job (steps/s) at most "
-                f"{out.get('exact_job_gap', float('nan')):.2e}, of their sum "
-                f"{out.get('exact_sum_gap', float('nan')):.2e}"
-            )
-    ref = out.get("reference")
-    if ref is not None:
-        if "error" in ref:
-            lines.append(f"  reference: {ref['error']}")
-        else:
-            lines.append(
-                f"  reference objective {ref['objective']!r} in "
-                f"{ref['solve_seconds_median']:.2f} s, peak RSS {ref['peak_rss_mib']:.0f} MiB; "
-                f"relative gap {out.get('relative_gap', float('nan')):.2e}"
-            )
+    nan = float("nan")
+    lines += _other_run(
+        out.get("exact"),
+        "exact (no decomposition)",
+        lambda r: (
+            f"; relative gap {out.get('exact_gap', nan):.2e}; per job (steps/s) at most "
+            f"{out.get('exact_job_gap', nan):.2e}, of their sum {out.get('exact_sum_gap', nan):.2e}"
+        ),
+    )
+    lines += _other_run(
+        out.get("reference"),
+        "reference",
+        lambda r: (
+            f", peak RSS {r['peak_rss_mib']:.0f} MiB; "
+            f"relative gap {out.get('relative_gap', nan):.2e}"
+        ),
+    )
     return "\n".join(lines)
+
+
+def _other_run(
+    run: dict[str, Any] | None, name: str, more: Callable[[dict[str, Any]], str]
+) -> list[str]:
+    """The line of the run compared with (none when it did not run): its error, or its
+    objective and median solve time followed by ``more(run)``."""
+    if run is None:
+        return []
+    if "error" in run:
+        return [f"  {name}: {run['error']}"]
+    return [
+        f"  {name} objective {run['objective']!r} in {run['solve_seconds_median']:.2f} s{more(run)}"
+    ]
+
+
+def _comparable(fast: dict[str, Any], other: dict[str, Any]) -> bool:
+    return "error" not in fast and "error" not in other and other["objective"] is not None
+
+
+def _relative_gap(fast: dict[str, Any], other: dict[str, Any]) -> float:
+    return abs(fast["objective"] - other["objective"]) / (abs(other["objective"]) or 1.0)
 
 
 def _fallback(f: dict[str, Any]) -> str:

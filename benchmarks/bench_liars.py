@@ -81,6 +81,7 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, LearnedRowsSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.row_trust import TrustBounds
@@ -257,7 +258,8 @@ def run(
     backend = Lying(sim, scenario, step)
     config = SchedulerConfig(
         table=table, policy=policy, settings=settings, knowledge=Knowledge.LEARNED,
-        row_bounds=bounds, explore=explore, accounts=ACCOUNTS, prices=PRICES,
+        plugins=replace(SIMULATOR_PLUGINS, learned_rows=LearnedRowsSettings(bounds, explore)),
+        accounts=ACCOUNTS, prices=PRICES,
     )  # fmt: skip
     state = SchedulerState()
     backend.state = state

@@ -239,7 +239,7 @@ def distinct_rows(daemon: Daemon, env: dict[str, str], seed: int) -> int:
     out = subprocess.run(["squeue", "-h", "-o", "%i|%k"], env=env, capture_output=True,
                          text=True, timeout=120, check=True).stdout  # fmt: skip
     rng = random.Random(seed)
-    rows = daemon.state.job_rows
+    rows = daemon.state.plugins.learned_rows
     for line in out.splitlines():
         job_id, _, comment = line.partition("|")
         parsed = parse_comment(comment)
@@ -386,8 +386,9 @@ def main() -> int:
                 rest = getattr(backend.inner, "rest", None)
                 daemon = Daemon(cfg, backend)
                 daemon.start()
+                learned = daemon.state.plugins.learned_rows
                 print(f"restarted: a new daemon loaded the state in {time.perf_counter() - t:.2f} "
-                      f"s ({len(daemon.state.jobs)} jobs, {len(daemon.state.job_rows.measured)} "
+                      f"s ({len(daemon.state.jobs)} jobs, {len(learned.measured)} "
                       f"learned rows); load average {os.getloadavg()[0]:.1f}")  # fmt: skip
                 if args.pause:
                     time.sleep(args.pause)

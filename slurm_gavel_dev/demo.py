@@ -32,6 +32,7 @@ from pathlib import Path
 
 from slurm_gavel_dev import demo_packed as packed
 from slurm_gavel_dev import demo_report as rep
+from slurm_gavel_dev import processes
 from slurm_gavel_dev.demo_options import parse_args
 from slurm_gavel_dev.demo_report import DemoJob, Outcome
 from slurm_gavel_dev.demo_slurm import FINISHED, REPO, DemoSlurm, daemon_round, say
@@ -153,14 +154,8 @@ class Demo:
 
     def stop_daemon(self) -> None:
         p, self.daemon = self.daemon, None
-        if p is None or p.poll() is not None:
-            return
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        if p is not None:
+            processes.stop(p)
 
     def wait(
         self, phase: str, ids: list[str], times: list[float], state_file: Path | None

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import pytest
 from build_lock import build_lock
+from daemon_records import daemon_records
 from own_cluster import own_cluster
 from run_parts import in_this_part, rotated, worker_ports
 from slurm_required import pytest_runtest_makereport, required
@@ -131,16 +132,8 @@ def _package_logger_reset() -> Iterator[None]:
 def daemon_log() -> Iterator[list[logging.LogRecord]]:
     """Records of the daemon's logger, every level (the CLI's set-up, run by other tests
     in the same process, stops propagation to the root logger, where caplog listens)."""
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.DEBUG)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("slurm_gavel.daemon")
-    level = logger.level
-    logger.setLevel(logging.DEBUG)
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+    with daemon_records() as records:
+        yield records
 
 
 @dataclass
@@ -189,6 +182,15 @@ class LocalSlurm:
         """Submit; returns the job id."""
         out = self.cmd("sbatch", "--parsable", *args).stdout.strip()
         return out.split(";")[0]
+
+    def sbatch_as(self, user: str, *args: str) -> str:
+        """Submit as a plain user to the gpu partition, from /tmp and with the output
+        discarded (the user cannot write the test's folders); returns the job id."""
+        res = self.as_user(
+            user, "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu", *args
+        )
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip().split(";")[0]
 
     def sbatch_ignoring_the_signal(self) -> str:
         """A managed A3C job whose script ignores the checkpoint signal (SIGUSR1): what

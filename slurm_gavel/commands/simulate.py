@@ -344,7 +344,7 @@ def _check_policies(names: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg, settings = apply_config(args)
+    cfg, settings, plugins = apply_config(args)
     table = load_table(args.table)
     nodes = parse_cluster_spec(args.cluster, table)
     policies = args.policy or list(DEFAULT_POLICIES)
@@ -357,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
     knowledge = [Knowledge(k) for k in dict.fromkeys(args.knowledge or [default_knowledge])]
     opts = SimulationOptions(
         settings=settings,
+        plugins=plugins,
         measurement_noise=args.measurement_noise,
         startup_seconds=args.startup_delay,
         overhead_by_job_type=overhead_overrides(args.overhead_for),
@@ -367,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if cfg is not None:
         opts = replace(opts, daemon=scheduler_config(cfg, table))
-        _text(args).write(config_line(args, cfg, settings))
+        _text(args).write(config_line(args, cfg, settings, plugins))
     window = parse_window(args.measure_jobs) if args.measure_jobs else None
     if args.sweep_rates:
         return _run_sweep(args, policies, nodes, table, opts, window, workers, submit)

@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, PluginSettings
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.daemon.config import load_config
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.errors import InputError
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
+
 
 def add_settings_options(p: argparse.ArgumentParser) -> None:
     """--config, --seed, the round's settings (stored under RoundSettings' field
-    names, so apply_config finds them) and --table."""
+    names, so apply_config finds them), the plugins' and --table."""
     p.add_argument(
         "--config",
         metavar="FILE",
@@ -132,44 +139,55 @@ def overhead_overrides(items: list[str]) -> dict[str, float]:
     return out
 
 
-UNTRIED = "moldable_untried"
-
-
-def apply_config(args: argparse.Namespace) -> tuple[Config | None, RoundSettings]:
-    """The config (--config) and the round's settings: those given on the command line,
-    else the config's, else the simulator's defaults.
+def apply_config(
+    args: argparse.Namespace,
+) -> tuple[Config | None, RoundSettings, PluginSettings]:
+    """The config (--config), the round's settings and its plugins' settings: those
+    given on the command line, else the config's, else the simulator's defaults.
 
     With --config the simulation runs with the daemon's settings (what daemon.py hands
     its SchedulerConfig), so "try it in the simulator first" models what the daemon
     will run; an option given on the command line still wins.
     """
     cfg = load_config(args.config) if args.config else None
-    base = SIMULATOR_DEFAULTS
+    base, plugins = SIMULATOR_DEFAULTS, SIMULATOR_PLUGINS
     if cfg is not None:
-        base = cfg.settings
+        base, plugins = cfg.settings, cfg.plugins
         if not args.policy:
             args.policy = [cfg.policy]
         if args.table is None and cfg.throughput_table is not None:
             args.table = str(cfg.throughput_table)
-    given = {f.name: getattr(args, f.name) for f in fields(RoundSettings) if f.name != UNTRIED}
-    settings = replace(base, **{k: v for k, v in given.items() if v is not None})
-    # Never untried counts here, the config's or not: a simulated job has no true rate
-    # at a count its table lacks (core/moldable.py, 2.), so it has no option either.
-    settings = replace(settings, moldable_untried=False)
-    _check_settings(settings)
-    return cfg, settings
+    settings = _given(base, **{f.name: getattr(args, f.name) for f in fields(RoundSettings)})
+    plugins = replace(
+        plugins,
+        mechanism=_given(plugins.mechanism, stay_credit_seconds=args.stay_credit_seconds),
+        restart_aware=_given(
+            plugins.restart_aware, enabled=args.restart_aware, budget=args.restart_budget
+        ),
+        # Never untried counts here, the config's or not: a simulated job has no true
+        # rate at a count its table lacks (core/moldable.py, 2.), so no option either.
+        moldable_counts=_given(plugins.moldable_counts, lp=args.moldable_lp, untried=False),
+    )
+    _check_settings(settings, plugins)
+    return cfg, settings, plugins
 
 
-def _check_settings(s: RoundSettings) -> None:
+def _given(base: T, **options: Any) -> T:
+    """``base`` with the options given (not None) in its place."""
+    return replace(base, **{k: v for k, v in options.items() if v is not None})
+
+
+def _check_settings(s: RoundSettings, p: PluginSettings) -> None:
     if not s.round_seconds > 0:
         raise InputError(f"--round-seconds {s.round_seconds}: must be > 0 seconds")
     if s.preemption_overhead_seconds < 0:
         raise InputError(f"--preemption-overhead {s.preemption_overhead_seconds}: must be >= 0")
-    if not (0 <= s.stay_credit_seconds < float("inf")):
-        raise InputError(f"--stay-credit {s.stay_credit_seconds}: must be a finite number >= 0")
-    if not (0 < s.restart_budget <= 1):
+    stay = p.mechanism.stay_credit_seconds
+    if not (0 <= stay < float("inf")):
+        raise InputError(f"--stay-credit {stay}: must be a finite number >= 0")
+    if not (0 < p.restart_aware.budget <= 1):
         raise InputError(
-            f"--restart-budget {s.restart_budget}: must be a share of GPU time, 0 < B <= 1 "
+            f"--restart-budget {p.restart_aware.budget}: must be a share of GPU time, 0 < B <= 1 "
             "(0.1: restarts may cost a job a tenth of its GPU time)"
         )
     if not (0 <= s.min_reallocation_interval_seconds < float("inf")):
@@ -179,12 +197,13 @@ def _check_settings(s: RoundSettings) -> None:
         )
 
 
-def config_line(args: argparse.Namespace, cfg: Config, s: RoundSettings) -> str:
+def config_line(args: argparse.Namespace, cfg: Config, s: RoundSettings, p: PluginSettings) -> str:
     """The line that says which settings a --config run uses."""
     limit = cfg.solver_time_limit_seconds
+    stay = p.mechanism.stay_credit_seconds
     return (
         f"settings: {args.config} (command-line options win): policy {', '.join(args.policy)}, "
-        f"round {s.round_seconds:g} s, stay credit {s.stay_credit_seconds:g} s, restart "
+        f"round {s.round_seconds:g} s, stay credit {stay:g} s, restart "
         f"overhead {s.preemption_overhead_seconds:g} s, min reallocation interval "
         f"{s.min_reallocation_interval_seconds:g} s, solver time limit "
         f"{'none' if limit is None else f'{limit:g} s'}\n"

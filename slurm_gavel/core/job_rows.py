@@ -115,8 +115,9 @@ class LastSeen:
 
 @dataclass
 class JobRows:
-    """What the scheduler learned per job (SchedulerState.job_rows, in the daemon's state
-    file: job_rows_doc.py), and the rows built from it."""
+    """What the scheduler learned per job (the learned rows' slot,
+    SchedulerState.plugins.learned_rows, in the daemon's state file: job_rows_doc.py),
+    and the rows built from it."""
 
     measured: dict[JobId, dict[GpuType, Measured]] = field(default_factory=dict)
     scale_factor: dict[JobId, int] = field(default_factory=dict)  # of the measured jobs

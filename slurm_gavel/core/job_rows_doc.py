@@ -1,10 +1,11 @@
-"""Each job's learned row in the scheduler state's JSON (SchedulerState.to_json's
-``job_rows``), so a restarted daemon keeps what its jobs were measured doing: its cells,
-and with trust bounds the progress behind them (row_trust.Progress per GPU type) and
-the job as the last round saw it (job_rows.LastSeen), from which the next interval
-counts. Without those a restarted daemon would begin every job's progress again and
-learn other cells than an uninterrupted one; states saved before they were kept load
-with none (the jobs' progress then starts again at the next round).
+"""Each job's learned row in the scheduler state's JSON (the learned rows plugin's slot,
+``plugins.learned_rows``; ``job_rows`` at the top level in a state file of before the
+slots), so a restarted daemon keeps what its jobs were measured doing: its cells, and
+with trust bounds the progress behind them (row_trust.Progress per GPU type) and the
+job as the last round saw it (job_rows.LastSeen), from which the next interval counts.
+Without those a restarted daemon would begin every job's progress again and learn other
+cells than an uninterrupted one; states saved before they were kept load with none (the
+jobs' progress then starts again at the next round).
 
 The state file is the daemon's own, but its figures came from users' reports: a value
 that is not a finite number in range is dropped on load (counted in ``dropped``), never
@@ -20,6 +21,7 @@ from typing import Any
 from slurm_gavel.core.job_rows import JobRows, LastSeen, Measured
 from slurm_gavel.core.row_trust import Progress, TrustBounds
 
+NAME = "learned_rows"  # the slot's key in the state JSON's "plugins" (the plugin's name)
 FORMAT = 1
 MAX_RATE = TrustBounds().max_rate
 MAX_RUNS = 10**9  # restart counts above this are no restart count

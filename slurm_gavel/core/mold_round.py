@@ -39,7 +39,7 @@ from slurm_gavel.domain.model import GpuType, Job, JobId
 
 @dataclass
 class MoldMemory:
-    """What the round remembers of its moldable jobs (SchedulerState.molds)."""
+    """What the round remembers of its moldable jobs (SchedulerState.plugins.moldable_counts)."""
 
     # job -> (the backend's Job, the count, the Job at that count): reused while both hold
     jobs: dict[JobId, tuple[Job, int, Job]] = field(default_factory=dict)
@@ -125,7 +125,9 @@ def mold_jobs(
             if hit is not None and hit[0] is rows and hit[1] == key:
                 value = hit[2]
             else:
-                value = _values(memory, o.job, r, rows, usable, biggest)
+                by_count = count_rows(memory, o.job, rows, usable, biggest)
+                if by_count is not None:  # value(c) per count (moldable.py)
+                    value = {c: cluster_value(row, usable) for c, row in by_count.items()}
                 memory.values[o.job.id] = (rows, key, value)
         if value is None or (fixed is not None and fixed not in value):
             value = {fixed or o.job.scale_factor: 1.0}
@@ -191,11 +193,9 @@ def _joint_rows(
     """The job's rows per count for the joint LP: a moldable job's known counts; a
     rigid one (or one with no known count) its row at its scale factor, the table's, or
     1 steps/s on every type where the table has none (it still takes GPUs)."""
-    r = o.job.scale_range
-    if r is not None:
-        by_count = count_rows(memory, o.job, r, rows, usable, biggest)
-        if by_count:
-            return by_count
+    by_count = count_rows(memory, o.job, rows, usable, biggest)
+    if by_count:
+        return by_count
     sf = running_count(o) or o.job.scale_factor
     if rows.filled.has(o.job.job_type, sf):
         return {sf: rows.row(o.job.job_type, sf)}
@@ -250,32 +250,19 @@ def _version(memory: MoldMemory, job_id: JobId) -> int:
     return sum(len(cells) for cells in memory.measured.get(job_id, {}).values())
 
 
-def _values(
-    memory: MoldMemory,
-    job: Job,
-    r: tuple[int, int],
-    rows: ClusterRows,
-    usable: Mapping[GpuType, int],
-    biggest: int,
-) -> dict[int, float] | None:
-    """value(c) for each count the job may take (moldable.py), None when none is known."""
-    by_count = count_rows(memory, job, r, rows, usable, biggest)
-    if by_count is None:
-        return None
-    return {c: cluster_value(row, usable) for c, row in by_count.items()}
-
-
 def count_rows(
     memory: MoldMemory,
     job: Job,
-    r: tuple[int, int],
     rows: ClusterRows,
     usable: Mapping[GpuType, int],
     biggest: int,
 ) -> dict[int, Mapping[GpuType, float]] | None:
-    """The job's row (steps/s per type) at each count it may take, None when none is
-    known: the table's row at that count, the cells it measured there replacing the
-    prior's."""
+    """The job's row (steps/s per type) at each count its range lets it take, None
+    when none is known (or it has no range): the table's row at that count, the cells
+    it measured there replacing the prior's."""
+    r = job.scale_range
+    if r is None:
+        return None
     own = memory.measured.get(job.id, {})
     out: dict[int, Mapping[GpuType, float]] = {}
     for c in range(r[0], min(r[1], biggest) + 1):

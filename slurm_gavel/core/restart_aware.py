@@ -132,6 +132,13 @@ def protection_seconds(cost: float, budget: float) -> float:
     return cost / budget
 
 
+def paid_for(job: Job, account: JobAccount | None, config: SchedulerConfig) -> float:
+    """The job's protection in this round's config: its restart cost over the budget."""
+    return protection_seconds(
+        restart_cost(job, account, config), config.plugins.restart_aware.budget
+    )
+
+
 def lease_seconds(cost: float, budget: float, account: JobAccount) -> float:
     """How long a new run is protected (module doc): its restart cost over the budget,
     or the job's attained service (GPU-type time received so far) if longer; 0 without
@@ -156,9 +163,7 @@ def about_to_finish(
     its protection ended."""
     if until is None or job.total_steps <= 0.0 or rate <= 0.0:
         return False
-    more = FINISH_LEASES * protection_seconds(
-        restart_cost(job, account, config), config.settings.restart_budget
-    )
+    more = FINISH_LEASES * paid_for(job, account, config)
     left = max(0.0, job.total_steps - account.steps_done)
     return now < until + more and left / rate <= more
 
@@ -196,7 +201,7 @@ def consolidating_pays(
         return False
     whole = table.throughput(job.job_type, p.gpus, p.gpu_type)
     spread = table.throughput(job.job_type, p.gpus, p.gpu_type, consolidated=False)
-    return whole > spread * (1.0 + config.settings.restart_budget)
+    return whole > spread * (1.0 + config.plugins.restart_aware.budget)
 
 
 def protected_runs(
@@ -235,7 +240,17 @@ def protected_runs(
                 not backed(state.allocation, o.job.id, prev.gpu_type)
                 and (
                     config is None
-                    or _lets_go(state, considered, o.job, row, prev, short, now, config)
+                    or lets_go(
+                        state,
+                        considered,
+                        o.job,
+                        row,
+                        prev.gpu_type,
+                        short,
+                        now,
+                        paid_for(o.job, acct, config),
+                        lambda j, a: restart_cost(j, a, config),
+                    )
                 )
             )
             or prev.partner is not None
@@ -250,27 +265,6 @@ def protected_runs(
             free[sl.node] -= sl.gpus
         kept[o.job.id] = prev
     return kept
-
-
-def _lets_go(
-    state: SchedulerState,
-    considered: list[Considered],
-    job: Job,
-    row: Mapping[GpuType, float],
-    prev: JobPlacement,
-    short: set[GpuType],
-    now: float,
-    config: SchedulerConfig,
-) -> bool:
-    """restart_backing.lets_go with the round's restart costs and budget."""
-
-    def cost(j: Job, account: JobAccount | None) -> float:
-        return restart_cost(j, account, config)
-
-    paid_for = protection_seconds(
-        restart_cost(job, state.jobs.get(job.id), config), config.settings.restart_budget
-    )
-    return lets_go(state, considered, job, row, prev.gpu_type, short, now, paid_for, cost)
 
 
 def assign_around(
@@ -319,7 +313,7 @@ def assign_around(
         return restart_cost(j, account, config)
 
     ranked = new_runs_first(ranked, waits)
-    pays = fill_move_pays(jobs_m, by_id, state.jobs, cost, config.settings.restart_budget)
+    pays = fill_move_pays(jobs_m, by_id, state.jobs, cost, config.plugins.restart_aware.budget)
     ranked, chosen = select_staying(ranked, jobs_m, left, pays)
     placed_jobs = {j for i in chosen for j in ranked[i][6]}
     # where each type is first blocked: the best-ranked entry with a positive priority
@@ -349,8 +343,7 @@ def _lasted_its_lease(state: SchedulerState, config: SchedulerConfig, job: Job, 
     started = None if guard is None else guard.run_started
     if acct is None or started is None:
         return True
-    span = protection_seconds(restart_cost(job, acct, config), config.settings.restart_budget)
-    return now - started >= span
+    return now - started >= paid_for(job, acct, config)
 
 
 def _waits_for_restart(state: SchedulerState, config: SchedulerConfig, job: Job) -> bool:
@@ -373,7 +366,7 @@ def protect_new_runs(
     before) records its start and is protected for its restart cost over the budget,
     unless it was backfilled; a job that is not placed loses its protection; a kept
     one keeps it."""
-    budget = config.settings.restart_budget
+    budget = config.plugins.restart_aware.budget
     old = state.plugins.restart_aware
     # rebuilt over the jobs with an account: a job that ended leaves the slot with it
     slot = state.plugins.restart_aware = {}

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge, Row
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, PluginSettings
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
-from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.domain.cluster_model import (
     ClusterSnapshot,
     JobPlacement,
@@ -41,14 +40,11 @@ class SchedulerConfig:
     knowledge: Knowledge = Knowledge.TABLE
     given_rows: Mapping[JobId, Row] = field(default_factory=dict)
     # Restart cost per job type over settings.preemption_overhead_seconds (the
-    # simulator's --overhead-for), for restart-aware rounds (restart_aware.py).
+    # simulator's --overhead-for): what a job's restart is weighed by where nothing
+    # better is known (restart_aware.restart_cost).
     restart_seconds_by_job_type: Mapping[str, float] = field(default_factory=dict)
-    # What a job's own reports may move its row by (row_trust.py), the same in the
-    # daemon (its users write the reports) and the simulator (whose noisy reports go
-    # through the same bounds). None takes measurements as they come: for ablations only.
-    row_bounds: TrustBounds | None = field(default_factory=TrustBounds)
-    # Exploration budget (explore.py): None, no optimism for unmeasured cells.
-    explore: Exploration | None = None
+    # Each round plugin's own settings, by the plugin's name (plugin_settings.py).
+    plugins: PluginSettings = DAEMON_PLUGINS
 
 
 # Called with the snapshot and the round's config; returns the placement.

@@ -147,7 +147,7 @@ def round_jobs(
         and memo.table is config.table
         and len(memo.jobs) == len(active)
         and memo.capacity == capacity
-        and memo.rows_revision == state.job_rows.revision
+        and memo.rows_revision == state.plugins.learned_rows.revision
     ):
         same = True
         for o, job in zip(active, memo.jobs, strict=True):
@@ -159,15 +159,14 @@ def round_jobs(
             return considered, memo.skipped, memo.key, memo.unmeasured
     # every type the cluster has, drained or not: a drain does not refit estimates
     rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
-    source = row_source(
-        config.knowledge, rows, state.job_rows, config.given_rows, config.row_bounds, config.explore
-    )
+    learned, own = state.plugins.learned_rows, config.plugins.learned_rows
+    source = row_source(config.knowledge, rows, learned, config.given_rows, own.bounds, own.explore)
     considered, skipped = considered_jobs(
         active, config, capacity, rows, None if source is None else source.row
     )
     usable = {t: n for t, n in capacity.items() if n > 0}
     key = job_set_key([o for o, _ in considered], usable)
-    revision = state.job_rows.revision
+    revision = state.plugins.learned_rows.revision
     unmeasured = rows.marked_cells(
         (o.job.job_type, o.job.scale_factor)
         for o, _ in considered

@@ -1,17 +1,19 @@
 """The features that plug into the round's stages (round_stages.py), and the one place
 that chooses them from the config (``pipeline_for``).
 
-| plugin | stages | turned on by |
-|---|---|---|
-| MoldableCounts | enrich | always (a no-op without jobs that give a GPU range) |
-| LearnedRows | enrich | ``knowledge: learned`` |
-| UnresponsiveNodes | keep | always |
-| RestartAware | keep, assign, after act | ``restart_aware`` |
-| Mechanism | assign | the default: Gavel's mechanism, with the stay credit |
-| Baseline | assign | ``SchedulerConfig.baseline`` (no consider, no allocate) |
+| plugin | stages | turned on by | settings | state |
+|---|---|---|---|---|
+| MoldableCounts | enrich | always (no-op without GPU ranges) | MoldableSettings | MoldMemory |
+| LearnedRows | enrich | ``knowledge: learned`` | LearnedRowsSettings | JobRows |
+| UnresponsiveNodes | keep | always | none | none |
+| RestartAware | keep, assign, after | ``restart_aware`` | RestartAwareSettings | RunProtection |
+| Mechanism | assign | the default: Gavel's, stay credit | MechanismSettings | none |
+| Baseline | assign | ``SchedulerConfig.baseline`` (no allocation) | none | none |
 
-Each plugin is a small object with a name and the stage methods it implements; what it
-carries between its stages within a round goes in ``ctx.notes[name]``. Adding a
+Each plugin is a small object with a name and the stage methods it implements. Its
+settings are ``config.plugins.<name>`` (plugin_settings.py), what it keeps between
+rounds ``state.plugins.<name>`` (scheduler_state.PluginSlots), and what it carries
+between its stages within a round ``ctx.notes[name]``. Adding a
 feature: write its plugin (the smallest real one, UnresponsiveNodes, is the example in
 CONTRIBUTING.md) and add it in ``pipeline_for``; scheduler.run_round is not touched.
 """
@@ -26,9 +28,9 @@ from slurm_gavel.core.cluster_rows import rows_for
 from slurm_gavel.core.job_rows import Knowledge, record_measurements
 from slurm_gavel.core.mechanism import MechanismJob, assign, single_candidates
 from slurm_gavel.core.mold_round import mold_jobs
+from slurm_gavel.core.plugin_settings import MechanismSettings
 from slurm_gavel.core.round_config import BaselineFn, SchedulerConfig
 from slurm_gavel.core.round_jobs import mechanism_jobs
-from slurm_gavel.core.round_settings import RoundSettings
 from slurm_gavel.core.round_stages import Pipeline, RoundContext
 from slurm_gavel.domain.cluster_model import (
     JobPlacement,
@@ -51,7 +53,7 @@ def pipeline_for(config: SchedulerConfig) -> Pipeline:
             allocates=False,
         )
     enrich = (MoldableCounts(), *learned)  # a job's count first: its row is at that count
-    if config.settings.restart_aware:
+    if config.plugins.restart_aware.enabled:
         aware = RestartAware()
         # a run on a node that stopped answering stays whatever protection says
         return Pipeline(
@@ -71,22 +73,22 @@ class MoldableCounts:
 
     def enrich(self, ctx: RoundContext) -> None:
         state, config, nodes = ctx.state, ctx.config, ctx.snap.nodes
-        active = ctx.active
-        if not any(o.job.scale_range is not None for o in active) and not state.molds.jobs:
+        active, memory = ctx.active, state.plugins.moldable_counts
+        if not any(o.job.scale_range is not None for o in active) and not memory.jobs:
             return
         capacity = ctx.capacity  # the round's allocation capacity, computed once
         rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
-        learned = state.job_rows if config.knowledge is Knowledge.LEARNED else None
+        learned = state.plugins.learned_rows if config.knowledge is Knowledge.LEARNED else None
         stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
 
         def cost(o: ObservedJob) -> float:  # measured, else the job's own, else the default
             return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
 
-        joint = config.settings.moldable_lp
-        untried = config.settings.moldable_untried and learned is not None
+        own = config.plugins.moldable_counts
+        joint, untried = own.lp, own.untried and learned is not None
         of_type = {t: frozenset(n.name for n in nodes if n.gpu_type == t) for t in capacity}
         ctx.active = mold_jobs(
-            state.molds, active, rows, capacity, learned, cost, stuck, joint, of_type, untried
+            memory, active, rows, capacity, learned, cost, stuck, joint, of_type, untried
         )
 
 
@@ -98,10 +100,11 @@ class LearnedRows:
 
     def enrich(self, ctx: RoundContext) -> None:
         state, config = ctx.state, ctx.config
-        restart_s = None if config.row_bounds is None else restart_losses(ctx)
+        own = config.plugins.learned_rows
+        restart_s = None if own.bounds is None else restart_losses(ctx)
         record_measurements(
-            state.job_rows, ctx.active, state.placement, state.jobs, config.row_bounds,
-            config.explore, restart_s,
+            state.plugins.learned_rows, ctx.active, state.placement, state.jobs, own.bounds,
+            own.explore, restart_s,
         )  # fmt: skip
 
 
@@ -177,7 +180,7 @@ def without_kept(nodes: Iterable[Node], kept: Mapping[JobId, JobPlacement]) -> l
 
 
 def stay_credit(
-    settings: RoundSettings, jobs: Mapping[JobId, MechanismJob], usable: Mapping[GpuType, int]
+    settings: MechanismSettings, jobs: Mapping[JobId, MechanismJob], usable: Mapping[GpuType, int]
 ) -> float:
     """The stay credit this round gives (mechanism.py says why): the configured one
     when the jobs fit in the usable GPUs in total, else 0, so that it only chooses
@@ -206,7 +209,7 @@ class Mechanism:
             jobs_m = {j: m for j, m in jobs_m.items() if j not in kept}
             nodes = without_kept(nodes, kept)
         usable = {t: n for t, n in ctx.capacity.items() if n > 0}
-        credit = stay_credit(ctx.config.settings, jobs_m, usable)
+        credit = stay_credit(ctx.config.plugins.mechanism, jobs_m, usable)
         memo = state.memo
         singles = None
         if memo is not None and not kept:  # (the memo's candidates are every job's)

@@ -36,8 +36,9 @@ alike is a change of unit, which the policies that plan with remaining steps ove
 (finish-time fairness, min total duration, min cost's SLOs) and those that normalise a
 job by its own row (the max-min family) do not see.
 
-The daemon and the simulator run with the same bounds (SchedulerConfig.row_bounds, the
-config's ``learning:`` section). Pure functions, no I/O.
+The daemon and the simulator run with the same bounds (the learned rows plugin's
+settings, SchedulerConfig.plugins.learned_rows: the config's ``learning:`` section).
+Pure functions, no I/O.
 """
 
 from __future__ import annotations

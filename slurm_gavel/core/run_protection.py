@@ -5,7 +5,7 @@ The round's plugins keep what must outlive a round in slots of their own
 (scheduler_state.PluginSlots), each with its JSON form here beside its data, so that a
 feature's state is found where the feature is and the rest of the state does not
 change shape with it. A state file written before the slots existed kept these two
-figures in each job's account; ``from_accounts`` reads them from there.
+figures in each job's account; ``from_state`` reads them from there.
 """
 
 from __future__ import annotations
@@ -56,8 +56,13 @@ def from_json(doc: Any) -> dict[JobId, RunProtection]:
     return out
 
 
-def from_accounts(accounts: Mapping[str, Any]) -> dict[JobId, RunProtection]:
-    """The slot from a state file of before the slots (each account held both)."""
+def from_state(slots: Mapping[str, Any], accounts: Any) -> dict[JobId, RunProtection]:
+    """The slot from the state JSON's "plugins" (``slots``), else, in a state file of
+    before the slots, from each job's account (``accounts``: its "jobs"), which held both."""
+    if NAME in slots:
+        return from_json(slots[NAME])
+    if not isinstance(accounts, Mapping):
+        return {}
     return from_json({j: a for j, a in accounts.items() if isinstance(a, Mapping)})
 
 

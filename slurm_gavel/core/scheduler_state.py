@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core import run_protection
+from slurm_gavel.core import job_rows_doc, run_protection
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.core.job_rows import JobRows
-from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.core.mold_round import MoldMemory
 from slurm_gavel.core.run_protection import RunProtection
@@ -51,24 +50,37 @@ class PluginSlots:
 
     # restart-aware rounds: each job's run start and protection (run_protection.py)
     restart_aware: dict[JobId, RunProtection] = field(default_factory=dict)
+    # learned rows: each job's measured throughputs (job_rows.py), under LEARNED
+    # knowledge; in the JSON when there are any (job_rows_doc.py)
+    learned_rows: JobRows = field(default_factory=JobRows, repr=False, compare=False)
+    # moldable counts: the moldable jobs' counts and per-count rates (mold_round.py).
+    # Not in the JSON: a reloaded state takes the counts from the running jobs and
+    # measures the rates again.
+    moldable_counts: MoldMemory = field(default_factory=MoldMemory, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         protection = run_protection.to_json(self.restart_aware)
         if protection:
             out[run_protection.NAME] = protection
+        rows = job_rows_doc.rows_to_json(self.learned_rows)
+        if rows is not None:
+            out[job_rows_doc.NAME] = rows
         return out
 
     @staticmethod
-    def from_json(doc: Any, accounts: Mapping[str, Any]) -> PluginSlots:
-        """The slots from the state JSON's "plugins"; a file of before the slots kept
-        restart-aware protection in each job's account (``accounts``)."""
+    def from_json(doc: Any, old: Mapping[str, Any]) -> PluginSlots:
+        """The slots from the state JSON's "plugins". A file of before the slots kept
+        restart-aware protection in each job's account and the learned rows at the
+        top level (``old``: the whole document), where they are read from then.
+        Untrusted figures are dropped, not refused: a run is placed as the allocation
+        says, a job relearns its row."""
         slots = doc if isinstance(doc, Mapping) else {}
-        if run_protection.NAME in slots:
-            protection = run_protection.from_json(slots[run_protection.NAME])
-        else:
-            protection = run_protection.from_accounts(accounts)
-        return PluginSlots(restart_aware=protection)
+        rows = slots[job_rows_doc.NAME] if job_rows_doc.NAME in slots else old.get("job_rows")
+        return PluginSlots(
+            restart_aware=run_protection.from_state(slots, old.get("jobs")),
+            learned_rows=job_rows_doc.rows_from_json(rows)[0],
+        )
 
 
 @dataclass
@@ -116,12 +128,6 @@ class SchedulerState:
     # Not state either: the table's rows completed for the cluster's GPU types, kept
     # while the table (by identity) and the types stay the same (cluster_rows.py).
     cluster_rows: ClusterRows | None = field(default=None, repr=False, compare=False)
-    # Each job's measured throughputs (job_rows.py), under LEARNED knowledge; in the
-    # JSON as "job_rows" when there are any (job_rows_doc.py).
-    job_rows: JobRows = field(default_factory=JobRows, repr=False, compare=False)
-    # Not state: the moldable jobs' counts and per-count rates (mold_round.py); a
-    # reloaded state takes the counts from the running jobs and measures rates again.
-    molds: MoldMemory = field(default_factory=MoldMemory, repr=False, compare=False)
     # Not state: the JobRows.revision whose rows relearn.rows_misjudged last found not
     # worth a re-solve (a reloaded state checks again, with the same outcome).
     rows_checked: int | None = field(default=None, repr=False, compare=False)
@@ -129,13 +135,6 @@ class SchedulerState:
     # ---- JSON --------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        out = self._to_json()
-        rows = rows_to_json(self.job_rows)
-        if rows is not None:
-            out["job_rows"] = rows
-        return out
-
-    def _to_json(self) -> dict[str, Any]:
         alloc = self.allocation
         return {
             "format": STATE_FORMAT,
@@ -224,9 +223,7 @@ class SchedulerState:
                     for j, a in d["jobs"].items()
                 },
                 placement={str(j): JobPlacement.from_json(p) for j, p in d["placement"].items()},
-                # untrusted figures are dropped, not refused: a job relearns its row
-                job_rows=rows_from_json(d.get("job_rows"))[0],
-                plugins=PluginSlots.from_json(d.get("plugins"), d["jobs"]),
+                plugins=PluginSlots.from_json(d.get("plugins"), d),
             )
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise InputError(

@@ -19,6 +19,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from slurm_gavel.core.plugin_settings import (
+    DAEMON_PLUGINS,
+    LearnedRowsSettings,
+    MechanismSettings,
+    MoldableSettings,
+    PluginSettings,
+    RestartAwareSettings,
+)
 from slurm_gavel.core.priority_weights import MAX_ADMIN_WEIGHT, WeightsConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.daemon.config_checks import cross_checks
@@ -274,37 +282,59 @@ def _weights(doc: Any, where: str) -> WeightsConfig:
     )
 
 
+def _seconds(d: Mapping[str, Any], w: str, key: str, default: float, strict: bool = False) -> float:
+    return _check.number(d.get(key, default), w + key, minimum=0, strict=strict)
+
+
 def _settings(d: Mapping[str, Any], w: str) -> RoundSettings:
     """The round's settings: top-level keys named as RoundSettings' fields."""
     base = DAEMON_DEFAULTS
 
     def seconds(key: str, strict: bool = False) -> float:
-        value = d.get(key, getattr(base, key))
-        return _check.number(value, w + key, minimum=0, strict=strict)
+        return _seconds(d, w, key, getattr(base, key), strict)
 
     return RoundSettings(
         round_seconds=seconds("round_seconds", strict=True),
         preemption_overhead_seconds=seconds("preemption_overhead_seconds"),
-        stay_credit_seconds=seconds("stay_credit_seconds"),
         min_reallocation_interval_seconds=seconds("min_reallocation_interval_seconds"),
-        restart_aware=_restart_aware(d.get("restart_aware", base.restart_aware), w),
-        restart_budget=_restart_budget(d.get("restart_budget", base.restart_budget), w),
-        moldable_lp=_flag(d.get("moldable_lp", base.moldable_lp), w + "moldable_lp"),
-        moldable_untried=_flag(
-            d.get("moldable_untried", base.moldable_untried), w + "moldable_untried"
-        ),
     )
+
+
+def _plugins(d: Mapping[str, Any], w: str, learned_rows: LearnedRowsSettings) -> PluginSettings:
+    """The round plugins' settings: their top-level keys, and the learned rows' from
+    the learning section."""
+    base = DAEMON_PLUGINS
+    aware, molds = base.restart_aware, base.moldable_counts
+    stay = _seconds(d, w, "stay_credit_seconds", base.mechanism.stay_credit_seconds)
+    return PluginSettings(
+        mechanism=MechanismSettings(stay_credit_seconds=stay),
+        restart_aware=RestartAwareSettings(
+            enabled=_flag(d.get("restart_aware", aware.enabled), w + "restart_aware"),
+            budget=_restart_budget(d.get("restart_budget", aware.budget), w),
+        ),
+        moldable_counts=MoldableSettings(
+            lp=_flag(d.get("moldable_lp", molds.lp), w + "moldable_lp"),
+            untried=_flag(d.get("moldable_untried", molds.untried), w + "moldable_untried"),
+        ),
+        learned_rows=learned_rows,
+    )
+
+
+def plugin_keys(p: PluginSettings) -> dict[str, object]:
+    """The plugins' settings by their top-level key in the file (the learned rows'
+    are the learning section's)."""
+    return {
+        "stay_credit_seconds": p.mechanism.stay_credit_seconds,
+        "restart_aware": p.restart_aware.enabled,
+        "restart_budget": p.restart_aware.budget,
+        "moldable_lp": p.moldable_counts.lp,
+        "moldable_untried": p.moldable_counts.untried,
+    }
 
 
 def _flag(value: Any, key: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{key}: expected true or false, got {value!r}")
-    return value
-
-
-def _restart_aware(value: Any, w: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{w}restart_aware: expected true or false, got {value!r}")
     return value
 
 
@@ -337,10 +367,12 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
         if d.get("ha") is not None
         else None
     )
+    learning, learned_rows = learning_config(d.get("learning") or {}, w + "learning")
     cfg = Config(
         partitions=_partitions(d["partitions"], w + "partitions"),
         policy=_check.choice(d.get("policy", base.policy), w + "policy", policy_names()),
         settings=_settings(d, w),
+        plugins=_plugins(d, w, learned_rows),
         gpu_types=_gpu_types(d.get("gpu_types") or {}, w + "gpu_types"),
         prices=_prices(d.get("prices") or {}, w + "prices"),
         weights=_weights(d.get("weights") or {}, w + "weights"),
@@ -385,7 +417,7 @@ def parse_config(doc: Any, source: Path | None = None) -> Config:
             d.get("log_format", base.log_format), w + "log_format", LOG_FORMATS
         ),
         log_level=_check.choice(d.get("log_level", base.log_level), w + "log_level", LOG_LEVELS),
-        learning=learning_config(d.get("learning") or {}, w + "learning"),
+        learning=learning,
         ha=ha,
         source=source,
     )

@@ -24,6 +24,7 @@ from typing import Any
 
 from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.plugin_settings import LearnedRowsSettings
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.daemon.config_types import ConfigError, LearningConfig
 from slurm_gavel.domain.field_checks import Checks
@@ -42,7 +43,8 @@ KEYS = [
 _check = Checks(ConfigError)
 
 
-def learning_config(doc: Any, where: str) -> LearningConfig:
+def learning_config(doc: Any, where: str) -> tuple[LearningConfig, LearnedRowsSettings]:
+    """The section: whose rows the rounds use, and the learned rows plugin's settings."""
     d = _check.mapping(doc, where)
     _check.keys(d, KEYS, where)
     base = TrustBounds()
@@ -75,16 +77,12 @@ def learning_config(doc: Any, where: str) -> LearningConfig:
             ),
             max_gpu_seconds=seconds,
         )
-    return LearningConfig(
-        knowledge=Knowledge(
-            _check.choice(
-                d.get("knowledge", Knowledge.LEARNED.value), f"{where}.knowledge", KNOWLEDGE
-            )
-        ),
-        bounds=TrustBounds(
-            ratio_factor=factor("ratio_factor", base.ratio_factor),
-            step_factor=factor("step_factor", base.step_factor),
-            start_allowance_s=allowance,
-        ),
-        explore=explore,
+    knowledge = _check.choice(
+        d.get("knowledge", Knowledge.LEARNED.value), f"{where}.knowledge", KNOWLEDGE
     )
+    bounds = TrustBounds(
+        ratio_factor=factor("ratio_factor", base.ratio_factor),
+        step_factor=factor("step_factor", base.step_factor),
+        start_allowance_s=allowance,
+    )
+    return LearningConfig(Knowledge(knowledge)), LearnedRowsSettings(bounds, explore)

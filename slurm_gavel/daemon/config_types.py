@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_gavel.core.explore import Exploration
 from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, PluginSettings
 from slurm_gavel.core.priority_weights import WeightsConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
-from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.errors import InputError
 
 BACKENDS = ("cli", "rest")
@@ -75,11 +74,10 @@ class SlurmConfig:
 @dataclass(frozen=True)
 class LearningConfig:
     """``learning:`` (config_learning.py): whose rows the rounds use (each job's own,
-    learned from its prior; or its type's), and what a job's reports may move."""
+    learned from its prior; or its type's). What a job's reports may move, and the
+    exploration, are the learned rows plugin's settings (``Config.plugins``)."""
 
     knowledge: Knowledge = Knowledge.LEARNED
-    bounds: TrustBounds = field(default_factory=TrustBounds)
-    explore: Exploration | None = None  # off unless explore_max_gpu_seconds > 0
 
 
 @dataclass(frozen=True)
@@ -102,9 +100,13 @@ class HaConfig:
 class Config:
     partitions: tuple[str, ...]
     policy: str = "max_min_fairness"
-    # round_seconds, preemption_overhead_seconds, stay_credit_seconds and
-    # min_reallocation_interval_seconds: top-level keys of the file, as in RoundSettings.
+    # round_seconds, preemption_overhead_seconds and min_reallocation_interval_seconds:
+    # top-level keys of the file, as in RoundSettings.
     settings: RoundSettings = DAEMON_DEFAULTS
+    # The round plugins' settings (core/plugin_settings.py): top-level keys of the file
+    # (stay_credit_seconds, restart_aware, restart_budget, moldable_lp, moldable_untried)
+    # and the learning section's bounds and exploration.
+    plugins: PluginSettings = DAEMON_PLUGINS
     # Slurm GRES type -> throughput-table GPU type, for sites whose names differ.
     gpu_types: Mapping[str, str] = field(default_factory=dict)
     # Dollars per GPU-hour by throughput-table GPU type: what policy min_cost minimises.

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TextIO
 
+from slurm_gavel.core import job_rows_doc
 from slurm_gavel.core.backend_hooks import BackendHooks
 from slurm_gavel.core.job_rows_doc import empty_rows_json, rows_from_json, rows_to_json
 from slurm_gavel.core.round_report import RoundReport
@@ -250,7 +251,7 @@ class Daemon:
             st.last_round_time = infl.time
             st.round_index += 1
             if infl.job_rows is not None:
-                st.job_rows = rows_from_json(infl.job_rows)[0]
+                st.plugins.learned_rows = rows_from_json(infl.job_rows)[0]
             acted = infl.placement
         # From then until now, what runs is what Slurm says runs: where that is what
         # the killed round placed, its placement (consolidated or not, as it decided),
@@ -297,7 +298,7 @@ class Daemon:
     def before_act(self, placement: RoundPlacement) -> None:
         """Save the pre-round state with the placement about to be carried out."""
         # self.state is the round's own (run_round mutates it): its rows as learned so far
-        rows = rows_to_json(self.state.job_rows) or empty_rows_json()
+        rows = rows_to_json(self.state.plugins.learned_rows) or empty_rows_json()
         self._inflight = Inflight(
             placement.round_index, placement.start, dict(placement.jobs), rows
         )
@@ -305,7 +306,10 @@ class Daemon:
             # The round before's rows are left out: a restart from this save always takes
             # the record's (reconcile), so the file carries one copy of the rows, not two
             # (at 5,000 jobs each copy is ~60 ms of encoding: benchmarks/README.md).
-            before = {k: v for k, v in self._pre_round_state.items() if k != "job_rows"}
+            before = dict(self._pre_round_state)
+            slots = before.get("plugins")
+            if isinstance(slots, dict) and job_rows_doc.NAME in slots:
+                before["plugins"] = {k: v for k, v in slots.items() if k != job_rows_doc.NAME}
             self._save(before, inflight=self._inflight, publish=False)
 
     # ---- one round -------------------------------------------------------------------------
@@ -352,7 +356,7 @@ class Daemon:
         # (it is what Slurm now runs); on disk the inflight record of this round stays,
         # from which a restart would reconcile, and the next round saves again.
         self._record(report, self.clock() - t0)
-        self.events.rows_bounded(self.state.job_rows.clamped)
+        self.events.rows_bounded(self.state.plugins.learned_rows.clamped)
         self.last_report = report
         if not self.dry_run:
             try:

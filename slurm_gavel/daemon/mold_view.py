@@ -95,9 +95,9 @@ def mold_view(
         return None
     usable, biggest = usable_capacity(allocation_capacity(snap.nodes))
     rows = state.cluster_rows
-    memory = state.molds
-    joint = config.settings.moldable_lp
-    untried = config.settings.moldable_untried and config.knowledge is Knowledge.LEARNED
+    memory = state.plugins.moldable_counts
+    own = config.plugins.moldable_counts
+    joint, untried = own.lp, own.untried and config.knowledge is Knowledge.LEARNED
     seen = last.counts if last is not None else {}
 
     def view(o: ObservedJob, shown: str, nodes: tuple[NodeSlice, ...]) -> dict[str, Any] | None:
@@ -105,7 +105,7 @@ def mold_view(
         if r is None:
             return None
         lo, hi = int(r[0]), int(r[1])
-        by_count = count_rows(memory, o.job, r, rows, usable, biggest) if rows is not None else None
+        by_count = count_rows(memory, o.job, rows, usable, biggest) if rows is not None else None
         own = memory.measured.get(o.job.id, {})
         counts: list[dict[str, Any]] = []
         known: list[int] = []

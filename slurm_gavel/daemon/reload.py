@@ -27,10 +27,11 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Protocol
 
+from slurm_gavel.core.plugin_settings import PluginSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import RoundSettings
 from slurm_gavel.core.scheduler_state import SchedulerState
-from slurm_gavel.daemon.config import load_config
+from slurm_gavel.daemon.config import load_config, plugin_keys
 from slurm_gavel.daemon.config_types import Config, ConfigError
 from slurm_gavel.daemon.logs import ROOT, configure, event
 from slurm_gavel.daemon.metrics import DaemonMetrics
@@ -128,12 +129,17 @@ def prepare_reload(current: Config, path: Path, current_table: ThroughputTable) 
 
 
 def _by_key(config: Config) -> dict[str, object]:
-    """The config's values by the file's key: the round's settings are top-level keys."""
+    """The config's values by the file's key: the round's settings and the plugins'
+    are top-level keys, the learned rows' the learning section's."""
     out: dict[str, object] = {}
     for f in fields(Config):
         value = getattr(config, f.name)
         if isinstance(value, RoundSettings):
             out.update((g.name, getattr(value, g.name)) for g in fields(RoundSettings))
+        elif isinstance(value, PluginSettings):
+            out.update(plugin_keys(value))
+        elif f.name == "learning":
+            out[f.name] = (value, config.plugins.learned_rows)
         else:
             out[f.name] = value
     return out

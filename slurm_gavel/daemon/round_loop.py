@@ -209,17 +209,17 @@ class DaemonLoop:
         hook: a preempted job's grace may be minutes), so the round that acted is
         logged and saved before the process exits, not killed mid-wait by the service
         manager's stop timeout with nothing logged."""
-        self.stop_event.set()
-        self._wake.set()
-        waits = self.hooks.waits
-        if waits is not None:
-            waits.stop_waiting()
+        self._end_waits(self.stop_event)
 
     def step_down(self) -> None:
         """This daemon may no longer act (active/standby: deposed, or its lease
         lapsed). Called from any thread: the wait between rounds and an act's waits
         end now, and run() returns STEP_DOWN after the current round."""
-        self.deposed.set()
+        self._end_waits(self.deposed)
+
+    def _end_waits(self, why: threading.Event) -> None:
+        """Set ``why``, then end the wait between rounds and the act's waits now."""
+        why.set()
         self._wake.set()
         waits = self.hooks.waits
         if waits is not None:

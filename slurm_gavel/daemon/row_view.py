@@ -21,8 +21,9 @@ def row_view(state: SchedulerState, config: SchedulerConfig) -> RowView | None:
     type's row: status shows the table's unmeasured cells instead) or before a round."""
     if config.knowledge is Knowledge.TABLE or state.cluster_rows is None:
         return None
-    source = RowSource(config.knowledge, state.cluster_rows, state.job_rows, config.given_rows)
-    measured = state.job_rows.measured
+    learned = state.plugins.learned_rows
+    source = RowSource(config.knowledge, state.cluster_rows, learned, config.given_rows)
+    measured = learned.measured
 
     def view(o: ObservedJob) -> dict[str, dict[str, Any]] | None:
         try:

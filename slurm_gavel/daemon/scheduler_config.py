@@ -25,6 +25,5 @@ def scheduler_config(config: Config, table: ThroughputTable) -> SchedulerConfig:
         accounts=config.weights.accounts,  # hierarchical_max_min_fairness's entities
         prices=config.prices,
         knowledge=config.learning.knowledge,
-        row_bounds=config.learning.bounds,
-        explore=config.learning.explore,
+        plugins=config.plugins,
     )

@@ -209,16 +209,14 @@ class StateStore:
 
     def load_view(self) -> dict[str, Any] | None:
         """The public view, or None when the daemon has not written one yet."""
-        try:
-            text = self.view_path.read_text()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise StateError(
-                f"{self.view_path}: cannot read the status view ({e.strerror}); the admin "
-                f"makes it readable with `chmod 0755 {self.dir}` (the state stays 0600)"
-            ) from e
-        return parse_view(text, self.view_path, StateError)
+        text = _read_or_none(
+            self.view_path,
+            lambda why: (
+                f"cannot read the status view ({why}); the admin makes it readable "
+                f"with `chmod 0755 {self.dir}` (the state stays 0600)"
+            ),
+        )
+        return None if text is None else parse_view(text, self.view_path, StateError)
 
     def _write(self, data: bytes) -> None:
         self._write_file(data, self.path)
@@ -237,12 +235,9 @@ class StateStore:
 
     def load(self) -> dict[str, Any] | None:
         """The saved state, or None when no daemon has saved one yet."""
-        try:
-            text = self.path.read_text()
-        except FileNotFoundError:
+        text = _read_or_none(self.path, lambda why: f"cannot read the state file ({why})")
+        if text is None:
             return None
-        except OSError as e:
-            raise StateError(f"{self.path}: cannot read the state file ({e.strerror})") from e
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
@@ -266,3 +261,14 @@ class StateStore:
                 p.unlink()
                 n += 1
         return n
+
+
+def _read_or_none(path: Path, unreadable: Callable[[str], str]) -> str | None:
+    """The file's text, None when it does not exist; a StateError naming it and saying
+    ``unreadable(the OS's reason)`` when it cannot be read."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise StateError(f"{path}: {unreadable(str(e.strerror))}") from e

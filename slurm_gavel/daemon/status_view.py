@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from slurm_gavel.core.run_protection import RunProtection
-from slurm_gavel.core.scheduler_state import PluginSlots
+from slurm_gavel.core.run_protection import RunProtection, from_state
 from slurm_gavel.core.skips import SkipCode, owner_sentence
 from slurm_gavel.errors import InputError
 
@@ -60,7 +59,8 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
     round_index = int(sched.get("round_index") or 0)
     # the scheduler's clock at the last round: what protection times are measured on
     last_round = clock_value(sched.get("last_round_time"))
-    protection = PluginSlots.from_json(sched.get("plugins"), accounts).restart_aware
+    slots = sched.get("plugins")
+    protection = from_state(slots if isinstance(slots, Mapping) else {}, accounts)
     held = held_types(doc.get("jobs") or {}, protection, last_round)
     jobs = []
     for job_id, v in (doc.get("jobs") or {}).items():

@@ -18,6 +18,7 @@ from typing import Any
 
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, PluginSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.core.scheduler import placement_is_stable, run_round
@@ -35,6 +36,9 @@ from slurm_gavel.simulate.true_rows import Rows, complete_rows
 @dataclass(frozen=True)
 class SimulationOptions:
     settings: RoundSettings = SIMULATOR_DEFAULTS
+    # The round plugins' settings (simulate --config: the config's, with the command
+    # line's options over them).
+    plugins: PluginSettings = SIMULATOR_PLUGINS
     # Per-job-type preemption overhead, over settings.preemption_overhead_seconds.
     overhead_by_job_type: Mapping[str, float] = field(default_factory=dict)
     seed: int = 0
@@ -49,8 +53,8 @@ class SimulationOptions:
     second_stage: bool = True
     # The round config the daemon would run (simulate --config: the one builder,
     # daemon/scheduler_config.py): the round runs exactly it, with the simulation's
-    # policy, settings, seed and knowledge. None: SchedulerConfig's defaults, which are
-    # the daemon's for everything a config file leaves out.
+    # policy, settings, plugins' settings, seed and knowledge. None: SchedulerConfig's
+    # defaults, which are the daemon's for everything a config file leaves out.
     daemon: SchedulerConfig | None = None
     # The measurement model (backends/simulated.py): each run's reported rate is off by
     # a lognormal factor of this spread, and every run starts up for startup_seconds
@@ -108,6 +112,7 @@ def simulate(
         table=table,
         policy=policy,
         settings=opts.settings,
+        plugins=opts.plugins,
         policy_options=replace(base.policy_options, seed=opts.seed, second_stage=opts.second_stage),
         baseline=BASELINES.get(policy),
         # Without true rows every job runs at its type's row, which is its prior: nothing
@@ -190,7 +195,7 @@ def simulate(
     if molds is not None:
         summary["moldable"] = molds
     if truth or opts.report_knowledge:
-        rows = state.job_rows
+        rows = state.plugins.learned_rows
         learned = config.knowledge is Knowledge.LEARNED  # (not without true rows)
         summary["knowledge"] = {
             "mode": str(opts.knowledge),

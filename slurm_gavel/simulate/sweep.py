@@ -16,7 +16,7 @@ from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.engine import SimulationOptions
 from slurm_gavel.simulate.generate import generate_trace
-from slurm_gavel.simulate.parallel import Run, run_all
+from slurm_gavel.simulate.parallel import Run
 from slurm_gavel.simulate.window import Window, apply_window
 
 
@@ -45,30 +45,6 @@ def parse_rates(text: str) -> list[float]:
     if not rates:
         raise InputError("--sweep-rates: no rates given; e.g. --sweep-rates 0.4,0.8,1.6")
     return rates
-
-
-def sweep(
-    rates: Iterable[float],
-    policies: Sequence[str],
-    n_jobs: int,
-    nodes: Sequence[Node],
-    table: ThroughputTable,
-    options: SimulationOptions,
-    *,
-    multi_gpu: bool = False,
-    size_first: bool = False,
-    window: Window | None = None,
-    workers: int = 1,
-) -> list[SweepPoint]:
-    """With `window`, each point's JCTs are those of the window's jobs and the run
-    stops once they have finished (see simulate/window.py). `workers`: processes to
-    run the points in (parallel.py: the same points, in the same order)."""
-    rated = sweep_runs(
-        rates, policies, n_jobs, nodes, table, options,
-        multi_gpu=multi_gpu, size_first=size_first, window=window,
-    )  # fmt: skip
-    results = run_all([run for _, run in rated], workers)
-    return sweep_points(rated, [r.summary for r in results], window)
 
 
 def sweep_runs(

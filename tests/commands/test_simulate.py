@@ -7,8 +7,10 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from refused_traces import refused_trace
 
 from slurm_gavel.cli import main
+from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, LearnedRowsSettings
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.daemon.config import load_config
@@ -110,14 +112,13 @@ def test_bad_arguments_give_one_line_and_exit_2(argv, needle, capsys):
 
 
 def test_a_bad_trace_names_the_file_line_and_field(tmp_path, capsys):
-    p = tmp_path / "bad.csv"
-    p.write_text(
+    p, err = refused_trace(
+        tmp_path,
+        capsys,
         "job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account\n"
-        "1,0,Imaginary Net,1,100,1,,\n"
+        "1,0,Imaginary Net,1,100,1,,\n",
     )
-    assert main(["simulate", "--trace", str(p), "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert f"{p}:2: field 'job_type'" in err and "\n" not in err
+    assert f"{p}:2: field 'job_type'" in err and "\n" not in err.strip()
 
 
 # ---- --config: the daemon's settings ----------------------------------------------------
@@ -147,15 +148,16 @@ def test_config_shipped_gives_the_daemons_settings(seen_options, capsys):
     assert policy == "max_min_fairness"
     assert opts.settings == RoundSettings(
         round_seconds=360.0,
-        stay_credit_seconds=720.0,  # the simulator's own default is 0
         preemption_overhead_seconds=0.0,  # the simulator's own default is 30
         min_reallocation_interval_seconds=0.0,
     )
+    assert opts.plugins.mechanism.stay_credit_seconds == 720.0  # the simulator's own is 0
     # on in the daemon, never here: a simulated job has no rate at a count its table lacks
-    assert not opts.settings.moldable_untried and load_config(SHIPPED).settings.moldable_untried
+    untried = load_config(SHIPPED).plugins.moldable_counts.untried
+    assert not opts.plugins.moldable_counts.untried and untried
     assert opts.daemon is not None and opts.daemon.policy_options.time_limit is None
     # the daemon's learning section, as the daemon builds it
-    assert opts.daemon.row_bounds == TrustBounds() and opts.daemon.explore is None
+    assert opts.plugins.learned_rows == LearnedRowsSettings(TrustBounds(), None)
     assert "stay credit 720 s" in capsys.readouterr().out
 
 
@@ -181,9 +183,9 @@ def test_config_every_setting_reaches_the_simulator(tmp_path, seen_options, caps
     assert opts.settings == RoundSettings(
         round_seconds=120,
         preemption_overhead_seconds=12,
-        stay_credit_seconds=240,
         min_reallocation_interval_seconds=600,
     )
+    assert opts.plugins.mechanism.stay_credit_seconds == 240
     assert opts.daemon is not None
     assert opts.daemon.policy_options.time_limit == 7
     assert dict(opts.daemon.prices) == {"v100": 2.5, "p100": 1.5, "k80": 0.5}
@@ -200,15 +202,17 @@ def test_command_line_options_win_over_the_config(seen_options):
     [(policy, opts)] = seen_options
     assert policy == "fifo"
     s = opts.settings
-    assert (s.stay_credit_seconds, s.round_seconds, s.preemption_overhead_seconds) == (0, 60, 5)
+    assert (s.round_seconds, s.preemption_overhead_seconds) == (60, 5)
+    assert opts.plugins.mechanism.stay_credit_seconds == 0
 
 
 def test_without_config_the_simulators_defaults_stay(seen_options):
     assert main(["simulate", *SMALL, "--policy", "isolated"]) == 0
     [(_, opts)] = seen_options
     assert opts.settings == SIMULATOR_DEFAULTS
+    assert opts.plugins == SIMULATOR_PLUGINS
     s = opts.settings
-    assert (s.stay_credit_seconds, s.round_seconds, s.preemption_overhead_seconds) == (0, 360, 30)
+    assert (s.round_seconds, s.preemption_overhead_seconds) == (360, 30)
     assert s.min_reallocation_interval_seconds == 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from refused_traces import refused_trace
 
 from slurm_gavel.cli import main
 
@@ -80,12 +81,11 @@ def test_unknown_knowledge_is_refused(capsys):
 
 @pytest.mark.hostile
 def test_hostile_column_in_a_trace_file_names_row_column_and_fix(tmp_path, capsys):
-    trace = tmp_path / "t.csv"
-    trace.write_text(
+    _, err = refused_trace(
+        tmp_path,
+        capsys,
         "job_id,arrival_time,job_type,scale_factor,total_steps,throughput_v100\n"
-        "1,0,A3C,1,100,1e400\n"
+        "1,0,A3C,1,100,1e400\n",
     )
-    assert main(["simulate", "--trace", str(trace), "--no-progress"]) == 2
-    err = capsys.readouterr().err
     assert "t.csv:2: column 'throughput_v100': '1e400' is not a finite number" in err
     assert "leave the cell empty" in err

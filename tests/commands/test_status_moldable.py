@@ -230,7 +230,7 @@ def _a3c_record(state, gpus: int, shown: str, steps_done=None, count: int | None
     nodes = (NodeSlice("v100-0", gpus),) if gpus else ()
     o = ObservedJob(job, state, "v100" if gpus else None, nodes, steps_done=steps_done)
     if count is not None:
-        sched.molds.jobs["7"] = (job, count, job)
+        sched.plugins.moldable_counts.jobs["7"] = (job, count, job)
     config = SchedulerConfig(table=table, settings=DAEMON_DEFAULTS, knowledge=Knowledge.LEARNED)
     view = mold_view(sched, config, ClusterSnapshot(0.0, (Node("v100-0", "v100", 8),), (o,)))
     assert view is not None

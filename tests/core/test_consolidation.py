@@ -8,6 +8,7 @@ import itertools
 from dataclasses import replace
 
 import pytest
+from plugin_configs import overhead, restart_aware
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -19,7 +20,6 @@ from slurm_gavel.core.consolidation import (
     room_and_size,
 )
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
@@ -127,10 +127,6 @@ def test_a_run_that_fits_on_one_node_keeps_the_one_node_room_test():
             assert got is _one_node_room_test(run, nodes), (kept, gpus, lasted)
 
 
-def _settings(cost: float, aware: bool):
-    return replace(SIMULATOR_DEFAULTS, preemption_overhead_seconds=cost, restart_aware=aware)
-
-
 def _spread(
     spec: str, gpus: int, cost: float, aware: bool, *slices: tuple[str, int]
 ) -> tuple[SimulatedCluster, SchedulerConfig, SchedulerState]:
@@ -140,7 +136,7 @@ def _spread(
     backend = SimulatedCluster(
         parse_cluster_spec(spec, TABLE), [job], TABLE, preemption_overhead_seconds=cost
     )
-    config = SchedulerConfig(table=TABLE, settings=_settings(cost, aware))
+    config = SchedulerConfig(table=TABLE, settings=overhead(cost), plugins=restart_aware(aware))
     state, _ = run_round(SchedulerState(), backend, config)
     spread = _run("L", "v100", *slices)
     backend.act(RoundPlacement(1, backend.clock, {"L": spread}))

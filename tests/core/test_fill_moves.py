@@ -8,16 +8,15 @@ keep it against an entry that outranks it."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import pytest
+from plugin_configs import overhead, restart_aware
 
 from slurm_gavel.core.fill_moves import expected_stay, fills_stay, move_pays, select_staying
 from slurm_gavel.core.mechanism import MechanismJob
 from slurm_gavel.core.restart_aware import assign_around
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
@@ -115,8 +114,7 @@ def _round(rate_k80, rate_p100, cost=300.0, steps_left=1e9):
     """A round with one V100 kept for another job's protected run, a spare P100 and
     the K80 that f, allocated only V100 time, fills: f has received 720 s on the K80
     this epoch and nothing on the P100, so Gavel's order moves it there."""
-    settings = replace(SIMULATOR_DEFAULTS, preemption_overhead_seconds=cost, restart_aware=True)
-    config = SchedulerConfig(table=TABLE, settings=settings)
+    config = SchedulerConfig(table=TABLE, settings=overhead(cost), plugins=restart_aware())
     f = Job("f", RESNET, 1, total_steps=1000.0 + steps_left)
     v = Job("v", RESNET, 1, total_steps=1e9)
     on_k80 = JobPlacement("f", "k80", (NodeSlice("k80-0", 1),))

@@ -33,8 +33,8 @@ def _rows() -> JobRows:
 
 def test_progress_and_last_sightings_survive_the_state_file():
     state = SchedulerState()
-    state.job_rows = _rows()
-    back = SchedulerState.from_json(state.to_json()).job_rows
+    state.plugins.learned_rows = _rows()
+    back = SchedulerState.from_json(state.to_json()).plugins.learned_rows
     assert back.progress == {"1": {"v100": Progress(6000.0, 720.0, 2, 12.5)}}
     assert back.last_seen == _rows().last_seen
     assert back.measured == _rows().measured
@@ -57,8 +57,8 @@ def test_a_restart_learns_what_an_uninterrupted_scheduler_learns():
             round_(rows, acct, steps, restarts)
             if i == reload_after:
                 state = SchedulerState()
-                state.job_rows = rows
-                rows = SchedulerState.from_json(state.to_json()).job_rows
+                state.plugins.learned_rows = rows
+                rows = SchedulerState.from_json(state.to_json()).plugins.learned_rows
         return rows
 
     straight = run(None)

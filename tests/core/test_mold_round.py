@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from plugin_configs import moldable
 from round_series import run_rounds
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
@@ -13,6 +14,7 @@ from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.cluster_rows import rows_for
 from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.mold_round import MoldMemory, mold_jobs
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, SIMULATOR_DEFAULTS
 from slurm_gavel.core.scheduler import run_round
@@ -34,8 +36,9 @@ R50 = "ResNet-50 (batch size 64)"  # sublinear: most per GPU at 1
 LONG = 1e9
 
 
-def _config(**over):
-    return SchedulerConfig(table=TABLE, settings=replace(SIMULATOR_DEFAULTS, **over))
+def _config(lp: bool = False, **over):
+    settings = replace(SIMULATOR_DEFAULTS, **over)
+    return SchedulerConfig(table=TABLE, settings=settings, plugins=moldable(lp=lp))
 
 
 def _run(jobs, spec, rounds, config=None):
@@ -140,13 +143,13 @@ def test_the_joint_lp_time_shares_superlinear_jobs_at_the_larger_count():
     jobs = [Job(f"j{i}", R18, 1, total_steps=LONG, scale_range=(1, 2)) for i in range(2)]
     _, _, least = _run(jobs, "v100:1x2", 1)
     assert sorted(p.gpus for p in least[0].placement.jobs.values()) == [1, 1]
-    _, _, joint = _run(jobs, "v100:1x2", 1, _config(moldable_lp=True))
+    _, _, joint = _run(jobs, "v100:1x2", 1, _config(lp=True))
     assert [p.gpus for p in joint[0].placement.jobs.values()] == [2]
 
 
 def test_the_joint_lp_keeps_sublinear_jobs_at_their_least_count():
     jobs = [Job(f"j{i}", R50, 2, total_steps=LONG, scale_range=(1, 4)) for i in range(4)]
-    _, _, reports = _run(jobs, "v100:1x4", 1, _config(moldable_lp=True))
+    _, _, reports = _run(jobs, "v100:1x4", 1, _config(lp=True))
     assert sorted(p.gpus for p in reports[0].placement.jobs.values()) == [1, 1, 1, 1]
 
 
@@ -185,9 +188,11 @@ class _Held:
         return ActResult()
 
 
-def _placed(job, **settings):
+def _placed(job, untried: bool = True, **settings):
     knowledge = settings.pop("knowledge", Knowledge.LEARNED)
+    molds = replace(DAEMON_PLUGINS.moldable_counts, untried=untried)
     config = SchedulerConfig(table=TABLE, settings=replace(DAEMON_DEFAULTS, **settings),
+                             plugins=replace(DAEMON_PLUGINS, moldable_counts=molds),
                              knowledge=knowledge)  # fmt: skip
     _, report = run_round(SchedulerState(), _Held([job]), config)
     assert set(report.placement.jobs) == {"r", job.id}, report.placement  # both run
@@ -203,7 +208,7 @@ def test_with_learned_rows_a_job_grows_past_its_rows_into_idle_gpus(job_type):
     job = Job("a", job_type or "", 1, total_steps=LONG, scale_range=(1, 4))
     p = _placed(job)
     assert p.gpus == 2, p
-    assert _placed(job, moldable_untried=False).gpus == 1  # the rule before (and opt-out)
+    assert _placed(job, untried=False).gpus == 1  # the rule before (and opt-out)
 
 
 def test_under_the_table_s_rows_alone_a_count_without_a_row_is_never_tried():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from daemon_records import daemon_records
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -59,13 +60,8 @@ def _v100(d: Daemon, job: str) -> float:
 
 @pytest.fixture
 def capped_log():
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("slurm_gavel.daemon")
-    logger.addHandler(handler)
-    yield lambda: [r for r in records if getattr(r, "event", None) == "weight_capped"]
-    logger.removeHandler(handler)
+    with daemon_records(logging.WARNING) as records:
+        yield lambda: [r for r in records if getattr(r, "event", None) == "weight_capped"]
 
 
 @pytest.mark.hostile(guards="escalation")

@@ -12,6 +12,7 @@ from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster, noisy
 from slurm_gavel.core import relearn
 from slurm_gavel.core.job_rows import Knowledge, row_source
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, LearnedRowsSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.row_trust import TrustBounds
@@ -123,7 +124,7 @@ def _cluster(jobs, noise=0.0, true_rows=None, spec="v100:1x2,k80:1x2"):
 
 
 def _config(policy="fifo", **over):
-    settings = replace(DAEMON_DEFAULTS, round_seconds=60.0, stay_credit_seconds=0.0)
+    settings = replace(DAEMON_DEFAULTS, round_seconds=60.0)
     return SchedulerConfig(table=TABLE, policy=policy, settings=settings, **over)
 
 
@@ -134,7 +135,10 @@ def test_first_reports_that_confirm_the_prior_move_no_job_under_fifo():
     jobs = [Job(str(i), RESNET if i % 2 else A3C, 1, total_steps=1e7) for i in range(6)]
     prior = {j.id: TABLE.row(j.job_type, 1) for j in jobs}
     truth = {j: {t: v * 1.001 for t, v in row.items()} for j, row in prior.items()}
-    config = _config(knowledge=Knowledge.LEARNED, row_bounds=TrustBounds())  # the daemon's
+    rows = LearnedRowsSettings(bounds=TrustBounds())  # the daemon's
+    config = _config(
+        knowledge=Knowledge.LEARNED, plugins=replace(DAEMON_PLUGINS, learned_rows=rows)
+    )
     _, reports = run_rounds(_cluster(jobs, true_rows=truth), config, 8)
     assert reports[0].reallocated
     assert not any(r.reallocated for r in reports[1:])
@@ -158,7 +162,7 @@ def test_a_periodic_re_solve_that_repeats_the_allocation_changes_no_placement():
     a periodic re-solve of the same inputs must not add to it (it once reset the
     accounting, which reshuffled the priorities)."""
     jobs = [Job(str(i), RESNET if i % 2 else A3C, 1, total_steps=1e7) for i in range(8)]
-    base = replace(DAEMON_DEFAULTS, round_seconds=60.0, stay_credit_seconds=0.0)
+    base = replace(DAEMON_DEFAULTS, round_seconds=60.0)
     placements = []
     for every in (None, 120.0):
         settings = replace(base, reallocate_every_seconds=every)
@@ -198,15 +202,18 @@ def test_learned_rows_see_the_jobs_reports_and_progress_never_the_true_rows():
     config = _config(knowledge=Knowledge.LEARNED, policy="max_min_fairness")
     assert not config.given_rows
     state, _ = run_rounds(sim, config, 6)
-    source = row_source(config.knowledge, state.cluster_rows, state.job_rows, {}, config.row_bounds)
-    assert source is not None and state.job_rows.measured
+    learned = state.plugins.learned_rows
+    source = row_source(
+        config.knowledge, state.cluster_rows, learned, {}, config.plugins.learned_rows.bounds
+    )
+    assert source is not None and learned.measured
     for o in sim.observe().jobs:
         row = source.row(o)
         ran = state.jobs[o.job.id].received_s
         for gpu in prior:
             if ran.get(gpu, 0.0) == 0.0:
                 assert row[gpu] == prior[gpu], (o.job.id, gpu)
-            elif gpu in state.job_rows.measured.get(o.job.id, {}):
+            elif gpu in state.plugins.learned_rows.measured.get(o.job.id, {}):
                 assert row[gpu] == pytest.approx(truth[o.job.id][gpu], rel=0.25)
 
 

@@ -10,6 +10,7 @@ import json
 from dataclasses import replace
 
 import pytest
+from plugin_configs import overhead, restart_aware
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -25,7 +26,6 @@ from slurm_gavel.core.restart_aware import (
     restart_cost,
 )
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState, copy_state
@@ -46,24 +46,21 @@ RESNET = "ResNet-50 (batch size 64)"
 SPEC = "v100:3x4,p100:3x4,k80:3x4"
 
 
-def _settings(cost: float, aware: bool, budget: float = 0.1):
-    return replace(
-        SIMULATOR_DEFAULTS,
-        preemption_overhead_seconds=cost,
-        restart_aware=aware,
-        restart_budget=budget,
+def _config(cost: float, aware: bool, **over) -> SchedulerConfig:
+    return SchedulerConfig(
+        table=TABLE, settings=overhead(cost), plugins=restart_aware(aware), **over
     )
 
 
 def _run(jobs, spec, cost, aware, budget=0.1, policy="max_min_fairness"):
-    opts = SimulationOptions(settings=_settings(cost, aware, budget), record_wall_time=False)
+    opts = SimulationOptions(
+        settings=overhead(cost), plugins=restart_aware(aware, budget), record_wall_time=False
+    )
     return simulate(jobs, parse_cluster_spec(spec, TABLE), TABLE, policy, opts).summary
 
 
 def test_the_cost_is_measured_else_the_job_s_own_else_its_type_s_else_the_setting():
-    cfg = SchedulerConfig(
-        table=TABLE, settings=_settings(30.0, True), restart_seconds_by_job_type={RESNET: 50.0}
-    )
+    cfg = _config(30.0, True, restart_seconds_by_job_type={RESNET: 50.0})
     job = Job("a", RESNET, 1, total_steps=1.0)
     assert restart_cost(job, None, cfg) == 50.0
     assert restart_cost(replace(job, job_type="A3C"), None, cfg) == 30.0
@@ -92,7 +89,7 @@ def test_two_jobs_on_one_gpu_swap_once_per_protection_not_every_round():
     # round by round: a holds the GPU for the 3 rounds its protection covers
     backend = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
                                preemption_overhead_seconds=100.0)  # fmt: skip
-    config = SchedulerConfig(table=TABLE, settings=_settings(100.0, True))
+    config = _config(100.0, True)
     state = SchedulerState()
     runs = []
     for _ in range(6):
@@ -139,7 +136,7 @@ def test_a_blocked_multi_gpu_job_is_not_starved_by_backfilled_small_ones():
 def _first_start(jobs, job_id, aware):
     backend = SimulatedCluster(parse_cluster_spec("v100:1x4", TABLE), jobs, TABLE,
                                preemption_overhead_seconds=300.0)  # fmt: skip
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, aware))
+    config = _config(300.0, aware)
     state = SchedulerState()
     for _ in range(400):
         state, report = run_round(state, backend, config)
@@ -179,7 +176,7 @@ def test_backed_means_a_positive_fraction_on_the_type():
 def test_a_run_the_allocation_gives_no_time_on_its_type_is_not_protected():
     # a was placed on k80 as a work-conserving fill (its allocation: v100 only), b on
     # v100 where its allocation wants it: only b's run is protected (300 s / 0.1).
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    config = _config(300.0, True)
     jobs = {j: Job(j, RESNET, 1, total_steps=1e6) for j in ("a", "b")}
     state = SchedulerState()
     state.allocation = Allocation("max_min_fairness", {"a": {"v100": 0.5}, "b": {"v100": 0.5}})
@@ -193,7 +190,7 @@ def test_a_run_the_allocation_gives_no_time_on_its_type_is_not_protected():
 def test_a_protected_run_loses_protection_when_its_type_s_fraction_drops_to_0():
     # Both runs are protected until 5,000 s; a reallocation gives a no time on v100
     # any more: a's run is no longer kept, b's still is.
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    config = _config(300.0, True)
     state = SchedulerState()
     state.jobs = {j: JobAccount() for j in ("a", "b")}
     state.plugins.restart_aware = {j: RunProtection(protected_until=5000.0) for j in ("a", "b")}
@@ -235,7 +232,7 @@ def test_new_runs_first_breaks_equal_priorities_right_after_the_priority():
 def test_a_new_run_is_protected_for_the_longer_of_c_over_b_and_the_attained_service():
     # 300 s restarts, budget 0.1: c/b = 3,000 s. A job that has received 5,000 s (on
     # two types) gets a 5,000 s lease, one that has received 1,000 s the 3,000 s one.
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    config = _config(300.0, True)
     jobs = {j: Job(j, RESNET, 1, total_steps=1e9) for j in ("old", "young")}
     state = SchedulerState()
     state.allocation = Allocation("m", {"old": {"v100": 0.5}, "young": {"v100": 0.5}})
@@ -251,7 +248,7 @@ def test_a_new_run_is_protected_for_the_longer_of_c_over_b_and_the_attained_serv
     assert _until(state, "old") == pytest.approx(100.0 + 5000.0)
     assert _until(state, "young") == pytest.approx(100.0 + 3000.0)
     # free restarts: no protection however long the job has run
-    free = SchedulerConfig(table=TABLE, settings=_settings(0.0, True))
+    free = _config(0.0, True)
     protect_new_runs(state, free, {}, jobs, set(), 100.0)
     assert _until(state, "old") is None
 
@@ -261,7 +258,7 @@ def _placed_each_round(jobs: list[Job], until: float) -> dict[float, list[str]]:
     360 s apart) from time 0 until `until`: round time -> sorted job ids."""
     backend = SimulatedCluster(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
                                preemption_overhead_seconds=300.0)  # fmt: skip
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    config = _config(300.0, True)
     state = SchedulerState()
     runs = {}
     while backend.clock < until:
@@ -291,7 +288,7 @@ def test_a_job_that_never_ran_goes_before_a_preempted_one_on_a_freed_gpu():
 
 def test_about_to_finish_counts_the_remaining_steps_in_protections():
     # 300 s restarts, budget 0.1: a protection is 3,000 s; FINISH_LEASES of them 12,000 s
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    config = _config(300.0, True)
     more = FINISH_LEASES * 3000.0
     job = Job("a", RESNET, 1, total_steps=10.0 * (1000.0 + more))
     acct = JobAccount(steps_done=10.0 * 1000.0)
@@ -305,7 +302,7 @@ def test_about_to_finish_counts_the_remaining_steps_in_protections():
     # never unprotected runs (backfill, fills): there is no protection to extend
     assert not about_to_finish(job, JobAccount(steps_done=1e9), None, 10.0, 1000.0, config)
     # free restarts: no protection, no extension
-    free = SchedulerConfig(table=TABLE, settings=_settings(0.0, True))
+    free = _config(0.0, True)
     assert not about_to_finish(job, acct, until, 10.0, 1000.0, free)
 
 
@@ -314,7 +311,7 @@ def test_a_job_that_under_declares_its_steps_is_kept_at_most_finish_leases_more(
     # Hostile: the user's total_steps is tiny (the daemon caps reported progress at it,
     # so steps done >= total and the job always looks "about to finish"). Its run is
     # kept for FINISH_LEASES more protections after its own, then released like any.
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    config = _config(300.0, True)
     state = SchedulerState()
     state.jobs = {"a": JobAccount(steps_done=declared)}
     state.plugins.restart_aware = {"a": RunProtection(protected_until=1000.0)}
@@ -353,7 +350,7 @@ def test_a_run_just_consolidated_gets_c_over_b_not_its_attained_service():
     # An 8-GPU job that ran 40,000 s spread over three 4-GPU nodes is consolidated onto
     # two: its new run is protected c/b (3,000 s), not 40,000 s; a move between two
     # consolidated placements keeps the longer lease.
-    config = SchedulerConfig(table=TABLE, settings=_settings(300.0, True))
+    config = _config(300.0, True)
     lm = "LM (batch size 80)"
     jobs = {j: Job(j, lm, 8, total_steps=1e12) for j in ("big", "moved")}
     state = SchedulerState()

@@ -9,11 +9,11 @@ import math
 from dataclasses import replace
 
 import pytest
+from plugin_configs import overhead, restart_aware
 
 from slurm_gavel.core.restart_aware import protect_new_runs, protected_runs
 from slurm_gavel.core.restart_backing import short_types, swap_pays, time_left
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState, copy_state
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeSlice, ObservedJob
@@ -25,13 +25,7 @@ RESNET = "ResNet-50 (batch size 64)"
 TYPES = ("v100", "p100", "k80")
 ROW = {t: TABLE.throughput(RESNET, 1, t) for t in TYPES}
 # 300 s restarts, budget 0.1: a run's paid-for part (c / b) is 3,000 s
-CONFIG = SchedulerConfig(
-    table=TABLE,
-    settings=replace(
-        SIMULATOR_DEFAULTS, preemption_overhead_seconds=300.0, restart_aware=True,
-        restart_budget=0.1,
-    ),
-)  # fmt: skip
+CONFIG = SchedulerConfig(table=TABLE, settings=overhead(300.0), plugins=restart_aware(budget=0.1))
 NOW = 10_000.0
 NODES = [Node("v100-000", "v100", 1), Node("p100-000", "p100", 1), Node("k80-000", "k80", 1)]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, RestartAwareSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_plugins import UnresponsiveNodes, pipeline_for
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.round_stages import RoundContext
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.domain.cluster_model import (
@@ -38,7 +38,8 @@ def test_each_setting_turns_its_plugins_on_and_nothing_else():
     assert plain.allocates
     learned = pipeline_for(SchedulerConfig(table=TABLE, knowledge=Knowledge.LEARNED))
     assert learned.names()["enrich"] == ["moldable_counts", "learned_rows"]
-    aware = SchedulerConfig(table=TABLE, settings=replace(DAEMON_DEFAULTS, restart_aware=True))
+    on = replace(DAEMON_PLUGINS, restart_aware=RestartAwareSettings(enabled=True))
+    aware = SchedulerConfig(table=TABLE, plugins=on)
     names = pipeline_for(aware).names()
     # protection first, so that a run on a node that stopped answering is kept as it is
     assert names["keep"] == ["restart_aware", "unresponsive_nodes"]

@@ -295,13 +295,13 @@ def test_rows_survive_the_state_file_and_hostile_figures_do_not():
     rows.anchor = {"1": dict(ANCHOR)}
     rows.untyped = {"1"}
     state = SchedulerState()
-    state.job_rows = rows
-    back = SchedulerState.from_json(state.to_json()).job_rows
+    state.plugins.learned_rows = rows
+    back = SchedulerState.from_json(state.to_json()).plugins.learned_rows
     assert back.measured == rows.measured and back.scale_factor == rows.scale_factor
     assert back.anchor == rows.anchor and back.untyped == {"1"}
     assert back.seen == {"1", "2"}  # forgotten at the first round if they ended meanwhile
     # no rows: no key (older states and their readers unchanged)
-    assert "job_rows" not in SchedulerState().to_json()
+    assert "plugins" not in SchedulerState().to_json()
     doc = rows_to_json(rows)
     assert doc is not None
     doc["jobs"]["1"]["measured"]["v100"] = [float("nan"), 1.0]

@@ -12,6 +12,7 @@ from round_series import run_rounds
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, MechanismSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.core.scheduler import run_round
@@ -164,9 +165,8 @@ STAY_TYPES = [RESNET, "A3C", "Transformer (batch size 64)", "LM (batch size 5)"]
 
 def _types_per_round(n_jobs, spec, stay_credit_seconds, rounds=30):
     jobs = [Job(str(i), STAY_TYPES[i % 4], 1, total_steps=LONG) for i in range(n_jobs)]
-    config = SchedulerConfig(
-        table=TABLE, settings=settings(stay_credit_seconds=stay_credit_seconds)
-    )
+    stay = MechanismSettings(stay_credit_seconds=stay_credit_seconds)
+    config = SchedulerConfig(table=TABLE, plugins=replace(DAEMON_PLUGINS, mechanism=stay))
     _, reports = run_rounds(_sim(jobs, spec), config, rounds)
     return [{j: p.gpu_type for j, p in r.placement.jobs.items()} for r in reports]
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
@@ -36,3 +39,67 @@ def test_the_round_memo_is_never_written_and_a_copy_starts_without_it():
     assert state.memo is not None
     assert "memo" not in state.to_json()
     assert copy_state(state).memo is None
+
+
+# A state file as main wrote it before the learned rows had their plugin slot: the
+# rows at the top level as "job_rows" (tests/core/data, written by that code).
+BEFORE_SLOTS = Path(__file__).parent / "data" / "state_before_plugin_slots.json"
+
+
+def test_a_state_file_of_before_the_slots_loads_its_learned_rows_into_the_slot():
+    doc = json.loads(BEFORE_SLOTS.read_text())
+    saved = doc["job_rows"]["jobs"]
+    state = SchedulerState.from_json(doc)
+    rows = state.plugins.learned_rows
+    assert set(rows.measured) == set(saved) and rows.measured
+    for j, entry in saved.items():
+        got = {t: [m.steps_per_s, m.seconds, m.earlier_rate, m.earlier_seconds, m.run]
+               for t, m in rows.measured[j].items()}  # fmt: skip
+        assert got == entry["measured"]
+        assert rows.anchor[j] == entry["anchor"]
+    # written back: in the slot, once
+    out = state.to_json()
+    assert "job_rows" not in out
+    assert out["plugins"]["learned_rows"] == doc["job_rows"]
+    assert SchedulerState.from_json(json.loads(json.dumps(out))).to_json() == out
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "garbage",
+        17,
+        [1, 2],
+        {"format": 99, "jobs": {}},
+        {"format": 1, "jobs": {"a": {"measured": {"v100": [float("nan"), 1.0]}}}},
+        {"format": 1, "jobs": {"a": {"measured": {"v100": [5.0, -1.0]}, "scale_factor": 1}}},
+        {"format": 1, "jobs": {"a": {"measured": {"v100": "ab"}, "scale_factor": 1}}},
+        {"format": 1, "jobs": {"a": {"measured": {"v100": [5.0, 1.0]}, "scale_factor": 1e9}}},
+        {"format": 1, "jobs": {"a": {"measured": 3}}},
+    ],
+)
+@pytest.mark.parametrize("where", ["slot", "before the slots"])
+def test_hostile_learned_rows_are_dropped_never_believed(hostile, where):
+    doc = json.loads(BEFORE_SLOTS.read_text())
+    del doc["job_rows"]
+    if where == "slot":
+        doc["plugins"] = {"learned_rows": hostile}
+    else:
+        doc["job_rows"] = hostile
+    rows = SchedulerState.from_json(doc).plugins.learned_rows
+    assert rows.measured == {}
+    assert "plugins" not in SchedulerState.from_json(doc).to_json()
+
+
+def test_the_slot_wins_over_rows_left_at_the_top_level():
+    doc = json.loads(BEFORE_SLOTS.read_text())
+    doc["plugins"] = {"learned_rows": {"format": 1, "jobs": {}}}
+    assert SchedulerState.from_json(doc).plugins.learned_rows.measured == {}
+
+
+def test_the_moldable_memory_is_never_written():
+    state = SchedulerState.from_json(json.loads(BEFORE_SLOTS.read_text()))
+    job = Job("m", RESNET, 2, total_steps=1e9)
+    state.plugins.moldable_counts.jobs["m"] = (job, 2, job)
+    assert "moldable_counts" not in json.dumps(state.to_json())
+    assert copy_state(state).plugins.moldable_counts.jobs == {}

@@ -3,12 +3,26 @@ from pathlib import Path
 
 import pytest
 
+from slurm_gavel.core.explore import Exploration
+from slurm_gavel.core.plugin_settings import (
+    DAEMON_PLUGINS,
+    SIMULATOR_PLUGINS,
+    LearnedRowsSettings,
+    MechanismSettings,
+    MoldableSettings,
+    PluginSettings,
+    RestartAwareSettings,
+)
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, SIMULATOR_DEFAULTS, RoundSettings
-from slurm_gavel.daemon.config import load_config, parse_config
+from slurm_gavel.core.row_trust import TrustBounds
+from slurm_gavel.daemon.config import load_config, parse_config, plugin_keys
 from slurm_gavel.daemon.config_types import ConfigError
+from slurm_gavel.daemon.scheduler_config import scheduler_config
+from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]
+TABLE = load_table()
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -33,7 +47,7 @@ def test_minimal_config_takes_documented_defaults(tmp_path):
     assert cfg.backend == "cli"
     assert cfg.throughput_table is None
     assert cfg.checkpoint.requeue_exit_code == 99
-    assert cfg.settings.stay_credit_seconds == 0.0  # Gavel's mechanism unless opted in
+    assert cfg.plugins.mechanism.stay_credit_seconds == 0.0  # Gavel's mechanism unless opted in
     assert cfg.status_privacy == "auto"  # follows Slurm's PrivateData
 
 
@@ -49,7 +63,7 @@ def test_relative_paths_resolve_against_the_config_directory(tmp_path):
 
 def test_stay_credit_is_parsed():
     cfg = parse_config({"partitions": ["gpu"], "stay_credit_seconds": 1080})
-    assert cfg.settings.stay_credit_seconds == 1080.0
+    assert cfg.plugins.mechanism.stay_credit_seconds == 1080.0
 
 
 def test_min_reallocation_interval_is_parsed_and_defaults_to_every_change():
@@ -62,12 +76,7 @@ def test_every_round_setting_is_read_from_the_key_of_its_name():
     keys = {
         "round_seconds": 300.0,
         "preemption_overhead_seconds": 7.0,
-        "stay_credit_seconds": 11.0,
         "min_reallocation_interval_seconds": 13.0,
-        "restart_aware": True,
-        "restart_budget": 0.2,
-        "moldable_lp": True,
-        "moldable_untried": False,
     }
     cfg = parse_config({"partitions": ["gpu"], **keys})
     assert cfg.settings == RoundSettings(**keys)
@@ -75,15 +84,42 @@ def test_every_round_setting_is_read_from_the_key_of_its_name():
     assert {f.name for f in fields(RoundSettings)} - set(keys) == {"reallocate_every_seconds"}
 
 
+def test_every_plugin_setting_is_read_from_its_key_into_its_plugins_own_settings():
+    keys = {
+        "stay_credit_seconds": 11.0,
+        "restart_aware": True,
+        "restart_budget": 0.2,
+        "moldable_lp": True,
+        "moldable_untried": False,
+    }
+    learning = {"ratio_factor": 3.0, "explore_max_gpu_seconds": 60.0}
+    cfg = parse_config({"partitions": ["gpu"], **keys, "learning": learning})
+    assert cfg.plugins == PluginSettings(
+        mechanism=MechanismSettings(stay_credit_seconds=11.0),
+        restart_aware=RestartAwareSettings(enabled=True, budget=0.2),
+        moldable_counts=MoldableSettings(lp=True, untried=False),
+        learned_rows=LearnedRowsSettings(
+            TrustBounds(ratio_factor=3.0), Exploration(max_gpu_seconds=60.0)
+        ),
+    )
+    assert plugin_keys(cfg.plugins) == keys  # what a reload compares, by the file's key
+    # none of them is a round setting any more: each plugin owns its own
+    assert not set(keys) & {f.name for f in fields(RoundSettings)}
+    # the one builder hands them to the round as they are
+    assert scheduler_config(cfg, TABLE).plugins is cfg.plugins
+
+
 def test_daemon_and_simulator_defaults_differ_only_in_the_overhead_and_untried_counts():
     assert parse_config({"partitions": ["gpu"]}).settings == DAEMON_DEFAULTS
+    assert parse_config({"partitions": ["gpu"]}).plugins == DAEMON_PLUGINS
     assert DAEMON_DEFAULTS.preemption_overhead_seconds == 0.0
     assert SIMULATOR_DEFAULTS.preemption_overhead_seconds == 30.0
     # a real job runs at a count the table lacks; a simulated one has no rate there
-    assert DAEMON_DEFAULTS.moldable_untried and not SIMULATOR_DEFAULTS.moldable_untried
-    daemon_as_sim = replace(DAEMON_DEFAULTS, preemption_overhead_seconds=30.0,
-                            moldable_untried=False)  # fmt: skip
-    assert daemon_as_sim == SIMULATOR_DEFAULTS
+    assert DAEMON_PLUGINS.moldable_counts.untried
+    assert not SIMULATOR_PLUGINS.moldable_counts.untried
+    assert replace(DAEMON_DEFAULTS, preemption_overhead_seconds=30.0) == SIMULATOR_DEFAULTS
+    sim_molds = replace(DAEMON_PLUGINS.moldable_counts, untried=False)
+    assert replace(DAEMON_PLUGINS, moldable_counts=sim_molds) == SIMULATOR_PLUGINS
     with pytest.raises(TypeError, match="preemption_overhead_seconds"):
         RoundSettings(round_seconds=360.0)  # type: ignore[call-arg]  # no silent default
 

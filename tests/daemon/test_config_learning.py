@@ -17,8 +17,8 @@ from slurm_gavel.daemon.config_types import ConfigError
 def test_defaults_learn_with_bounds_and_no_exploration():
     cfg = parse_config({"partitions": ["gpu"]})
     assert cfg.learning.knowledge is Knowledge.LEARNED
-    assert cfg.learning.bounds == TrustBounds()
-    assert cfg.learning.explore is None
+    assert cfg.plugins.learned_rows.bounds == TrustBounds()
+    assert cfg.plugins.learned_rows.explore is None
 
 
 def test_every_key_is_read():
@@ -37,10 +37,12 @@ def test_every_key_is_read():
         }
     )
     assert cfg.learning.knowledge is Knowledge.TABLE
-    assert cfg.learning.bounds == TrustBounds(
+    assert cfg.plugins.learned_rows.bounds == TrustBounds(
         ratio_factor=2, step_factor=1.25, start_allowance_s=90
     )
-    assert cfg.learning.explore == Exploration(bonus=3, max_restarts=1, max_gpu_seconds=900)
+    assert cfg.plugins.learned_rows.explore == Exploration(
+        bonus=3, max_restarts=1, max_gpu_seconds=900
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_gavel.core.plugin_settings import RestartAwareSettings
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.config_types import ConfigError
 
 
 def test_restart_aware_is_off_by_default_and_read_with_its_budget():
     cfg = parse_config({"partitions": ["gpu"]})
-    assert (cfg.settings.restart_aware, cfg.settings.restart_budget) == (False, 0.1)
+    assert cfg.plugins.restart_aware == RestartAwareSettings(enabled=False, budget=0.1)
     cfg = parse_config({"partitions": ["gpu"], "restart_aware": True, "restart_budget": 0.05})
-    assert (cfg.settings.restart_aware, cfg.settings.restart_budget) == (True, 0.05)
+    assert cfg.plugins.restart_aware == RestartAwareSettings(enabled=True, budget=0.05)
 
 
 @pytest.mark.parametrize(

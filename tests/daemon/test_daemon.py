@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from daemon_records import daemon_records
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -165,9 +166,9 @@ def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, aft
         # the placement it acted, the one before on the one before: inflight.py).
         for j, row in received(ref).items():
             assert received(d2)[j] == pytest.approx(row), j
-        assert d2.state.job_rows.progress == ref.state.job_rows.progress
-        assert d2.state.job_rows.measured == ref.state.job_rows.measured
-        assert ref.state.job_rows.progress  # it did count progress
+        assert d2.state.plugins.learned_rows.progress == ref.state.plugins.learned_rows.progress
+        assert d2.state.plugins.learned_rows.measured == ref.state.plugins.learned_rows.measured
+        assert ref.state.plugins.learned_rows.progress  # it did count progress
 
 
 class ReadingBackend:
@@ -187,24 +188,30 @@ class ReadingBackend:
         return self.inner.act(placement)
 
 
-def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table):
-    """The round mutates the state it starts from; the pre-act save (and the rollback)
-    must see a copy taken before: the previous round's final save, byte for byte,
-    and a restart from it loads the same state."""
+def read_each_round(tmp_path, table, n: int, read) -> tuple[ReadingBackend, list]:
+    """n rounds of a daemon over a ReadingBackend, and read(its store) after each."""
     sim = cluster(table)
     b = ReadingBackend(sim, tmp_path / "state")
     d = daemon(tmp_path, b, table)
     d.start()
-    finals = []
-    for _ in range(4):
+    after = []
+    for _ in range(n):
         d.round()
-        finals.append(StateStore(tmp_path / "state").load())
+        after.append(read(StateStore(tmp_path / "state")))
         sim.advance(sim.clock + ROUND)
+    return b, after
+
+
+def test_the_pre_act_save_holds_the_state_from_before_the_round(tmp_path, table):
+    """The round mutates the state it starts from; the pre-act save (and the rollback)
+    must see a copy taken before: the previous round's final save, byte for byte,
+    and a restart from it loads the same state."""
+    b, finals = read_each_round(tmp_path, table, 4, StateStore.load)
     for before, at_act in zip(finals, b.at_act[1:], strict=False):
         # but the job rows: the inflight record carries the round's own as of its act
         # (what a restart takes), the scheduler's the round before's left out
-        rows_before = before["scheduler"].pop("job_rows")
-        assert "job_rows" not in at_act["scheduler"]
+        rows_before = before["scheduler"]["plugins"].pop("learned_rows")
+        assert "learned_rows" not in at_act["scheduler"].get("plugins", {})
         assert json.dumps(at_act["scheduler"]) == json.dumps(before["scheduler"])
         assert at_act["inflight"]["round_index"] == before["scheduler"]["round_index"]
         assert at_act["inflight"]["job_rows"]["jobs"]
@@ -216,15 +223,7 @@ def test_the_pre_act_save_leaves_users_the_last_rounds_view(tmp_path, table):
     """The pre-act save is for a restart: state.json gets the inflight record, while
     status.json (what users read) stays the previous round's end until the round is
     over, which then publishes its own."""
-    sim = cluster(table)
-    b = ReadingBackend(sim, tmp_path / "state")
-    d = daemon(tmp_path, b, table)
-    d.start()
-    ends = []
-    for _ in range(3):
-        d.round()
-        ends.append(StateStore(tmp_path / "state").load_view())
-        sim.advance(sim.clock + ROUND)
+    b, ends = read_each_round(tmp_path, table, 3, StateStore.load_view)
     assert b.views[0] is None  # nothing published before the first round ended
     for end, at_act in zip(ends, b.views[1:], strict=False):
         assert at_act == end  # the last round's view, not a mid-round one
@@ -607,21 +606,14 @@ def test_backend_warnings_are_logged_once_while_they_last(tmp_path, table):
     d.start()
     bad = "job 7: gavel comment: unknown key 'gpus'; write gavel:type=... (left to Slurm)"
     backend.warnings = [bad]
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append  # type: ignore[method-assign]
-    # On the daemon's logger itself: the CLI's log set-up (run by other tests in the
-    # same process) stops propagation to the root logger, where caplog listens.
-    logger = logging.getLogger("slurm_gavel.daemon")
-    logger.addHandler(handler)
     try:
-        rounds(d, sim, 3)
-        backend.warnings = []
-        rounds(d, sim, 1)
-        backend.warnings = [bad]  # back again: logged again
-        rounds(d, sim, 1)
+        with daemon_records(logging.WARNING) as records:
+            rounds(d, sim, 3)
+            backend.warnings = []
+            rounds(d, sim, 1)
+            backend.warnings = [bad]  # back again: logged again
+            rounds(d, sim, 1)
     finally:
-        logger.removeHandler(handler)
         d.store.release()
     logged = [r for r in records if getattr(r, "event", None) == "slurm_warning"]
     assert len(logged) == 2
@@ -660,7 +652,7 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
     d_config = config(tmp_path, policy="max_min_fairness", round_seconds=r,
                       progress_dir=str(tmp_path / "progress"))  # fmt: skip
     cfg = scheduler_config(d_config, table)
-    assert cfg.knowledge is Knowledge.LEARNED and cfg.row_bounds is not None
+    assert cfg.knowledge is Knowledge.LEARNED and cfg.plugins.learned_rows.bounds is not None
     ref_sim, state = sim(), SchedulerState()
     expected = []
     while not ref_sim.done():
@@ -679,15 +671,17 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
     assert got == expected
     assert sum(len(x[4]) for x in got) > 0  # the rounds rotate jobs between types
     # and both learned the same cells from the jobs' progress
-    assert state.job_rows.cells_measured == d.state.job_rows.cells_measured > 0
+    assert (
+        state.plugins.learned_rows.cells_measured == d.state.plugins.learned_rows.cells_measured > 0
+    )
 
 
 def test_stay_credit_reaches_the_scheduler(tmp_path, table):
     d = daemon(tmp_path, cluster(table), table)
-    assert d.sched_config.settings.stay_credit_seconds == 0.0  # Gavel unless opted in
+    assert d.sched_config.plugins.mechanism.stay_credit_seconds == 0.0  # Gavel unless opted in
     cfg = config(tmp_path, stay_credit_seconds=1080)
     d2 = Daemon(cfg, cluster(table), table=table, metrics=DaemonMetrics())
-    assert d2.sched_config.settings.stay_credit_seconds == 1080.0
+    assert d2.sched_config.plugins.mechanism.stay_credit_seconds == 1080.0
 
 
 def test_min_reallocation_interval_reaches_the_scheduler(tmp_path, table):

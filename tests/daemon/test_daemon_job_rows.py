@@ -53,7 +53,8 @@ def _daemon(tmp_path, sim, table, **learning) -> Daemon:
     if learning:
         from slurm_gavel.daemon.config_learning import learning_config
 
-        cfg = replace(cfg, learning=learning_config(learning, "learning"))
+        section, rows = learning_config(learning, "learning")
+        cfg = replace(cfg, learning=section, plugins=replace(cfg.plugins, learned_rows=rows))
     return Daemon(cfg, sim, table=table, metrics=DaemonMetrics())
 
 
@@ -64,7 +65,7 @@ def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
     try:
         rounds(d, sim, 12)
         assert not d.last_report.skipped  # managed from submission, no type needed
-        measured = d.state.job_rows.measured
+        measured = d.state.plugins.learned_rows.measured
         # each job ran on both types (the policy's rotation) and measured its own cells
         for j, row in TRUE.items():
             for t, v in row.items():
@@ -88,7 +89,7 @@ def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
     d2 = _daemon(tmp_path, sim, table)
     d2.start()
     try:
-        assert d2.state.job_rows.measured == measured
+        assert d2.state.plugins.learned_rows.measured == measured
     finally:
         d2.store.release()
 
@@ -148,7 +149,7 @@ def test_a_claim_beyond_the_jobs_progress_is_held_to_it(tmp_path, table, daemon_
         rounds(d, sim, 8)
     finally:
         d.store.release()
-    rows = d.state.job_rows
+    rows = d.state.plugins.learned_rows
     got = {t: m.steps_per_s for t, m in rows.measured["c"].items()}
     assert set(got) == {"v100", "k80"} and rows.bounded > 0
     assert 1.0 <= got["v100"] <= ROUND / (ROUND - 30.0)
@@ -171,7 +172,7 @@ def test_a_true_row_far_from_its_prior_is_learned_as_its_progress_shows(tmp_path
         rounds(d, sim, 8)
     finally:
         d.store.release()
-    got = {t: m.steps_per_s for t, m in d.state.job_rows.measured["c"].items()}
+    got = {t: m.steps_per_s for t, m in d.state.plugins.learned_rows.measured["c"].items()}
     assert got == far["c"]
 
 
@@ -193,7 +194,7 @@ def test_a_job_that_reports_nothing_stays_on_its_prior_and_is_marked_so(tmp_path
     d.start()
     try:
         rounds(d, sim, 6)
-        assert d.state.job_rows.measured == {}
+        assert d.state.plugins.learned_rows.measured == {}
         view = status_view(d.store.load(), None)
     finally:
         d.store.release()
@@ -219,7 +220,7 @@ def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them(tmp_path
         d.store.release()
     # each measured cell within its progress range, so within a restart's 30 s of a
     # 60 s round of the truth
-    rows = d.state.job_rows.measured
+    rows = d.state.plugins.learned_rows.measured
     assert set(rows) == set(TRUE)
     for j, cells in rows.items():
         for t, m in cells.items():
@@ -241,7 +242,7 @@ def test_table_knowledge_gives_untyped_jobs_back(tmp_path, table):
 
 
 def _learned(d: Daemon):
-    rows = d.state.job_rows
+    rows = d.state.plugins.learned_rows
     return rows.progress, rows.measured, received(d)
 
 
@@ -252,7 +253,7 @@ def test_a_restarted_daemon_goes_on_from_the_progress_it_saved(tmp_path, table):
     ref = _daemon(tmp_path / "ref", ref_sim, table)
     ref.start()
     rounds(ref, ref_sim, 7)
-    assert ref.state.job_rows.progress and ref.state.job_rows.measured
+    assert ref.state.plugins.learned_rows.progress and ref.state.plugins.learned_rows.measured
     sim = cluster(table)
     d = _daemon(tmp_path, sim, table)
     d.start()
@@ -260,7 +261,7 @@ def test_a_restarted_daemon_goes_on_from_the_progress_it_saved(tmp_path, table):
     d.store.release()
     d2 = _daemon(tmp_path, sim, table)
     d2.start()
-    assert d2.state.job_rows.last_seen == d.state.job_rows.last_seen
+    assert d2.state.plugins.learned_rows.last_seen == d.state.plugins.learned_rows.last_seen
     rounds(d2, sim, 3)
     d2.store.release()
     ref.store.release()
@@ -290,6 +291,7 @@ def _edit(path, change) -> dict:
 def _old_record(doc: dict) -> None:
     # as an older daemon saved it: the rows in the scheduler state, none in the record
     doc["scheduler"]["job_rows"] = doc["inflight"].pop("job_rows")
+    doc["scheduler"].get("plugins", {}).pop("learned_rows", None)
 
 
 def _garbage(doc: dict) -> None:
@@ -316,16 +318,16 @@ def test_an_old_or_hostile_inflight_record_still_resumes(tmp_path, table, change
     d2 = _daemon(tmp_path, sim, table)
     d2.start()
     if change is _old_record:
-        assert d2.state.job_rows.last_seen  # read from the scheduler state, as before
+        assert d2.state.plugins.learned_rows.last_seen  # read from the scheduler state, as before
     rounds(d2, sim, 3)
     d2.store.release()
     assert d2.state.round_index == 6
     total = sum(sum(r.values()) for r in received(d2).values())
     assert total == pytest.approx(5 * ROUND * 6)  # every GPU-second credited once
-    for cells in d2.state.job_rows.progress.values():
+    for cells in d2.state.plugins.learned_rows.progress.values():
         for p in cells.values():
             assert math.isfinite(p.steps) and p.steps >= 0 and p.seconds > 0
-    assert all(s.restarts >= 0 for s in d2.state.job_rows.last_seen.values())
+    assert all(s.restarts >= 0 for s in d2.state.plugins.learned_rows.last_seen.values())
 
 
 def test_the_time_after_a_killed_act_runs_on_the_placement_it_acted(tmp_path, table):

@@ -12,12 +12,10 @@ import json
 import logging
 import os
 import pickle
-import shutil
 import stat
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -48,17 +46,6 @@ A3C = "A3C"
 def table() -> ThroughputTable:
     return ThroughputTable(alone={(A3C, 1): {"v100": 10.0, "k80": 2.0, "p100": 0.0},
                                   ("LM", 1): {"v100": 4.0}})  # fmt: skip
-
-
-@pytest.fixture
-def spool() -> Iterator[Path]:
-    """A spool other uids can reach (pytest's tmp_path is 0700 root's)."""
-    base = Path(tempfile.mkdtemp(prefix="gavel-spool-", dir="/tmp"))
-    base.chmod(0o755)
-    root = base / "progress"
-    root.mkdir(mode=0o755)
-    yield root
-    shutil.rmtree(base)
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from slurm_gavel.daemon.progress_cells import STEP_FACTOR
 from slurm_gavel.daemon.progress_learning import ProgressTracker
 from slurm_gavel.domain.cluster_model import ClusterSnapshot, ObservedJob
 from tests.daemon.test_daemon_progress import ALICE, BOB, MALLORY, NOW, problems, put, report
-from tests.daemon.test_daemon_progress_pairs import A3C, LM, SIDE, job, spool, table, two_pairs
+from tests.daemon.test_daemon_progress_pairs import A3C, LM, SIDE, job, table, two_pairs
 
 pytestmark = pytest.mark.hostile
-__all__ = ["spool", "table"]  # fixtures
+__all__ = ["table"]  # fixtures
 
 ROUND_S = 20.0  # rounds this far apart: a window of MIN_WINDOW_S spans two of them
 RATE = 3.0  # what the A3C jobs really do while paired (the table says 6.0)

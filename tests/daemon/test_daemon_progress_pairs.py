@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +34,6 @@ def table() -> ThroughputTable:
         alone={(A3C, 1): {"v100": 10.0, "k80": 2.0}, (LM, 1): {"v100": 4.0, "k80": 1.0}},
         pairs={(A3C, LM, 1): {"v100": (6.0, 3.0)}, (A3C, A3C, 1): {"v100": (5.0, 5.0)}},
     )
-
-
-@pytest.fixture
-def spool() -> Iterator[Path]:
-    """A spool other uids can reach (pytest's tmp_path is 0700 root's)."""
-    base = Path(tempfile.mkdtemp(prefix="gavel-spool-", dir="/tmp"))
-    base.chmod(0o755)
-    (base / "progress").mkdir(mode=0o755)
-    yield base / "progress"
-    shutil.rmtree(base)
 
 
 @pytest.fixture

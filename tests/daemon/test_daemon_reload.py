@@ -68,10 +68,30 @@ def test_a_policy_change_takes_effect_and_recomputes_the_allocation(tmp_path, cf
     current = load_config(cfg_path)
     cfg_path.write_text(yaml_config(tmp_path, "stay_credit_seconds: 120\n", policy="fifo"))
     plan = prepare_reload(current, cfg_path, table)
-    assert plan.config.policy == "fifo" and plan.config.settings.stay_credit_seconds == 120
+    assert plan.config.policy == "fifo" and plan.config.plugins.mechanism.stay_credit_seconds == 120
     assert set(plan.changed) == {"policy", "stay_credit_seconds"}
     assert plan.reallocate and plan.needs_restart == ()
     assert current.policy == "max_min_fairness"  # nothing applied
+
+
+@pytest.mark.parametrize(
+    "extra, key",
+    [
+        ("restart_aware: true\n", "restart_aware"),
+        ("restart_budget: 0.2\n", "restart_budget"),
+        ("moldable_lp: true\n", "moldable_lp"),
+        ("moldable_untried: false\n", "moldable_untried"),
+        ("learning: {ratio_factor: 2}\n", "learning"),  # the learned rows plugin's bounds
+        ("learning: {explore_max_gpu_seconds: 60}\n", "learning"),
+        ("learning: {knowledge: table}\n", "learning"),
+    ],
+)
+def test_a_plugin_setting_changed_is_reported_by_its_key(tmp_path, cfg_path, table, extra, key):
+    current = load_config(cfg_path)
+    cfg_path.write_text(yaml_config(tmp_path, extra))
+    plan = prepare_reload(current, cfg_path, table)
+    assert plan.changed == (key,)
+    assert plan.config.plugins != current.plugins or key == "learning"
 
 
 def test_an_unchanged_file_changes_nothing(cfg_path, table):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from daemon_records import daemon_records
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
@@ -50,18 +51,13 @@ def run(tmp_path, *, dry_run: bool, rounds: int = 3):  # type: ignore[no-untyped
         }
     )
     d = Daemon(cfg, backend, table=table, metrics=DaemonMetrics(), dry_run=dry_run)
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("slurm_gavel.daemon")
-    logger.addHandler(handler)
     try:
-        d.start()
-        for _ in range(rounds):
-            d.round()
-            sim.advance(sim.clock + 60)
+        with daemon_records(logging.WARNING) as records:
+            d.start()
+            for _ in range(rounds):
+                d.round()
+                sim.advance(sim.clock + 60)
     finally:
-        logger.removeHandler(handler)
         d.store.release()
     given = [r.fields for r in records if getattr(r, "event", None) == "job_given_back"]
     return backend.calls, given

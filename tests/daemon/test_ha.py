@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.config_types import ConfigError, HaConfig
@@ -207,10 +208,7 @@ def test_a_leader_steps_down_at_a_higher_claim_without_another_action(tmp_path, 
         slurm.submit("gavel:type=A3C,scale=1")
     d = ha_daemon(tmp_path, slurm, "me:1:x")
     t, code = in_thread(d)
-    deadline = time.monotonic() + 30
-    while not events(daemon_log, "action") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert events(daemon_log, "action")
+    wait_for(lambda: events(daemon_log, "action"), 30, "the leader's first action", 0.05)
     assert HaFiles(tmp_path / "shared").claim(2, "other:2:y")  # a standby took over
     claimed = len(events(daemon_log, "action"))
     t.join(15)
@@ -228,9 +226,7 @@ def test_a_leader_stopped_cleanly_releases_its_lease_for_the_standby(tmp_path, d
     slurm.submit("gavel:type=A3C,scale=1")
     d = ha_daemon(tmp_path, slurm, "me:1:x")
     t, code = in_thread(d)
-    deadline = time.monotonic() + 30
-    while not events(daemon_log, "round") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: events(daemon_log, "round"), 30, "the leader's first round", 0.05)
     d.stop()
     t.join(15)
     assert code == [0] and events(daemon_log, "ha_released")

@@ -83,7 +83,7 @@ def test_a_count_past_its_rows_is_untried_under_learned_rows():
     state.cluster_rows = rows_for(None, TABLE, {"v100": 8})
     config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=DAEMON_DEFAULTS,
                              knowledge=Knowledge.LEARNED)  # fmt: skip
-    state.molds.jobs["5"] = (o.job, 6, o.job)  # the round chose 6 (rows up to 4)
+    state.plugins.moldable_counts.jobs["5"] = (o.job, 6, o.job)  # the round chose 6 (rows up to 4)
     view = mold_view(state, config, ClusterSnapshot(0.0, NODES, (o,)))
     assert view is not None
     m = view(o, "held", ())
@@ -100,7 +100,7 @@ def test_its_measured_cells_back_the_count():
     o = _job(JobState.HELD)
     state = SchedulerState()
     state.cluster_rows = rows_for(None, TABLE, {"v100": 8})
-    state.molds.measured["5"] = {2: {"v100": 17.0}, 3: {"v100": 25.0}}
+    state.plugins.moldable_counts.measured["5"] = {2: {"v100": 17.0}, 3: {"v100": 25.0}}
     config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=DAEMON_DEFAULTS)
     view = mold_view(state, config, ClusterSnapshot(0.0, NODES, (o,)))
     assert view is not None

@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from slurm_gavel.daemon.progress_learning import ProgressTracker
 from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeSlice, ObservedJob
@@ -22,16 +17,6 @@ from slurm_gavel.job.progress import FORMAT
 NOW = 1_000_000.0
 A3C = "A3C"
 ALICE = 1001
-
-
-@pytest.fixture
-def spool() -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="gavel-spool-", dir="/tmp"))
-    base.chmod(0o755)
-    root = base / "progress"
-    root.mkdir(mode=0o755)
-    yield root
-    shutil.rmtree(base)
 
 
 def _report(spool: Path, job_id: str, rate: float) -> None:

@@ -3,14 +3,13 @@ the restarted run's own progress, learned per job, capped against inflated repor
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
+from plugin_configs import overhead as with_overhead
+from plugin_configs import restart_aware
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.daemon.metrics import DaemonMetrics
@@ -45,13 +44,9 @@ def _measure(
     tap = Tap(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
               preemption_overhead_seconds=overhead)  # fmt: skip
     # keep: restart-aware rounds keep each run 2 x its cost, long enough to report
-    settings = replace(
-        SIMULATOR_DEFAULTS,
-        preemption_overhead_seconds=overhead,
-        restart_aware=keep,
-        restart_budget=0.5,
+    config = SchedulerConfig(
+        table=TABLE, settings=with_overhead(overhead), plugins=restart_aware(keep, budget=0.5)
     )
-    config = SchedulerConfig(table=TABLE, settings=settings)
     clock = RestartClock(default)
     metrics = DaemonMetrics()
     state = SchedulerState()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_records import daemon_records
 
 from slurm_gavel.commands.explain import explain_notice
 from slurm_gavel.core.run_ends import RunEnd, RunEndKind
@@ -94,16 +95,9 @@ def daemon(tmp_path: Path, backend: InMemory, **checkpoint: Any) -> Daemon:
 
 
 def rounds(d: Daemon, n: int) -> list[logging.LogRecord]:
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("slurm_gavel.daemon")
-    logger.addHandler(handler)
-    try:
+    with daemon_records(logging.INFO) as records:
         for _ in range(n):
             d.round()
-    finally:
-        logger.removeHandler(handler)
     return records
 
 

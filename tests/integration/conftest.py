@@ -28,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from slurm_gavel_dev import processes
+
 # Sleep in the background and `wait`, so a trapped signal is handled at once.
 MANAGED_JOB = r"""#!/bin/bash
 log="$1/$SLURM_JOB_ID.log"; ckpt="$1/$SLURM_JOB_ID.ckpt"; steps="$2"
@@ -128,13 +130,7 @@ class DaemonProcess:
 
     def stop(self) -> int | None:
         for p in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(60)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            processes.stop(p)
         return self.proc.returncode if self.procs else None
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ then gets an estimate there from the measured one.
 
 from __future__ import annotations
 
-import dataclasses
 import pwd
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from own_cluster import own_cluster
+from own_cluster import module_cluster
 
 from slurm_gavel.domain.throughputs import load_table
 
@@ -66,20 +65,8 @@ report finished
 """
 
 
-@pytest.fixture(scope="module")
-def day_one_cluster(slurm_session):
-    """A cluster of its own (same release and plugins as the session's) with a100/h100."""
-    spec = dataclasses.replace(slurm_session.spec, topology=TOPOLOGY)
-    with own_cluster(spec, "slurm-gavel-day-one-") as run:
-        yield type(slurm_session)(run, spec)
-
-
-@pytest.fixture
-def slurm(day_one_cluster):
-    """Overrides the session's cluster for this module's `scenario` fixture."""
-    day_one_cluster.cancel_all()
-    yield day_one_cluster
-    day_one_cluster.cancel_all()
+# a cluster of its own (same release and plugins as the session's) with a100/h100
+module_slurm, slurm = module_cluster(TOPOLOGY, "slurm-gavel-day-one-")
 
 
 @pytest.fixture

@@ -28,11 +28,10 @@ bounds are tested in tests/core/test_row_trust.py; this test is about the placem
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import pytest
-from own_cluster import own_cluster
+from own_cluster import module_cluster
 from rated_jobs import rated_jobs
 from waiting import wait_for
 
@@ -53,20 +52,8 @@ STEPS = 400
 WATCH_S = 60
 
 
-@pytest.fixture(scope="module")
-def two_type_cluster(slurm_session):
-    """A cluster of its own (same release and plugins as the session's): 1 V100, 1 K80."""
-    spec = dataclasses.replace(slurm_session.spec, topology=TOPOLOGY)
-    with own_cluster(spec, "slurm-gavel-two-type-") as run:
-        yield type(slurm_session)(run, spec)
-
-
-@pytest.fixture
-def slurm(two_type_cluster):
-    """Overrides the session's cluster for this module's `scenario` fixture."""
-    two_type_cluster.cancel_all()
-    yield two_type_cluster
-    two_type_cluster.cancel_all()
+# a cluster of its own (same release and plugins as the session's): 1 V100, 1 K80
+module_slurm, slurm = module_cluster(TOPOLOGY, "slurm-gavel-two-type-")
 
 
 @pytest.mark.parametrize("knowledge", ["learned", "table"])
@@ -109,7 +96,7 @@ def test_placement_follows_the_learned_rows(scenario, knowledge: str):
     # moved once, by the measurements, and finished on its fast type
     assert all(r[-1] == JOBS[n][3] for n, r in runs.items()), runs
     doc = sc.state_doc() or {}
-    rows = (doc.get("scheduler") or {}).get("job_rows") or {}
+    rows = ((doc.get("scheduler") or {}).get("plugins") or {}).get("learned_rows") or {}
     for name, job in jobs.items():
         measured = (rows.get("jobs") or {}).get(job, {}).get("measured") or {}
         true = dict(p.split("=") for p in JOBS[name][1].split(","))

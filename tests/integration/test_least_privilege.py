@@ -110,12 +110,7 @@ def run_as_daemon_user(
 def test_the_daemon_runs_as_its_own_unprivileged_user(slurm, daemon_user, site):
     cfg = site_config(site)
     # A managed job of another user (nobody): held by job_submit.lua until the daemon acts.
-    job = slurm.as_user(
-        "nobody", "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu",
-        "--comment=gavel:type=A3C", "--wrap", "sleep 30",
-    )  # fmt: skip
-    assert job.returncode == 0, job.stderr
-    job_id = job.stdout.strip().split(";")[0]
+    job_id = slurm.sbatch_as("nobody", "--comment=gavel:type=A3C", "--wrap", "sleep 30")
 
     res = run_as_daemon_user(daemon_user, slurm, ["run", "--config", str(cfg), "--once"])
     events = [json.loads(line) for line in res.stderr.splitlines() if line.startswith("{")]
@@ -169,12 +164,9 @@ def test_with_operator_rights_from_sacctmgr_it_acts_on_other_users_jobs(
 
 def _operator_round(slurm, daemon_user, site) -> None:
     cfg = site_config(site)
-    job = slurm.as_user(
-        "nobody", "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu",
-        "-A", "biology", "--comment=gavel:type=A3C", "--wrap", "sleep 30",
-    )  # fmt: skip
-    assert job.returncode == 0, job.stderr
-    job_id = job.stdout.strip().split(";")[0]
+    job_id = slurm.sbatch_as(
+        "nobody", "-A", "biology", "--comment=gavel:type=A3C", "--wrap", "sleep 30"
+    )
     assert slurm.state(job_id) == "PENDING"  # held on arrival by job_submit.lua
 
     res = run_as_daemon_user(daemon_user, slurm, ["run", "--config", str(cfg), "--once"])

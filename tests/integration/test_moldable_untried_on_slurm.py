@@ -37,12 +37,10 @@ def test_a_job_past_its_rows_starts_on_idle_gpus_and_explain_says_why(slurm, cap
     daemon = Daemon(cfg, cli_backend(managed_partitions=["gpu"], env=slurm.env, grace_s=5),
                     metrics=DaemonMetrics())  # fmt: skip
     try:
-        res = slurm.as_user(
-            "nobody", "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu",
-            "--comment=gavel:type=A3C,scale=1-4", "--wrap", "trap 'exit 99' USR1; sleep 300 & wait",
+        job = slurm.sbatch_as(
+            "nobody", "--comment=gavel:type=A3C,scale=1-4",
+            "--wrap", "trap 'exit 99' USR1; sleep 300 & wait",
         )  # fmt: skip
-        assert res.returncode == 0, res.stderr
-        job = res.stdout.strip().split(";")[0]
         daemon.start()
         daemon.round()
         assert main(["status", "--state-dir", str(state), "--json"]) == 0

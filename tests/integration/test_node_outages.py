@@ -9,19 +9,15 @@ on JSON in tests/backends/slurm/test_node_states.py.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
+from slurmd_control import start_slurmd, stop_slurmd
 from waiting import wait_for as _wait_for
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
-from slurm_gavel_dev import localcluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -55,38 +51,6 @@ def _check_runs(sc, job_id: str) -> None:
         assert after.first_step == before.last_step, f"job {job_id} redid or lost steps: {segs}"
         assert after.restart > before.restart, f"job {job_id}: {segs}"
     assert int(sc.slurm.show(job_id)["Restarts"]) == segs[-1].restart, segs
-
-
-def stop_slurmd(slurm, node: str) -> list[str]:
-    """SIGTERM one node's slurmd (by the pid the cluster recorded); its command line."""
-    state = localcluster.read_state(slurm.run_dir)
-    assert state is not None, slurm.run_dir
-    pid = state["pids"][f"slurmd:{node}"]
-    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return argv
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie is reaped when it is this process's child: the session
-    fixture started the cluster's daemons)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-    try:
-        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-
-
-def start_slurmd(slurm, node: str, argv: list[str]) -> None:
-    """Start it again with the same command line, recorded like the cluster's own."""
-    run = slurm.run_dir
-    state = localcluster.read_state(run)
-    assert state is not None, run
-    localcluster._start(run, state, f"slurmd:{node}", argv)
 
 
 def node_states(slurm) -> dict[str, NodeState]:

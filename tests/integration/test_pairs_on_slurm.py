@@ -31,13 +31,20 @@ def shared_gpus(slurm) -> set[tuple[str, int]]:
     return {k for k, n in seen.items() if n == 2}
 
 
-def test_packed_policy_runs_pairs_on_one_gpu(slurm_shards_session, tmp_path):
-    slurm = slurm_shards_session
+def packed_scenario(slurm, tmp_path):
+    """A scenario on the cluster with shards, cleared of jobs, its daemon set to the
+    packed policy."""
     slurm.cancel_all()
     sc = new_scenario(slurm, tmp_path)
     cfg = sc.daemon.config
     cfg.write_text(cfg.read_text().replace("policy: max_min_fairness\n",
                                            "policy: max_min_fairness_packed\n"))  # fmt: skip
+    return sc
+
+
+def test_packed_policy_runs_pairs_on_one_gpu(slurm_shards_session, tmp_path):
+    slurm = slurm_shards_session
+    sc = packed_scenario(slurm, tmp_path)
     try:
         # 8 one-GPU jobs on 4 GPUs: the packed policy pairs some of them.
         for job_type in ("ResNet-18 (batch size 32)", "A3C") * 4:
@@ -79,11 +86,7 @@ def test_a_drained_node_with_a_pair_on_it(slurm_shards_session, tmp_path):
     from tests.integration.test_node_outages import assert_checkpoint_protocol, wait_for
 
     slurm = slurm_shards_session
-    slurm.cancel_all()
-    sc = new_scenario(slurm, tmp_path)
-    cfg = sc.daemon.config
-    cfg.write_text(cfg.read_text().replace("policy: max_min_fairness\n",
-                                           "policy: max_min_fairness_packed\n"))  # fmt: skip
+    sc = packed_scenario(slurm, tmp_path)
     node = None
     try:
         ids = [sc.submit(t, steps=40) for t in ("ResNet-18 (batch size 32)", "A3C") * 3]

@@ -28,7 +28,7 @@ import time
 from datetime import datetime
 
 import pytest
-from own_cluster import own_cluster
+from own_cluster import module_cluster, own_cluster
 from rated_jobs import JOB, rated_jobs
 
 from slurm_gavel.domain.throughputs import load_table
@@ -66,19 +66,7 @@ STARTUP_S = 1.0
 TABLE = load_table()
 
 
-@pytest.fixture(scope="module")
-def twin_cluster(slurm_session):
-    spec = dataclasses.replace(slurm_session.spec, topology=TOPOLOGY)
-    with own_cluster(spec, "slurm-gavel-twin-") as run:
-        yield type(slurm_session)(run, spec)
-
-
-@pytest.fixture
-def slurm(twin_cluster):
-    """Overrides the session's cluster for this module's `scenario` fixture."""
-    twin_cluster.cancel_all()
-    yield twin_cluster
-    twin_cluster.cancel_all()
+module_slurm, slurm = module_cluster(TOPOLOGY, "slurm-gavel-twin-")
 
 
 def _true_rows() -> dict[str, dict[str, float]]:

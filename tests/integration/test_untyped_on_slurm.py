@@ -46,7 +46,7 @@ def test_untyped_jobs_run_managed_and_learn_their_own_rows(scenario):
 
     def learned() -> dict | None:
         doc = sc.state_doc() or {}
-        rows = (doc.get("scheduler") or {}).get("job_rows") or {}
+        rows = ((doc.get("scheduler") or {}).get("plugins") or {}).get("learned_rows") or {}
         cells = {j: (rows.get("jobs") or {}).get(j, {}).get("measured") for j in jobs.values()}
         return cells if all(cells.values()) else None
 

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+
+from slurm_gavel.domain.model import Allocation, Problem, ProblemJob
+from slurm_gavel.errors import InputError
+from slurm_gavel.policies import PolicyOptions, allocate
 
 SPEEDS = (0.0, 0.5, 1.0, 2.0, 3.5)
 
@@ -48,6 +53,44 @@ def templated_jobs(
         templates.append((row, draw(st.sampled_from(scales))))
     picks = draw(st.lists(st.integers(0, len(templates) - 1), min_size=1, max_size=max_jobs))
     return [templates[k] for k in picks]
+
+
+@st.composite
+def problems_with_steps(
+    draw: st.DrawFn,
+    steps: Sequence[float],
+    since: Sequence[float] | None = None,
+    max_jobs: int = 7,
+) -> Problem:
+    """Templated jobs with steps remaining drawn from ``steps`` (and seconds since
+    their start from ``since``, else 0): what the policies that plan with the steps
+    left read."""
+    cluster = draw(clusters())
+    jobs = []
+    for i, (row, sf) in enumerate(draw(templated_jobs(list(cluster), max_jobs=max_jobs))):
+        left = draw(st.sampled_from(steps))
+        started = 0.0 if since is None else draw(st.sampled_from(since))
+        jobs.append(ProblemJob(str(i), "t", row, sf, 1.0, left, started))
+    return Problem(cluster, tuple(jobs))
+
+
+def assert_needs_steps_remaining(policy: str) -> None:
+    """A policy that plans with the steps left refuses a job without them."""
+    p = Problem({"v": 1}, (ProblemJob("a", "t", {"v": 1.0}),))
+    with pytest.raises(InputError, match=f"job a: {policy} needs steps_remaining"):
+        allocate(p, policy)
+
+
+def against_reference(
+    p: Problem, policy: str, rel: float, abs: float = 0.0
+) -> tuple[Allocation, Allocation]:
+    """The policy's allocation and the reference solver's (``reference=True``: the
+    plain formulation, no class aggregation or decomposition), their objectives
+    checked equal within ``rel`` / ``abs``."""
+    fast = allocate(p, policy)
+    ref = allocate(p, policy, PolicyOptions(reference=True))
+    assert fast.objective == pytest.approx(ref.objective, rel=rel, abs=abs)
+    return fast, ref
 
 
 def against_solvers(max_examples: int) -> settings:

@@ -8,11 +8,14 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
-from policy_strategies import against_solvers, clusters, templated_jobs
+from policy_strategies import (
+    against_reference,
+    against_solvers,
+    assert_needs_steps_remaining,
+    problems_with_steps,
+)
 
 from slurm_gavel.domain.model import Problem, ProblemJob
-from slurm_gavel.errors import InputError
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.finish_time_fairness import (
     accumulate_isolated_time,
@@ -69,19 +72,15 @@ def test_job_that_fits_nowhere_fast_waits_for_its_best_type():
         {"v": 1, "k": 1},
         (job(0, {"v": 0.0, "k": 1.0}, 100), job(1, {"v": 4.0, "k": 1.0}, 100)),
     )
-    fast = allocate(p, "finish_time_fairness")
-    ref = allocate(p, "finish_time_fairness", REF)
-    assert fast.objective == pytest.approx(ref.objective, rel=1e-5)
+    fast, _ = against_reference(p, "finish_time_fairness", rel=1e-5)
     assert fast.fractions["0"]["v"] == 0.0
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_fast_equals_reference_and_rho_matches_objective(seed):
     p = random_problem(20, 5, seed=seed)
-    fast = allocate(p, "finish_time_fairness")
-    ref = allocate(p, "finish_time_fairness", REF)
     # Clarabel is an interior-point solver: its optimum is good to ~1e-7 relative.
-    assert fast.objective == pytest.approx(ref.objective, rel=1e-6)
+    fast, ref = against_reference(p, "finish_time_fairness", rel=1e-6)
     assert fast.objective <= ref.objective * (1 + 1e-9)
     assert max(rho_of(p, fast).values()) == pytest.approx(fast.objective, rel=1e-12)
     assert not fast.violations(p)
@@ -99,24 +98,11 @@ def test_excluded_jobs_are_named():
 
 
 def test_missing_steps_remaining_is_an_input_error():
-    p = Problem({"v": 1}, (ProblemJob("a", "t", {"v": 1.0}),))
-    with pytest.raises(InputError, match="finish_time_fairness needs steps_remaining"):
-        allocate(p, "finish_time_fairness")
-
-
-@st.composite
-def problems(draw: st.DrawFn) -> Problem:
-    cluster = draw(clusters())
-    jobs = []
-    for i, (row, sf) in enumerate(draw(templated_jobs(list(cluster)))):
-        steps = draw(st.sampled_from([0.0, 10.0, 1000.0, 5e4]))
-        since = draw(st.sampled_from([0.0, 60.0, 3600.0]))
-        jobs.append(ProblemJob(str(i), "t", row, sf, 1.0, steps, since))
-    return Problem(cluster, tuple(jobs))
+    assert_needs_steps_remaining("finish_time_fairness")
 
 
 @against_solvers(30)
-@given(problems())
+@given(problems_with_steps([0.0, 10.0, 1000.0, 5e4], since=[0.0, 60.0, 3600.0]))
 def test_property_feasible_optimal_and_consistent(assert_work_conserving, p):
     fast = allocate(p, "finish_time_fairness")
     assert fast.violations(p) == []

@@ -24,22 +24,21 @@ def both(problem: Problem, name: str):
 # ---- analytical optima ------------------------------------------------------------
 
 
-def test_two_jobs_one_type_split_by_weight(make_problem) -> None:
-    # value_j = x_j / w_j; x_1 + x_2 <= 1  =>  z* = 1 / (w_1 + w_2), x_j = w_j z*.
-    p = make_problem({"v": 1}, [("A", {"v": 2.0}, 1, 1.0), ("B", {"v": 5.0}, 1, 3.0)])
+@pytest.mark.parametrize(
+    ("cluster", "jobs", "z", "x"),
+    [
+        # value_j = x_j / w_j; x_1 + x_2 <= 1  =>  z* = 1 / (w_1 + w_2), x_j = w_j z*.
+        ({"v": 1}, [("A", {"v": 2.0}, 1, 1.0), ("B", {"v": 5.0}, 1, 3.0)], 0.25, [0.25, 0.75]),
+        # value = s x: max min(2 x_A, x_B) s.t. 2 x_A + x_B <= 2, x <= 1  =>  z* = 1.
+        ({"v": 2}, [("A", {"v": 1.0}, 2, 1.0), ("B", {"v": 1.0}, 1, 1.0)], 1.0, [0.5, 1.0]),
+    ],
+    ids=["two_jobs_split_by_weight", "a_multi_gpu_job_counts_its_scale_factor"],
+)
+def test_one_type_optima(make_problem, cluster, jobs, z, x) -> None:
+    p = make_problem(cluster, jobs)
     for alloc in both(p, "max_min_fairness"):
-        assert alloc.objective == pytest.approx(0.25, rel=1e-7)
-        assert alloc.fractions["0"]["v"] == pytest.approx(0.25, rel=1e-6)
-        assert alloc.fractions["1"]["v"] == pytest.approx(0.75, rel=1e-6)
-
-
-def test_multi_gpu_job_counts_its_scale_factor(make_problem) -> None:
-    # value = s x: max min(2 x_A, x_B) s.t. 2 x_A + x_B <= 2, x <= 1  =>  z* = 1.
-    p = make_problem({"v": 2}, [("A", {"v": 1.0}, 2, 1.0), ("B", {"v": 1.0}, 1, 1.0)])
-    for alloc in both(p, "max_min_fairness"):
-        assert alloc.objective == pytest.approx(1.0, rel=1e-7)
-        assert alloc.fractions["0"]["v"] == pytest.approx(0.5, rel=1e-6)
-        assert alloc.fractions["1"]["v"] == pytest.approx(1.0, rel=1e-6)
+        assert alloc.objective == pytest.approx(z, rel=1e-7)
+        assert [alloc.fractions[j]["v"] for j in ("0", "1")] == pytest.approx(x, rel=1e-6)
 
 
 def test_heterogeneity_aware_optimum_is_three_quarters(

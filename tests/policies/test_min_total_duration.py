@@ -6,12 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
-from policy_strategies import against_solvers, clusters, templated_jobs
+from policy_strategies import (
+    against_reference,
+    against_solvers,
+    assert_needs_steps_remaining,
+    problems_with_steps,
+)
 from scipy.optimize import linprog
 
-from slurm_gavel.domain.model import Problem, ProblemJob
-from slurm_gavel.errors import InputError
+from slurm_gavel.domain.model import Allocation, Problem, ProblemJob
 from slurm_gavel.policies import PolicyOptions, allocate
 from slurm_gavel.policies.min_total_duration import makespan_of
 from slurm_gavel.simulate.synthetic import random_problem
@@ -21,6 +24,12 @@ REF = PolicyOptions(reference=True)
 
 def job(i: int, tput: dict[str, float], steps: float, sf: int = 1) -> ProblemJob:
     return ProblemJob(str(i), "t", tput, sf, 1.0, steps_remaining=steps)
+
+
+def solved(cluster: dict[str, int], *jobs: ProblemJob) -> tuple[Problem, Allocation]:
+    """The problem of ``jobs`` on ``cluster`` and min_total_duration's allocation."""
+    p = Problem(cluster, jobs)
+    return p, allocate(p, "min_total_duration")
 
 
 def feasible_at(problem: Problem, makespan: float) -> bool:
@@ -74,11 +83,9 @@ def test_two_types_hand_solved():
     # a_v + b_v <= 1, a_k + b_k <= 1, each job's time <= 1. Best: A on v (2/s), B on k
     # (1/s): makespan max(60, 120) = 120; moving k-time from B to A does not help B, and
     # B on v instead of A costs A more: the optimum is 120 s with B alone on k.
-    p = Problem(
-        {"v": 1, "k": 1},
-        (job(0, {"v": 2.0, "k": 1.0}, 120), job(1, {"v": 1.0, "k": 1.0}, 120)),
+    p, a = solved(
+        {"v": 1, "k": 1}, job(0, {"v": 2.0, "k": 1.0}, 120), job(1, {"v": 1.0, "k": 1.0}, 120)
     )
-    a = allocate(p, "min_total_duration")
     assert a.objective == pytest.approx(120.0, rel=1e-9)
     assert a.effective_throughput(p, "1") == pytest.approx(1.0, rel=1e-7)
 
@@ -97,47 +104,30 @@ def test_exact_versus_fine_bisection_and_gavels_five_percent():
 @pytest.mark.parametrize("seed", range(4))
 def test_fast_equals_reference(seed):
     p = random_problem(25, 6, seed=seed)
-    fast = allocate(p, "min_total_duration")
-    ref = allocate(p, "min_total_duration", REF)
-    assert fast.objective == pytest.approx(ref.objective, rel=1e-6)
+    fast, _ = against_reference(p, "min_total_duration", rel=1e-6)
     assert makespan_of(p, fast) == pytest.approx(fast.objective, rel=1e-9)
     assert not fast.violations(p)
 
 
 def test_unrunnable_and_finished_jobs():
-    p = Problem(
+    _, a = solved(
         {"v": 2},
-        (
-            job(0, {"v": 1.0}, 100),
-            job(1, {"v": 0.0}, 100),  # cannot run here
-            job(2, {"v": 1.0}, 0),  # done
-            job(3, {"v": 1.0}, 100, sf=4),  # does not fit
-        ),
+        job(0, {"v": 1.0}, 100),
+        job(1, {"v": 0.0}, 100),  # cannot run here
+        job(2, {"v": 1.0}, 0),  # done
+        job(3, {"v": 1.0}, 100, sf=4),  # does not fit
     )
-    a = allocate(p, "min_total_duration")
     assert a.objective == pytest.approx(100.0, rel=1e-9)
     assert sum(a.fractions["1"].values()) == 0 and sum(a.fractions["3"].values()) == 0
     assert any("1, 3" in n for n in a.notes)
 
 
 def test_missing_steps_remaining_is_an_input_error():
-    p = Problem({"v": 1}, (ProblemJob("a", "t", {"v": 1.0}),))
-    with pytest.raises(InputError, match="job a: min_total_duration needs steps_remaining"):
-        allocate(p, "min_total_duration")
-
-
-@st.composite
-def problems(draw: st.DrawFn) -> Problem:
-    cluster = draw(clusters())
-    jobs = []
-    for i, (row, sf) in enumerate(draw(templated_jobs(list(cluster), max_jobs=8))):
-        steps = draw(st.sampled_from([0.0, 10.0, 100.0, 1000.0, 5e4]))
-        jobs.append(ProblemJob(str(i), "t", row, sf, 1.0, steps_remaining=steps))
-    return Problem(cluster, tuple(jobs))
+    assert_needs_steps_remaining("min_total_duration")
 
 
 @against_solvers(40)
-@given(problems())
+@given(problems_with_steps([0.0, 10.0, 100.0, 1000.0, 5e4], max_jobs=8))
 def test_property_feasible_and_optimal(assert_work_conserving, p):
     fast = allocate(p, "min_total_duration")
     assert fast.violations(p) == []
@@ -154,10 +144,8 @@ def test_property_feasible_and_optimal(assert_work_conserving, p):
 def test_spare_gpus_are_handed_out_without_changing_the_makespan():
     # A (only on v) sets the makespan at 100 s; B needs just 10% of k for that, but
     # gets all of k: idle GPUs help nobody.
-    p = Problem(
-        {"v": 1, "k": 1},
-        (job(0, {"v": 1.0, "k": 0.0}, 100), job(1, {"v": 1.0, "k": 1.0}, 10)),
+    p, a = solved(
+        {"v": 1, "k": 1}, job(0, {"v": 1.0, "k": 0.0}, 100), job(1, {"v": 1.0, "k": 1.0}, 10)
     )
-    a = allocate(p, "min_total_duration")
     assert a.objective == pytest.approx(100.0, rel=1e-9)
     assert a.gpus_used(p) == pytest.approx({"v": 1.0, "k": 1.0})

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
+from plugin_configs import overhead
+from plugin_configs import restart_aware as plugins_with
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.cli import main
-from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
@@ -22,12 +22,10 @@ NODES = parse_cluster_spec("v100:2x4,p100:2x4,k80:2x4", TABLE)
 
 def _run(trace_jobs: frozenset[str], restart_aware: bool = False) -> tuple[dict, list[dict]]:
     jobs = generate_trace(60, 900, TABLE, seed=3, multi_gpu=True)
-    settings = replace(
-        SIMULATOR_DEFAULTS, preemption_overhead_seconds=120.0, restart_aware=restart_aware
-    )
     opts = SimulationOptions(
-        settings=settings, record_wall_time=False, progress=False, trace_jobs=trace_jobs
-    )
+        settings=overhead(120.0), plugins=plugins_with(restart_aware), record_wall_time=False,
+        progress=False, trace_jobs=trace_jobs,
+    )  # fmt: skip
     r = simulate(jobs, NODES, TABLE, "max_min_fairness", opts)
     return r.summary, r.job_trace
 

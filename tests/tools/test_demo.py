@@ -71,7 +71,7 @@ def test_daemon_config_passes_the_daemons_validator(tmp_path: Path) -> None:
     cfg_path.write_text(text)
     cfg = load_config(cfg_path)
     assert cfg.settings.round_seconds == 20 and cfg.policy == "max_min_fairness"
-    assert cfg.settings.stay_credit_seconds == 60
+    assert cfg.plugins.mechanism.stay_credit_seconds == 60
 
 
 def test_baseline_script_drops_only_the_gavel_lines() -> None:

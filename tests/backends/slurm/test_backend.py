@@ -24,12 +24,11 @@ from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands
 from slurm_gavel.backends.slurm.cli.transport import PLACE_SPLIT_AT, cli_backend
 from slurm_gavel.backends.slurm.fields import number
 from slurm_gavel.domain.cluster_model import (
-    JobPlacement,
     JobState,
     NodeSlice,
     NodeState,
-    RoundPlacement,
 )
+from tests.backends.slurm.placements import placement
 
 pytestmark = pytest.mark.slurm
 
@@ -75,18 +74,6 @@ def backend(slurm, grace_s: float = 10.0) -> SlurmBackend:
     return cli_backend(commands=RecordingCommands(slurm.env), grace_s=grace_s, poll_s=0.2)
 
 
-def place_ids(round_index: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]):
-    """{job: (gpu type, [(node, gpus), ...])} -> the round's placement."""
-    return RoundPlacement(
-        round_index,
-        0.0,
-        {
-            job_id: JobPlacement(job_id, t, tuple(NodeSlice(n, g) for n, g in slices))
-            for job_id, (t, slices) in jobs.items()
-        },
-    )
-
-
 def managed(slurm, tmp_path: Path, name: str, job_type: str = "A3C", scale: int = 1) -> str:
     return slurm.sbatch(
         f"--comment=gavel:type={job_type},scale={scale}",
@@ -117,7 +104,7 @@ def test_held_managed_job_is_started_on_the_chosen_type_and_node(slurm, tmp_path
     obs = {j.job.id: j for j in b.observe().jobs}[job]
     assert obs.state is JobState.PENDING
     assert (obs.job.job_type, obs.job.scale_factor) == ("ResNet-50 (batch size 64)", 2)
-    res = b.act(place_ids(0, {job: ("p100", [("p100-2", 2)])}))
+    res = b.act(placement(0, {job: ("p100", [("p100-2", 2)])}))
     assert res.started == (job,) and not res.failed
     slurm.wait_state(job, "RUNNING")
     assert slurm.show(job)["NodeList"] == "p100-2"
@@ -126,7 +113,7 @@ def test_held_managed_job_is_started_on_the_chosen_type_and_node(slurm, tmp_path
     assert obs.nodes == (NodeSlice("p100-2", 2),)
     # The same placement next round is a lease extension: nothing issued.
     before = b.transport.commands.total
-    res = b.act(place_ids(1, {job: ("p100", [("p100-2", 2)])}))
+    res = b.act(placement(1, {job: ("p100", [("p100-2", 2)])}))
     assert res.kept == (job,) and b.transport.commands.total == before
 
 
@@ -134,11 +121,11 @@ def test_preempt_checkpoints_exits_99_is_held_and_resumes_elsewhere(slurm, tmp_p
     job = managed(slurm, tmp_path, "ck", scale=2)
     b = backend(slurm)
     b.observe()
-    b.act(place_ids(0, {job: ("v100", [("v100-1", 2)])}))
+    b.act(placement(0, {job: ("v100", [("v100-1", 2)])}))
     slurm.wait_state(job, "RUNNING")
     time.sleep(1.0)  # let it take a few steps
     b.observe()
-    res = b.act(place_ids(1, {}))
+    res = b.act(placement(1, {}))
     assert res.preempted == (job,) and not res.failed
     # No start needs its GPUs gone: the act returned after the signal, no wait.
     assert b.transport.commands.counts["wait"] == 0 and b.checkpoint_waits == {}
@@ -153,7 +140,7 @@ def test_preempt_checkpoints_exits_99_is_held_and_resumes_elsewhere(slurm, tmp_p
     obs = {j.job.id: j for j in b.observe().jobs}[job]
     assert obs.state is JobState.HELD and obs.restarts == 1
     # Resume on another type, spread over two nodes.
-    res = b.act(place_ids(2, {job: ("k80", [("k80-1", 1), ("k80-2", 1)])}))
+    res = b.act(placement(2, {job: ("k80", [("k80-1", 1), ("k80-2", 1)])}))
     assert res.started == (job,), res
     slurm.wait_state(job, "RUNNING")
     log = (tmp_path / "ck.log").read_text()
@@ -186,12 +173,12 @@ def test_unmanaged_jobs_are_never_touched_and_their_gpus_excluded(slurm, tmp_pat
     assert v1.gpus_held_unmanaged == 3 and v1.usable_gpus == 1
     assert other not in {j.job.id for j in snap.jobs}
     # A placement naming the unmanaged job is refused; preempt-all leaves it alone.
-    res = b.act(place_ids(0, {other: ("v100", [("v100-1", 1)]), stray: ("v100", [("v100-1", 1)])}))
+    res = b.act(placement(0, {other: ("v100", [("v100-1", 1)]), stray: ("v100", [("v100-1", 1)])}))
     assert dict(res.failed)[other].startswith("not a managed job")
     assert res.started == (stray,)
     slurm.wait_state(stray, "RUNNING")
     b.observe()
-    b.act(place_ids(1, {}))
+    b.act(placement(1, {}))
     assert slurm.state(other) == "RUNNING"
     assert b.transport.commands.mentions(other) == []
 
@@ -202,7 +189,7 @@ def test_commands_are_batched_one_per_action_kind(slurm, tmp_path):
     b.observe()
     nodes = ["v100-1", "v100-2", "p100-1", "p100-2", "k80-1", "k80-2"]
     plan = {j: (n.split("-")[0], [(n, 1)]) for j, n in zip(jobs, nodes, strict=True)}
-    res = b.act(place_ids(0, plan))
+    res = b.act(placement(0, plan))
     assert sorted(res.started) == sorted(jobs)
     counts = dict(b.transport.commands.counts)
     assert counts.pop("detect") <= 2  # once per backend: `sinfo -V` (+ `squeue --json=list`)
@@ -214,7 +201,7 @@ def test_commands_are_batched_one_per_action_kind(slurm, tmp_path):
         slurm.wait_state(j, "RUNNING")
     b.observe()
     before = dict(b.transport.commands.counts)
-    res = b.act(place_ids(1, {}))
+    res = b.act(placement(1, {}))
     assert sorted(res.preempted) == sorted(jobs)
     assert b.transport.commands.counts["signal"] - before.get("signal", 0) == 1
 
@@ -230,7 +217,7 @@ def test_a_managed_job_that_ends_between_rounds_is_reported_with_its_outcome(slu
     )
     b = backend(slurm)
     b.observe()
-    res = b.act(place_ids(0, {ok: ("v100", [("v100-1", 1)]), bad: ("k80", [("k80-1", 1)])}))
+    res = b.act(placement(0, {ok: ("v100", [("v100-1", 1)]), bad: ("k80", [("k80-1", 1)])}))
     assert sorted(res.started) == sorted([ok, bad])
     slurm.wait_state(ok, "COMPLETED")
     slurm.wait_state(bad, "FAILED")
@@ -268,7 +255,7 @@ def test_a_round_issues_at_most_one_command_per_kind_whatever_the_jobs(slurm, tm
     first = {j: (n.split("-")[0], [(n, 1)]) for j, n in zip(jobs[:4], nodes, strict=True)}
     b = cli_backend(commands=RecordingCommands(slurm.env), grace_s=60.0, wait_for_preempted=False)
     b.observe()
-    assert sorted(b.act(place_ids(0, first)).started) == sorted(jobs[:4])
+    assert sorted(b.act(placement(0, first)).started) == sorted(jobs[:4])
     for j in jobs[:4]:
         slurm.wait_state(j, "RUNNING")
     before = dict(b.transport.commands.counts)
@@ -281,7 +268,7 @@ def test_a_round_issues_at_most_one_command_per_kind_whatever_the_jobs(slurm, tm
         jobs[6]: ("v100", [("v100-1", 1)]),
         jobs[7]: ("v100", [("v100-2", 1)]),
     }
-    res = b.act(place_ids(1, second))
+    res = b.act(placement(1, second))
     assert sorted(res.started) == sorted(jobs[4:]) and sorted(res.preempted) == sorted(jobs[2:4])
     assert sorted(res.kept) == sorted(jobs[:2])
     round_counts = {k: v - before.get(k, 0) for k, v in b.transport.commands.counts.items()}
@@ -321,14 +308,14 @@ def test_the_signal_goes_out_beside_the_place_and_both_take_effect(slurm, tmp_pa
     cmds = SignalWaitsForPlace(slurm.env)
     b = cli_backend(commands=cmds, grace_s=30.0, poll_s=0.2, wait_for_preempted=False)
     b.observe()
-    b.act(place_ids(0, {old: ("k80", [("k80-2", 4)]), gone: ("p100", [("p100-2", 1)])}))
+    b.act(placement(0, {old: ("k80", [("k80-2", 4)]), gone: ("p100", [("p100-2", 1)])}))
     slurm.wait_state(old, "RUNNING")
     slurm.wait_state(gone, "RUNNING")
     b.observe()
     slurm.cmd("scancel", gone)  # ends between this observe and the act's signal
     slurm.wait_state(gone, "CANCELLED", "GONE")
     cmds.place_began.clear()  # (round 0 placed jobs)
-    res = b.act(place_ids(1, {new: ("k80", [("k80-2", 4)])}))
+    res = b.act(placement(1, {new: ("k80", [("k80-2", 4)])}))
     assert cmds.signal_saw_place is True  # the signal did not wait for the place to end
     assert res.started == (new,) and res.preempted == (old,)
     assert dict(res.failed).keys() == {gone}
@@ -353,7 +340,7 @@ def test_a_large_placement_is_split_over_two_scontrol_with_errors_kept_per_job(s
         slurm.cmd("scancel", j)
         slurm.wait_state(j, "CANCELLED", "GONE")
     before = b.transport.commands.counts["place"]
-    res = b.act(place_ids(0, plan))
+    res = b.act(placement(0, plan))
     assert b.transport.commands.counts["place"] - before == 2
     assert dict(res.failed).keys() == cancelled
     assert sorted(res.started) == sorted(set(jobs) - cancelled)

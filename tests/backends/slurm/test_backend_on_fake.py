@@ -14,27 +14,13 @@ from __future__ import annotations
 import pytest
 
 from slurm_gavel.domain.cluster_model import (
-    JobPlacement,
     JobState,
-    NodeSlice,
     NodeState,
-    RoundPlacement,
 )
 from slurm_gavel.testing import FakeSlurm, OnSignal, Script, fake_backend
+from tests.backends.slurm.placements import placement
 
 IGNORES = Script(on_signal=OnSignal.IGNORE)
-
-
-def place_ids(round_index: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]):
-    """{job: (gpu type, [(node, gpus), ...])} -> the round's placement."""
-    return RoundPlacement(
-        round_index,
-        0.0,
-        {
-            job_id: JobPlacement(job_id, t, tuple(NodeSlice(n, g) for n, g in slices))
-            for job_id, (t, slices) in jobs.items()
-        },
-    )
 
 
 def kinds(backend) -> list[str]:  # type: ignore[no-untyped-def]
@@ -50,10 +36,10 @@ def test_move_preempts_and_restarts_on_the_new_place(slurm):
     job = slurm.submit("gavel:type=A3C,scale=1")
     b = fake_backend(slurm, grace_s=10.0)
     b.observe()
-    b.act(place_ids(0, {job: ("v100", [("v100-2", 1)])}))
+    b.act(placement(0, {job: ("v100", [("v100-2", 1)])}))
     slurm.advance(1)
     b.observe()
-    res = b.act(place_ids(1, {job: ("p100", [("p100-1", 1)])}))
+    res = b.act(placement(1, {job: ("p100", [("p100-1", 1)])}))
     assert res.moved == (job,) and not res.failed, res
     slurm.advance(1)
     moved = slurm.job(job)
@@ -65,15 +51,15 @@ def test_job_ignoring_the_signal_is_requeue_held_after_the_grace(slurm):
     job = slurm.submit("gavel:type=A3C", script=IGNORES)
     b = fake_backend(slurm, grace_s=1.0)
     b.observe()
-    b.act(place_ids(0, {job: ("k80", [("k80-2", 1)])}))
+    b.act(placement(0, {job: ("k80", [("k80-2", 1)])}))
     slurm.advance(1)
     b.observe()
-    res = b.act(place_ids(1, {}))
+    res = b.act(placement(1, {}))
     assert res.preempted == (job,) and "requeuehold" not in kinds(b)  # no wait
     slurm.advance(1.5)  # its 1-s grace is over; it ignored the signal
     assert slurm.job(job).state == "RUNNING"
     b.observe()
-    res = b.act(place_ids(2, {}))  # the next act requeue-holds it
+    res = b.act(placement(2, {}))  # the next act requeue-holds it
     assert res.preempted == (job,) and not res.failed, res
     assert kinds(b).count("requeuehold") == 1 and kinds(b).count("signal") == 1
     obs = {j.job.id: j for j in b.observe().jobs}[job]
@@ -85,17 +71,17 @@ def test_non_blocking_preempt_requeue_holds_overdue_jobs_next_act(slurm):
     other = slurm.submit("gavel:type=A3C")
     b = fake_backend(slurm, grace_s=1.0, wait_for_preempted=False)
     b.observe()
-    b.act(place_ids(0, {job: ("v100", [("v100-1", 4)])}))
+    b.act(placement(0, {job: ("v100", [("v100-1", 4)])}))
     slurm.advance(1)
     b.observe()
     t = slurm.clock()
     # a start that needs its GPUs: not waited for, started in a later act
-    res = b.act(place_ids(1, {other: ("v100", [("v100-1", 4)])}))
+    res = b.act(placement(1, {other: ("v100", [("v100-1", 4)])}))
     assert res.preempted == (job,) and slurm.clock() == t  # did not wait
     assert b.transport.issued("wait") == [] and "requeuehold" not in kinds(b)
     slurm.advance(1.2)
     b.observe()
-    b.act(place_ids(2, {other: ("v100", [("v100-1", 4)])}))  # its grace has passed
+    b.act(placement(2, {other: ("v100", [("v100-1", 4)])}))  # its grace has passed
     assert kinds(b).count("requeuehold") == 1
     assert slurm.job(job).state == "PENDING" and slurm.job(job).held
 
@@ -107,11 +93,11 @@ def test_released_job_that_could_not_start_is_held_again_when_not_placed(slurm):
     job = slurm.submit("gavel:type=A3C")
     b = fake_backend(slurm)
     b.observe()
-    b.act(place_ids(0, {job: ("k80", [("k80-1", 1)])}))  # released, waits for GPUs
+    b.act(placement(0, {job: ("k80", [("k80-1", 1)])}))  # released, waits for GPUs
     slurm.advance(1)
     assert slurm.job(job).state == "PENDING" and not slurm.job(job).held
     b.observe()
-    b.act(place_ids(1, {}))
+    b.act(placement(1, {}))
     assert kinds(b).count("hold") == 1
     assert slurm.job(job).held and slurm.job(job).reason == "JobHeldAdmin"
 
@@ -122,7 +108,7 @@ def test_bad_placements_fail_without_touching_others(slurm):
     b = fake_backend(slurm)
     b.observe()
     res = b.act(
-        place_ids(0, {job: ("v100", [("v100-1", 2), ("v100-2", 1)]), ok: ("v100", [("v100-1", 1)])})
+        placement(0, {job: ("v100", [("v100-1", 2), ("v100-2", 1)]), ok: ("v100", [("v100-1", 1)])})
     )
     assert "uneven" in dict(res.failed)[job]
     assert res.started == (ok,)

@@ -104,14 +104,20 @@ def test_a_backend_behind_a_refusing_gate_issues_no_action_at_all():
     assert slurm.job(a).state == "RUNNING" and slurm.job(b).held
 
 
-def test_a_signal_handed_over_is_not_sent_again_and_its_grace_is_enforced():
-    slurm = FakeSlurm()
-    a = slurm.submit("gavel:type=A3C", script=IGNORES)
+def old_leader(slurm: FakeSlurm, a: str):
+    """The old leader's backend, with ``a`` placed in round 0 and running 6 s later."""
     old = fake_backend(slurm, grace_s=20)
     old.observe()
     old.act(placement(0, {a: ("v100", "v100-1")}))
     slurm.advance(6)
     old.observe()
+    return old
+
+
+def test_a_signal_handed_over_is_not_sent_again_and_its_grace_is_enforced():
+    slurm = FakeSlurm()
+    a = slurm.submit("gavel:type=A3C", script=IGNORES)
+    old = old_leader(slurm, a)
     assert old.act(placement(1, {})).preempted == (a,)
     handed = old.signals()
     assert list(handed) == [a]
@@ -134,11 +140,7 @@ def test_without_the_hand_over_the_new_daemon_would_signal_the_same_run_again():
     """What the hand-over prevents (a single daemon's restart still does this)."""
     slurm = FakeSlurm()
     a = slurm.submit("gavel:type=A3C", script=IGNORES)
-    old = fake_backend(slurm, grace_s=20)
-    old.observe()
-    old.act(placement(0, {a: ("v100", "v100-1")}))
-    slurm.advance(6)
-    old.observe()
+    old = old_leader(slurm, a)
     old.act(placement(1, {}))
     slurm.advance(3)
     new = fake_backend(slurm, grace_s=20)
@@ -153,11 +155,7 @@ def test_a_handed_over_signal_is_forgotten_once_its_job_runs_again():
     never got that signal and must not be requeue-held at its grace end."""
     slurm = FakeSlurm()
     a = slurm.submit("gavel:type=A3C")
-    old = fake_backend(slurm, grace_s=20)
-    old.observe()
-    old.act(placement(0, {a: ("v100", "v100-1")}))
-    slurm.advance(6)
-    old.observe()
+    old = old_leader(slurm, a)
     old.act(placement(1, {a: ("k80", "k80-1")}))  # a move: signal, exit, start elsewhere
     slurm.advance(2)
     stale = {a: slurm.clock() - 8.0}  # a signal saved before the move's new run began

@@ -20,8 +20,8 @@ import pytest
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.cli import main
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.daemon.config import parse_config
@@ -128,8 +128,9 @@ def test_the_round_chooses_the_count_and_slurm_starts_the_job_at_it(slurm, tmp_p
     job = slurm.sbatch("--comment=gavel:type=ResNet-18 (batch size 16),scale=1-4", "-p", "gpu",
                        "--gres=gpu:1", "-o", "/dev/null", str(script))  # fmt: skip
     cluster = cli_backend(env=slurm.env)
-    settings = replace(DAEMON_DEFAULTS, moldable_lp=joint)
-    config = SchedulerConfig(table=load_table(), policy="max_min_fairness", settings=settings)
+    molds = replace(DAEMON_PLUGINS.moldable_counts, lp=joint)
+    plugins = replace(DAEMON_PLUGINS, moldable_counts=molds)
+    config = SchedulerConfig(table=load_table(), policy="max_min_fairness", plugins=plugins)
     state, report = run_round(SchedulerState(), cluster, config)
     assert report.placement.jobs[job].gpus == 4, report  # the table's best count that fits
     assert not report.result.failed, report.result

@@ -20,12 +20,7 @@ def comment(slurm, job: str) -> str:
 
 def test_a_held_job_moved_out_of_the_managed_partitions_runs_there_as_a_plain_job(slurm):
     slurm.cancel_all()
-    res = slurm.as_user(
-        "nobody", "sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null", "-p", "gpu",
-        "--gpus=1", "--comment=gavel:type=A3C", "--wrap", "sleep 300",
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    job = res.stdout.strip().split(";")[0]
+    job = slurm.sbatch_as("nobody", "--gpus=1", "--comment=gavel:type=A3C", "--wrap", "sleep 300")
     stays = slurm.sbatch("-p", "gpu", "--comment=gavel:type=A3C", "-o", "/dev/null",
                          "--wrap", "sleep 300")  # fmt: skip
     deadline = time.monotonic() + 20

@@ -12,22 +12,11 @@ import pytest
 from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
-from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobState
 from slurm_gavel.testing import FakeSlurm, OnSignal, Script, fake_backend
+from tests.backends.slurm.placements import placement
 
 IGNORES = Script(on_signal=OnSignal.IGNORE)
-
-
-def placement(round_index: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]):
-    """{job: (gpu type, [(node, gpus), ...])} -> the round's placement."""
-    return RoundPlacement(
-        round_index,
-        0.0,
-        {
-            j: JobPlacement(j, t, tuple(NodeSlice(n, g) for n, g in slices))
-            for j, (t, slices) in jobs.items()
-        },
-    )
 
 
 def states(backend) -> dict[str, JobState]:
@@ -84,14 +73,23 @@ def test_a_released_job_slurm_has_not_started_is_kept_then_held_when_not_placed(
     assert blocker not in named(backend)
 
 
+def running(
+    slurm, job: str, where: tuple[str, list[tuple[str, int]]], after: float = 5.0, **backend_options
+):
+    """A backend that placed ``job`` on ``where`` (gpu type, [(node, gpus)]) in round 0
+    and observed it again ``after`` seconds later, running there."""
+    backend = fake_backend(slurm, **backend_options)
+    backend.observe()
+    backend.act(placement(0, {job: where}))
+    slurm.advance(after)
+    backend.observe()
+    return backend  # fmt: skip
+
+
 def test_a_preempted_job_that_checkpoints_is_held_and_restarts_elsewhere(slurm):
     a = slurm.submit("gavel:type=A3C,scale=1")
     b = slurm.submit("gavel:type=A3C,scale=1")
-    backend = fake_backend(slurm, grace_s=30)
-    backend.observe()
-    backend.act(placement(0, {a: ("v100", [("v100-1", 1)])}))
-    slurm.advance(5)
-    backend.observe()
+    backend = running(slurm, a, ("v100", [("v100-1", 1)]), grace_s=30)
     res = backend.act(placement(1, {b: ("v100", [("v100-1", 1)])}))
     assert res.preempted == (a,) and res.started == (b,)
     kinds = [k for k, _ in backend.transport.acts()[2:]]
@@ -109,11 +107,7 @@ def test_a_preempted_job_that_checkpoints_is_held_and_restarts_elsewhere(slurm):
 
 def test_a_move_waits_for_the_job_to_leave_and_starts_it_in_the_same_act(slurm):
     a = slurm.submit("gavel:type=A3C,scale=2")
-    backend = fake_backend(slurm, grace_s=30)
-    backend.observe()
-    backend.act(placement(0, {a: ("v100", [("v100-1", 2)])}))
-    slurm.advance(5)
-    backend.observe()
+    backend = running(slurm, a, ("v100", [("v100-1", 2)]), grace_s=30)
     res = backend.act(placement(1, {a: ("k80", [("k80-2", 2)])}))
     assert res.moved == (a,) and not res.failed
     kinds = [k for k, _ in backend.transport.acts()[2:]]
@@ -129,11 +123,7 @@ def test_a_signalled_move_that_does_not_start_counts_as_a_preemption(slurm):
     is one the daemon's log and metrics count (CI under load: Slurm counted 36 restarts
     where the rounds logged 34)."""
     a = slurm.submit("gavel:type=A3C,scale=2")
-    backend = fake_backend(slurm, grace_s=30)
-    backend.observe()
-    backend.act(placement(0, {a: ("v100", [("v100-1", 2)])}))
-    slurm.advance(5)
-    backend.observe()
+    backend = running(slurm, a, ("v100", [("v100-1", 2)]), grace_s=30)
     backend.transport.refuse("place", a, "Requested node configuration is not available")
     res = backend.act(placement(1, {a: ("k80", [("k80-2", 2)])}))
     assert slurm.job(a).restarts == 1  # it was signalled and checkpointed
@@ -143,11 +133,7 @@ def test_a_signalled_move_that_does_not_start_counts_as_a_preemption(slurm):
 
 def test_a_job_that_ignores_the_signal_is_requeue_held_after_its_grace(slurm):
     a = slurm.submit("gavel:type=A3C,grace=20", script=IGNORES)
-    backend = fake_backend(slurm, grace_s=60)
-    backend.observe()
-    backend.act(placement(0, {a: ("v100", [("v100-1", 1)])}))
-    slurm.advance(5)
-    backend.observe()
+    backend = running(slurm, a, ("v100", [("v100-1", 1)]), grace_s=60)
     res = backend.act(placement(1, {}))
     assert res.preempted == (a,)
     assert backend.grace_due_in() == pytest.approx(20)  # its own grace, not the default
@@ -165,11 +151,7 @@ def test_a_job_that_ignores_the_signal_is_requeue_held_after_its_grace(slurm):
 
 def test_a_fresh_run_is_not_signalled_until_the_next_round(slurm):
     a = slurm.submit("gavel:type=A3C")
-    backend = fake_backend(slurm, fresh_run_s=5.0)
-    backend.observe()
-    backend.act(placement(0, {a: ("v100", [("v100-1", 1)])}))
-    slurm.advance(2)
-    backend.observe()
+    backend = running(slurm, a, ("v100", [("v100-1", 1)]), after=2, fresh_run_s=5.0)
     res = backend.act(placement(1, {}))
     assert "too soon" in dict(res.failed)[a] and "signal" not in named_kinds(backend)
     slurm.advance(5)

@@ -5,41 +5,17 @@ directly (sstat) before the requeue-hold, on the real cluster of each release.""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
-from pathlib import Path
 
 import pytest
+from slurmd_control import start_slurmd, stop_slurmd
 
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, NodeState, RoundPlacement
-from slurm_gavel_dev import localcluster
 
 pytestmark = pytest.mark.slurm
 
 NODE = "v100-2"
-
-
-def stop_slurmd(slurm, node: str) -> list[str]:
-    """SIGTERM one node's slurmd (by the pid the cluster recorded); its command line."""
-    state = localcluster.read_state(slurm.run_dir)
-    assert state is not None, slurm.run_dir
-    pid = state["pids"][f"slurmd:{node}"]
-    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        try:
-            if "zombie" in Path(f"/proc/{pid}/status").read_text():
-                break
-        except FileNotFoundError:
-            break
-        time.sleep(0.1)
-    return argv
 
 
 def node_state(slurm, node: str) -> NodeState:
@@ -68,9 +44,7 @@ def test_a_signal_lost_before_the_node_is_flagged_requeues_nothing(slurm):
         assert b.transport.commands.counts["requeuehold"] == 0
         assert slurm.state(job) == "RUNNING"
     finally:
-        state = localcluster.read_state(slurm.run_dir)
-        assert state is not None
-        localcluster._start(slurm.run_dir, state, f"slurmd:{NODE}", argv)
+        start_slurmd(slurm, NODE, argv)
     deadline = time.monotonic() + 60
     while node_state(slurm, NODE) is not NodeState.UP and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -8,13 +8,12 @@ model's and optimizer's bytes (OUT_DIR/final).
 
 import hashlib
 import os
-import socket
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from rank_steps import run_steps
 from torch import nn
 
 from slurm_gavel.job import GavelJob, exit_ranks
@@ -31,22 +30,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 torch.manual_seed(1000 + rank)  # each rank its own data stream (restored per rank)
 
 with GavelJob(model, opt) as job:
-    node = os.environ.get("SLURMD_NODENAME", socket.gethostname())
-    with open(out / f"log-{rank}", "a") as log:
-        print(
-            f"start rank={rank} restart={job.env.restart_count} step={job.step} node={node}",
-            file=log,
-            flush=True,
-        )
-    for step in job.steps(total):
-        x = torch.randn(32, 8)
-        y = x.sum(dim=1, keepdim=True).sin()
-        opt.zero_grad()
-        nn.functional.mse_loss(ddp(x), y).backward()
-        opt.step()
-        if rank == 0:
-            (out / "step").write_text(f"{step + 1}\n")
-        time.sleep(0.1)  # room for the signal to land mid-run
+    run_steps(job, ddp, opt, out, rank, total, batch=32, sleep_s=0.1)
 
 if rank == 0:
     h = hashlib.sha256()

@@ -11,13 +11,12 @@ and optimizer state (OUT_DIR/final).
 
 import hashlib
 import os
-import socket
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from rank_steps import run_steps
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 from torch.distributed.fsdp import fully_shard
@@ -38,22 +37,8 @@ opt = torch.optim.Adam(model.parameters(), lr=0.01)
 torch.manual_seed(1000 + rank)  # each rank its own data stream (restored per rank)
 
 with GavelJob(model, opt, sharded=True) as job:
-    node = os.environ.get("SLURMD_NODENAME", socket.gethostname())
-    with open(out / f"log-{rank}", "a") as log:
-        print(
-            f"start rank={rank} restart={job.env.restart_count} step={job.step} node={node}",
-            file=log,
-            flush=True,
-        )
-    for step in job.steps(total):
-        x = torch.randn(16, 8)
-        y = x.sum(dim=1, keepdim=True).sin()
-        opt.zero_grad()
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-        if rank == 0:
-            (out / "step").write_text(f"{step + 1}\n")
-        time.sleep(float(os.environ.get("STEP_SLEEP", "0.1")))  # room for the signal
+    sleep_s = float(os.environ.get("STEP_SLEEP", "0.1"))
+    run_steps(job, model, opt, out, rank, total, batch=16, sleep_s=sleep_s)
 
 full = StateDictOptions(full_state_dict=True, cpu_offload=True)
 model_sd, opt_sd = get_state_dict(model, opt, options=full)  # a collective

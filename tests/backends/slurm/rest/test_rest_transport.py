@@ -13,8 +13,9 @@ import pytest
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
 from slurm_gavel.backends.slurm.rest.versions import choose_version, offered_versions
-from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
+from slurm_gavel.domain.cluster_model import JobState
 from slurm_gavel_dev.localcluster_rest import rest_up
+from tests.backends.slurm.placements import placement
 
 pytestmark = pytest.mark.slurm
 
@@ -25,14 +26,6 @@ JOB = str(Path(__file__).parents[2] / "jobs" / "checkpoint_job.sh")
 def rest(slurm):
     sock = rest_up(slurm.run_dir)
     return lambda **kw: rest_backend(sock, env=slurm.env, poll_s=0.2, **{"grace_s": 10.0, **kw})
-
-
-def placement(i: int, jobs: dict[str, tuple[str, list[tuple[str, int]]]]) -> RoundPlacement:
-    return RoundPlacement(
-        i,
-        0.0,
-        {j: JobPlacement(j, t, tuple(NodeSlice(n, g) for n, g in s)) for j, (t, s) in jobs.items()},
-    )
 
 
 def managed(slurm, tmp_path: Path, name: str, scale: int = 1) -> str:
