@@ -133,7 +133,9 @@ def observe(h: Harness, failed: dict[JobId, str] | None = None) -> Observation:
     the backend reads them: the listing, then the ended records of those not in it."""
     t = h.transport
     nodes = t.read_nodes()
-    jobs = expand_tasks(t.read_jobs(nodes, first=True, watched={}))
+    # Every scenario job watched: on 22.05 one that left the listing makes the first
+    # observe read every job's JSON, the finished ones too (its JSON ignores -j).
+    jobs = expand_tasks(t.read_jobs(nodes, first=True, watched=list(h.ids.values())))
     names = _names(h)
     ours = [j for j in jobs if j.job_id in names or j.job_id.split("_")[0] in names]
     seen = {j.job_id for j in ours}
