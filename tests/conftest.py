@@ -276,8 +276,11 @@ class LocalSlurm:
             # Every node idle again before the next test: a test that drained a node or
             # restarted a slurmd must not leave a smaller cluster to the next one.
             try:
+                # At least a minute: a slurmd an earlier test stopped or restarted can
+                # take that long to register again on a loaded CI machine (a test that
+                # then found nodes missing waited "Reason=Resources" on 22.05).
                 localcluster.wait_idle(
-                    self.run_dir, names, timeout=max(10.0, deadline - time.monotonic())
+                    self.run_dir, names, timeout=max(60.0, deadline - time.monotonic())
                 )
             except localcluster.ClusterError as e:
                 left = [f"(no job left, but {e})"]

@@ -138,7 +138,9 @@ def capture(slurm, name: str, r: Read) -> None:
 
 
 def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
-    slurm.cancel_all()
+    # The test fills most of the cluster: it needs every node up and idle first.
+    left = slurm.cancel_all()
+    assert not left, f"the cluster is not idle before the test: {left}"
     try:
         sub = slurm.sbatch
         held = sub(*MANAGED)  # held on arrival (job_submit.lua)
