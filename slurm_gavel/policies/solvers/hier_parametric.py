@@ -172,8 +172,8 @@ def path(
     # each entity's clock: mu0 at tau0, rising at rate; its segments for the end
     tau0 = [0.0] * n_ent
     mu0 = [0.0] * n_ent
-    rate = [ew[e] / left[e] if left[e] > 0 else 0.0 for e in range(n_ent)]
-    segments: list[list[tuple[float, float, float]]] = [[(0.0, 0.0, r)] for r in rate]
+    rate = [0.0] * n_ent  # set by schedule()
+    segments: list[list[tuple[float, float, float]]] = [[] for _ in range(n_ent)]
     version = [0] * n_ent
     events: list[tuple[float, int, int]] = []  # (tau of the next class's M, entity, version)
     nears: list[tuple[float, int, int]] = []  # (tau where it comes within the margin, ...)
@@ -209,8 +209,6 @@ def path(
         return changed
 
     for e in range(n_ent):
-        version[e] -= 1  # schedule() counts the first version
-        segments[e].clear()
         schedule(e, 0.0)
     taus: list[float] = []
     frz: list[tuple[int, int, float]] = []  # (class, event, level)
