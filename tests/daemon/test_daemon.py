@@ -8,6 +8,8 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -89,6 +91,26 @@ class KillingBackend:
         return result
 
 
+def killed_in_its_third_round(d: Daemon, sim: SimulatedCluster) -> None:
+    """A daemon whose backend is a KillingBackend(kill_at=3) started, two rounds run and
+    the third killed; its state lock released, as the kernel does when the process dies."""
+    d.start()
+    rounds(d, sim, 2)
+    with pytest.raises(Killed):
+        d.round()
+    d.store.release()
+
+
+@contextmanager
+def started(d: Daemon) -> Iterator[Daemon]:
+    """The daemon started, its state lock released at the end whatever happens."""
+    d.start()
+    try:
+        yield d
+    finally:
+        d.store.release()
+
+
 def test_state_is_saved_every_round_and_reloaded(tmp_path, table):
     sim = cluster(table)
     d = daemon(tmp_path, sim, table)
@@ -145,11 +167,7 @@ def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, aft
 
     sim = cluster(table)
     d = daemon(tmp_path, KillingBackend(sim, kill_at=3, after_act=after_act), table)
-    d.start()
-    rounds(d, sim, 2)
-    with pytest.raises(Killed):
-        d.round()
-    d.store.release()  # the kernel does this when the process dies
+    killed_in_its_third_round(d, sim)
     doc = StateStore(tmp_path / "state").load()
     assert doc["inflight"]["round_index"] == 2  # saved just before the act
     sim.advance(sim.clock + ROUND)
