@@ -106,7 +106,7 @@ class DaemonTap:
         snap = d.run_watch.observe(ends, snap, runs)
         # The rows the round uses (GPU types the table lacks included: cluster_rows.py);
         # the scheduler's own when it last ran with this table, else the tap's.
-        rows = d.state.cluster_rows
+        rows = d.state.caches.cluster_rows
         if rows is None or rows.table is not d.sched_config.table:
             rows = self._rows
         rows = self._rows = rows_for(rows, d.sched_config.table, snap.capacity())
