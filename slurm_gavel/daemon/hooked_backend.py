@@ -26,6 +26,7 @@ from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress_learning import ProgressTracker, estimate_steps
 from slurm_gavel.daemon.run_watch import RunWatch
 from slurm_gavel.domain.cluster_model import (
+    SETTLING,
     ActResult,
     ClusterBackend,
     ClusterSnapshot,
@@ -41,7 +42,6 @@ log = logging.getLogger("slurm_gavel.daemon")
 # while slurmctld was down is reported to it by slurmstepd's retry, which took more
 # than 5 s after a restart in the integration test; 20 s covers that retry period.
 SETTLE_AFTER_OUTAGE_S = 20.0
-SETTLING = "not acted on: settling after a Slurm outage"
 
 
 class TapHost(Protocol):

@@ -23,6 +23,7 @@ from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.state_store import StateLockedError, StateStore
+from slurm_gavel.daemon.status_view import status_view
 from slurm_gavel.domain.cluster_model import ActResult, RoundPlacement
 from slurm_gavel.domain.model import Job
 from slurm_gavel.domain.throughputs import load_table
@@ -594,6 +595,9 @@ def test_an_outage_the_backend_rode_out_still_makes_the_daemon_settle(tmp_path, 
     report = d.round()
     assert not report.result.started and not report.result.preempted
     assert dict(sim.running()) == before
+    # what the owners read of it (the status file, as `status` reads it, no daemon)
+    waiting = [j for j in status_view(d.store.load())["jobs"] if j["state"] == "held"]
+    assert waiting and all("is settling after a Slurm outage" in j["why"] for j in waiting)
     sim.advance(sim.clock + 25)  # past SETTLE_AFTER_OUTAGE_S
     report = d.round()
     assert not report.result.failed and d.tap.settle_until is None
