@@ -77,7 +77,9 @@ class MoldableCounts:
         if not any(o.job.scale_range is not None for o in active) and not memory.jobs:
             return
         capacity = ctx.capacity  # the round's allocation capacity, computed once
-        rows = state.caches.cluster_rows = rows_for(state.caches.cluster_rows, config.table, capacity)
+        rows = state.caches.cluster_rows = rows_for(
+            state.caches.cluster_rows, config.table, capacity
+        )
         learned = state.plugins.learned_rows if config.knowledge is Knowledge.LEARNED else None
         stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
 
