@@ -251,7 +251,9 @@ def fresh_state() -> SchedulerState:
 def copy_state(state: SchedulerState) -> SchedulerState:
     """The state as a restarted daemon reads it back: to_json, through JSON text (as
     the daemon writes state.json and copies the state before each round), from_json.
-    Nothing transient survives (the memo, the rows' caches, moldable memory): what
-    the next round computes from the copy is what it computes from ``state`` (the
-    simulator's ``reload_state_every`` runs whole traces so, docs/design.md)."""
-    return SchedulerState.from_json(json.loads(json.dumps(state.to_json(), separators=(",", ":"))))
+    Nothing transient survives (the memo, the rows' caches, what the moldable memory
+    derives), and the next round computes from the copy what it computes from
+    ``state`` (docs/design.md, "Canonical re-solves"; the simulator's
+    ``reload_state_every`` runs whole traces so)."""
+    text = json.dumps(state.to_json(), separators=(",", ":"))
+    return SchedulerState.from_json(json.loads(text))
