@@ -98,5 +98,3 @@ def _count(text: Any) -> int | None:
         return None
     c = int(text)
     return c if 1 <= c <= MAX_COUNT else None
-
-

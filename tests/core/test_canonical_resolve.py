@@ -136,9 +136,7 @@ def _differences(
 
 CASES = {
     "max-min, learned, noisy": dict(policy="max_min_fairness", noise=0.1),
-    "finish-time fairness, moldable, learned": dict(
-        policy="finish_time_fairness", moldable=True
-    ),
+    "finish-time fairness, moldable, learned": dict(policy="finish_time_fairness", moldable=True),
     "moldable LP": dict(policy="max_min_fairness", spread=None, moldable=True, moldable_lp=True),
     "restart-aware": dict(policy="max_min_fairness", restart_aware=True),
 }

@@ -125,8 +125,16 @@ def test_hostile_stashed_cells_are_dropped_never_believed(cell):
 
 @pytest.mark.hostile
 @pytest.mark.parametrize(
-    "doc", [None, "x", 3, [], {"format": 2, "jobs": {}}, {"format": 1, "jobs": []},
-            {"format": 1, "jobs": {"m": 5}}],  # fmt: skip
+    "doc",
+    [
+        None,
+        "x",
+        3,
+        [],
+        {"format": 2, "jobs": {}},
+        {"format": 1, "jobs": []},
+        {"format": 1, "jobs": {"m": 5}},
+    ],
 )
 def test_a_malformed_slot_loads_as_no_memory(doc):
     memory = from_json(doc)

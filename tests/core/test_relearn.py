@@ -14,9 +14,9 @@ from slurm_gavel.core import relearn
 from slurm_gavel.core.job_rows import Knowledge, row_source
 from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, LearnedRowsSettings
 from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_jobs import job_set_key
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.row_trust import TrustBounds
-from slurm_gavel.core.round_jobs import job_set_key
 from slurm_gavel.core.scheduler import reallocate_if_due
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState, copy_state
 from slurm_gavel.domain.cluster_model import JobState, ObservedJob

@@ -25,12 +25,15 @@ from slurm_gavel.core.plugin_settings import (
     MoldableSettings,
     RestartAwareSettings,
 )
+from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.domain.throughputs import load_table
+from slurm_gavel.policies import policy_names
 from slurm_gavel.simulate import engine, moldable_trace
 from slurm_gavel.simulate.engine import SimulationOptions, simulate
 from slurm_gavel.simulate.generate import generate_trace
+from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.true_rows import draw_true_rows
 
 TABLE = load_table()
@@ -62,9 +65,7 @@ def _run(
         SIMULATOR_PLUGINS,
         restart_aware=RestartAwareSettings(enabled=restart_aware),
         moldable_counts=MoldableSettings(lp=moldable_lp),
-        learned_rows=SIMULATOR_PLUGINS.learned_rows
-        if bounds
-        else LearnedRowsSettings(bounds=None),
+        learned_rows=SIMULATOR_PLUGINS.learned_rows if bounds else LearnedRowsSettings(bounds=None),
     )
     settings = SIMULATOR_DEFAULTS
     if restart_aware:
@@ -155,3 +156,25 @@ def test_the_reload_option_reloads(monkeypatch):
     assert len(memos) > 9
     assert not any(memos[i] for i in range(3, len(memos), 3))
     assert all(memos[i] for i in range(1, len(memos)) if i % 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [*policy_names(), *BASELINES])
+def test_every_policy_replays_through_a_reload_before_every_round(policy):
+    nodes = parse_cluster_spec(SPEC, TABLE)
+    trace = generate_trace(40, 1200.0, TABLE, seed=4, multi_gpu=True)
+    true_rows = draw_true_rows(trace, TABLE, ["v100", "p100", "k80"], 0.3, 4)
+    prices = SchedulerConfig(table=TABLE, prices={"v100": 2.48, "p100": 1.46, "k80": 0.45})
+    texts = []
+    for every in (0, 1):
+        opts = SimulationOptions(
+            seed=4,
+            record_wall_time=False,
+            progress=False,
+            daemon=prices,
+            trace_jobs=frozenset(j.id for j in trace),  # each job's decisions, round by round
+            reload_state_every=every,
+        )
+        res = simulate(trace, nodes, TABLE, policy, opts, true_rows)
+        texts.append(json.dumps([res.summary, res.job_trace], sort_keys=True))
+    assert texts[0] == texts[1]
