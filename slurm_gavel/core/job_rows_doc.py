@@ -29,16 +29,27 @@ MAX_SECONDS = 1e10
 MAX_STEPS = 1e18  # a steps count beyond this is no steps count
 
 
+# The rows' running counts (a simulation's summary reports them), saved so that they go
+# on across a restart instead of starting again from the active jobs' cells.
+COUNTS = ("cells_measured", "finished", "finished_unmeasured", "bounded")
+
+
 def rows_to_json(rows: JobRows) -> dict[str, Any] | None:
     """The learned rows; None when there is nothing to keep (the key is left out)."""
     progress = {j for j, cells in rows.progress.items() if cells}
-    jobs = set(rows.measured) | set(rows.anchor) | progress | set(rows.last_seen)
-    if not jobs:
+    # every job seen active: one that ends before the next round is forgotten then
+    # (and counted), as without the restart
+    jobs = set(rows.measured) | set(rows.anchor) | progress | set(rows.last_seen) | rows.seen
+    counts = {k: getattr(rows, k) for k in COUNTS if getattr(rows, k)}
+    if not jobs and not counts:
         return None
-    return {
+    out: dict[str, Any] = {
         "format": FORMAT,
         "jobs": {j: _job_to_json(rows, j) for j in sorted(jobs)},
     }
+    if counts:
+        out["counts"] = counts
+    return out
 
 
 def empty_rows_json() -> dict[str, Any]:
@@ -46,13 +57,31 @@ def empty_rows_json() -> dict[str, Any]:
     return {"format": FORMAT, "jobs": {}}
 
 
+def cell_to_json(m: Measured) -> list[Any]:
+    """A measured cell: [rate, seconds, earlier runs' rate, their seconds, run]."""
+    return [m.steps_per_s, m.seconds, m.earlier_rate, m.earlier_seconds, m.run]
+
+
+def cell_from_json(cell: Any) -> Measured | None:
+    """A cell saved by cell_to_json (or [rate, seconds], older states), checked; None:
+    untrusted."""
+    if not isinstance(cell, list) or len(cell) < 2:
+        return None
+    rate, seconds, *more = cell
+    r = trusted_rate(rate)
+    s = 0.0 if seconds == 0 and not isinstance(seconds, bool) else trusted_rate(seconds)
+    if r is None or s is None or s > MAX_SECONDS:
+        return None
+    earlier = _earlier(more, s)
+    if earlier is None:
+        return None
+    return Measured(r, s, *earlier)
+
+
 def _job_to_json(rows: JobRows, j: str) -> dict[str, Any]:
     out: dict[str, Any] = {
         "scale_factor": rows.scale_factor.get(j),
-        "measured": {
-            t: [m.steps_per_s, m.seconds, m.earlier_rate, m.earlier_seconds, m.run]
-            for t, m in rows.measured.get(j, {}).items()
-        },
+        "measured": {t: cell_to_json(m) for t, m in rows.measured.get(j, {}).items()},
         # copies throughout: the inflight record holds a document while the round goes on
         "anchor": dict(rows.anchor.get(j, {})),
         "untyped": j in rows.untyped,
@@ -122,7 +151,8 @@ def _last_seen(d: Any) -> LastSeen | None:
     return LastSeen(gpu, restarts, steps, received)
 
 
-def _rate(v: Any) -> float | None:
+def trusted_rate(v: Any) -> float | None:
+    """A rate from the state file that may be used: finite, > 0, at most MAX_RATE."""
     if isinstance(v, bool) or not isinstance(v, int | float):
         return None
     f = float(v)
@@ -136,8 +166,8 @@ def _earlier(more: list[Any], seconds: float) -> tuple[float, float, int] | None
     if len(more) != 3:
         return None
     rate, secs, run = more
-    r = 0.0 if rate == 0 and not isinstance(rate, bool) else _rate(rate)
-    s = 0.0 if secs == 0 and not isinstance(secs, bool) else _rate(secs)
+    r = 0.0 if rate == 0 and not isinstance(rate, bool) else trusted_rate(rate)
+    s = 0.0 if secs == 0 and not isinstance(secs, bool) else trusted_rate(secs)
     if r is None or s is None or s > seconds:
         return None
     if isinstance(run, bool) or not isinstance(run, int) or not -1 <= run <= MAX_RUNS:
@@ -152,25 +182,20 @@ def rows_from_json(d: Any) -> tuple[JobRows, int]:
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("jobs"), dict):
         return rows, 0 if d is None else 1
     for job, raw in d["jobs"].items():
+        before = dropped
         try:
             sf = raw.get("scale_factor")
             cells: dict[str, Measured] = {}
             for t, cell in dict(raw.get("measured") or {}).items():
-                # [rate, seconds] (older states), or with the earlier runs folded and
-                # the current run: [rate, seconds, earlier rate, earlier seconds, run]
-                rate, seconds, *more = cell
-                r, s = _rate(rate), _rate(seconds) if seconds != 0 else 0.0
-                if r is None or s is None or s > MAX_SECONDS:
+                m = cell_from_json(cell)
+                if m is None:
                     dropped += 1
                     continue
-                earlier = _earlier(more, s)
-                if earlier is None:
-                    dropped += 1
-                    continue
-                cells[str(t)] = Measured(r, s, *earlier)
+                cells[str(t)] = m
             anchor: dict[str, float] = {}
             for t, v in dict(raw.get("anchor") or {}).items():
-                r = _rate(v)
+                # a prior's 0 (the job cannot run there) is an anchor cell as well
+                r = 0.0 if v == 0 and not isinstance(v, bool) else trusted_rate(v)
                 if r is None:
                     dropped += 1
                     continue
@@ -206,6 +231,18 @@ def rows_from_json(d: Any) -> tuple[JobRows, int]:
                 dropped += 1
             else:
                 rows.last_seen[job] = seen
-        # active as of the save: a job that ended meanwhile is forgotten at the first round
-        rows.seen.add(job)
+        # active as of the save: a job that ended meanwhile is forgotten at the first
+        # round (an entry that kept nothing trusted leaves no trace)
+        kept = (rows.measured, rows.anchor, rows.progress, rows.last_seen)
+        if dropped == before or any(job in part for part in kept):
+            rows.seen.add(job)
+    counts = d.get("counts")
+    if isinstance(counts, dict):
+        for k in COUNTS:
+            if k in counts:
+                n = _count(counts[k])
+                if n is None:
+                    dropped += 1
+                else:
+                    setattr(rows, k, n)
     return rows, dropped

@@ -20,8 +20,10 @@ scale_factor is that count.
 * Under LEARNED knowledge a job's measured cells (job_rows.py) are those of the count it
   ran at: when its count changes they are swapped for those of the new count.
 
-The memory is transient (not in the daemon's state file): after a daemon restart the
-counts come from the running jobs again and per-count rates are measured again.
+What was measured (each job's rate per count, the stashed cells) is in the daemon's
+state file (mold_memory_doc.py), so a restarted daemon chooses the counts that one that
+kept running chooses; the rest of the memory is derived and rebuilt after a restart,
+and the counts come from the running jobs again.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class MoldMemory:
     )
     # moldable_lp: the joint LP's last input and answer (mold_joint.py)
     joint: JointMemo = field(default_factory=JointMemo)
+
+    def holds_jobs(self) -> bool:
+        """Whether it remembers any job (what was measured as well as what was derived:
+        forgetting must not depend on which caches a restart left out)."""
+        return bool(self.jobs or self.values or self.measured or self.stashed)
 
 
 def running_count(o: ObservedJob) -> int | None:
@@ -102,7 +109,7 @@ def mold_jobs(
     ``untried``: a waiting job may also grow past the counts it has a row for
     (moldable.py, 2.; the caller's rule: learned rows, ``moldable_untried``)."""
     if not any(o.job.scale_range is not None for o in active):
-        if memory.jobs or memory.values:
+        if memory.holds_jobs():
             memory.jobs.clear()
             memory.measured.clear()
             memory.stashed.clear()

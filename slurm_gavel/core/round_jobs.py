@@ -150,8 +150,17 @@ def round_jobs(
         and memo.rows_revision == state.plugins.learned_rows.revision
     ):
         same = True
-        for o, job in zip(active, memo.jobs, strict=True):
-            if o.job is not job:
+        # considered_jobs reads the Job and, of the ObservedJob, what limits it: a
+        # job whose request (or the moldable LP: mold_round._only_on) narrowed or
+        # widened its types since is a new row, though its Job object is the same
+        for o, job, allowed, waiting in zip(
+            active, memo.jobs, memo.allowed, memo.waiting_on, strict=True
+        ):
+            if (
+                o.job is not job
+                or (o.allowed is not allowed and o.allowed != allowed)
+                or o.waiting_on != waiting
+            ):
                 same = False
                 break
         if same:
@@ -176,6 +185,8 @@ def round_jobs(
     state.caches.memo = RoundMemo(
         config.table,
         tuple(o.job for o in active),
+        tuple(o.allowed for o in active),
+        tuple(o.waiting_on for o in active),
         dict(capacity),
         [(index[id(o)], row) for o, row in considered],
         skipped,

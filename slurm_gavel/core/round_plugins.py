@@ -74,7 +74,7 @@ class MoldableCounts:
     def enrich(self, ctx: RoundContext) -> None:
         state, config, nodes = ctx.state, ctx.config, ctx.snap.nodes
         active, memory = ctx.active, state.plugins.moldable_counts
-        if not any(o.job.scale_range is not None for o in active) and not memory.jobs:
+        if not any(o.job.scale_range is not None for o in active) and not memory.holds_jobs():
             return
         capacity = ctx.capacity  # the round's allocation capacity, computed once
         rows = state.caches.cluster_rows = rows_for(

@@ -37,7 +37,7 @@ from slurm_gavel.domain.cluster_model import (
     RoundPlacement,
     allocation_capacity,
 )
-from slurm_gavel.domain.model import GpuType, JobId
+from slurm_gavel.domain.model import Allocation, GpuType, JobId
 from slurm_gavel.policies import allocate
 
 
@@ -118,7 +118,7 @@ def reallocate_if_due(
         and since >= settings.reallocate_every_seconds
     )
     change = state.allocation is None or key != state.allocation_key or due
-    if not change and state.caches.rows_checked != state.plugins.learned_rows.revision:
+    if not change:
         change = _rows_worth_a_resolve(state, config, considered)
     if (
         change
@@ -135,7 +135,6 @@ def reallocate_if_due(
     previous = state.allocation
     state.allocation, state.allocation_key, state.allocation_time = alloc, key, now
     state.allocation_rows = {o.job.id: row for o, row in considered}
-    state.caches.rows_checked = state.plugins.learned_rows.revision
     # Gavel resets the received-time accounting whenever the allocation changes:
     # priorities then measure progress towards the new fractions. A re-solve for the
     # same jobs keeps it (relearn.keeps_accounting says why), so a repeat moves no job.
@@ -147,15 +146,21 @@ def reallocate_if_due(
 def _rows_worth_a_resolve(
     state: SchedulerState, config: SchedulerConfig, considered: list[Considered]
 ) -> bool:
-    """relearn.rows_misjudged for the rows changed since the allocation; a verdict of
-    no is remembered until the rows change again."""
+    """relearn.rows_misjudged for the jobs whose row differs from the one the allocation
+    was computed with (state.allocation_rows), judged in every round in which one
+    does. Whether a round re-solves is then a function of the state and the round's
+    rows alone, never of which rounds judged before: a restarted daemon decides as the
+    one that kept running (docs/design.md, "Canonical re-solves")."""
     alloc = state.allocation
     if alloc is None:
         return True
+    apart = _rows_apart(state, alloc, considered)
+    if not apart:
+        return False
     accounts = state.jobs
 
     def now_rows() -> Iterator[tuple[JobId, Mapping[GpuType, float], float | None, float, float]]:
-        for o, row in considered:
+        for o, row in apart:
             acct = accounts.get(o.job.id)
             done = acct.steps_done if acct is not None else 0.0
             attained = sum(acct.received_s.values()) if acct is not None else 0.0
@@ -164,10 +169,27 @@ def _rows_worth_a_resolve(
             yield o.job.id, row, left, attained, cost
 
     level_free = config.policy in relearn.LEVEL_FREE_POLICIES
-    if relearn.rows_misjudged(alloc, state.allocation_rows, now_rows(), level_free=level_free):
-        return True
-    state.caches.rows_checked = state.plugins.learned_rows.revision
-    return False
+    return relearn.rows_misjudged(alloc, state.allocation_rows, now_rows(), level_free=level_free)
+
+
+def _rows_apart(
+    state: SchedulerState, alloc: Allocation, considered: list[Considered]
+) -> list[Considered]:
+    """The considered jobs whose row differs (by value) from their row in
+    state.allocation_rows. Kept in the round's memo while it holds the same rows (a
+    quiet round in the simulator) for the same allocation: a function of both."""
+    memo = state.caches.memo
+    if memo is not None and memo.apart_for is alloc:
+        return [considered[i] for i in memo.apart]
+    used = state.allocation_rows
+    apart: list[int] = []
+    for i, (o, row) in enumerate(considered):
+        before = used.get(o.job.id)
+        if before is not row and before != row:
+            apart.append(i)
+    if memo is not None:
+        memo.apart_for, memo.apart = alloc, apart
+    return [considered[i] for i in apart]
 
 
 def act(

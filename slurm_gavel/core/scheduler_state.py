@@ -9,18 +9,19 @@ rounds a job got.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core import job_rows_doc, run_protection
+from slurm_gavel.core import job_rows_doc, mold_memory_doc, run_protection
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.core.job_rows import JobRows
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
 from slurm_gavel.core.mold_round import MoldMemory
 from slurm_gavel.core.run_protection import RunProtection
 from slurm_gavel.core.skips import Skip
-from slurm_gavel.domain.cluster_model import JobPlacement
+from slurm_gavel.domain.cluster_model import Allowed, JobPlacement
 from slurm_gavel.domain.model import Allocation, GpuType, Job, JobId, PairShare
 from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError
@@ -53,9 +54,9 @@ class PluginSlots:
     # learned rows: each job's measured throughputs (job_rows.py), under LEARNED
     # knowledge; in the JSON when there are any (job_rows_doc.py)
     learned_rows: JobRows = field(default_factory=JobRows, repr=False, compare=False)
-    # moldable counts: the moldable jobs' counts and per-count rates (mold_round.py).
-    # Not in the JSON: a reloaded state takes the counts from the running jobs and
-    # measures the rates again.
+    # moldable counts: the moldable jobs' counts and per-count rates (mold_round.py);
+    # in the JSON, what was measured (mold_memory_doc.py): the counts themselves come
+    # from the running jobs again, the rest is rebuilt
     moldable_counts: MoldMemory = field(default_factory=MoldMemory, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -66,6 +67,9 @@ class PluginSlots:
         rows = job_rows_doc.rows_to_json(self.learned_rows)
         if rows is not None:
             out[job_rows_doc.NAME] = rows
+        molds = mold_memory_doc.to_json(self.moldable_counts)
+        if molds is not None:
+            out[mold_memory_doc.NAME] = molds
         return out
 
     @staticmethod
@@ -80,6 +84,7 @@ class PluginSlots:
         return PluginSlots(
             restart_aware=run_protection.from_state(slots, old.get("jobs")),
             learned_rows=job_rows_doc.rows_from_json(rows)[0],
+            moldable_counts=mold_memory_doc.from_json(slots.get(mold_memory_doc.NAME)),
         )
 
 
@@ -90,6 +95,8 @@ class RoundMemo:
 
     table: ThroughputTable  # compared by identity: the rows below came from it
     jobs: tuple[Job, ...]  # the active jobs' Job objects, compared by identity
+    allowed: tuple[Allowed | None, ...]  # and what limited each (ObservedJob's)
+    waiting_on: tuple[str | None, ...]
     capacity: dict[GpuType, int]
     considered: list[tuple[int, Mapping[GpuType, float]]]  # (index into active, row)
     skipped: list[tuple[JobId, Skip]]
@@ -100,6 +107,10 @@ class RoundMemo:
     # mechanism.single_candidates() of `singles_for` (an allocation, by identity)
     singles_for: Allocation | None = None
     singles: SingleCandidates | None = None
+    # the indices into `considered` whose row differs from `apart_for`'s (an allocation,
+    # by identity) allocation_rows (scheduler._rows_apart)
+    apart_for: Allocation | None = None
+    apart: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -113,9 +124,6 @@ class RoundCaches:
     # the table's rows completed for the cluster's GPU types, kept while the table (by
     # identity) and the types stay the same (cluster_rows.py)
     cluster_rows: ClusterRows | None = None
-    # the JobRows.revision whose rows relearn.rows_misjudged last found not worth a
-    # re-solve (a reloaded state checks again, with the same outcome)
-    rows_checked: int | None = None
 
 
 @dataclass
@@ -249,5 +257,11 @@ def fresh_state() -> SchedulerState:
 
 
 def copy_state(state: SchedulerState) -> SchedulerState:
-    """A deep copy through JSON (what the daemon persists is exactly what it reloads)."""
-    return SchedulerState.from_json(state.to_json())
+    """The state as a restarted daemon reads it back: to_json, through JSON text (as
+    the daemon writes state.json and copies the state before each round), from_json.
+    Nothing transient survives (the memo, the rows' caches, what the moldable memory
+    derives), and the next round computes from the copy what it computes from
+    ``state`` (docs/design.md, "Canonical re-solves"; the simulator's
+    ``reload_state_every`` runs whole traces so)."""
+    text = json.dumps(state.to_json(), separators=(",", ":"))
+    return SchedulerState.from_json(json.loads(text))

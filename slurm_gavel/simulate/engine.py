@@ -22,7 +22,7 @@ from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, PluginSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.core.scheduler import placement_is_stable, run_round
-from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.scheduler_state import SchedulerState, copy_state
 from slurm_gavel.domain.cluster_model import Node
 from slurm_gavel.domain.model import GpuType, Job
 from slurm_gavel.domain.throughputs import ThroughputTable
@@ -70,6 +70,11 @@ class SimulationOptions:
     report_knowledge: bool = False
     # `--trace-job`: these jobs' decisions round by round (job_trace.py); reads only
     trace_jobs: frozenset[str] = frozenset()
+    # Every this many rounds (0: never), the scheduler's state goes through the daemon's
+    # JSON form before the round (scheduler_state.copy_state), as across a daemon restart:
+    # no cache, memo or solver object survives. Results must not change (the
+    # differential tests, tests/simulate/test_restart_replay.py).
+    reload_state_every: int = 0
 
 
 @dataclass
@@ -139,6 +144,9 @@ def simulate(
             nxt = backend.next_arrival_time()
             if nxt is not None and nxt > backend.clock:
                 backend.advance(nxt)  # idle cluster: jump to the next arrival
+        every = opts.reload_state_every
+        if every > 0 and state.round_index > 0 and state.round_index % every == 0:
+            state = copy_state(state)
         state, report = run_round(state, backend, config)
         metrics.reallocations += int(report.reallocated)
         metrics.solve_seconds += report.solve_seconds

@@ -175,3 +175,43 @@ def test_the_saved_document_shares_nothing_with_the_live_rows():
     rows.anchor["1"]["k80"] = 2.0
     rows.measured["1"]["k80"] = Measured(1.0, 1.0)
     assert doc == before
+
+
+def test_the_running_counts_go_on_across_a_restart():
+    # a simulation's summary reports them: they once restarted from the active jobs' cells
+    rows = _rows()
+    rows.cells_measured, rows.finished, rows.finished_unmeasured, rows.bounded = 7, 5, 2, 3
+    back, dropped = rows_from_json(copy.deepcopy(rows_to_json(rows)))
+    assert dropped == 0
+    assert (back.cells_measured, back.finished, back.finished_unmeasured, back.bounded) == (
+        7, 5, 2, 3,
+    )  # fmt: skip
+    only_counts = JobRows(finished=4)  # no job left, the counts still kept
+    assert rows_from_json(rows_to_json(only_counts))[0].finished == 4
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3", None, 10**12, math.nan])
+def test_a_count_that_is_no_count_is_dropped(bad):
+    doc = rows_to_json(_rows())
+    assert doc is not None
+    doc["counts"] = {"finished": bad, "bounded": 2}
+    back, dropped = rows_from_json(doc)
+    assert (back.finished, back.bounded, dropped) == (0, 2, 1)
+
+
+def test_a_job_seen_but_never_measured_is_kept_and_forgotten_as_without_a_restart():
+    # without trust bounds nothing else is kept of it: it is still counted when it ends
+    rows = JobRows()
+    o = ObservedJob(job=Job("1", "", 1), state=JobState.PENDING)
+    record_measurements(rows, [o], {}, {}, None)
+    back = rows_from_json(rows_to_json(rows))[0]
+    assert back.seen == {"1"}
+    record_measurements(back, [], {}, {}, None)
+    assert (back.finished, back.finished_unmeasured) == (1, 1)
+
+
+def test_a_prior_cell_of_zero_stays_an_anchor_cell():
+    rows = _rows()
+    rows.anchor = {"1": {"v100": 9.0, "k80": 0.0}}
+    assert rows_from_json(rows_to_json(rows))[0].anchor == rows.anchor

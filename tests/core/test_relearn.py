@@ -14,9 +14,12 @@ from slurm_gavel.core import relearn
 from slurm_gavel.core.job_rows import Knowledge, row_source
 from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, LearnedRowsSettings
 from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_jobs import job_set_key
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.row_trust import TrustBounds
-from slurm_gavel.core.scheduler_state import copy_state
+from slurm_gavel.core.scheduler import reallocate_if_due
+from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState, copy_state
+from slurm_gavel.domain.cluster_model import JobState, ObservedJob
 from slurm_gavel.domain.model import Allocation, Job, PairShare
 from slurm_gavel.domain.throughputs import load_table
 
@@ -189,6 +192,35 @@ def test_a_restarted_daemon_decides_as_the_one_that_kept_running():
     _, rest_b = run_rounds(sim_b, config, 6, state_b)
     assert [r.reallocated for r in rest_a] == [r.reallocated for r in rest_b]
     assert [r.placement.jobs.keys() for r in rest_a] == [r.placement.jobs.keys() for r in rest_b]
+
+
+def test_a_changed_row_is_judged_in_every_round_it_differs_not_once():
+    """Whether a round re-solves for a changed row is a function of the state and the
+    round's rows: judged in every round in which the row differs from the allocation's
+    (a job of unknown length whose time at stake grows re-solves once it pays), never
+    only in the round the row changed (a restarted daemon, which cannot know which
+    rounds judged before, would decide otherwise)."""
+    job = Job("a", RESNET, 1)  # no total steps: its stake is the time it has run
+    settings = replace(DAEMON_DEFAULTS, preemption_overhead_seconds=5.0)
+    config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=settings)
+    capacity = {"v100": 1, "k80": 1}
+    observed = ObservedJob(job, JobState.RUNNING, "v100")
+    considered = [(observed, {"v100": 5.0, "k80": 2.0})]  # v100 half what was planned
+    key = job_set_key([observed], capacity)
+    state = SchedulerState(
+        allocation=_alloc(a={"v100": 1.0}),
+        allocation_key=key,
+        allocation_time=0.0,
+        allocation_rows={"a": ROW},
+        jobs={"a": JobAccount(received_s={"v100": 10.0})},
+    )
+    # ~29 % misjudged (at the row's level): 10 s run is ~3 s at stake, not worth 2 x 5 s
+    assert reallocate_if_due(state, config, considered, key, capacity, 360.0) is None
+    state.jobs["a"].received_s["v100"] = 100.0  # ~29 s at stake now: worth it
+    reloaded = copy_state(state)
+    assert reallocate_if_due(state, config, considered, key, capacity, 720.0) is not None
+    assert reallocate_if_due(reloaded, config, considered, key, capacity, 720.0) is not None
+    assert state.allocation_rows == reloaded.allocation_rows == {"a": considered[0][1]}
 
 
 def test_learned_rows_see_the_jobs_reports_and_progress_never_the_true_rows():
