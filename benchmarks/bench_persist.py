@@ -10,7 +10,9 @@ row of its own (a measured cell on one GPU type at its type's figure times a see
 factor in 0.5-1.5, as bench_round.py --distinct-rows), a job mix as bench_round.py
 submits (70% 1-GPU, 20% 2, 10% 4) of 100 users. Round 0 (the first allocation) is
 not counted; then --rounds rounds, the simulated clock moved on by round_seconds
-before each (jobs report their rates, some rows change, the mechanism rotates).
+before each (jobs report their rates, some rows change, the allocation is solved
+again, the mechanism rotates). --silent: no job reports (bench_round.py's sleep jobs
+on Slurm): the rows and the allocation stay, the mechanism rotates.
 
 Each part of a round is timed by wrapping the product's own function (nothing of it is
 copied here), CPU seconds (process_time) exclusive of the parts nested in it:
@@ -119,7 +121,9 @@ class JsonOf:
         return getattr(json, name)
 
 
-def child(jobs: int, rounds: int, topology: str, privacy: str, seed: int) -> dict[str, Any]:
+def child(
+    jobs: int, rounds: int, topology: str, privacy: str, seed: int, silent: bool = False
+) -> dict[str, Any]:
     """One bench run in this process: per round, CPU seconds per part."""
     import gc
     from dataclasses import replace
@@ -152,13 +156,16 @@ def child(jobs: int, rounds: int, topology: str, privacy: str, seed: int) -> dic
         job_list.append(Job(str(1000 + i), jt, sf, total_steps=1e12, account=f"acct{u % 10}",
                             user=f"user{u}", partition="gpu"))  # fmt: skip
 
+    uid = {j.id: 10000 + int(j.id) % 100 for j in job_list}
+
     class Cluster(SimulatedCluster):
-        """Every job with its owner's uid, as Slurm gives it."""
+        """Every job with its owner's uid, as Slurm gives it; with silent, no job
+        reports its steps or rate (bench_round.py's sleep jobs)."""
 
         def observe(self):  # type: ignore[no-untyped-def]
             snap = super().observe()
-            uid = {j.id: 10000 + int(j.id) % 100 for j in job_list}
-            return replace(snap, jobs=tuple(replace(o, user_id=uid.get(o.job.id))
+            told = {"measured_throughput": None, "steps_done": None} if silent else {}
+            return replace(snap, jobs=tuple(replace(o, user_id=uid.get(o.job.id), **told)
                                             for o in snap.jobs))  # fmt: skip
 
     sim = Cluster(parse_cluster_spec(topology, table), job_list, table)
@@ -240,7 +247,7 @@ ROWS = (*PARTS, "write wall", "persist", *OTHER, "round", "round wall")
 def run_child(code: Path, a: argparse.Namespace, jobs: int) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--child", "--code", str(code), "--jobs", str(jobs),
             "--rounds", str(a.rounds), "--topology", a.topology, "--privacy", a.privacy,
-            "--seed", str(a.seed)]  # fmt: skip
+            "--seed", str(a.seed), *(["--silent"] if a.silent else [])]  # fmt: skip
     res = subprocess.run(argv, capture_output=True, text=True, check=False)
     if res.returncode:
         raise SystemExit(f"{' '.join(argv)}:\n{res.stderr[-3000:]}")
@@ -254,6 +261,8 @@ def main() -> None:
     p.add_argument("--topology", default="v100:48x8,p100:40x8,k80:40x8")
     p.add_argument("--privacy", choices=("public", "private"), default="public")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--silent", action="store_true",
+                   help="no job reports its steps or rate: rows and allocation stay")  # fmt: skip
     p.add_argument("--repeats", type=int, default=1, help="runs per checkout (alternating)")
     p.add_argument("--compare", type=Path, help="another checkout: timed beside this one")
     p.add_argument("--code", type=Path, default=ROOT, help=argparse.SUPPRESS)
@@ -261,10 +270,11 @@ def main() -> None:
     a = p.parse_args()
     if a.child:
         sys.path.insert(0, str(a.code))
-        print(json.dumps(child(int(a.jobs), a.rounds, a.topology, a.privacy, a.seed)))
+        print(json.dumps(child(int(a.jobs), a.rounds, a.topology, a.privacy, a.seed, a.silent)))
         return
     codes = [("before", a.compare), ("after", ROOT)] if a.compare else [("this", ROOT)]
-    print(f"load average {os.getloadavg()[0]:.1f}; {a.topology}; {a.privacy}; CPU s per "
+    print(f"load average {os.getloadavg()[0]:.1f}; {a.topology}; {a.privacy}"
+          f"{'; silent jobs' if a.silent else ''}; CPU s per "
           f"round, median of {a.rounds} rounds x {a.repeats} runs")  # fmt: skip
     for jobs in [int(x) for x in a.jobs.split(",")]:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in codes}

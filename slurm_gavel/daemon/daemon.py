@@ -329,7 +329,7 @@ class Daemon:
         # mutate. As JSON text (C code) rather than copy.deepcopy (Python, one object
         # at a time; benchmarks/README.md "A daemon round"), which the pre-act save
         # writes as it is and a failed round parses back (state_encode.PreRound).
-        self._pre_round = PreRound.of(self.state.to_json(), self.writer.row_texts)
+        self._pre_round = PreRound.of(self.state.to_json(), self.writer.state_plan)
         if self.dry_run:
             # Nothing a dry run plans happens, so each round starts from what Slurm
             # reports, not from the previous (imagined) round.

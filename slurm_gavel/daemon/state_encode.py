@@ -63,12 +63,12 @@ class Fragments:
         for key, value in records.items():
             hit = last.get(key)
             if hit is not None and hit[0] is not value and hit[0] == value:
-                text = hit[1]
+                part = hit[1]  # '"key":text'
                 reused += 1
             else:
-                text = _encode(value)
-            kept[key] = (value, text)
-            parts.append(f"{_key(key)}:{text}")
+                part = f"{_key(key)}:{_encode(value)}"
+            kept[key] = (value, part)
+            parts.append(part)
         self._last = kept
         self.reused = reused
         return "{" + ",".join(parts) + "}"
@@ -127,16 +127,18 @@ class PreRound:
     rows: Encoded | None  # the slot, None when the state had none
 
     @staticmethod
-    def of(state_json: dict[str, Any], rows: Fragments | None = None) -> PreRound:
-        """``rows``: the learned rows' texts to reuse (StateWriter.row_texts)."""
+    def of(state_json: dict[str, Any], plan: Plan | None = None) -> PreRound:
+        """``plan``: the texts to reuse, by path in the scheduler's state
+        (StateWriter.state_plan); the rows' at ("plugins", ROWS, "jobs")."""
+        plan = plan or {}
         slots = state_json.get("plugins")
         if not isinstance(slots, dict) or ROWS not in slots:
-            return PreRound(Encoded.of(state_json), None)
+            return PreRound(Encoded(encode_document(state_json, plan)), None)
         rest = {k: v for k, v in slots.items() if k != ROWS}
-        plan = {("jobs",): rows} if rows is not None else None
+        rows = {p[2:]: f for p, f in plan.items() if p[:2] == ("plugins", ROWS)}
         return PreRound(
-            Encoded.of({**state_json, "plugins": rest}),
-            Encoded(encode_document(slots[ROWS], plan)),
+            Encoded(encode_document({**state_json, "plugins": rest}, plan)),
+            Encoded(encode_document(slots[ROWS], rows)),
         )
 
     def restore(self) -> dict[str, Any]:

@@ -55,15 +55,21 @@ class StateWriter:
         # Its text, which that save encoded and the pre-act save writes as it is.
         self.published_jobs: dict[str, dict[str, Any]] | None = None
         self.published_text: Encoded | None = None
-        # Each job's status record and learned row keep their JSON text from one save
-        # to the next while they are unchanged (state_encode.py): at 20,000 jobs most
-        # of them wait through a round. One set of rows for every copy of them: the
-        # state's, the inflight record's and the pre-round copy's (Daemon._round).
+        # Each job's status record, learned row, account and allocation keep their
+        # JSON text from one save to the next while they are unchanged
+        # (state_encode.py): at 20,000 jobs most of them wait through a round. One set
+        # for every copy of them: the state's, the inflight record's rows and the
+        # pre-round copy's (Daemon._round, through state_plan).
         self.job_texts = Fragments()
         self.row_texts = Fragments()
-        rows = job_rows_doc.NAME
+        self.state_plan = {
+            ("plugins", job_rows_doc.NAME, "jobs"): self.row_texts,
+            ("jobs",): Fragments(),  # the jobs' accounts
+            ("allocation", "fractions"): Fragments(),
+            ("allocation_rows",): Fragments(),
+        }
         self.plan = {
-            ("scheduler", "plugins", rows, "jobs"): self.row_texts,
+            **{("scheduler", *path): texts for path, texts in self.state_plan.items()},
             ("inflight", "job_rows", "jobs"): self.row_texts,
         }
 

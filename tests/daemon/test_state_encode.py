@@ -91,9 +91,11 @@ def test_the_pre_round_copy_restores_to_json_exactly_and_saves_without_rows():
         "jobs": {"1": {"received_s": {"v100": 60.0}}},
     }  # fmt: skip
     before = dumps(state)
-    rows = Fragments()
-    pre = PreRound.of(state, rows)
+    plan = {("plugins", "learned_rows", "jobs"): Fragments(), ("jobs",): Fragments()}
+    pre = PreRound.of(state, plan)
     assert dumps(pre.restore()) == before  # the same document, key order too
+    assert dumps(PreRound.of(json.loads(before), plan).restore()) == before  # kept texts
+    assert all(f.reused == 1 for f in plan.values())
     assert pre.restore() is not pre.restore()  # a fresh copy each time
     without = json.loads(pre.state.text)
     assert without["plugins"] == {"restart_aware": {"1": [2.0]}}
