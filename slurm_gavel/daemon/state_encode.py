@@ -2,9 +2,9 @@
 
 A round writes state.json twice (before the act, with the inflight record, and after
 it) and copies the scheduler's state at its start, and most of what these hold is the
-same from one save to the next: at 20,000 jobs each save was ~20 MB of JSON, most of
-it the jobs' learned rows and status records of jobs that waited through the round
-unchanged (benchmarks/README.md, "20,000 jobs"). Two ways not to encode it again:
+same from one save to the next: at 20,000 jobs each save is ~20 MB of JSON, most of
+it the learned rows, accounts and status records of jobs that waited through the
+round unchanged (benchmarks/README.md, "20,000 jobs"). Two ways not to encode it again:
 
 - ``Encoded``: a value's text, encoded once and written as it is wherever the same
   value is saved again (the pre-round state in the pre-act save, the last published
@@ -119,9 +119,8 @@ class PreRound:
     """The scheduler's state as a round began (SchedulerState.to_json), as JSON text:
     the pre-act save writes it without the learned rows (the inflight record carries
     the round's own), and a round that fails is rolled back to it, parsed then only.
-    Encoding it is also the deep copy a round needs (to_json shares the live dicts the
-    round mutates); before, the copy was parsed back at every round's start and the
-    pre-act save encoded it again."""
+    The text is also the deep copy a round needs (to_json shares live dicts the
+    round mutates), without parsing it back in a round that succeeds."""
 
     state: Encoded  # without the learned rows' slot
     rows: Encoded | None  # the slot, None when the state had none
