@@ -41,6 +41,7 @@ DIR (another checkout: `git worktree add /tmp/before <commit>`) and here, altern
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import json
 import os
@@ -136,12 +137,13 @@ def child(
     from slurm_gavel.daemon import publish, state_doc, state_store, state_writer, status_records
 
     try:  # the state's text from parts encoded before (absent in older checkouts)
-        from slurm_gavel.daemon import state_encode
+        state_encode: Any = importlib.import_module("slurm_gavel.daemon.state_encode")
     except ImportError:
         state_encode = None
     from slurm_gavel.daemon.config import parse_config
     from slurm_gavel.daemon.daemon import Daemon
     from slurm_gavel.daemon.metrics import DaemonMetrics
+    from slurm_gavel.domain.cluster_model import ClusterSnapshot
     from slurm_gavel.domain.model import Job
     from slurm_gavel.domain.throughputs import load_table
 
@@ -162,11 +164,12 @@ def child(
         """Every job with its owner's uid, as Slurm gives it; with silent, no job
         reports its steps or rate (bench_round.py's sleep jobs)."""
 
-        def observe(self):  # type: ignore[no-untyped-def]
+        def observe(self) -> ClusterSnapshot:
             snap = super().observe()
-            told = {"measured_throughput": None, "steps_done": None} if silent else {}
-            return replace(snap, jobs=tuple(replace(o, user_id=uid.get(o.job.id), **told)
-                                            for o in snap.jobs))  # fmt: skip
+            jobs = [replace(o, user_id=uid.get(o.job.id)) for o in snap.jobs]
+            if silent:
+                jobs = [replace(o, measured_throughput=None, steps_done=None) for o in jobs]
+            return replace(snap, jobs=tuple(jobs))
 
     sim = Cluster(parse_cluster_spec(topology, table), job_list, table)
     state_dir = Path(tempfile.mkdtemp(prefix="bench-persist-"))
@@ -189,7 +192,8 @@ def child(
         learned.revision += 1
 
         clock = Clock()
-        daemon_mod.json = JsonOf(clock, "copy")  # type: ignore[assignment]
+        if "json" in vars(daemon_mod):  # the copy through json of older checkouts
+            vars(daemon_mod)["json"] = JsonOf(clock, "copy")
         patch(clock, scheduler_state.SchedulerState, "to_json", "to_json")
         patch(clock, job_rows_doc, "rows_to_json", "rows")
         patch(clock, status_records, "jobs_view", "jobs view")
