@@ -413,20 +413,17 @@ def main() -> int:
     p.add_argument("--dual-eps", type=float, default=1e-9, help="a dual this small counts as 0")
     p.add_argument("--row-target", type=float, default=1e4,
                    help="--face row: scale the row to this activity (0: unscaled)")  # fmt: skip
-    p.add_argument("--skip-unique", action="store_true",
-                   help="no stage 3 where stage 2's optimum is unique")  # fmt: skip
-    p.add_argument("--warm2", action="store_true",
-                   help="warm: stage 2 too from the previous stage-2 basis")  # fmt: skip
-    p.add_argument("--no-stage3", action="store_true",
-                   help="canonical: only the slack and the snap, no stage 3")  # fmt: skip
     p.add_argument("--polish", type=float, default=1e-9,
                    help="canonical: x from its support and active rows (tol; 0: off)")  # fmt: skip
-    p.add_argument("--slow-map", action="store_true",
-                   help="warm: bench_warm_basis's per-cell Python mapping")  # fmt: skip
-    p.add_argument("--normal", action="store_true",
-                   help="polish by the normal equations, not lstsq")  # fmt: skip
-    p.add_argument("--one-basis", action="store_true",
-                   help="warm: stage 1 from the last stage-2 basis (one save)")  # fmt: skip
+    for flag, what in (
+        ("--skip-unique", "no stage 3 where stage 2's optimum is unique"),
+        ("--warm2", "warm: stage 2 too from the previous stage-2 basis"),
+        ("--no-stage3", "canonical: only the slack and the snap, no stage 3"),
+        ("--slow-map", "warm: bench_warm_basis's per-cell Python mapping"),
+        ("--normal", "polish by the normal equations, not lstsq"),
+        ("--one-basis", "warm: stage 1 from the last stage-2 basis (one save)"),
+    ):
+        p.add_argument(flag, action="store_true", help=what)
     p.add_argument("--dump", help="save every re-solve's x to this .npz")
     p.add_argument("simulate", nargs=argparse.REMAINDER, help="-- then simulate's arguments")
     args = p.parse_args()

@@ -70,7 +70,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     from slurm_gavel.backends.cluster_spec import parse_cluster_spec
     from slurm_gavel.core.round_settings import RoundSettings
     from slurm_gavel.domain.throughputs import load_table
-    from slurm_gavel.simulate import metrics as metrics_mod
+    from slurm_gavel.simulate import collector as metrics_mod
     from slurm_gavel.simulate.engine import SimulationOptions, simulate
     from slurm_gavel.simulate.generate import generate_trace
 

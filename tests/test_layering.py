@@ -2,7 +2,8 @@
 
 The core (slurm_gavel.core and the policies) imports no backend, no simulator and no
 daemon, so the simulator and the daemon run the very same round; each other layer
-imports only what is below it (LAYERS); the job library, installed alone on training
+imports only what is below it (LAYERS); the round sees the policies through their
+package only (POLICIES_FACE); the job library, installed alone on training
 nodes, imports nothing of the rest (STANDALONE); and no two modules of the package (or of
 the reference workloads) import each other, directly or round a loop. Every import counts: those
 inside functions and under ``TYPE_CHECKING`` too, since a lazy import hides a
@@ -271,6 +272,46 @@ def test_the_slurm_backends_round_logic_knows_no_transport() -> None:
         found += [_chain(via, d, module) for d in sorted(via) if _in(d, TRANSPORTS)]
     found += leaks(graph, [TRANSPORTS[0]], [TRANSPORTS[1]])
     assert not found, "the Slurm backend's walls are crossed:\n" + "\n".join(found)
+
+
+# The round (slurm_gavel.core) sees the policies through their package's face
+# (slurm_gavel/policies/__init__.py: the policies by name, their options, the moldable
+# counts' LP), never a policy's module or the solvers behind them, so the policies can
+# be rearranged without touching the round.
+POLICIES_FACE = "slurm_gavel.policies"
+
+
+def behind_the_face(graph: Mapping[str, set[str]]) -> list[str]:
+    """Each direct import of a module of the core from inside the policies' package."""
+    return [
+        f"{dep} <- {module}"
+        for module in sorted(m for m in graph if _in(m, ["slurm_gavel.core"]))
+        for dep in sorted(graph[module])
+        if _in(dep, [POLICIES_FACE]) and dep != POLICIES_FACE
+    ]
+
+
+def test_the_round_sees_the_policies_only_through_their_package() -> None:
+    graph = import_graph(modules(["slurm_gavel"]))
+    assert POLICIES_FACE in graph["slurm_gavel.core.scheduler"]
+    found = behind_the_face(graph)
+    assert not found, "the round imports the policies' internals:\n" + "\n".join(found)
+
+
+def test_the_face_rule_sees_an_import_of_a_solver(tmp_path: Path) -> None:
+    (tmp_path / "slurm_gavel" / "core").mkdir(parents=True)
+    (tmp_path / "slurm_gavel" / "policies" / "solvers").mkdir(parents=True)
+    for f in ("__init__.py", "policies/__init__.py", "policies/solvers/__init__.py",
+              "policies/solvers/lp.py", "core/__init__.py"):  # fmt: skip
+        (tmp_path / "slurm_gavel" / f).write_text("")
+    (tmp_path / "slurm_gavel" / "core" / "a.py").write_text(
+        "from slurm_gavel.policies import allocate\n"
+    )
+    (tmp_path / "slurm_gavel" / "core" / "b.py").write_text(
+        "from slurm_gavel.policies.solvers.lp import solve_lp\n"
+    )
+    graph = import_graph(modules(["slurm_gavel"], tmp_path))
+    assert behind_the_face(graph) == ["slurm_gavel.policies.solvers.lp <- slurm_gavel.core.b"]
 
 
 def test_no_import_cycles() -> None:

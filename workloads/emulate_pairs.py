@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
 from slurm_gavel.backends.slurm.cli.json_format import CliFormat, detect_cli
-from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs
 from slurm_gavel.backends.slurm.records import SlurmJob
 from slurm_gavel.backends.slurm.releases import SlurmReleaseError
 from slurm_gavel.backends.slurm.shard_pairs import shard_partners
+from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.domain.comment_grammar import ManagedCommentError, parse_comment
 from slurm_gavel.domain.throughputs import ThroughputTable, load_table
 from slurm_gavel.errors import InputError

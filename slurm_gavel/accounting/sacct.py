@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands
-from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.fields import (
     gpu_counts,
     number,
@@ -40,6 +39,7 @@ from slurm_gavel.backends.slurm.fields import (
     tres_gpus,
     tres_name,
 )
+from slurm_gavel.backends.slurm.slurm_errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.errors import InputError
 
 FIELDS = (

@@ -11,7 +11,7 @@ Per job (all its runs: with ``sacct -D`` a requeued job has one record per run):
   given (`report --restart-seconds`, or the config's preemption_overhead_seconds);
   unknown (None) without either;
 * GPU-hours per GPU type: sum over runs of elapsed x GPUs, by the run's type;
-* finish-time fairness rho (Themis/Gavel, as simulate/metrics.py): JCT over the
+* finish-time fairness rho (Themis/Gavel, as simulate/collector.py): JCT over the
   time the job would have needed alone on an equal 1/n share of the cluster, n
   being the mean number of GPU jobs in the system over its lifetime, its work
   being what sacct_trace counts. Needs its job type in the throughput table and
@@ -30,7 +30,7 @@ from typing import Any
 from slurm_gavel.accounting.sacct import SacctRun, by_job
 from slurm_gavel.domain.comment_grammar import ManagedCommentError, parse_comment
 from slurm_gavel.domain.throughputs import ThroughputTable
-from slurm_gavel.simulate.metrics import MetricsCollector
+from slurm_gavel.simulate.collector import MetricsCollector
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
          "PREEMPTED", "BOOT_FAIL", "DEADLINE"}  # fmt: skip

@@ -9,8 +9,8 @@ from typing import Any
 
 from slurm_gavel.accounting.usage_report import GROUPS, add_fairness, job_facts, job_json, summarise
 from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
-from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.fields import typed_gpus
+from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.commands.jsonout import add_json_option, to_stdout, write_json
 from slurm_gavel.commands.plotting import require_matplotlib
 from slurm_gavel.commands.status import printable

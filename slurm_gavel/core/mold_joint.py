@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from slurm_gavel.core.moldable import RESTART_WORTH, MoldJob, cluster_value
 from slurm_gavel.domain.model import GpuType, JobId
-from slurm_gavel.policies.solvers.mold_lp import (
+from slurm_gavel.policies import (
     CountJob,
     allocate_counts,
     count_types,

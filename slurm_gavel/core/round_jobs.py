@@ -2,7 +2,7 @@
 policy's problem for them, and the mechanism's view of them.
 
 Each is derived from the observed jobs; round_jobs() and mechanism_jobs() reuse the
-previous round's results (SchedulerState.memo) when the backend reports the very
+previous round's results (SchedulerState.caches.memo) when the backend reports the very
 same objects, which makes the simulator's quiet rounds cheap.
 """
 
@@ -141,7 +141,7 @@ def round_jobs(
     same capacity with the same table (a quiet round in the simulator; Slurm backends
     build new Job objects every round, so the daemon always recomputes, and its
     updated tables are new objects too)."""
-    memo = state.memo
+    memo = state.caches.memo
     if (
         memo is not None
         and memo.table is config.table
@@ -158,7 +158,7 @@ def round_jobs(
             considered = [(active[i], row) for i, row in memo.considered]
             return considered, memo.skipped, memo.key, memo.unmeasured
     # every type the cluster has, drained or not: a drain does not refit estimates
-    rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
+    rows = state.caches.cluster_rows = rows_for(state.caches.cluster_rows, config.table, capacity)
     learned, own = state.plugins.learned_rows, config.plugins.learned_rows
     source = row_source(config.knowledge, rows, learned, config.given_rows, own.bounds, own.explore)
     considered, skipped = considered_jobs(
@@ -173,7 +173,7 @@ def round_jobs(
         if source is None or rows.filled.has(o.job.job_type, o.job.scale_factor)
     )
     index = {id(o): i for i, o in enumerate(active)}
-    state.memo = RoundMemo(
+    state.caches.memo = RoundMemo(
         config.table,
         tuple(o.job for o in active),
         dict(capacity),
@@ -191,7 +191,7 @@ def mechanism_jobs(jobs: list[Considered], state: SchedulerState) -> dict[JobId,
     now (the previous round's placement when it is the same place, since that one
     knows whether the job is consolidated). Reuses the memo's objects when unchanged."""
     out: dict[JobId, MechanismJob] = {}
-    cache = state.memo.mechanism_jobs if state.memo is not None else {}
+    cache = state.caches.memo.mechanism_jobs if state.caches.memo is not None else {}
     for o, row in jobs:
         job_id = o.job.id
         current = None

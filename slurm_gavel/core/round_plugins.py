@@ -77,7 +77,9 @@ class MoldableCounts:
         if not any(o.job.scale_range is not None for o in active) and not memory.jobs:
             return
         capacity = ctx.capacity  # the round's allocation capacity, computed once
-        rows = state.cluster_rows = rows_for(state.cluster_rows, config.table, capacity)
+        rows = state.caches.cluster_rows = rows_for(
+            state.caches.cluster_rows, config.table, capacity
+        )
         learned = state.plugins.learned_rows if config.knowledge is Knowledge.LEARNED else None
         stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
 
@@ -210,7 +212,7 @@ class Mechanism:
             nodes = without_kept(nodes, kept)
         usable = {t: n for t, n in ctx.capacity.items() if n > 0}
         credit = stay_credit(ctx.config.plugins.mechanism, jobs_m, usable)
-        memo = state.memo
+        memo = state.caches.memo
         singles = None
         if memo is not None and not kept:  # (the memo's candidates are every job's)
             if memo.singles_for is not state.allocation:

@@ -1,7 +1,7 @@
 """How a managed job's run ended, as a backend saw it: the facts the daemon's watch on
 crash loops and on jobs that never checkpoint is built from (daemon/run_watch.py).
 
-A backend that can tell (the Slurm backend: backends/slurm/run_ends.py) reports, each
+A backend that can tell (the Slurm backend: backends/slurm/ended_runs.py) reports, each
 observe, the runs that ended since the last one, by what ended them; it decides
 nothing. Plain values only.
 """

@@ -118,7 +118,7 @@ def reallocate_if_due(
         and since >= settings.reallocate_every_seconds
     )
     change = state.allocation is None or key != state.allocation_key or due
-    if not change and state.rows_checked != state.plugins.learned_rows.revision:
+    if not change and state.caches.rows_checked != state.plugins.learned_rows.revision:
         change = _rows_worth_a_resolve(state, config, considered)
     if (
         change
@@ -135,7 +135,7 @@ def reallocate_if_due(
     previous = state.allocation
     state.allocation, state.allocation_key, state.allocation_time = alloc, key, now
     state.allocation_rows = {o.job.id: row for o, row in considered}
-    state.rows_checked = state.plugins.learned_rows.revision
+    state.caches.rows_checked = state.plugins.learned_rows.revision
     # Gavel resets the received-time accounting whenever the allocation changes:
     # priorities then measure progress towards the new fractions. A re-solve for the
     # same jobs keeps it (relearn.keeps_accounting says why), so a repeat moves no job.
@@ -166,7 +166,7 @@ def _rows_worth_a_resolve(
     level_free = config.policy in relearn.LEVEL_FREE_POLICIES
     if relearn.rows_misjudged(alloc, state.allocation_rows, now_rows(), level_free=level_free):
         return True
-    state.rows_checked = state.plugins.learned_rows.revision
+    state.caches.rows_checked = state.plugins.learned_rows.revision
     return False
 
 

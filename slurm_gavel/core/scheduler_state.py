@@ -103,6 +103,22 @@ class RoundMemo:
 
 
 @dataclass
+class RoundCaches:
+    """What rounds derived and keep only to save work, never state: not in the JSON; a
+    reloaded state starts without them and derives the same again."""
+
+    # what the last round derived from its job set, reused while the backend reports
+    # the very same Job objects (the simulator between arrivals and completions)
+    memo: RoundMemo | None = None
+    # the table's rows completed for the cluster's GPU types, kept while the table (by
+    # identity) and the types stay the same (cluster_rows.py)
+    cluster_rows: ClusterRows | None = None
+    # the JobRows.revision whose rows relearn.rows_misjudged last found not worth a
+    # re-solve (a reloaded state checks again, with the same outcome)
+    rows_checked: int | None = None
+
+
+@dataclass
 class SchedulerState:
     round_index: int = 0
     last_round_time: float | None = None  # backend clock when the last round acted
@@ -121,16 +137,8 @@ class SchedulerState:
     placement: dict[JobId, JobPlacement] = field(default_factory=dict)  # last round's
     # what the round's plugins keep between rounds, each in its own slot
     plugins: PluginSlots = field(default_factory=PluginSlots)
-    # Not state: what the last round derived from its job set, reused while the
-    # backend reports the very same Job objects (the simulator between arrivals and
-    # completions). Never written to JSON; a reloaded state starts without it.
-    memo: RoundMemo | None = field(default=None, repr=False, compare=False)
-    # Not state either: the table's rows completed for the cluster's GPU types, kept
-    # while the table (by identity) and the types stay the same (cluster_rows.py).
-    cluster_rows: ClusterRows | None = field(default=None, repr=False, compare=False)
-    # Not state: the JobRows.revision whose rows relearn.rows_misjudged last found not
-    # worth a re-solve (a reloaded state checks again, with the same outcome).
-    rows_checked: int | None = field(default=None, repr=False, compare=False)
+    # Not state: what rounds derived and keep only to save work (RoundCaches)
+    caches: RoundCaches = field(default_factory=RoundCaches, repr=False, compare=False)
 
     # ---- JSON --------------------------------------------------------------------------
 

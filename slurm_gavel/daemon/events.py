@@ -14,9 +14,8 @@ from collections.abc import Iterable, Mapping
 
 from slurm_gavel.core.cluster_rows import TYPE_BLIND
 from slurm_gavel.core.round_report import RoundReport
-from slurm_gavel.daemon.hooked_backend import SETTLING
 from slurm_gavel.daemon.logs import event, log_ids, running_as
-from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobState, NodeState
+from slurm_gavel.domain.cluster_model import SETTLING, ClusterSnapshot, JobState, NodeState
 
 log = logging.getLogger("slurm_gavel.daemon")
 

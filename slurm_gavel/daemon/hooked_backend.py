@@ -26,6 +26,7 @@ from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress_learning import ProgressTracker, estimate_steps
 from slurm_gavel.daemon.run_watch import RunWatch
 from slurm_gavel.domain.cluster_model import (
+    SETTLING,
     ActResult,
     ClusterBackend,
     ClusterSnapshot,
@@ -41,7 +42,6 @@ log = logging.getLogger("slurm_gavel.daemon")
 # while slurmctld was down is reported to it by slurmstepd's retry, which took more
 # than 5 s after a restart in the integration test; 20 s covers that retry period.
 SETTLE_AFTER_OUTAGE_S = 20.0
-SETTLING = "not acted on: settling after a Slurm outage"
 
 
 class TapHost(Protocol):
@@ -106,7 +106,7 @@ class DaemonTap:
         snap = d.run_watch.observe(ends, snap, runs)
         # The rows the round uses (GPU types the table lacks included: cluster_rows.py);
         # the scheduler's own when it last ran with this table, else the tap's.
-        rows = d.state.cluster_rows
+        rows = d.state.caches.cluster_rows
         if rows is None or rows.table is not d.sched_config.table:
             rows = self._rows
         rows = self._rows = rows_for(rows, d.sched_config.table, snap.capacity())

@@ -94,7 +94,7 @@ def mold_view(
     if snap is None or not any(o.job.scale_range is not None for o in snap.jobs):
         return None
     usable, biggest = usable_capacity(allocation_capacity(snap.nodes))
-    rows = state.cluster_rows
+    rows = state.caches.cluster_rows
     memory = state.plugins.moldable_counts
     own = config.plugins.moldable_counts
     joint, untried = own.lp, own.untried and config.knowledge is Knowledge.LEARNED

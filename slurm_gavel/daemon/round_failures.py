@@ -22,7 +22,7 @@ log = logging.getLogger("slurm_gavel.daemon")
 def is_slurm_unavailable(e: BaseException) -> bool:
     """True when `e` says Slurm could not be reached (slurmctld away, a command timed
     out): the round is retried and the daemon settles before it acts again."""
-    from slurm_gavel.backends.slurm.errors import SlurmUnreachable
+    from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 
     # Not every OSError: the backends turn their own (a missing command, a refused
     # connection) into SlurmUnreachable, so a bare OSError here is a local file (the

@@ -19,10 +19,10 @@ RowView = Callable[[ObservedJob], dict[str, dict[str, Any]] | None]
 def row_view(state: SchedulerState, config: SchedulerConfig) -> RowView | None:
     """The view of each job's row the last round used; None under TABLE knowledge (the
     type's row: status shows the table's unmeasured cells instead) or before a round."""
-    if config.knowledge is Knowledge.TABLE or state.cluster_rows is None:
+    if config.knowledge is Knowledge.TABLE or state.caches.cluster_rows is None:
         return None
     learned = state.plugins.learned_rows
-    source = RowSource(config.knowledge, state.cluster_rows, learned, config.given_rows)
+    source = RowSource(config.knowledge, state.caches.cluster_rows, learned, config.given_rows)
     measured = learned.measured
 
     def view(o: ObservedJob) -> dict[str, dict[str, Any]] | None:

@@ -2,7 +2,7 @@
 never checkpoint warned then given back, jobs the checkpoint signal killed told why.
 
 The backend reports each observe's ended runs by kind (core/run_ends.py; the Slurm
-backend: backends/slurm/run_ends.py); this decides, per job, from streaks in a row:
+backend: backends/slurm/ended_runs.py); this decides, per job, from streaks in a row:
 
 - UNSIGNALLED runs shorter than ``checkpoint.short_run_seconds`` (or never seen
   running) ``checkpoint.max_unsignalled_restarts`` times in a row: a crash loop (a job

@@ -29,11 +29,10 @@ from typing import Any, TypeGuard
 
 from slurm_gavel.core.run_protection import RunProtection, from_state
 from slurm_gavel.core.skips import SkipCode, owner_sentence
+from slurm_gavel.domain.cluster_model import SETTLING
 from slurm_gavel.errors import InputError
 
 VIEW_FORMAT = "slurm-gavel-status/1"
-# The settling marker of daemon_tap.SETTLING (not imported: that module pulls the daemon).
-SETTLING_PREFIX = "not acted on: settling"
 
 
 def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, Any]:
@@ -319,7 +318,7 @@ def why(
     if state == "skipped":
         code = str(job.get("skip") or SkipCode.OTHER)
         return owner_sentence(code, reason, int(job.get("scale_factor") or 0))
-    if reason.startswith(SETTLING_PREFIX):
+    if reason == SETTLING:
         return "waiting: the daemon is settling after a Slurm outage and acts shortly"
     if reason:
         return "waiting: the last attempt to place it failed; it retries next round"

@@ -294,6 +294,12 @@ class ActResult:
     failed: tuple[tuple[JobId, str], ...] = ()  # could not be carried out, with the reason
 
 
+# The reason each job of a placement the daemon held back gets (it settles after a Slurm
+# outage before it acts again): written by the daemon, read back from the status file
+# by `status`, which imports no daemon.
+SETTLING = "not acted on: settling after a Slurm outage"
+
+
 @runtime_checkable
 class ClusterBackend(Protocol):
     """What the round loop needs from a cluster. Implemented by SimulatedCluster and

@@ -3,6 +3,11 @@
 Every policy module exposes ``allocate(problem: Problem, options: PolicyOptions)
 -> Allocation``: a pure function of plain data. Modules are imported on first
 use, so `slurm-gavel status` does not pay for importing cvxpy.
+
+This module is the policies' face to the round (slurm_gavel.core): the round imports
+from here, never from a policy's module or the solvers behind them
+(tests/test_layering.py). Besides the policies by name, that face holds the moldable
+counts' LP (solvers/mold_lp.py), also imported on first use.
 """
 
 from __future__ import annotations
@@ -11,10 +16,19 @@ import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from slurm_gavel.domain.model import Allocation, Problem
 from slurm_gavel.errors import InputError
 from slurm_gavel.policies.solvers.solve_paths import recording
+
+if TYPE_CHECKING:
+    from slurm_gavel.policies.solvers.mold_lp import (
+        CountJob,
+        allocate_counts,
+        count_types,
+        pick_counts,
+    )
 
 
 @dataclass(frozen=True)
@@ -83,3 +97,35 @@ def allocate(problem: Problem, name: str, options: PolicyOptions | None = None) 
     alloc.decomposed = list(paths.decomposed)
     alloc.fallbacks = list(paths.fallbacks)
     return alloc
+
+
+# What the round takes from the solvers besides the policies: name -> its module, imported
+# on first use (PEP 562) like the policies, so importing this package stays light.
+_SOLVER_NAMES = {
+    "CountJob": "slurm_gavel.policies.solvers.mold_lp",
+    "allocate_counts": "slurm_gavel.policies.solvers.mold_lp",
+    "count_types": "slurm_gavel.policies.solvers.mold_lp",
+    "pick_counts": "slurm_gavel.policies.solvers.mold_lp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SOLVER_NAMES:
+        return getattr(importlib.import_module(_SOLVER_NAMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "PACKING_POLICIES",
+    "POLICY_MODULES",
+    "CountJob",
+    "PolicyFn",
+    "PolicyOptions",
+    "UnknownPolicyError",
+    "allocate",
+    "allocate_counts",
+    "count_types",
+    "get_policy",
+    "pick_counts",
+    "policy_names",
+]

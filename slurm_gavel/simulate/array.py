@@ -49,8 +49,8 @@ from typing import Any, Protocol
 
 from slurm_gavel.atomic import write_atomic
 from slurm_gavel.errors import InputError
+from slurm_gavel.simulate.collector import UtilisationTimeline
 from slurm_gavel.simulate.engine import SimulationResult
-from slurm_gavel.simulate.metrics import UtilisationTimeline
 
 FOLDER_PREFIX = "slurm-gavel-sweep-"
 SCRIPT = "task.py"

@@ -27,8 +27,8 @@ from slurm_gavel.domain.cluster_model import Node
 from slurm_gavel.domain.model import GpuType, Job
 from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.simulate import moldable_trace
+from slurm_gavel.simulate.collector import MetricsCollector
 from slurm_gavel.simulate.job_trace import JobTracer
-from slurm_gavel.simulate.metrics import MetricsCollector
 from slurm_gavel.simulate.slurm_baseline import BASELINES
 from slurm_gavel.simulate.true_rows import Rows, complete_rows
 

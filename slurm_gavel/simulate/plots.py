@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from slurm_gavel.simulate.metrics import UtilisationTimeline
+from slurm_gavel.simulate.collector import UtilisationTimeline
 from slurm_gavel.simulate.sweep import SweepPoint
 
 HOUR = 3600.0

@@ -19,9 +19,9 @@ listed in CONTRIBUTING.md, "Testing against the fake".
 
 from slurm_gavel.testing.clock import FakeClock
 from slurm_gavel.testing.cluster import FakeSlurm, FakeSlurmError
-from slurm_gavel.testing.model import OnSignal, Refused, Script
+from slurm_gavel.testing.fake_transport import FakeTransport, fake_backend
+from slurm_gavel.testing.fakes import OnSignal, Refused, Script
 from slurm_gavel.testing.owner import OwnerError
-from slurm_gavel.testing.transport import FakeTransport, fake_backend
 
 __all__ = [
     "FakeClock",

@@ -8,7 +8,7 @@ issues commands (as the daemon does, through FakeTransport, or as a job's owner)
 moves the clock with advance(), during which the fake's scheduler starts the released
 jobs that fit and the jobs' scripts run, end, checkpoint or time out.
 
-What it answers is what the real transports return (records.py builds the same
+What it answers is what the real transports return (to_records.py builds the same
 SlurmNode and SlurmJob records), and tests/backends/slurm/contract/ runs the same
 scenarios against it and against each real Slurm release. It models Slurm as the
 local test cluster configures it (tools/local-cluster: RequeueExitHold=99,
@@ -22,11 +22,11 @@ import re
 import signal
 from collections.abc import Iterable, Iterator
 
-from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut
+from slurm_gavel.backends.slurm.slurm_errors import SlurmActionTimedOut
 from slurm_gavel.backends.slurm.user_holds import held_by_owner
 from slurm_gavel.domain.model import JobId
 from slurm_gavel.testing.clock import FakeClock
-from slurm_gavel.testing.model import (
+from slurm_gavel.testing.fakes import (
     FIRST_PRIORITY,
     HELD_ADMIN,
     HELD_USER,
@@ -42,7 +42,7 @@ from slurm_gavel.testing.model import (
     parse_topology,
 )
 from slurm_gavel.testing.owner import Owner
-from slurm_gavel.testing.scheduler import Scheduler
+from slurm_gavel.testing.timeline import Scheduler
 
 DEFAULT_TOPOLOGY = "v100:2x4,p100:2x4,k80:2x4"  # tools/local-cluster's
 SHARED_PARTITION = "gpu"

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from slurm_gavel.backends.slurm.user_holds import held_by_owner, with_user_hold
 from slurm_gavel.domain.model import JobId
-from slurm_gavel.testing.model import HELD_USER, FakeJob
+from slurm_gavel.testing.fakes import HELD_USER, FakeJob
 
 PREFIX = "gavel:"
 

@@ -225,7 +225,7 @@ def _a3c_record(state, gpus: int, shown: str, steps_done=None, count: int | None
     1-4 on 8 v100 GPUs under learned rows: the table has A3C at 1 GPU only."""
     table = load_table()
     sched = SchedulerState()
-    sched.cluster_rows = rows_for(None, table, {"v100": 8})
+    sched.caches.cluster_rows = rows_for(None, table, {"v100": 8})
     job = Job("7", "A3C", 1, total_steps=1e6, scale_range=(1, 4))
     nodes = (NodeSlice("v100-0", gpus),) if gpus else ()
     o = ObservedJob(job, state, "v100" if gpus else None, nodes, steps_done=steps_done)

@@ -204,7 +204,7 @@ def test_learned_rows_see_the_jobs_reports_and_progress_never_the_true_rows():
     state, _ = run_rounds(sim, config, 6)
     learned = state.plugins.learned_rows
     source = row_source(
-        config.knowledge, state.cluster_rows, learned, {}, config.plugins.learned_rows.bounds
+        config.knowledge, state.caches.cluster_rows, learned, {}, config.plugins.learned_rows.bounds
     )
     assert source is not None and learned.measured
     for o in sim.observe().jobs:

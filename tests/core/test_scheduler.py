@@ -192,7 +192,7 @@ def test_stay_credit_is_off_in_overloaded_rounds():
 @pytest.mark.parametrize("policy", ["max_min_fairness", "max_min_fairness_packed"])
 def test_the_round_memo_changes_no_decision(policy):
     """run_round reuses what it derived from the job set while the backend reports the
-    same Job objects (SchedulerState.memo). A state reloaded from JSON every round
+    same Job objects (SchedulerState.caches.memo). A state reloaded from JSON every round
     (no memo, as after a daemon restart) must place every job the same way."""
     from slurm_gavel.core.scheduler_state import copy_state
     from slurm_gavel.simulate.generate import generate_trace
@@ -233,7 +233,7 @@ def test_a_new_throughput_table_is_used_in_the_next_round_even_with_the_same_job
     slow.alone[(RESNET, 1)]["k80"] = 0.0  # ResNet-50 can no longer run on a K80
     state, report = run_round(state, sim, replace(config, table=slow))
     assert all(p.gpu_type != "k80" for p in report.placement.jobs.values())
-    assert state.memo is not None and state.memo.table is slow
+    assert state.caches.memo is not None and state.caches.memo.table is slow
 
 
 class _WaitingBackend:

@@ -1,7 +1,8 @@
-"""SchedulerState: its JSON form, bad documents, and the memo that is never persisted."""
+"""SchedulerState: its JSON form, bad documents, and the caches that are never persisted."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -36,9 +37,23 @@ def test_the_round_memo_is_never_written_and_a_copy_starts_without_it():
     jobs = [Job("a", RESNET, 1, total_steps=1e9), Job("b", RESNET, 2, total_steps=1e9)]
     sim = SimulatedCluster(parse_cluster_spec("v100:1x4", TABLE), jobs, TABLE)
     state, _ = run_round(SchedulerState(), sim, SchedulerConfig(table=TABLE))
-    assert state.memo is not None
+    assert state.caches.memo is not None
     assert "memo" not in state.to_json()
-    assert copy_state(state).memo is None
+    assert copy_state(state).caches.memo is None
+
+
+def test_every_top_level_field_is_state_in_the_json_and_derived_work_is_in_caches():
+    # What a reloaded daemon would decide differently without is state, and in the
+    # JSON; what only saves work is in the caches, which a copy starts without.
+    jobs = [Job("a", RESNET, 1, total_steps=1e9), Job("b", RESNET, 2, total_steps=1e9)]
+    sim = SimulatedCluster(parse_cluster_spec("v100:1x4", TABLE), jobs, TABLE)
+    state, _ = run_round(SchedulerState(), sim, SchedulerConfig(table=TABLE))
+    written = set(state.to_json()) | {"plugins"}  # (plugins: written when not empty)
+    kept = {f.name for f in dataclasses.fields(SchedulerState)} - {"caches"}
+    assert kept <= written, kept - written
+    assert state.caches.cluster_rows is not None and state.caches.rows_checked is not None
+    fresh = copy_state(state).caches
+    assert (fresh.memo, fresh.cluster_rows, fresh.rows_checked) == (None, None, None)
 
 
 def test_each_jobs_records_in_the_json_are_copies_the_next_round_leaves_alone():

@@ -8,6 +8,8 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -15,12 +17,13 @@ from daemon_records import daemon_records
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.backends.slurm.errors import SlurmUnreachable
+from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.state_store import StateLockedError, StateStore
+from slurm_gavel.daemon.status_view import status_view
 from slurm_gavel.domain.cluster_model import ActResult, RoundPlacement
 from slurm_gavel.domain.model import Job
 from slurm_gavel.domain.throughputs import load_table
@@ -89,6 +92,26 @@ class KillingBackend:
         return result
 
 
+def killed_in_its_third_round(d: Daemon, sim: SimulatedCluster) -> None:
+    """A daemon whose backend is a KillingBackend(kill_at=3) started, two rounds run and
+    the third killed; its state lock released, as the kernel does when the process dies."""
+    d.start()
+    rounds(d, sim, 2)
+    with pytest.raises(Killed):
+        d.round()
+    d.store.release()
+
+
+@contextmanager
+def started(d: Daemon) -> Iterator[Daemon]:
+    """The daemon started, its state lock released at the end whatever happens."""
+    d.start()
+    try:
+        yield d
+    finally:
+        d.store.release()
+
+
 def test_state_is_saved_every_round_and_reloaded(tmp_path, table):
     sim = cluster(table)
     d = daemon(tmp_path, sim, table)
@@ -145,11 +168,7 @@ def test_killed_mid_round_resumes_without_losing_accounting(tmp_path, table, aft
 
     sim = cluster(table)
     d = daemon(tmp_path, KillingBackend(sim, kill_at=3, after_act=after_act), table)
-    d.start()
-    rounds(d, sim, 2)
-    with pytest.raises(Killed):
-        d.round()
-    d.store.release()  # the kernel does this when the process dies
+    killed_in_its_third_round(d, sim)
     doc = StateStore(tmp_path / "state").load()
     assert doc["inflight"]["round_index"] == 2  # saved just before the act
     sim.advance(sim.clock + ROUND)
@@ -605,6 +624,9 @@ def test_an_outage_the_backend_rode_out_still_makes_the_daemon_settle(tmp_path, 
     report = d.round()
     assert not report.result.started and not report.result.preempted
     assert dict(sim.running()) == before
+    # what the owners read of it (the status file, as `status` reads it, no daemon)
+    waiting = [j for j in status_view(d.store.load())["jobs"] if j["state"] == "held"]
+    assert waiting and all("is settling after a Slurm outage" in j["why"] for j in waiting)
     sim.advance(sim.clock + 25)  # past SETTLE_AFTER_OUTAGE_S
     report = d.round()
     assert not report.result.failed and d.tap.settle_until is None

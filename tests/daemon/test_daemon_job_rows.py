@@ -12,13 +12,14 @@ import pytest
 from test_daemon import (
     ROUND,
     FlakyBackend,
-    Killed,
     KillingBackend,
     cluster,
     config,
     events_of,
+    killed_in_its_third_round,
     received,
     rounds,
+    started,
 )
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
@@ -61,8 +62,7 @@ def _daemon(tmp_path, sim, table, **learning) -> Daemon:
 def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
     sim = _sim(table)
     d = _daemon(tmp_path, sim, table)
-    d.start()
-    try:
+    with started(d):
         rounds(d, sim, 12)
         assert not d.last_report.skipped  # managed from submission, no type needed
         measured = d.state.plugins.learned_rows.measured
@@ -74,8 +74,6 @@ def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
                     assert got.steps_per_s == v and got.seconds > 0
         assert {t for j in measured for t in measured[j]} == {"v100", "k80"}
         view = status_view(d.store.load(), None)
-    finally:
-        d.store.release()
     jobs = {j["id"]: j for j in view["jobs"]}
     cells = jobs["a"]["throughput"]
     assert {c["backed_by"] for c in cells.values()} <= {"measured", "estimate"}
@@ -87,11 +85,8 @@ def test_untyped_jobs_are_managed_and_learn_their_rows(tmp_path, table):
     assert "(no job type) on 1 GPU(s)" in explained and "measured" in explained
     # a restart keeps what was learned
     d2 = _daemon(tmp_path, sim, table)
-    d2.start()
-    try:
+    with started(d2):
         assert d2.state.plugins.learned_rows.measured == measured
-    finally:
-        d2.store.release()
 
 
 def test_placement_follows_the_learned_rows(tmp_path, table):
@@ -102,15 +97,12 @@ def test_placement_follows_the_learned_rows(tmp_path, table):
     # force as long as no job arrives or ends: they swap every other round forever.
     sim = _sim(table)
     d = _daemon(tmp_path, sim, table)
-    d.start()
-    try:
+    with started(d):
         seen = []
         for _ in range(16):
             d.round()
             seen.append({j: p.gpu_type for j, p in d.state.placement.items()})
             sim.advance(sim.clock + ROUND)
-    finally:
-        d.store.release()
     assert {"a": "k80", "b": "v100"} in seen[:3]  # the prior's rotation at first
     assert all(p == {"a": "v100", "b": "k80"} for p in seen[-8:]), seen
 
@@ -144,11 +136,8 @@ def test_a_claim_beyond_the_jobs_progress_is_held_to_it(tmp_path, table, daemon_
     jobs = [Job(j, UNTYPED, 1, total_steps=1e9) for j in far]
     sim = SimulatedCluster(parse_cluster_spec("v100:1x1,k80:1x1"), jobs, table, true_rows=far)
     d = _daemon(tmp_path, Claiming(sim, "c", "v100", 40.0), table)
-    d.start()
-    try:
+    with started(d):
         rounds(d, sim, 8)
-    finally:
-        d.store.release()
     rows = d.state.plugins.learned_rows
     got = {t: m.steps_per_s for t, m in rows.measured["c"].items()}
     assert set(got) == {"v100", "k80"} and rows.bounded > 0
@@ -167,11 +156,8 @@ def test_a_true_row_far_from_its_prior_is_learned_as_its_progress_shows(tmp_path
     jobs = [Job(j, UNTYPED, 1, total_steps=1e9) for j in far]
     sim = SimulatedCluster(parse_cluster_spec("v100:1x1,k80:1x1"), jobs, table, true_rows=far)
     d = _daemon(tmp_path, sim, table)
-    d.start()
-    try:
+    with started(d):
         rounds(d, sim, 8)
-    finally:
-        d.store.release()
     got = {t: m.steps_per_s for t, m in d.state.plugins.learned_rows.measured["c"].items()}
     assert got == far["c"]
 
@@ -191,13 +177,10 @@ def test_a_job_that_reports_nothing_stays_on_its_prior_and_is_marked_so(tmp_path
             return replace(snap, jobs=quiet)
 
     d = _daemon(tmp_path, Silent(sim, 0), table)
-    d.start()
-    try:
+    with started(d):
         rounds(d, sim, 6)
         assert d.state.plugins.learned_rows.measured == {}
         view = status_view(d.store.load(), None)
-    finally:
-        d.store.release()
     for job in view["jobs"]:
         assert all(c["backed_by"] != "measured" for c in job["throughput"].values())
     assert "(no reports yet: on its prior)" in format_status(view, now=view["saved_at"])
@@ -213,11 +196,8 @@ def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them(tmp_path
             return replace(snap, jobs=quiet)
 
     d = _daemon(tmp_path, NoRate(sim, 0), table)
-    d.start()
-    try:
+    with started(d):
         rounds(d, sim, 6)
-    finally:
-        d.store.release()
     # each measured cell within its progress range, so within a restart's 30 s of a
     # 60 s round of the truth
     rows = d.state.plugins.learned_rows.measured
@@ -230,12 +210,9 @@ def test_a_job_that_reports_its_steps_but_no_rate_is_measured_from_them(tmp_path
 def test_table_knowledge_gives_untyped_jobs_back(tmp_path, table):
     sim = _sim(table)
     d = _daemon(tmp_path, sim, table, knowledge="table")
-    d.start()
-    try:
+    with started(d):
         d.round()
         assert {j for j, _ in d.last_report.skipped} == set(TRUE)
-    finally:
-        d.store.release()
 
 
 # ---- the progress behind the cells across a restart -----------------------------------
@@ -272,11 +249,7 @@ def _killed_after_its_act(tmp_path, table):
     """A daemon killed right after its third act; the state file and the cluster."""
     sim = cluster(table)
     d = _daemon(tmp_path, KillingBackend(sim, kill_at=3, after_act=True), table)
-    d.start()
-    rounds(d, sim, 2)
-    with pytest.raises(Killed):
-        d.round()
-    d.store.release()
+    killed_in_its_third_round(d, sim)
     sim.advance(sim.clock + ROUND)
     return tmp_path / "state" / "state.json", sim
 
@@ -335,8 +308,7 @@ def test_the_time_after_a_killed_act_runs_on_the_placement_it_acted(tmp_path, ta
     # placement (as it decided it, consolidated or not), not the one before it.
     sim = cluster(table)
     d = _daemon(tmp_path, sim, table)
-    d.start()
-    try:
+    with started(d):
         rounds(d, sim, 2)
         before = dict(d.state.placement)
         assert before
@@ -344,6 +316,4 @@ def test_the_time_after_a_killed_act_runs_on_the_placement_it_acted(tmp_path, ta
         d._inflight = Inflight(d.state.round_index, sim.clock, acted, None)
         d._needs_reconcile = True
         d.reconcile(sim.observe())
-    finally:
-        d.store.release()
     assert d.state.placement == acted

@@ -38,7 +38,7 @@ def _job(
 
 def _view(o: ObservedJob, last: LastCounts | None = None, knowledge=Knowledge.TABLE):
     state = SchedulerState()
-    state.cluster_rows = rows_for(None, TABLE, {"v100": 8})
+    state.caches.cluster_rows = rows_for(None, TABLE, {"v100": 8})
     config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=DAEMON_DEFAULTS,
                              knowledge=knowledge)  # fmt: skip
     view = mold_view(state, config, ClusterSnapshot(0.0, NODES, (o,)), last)
@@ -80,7 +80,7 @@ def test_a_running_job_says_what_keeps_it_below_its_maximum():
 def test_a_count_past_its_rows_is_untried_under_learned_rows():
     o = _job(JobState.HELD)
     state = SchedulerState()
-    state.cluster_rows = rows_for(None, TABLE, {"v100": 8})
+    state.caches.cluster_rows = rows_for(None, TABLE, {"v100": 8})
     config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=DAEMON_DEFAULTS,
                              knowledge=Knowledge.LEARNED)  # fmt: skip
     state.plugins.moldable_counts.jobs["5"] = (o.job, 6, o.job)  # the round chose 6 (rows up to 4)
@@ -99,7 +99,7 @@ def test_a_job_waiting_on_slurm_has_no_count_chosen():
 def test_its_measured_cells_back_the_count():
     o = _job(JobState.HELD)
     state = SchedulerState()
-    state.cluster_rows = rows_for(None, TABLE, {"v100": 8})
+    state.caches.cluster_rows = rows_for(None, TABLE, {"v100": 8})
     state.plugins.moldable_counts.measured["5"] = {2: {"v100": 17.0}, 3: {"v100": 25.0}}
     config = SchedulerConfig(table=TABLE, policy="max_min_fairness", settings=DAEMON_DEFAULTS)
     view = mold_view(state, config, ClusterSnapshot(0.0, NODES, (o,)))

@@ -1,5 +1,5 @@
 """The daemon's watch on how runs end (daemon/run_watch.py) over an in-memory backend
-that reports run ends as the Slurm backend would (backends/slurm/run_ends.py): a crash
+that reports run ends as the Slurm backend would (backends/slurm/ended_runs.py): a crash
 loop is given back after N short unsignalled runs in a row, a job that ignores the
 signal is warned then given back, a job the signal killed is told why; each logged
 once and counted. Real Slurm: test_run_watch_on_slurm.py."""

@@ -1,5 +1,5 @@
 """How runs end, on a real slurmctld of each release (daemon/run_watch.py over
-backends/slurm/run_ends.py), with jobs submitted by an unprivileged user: a script
+backends/slurm/ended_runs.py), with jobs submitted by an unprivileged user: a script
 that exits 99 at every start is given back to Slurm after N runs, not restarted
 forever; a plain script with no handler, killed by its first checkpoint signal, is
 told why in `explain`; a job that ignores the signal is warned, then given back.

@@ -25,6 +25,14 @@ def _bench() -> ModuleType:
     return mod
 
 
+def row(
+    kind: str, lie: str, liar: float | None, honest: float | None, failed: int = 0
+) -> dict[str, object]:
+    """One policy/kind/lie line of the script's "worst" list."""
+    return {"policy": "p", "kind": kind, "lie": lie, "liar_jct_ratio": liar,
+            "honest_jct_ratio": honest, "failed": failed}  # fmt: skip
+
+
 RATE_LIES = ["10x-all", "0.1x-all", "10x-v100", "10x-k80", "drip", "1.1x-all", "no-rate", "garbage"]
 
 
@@ -58,15 +66,11 @@ def test_no_rate_report_buys_anything(allowance):
 def test_the_bound_check_names_what_breaks_it():
     bench = _bench()
     worst = [
-        {"policy": "p", "kind": "untyped", "lie": "a", "liar_jct_ratio": 0.97,
-         "honest_jct_ratio": 1.0, "failed": 0},
-        {"policy": "p", "kind": "typed", "lie": "b", "liar_jct_ratio": 1.5,
-         "honest_jct_ratio": 1.03, "failed": 0},
-        {"policy": "p", "kind": "typed", "lie": "c", "liar_jct_ratio": None,
-         "honest_jct_ratio": None, "failed": 2},
-        {"policy": "p", "kind": "typed", "lie": "d", "liar_jct_ratio": 0.99,
-         "honest_jct_ratio": 1.01, "failed": 0},
-    ]  # fmt: skip
+        row("untyped", "a", 0.97, 1.0),
+        row("typed", "b", 1.5, 1.03),
+        row("typed", "c", None, None, failed=2),
+        row("typed", "d", 0.99, 1.01),
+    ]
     assert bench.within(worst) == [
         "p/untyped/a: liar's JCT x0.970",
         "p/typed/b: honest jobs' JCT x1.030",
@@ -99,17 +103,12 @@ def test_the_script_writes_every_run_and_the_worst_seed_as_json():
 def test_a_miss_within_the_controls_own_move_is_told_apart():
     bench = _bench()
     worst = [
-        {"policy": "p", "kind": "typed", "lie": "jitter", "liar_jct_ratio": 0.90,
-         "honest_jct_ratio": 1.01, "failed": 0},
-        {"policy": "p", "kind": "typed", "lie": "a", "liar_jct_ratio": 0.95,
-         "honest_jct_ratio": 1.0, "failed": 0},
-        {"policy": "p", "kind": "typed", "lie": "b", "liar_jct_ratio": 0.85,
-         "honest_jct_ratio": 1.0, "failed": 0},
-        {"policy": "p", "kind": "untyped", "lie": "a", "liar_jct_ratio": 0.97,
-         "honest_jct_ratio": 1.0, "failed": 0},
-        {"policy": "p", "kind": "typed", "lie": "c", "liar_jct_ratio": None,
-         "honest_jct_ratio": None, "failed": 1},
-    ]  # fmt: skip
+        row("typed", "jitter", 0.90, 1.01),
+        row("typed", "a", 0.95, 1.0),
+        row("typed", "b", 0.85, 1.0),
+        row("untyped", "a", 0.97, 1.0),
+        row("typed", "c", None, None, failed=1),
+    ]
     assert bench.control_noise(worst) == {("p", "typed"): pytest.approx(0.10)}
     # every miss still misses the bound; only those beyond the control are a lie's
     assert len(bench.within(worst)) == 5

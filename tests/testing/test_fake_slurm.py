@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut
+from slurm_gavel.backends.slurm.slurm_errors import SlurmActionTimedOut
 from slurm_gavel.testing import (
     FakeSlurm,
     FakeTransport,

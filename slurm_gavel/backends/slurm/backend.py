@@ -37,15 +37,15 @@ from slurm_gavel.backends.slurm.act_plan import ActPlan, plan_act
 from slurm_gavel.backends.slurm.admin_comment import comment_orders
 from slurm_gavel.backends.slurm.arrays import expand_tasks
 from slurm_gavel.backends.slurm.eligibility import HeldBack
-from slurm_gavel.backends.slurm.errors import SlurmUnreachable
+from slurm_gavel.backends.slurm.ended_runs import RunEnds
 from slurm_gavel.backends.slurm.fenced import FencedTransport, Gate
 from slurm_gavel.backends.slurm.giveback import give_back_orders, refused_held
 from slurm_gavel.backends.slurm.old_runs import DEFAULT_KILL_WAIT_S, MARGIN_S, OldRuns
 from slurm_gavel.backends.slurm.preemption import Preemption
 from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob
 from slurm_gavel.backends.slurm.reservations import Reservations
-from slurm_gavel.backends.slurm.run_ends import RunEnds
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
+from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.transport import SlurmTransport
 from slurm_gavel.backends.slurm.user_holds import requeued_by_owner
 from slurm_gavel.backends.slurm.view import (
@@ -112,7 +112,7 @@ class SlurmBackend(Generic[Transport]):
         )
         self.view: SlurmView | None = None
         self.refused_held: dict[JobId, str] = {}
-        # The managed jobs' runs the last observe found ended, by what (run_ends.py).
+        # The managed jobs' runs the last observe found ended, by what (ended_runs.py).
         self.run_ends: list[RunEnd] = []
         self._run_ends = RunEnds(checkpoint_signal)
         self.warnings: list[str] = []

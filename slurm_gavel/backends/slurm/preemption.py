@@ -73,7 +73,7 @@ class Preemption:
         # Every job signalled, until an observe sees it waiting: a run that ends held
         # without being here was stopped by its owner (user_holds.py).
         self.stopped_runs: set[JobId] = set()
-        # Jobs requeue-held at their grace end since the last observe (slurm/run_ends.py:
+        # Jobs requeue-held at their grace end since the last observe (slurm/ended_runs.py:
         # they ignored the signal).
         self.requeue_held: set[JobId] = set()
         self._grace_capped_told: set[JobId] = set()  # logged once per job

@@ -204,7 +204,7 @@ class SlurmJob:
     # those of such a job (slurm/cli/jobs_from_text.py). Not compared.
     blanked: bool = field(default=False, compare=False)
     # The signal that ended its batch script (10: SIGUSR1), None when none did; read
-    # from the JSON of an ended job (slurm/run_ends.py). Not compared, as needs.
+    # from the JSON of an ended job (slurm/ended_runs.py). Not compared, as needs.
     exit_signal: int | None = field(default=None, compare=False)
 
     @cached_value

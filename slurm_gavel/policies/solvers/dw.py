@@ -362,7 +362,7 @@ def _restricted(prog: _Program, lam: np.ndarray, lower: float) -> _Restricted:
     # Ties a job cannot lose by (a vertex that uses no more of any type, as when a type's
     # price is 0) are broken towards the smaller GPU share; only real near-ties stay free:
     # a vertex within the width of the pick that cannot do better than it frees nothing
-    # (_no_better_than_pick). Counted as ties, they freed 6,000-8,000 of 10,000 jobs of
+    # (_ties_with_pick). Counted as ties, they freed 6,000-8,000 of 10,000 jobs of
     # the hierarchical path once a plentiful type's price was 0: restricted LPs of
     # 30,000 columns, 0.3-0.9 s each.
     share = np.where(verts.valid, (verts.v @ (1.0 / cap)) * gpus[:, None], np.inf)
@@ -370,7 +370,7 @@ def _restricted(prog: _Program, lam: np.ndarray, lower: float) -> _Restricted:
     scale_ = float(np.abs(red.min(axis=1)).max()) or 1.0
     broken = red + 1e-8 * scale_ * share / float(share[verts.valid].max())
     pick = np.argmin(broken, axis=1)
-    no_better = _no_better_than_pick(verts, cost, pick)
+    no_better, same_but_unpriced = _ties_with_pick(verts, cost, pick, lam)
     gap_to_pick = np.where(no_better, np.inf, broken - broken[rows, pick][:, None])
     gap_to_pick[rows, pick] = np.inf
     nearest = gap_to_pick.min(axis=1)
@@ -381,7 +381,7 @@ def _restricted(prog: _Program, lam: np.ndarray, lower: float) -> _Restricted:
     # jobs on an overfull one move to a tied vertex on the type with the most room
     # left, and those that cannot are freed after all. (Freed, they were ~4,000 of
     # 10,000 jobs at a plentiful type's crossing: restricted LPs of 20,000 columns.)
-    unpriced = _only_unpriced(verts, cost, pick, lam) & (gap_to_pick <= width * scale_)
+    unpriced = same_but_unpriced & (gap_to_pick <= width * scale_)
     real_tie = np.where(unpriced, np.inf, gap_to_pick).min(axis=1) <= width * scale_
     by_price = free & ~real_tie
     if by_price.any():
@@ -455,17 +455,28 @@ def _restricted(prog: _Program, lam: np.ndarray, lower: float) -> _Restricted:
     raise DwStalled("pricing_unsettled", "restricted LP: pricing did not settle")
 
 
-def _no_better_than_pick(verts: Vertices, cost: np.ndarray, pick: np.ndarray) -> np.ndarray:
-    """(N, M) vertices that use at least as much of every type as the job's pick (to
-    1e-9: vertices that coincide, as a two-type mix with 1e-11 of one type, among them)
-    at no lower cost: swapping one for the pick never hurts a solution, so a tie with
-    it frees nothing. (Ties that differ on types whose price is 0 are real: fixing
-    those jobs too overfilled such a type and freed more jobs later, 2-3x slower.)"""
+def _ties_with_pick(
+    verts: Vertices, cost: np.ndarray, pick: np.ndarray, lam: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's (N, M) vertices against its pick, in one pass over them:
+
+    * no better: vertices that use at least as much of every type as the pick (to
+      1e-9: vertices that coincide, as a two-type mix with 1e-11 of one type, among
+      them) at no lower cost: swapping one for the pick never hurts a solution, so a tie
+      with it frees nothing. (Ties that differ on types whose price is 0 are real:
+      fixing those jobs too overfilled such a type and freed more jobs later, 2-3x
+      slower.)
+    * same but unpriced: vertices at the pick's cost (to rounding) that differ from it
+      only on types whose price is 0."""
     rows = np.arange(len(pick))
     chosen = verts.v[rows, pick][:, None, :]  # (N, 1, K)
+    at_pick = cost[rows, pick][:, None]
+    tol = 1e-12 * (np.abs(cost).max() or 1.0)
     more = (verts.v >= chosen - 1e-9).all(axis=2)
-    dearer = cost >= cost[rows, pick][:, None] - 1e-12 * (np.abs(cost).max() or 1.0)
-    return verts.valid & more & dearer
+    no_better = verts.valid & more & (cost >= at_pick - tol)
+    same = (np.abs(verts.v - chosen) <= 1e-9) | (lam <= 0.0)
+    unpriced = verts.valid & same.all(axis=2) & (np.abs(cost - at_pick) <= tol)
+    return no_better, unpriced
 
 
 def _spread_ties(
@@ -504,18 +515,6 @@ def _spread_ties(
                 use += verts.v[j, best] * gpus[j] - here
                 pick[j] = best
     return pick
-
-
-def _only_unpriced(
-    verts: Vertices, cost: np.ndarray, pick: np.ndarray, lam: np.ndarray
-) -> np.ndarray:
-    """(N, M) vertices at the pick's cost (to rounding) that differ from it only on
-    types whose price is 0."""
-    rows = np.arange(len(pick))
-    chosen = verts.v[rows, pick][:, None, :]
-    same = (np.abs(verts.v - chosen) <= 1e-9) | (lam <= 0.0)
-    tol = 1e-12 * (np.abs(cost).max() or 1.0)
-    return verts.valid & same.all(axis=2) & (np.abs(cost - cost[rows, pick][:, None]) <= tol)
 
 
 def min_beta(

@@ -31,7 +31,7 @@ def test_the_between_rounds_check_tries_slurm_once_and_looks_at_a_job_once():
     at again (the next act does), so the daemon's loop cannot spin on it."""
     from slurm_gavel.backends.slurm.cli.commands import SlurmCommands
     from slurm_gavel.backends.slurm.cli.transport import cli_backend
-    from slurm_gavel.backends.slurm.errors import SlurmUnreachable
+    from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 
     b = cli_backend(commands=SlurmCommands(retries=4, sleep=lambda s: None), clock=lambda: 100.0)
     b.preemption.signalled = {"7": 90.0, "8": 130.0}  # 7's grace ended 10 s ago, 8's in 30 s

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
+from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.core.round_jobs import WAITING_ON_CLUSTER
 from slurm_gavel.domain.cluster_model import JobState
 from slurm_gavel.testing import FakeSlurm, OnSignal, Script, fake_backend

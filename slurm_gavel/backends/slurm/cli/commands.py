@@ -18,8 +18,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.retry import attempts
+from slurm_gavel.backends.slurm.slurm_errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.domain.model import JobId
 
 # stderr of a command that could not talk to slurmctld: retried while it lasts.

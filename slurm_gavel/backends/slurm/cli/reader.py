@@ -50,7 +50,6 @@ from slurm_gavel.backends.slurm.cli.listing import (
     parse_extra_listing,
     parse_listing,
 )
-from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError, parse_jobs, parse_nodes
 from slurm_gavel.backends.slurm.record_cache import JobRecordCache
 from slurm_gavel.backends.slurm.records import ACTIVE_JOB_STATES, SlurmJob, SlurmNode
@@ -60,6 +59,7 @@ from slurm_gavel.backends.slurm.reservations import (
     parse_reservations_text,
 )
 from slurm_gavel.backends.slurm.retry import attempts
+from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.domain.model import JobId
 
 log = logging.getLogger(__name__)

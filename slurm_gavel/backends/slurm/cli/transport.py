@@ -44,13 +44,13 @@ from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, note_errors
 from slurm_gavel.backends.slurm.cli.json_format import CliFormat
 from slurm_gavel.backends.slurm.cli.reader import CliReader
 from slurm_gavel.backends.slurm.cli.task_signal import signal_task
-from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.old_runs import kill_wait_seconds
 from slurm_gavel.backends.slurm.private_data import private_data_value
 from slurm_gavel.backends.slurm.records import SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
+from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
 from slurm_gavel.domain.model import JobId
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.from_json import SlurmJsonError
 from slurm_gavel.backends.slurm.rest.auth import (
     SlurmRestAuthError,
@@ -37,6 +36,7 @@ from slurm_gavel.backends.slurm.rest.auth import (
     check_token_transport,
 )
 from slurm_gavel.backends.slurm.retry import attempts
+from slurm_gavel.backends.slurm.slurm_errors import SlurmActionTimedOut, SlurmUnreachable
 
 
 class SlurmRestEndpointGone(SlurmUnreachable):

@@ -12,7 +12,7 @@ from slurm_captures import scenario
 from slurm_gavel.backends.slurm.cli.commands import CommandResult, SlurmCommands, errors_by_job
 from slurm_gavel.backends.slurm.cli.listing import LISTING_FIELDS
 from slurm_gavel.backends.slurm.cli.transport import cli_backend
-from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
+from slurm_gavel.backends.slurm.slurm_errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, NodeSlice, RoundPlacement
 
 DATA = Path(__file__).parents[2] / "data"

@@ -23,6 +23,11 @@ PLAIN = {
 }
 
 
+def printed(memory: str, cpus: str, tres: str) -> dict[str, str]:
+    """A job's MinMemory, MinCPUs and request (TRES) as squeue prints them."""
+    return {"memory_per_node": memory, "minimum_cpus_per_node": cpus, "tres_req": tres}
+
+
 def needs(**fields: str) -> JobNeeds | None:
     return needs_from_text({**PLAIN, **fields}, tres_current=True, excluded_listed=True)
 
@@ -35,23 +40,18 @@ def test_a_plain_job_one_cpu_per_node_keeps_its_memory_per_node():
     ("fields", "want"),
     [
         # --mem=1537 -c 2: the request holds 1537 in all
-        ({"memory_per_node": "1537M", "minimum_cpus_per_node": "2",
-          "tres_req": "cpu=2,mem=1537M,node=1,billing=2"},
+        (printed("1537M", "2", "cpu=2,mem=1537M,node=1,billing=2"),
          JobNeeds(memory_per_node_mb=1537, cpus_per_node=2)),
         # --mem-per-cpu=300 -c 3: 900 in all
-        ({"memory_per_node": "300M", "minimum_cpus_per_node": "3",
-          "tres_req": "cpu=3,mem=900M,node=1,billing=3"},
+        (printed("300M", "3", "cpu=3,mem=900M,node=1,billing=3"),
          JobNeeds(memory_per_cpu_mb=300, cpus_per_node=3)),
         # two nodes, 2 CPUs each: per CPU 100 -> 400 in all; per node 100 -> 200
-        ({"memory_per_node": "100M", "minimum_cpus_per_node": "2",
-          "tres_req": "cpu=4,mem=400M,node=2,billing=4"},
+        (printed("100M", "2", "cpu=4,mem=400M,node=2,billing=4"),
          JobNeeds(memory_per_cpu_mb=100, cpus_per_node=2)),
-        ({"memory_per_node": "100M", "minimum_cpus_per_node": "2",
-          "tres_req": "cpu=4,mem=200M,node=2,billing=4"},
+        (printed("100M", "2", "cpu=4,mem=200M,node=2,billing=4"),
          JobNeeds(memory_per_node_mb=100, cpus_per_node=2)),
         # the request's total rounded as slurmctld prints it
-        ({"memory_per_node": "64000M", "minimum_cpus_per_node": "2",
-          "tres_req": "cpu=2,mem=62.50G,node=1,billing=2"},
+        (printed("64000M", "2", "cpu=2,mem=62.50G,node=1,billing=2"),
          JobNeeds(memory_per_node_mb=64000, cpus_per_node=2)),
         # --mem=0 (the whole node's memory): no figure to fit
         ({"memory_per_node": "0", "tres_req": "cpu=1,mem=62.50G,node=1,billing=1"},

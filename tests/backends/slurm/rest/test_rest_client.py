@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from rest_replay import load, replay
 
-from slurm_gavel.backends.slurm.errors import SlurmActionTimedOut, SlurmUnreachable
 from slurm_gavel.backends.slurm.rest.auth import SlurmRestAuthError, TokenSource
 from slurm_gavel.backends.slurm.rest.client import RestClient
 from slurm_gavel.backends.slurm.rest.documents import note_rest_errors
 from slurm_gavel.backends.slurm.rest.transport import rest_backend
+from slurm_gavel.backends.slurm.slurm_errors import SlurmActionTimedOut, SlurmUnreachable
 
 OK = (200, {"meta": {}, "errors": [], "warnings": []})
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 from slurm_gavel.backends.slurm.fit import JobNeeds
 from slurm_gavel.backends.slurm.records import GpuSlice, SlurmJob, SlurmNode
-from slurm_gavel.testing.model import FakeJob, FakeNode
-from slurm_gavel.testing.scheduler import Scheduler
+from slurm_gavel.testing.fakes import FakeJob, FakeNode
+from slurm_gavel.testing.timeline import Scheduler
 
 
 def node_record(node: FakeNode, scheduler: Scheduler) -> SlurmNode:

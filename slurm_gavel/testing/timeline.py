@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from slurm_gavel.testing.clock import FakeClock
-from slurm_gavel.testing.model import REQUEUE_HOLD_EXIT, Alloc, FakeJob, FakeNode
+from slurm_gavel.testing.fakes import REQUEUE_HOLD_EXIT, Alloc, FakeJob, FakeNode
 
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
 

@@ -1,5 +1,5 @@
 """What ended each managed job's run, told from Slurm's records and what the daemon
-itself did (backends/slurm/run_ends.py). Real Slurm: tests/daemon/test_run_watch_on_slurm.py."""
+itself did (backends/slurm/ended_runs.py). Real Slurm: tests/daemon/test_run_watch_on_slurm.py."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from slurm_gavel.backends.slurm.ended_runs import RunEnds, signal_number
 from slurm_gavel.backends.slurm.fields import exit_signal
 from slurm_gavel.backends.slurm.records import SlurmJob
-from slurm_gavel.backends.slurm.run_ends import RunEnds, signal_number
 from slurm_gavel.core.run_ends import RunEnd, RunEndKind
 
 HELD = SlurmJob(

@@ -21,15 +21,15 @@ from typing import Any
 
 from slurm_gavel.backends.slurm.admin_comment import CommentOrder
 from slurm_gavel.backends.slurm.backend import SlurmBackend
-from slurm_gavel.backends.slurm.errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.giveback import GiveBack
 from slurm_gavel.backends.slurm.records import ACTIVE_STATES, SlurmJob, SlurmNode
 from slurm_gavel.backends.slurm.reservations import SlurmReservation
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
+from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.transport import Failures, NodesByName
 from slurm_gavel.domain.model import JobId
 from slurm_gavel.testing.cluster import FakeSlurm, FakeSlurmError
-from slurm_gavel.testing.records import job_records, node_record
+from slurm_gavel.testing.to_records import job_records, node_record
 
 
 class FakeTransport:
