@@ -151,6 +151,9 @@ class SchedulerState:
     # ---- JSON --------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
+        """Plain JSON data. Each job's records are copies (the daemon keeps their JSON
+        text between saves while they are equal to the last: daemon/state_encode.py,
+        which needs them not to change after); epoch_received is the live dict."""
         alloc = self.allocation
         return {
             "format": STATE_FORMAT,
@@ -160,7 +163,7 @@ class SchedulerState:
             if alloc is None
             else {
                 "policy": alloc.policy,
-                "fractions": alloc.fractions,
+                "fractions": {j: dict(row) for j, row in alloc.fractions.items()},
                 "pairs": [
                     {"jobs": list(p.jobs), "fractions": dict(p.fractions)} for p in alloc.pairs
                 ],
@@ -173,7 +176,7 @@ class SchedulerState:
             "epoch_elapsed": self.epoch_elapsed,
             "jobs": {
                 j: {
-                    "received_s": a.received_s,
+                    "received_s": dict(a.received_s),
                     "rounds": a.rounds,
                     "steps_done": a.steps_done,
                     "restarts": a.restarts,

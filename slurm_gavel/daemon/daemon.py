@@ -25,7 +25,6 @@ known to be over before anything is preempted (or requeued).
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import sys
 import threading
@@ -34,7 +33,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TextIO
 
-from slurm_gavel.core import job_rows_doc
 from slurm_gavel.core.backend_hooks import BackendHooks
 from slurm_gavel.core.job_rows_doc import empty_rows_json, rows_from_json, rows_to_json
 from slurm_gavel.core.round_report import RoundReport
@@ -56,6 +54,7 @@ from slurm_gavel.daemon.round_failures import round_failed
 from slurm_gavel.daemon.round_loop import DaemonLoop
 from slurm_gavel.daemon.run_watch import RunWatch, notices_from_json
 from slurm_gavel.daemon.scheduler_config import scheduler_config
+from slurm_gavel.daemon.state_encode import Encoded, PreRound
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.state_writer import StateWriter
 from slurm_gavel.domain.cluster_model import (
@@ -306,11 +305,7 @@ class Daemon:
             # The round before's rows are left out: a restart from this save always takes
             # the record's (reconcile), so the file carries one copy of the rows, not two
             # (at 5,000 jobs each copy is ~60 ms of encoding: benchmarks/README.md).
-            before = dict(self._pre_round_state)
-            slots = before.get("plugins")
-            if isinstance(slots, dict) and job_rows_doc.NAME in slots:
-                before["plugins"] = {k: v for k, v in slots.items() if k != job_rows_doc.NAME}
-            self._save(before, inflight=self._inflight, publish=False)
+            self._save(self._pre_round.state, inflight=self._inflight, publish=False)
 
     # ---- one round -------------------------------------------------------------------------
 
@@ -331,10 +326,10 @@ class Daemon:
 
     def _round(self) -> RoundReport:
         # A deep copy: to_json() shares the live dicts, which the round is about to
-        # mutate. Through JSON (C code) rather than copy.deepcopy (Python, one object
-        # at a time; benchmarks/README.md "A daemon round"); to_json() is plain JSON,
-        # so the save writes the same bytes and from_json reads it as it reads state.json.
-        self._pre_round_state = json.loads(json.dumps(self.state.to_json()))
+        # mutate. As JSON text (C code) rather than copy.deepcopy (Python, one object
+        # at a time; benchmarks/README.md "A daemon round"), which the pre-act save
+        # writes as it is and a failed round parses back (state_encode.PreRound).
+        self._pre_round = PreRound.of(self.state.to_json(), self.writer.state_plan)
         if self.dry_run:
             # Nothing a dry run plans happens, so each round starts from what Slurm
             # reports, not from the previous (imagined) round.
@@ -344,7 +339,7 @@ class Daemon:
         try:
             self.state, report = run_round(self.state, self.tap, self.sched_config)
         except BaseException:
-            self.state = SchedulerState.from_json(self._pre_round_state)
+            self.state = SchedulerState.from_json(self._pre_round.restore())
             self._needs_reconcile = True  # uses self._inflight if act had begun
             raise
         self._inflight = None
@@ -402,7 +397,7 @@ class Daemon:
 
     def _save(
         self,
-        scheduler_json: dict[str, Any],
+        scheduler_json: dict[str, Any] | Encoded,
         inflight: Inflight | None,
         report: RoundReport | None = None,
         *,

@@ -14,6 +14,7 @@ from typing import Any
 from slurm_gavel.daemon.config_types import Config
 from slurm_gavel.daemon.inflight import Inflight
 from slurm_gavel.daemon.progress_learning import ProgressTracker
+from slurm_gavel.daemon.state_encode import Encoded
 from slurm_gavel.daemon.status_records import cluster_view
 from slurm_gavel.domain.cluster_model import ClusterSnapshot
 
@@ -21,14 +22,16 @@ from slurm_gavel.domain.cluster_model import ClusterSnapshot
 def state_document(
     config: Config,
     started_at: float,
-    scheduler_json: dict[str, Any],
+    scheduler_json: dict[str, Any] | Encoded,
     inflight: Inflight | None,
-    jobs: dict[str, dict[str, Any]],
+    jobs: dict[str, dict[str, Any]] | Encoded,
     snap: ClusterSnapshot | None,
     progress: ProgressTracker | None,
     notices: dict[str, dict[str, Any]] | None = None,
     run_watch: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The document; the scheduler's state and the jobs may be text encoded before
+    (state_encode.py), written as they are."""
     return {
         "saved_at": time.time(),
         "daemon": {

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.atomic import write_atomic
+from slurm_gavel.daemon.state_encode import Plan, encode_document
 from slurm_gavel.daemon.status_view import parse_view
 from slurm_gavel.errors import InputError
 
@@ -174,8 +175,10 @@ class StateStore:
 
     # ---- state file ------------------------------------------------------------------
 
-    def save(self, state: dict[str, Any]) -> None:
+    def save(self, state: dict[str, Any], plan: Plan | None = None) -> None:
         """Persist `state` atomically (write, fsync, rename, fsync the directory).
+        Parts of it may be text encoded before (state_encode.py: Encoded values, and
+        the mappings at `plan`'s paths through its Fragments).
 
         Raises StateSaveError, naming the file and the cause, when the file system
         refuses; the previous state.json is then left as it was."""
@@ -184,7 +187,7 @@ class StateStore:
         # Compact on purpose: json's C encoder only runs without indent; indented, the
         # state of 5,000 jobs (~2 MB) took ~1 s per save, twice a round (benchmarks/
         # README.md, "A daemon round"). `python -m json.tool state.json` reads it.
-        data = json.dumps(doc, separators=(",", ":")).encode()
+        data = encode_document(doc, plan).encode()
         try:
             self._write(data)
         except OSError as e:

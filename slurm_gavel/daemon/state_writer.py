@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from slurm_gavel.core import job_rows_doc
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_report import RoundReport
 from slurm_gavel.core.scheduler_state import SchedulerState
@@ -28,6 +29,7 @@ from slurm_gavel.daemon.publish import Publisher
 from slurm_gavel.daemon.round_failures import save_failed
 from slurm_gavel.daemon.row_view import row_view
 from slurm_gavel.daemon.state_doc import state_document
+from slurm_gavel.daemon.state_encode import Encoded, Fragments
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.status_records import jobs_view
 from slurm_gavel.domain.cluster_model import ClusterSnapshot
@@ -50,12 +52,31 @@ class StateWriter:
         # nothing reads that save's view but `status` on state.json, which then shows
         # what status.json shows, and building it was a third of the daemon's CPU in
         # a steady round at 5,000 jobs (twice per round, once per save).
+        # Its text, which that save encoded and the pre-act save writes as it is.
         self.published_jobs: dict[str, dict[str, Any]] | None = None
+        self.published_text: Encoded | None = None
+        # Each job's status record, learned row, account and allocation keep their
+        # JSON text from one save to the next while they are unchanged
+        # (state_encode.py): at 20,000 jobs most of them wait through a round. One set
+        # for every copy of them: the state's, the inflight record's rows and the
+        # pre-round copy's (Daemon._round, through state_plan).
+        self.job_texts = Fragments()
+        self.row_texts = Fragments()
+        self.state_plan = {
+            ("plugins", job_rows_doc.NAME, "jobs"): self.row_texts,
+            ("jobs",): Fragments(),  # the jobs' accounts
+            ("allocation", "fractions"): Fragments(),
+            ("allocation_rows",): Fragments(),
+        }
+        self.plan = {
+            **{("scheduler", *path): texts for path, texts in self.state_plan.items()},
+            ("inflight", "job_rows", "jobs"): self.row_texts,
+        }
 
     def save(
         self,
         config: Config,
-        scheduler_json: dict[str, Any],
+        scheduler_json: dict[str, Any] | Encoded,
         inflight: Inflight | None,
         *,
         state: SchedulerState,
@@ -71,8 +92,8 @@ class StateWriter:
         """Save state.json and, with `publish`, the status views (not before the act:
         docs/design.md 1.5). StateSaveError when state.json could not be written."""
         self.mold_counts.update(snap)
-        jobs = self.published_jobs if not publish else None
-        if jobs is None:
+        jobs, text = (None, None) if publish else (self.published_jobs, self.published_text)
+        if jobs is None or text is None:
             jobs = jobs_view(
                 snap,
                 report,
@@ -81,12 +102,13 @@ class StateWriter:
                 throughput_of=row_view(state, sched_config),
                 moldable_of=mold_view(state, sched_config, snap, self.mold_counts),
             )
+            text = Encoded(self.job_texts.encode(jobs))
         doc = state_document(
             config,
             self.started_at,
             scheduler_json,
             inflight,
-            jobs,
+            text,
             snap,
             progress,
             notices,
@@ -94,10 +116,11 @@ class StateWriter:
         )
         if self.lead is not None:
             doc["ha"] = self.lead()
-        self.store.save(doc)
+        self.store.save(doc, self.plan)
         if publish:
-            self.publisher.save_view(doc)
-            self.published_jobs = jobs
+            # the view is made from the records, not their text
+            self.publisher.save_view({**doc, "jobs": jobs})
+            self.published_jobs, self.published_text = jobs, text
         self.metrics.state_save_failing.set(0)
         if self.failed_saves:
             event(

@@ -56,6 +56,25 @@ def test_every_top_level_field_is_state_in_the_json_and_derived_work_is_in_cache
     assert (fresh.memo, fresh.cluster_rows) == (None, None)
 
 
+def test_each_jobs_records_in_the_json_are_copies_the_next_round_leaves_alone():
+    """The daemon keeps each job's JSON text while its record is equal to the last
+    (daemon/state_encode.py): a record holding a live dict would change with the next
+    round and still compare equal to itself. Accounts and allocation rows are copies."""
+    jobs = [Job("a", RESNET, 1, total_steps=1e9), Job("b", RESNET, 2, total_steps=1e9)]
+    sim = SimulatedCluster(parse_cluster_spec("v100:1x4", TABLE), jobs, TABLE)
+    state, _ = run_round(SchedulerState(), sim, SchedulerConfig(table=TABLE))
+    sim.advance(60.0)
+    out = state.to_json()
+    records = json.dumps([out["jobs"], out["allocation"]["fractions"], out["allocation_rows"]])
+    state, _ = run_round(state, sim, SchedulerConfig(table=TABLE))  # mutates the state
+    assert state.to_json()["jobs"]["a"]["received_s"] != out["jobs"]["a"]["received_s"]
+    assert state.allocation is not None
+    state.allocation.fractions["a"]["v100"] = 0.123
+    assert json.dumps([out["jobs"], out["allocation"]["fractions"], out["allocation_rows"]]) == (
+        records
+    )
+
+
 # A state file as main wrote it before the learned rows had their plugin slot: the
 # rows at the top level as "job_rows" (tests/core/data, written by that code).
 BEFORE_SLOTS = Path(__file__).parent / "data" / "state_before_plugin_slots.json"
