@@ -197,8 +197,7 @@ def test_data_parallel_hook_averages_gradients(tmp_path: Path) -> None:
 def test_data_parallel_ranks_agree_on_the_step_count_when_their_clocks_disagree() -> None:
     """Rank 0 wants 0 s of steps, rank 1 wants 3 s: both must take the same steps and
     exit 0 (each rank deciding alone, rank 1 started an all-reduce after rank 0 had
-    left the group, and gloo aborted it). 3 s, not 1: on a loaded 2-core machine one
-    second held only 3 A3C steps, no more than rank 0's alone."""
+    left the group, and gloo aborted it), and both measure over rank 1's window."""
     import socket
 
     pytest.importorskip("torch")
@@ -213,4 +212,10 @@ def test_data_parallel_ranks_agree_on_the_step_count_when_their_clocks_disagree(
         for r, secs in enumerate((0.0, 3.0))
     ]  # fmt: skip
     res = _run_workers(cmds, None, 300)
-    assert res[0]["steps"] == res[1]["steps"] > 3
+    assert res[0]["steps"] == res[1]["steps"] >= 3
+    # Rank 0 went on until rank 1's 3 s were up: its own window (steps over its rate) is
+    # about rank 1's (their clocks start after the same warm-up all-reduce; 0.5 s of
+    # slack for a descheduled rank), not the 3 steps it wanted alone. A count above 3
+    # said the same on an idle machine; under a CI load of 30, 3 s held only 3 A3C steps.
+    for r in res:
+        assert r["steps"] / r["steps_per_s"] >= 2.5, res
