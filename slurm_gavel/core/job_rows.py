@@ -232,7 +232,11 @@ def record_measurements(
         t = o.gpu_type
         if o.state is not running or t is None or o.partner is not None:
             continue
-        rate = usable_rate(o.measured_throughput)
+        reported = o.measured_throughput
+        if type(reported) is float:  # usable_rate's test, inlined for a plain float
+            rate = reported if 0.0 < reported < math.inf else None
+        else:
+            rate = usable_rate(reported)
         if rate is None and bounds is None:
             continue
         if placed is not None and not placed.consolidated:

@@ -85,9 +85,11 @@ class ProblemJob:
         account: str | None = None,
         slo: float | None = None,
     ) -> None:
-        fields = locals()  # every argument is a field of the same name
-        del fields["self"]
-        self.__dict__.update(fields)
+        d = self.__dict__
+        d["id"], d["job_type"], d["throughput"] = id, job_type, throughput
+        d["scale_factor"], d["priority_weight"] = scale_factor, priority_weight
+        d["steps_remaining"], d["time_since_start"] = steps_remaining, time_since_start
+        d["account"], d["slo"] = account, slo
 
 
 @dataclass(frozen=True)
