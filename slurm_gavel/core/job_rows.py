@@ -129,7 +129,11 @@ class LastSeen:
 
     # Written out, as Measured's (one per active job per round).
     def __init__(
-        self, gpu: GpuType | None, restarts: int, steps: float | None, received: dict[GpuType, float]
+        self,
+        gpu: GpuType | None,
+        restarts: int,
+        steps: float | None,
+        received: dict[GpuType, float],
     ) -> None:
         d = self.__dict__
         d["gpu"], d["restarts"], d["steps"], d["received"] = gpu, restarts, steps, received
@@ -282,15 +286,11 @@ def _progress(
     alone = o.state is JobState.RUNNING and t is not None and o.partner is None
     job_id = o.job.id
     prev = rows.last_seen.get(job_id)
-    if o.steps_estimated:
-        steps = None
-    else:
+    steps: float | None = None
+    if not o.steps_estimated:
         v = o.steps_done
         # a plain float (the simulator's, and JSON's): usable_steps' test, inlined
-        if type(v) is float:
-            steps = v if 0.0 <= v < math.inf else None
-        else:
-            steps = usable_steps(v)
+        steps = (v if 0.0 <= v < math.inf else None) if type(v) is float else usable_steps(v)
     if (
         alone
         and t is not None
