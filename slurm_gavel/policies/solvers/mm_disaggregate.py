@@ -33,7 +33,8 @@ def job_fractions(
     # (tolist gives the same Python floats as float() of each element, in one call)
     rows = [dict(zip(classes.types, r, strict=True)) for r in x.tolist()]
     # Each job gets its own dict, so callers may edit one without touching its class.
-    return {job.id: dict(rows[c]) for job, c in zip(problem.jobs, classes.job_class, strict=True)}
+    of_job = classes.job_class.tolist()  # Python ints: list indexing without numpy scalars
+    return {job.id: dict(rows[c]) for job, c in zip(problem.jobs, of_job, strict=True)}
 
 
 def northwest_corner(n_rows: int, n_cols: int) -> list[tuple[int, int, float]]:
