@@ -48,7 +48,7 @@ from slurm_gavel.core.row_trust import (
     admit,
     loss_estimate,
     progress_range,
-    progress_rate,
+    rate_within,
 )
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
 from slurm_gavel.domain.model import GpuType, JobId
@@ -81,6 +81,21 @@ class Measured:
     earlier_seconds: float = 0.0
     run: int = -1
 
+    # Written out instead of generated (as ObservedJob's): a frozen dataclass's
+    # __init__ pays an object.__setattr__ per field, and the round makes one of these
+    # per running job per round. Same signature, same frozen instance.
+    def __init__(
+        self,
+        steps_per_s: float,
+        seconds: float,
+        earlier_rate: float = 0.0,
+        earlier_seconds: float = 0.0,
+        run: int = -1,
+    ) -> None:
+        d = self.__dict__
+        d["steps_per_s"], d["seconds"], d["earlier_rate"] = steps_per_s, seconds, earlier_rate
+        d["earlier_seconds"], d["run"] = earlier_seconds, run
+
 
 def measured_cell(old: Measured | None, rate: float, seconds: float, run: int) -> Measured:
     """The cell after a report of ``rate`` from run ``run`` with ``seconds`` on the type
@@ -111,6 +126,17 @@ class LastSeen:
     restarts: int
     steps: float | None
     received: dict[GpuType, float]
+
+    # Written out, as Measured's (one per active job per round).
+    def __init__(
+        self,
+        gpu: GpuType | None,
+        restarts: int,
+        steps: float | None,
+        received: dict[GpuType, float],
+    ) -> None:
+        d = self.__dict__
+        d["gpu"], d["restarts"], d["steps"], d["received"] = gpu, restarts, steps, received
 
 
 @dataclass
@@ -191,38 +217,53 @@ def record_measurements(
     bounds (row_trust.admit); the rate it reports only says whether it lied (a report
     outside its progress range is counted and logged)."""
     seen: set[JobId] = set()
+    # The loop runs for every active job in every round (the simulator's largest item
+    # at thousands of jobs): lookups hoisted, the restart loss computed only for a
+    # stretch that begins with a restart, the same arithmetic in the same order.
+    seen_add, rows_seen_add = seen.add, rows.seen.add
+    get_account, get_placed = accounts.get, placement.get
+    running = JobState.RUNNING
     for o in active:
-        seen.add(o.job.id)
-        rows.seen.add(o.job.id)
+        job_id = o.job.id
+        seen_add(job_id)
+        rows_seen_add(job_id)
+        acct = get_account(job_id)
         if explore is not None or rows.exploring:
-            _explore(rows, explore, o, accounts.get(o.job.id))
+            _explore(rows, explore, o, acct)
+        placed = get_placed(job_id)
         if bounds is not None:
-            lost = loss_estimate(bounds, None if restart_s is None else restart_s.get(o.job.id))
-            _progress(rows, o, placement.get(o.job.id), accounts.get(o.job.id), lost)
-        if o.state is not JobState.RUNNING or o.gpu_type is None or o.partner is not None:
+            _progress(rows, o, placed, acct, bounds, restart_s)
+        t = o.gpu_type
+        if o.state is not running or t is None or o.partner is not None:
             continue
-        rate = usable_rate(o.measured_throughput)
+        reported = o.measured_throughput
+        if type(reported) is float:  # usable_rate's test, inlined for a plain float
+            rate = reported if 0.0 < reported < math.inf else None
+        else:
+            rate = usable_rate(reported)
         if rate is None and bounds is None:
             continue
-        placed = placement.get(o.job.id)
         if placed is not None and not placed.consolidated:
             continue
-        acct = accounts.get(o.job.id)
-        got = {} if acct is None else acct.received_s
+        got = _NO_TIME if acct is None else acct.received_s
         if bounds is not None:
             # The cell is what the job did, whatever it claims: a claim anywhere in its
             # progress range would otherwise set the cell to the range's top, R / (R -
             # allowance x stretches) above the truth (9 % after one 360 s round), and
             # the policies that plan finishing times give it that much more.
-            admitted = _bounded(rows, bounds, o.job.id, o.gpu_type, rate, got)
+            admitted = _bounded(rows, bounds, job_id, t, rate, got)
             if admitted is None:
                 continue
             rate = admitted
         assert rate is not None
-        _record(rows, o, o.gpu_type, rate, got)
+        _record(rows, o, t, rate, got)
     if len(rows.seen) != len(seen):
         for j in [j for j in rows.seen if j not in seen]:
             _forget(rows, j)
+
+
+_NO_TIME: Mapping[GpuType, float] = {}
+_NO_CELLS: Mapping[GpuType, Measured] = {}
 
 
 def _progress(
@@ -230,19 +271,26 @@ def _progress(
     o: ObservedJob,
     placed: JobPlacement | None,
     acct: Account | None,
-    lost: float = 0.0,
+    bounds: TrustBounds,
+    restart_s: Mapping[JobId, float] | None = None,
 ) -> None:
     """Count the interval since the last round into the job's progress on a type, when
     both rounds know its steps done and the job ran alone on that type through it: the
     last placement put it there (consolidated, no partner) and it is RUNNING there now.
     A new stretch begins unless the last round saw it running alone there in the same
     run (Slurm's restart count unchanged); one that begins with a restart (the count
-    rose) is taken to have lost ``lost`` seconds to it."""
-    got: Mapping[GpuType, float] = {} if acct is None else acct.received_s
+    rose) is taken to have lost what ``restart_s`` says for the job to it
+    (row_trust.loss_estimate)."""
+    got: Mapping[GpuType, float] = _NO_TIME if acct is None else acct.received_s
     t = o.gpu_type
     alone = o.state is JobState.RUNNING and t is not None and o.partner is None
-    prev = rows.last_seen.get(o.job.id)
-    steps = None if o.steps_estimated else usable_steps(o.steps_done)
+    job_id = o.job.id
+    prev = rows.last_seen.get(job_id)
+    steps: float | None = None
+    if not o.steps_estimated:
+        v = o.steps_done
+        # a plain float (the simulator's, and JSON's): usable_steps' test, inlined
+        steps = (v if 0.0 <= v < math.inf else None) if type(v) is float else usable_steps(v)
     if (
         alone
         and t is not None
@@ -254,15 +302,20 @@ def _progress(
         and placed.partner is None
         and placed.consolidated
     ):
-        continuing = prev.gpu == t and prev.restarts == o.restarts
+        restarts = o.restarts
+        continuing = prev.gpu == t and prev.restarts == restarts
         seconds = got.get(t, 0.0) - prev.received.get(t, 0.0)
-        cells = rows.progress.setdefault(o.job.id, {})
+        cells = rows.progress.get(job_id)
+        if cells is None:
+            cells = rows.progress[job_id] = {}
         cell = cells.get(t)
         if cell is None:
             cell = cells[t] = Progress()
-        restarted = o.restarts != prev.restarts
-        cell.add(steps - prev.steps, seconds, not continuing, lost if restarted else 0.0)
-    rows.last_seen[o.job.id] = LastSeen(t if alone else None, o.restarts, steps, dict(got))
+        lost = 0.0
+        if restarts != prev.restarts:
+            lost = loss_estimate(bounds, None if restart_s is None else restart_s.get(job_id))
+        cell.add(steps - prev.steps, seconds, not continuing, lost)
+    rows.last_seen[job_id] = LastSeen(t if alone else None, o.restarts, steps, dict(got))
 
 
 def usable_steps(value: object) -> float | None:
@@ -301,15 +354,19 @@ def _bounded(
     usable) outside the progress range is counted and kept for the daemon's log."""
     if not got.get(t, 0.0) > 0.0:
         return None  # no time on that type in the accounts: not measured there
-    progress = rows.progress.get(job_id, {}).get(t)
+    by_type = rows.progress.get(job_id)
+    progress = None if by_type is None else by_type.get(t)
     shown = progress_range(bounds, progress)
-    did = progress_rate(bounds, progress)
-    if shown is None or did is None:
+    if shown is None or progress is None:
         return None  # no progress to check it against yet: it waits (not a lie)
-    cells = rows.measured.get(job_id, {})
+    did = rate_within(bounds, progress, shown)
+    cells = rows.measured.get(job_id, _NO_CELLS)
     old = cells.get(t)
-    others = {u: m.steps_per_s for u, m in cells.items() if u != t}
-    anchor = rows.anchor.get(job_id, {})
+    # the job's other measured cells (most jobs have one cell, this one: none)
+    others: Mapping[GpuType, float] = _NO_TIME
+    if len(cells) > (0 if old is None else 1):
+        others = {u: m.steps_per_s for u, m in cells.items() if u != t}
+    anchor = rows.anchor.get(job_id, _NO_TIME)
     out = admit(
         bounds,
         t,

@@ -191,9 +191,12 @@ def place_chosen(
         first = members[0]
         job = jobs[first]
         cur = job.current
-        allowed = _allowed(members, jobs)
-        prefer = jobs[first].prefer if len(members) == 1 else None
-        count = _node_count(members, jobs)
+        if len(members) == 1:  # (what _allowed and _node_count give for one job)
+            allowed, prefer = job.nodes, job.prefer
+            count = None if job.node_count is None else _node_count(members, jobs)
+        else:
+            allowed, prefer = _allowed(members, jobs), None
+            count = _node_count(members, jobs)
         if count == 0:
             continue  # its GPUs cannot be laid out as its request asks: it waits
         if cur is not None and cur.gpu_type == gpu_type:

@@ -104,17 +104,19 @@ def build_problem(
     """The policy input for jobs that considered_jobs() accepted, with their rows."""
     types = [t for t, n in capacity.items() if n > 0]
     pjobs = []
+    accounts, problem_job = state.jobs, config.table.problem_job
     for o, row in jobs:
-        acct = state.jobs.get(o.job.id)
+        job = o.job
+        acct = accounts.get(job.id)
         done = acct.steps_done if acct else 0.0
         pjobs.append(
-            config.table.problem_job(
-                o.job,
+            problem_job(
+                job,
                 types,
                 row=row,
-                steps_remaining=max(0.0, o.job.total_steps - done),
-                time_since_start=max(0.0, now - o.job.arrival_time),
-                slo=None if o.job.slo is None else o.job.slo - (now - o.job.arrival_time),
+                steps_remaining=max(0.0, job.total_steps - done),
+                time_since_start=max(0.0, now - job.arrival_time),
+                slo=None if job.slo is None else job.slo - (now - job.arrival_time),
             )
         )
     pairs: tuple[PairThroughput, ...] = ()

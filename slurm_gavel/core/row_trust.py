@@ -140,6 +140,11 @@ def progress_rate(bounds: TrustBounds, p: Progress | None) -> float | None:
     shown = progress_range(bounds, p)
     if shown is None or p is None:
         return None
+    return rate_within(bounds, p, shown)
+
+
+def rate_within(bounds: TrustBounds, p: Progress, shown: tuple[float, float]) -> float:
+    """progress_rate given its progress_range ``shown`` (not None), computed once."""
     left = p.seconds - min(p.lost, bounds.start_allowance_s * p.stretches)
     return min(max(p.steps / left, shown[0]), shown[1])
 
@@ -170,7 +175,7 @@ def admit(
     (progress_range). The progress range narrows the other bounds, and where the two
     do not meet it alone bounds the rate: what the job did is evidence, the others
     are priors and damping."""
-    if isinstance(rate, bool) or not isinstance(rate, int | float):
+    if type(rate) is not float and (isinstance(rate, bool) or not isinstance(rate, int | float)):
         return None
     if not math.isfinite(rate) or not 0 < rate <= bounds.max_rate:
         return None

@@ -47,17 +47,22 @@ def account_last_round(state: SchedulerState, now: float) -> float:
         return 0.0
     dt = max(0.0, now - state.last_round_time)
     seen_pairs: set[str] = set()
+    accounts, epoch = state.jobs, state.epoch_received  # (every placed job, every round)
     for job_id, p in state.placement.items():
-        acct = state.jobs.get(job_id)
+        acct = accounts.get(job_id)
         if acct is None:
             continue
-        acct.received_s[p.gpu_type] = acct.received_s.get(p.gpu_type, 0.0) + dt
+        t = p.gpu_type
+        received = acct.received_s
+        received[t] = received.get(t, 0.0) + dt
         key = job_id if p.partner is None else pair_key(job_id, p.partner)
         if key in seen_pairs:
             continue
         seen_pairs.add(key)
-        row = state.epoch_received.setdefault(key, {})
-        row[p.gpu_type] = row.get(p.gpu_type, 0.0) + dt
+        row = epoch.get(key)
+        if row is None:
+            row = epoch[key] = {}
+        row[t] = row.get(t, 0.0) + dt
     state.epoch_elapsed += dt
     return dt
 

@@ -70,6 +70,27 @@ class ProblemJob:
     account: str | None = None
     slo: float | None = None  # seconds from now by which the job must finish
 
+    # Written out instead of generated (as cluster_model.ObservedJob's): a frozen
+    # dataclass's __init__ pays an object.__setattr__ per field, and the round builds
+    # one of these per considered job at every re-solve. Same signature and instance.
+    def __init__(
+        self,
+        id: JobId,
+        job_type: str,
+        throughput: Mapping[GpuType, float],
+        scale_factor: int = 1,
+        priority_weight: float = 1.0,
+        steps_remaining: float | None = None,
+        time_since_start: float = 0.0,
+        account: str | None = None,
+        slo: float | None = None,
+    ) -> None:
+        d = self.__dict__
+        d["id"], d["job_type"], d["throughput"] = id, job_type, throughput
+        d["scale_factor"], d["priority_weight"] = scale_factor, priority_weight
+        d["steps_remaining"], d["time_since_start"] = steps_remaining, time_since_start
+        d["account"], d["slo"] = account, slo
+
 
 @dataclass(frozen=True)
 class PairThroughput:

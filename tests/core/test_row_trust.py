@@ -344,3 +344,75 @@ def test_the_daemons_own_estimate_of_steps_is_no_progress():
     o = replace(_running(job, "v100", 100.0, 3300.0), steps_estimated=True)
     record_measurements(rows, [o], ON_V100, {"1": acct}, B)
     assert rows.measured == {} and rows.progress.get("1", {}) == {}
+
+
+# The round reads a plain float's steps done and rate with an inlined test
+# (record_measurements is its hottest loop); every other value goes through usable_steps
+# and usable_rate. Hostile figures must land exactly where those two put them.
+HOSTILE_FIGURES = [math.nan, math.inf, -math.inf, -1.0, -0.0, 0.0, 5e-324, 1e308, 120.0,
+                   True, False, 7, -3, "5", None, 2**80]  # fmt: skip
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("steps", HOSTILE_FIGURES)
+def test_reported_steps_are_taken_exactly_as_usable_steps_takes_them(steps):
+    from slurm_gavel.core.job_rows import usable_steps
+
+    job = Job(id="1", job_type="ResNet-18 (batch size 64)", total_steps=1e6)
+    rows, acct = JobRows(), JobAccount({"v100": 360.0})
+    record_measurements(rows, [_running(job, "v100", 1.0, steps)], ON_V100, {"1": acct}, B)  # type: ignore[arg-type]
+    taken, expected = rows.last_seen["1"].steps, usable_steps(steps)
+    assert type(taken) is type(expected)
+    assert taken == expected or (taken is None and expected is None)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("rate", HOSTILE_FIGURES)
+def test_reported_rates_are_taken_exactly_as_usable_rate_takes_them(rate):
+    """A lie is counted only for a usable rate outside the progress range; without trust
+    bounds a usable rate is the cell."""
+    from slurm_gavel.core.job_rows import usable_rate
+
+    job = Job(id="1", job_type="ResNet-18 (batch size 64)", total_steps=1e6)
+    rows = JobRows()
+    acct = _first_run(rows, job, 10.0, 3600.0)  # 10 steps/s honestly
+    acct.received_s["v100"] += 360.0
+    record_measurements(rows, [_running(job, "v100", rate, 7200.0)], ON_V100, {"1": acct}, B)  # type: ignore[arg-type]
+    usable = usable_rate(rate)
+    lie = usable is not None and not (9.0 <= usable <= 11.0)
+    assert ("1" in rows.clamped) is lie
+    if lie:
+        assert rows.clamped["1"][1] == usable
+    unbounded = JobRows()
+    record_measurements(unbounded, [_running(job, "v100", rate, 7200.0)], ON_V100, {"1": acct})  # type: ignore[arg-type]
+    cell = unbounded.measured.get("1", {}).get("v100")
+    assert (None if cell is None else cell.steps_per_s) == usable
+
+
+def test_progress_rate_is_rate_within_its_range():
+    from slurm_gavel.core.row_trust import rate_within
+
+    for p in (Progress(3600.0, 360.0, 1), Progress(500.0, 400.0, 2, 45.0), Progress(1.0, 31.0, 1)):
+        shown = progress_range(B, p)
+        assert shown is not None
+        assert progress_rate(B, p) == rate_within(B, p, shown)
+
+
+def test_written_out_inits_make_the_same_frozen_values():
+    """Measured and LastSeen are built per job per round with a written-out __init__:
+    the same fields, equality, hash and immutability as the generated one."""
+    from dataclasses import FrozenInstanceError, astuple, fields
+
+    from slurm_gavel.core.job_rows import LastSeen
+
+    m = Measured(2.0, 30.0, 1.5, 10.0, 3)
+    assert astuple(m) == (2.0, 30.0, 1.5, 10.0, 3)
+    assert Measured(2.0, 30.0) == Measured(steps_per_s=2.0, seconds=30.0, run=-1)
+    assert [f.name for f in fields(m)] == list(vars(m))
+    assert hash(m) == hash(Measured(2.0, 30.0, 1.5, 10.0, 3))
+    seen = LastSeen("v100", 1, None, {"v100": 5.0})
+    assert [f.name for f in fields(seen)] == list(vars(seen))
+    assert replace(seen, steps=4.0).steps == 4.0
+    for obj, name in ((m, "steps_per_s"), (seen, "gpu")):
+        with pytest.raises(FrozenInstanceError):
+            setattr(obj, name, 0)

@@ -88,3 +88,23 @@ def test_allocate_with_a_hostile_problem_file_is_exit_2_naming_the_file(
     err = capsys.readouterr().err
     assert err.startswith(f"slurm-gavel allocate: error: {path}: ")
     assert needle in err and err.count("\n") == 1
+
+
+def test_problem_job_written_out_init_is_the_dataclass_one():
+    """ProblemJob has a written-out __init__ (the round builds one per job per re-solve):
+    the same fields in order, defaults, keywords, equality and immutability."""
+    from dataclasses import FrozenInstanceError, fields, replace
+
+    from slurm_gavel.domain.model import ProblemJob
+
+    j = ProblemJob("7", "A3C", {"v100": 1.0})
+    assert [f.name for f in fields(j)] == list(vars(j))
+    assert vars(j) == {
+        "id": "7", "job_type": "A3C", "throughput": {"v100": 1.0}, "scale_factor": 1,
+        "priority_weight": 1.0, "steps_remaining": None, "time_since_start": 0.0,
+        "account": None, "slo": None,
+    }  # fmt: skip
+    k = ProblemJob(id="7", job_type="A3C", throughput={"v100": 1.0}, slo=5.0, account="a")
+    assert replace(j, slo=5.0, account="a") == k
+    with pytest.raises(FrozenInstanceError):
+        k.slo = 1.0  # type: ignore[misc]

@@ -124,7 +124,7 @@ def group_rows(keys: np.ndarray, mask: np.ndarray | None = None) -> Classes:
     order = picked[np.argsort(of_job[picked], kind="stable")]
     bounds = np.searchsorted(of_job[order], np.arange(len(index) + 1))
     members = [order[bounds[c] : bounds[c + 1]] for c in range(len(index))]
-    first = np.array([m[0] for m in members], dtype=np.int64)
+    first = order[bounds[:-1]].astype(np.int64, copy=False)  # each class's first member
     return Classes(of_job, members, first)
 
 

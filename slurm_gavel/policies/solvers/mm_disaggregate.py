@@ -30,9 +30,11 @@ def job_fractions(
 ) -> dict[JobId, dict[GpuType, float]]:
     """Every job gets its class's row (all types listed, 0.0 where none)."""
     x = np.where(x > EPS, x, 0.0)
-    rows = [dict(zip(classes.types, map(float, r), strict=True)) for r in x]
+    # (tolist gives the same Python floats as float() of each element, in one call)
+    rows = [dict(zip(classes.types, r, strict=True)) for r in x.tolist()]
     # Each job gets its own dict, so callers may edit one without touching its class.
-    return {job.id: dict(rows[c]) for job, c in zip(problem.jobs, classes.job_class, strict=True)}
+    of_job = classes.job_class.tolist()  # Python ints: list indexing without numpy scalars
+    return {job.id: dict(rows[c]) for job, c in zip(problem.jobs, of_job, strict=True)}
 
 
 def northwest_corner(n_rows: int, n_cols: int) -> list[tuple[int, int, float]]:
