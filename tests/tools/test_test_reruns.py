@@ -93,13 +93,6 @@ def _reruns(calls: list[str]) -> list[str]:
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="tools/test runs make")
-def test_all_green_runs_nothing_again(tmp_path):
-    rc, out, calls = _run(tmp_path)
-    assert rc == 0, out
-    assert _reruns(calls) == [] and "FLAKY" not in out
-
-
-@pytest.mark.skipif(shutil.which("make") is None, reason="tools/test runs make")
 def test_a_failure_that_passes_alone_is_flaky_and_the_run_passes(tmp_path):
     rc, out, calls = _run(tmp_path, FAIL_22_05="tests/a.py::t[22.05] tests/b.py::u[22.05-x]")
     assert rc == 0, out
@@ -123,16 +116,19 @@ def test_a_failure_that_fails_again_fails_the_run(tmp_path):
     assert "FLAKY: tests/c.py" not in out
 
 
+NOTHING_AGAIN = {
+    "all green": ({}, 0),
+    # more failures than the limit: a real break, no second run
+    "four failed": ({"FAIL_26_05": " ".join(f"tests/a.py::t{i}[26.05]" for i in range(4))}, 1),
+    # the unit tests' part is never run again
+    "the rest failed": ({"FAIL_rest": "tests/core/test_x.py::t"}, 1),
+}
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="tools/test runs make")
-def test_more_failures_than_the_limit_fail_without_a_second_run(tmp_path):
-    many = " ".join(f"tests/a.py::t{i}[26.05]" for i in range(4))
-    rc, out, calls = _run(tmp_path, FAIL_26_05=many)
-    assert rc == 1, out
+@pytest.mark.parametrize("case", NOTHING_AGAIN)
+def test_nothing_is_run_again(tmp_path, case):
+    fails, want = NOTHING_AGAIN[case]
+    rc, out, calls = _run(tmp_path, **fails)
+    assert rc == want, out
     assert _reruns(calls) == [] and "FLAKY" not in out
-
-
-@pytest.mark.skipif(shutil.which("make") is None, reason="tools/test runs make")
-def test_the_rest_part_is_never_run_again(tmp_path):
-    rc, out, calls = _run(tmp_path, FAIL_rest="tests/core/test_x.py::t")
-    assert rc == 1, out
-    assert _reruns(calls) == []
