@@ -55,7 +55,7 @@ def run(n: int, share: float, rounds: int, mode: str) -> list[float]:
         PARSED[mode] = PARSED.get(mode, 0) + 1
         return parse(*a, **k)
 
-    comment_grammar.parse_comment = counted  # type: ignore[assignment]
+    comment_grammar.parse_comment = counted
     if mode == "lru":
         comment_grammar.parse_comment = functools.lru_cache(maxsize=1 << 15)(counted)
     carry = mode == "carry"
