@@ -33,9 +33,11 @@ copied here), CPU seconds (process_time) exclusive of the parts nested in it:
     other       the rest of Daemon.round (metrics, events, bookkeeping)
 
 and prints, per --jobs, each part's median over the rounds, the persist total (copy to
-comments) and the whole round's CPU. --compare DIR runs the same bench on the code in
-DIR (another checkout: `git worktree add /tmp/before <commit>`) and here, alternately,
---repeats times each, and prints both side by side (the medians over all their rounds).
+comments) and the whole round's CPU, and how many status.json records kept their text
+from the save before (public view; checkouts that keep them). --compare DIR runs the
+same bench on the code in DIR (another checkout: `git worktree add /tmp/before
+<commit>`) and here, alternately, --repeats times each, and prints both side by side
+(the medians over all their rounds).
 """
 
 from __future__ import annotations
@@ -223,7 +225,10 @@ def child(
             d.round()
             wall = time.perf_counter() - t
             if r:  # round 0 allocates from nothing: not a steady round
-                out.append({"cpu": dict(clock.cpu), "wall": dict(clock.wall), "round_wall": wall})
+                # status records whose text the save kept (absent in older checkouts)
+                kept = getattr(getattr(d.publisher, "view_texts", None), "reused", None)
+                out.append({"cpu": dict(clock.cpu), "wall": dict(clock.wall), "round_wall": wall,
+                            "status_kept": kept})  # fmt: skip
             sim.advance(sim.clock + 60.0)
         size = {p.name: p.stat().st_size for p in (state_dir / "state").glob("*.json")}
         d.store.release()
@@ -297,6 +302,11 @@ def main() -> None:
         for name, _ in codes:
             sizes = ", ".join(f"{k} {v / 1e6:.1f} MB" for k, v in sorted(files[name].items()))
             print(f"files ({name}): {sizes}")
+        for name, _ in codes:
+            kept = [r["status_kept"] for r in runs[name] if r.get("status_kept") is not None]
+            if kept:
+                print(f"status.json records whose text was kept ({name}): median "
+                      f"{statistics.median(kept):.0f} of {jobs} per round")  # fmt: skip
     print(f"load average {os.getloadavg()[0]:.1f}")
 
 

@@ -13,6 +13,7 @@ type-blind, with the seconds of measurement behind it.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -27,7 +28,7 @@ from slurm_gavel.commands.status import (
 )
 from slurm_gavel.commands.status_fields import slurm_time
 from slurm_gavel.commands.status_throughput import cell_text, reports_nothing
-from slurm_gavel.daemon.status_view import clock_value, is_protected
+from slurm_gavel.daemon.status_view import clock_value, is_protected, job_figures
 from slurm_gavel.errors import InputError
 
 SUMMARY = "why a managed job waits or moved: its allocation, priority and the decision"
@@ -110,6 +111,11 @@ def protection_lines(job: dict[str, Any], view: dict[str, Any]) -> list[str]:
     ]
 
 
+def _number(x: Any) -> float:
+    ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    return float(x) if ok else 0.0
+
+
 def _prio(p: float | None) -> str:
     return "inf" if p is None else f"{p:.3g}"
 
@@ -118,7 +124,9 @@ def format_explain(job: dict[str, Any], view: dict[str, Any]) -> str:
     types = list(view.get("capacity") or {}) or sorted(
         {*job["allocation"], *job["paired_allocation"], *job["received_s"]}
     )
-    age = float(view.get("allocation_age_s") or 0.0)
+    age = clock_value(view.get("allocation_age_s")) or 0.0
+    # computed here from the record, as the mechanism ranked it (not in the file)
+    priorities, deficits = job_figures(job, age)
     lines = [
         f"job {job['id']} ({job.get('user') or job.get('user_id') or '?'}, account "
         f"{job.get('account') or '-'}): {job.get('job_type') or '(no job type)'} on "
@@ -136,11 +144,12 @@ def format_explain(job: dict[str, Any], view: dict[str, Any]) -> str:
     head += f" {'deficit':>10}"
     lines.append(head)
     for t in types:
-        x = job["allocation"].get(t, 0.0)
-        paired = job["paired_allocation"].get(t, 0.0)
-        got = job.get("epoch_received_s", {}).get(t, 0.0)
-        prio = job.get("priority", {}).get(t, 0.0) if t in job["allocation"] else 0.0
-        deficit = job.get("deficit_s", {}).get(t, 0.0)
+        # the view may be anyone's file (status.d): a figure not a number shows as 0
+        x = _number(job["allocation"].get(t))
+        paired = _number(job["paired_allocation"].get(t))
+        got = _number((job.get("epoch_received_s") or {}).get(t))
+        prio = priorities.get(t, 0.0) if t in job["allocation"] else 0.0
+        deficit = deficits.get(t, 0.0)
         sign = "-" if deficit < 0 else ""
         lines.append(
             f"  {t:<12} {x:>6.2f} {paired:>6.2f} {slurm_time(got):>11} {_prio(prio):>9} "

@@ -38,7 +38,7 @@ from slurm_gavel.daemon.lease import ha_status
 from slurm_gavel.daemon.state_store import StateStore
 from slurm_gavel.daemon.status_d import read_view
 from slurm_gavel.daemon.status_private import empty_user_view
-from slurm_gavel.daemon.status_view import status_view
+from slurm_gavel.daemon.status_view import status_view, with_figures
 from slurm_gavel.errors import InputError
 
 DEFAULT_CONFIG = Path("/etc/slurm-gavel/gavel.yaml")
@@ -138,7 +138,8 @@ def load_view(directory: Path) -> tuple[dict[str, Any], list[str]]:
     if saved and round_s and time.time() - saved > 3 * round_s + 60:
         who = "no daemon holds the state directory" if not alive else f"pid {alive} runs"
         warnings.append(f"the view is {round(time.time() - saved)} s old ({who})")
-    return view, warnings
+    # each job's priority and deficit: computed here, not written (status_view.py)
+    return with_figures(view), warnings
 
 
 def _private_view(store: StateStore, summary: dict[str, Any]) -> dict[str, Any]:

@@ -312,9 +312,13 @@ def _progress(
         if cell is None:
             cell = cells[t] = Progress()
         lost = 0.0
+        loss_now = None
         if restarts != prev.restarts:
             lost = loss_estimate(bounds, None if restart_s is None else restart_s.get(job_id))
-        cell.add(steps - prev.steps, seconds, not continuing, lost)
+        elif continuing and cell.stretch_lost is not None:
+            # the restart that began this stretch, as costed now (row_trust.Progress)
+            loss_now = loss_estimate(bounds, None if restart_s is None else restart_s.get(job_id))
+        cell.add(steps - prev.steps, seconds, not continuing, lost, loss_now=loss_now)
     rows.last_seen[job_id] = LastSeen(t if alone else None, o.restarts, steps, dict(got))
 
 

@@ -89,8 +89,13 @@ def _job_to_json(rows: JobRows, j: str) -> dict[str, Any]:
     # Only with trust bounds (the keys are left out otherwise, as in older states).
     progress = rows.progress.get(j)
     if progress:
+        # [steps, seconds, stretches, lost], and the current stretch's share of lost
+        # when it began with a restart (a fifth element only then: older states, and
+        # older daemons reading this one, have four)
         out["progress"] = {
-            t: [p.steps, p.seconds, p.stretches, p.lost] for t, p in progress.items()
+            t: [p.steps, p.seconds, p.stretches, p.lost]
+            + ([] if p.stretch_lost is None else [p.stretch_lost])
+            for t, p in progress.items()
         }
     seen = rows.last_seen.get(j)
     if seen is not None:
@@ -119,14 +124,20 @@ def _count(v: Any) -> int | None:
 
 
 def _progress_cell(cell: Any) -> Progress | None:
-    """A saved progress cell [steps, seconds, stretches, lost], checked; None: untrusted."""
-    if not isinstance(cell, list) or len(cell) != 4:
+    """A saved progress cell [steps, seconds, stretches, lost(, the current stretch's
+    share of lost)], checked; None: untrusted."""
+    if not isinstance(cell, list) or len(cell) not in (4, 5):
         return None
     steps, seconds = _number(cell[0], MAX_STEPS), _number(cell[1], MAX_SECONDS)
     stretches, lost = _count(cell[2]), _number(cell[3], MAX_SECONDS)
     if steps is None or seconds is None or stretches is None or lost is None:
         return None
-    return Progress(steps, seconds, stretches, lost)
+    share = None
+    if len(cell) == 5:
+        share = _number(cell[4], MAX_SECONDS)
+        if share is None or share > lost or stretches == 0:
+            return None
+    return Progress(steps, seconds, stretches, lost, share)
 
 
 def _last_seen(d: Any) -> LastSeen | None:

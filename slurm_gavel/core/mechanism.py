@@ -73,6 +73,30 @@ class Entry(NamedTuple):
     deficit: float
 
 
+def priority(fraction: float, received: float, elapsed: float) -> float:
+    """Gavel's priority of an entry on a GPU type (the module docstring): its
+    fraction there over the share of the ``elapsed`` seconds since the allocation
+    was computed that it ``received`` there; INF where allocated and not run there
+    (or no time has passed), 0 where not allocated.
+
+    The formula's one home: `slurm-gavel status` and `explain` compute a job's
+    figures with it from the view (status_view.job_figures). _ranked, the
+    simulator's hottest loop, writes the same expression inline (no call per job and
+    type); a test holds the two equal."""
+    if fraction <= 0.0:
+        return 0.0
+    if received <= 0.0 or elapsed <= 0.0:
+        return INF
+    return fraction / (received / elapsed)
+
+
+def deficit(fraction: float, received: float, elapsed: float) -> float:
+    """The entry's deficit on a GPU type, the tie-break after the priority: the
+    seconds its fraction entitles it to since the allocation, less those received
+    (positive: owed time). Inline in _ranked as priority() is."""
+    return fraction * elapsed - received
+
+
 # A ranked candidate before it becomes an Entry: (-priority, -deficit, -fraction,
 # -runs_here, key, type, members). (key, type) is unique, so sorting never compares
 # the members; -(-v) == v exactly, so the Entry fields come back unchanged.
@@ -137,7 +161,8 @@ def _ranked(
     singles: SingleCandidates | None = None,
 ) -> list[_Ranked]:
     """The sort keys of entries(), sorted. This runs for every job and type in every
-    round (the simulator's hottest path), hence plain tuples and no helper calls.
+    round (the simulator's hottest path), hence plain tuples and no helper calls
+    (priority() and deficit() written inline: tests hold them equal).
     `singles`: single_candidates() of the same allocation, jobs and types, if known."""
     keyed: list[_Ranked] = []
     empty: Mapping[GpuType, float] = {}

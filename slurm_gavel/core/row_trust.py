@@ -89,10 +89,27 @@ class Progress:
     # began with a restart, what the rounds plan a restart of the job to cost (at most
     # start_allowance_s); a first start or a stretch within one run, nothing.
     lost: float = 0.0
+    # The current stretch's share of ``lost`` when it began with a restart (None: it did
+    # not). Estimated again in each interval the stretch goes on: on Slurm the restart's
+    # cost is measured only once the restarted run reports, after its stretch began, and
+    # until then the estimate is the whole allowance (an honest job's cell, 2x its rate
+    # after a minute at 30 s lost instead of the 2.5 s measured, stayed that high).
+    stretch_lost: float | None = None
 
-    def add(self, steps: float, seconds: float, new_stretch: bool, lost: float = 0.0) -> None:
+    def add(
+        self,
+        steps: float,
+        seconds: float,
+        new_stretch: bool,
+        lost: float = 0.0,
+        *,
+        loss_now: float | None = None,
+    ) -> None:
         """One interval between two rounds (the caller checks both ends); ``lost``: the
-        start-up a new stretch is taken to have lost (the caller's estimate, bounded)."""
+        start-up a new stretch is taken to have lost (the caller's estimate, bounded);
+        ``loss_now``: the caller's estimate now of what a restart costs the job (bounded
+        as ``lost``), which replaces the share of a continuing stretch that began with a
+        restart."""
         if not (math.isfinite(steps) and math.isfinite(seconds)):
             return
         if steps < 0.0 or seconds <= 0.0:
@@ -101,8 +118,19 @@ class Progress:
         self.seconds += seconds
         if new_stretch or self.stretches == 0:
             self.stretches += 1
+            self.stretch_lost = None
             if math.isfinite(lost) and lost > 0.0:
                 self.lost += lost
+                self.stretch_lost = lost
+        elif (
+            self.stretch_lost is not None
+            and loss_now is not None
+            and math.isfinite(loss_now)
+            and loss_now >= 0.0
+            and loss_now != self.stretch_lost
+        ):
+            self.lost = max(self.lost - self.stretch_lost + loss_now, 0.0)
+            self.stretch_lost = loss_now
 
 
 def progress_range(bounds: TrustBounds, p: Progress | None) -> tuple[float, float] | None:

@@ -24,6 +24,7 @@ from typing import Any
 from slurm_gavel.backends.slurm.private_data import hides_jobs
 from slurm_gavel.core.backend_hooks import AdminCommentWriter, BackendHooks, PrivateDataReader
 from slurm_gavel.daemon.logs import event, running_as
+from slurm_gavel.daemon.state_encode import Fragments, encode_document
 from slurm_gavel.daemon.state_store import StateSaveError, StateStore
 from slurm_gavel.daemon.status_d import remove_views, write_views
 from slurm_gavel.daemon.status_private import public_summary, user_views
@@ -50,6 +51,12 @@ class Publisher:
         self._view_failing = False
         self.private = True  # until resolve_privacy says: nothing leaks before it ran
         self._users_failing: set[int] = set()
+        # Each job's record in status.json, and in each user's view, keeps its JSON
+        # text while it is unchanged (state_encode.py): at 20,000 jobs most of them
+        # wait through a round, and their records hold no figure that moves every
+        # round (status_view.py).
+        self.view_texts = Fragments()
+        self.user_texts: dict[int, Fragments] = {}
 
     def resolve_privacy(self, setting: str) -> None:
         """Decide public or private from the config's status_privacy (and, for auto,
@@ -68,7 +75,10 @@ class Publisher:
         private state, already saved, is what crash safety needs)."""
         self.view = status_view(doc)
         try:
-            self.store.save_view(public_summary(self.view) if self.private else self.view)
+            if self.private:
+                self.store.save_view(public_summary(self.view))
+            else:
+                self.store.save_view(self.view, {("jobs",): self.view_texts})
         except StateSaveError as e:
             if not self._view_failing:
                 event(log, "status_view_not_saved", logging.WARNING, error=str(e)[:300])
@@ -82,7 +92,10 @@ class Publisher:
         """status.d/<uid>.json for every user with managed jobs; a user whose view
         cannot be written is logged once until it can again."""
         try:
-            failed = write_views(self.store.dir, user_views(view))
+            views = user_views(view)
+            texts = self.user_texts
+            self.user_texts = {uid: texts.get(uid) or Fragments() for uid in views}
+            failed = write_views(self.store.dir, views, self._user_text)
         except OSError as e:
             failed = {-1: f"{self.store.dir}/status.d: {e}"}
         new = set(failed) - self._users_failing
@@ -91,6 +104,9 @@ class Publisher:
             event(log, "status_user_view_not_saved", logging.WARNING, users=len(new), uid=uid,
                   error=failed[uid][:300], fix=CHOWN_FIX)  # fmt: skip
         self._users_failing = set(failed)
+
+    def _user_text(self, uid: int, view: dict[str, Any]) -> str:
+        return encode_document(view, {("jobs",): self.user_texts[uid]})
 
     def admin_comments(self) -> int:
         """Write the reasons that changed to the jobs' AdminComment; returns how many

@@ -21,7 +21,7 @@ the same field of the same job in the save before, which the loader read then.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,25 +56,40 @@ class Fragments:
         self.reused = 0  # records whose text the last call kept (tests, benchmarks)
 
     def encode(self, records: Mapping[str, Any]) -> str:
+        return "{" + self._parts(records.items(), keyed=True) + "}"
+
+    def encode_list(self, records: Sequence[Any], key: str = "id") -> str:
+        """The JSON text of a list of records (the status view's jobs), each known by
+        its ``key`` field; a record that is no mapping with a string there is
+        encoded every time."""
+        items = ((r.get(key) if isinstance(r, Mapping) else None, r) for r in records)
+        return "[" + self._parts(items, keyed=False) + "]"
+
+    def _parts(self, items: Iterable[tuple[Any, Any]], keyed: bool) -> str:
         last = self._last
         kept: dict[str, tuple[Any, str]] = {}
         parts = []
         reused = 0
-        for key, value in records.items():
+        for key, value in items:
+            if not keyed and not isinstance(key, str):
+                parts.append(_encode(value))
+                continue
             hit = last.get(key)
             if hit is not None and hit[0] is not value and hit[0] == value:
-                part = hit[1]  # '"key":text'
+                part = hit[1]  # '"key":text', or the record's text in a list
                 reused += 1
             else:
-                part = f"{_key(key)}:{_encode(value)}"
+                text = _encode(value)
+                part = f"{_key(key)}:{text}" if keyed else text
             kept[key] = (value, part)
             parts.append(part)
         self._last = kept
         self.reused = reused
-        return "{" + ",".join(parts) + "}"
+        return ",".join(parts)
 
 
-# where in a document a mapping of records is encoded through Fragments: its path
+# where in a document a mapping (or a list) of records is encoded through Fragments:
+# its path
 Plan = Mapping[tuple[str, ...], Fragments]
 
 
@@ -94,6 +109,10 @@ def _encode_at(value: Any, path: tuple[str, ...], plan: Plan) -> str:
         if _holds_parts(value, path, plan):
             items = (f"{_key(k)}:{_encode_at(v, (*path, k), plan)}" for k, v in value.items())
             return "{" + ",".join(items) + "}"
+    if isinstance(value, list):
+        fragments = plan.get(path)
+        if fragments is not None:
+            return fragments.encode_list(value)
     return _encode(value)
 
 

@@ -197,11 +197,13 @@ class StateStore:
                 "again next round)"
             ) from e
 
-    def save_view(self, view: dict[str, Any]) -> None:
-        """Write the public view (status.json, world-readable) atomically. Raises
-        StateSaveError like save(); the private state is saved first and stands."""
+    def save_view(self, view: dict[str, Any], plan: Plan | None = None) -> None:
+        """Write the public view (status.json, world-readable) atomically, the job
+        records through `plan`'s Fragments (Publisher: each job's text kept while its
+        record is unchanged). Raises StateSaveError like save(); the private state is
+        saved first and stands."""
         self._may_write("save_view")
-        data = json.dumps(view, separators=(",", ":")).encode()  # ensure_ascii
+        data = encode_document(view, plan).encode()  # json.dumps' text, ensure_ascii
         try:
             self._write_file(data, self.view_path, mode=0o644)
         except OSError as e:

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +60,23 @@ def _own_dir(path: Path) -> None:
         os.chmod(path, 0o755)
 
 
-def write_views(state_dir: Path, views: dict[int, dict[str, Any]]) -> dict[int, str]:
+def write_views(
+    state_dir: Path,
+    views: dict[int, dict[str, Any]],
+    encode: Callable[[int, dict[str, Any]], str] | None = None,
+) -> dict[int, str]:
     """Write each uid's view (0600, owned by the uid) and remove the views and
     temporary files of other uids; returns the uids that failed, with why. Raises
-    OSError when the folder itself cannot be made."""
+    OSError when the folder itself cannot be made. ``encode(uid, view)``: the view's
+    JSON text as json.dumps writes it (the Publisher's, which keeps each job's text
+    between saves); None: json.dumps."""
     folder = views_dir(state_dir)
     _own_dir(folder)
     me = os.geteuid()
     failed: dict[int, str] = {}
     for uid, view in views.items():
-        data = json.dumps(view, separators=(",", ":")).encode()  # ensure_ascii
+        text = encode(uid, view) if encode is not None else json.dumps(view, separators=(",", ":"))
+        data = text.encode()  # ensure_ascii
         try:
             write_atomic(view_path(state_dir, uid), data, owner=None if uid == me else uid,
                          sync_folder=False)  # fmt: skip

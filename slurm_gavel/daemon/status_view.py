@@ -6,8 +6,15 @@ writes this view, world-readable, as status.json (StateStore.save_view), so any
 user can run `status` and `explain`. It holds what squeue already shows to every
 user (job id, user, account, partition, state, nodes, the job type of the
 `gavel:` comment, restarts) and the scheduler's own figures for each job
-(allocation, time received, priority and deficit per GPU type, the round's
-decision): no comment, job name, path or progress report.
+(allocation, time received, the round's decision): no comment, job name, path or
+progress report.
+
+A job's priority and deficit per GPU type are not written: they move with the
+allocation's age every round, so every record would change every round and none
+could keep its text between saves (state_encode.py; at 20,000 jobs most of them
+wait through a round unchanged). The view holds what they are computed from (the
+allocation, ``epoch_received_s``, the view's ``allocation_age_s``), and the readers
+compute them (job_figures, with the mechanism's own formula).
 
 `why` is the one-line reason the daemon also writes to the job's AdminComment.
 It is built here from the daemon's data only (states, GPU types, node names,
@@ -27,13 +34,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from slurm_gavel.core import restart_costs
+from slurm_gavel.core import mechanism, restart_costs
 from slurm_gavel.core.run_protection import RunProtection, from_state
 from slurm_gavel.core.skips import SkipCode, owner_sentence
 from slurm_gavel.domain.cluster_model import SETTLING
 from slurm_gavel.errors import InputError
 
-VIEW_FORMAT = "slurm-gavel-status/1"
+# /2: the job records without "priority" and "deficit_s" (with_figures adds them back)
+VIEW_FORMAT = "slurm-gavel-status/2"
 
 
 def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, Any]:
@@ -68,8 +76,10 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
     jobs = []
     for job_id, v in (doc.get("jobs") or {}).items():
         acct = accounts.get(job_id) or {}
-        row = fractions.get(job_id, {})
-        got = epoch_received.get(job_id, {})
+        # copies: a record keeps its text while equal to the last save's record
+        # (state_encode.Fragments), so none may share a dict the rounds change in place
+        row = dict(fractions.get(job_id) or {})
+        got = dict(epoch_received.get(job_id) or {})
         received = acct.get("received_s") or {}
         nodes = v.get("nodes") or []
         part = v.get("partition") or next(
@@ -93,10 +103,10 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             "nodes": nodes,
             "received_s": received,
             "time_s": sum(received.values()),
-            # Since the allocation was computed (the mechanism's figures), per GPU type.
+            # Since the allocation was computed (the mechanism's figures), per GPU type;
+            # with the allocation and the view's allocation_age_s, what the readers
+            # compute its priority and deficit from (job_figures)
             "epoch_received_s": got,
-            "priority": {t: _priority(x, got.get(t, 0.0), elapsed) for t, x in row.items()},
-            "deficit_s": {t: x * elapsed - got.get(t, 0.0) for t, x in row.items()},
             "rounds": acct.get("rounds", 0),
             "restarts": max(int(v.get("restarts") or 0), int(acct.get("restarts") or 0)),
             "restart_cost_s": measured.get(job_id),
@@ -259,16 +269,54 @@ def _count(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1_000_000
 
 
-def _priority(x: float, got: float, elapsed: float) -> float | None:
-    """Gavel's priority (mechanism.py): allocation / share of time received. None
-    stands for infinity (allocated there, not run there since the allocation): JSON
-    has no infinity."""
-    if x <= 0.0:
-        return 0.0
-    if got <= 0.0 or elapsed <= 0.0:
-        return None
-    p = x / (got / elapsed)
-    return None if math.isinf(p) else p
+def job_figures(
+    job: Mapping[str, Any], age: Any
+) -> tuple[dict[str, float | None], dict[str, float]]:
+    """A job's priority and deficit per GPU type of its allocation, as the mechanism
+    ranked it (mechanism.priority, mechanism.deficit), from its view record and the
+    view's ``allocation_age_s``. A priority of None stands for infinity (allocated
+    there, not run there since the allocation): JSON has no infinity.
+
+    A view read back may be anyone's file (status.d): a type whose fraction or time
+    received is not a finite number gets no figure, nor does a figure that would not
+    be finite; a bad age counts as 0 (no time since the allocation)."""
+    elapsed = clock_value(age) or 0.0
+    row = job.get("allocation")
+    got = job.get("epoch_received_s")
+    got = got if isinstance(got, Mapping) else {}
+    prio: dict[str, float | None] = {}
+    deficits: dict[str, float] = {}
+    for t, x in row.items() if isinstance(row, Mapping) else ():
+        r = got.get(t, 0.0)
+        if not (_finite(x) and _finite(r)):
+            continue
+        d = mechanism.deficit(float(x), float(r), elapsed)
+        if not math.isfinite(d):
+            continue
+        try:
+            p = mechanism.priority(float(x), float(r), elapsed)
+        except ZeroDivisionError:  # a share of time so small it is 0.0: infinite
+            p = math.inf
+        prio[str(t)] = None if math.isinf(p) or math.isnan(p) else p
+        deficits[str(t)] = d
+    return prio, deficits
+
+
+def with_figures(view: dict[str, Any]) -> dict[str, Any]:
+    """The view with each job's "priority" and "deficit_s" (job_figures) in its
+    record, as views before slurm-gavel-status/2 wrote them: what `status --json`
+    and `explain` show. A view written with them (an older daemon's) gets them
+    computed again, from the same figures with the same formula."""
+    age = view.get("allocation_age_s")
+    jobs = view.get("jobs")
+    for job in jobs if isinstance(jobs, list) else ():
+        if isinstance(job, dict):
+            job["priority"], job["deficit_s"] = job_figures(job, age)
+    return view
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def why(

@@ -76,7 +76,7 @@ def test_json_has_squeues_wrapper(state_dir, capsys):
     d, daemon = state_dir
     doc = status_json(d, capsys=capsys)
     assert doc["errors"] == [] and doc["warnings"] == []
-    assert doc["meta"]["slurm_gavel"]["view_format"] == "slurm-gavel-status/1"
+    assert doc["meta"]["slurm_gavel"]["view_format"] == "slurm-gavel-status/2"
     assert doc["meta"]["command"] == ["slurm-gavel", "status", "--state-dir", str(d), "--json"]
     job = next(j for j in doc["jobs"] if j["id"] == "2")
     assert (job["user"], job["account"], job["partition"]) == ("alice", "nlp", "gpu")

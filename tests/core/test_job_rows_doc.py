@@ -62,7 +62,7 @@ def test_a_restart_learns_what_an_uninterrupted_scheduler_learns():
         return rows
 
     straight = run(None)
-    assert straight.progress["1"]["v100"] == Progress(9000.0, 1080.0, 2, 30.0)
+    assert straight.progress["1"]["v100"] == Progress(9000.0, 1080.0, 2, 30.0, 30.0)
     for at in (0, 1, 2):
         again = run(at)
         assert again.measured == straight.measured, at
@@ -99,6 +99,30 @@ def test_a_hostile_figure_drops_that_progress_cell_only(bad, where):
     assert dropped == 1
     assert got.progress == {"1": {"k80": Progress(100.0, 60.0, 1, 0.0)}}
     assert got.measured == _rows().measured and got.last_seen == _rows().last_seen
+
+
+def test_the_current_stretchs_share_survives_the_state_file_and_older_cells_load():
+    rows = _rows()
+    rows.progress["1"]["v100"] = Progress(6000.0, 720.0, 2, 12.5, 12.5)
+    doc = rows_to_json(rows)
+    assert doc is not None
+    assert doc["jobs"]["1"]["progress"]["v100"] == [6000.0, 720.0, 2, 12.5, 12.5]
+    got, dropped = rows_from_json(copy.deepcopy(doc))
+    assert dropped == 0 and got.progress["1"]["v100"] == Progress(6000.0, 720.0, 2, 12.5, 12.5)
+    # a cell of four (no restart began the stretch, or an older state) has no share
+    doc["jobs"]["1"]["progress"]["v100"] = [6000.0, 720.0, 2, 12.5]
+    got, dropped = rows_from_json(doc)
+    assert dropped == 0 and got.progress["1"]["v100"].stretch_lost is None
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("bad", [*BAD_NUMBERS, 12.6])  # 12.6: more than all it lost
+def test_a_hostile_stretch_share_drops_that_progress_cell(bad):
+    doc = rows_to_json(_rows())
+    assert doc is not None
+    doc["jobs"]["1"]["progress"]["v100"] = [6000.0, 720.0, 2, 12.5, bad]
+    got, dropped = rows_from_json(doc)
+    assert dropped == 1 and got.progress == {}
 
 
 @pytest.mark.hostile

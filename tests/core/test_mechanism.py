@@ -8,7 +8,14 @@ import math
 
 import pytest
 
-from slurm_gavel.core.mechanism import MechanismJob, assign, entries, pair_key
+from slurm_gavel.core.mechanism import (
+    MechanismJob,
+    assign,
+    deficit,
+    entries,
+    pair_key,
+    priority,
+)
 from slurm_gavel.domain.cluster_model import JobPlacement, Node
 from slurm_gavel.domain.model import Allocation, PairShare
 
@@ -199,3 +206,22 @@ def test_stay_credit_zero_is_gavel_exactly():
     alloc = Allocation("test", fractions)
     sizes = dict.fromkeys(fractions, 1)
     assert _run_rounds(alloc, sizes, nodes, 50) == _run_rounds(alloc, sizes, nodes, 50, 0.0)
+
+
+@pytest.mark.parametrize("x", [0.0, 0.25, 1.0, 3.0, -1.0])
+@pytest.mark.parametrize("got", [0.0, 1e-300, 5.0, 59.9, 600.0])
+@pytest.mark.parametrize("elapsed", [0.0, 1.0, 60.0, 1e6])
+def test_priority_and_deficit_are_what_entries_ranks_by(x, got, elapsed):
+    """priority() and deficit(), which `status` and `explain` compute a job's figures
+    with, equal what entries() gives a job and a pair (the same formula written inline
+    in the ranking loop)."""
+    alloc = Allocation(policy="p", fractions={"a": {"v100": x}, "b": {}, "c": {}},
+                       pairs=[PairShare(("b", "c"), {"v100": abs(x) or 0.5})])  # fmt: skip
+    jobs = _jobs({"a": 1, "b": 1, "c": 1})
+    received = {"a": {"v100": got}, pair_key("b", "c"): {"v100": got}}
+    got_entries = {e.key: e for e in entries(alloc, jobs, received, elapsed, ["v100"])}
+    e = got_entries["a"]
+    assert (e.priority, e.deficit) == (priority(x, got, elapsed), deficit(x, got, elapsed))
+    p = got_entries[pair_key("b", "c")]
+    xp = abs(x) or 0.5
+    assert (p.priority, p.deficit) == (priority(xp, got, elapsed), deficit(xp, got, elapsed))

@@ -197,7 +197,7 @@ def test_each_new_run_may_lose_the_start_up_allowance_once():
     again = replace(_running(job, "v100", 10.0, 10_200.0), restarts=1)
     record_measurements(rows, [again], ON_V100, {"1": acct}, B)
     # the restart is taken to have lost the allowance (nothing says what it cost)
-    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2, 30.0)
+    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2, 30.0, 30.0)
     assert progress_range(B, rows.progress["1"]["v100"]) == pytest.approx(
         (10_200 / 1080, 10_200 / 1020)
     )
@@ -206,7 +206,7 @@ def test_each_new_run_may_lose_the_start_up_allowance_once():
     acct.received_s["v100"] = 1440.0
     back = replace(_running(job, "v100", 10.0, 5000.0), restarts=1)
     record_measurements(rows, [back], ON_V100, {"1": acct}, B)
-    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2, 30.0)
+    assert rows.progress["1"]["v100"] == Progress(10_200.0, 1080.0, 2, 30.0, 30.0)
 
 
 def test_a_restart_is_taken_to_cost_what_the_rounds_plan_it_to_cost():
@@ -221,6 +221,47 @@ def test_a_restart_is_taken_to_cost_what_the_rounds_plan_it_to_cost():
     record_measurements(rows, [again], ON_V100, {"1": acct}, B, restart_s={"1": 12.0})
     assert rows.progress["1"]["v100"].lost == 12.0
     assert rows.measured["1"]["v100"].steps_per_s == pytest.approx(10.0)
+
+
+def test_a_restart_cost_measured_after_its_stretch_began_replaces_the_allowance():
+    # On Slurm a restart's cost is measured once the restarted run reports, after its
+    # first interval counted: until then the stretch is taken to have lost the whole
+    # allowance. The rounds after use what was measured, so an honest job's cell comes
+    # to its rate (10 steps/s, 2.5 s lost), not 2x it (the allowance, 60 s into a run).
+    rows = JobRows()
+    job = _untyped(rows)
+    acct = _first_run(rows, job, 10.0, 3600.0)
+    record_measurements(rows, [_pending(job, 3600.0)], {}, {"1": acct}, B)
+    steps = 3600.0
+    for i, cost in enumerate([None, 2.5, 2.5]):  # the first interval: nothing measured
+        acct.received_s["v100"] = 360.0 + 20.0 * (i + 1)
+        steps += 20.0 * 10.0 - (25.0 if i == 0 else 0.0)  # 2.5 s of its first 20 lost
+        again = replace(_running(job, "v100", 10.0, steps), restarts=1)
+        costs = None if cost is None else {"1": cost}
+        record_measurements(rows, [again], ON_V100, {"1": acct}, B, restart_s=costs)
+        if i == 0:
+            assert rows.progress["1"]["v100"].lost == 30.0
+    cell = rows.progress["1"]["v100"]
+    assert (cell.lost, cell.stretch_lost, cell.stretches) == (2.5, 2.5, 2)
+    # a cost raised again later (the restart clock's next figure) moves the share, once
+    again = replace(_running(job, "v100", 10.0, steps + 200.0), restarts=1)
+    acct.received_s["v100"] += 20.0
+    record_measurements(rows, [again], ON_V100, {"1": acct}, B, restart_s={"1": 4.0})
+    assert (rows.progress["1"]["v100"].lost, rows.progress["1"]["v100"].stretch_lost) == (4.0, 4.0)
+    # a stretch that began with no restart keeps its nothing, whatever the cost says
+    fresh = Progress()
+    fresh.add(100.0, 10.0, True, 0.0)
+    fresh.add(100.0, 10.0, False, 0.0, loss_now=30.0)
+    assert (fresh.lost, fresh.stretch_lost) == (0.0, None)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, -math.inf])
+def test_a_hostile_loss_estimate_leaves_the_stretch_share(bad):
+    p = Progress()
+    p.add(100.0, 40.0, True, 30.0)
+    p.add(100.0, 10.0, False, 0.0, loss_now=bad)
+    assert (p.lost, p.stretch_lost) == (30.0, 30.0)
 
 
 @pytest.mark.hostile
