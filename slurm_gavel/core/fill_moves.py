@@ -95,7 +95,7 @@ def fill_move_pays(
     def pays(job_id: JobId, here: GpuType, there: GpuType) -> bool:
         job = by_id[job_id]
         account = accounts.get(job_id)
-        c = cost(job, account)
+        c = cost(job)
         row = jobs[job_id].throughput
         r_here = float(row.get(here, 0.0))
         r_there = float(row.get(there, 0.0))

@@ -97,6 +97,7 @@ from slurm_gavel.core.fill_moves import fill_move_pays, select_staying
 from slurm_gavel.core.mechanism import _Ranked, _ranked, single_candidates
 from slurm_gavel.core.node_placement import place_chosen
 from slurm_gavel.core.restart_backing import lets_go, short_types
+from slurm_gavel.core.restart_costs import NONE_MEASURED
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered, mechanism_jobs
 from slurm_gavel.core.run_protection import RunProtection
@@ -105,12 +106,14 @@ from slurm_gavel.domain.cluster_model import JobPlacement, JobState, Node, NodeS
 from slurm_gavel.domain.model import Allocation, GpuType, Job, JobId
 
 
-def restart_cost(job: Job, account: JobAccount | None, config: SchedulerConfig) -> float:
-    """Seconds a restart of the job costs: measured (the daemon's, per job), else the
-    job's own (a trace's restart_seconds), else its type's (simulate --overhead-for),
-    else the configured preemption_overhead_seconds."""
-    if account is not None and account.restart_cost_s is not None:
-        return account.restart_cost_s
+def restart_cost(job: Job, measured: Mapping[JobId, float], config: SchedulerConfig) -> float:
+    """Seconds a restart of the job costs: measured (the daemon's, per job: ``measured``
+    is the state's ``plugins.restart_costs``), else the job's own (a trace's
+    restart_seconds), else its type's (simulate --overhead-for), else the configured
+    preemption_overhead_seconds."""
+    cost = measured.get(job.id)
+    if cost is not None:
+        return cost
     if job.restart_overhead is not None:
         return job.restart_overhead
     by_type = config.restart_seconds_by_job_type.get(job.job_type)
@@ -132,10 +135,10 @@ def protection_seconds(cost: float, budget: float) -> float:
     return cost / budget
 
 
-def paid_for(job: Job, account: JobAccount | None, config: SchedulerConfig) -> float:
+def paid_for(job: Job, measured: Mapping[JobId, float], config: SchedulerConfig) -> float:
     """The job's protection in this round's config: its restart cost over the budget."""
     return protection_seconds(
-        restart_cost(job, account, config), config.plugins.restart_aware.budget
+        restart_cost(job, measured, config), config.plugins.restart_aware.budget
     )
 
 
@@ -156,6 +159,7 @@ def about_to_finish(
     rate: float,
     now: float,
     config: SchedulerConfig,
+    measured: Mapping[JobId, float] = NONE_MEASURED,
 ) -> bool:
     """Whether a run whose protection ran out (at ``until``) is still kept (module
     doc): the job's remaining steps take at most FINISH_LEASES protections at ``rate``
@@ -163,7 +167,7 @@ def about_to_finish(
     its protection ended."""
     if until is None or job.total_steps <= 0.0 or rate <= 0.0:
         return False
-    more = FINISH_LEASES * paid_for(job, account, config)
+    more = FINISH_LEASES * paid_for(job, measured, config)
     left = max(0.0, job.total_steps - account.steps_done)
     return now < until + more and left / rate <= more
 
@@ -187,14 +191,14 @@ def new_runs_first(ranked: list[_Ranked], waits_for_restart: Mapping[JobId, bool
 
 
 def consolidating_pays(
-    job: Job, p: JobPlacement, config: SchedulerConfig, account: JobAccount | None
+    job: Job, p: JobPlacement, config: SchedulerConfig, measured: Mapping[JobId, float]
 ) -> bool:
     """A spread run of the job whose consolidated rate beats its rate now by more than
     the budget (module doc); False for a consolidated or shared run, without figures,
     or for a job whose restarts cost nothing (then the round is Gavel's, unchanged)."""
     if p.consolidated or p.partner is not None or p.gpus <= 1:
         return False
-    if restart_cost(job, account, config) <= 0.0:
+    if restart_cost(job, measured, config) <= 0.0:
         return False
     table = config.table
     if not table.has(job.job_type, p.gpus):
@@ -219,7 +223,7 @@ def protected_runs(
     free = {n.name: n.usable_gpus for n in up}
     kept: dict[JobId, JobPlacement] = {}
     short = short_types(state, considered, up) if config is not None else set()
-    protection = state.plugins.restart_aware
+    protection, measured = state.plugins.restart_aware, state.plugins.restart_costs
     for o, row in considered:
         acct = state.jobs.get(o.job.id)
         guard = protection.get(o.job.id)
@@ -229,7 +233,9 @@ def protected_runs(
         if until <= now and (
             config is None
             or o.gpu_type is None
-            or not about_to_finish(o.job, acct, until, float(row.get(o.gpu_type, 0.0)), now, config)
+            or not about_to_finish(
+                o.job, acct, until, float(row.get(o.gpu_type, 0.0)), now, config, measured
+            )
         ):
             continue
         prev = state.placement.get(o.job.id)
@@ -248,8 +254,8 @@ def protected_runs(
                         prev.gpu_type,
                         short,
                         now,
-                        paid_for(o.job, acct, config),
-                        lambda j, a: restart_cost(j, a, config),
+                        paid_for(o.job, measured, config),
+                        lambda j: restart_cost(j, measured, config),
                     )
                 )
             )
@@ -258,7 +264,7 @@ def protected_runs(
             or prev.gpu_type != o.gpu_type
             or prev.nodes != o.nodes
             or not slices_fit(prev.nodes, free)
-            or (config is not None and consolidating_pays(o.job, prev, config, acct))
+            or (config is not None and consolidating_pays(o.job, prev, config, measured))
         ):
             continue
         for sl in prev.nodes:
@@ -292,7 +298,7 @@ def assign_around(
         if (
             m is not None
             and cur is not None
-            and consolidating_pays(o.job, cur, config, state.jobs.get(o.job.id))
+            and consolidating_pays(o.job, cur, config, state.plugins.restart_costs)
             and can_consolidate(
                 cur, free_nodes, held, room, size, _lasted_its_lease(state, config, o.job, now)
             )
@@ -309,8 +315,8 @@ def assign_around(
     by_id = {o.job.id: o.job for o, _row in considered}
     waits = {j: _waits_for_restart(state, config, by_id[j]) for j in jobs_m}
 
-    def cost(j: Job, account: JobAccount | None) -> float:
-        return restart_cost(j, account, config)
+    def cost(j: Job) -> float:
+        return restart_cost(j, state.plugins.restart_costs, config)
 
     ranked = new_runs_first(ranked, waits)
     pays = fill_move_pays(jobs_m, by_id, state.jobs, cost, config.plugins.restart_aware.budget)
@@ -343,7 +349,7 @@ def _lasted_its_lease(state: SchedulerState, config: SchedulerConfig, job: Job, 
     started = None if guard is None else guard.run_started
     if acct is None or started is None:
         return True
-    return now - started >= paid_for(job, acct, config)
+    return now - started >= paid_for(job, state.plugins.restart_costs, config)
 
 
 def _waits_for_restart(state: SchedulerState, config: SchedulerConfig, job: Job) -> bool:
@@ -351,7 +357,7 @@ def _waits_for_restart(state: SchedulerState, config: SchedulerConfig, job: Job)
     acct = state.jobs.get(job.id)
     if acct is None or acct.first_start is None:
         return False
-    return restart_cost(job, acct, config) > 0.0
+    return restart_cost(job, state.plugins.restart_costs, config) > 0.0
 
 
 def protect_new_runs(
@@ -386,10 +392,10 @@ def protect_new_runs(
             or job is None
             or p.partner is not None
             or not backed(state.allocation, job_id, p.gpu_type)
-            or consolidating_pays(job, p, config, acct)
+            or consolidating_pays(job, p, config, state.plugins.restart_costs)
         ):
             continue
-        cost = restart_cost(job, acct, config)
+        cost = restart_cost(job, state.plugins.restart_costs, config)
         if before is not None and not before.consolidated and p.consolidated:
             # a spread run just consolidated: c / b only, not its attained service,
             # which it mostly spent spread and unprotected (EXPERIMENTS.md: a long

@@ -41,7 +41,7 @@ from slurm_gavel.domain.cluster_model import Node
 from slurm_gavel.domain.model import GpuType, Job
 
 # A job's restart cost in seconds (restart_aware.restart_cost with the round's config).
-RestartCost = Callable[[Job, JobAccount | None], float]
+RestartCost = Callable[[Job], float]
 
 
 def short_types(
@@ -104,7 +104,7 @@ def swap_pays(
         return True
     stay = time_left(job, account, float(row.get(here, 0.0)))
     go = min(time_left(job, account, float(row.get(t, 0.0))) for t in mine)
-    loss = go - stay + cost(job, account)
+    loss = go - stay + cost(job)
     if math.isnan(loss):
         return True
     for o, orow in considered:
@@ -119,7 +119,7 @@ def swap_pays(
         saved = time_left(o.job, other, float(orow.get(cur.gpu_type, 0.0))) - time_left(
             o.job, other, float(orow.get(here, 0.0))
         )
-        if math.isnan(saved) or saved - cost(o.job, other) > loss:
+        if math.isnan(saved) or saved - cost(o.job) > loss:
             return True
     return False
 

@@ -9,6 +9,7 @@ that chooses them from the config (``pipeline_for``).
 | RestartAware | keep, assign, after | ``restart_aware`` | RestartAwareSettings | RunProtection |
 | Mechanism | assign | the default: Gavel's, stay credit | MechanismSettings | none |
 | Baseline | assign | ``SchedulerConfig.baseline`` (no allocation) | none | none |
+| RestartCosts | after | always (no-op without measurements) | none | restart costs |
 
 Each plugin is a small object with a name and the stage methods it implements. Its
 settings are ``config.plugins.<name>`` (plugin_settings.py), what it keeps between
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from slurm_gavel.core import restart_aware
+from slurm_gavel.core import restart_aware, restart_costs
 from slurm_gavel.core.cluster_rows import rows_for
 from slurm_gavel.core.job_rows import Knowledge, record_measurements
 from slurm_gavel.core.mechanism import MechanismJob, assign, single_candidates
@@ -45,21 +46,30 @@ from slurm_gavel.domain.model import GpuType, JobId
 def pipeline_for(config: SchedulerConfig) -> Pipeline:
     """The round's plugins for this config, stage by stage."""
     learned = (LearnedRows(),) if config.knowledge is Knowledge.LEARNED else ()
+    costs = RestartCosts()
     if config.baseline is not None:
         return Pipeline(
             assign=Baseline(config.baseline),
             enrich=learned,
             keep=(UnresponsiveNodes(),),
+            after_act=(costs,),
             allocates=False,
         )
     enrich = (MoldableCounts(), *learned)  # a job's count first: its row is at that count
     if config.plugins.restart_aware.enabled:
         aware = RestartAware()
-        # a run on a node that stopped answering stays whatever protection says
+        # a run on a node that stopped answering stays whatever protection says; this
+        # round's measured costs count from the next round on: after the new runs'
+        # protection, which is at the cost the round planned with
         return Pipeline(
-            assign=aware, enrich=enrich, keep=(aware, UnresponsiveNodes()), after_act=(aware,)
+            assign=aware,
+            enrich=enrich,
+            keep=(aware, UnresponsiveNodes()),
+            after_act=(aware, costs),
         )
-    return Pipeline(assign=Mechanism(), enrich=enrich, keep=(UnresponsiveNodes(),))
+    return Pipeline(
+        assign=Mechanism(), enrich=enrich, keep=(UnresponsiveNodes(),), after_act=(costs,)
+    )
 
 
 # ---- enrich ---------------------------------------------------------------------------
@@ -83,8 +93,10 @@ class MoldableCounts:
         learned = state.plugins.learned_rows if config.knowledge is Knowledge.LEARNED else None
         stuck = frozenset(n.name for n in nodes if n.state is NodeState.NOT_RESPONDING)
 
+        measured = state.plugins.restart_costs
+
         def cost(o: ObservedJob) -> float:  # measured, else the job's own, else the default
-            return restart_aware.restart_cost(o.job, state.jobs.get(o.job.id), config)
+            return restart_aware.restart_cost(o.job, measured, config)
 
         own = config.plugins.moldable_counts
         joint, untried = own.lp, own.untried and learned is not None
@@ -120,11 +132,11 @@ def restart_losses(ctx: RoundContext) -> dict[JobId, float]:
     state, config = ctx.state, ctx.config
     out: dict[JobId, float] = {}
     default = config.settings.preemption_overhead_seconds
+    measured = state.plugins.restart_costs
     for o in ctx.active:
-        acct = state.jobs.get(o.job.id)
-        cost = restart_aware.restart_cost(o.job, acct, config)
+        cost = restart_aware.restart_cost(o.job, measured, config)
         known = (
-            (acct is not None and acct.restart_cost_s is not None)
+            o.job.id in measured
             or o.job.restart_overhead is not None
             or o.job.job_type in config.restart_seconds_by_job_type
         )
@@ -271,3 +283,21 @@ class RestartAware:
         jobs = {o.job.id: o.job for o in ctx.active}
         backfill: set[JobId] = ctx.notes.get(self.name, set())
         restart_aware.protect_new_runs(ctx.state, ctx.config, ctx.previous, jobs, backfill, ctx.now)
+
+
+# ---- measured restart costs: after act ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestartCosts:
+    """Each job's restart cost as the daemon measured it (daemon/restart_clock.py),
+    received with the backend's report of the act (``ActResult.restart_costs``) and
+    kept in its own slot (restart_costs.py), where restart_aware.restart_cost reads it
+    before any configured figure. The simulator measures nothing: its slot stays empty."""
+
+    name: str = "restart_costs"
+
+    def after_act(self, ctx: RoundContext) -> None:
+        slot = ctx.state.plugins.restart_costs
+        if slot or ctx.result.restart_costs:
+            restart_costs.fold(slot, ctx.result.restart_costs, ctx.state.jobs)

@@ -21,7 +21,8 @@ framework: each stage is a small interface, a feature implements the stages it n
   (Gavel's mechanism; restart-aware rounds' own; a baseline that ignores the
   allocation). Exactly one per pipeline.
 * **after act** looks at what the backend carried out (protecting the runs that
-  started).
+  started) and what it reported with the act (``ctx.result``: the restart costs the
+  daemon measured, kept by the plugin that owns them).
 
 A plugin keeps what it learns in the round's context (``RoundContext.notes``, keyed by
 the plugin's name) for the later stages of the same round; what must outlive the
@@ -39,7 +40,7 @@ from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.skips import Skip
-from slurm_gavel.domain.cluster_model import ClusterSnapshot, JobPlacement, ObservedJob
+from slurm_gavel.domain.cluster_model import ActResult, ClusterSnapshot, JobPlacement, ObservedJob
 from slurm_gavel.domain.model import GpuType, JobId
 
 
@@ -65,6 +66,8 @@ class RoundContext:
     kept: dict[JobId, JobPlacement] = field(default_factory=dict)
     # the previous round's placement, as it was before this round acted
     previous: Mapping[JobId, JobPlacement] = field(default_factory=dict)
+    # what the backend reported of the act (after act reads it)
+    result: ActResult = field(default_factory=ActResult)
     # per plugin (by name), what it carries from one stage to a later one this round
     notes: dict[str, Any] = field(default_factory=dict)
 

@@ -162,7 +162,7 @@ def _rows_worth_a_resolve(
     apart = _rows_apart(state, alloc, considered)
     if not apart:
         return False
-    accounts = state.jobs
+    accounts, measured = state.jobs, state.plugins.restart_costs
 
     def now_rows() -> Iterator[tuple[JobId, Mapping[GpuType, float], float | None, float, float]]:
         for o, row in apart:
@@ -170,7 +170,7 @@ def _rows_worth_a_resolve(
             done = acct.steps_done if acct is not None else 0.0
             attained = sum(acct.received_s.values()) if acct is not None else 0.0
             left = max(0.0, o.job.total_steps - done) if o.job.total_steps > 0 else None
-            cost = restart_aware.restart_cost(o.job, acct, config)
+            cost = restart_aware.restart_cost(o.job, measured, config)
             yield o.job.id, row, left, attained, cost
 
     level_free = config.policy in relearn.LEVEL_FREE_POLICIES
@@ -248,6 +248,7 @@ def run_round(
 
     ctx.previous = state.placement
     placement, result = act(state, backend, placed, now)
+    ctx.result = result
     for after in pipeline.after_act:
         after.after_act(ctx)
     report = RoundReport(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core import job_rows_doc, mold_memory_doc, run_protection
+from slurm_gavel.core import job_rows_doc, mold_memory_doc, restart_costs, run_protection
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
 from slurm_gavel.core.job_rows import JobRows
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
@@ -38,9 +38,6 @@ class JobAccount:
     steps_done: float = 0.0
     restarts: int = 0
     first_start: float | None = None
-    # its restart cost as measured (the daemon's restart clock), if it was: what
-    # restart-aware rounds, moldable counts and re-solves weigh a restart by
-    restart_cost_s: float | None = None
 
 
 @dataclass
@@ -51,6 +48,9 @@ class PluginSlots:
 
     # restart-aware rounds: each job's run start and protection (run_protection.py)
     restart_aware: dict[JobId, RunProtection] = field(default_factory=dict)
+    # measured restart costs: each job's, in seconds, as the daemon measured them
+    # (restart_costs.py); what restart_aware.restart_cost takes before any default
+    restart_costs: dict[JobId, float] = field(default_factory=dict)
     # learned rows: each job's measured throughputs (job_rows.py), under LEARNED
     # knowledge; in the JSON when there are any (job_rows_doc.py)
     learned_rows: JobRows = field(default_factory=JobRows, repr=False, compare=False)
@@ -64,6 +64,8 @@ class PluginSlots:
         protection = run_protection.to_json(self.restart_aware)
         if protection:
             out[run_protection.NAME] = protection
+        if self.restart_costs:
+            out[restart_costs.NAME] = restart_costs.to_json(self.restart_costs)
         rows = job_rows_doc.rows_to_json(self.learned_rows)
         if rows is not None:
             out[job_rows_doc.NAME] = rows
@@ -75,14 +77,16 @@ class PluginSlots:
     @staticmethod
     def from_json(doc: Any, old: Mapping[str, Any]) -> PluginSlots:
         """The slots from the state JSON's "plugins". A file of before the slots kept
-        restart-aware protection in each job's account and the learned rows at the
-        top level (``old``: the whole document), where they are read from then.
+        restart-aware protection and the measured restart cost in each job's account
+        and the learned rows at the top level (``old``: the whole document), where
+        they are read from then.
         Untrusted figures are dropped, not refused: a run is placed as the allocation
         says, a job relearns its row."""
         slots = doc if isinstance(doc, Mapping) else {}
         rows = slots[job_rows_doc.NAME] if job_rows_doc.NAME in slots else old.get("job_rows")
         return PluginSlots(
             restart_aware=run_protection.from_state(slots, old.get("jobs")),
+            restart_costs=restart_costs.from_state(slots, old.get("jobs")),
             learned_rows=job_rows_doc.rows_from_json(rows)[0],
             moldable_counts=mold_memory_doc.from_json(slots.get(mold_memory_doc.NAME)),
         )
@@ -181,7 +185,6 @@ class SchedulerState:
                     "steps_done": a.steps_done,
                     "restarts": a.restarts,
                     "first_start": a.first_start,
-                    **({} if a.restart_cost_s is None else {"restart_cost_s": a.restart_cost_s}),
                 }
                 for j, a in self.jobs.items()
             },
@@ -237,7 +240,6 @@ class SchedulerState:
                         steps_done=float(a["steps_done"]),
                         restarts=int(a["restarts"]),
                         first_start=a.get("first_start"),
-                        restart_cost_s=_optional_float(a.get("restart_cost_s")),
                     )
                     for j, a in d["jobs"].items()
                 },
@@ -249,10 +251,6 @@ class SchedulerState:
                 f"{origin}: malformed scheduler state ({type(e).__name__}: {e}); "
                 "delete it to start with fresh fairness accounting"
             ) from e
-
-
-def _optional_float(v: Any) -> float | None:
-    return None if v is None else float(v)
 
 
 def fresh_state() -> SchedulerState:

@@ -114,7 +114,8 @@ class Daemon:
         self.progress = (
             ProgressTracker(config.progress_dir, table=self.table) if config.progress_dir else None
         )
-        # each restart's cost, measured (restart_clock.py): JobAccount.restart_cost_s
+        # each restart's cost, measured (restart_clock.py) and reported with the act:
+        # the round keeps it (core/restart_costs.py)
         self.restart_clock = RestartClock(config.settings.preemption_overhead_seconds)
         # how the managed jobs' runs end: crash loops, signals ignored (run_watch.py)
         self.run_watch = RunWatch(config.checkpoint)
@@ -339,13 +340,12 @@ class Daemon:
         try:
             self.state, report = run_round(self.state, self.tap, self.sched_config)
         except BaseException:
+            self.restart_clock.discard()
             self.state = SchedulerState.from_json(self._pre_round.restore())
             self._needs_reconcile = True  # uses self._inflight if act had begun
             raise
         self._inflight = None
-        self.restart_clock.on_round(
-            self.state, report, self.tap.last_snapshot, self.hooks.checkpoint_waits()
-        )
+        self.restart_clock.commit()
         # The round has acted: log it first, so a save that fails (a full disk) cannot
         # hide what was done to Slurm. A failed save here keeps the new state in memory
         # (it is what Slurm now runs); on disk the inflight record of this round stays,
@@ -426,7 +426,7 @@ class Daemon:
             self.state.allocation,
             self.hooks.checkpoint_waits(),
         )
-        self.metrics.record_restart_costs(self.restart_clock.measured, snap)
+        self.metrics.record_restart_costs(report.result.restart_costs, snap)
         self.events.record(
             report,
             snap,

@@ -2,8 +2,8 @@
 
 observe() renames GPU types, merges job-reported progress, estimates steps done and
 reconciles a resumed state with what Slurm reports; act() saves the inflight record
-first, holds back while the daemon settles after a Slurm outage, and in dry-run mode
-only reports the plan.
+first, holds back while the daemon settles after a Slurm outage, in dry-run mode
+only reports the plan, and reports the restarts the daemon measured with the act.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from slurm_gavel.daemon.gpu_names import to_slurm_names, to_table_names
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.metrics import DaemonMetrics
 from slurm_gavel.daemon.progress_learning import ProgressTracker, estimate_steps
+from slurm_gavel.daemon.restart_clock import RestartClock
 from slurm_gavel.daemon.run_watch import RunWatch
 from slurm_gavel.domain.cluster_model import (
     SETTLING,
@@ -54,6 +55,7 @@ class TapHost(Protocol):
     sched_config: SchedulerConfig
     progress: ProgressTracker | None
     run_watch: RunWatch
+    restart_clock: RestartClock
     metrics: DaemonMetrics
     dry_run: bool
     clock: Callable[[], float]
@@ -191,6 +193,16 @@ class DaemonTap:
             d.metrics.jobs_given_back.labels(why=label).inc()
 
     def act(self, placement: RoundPlacement) -> ActResult:
+        """The act (``_act``), reported with the restarts the daemon's restart clock
+        measured in this round (daemon/restart_clock.py): the round keeps them."""
+        d = self.daemon
+        result = self._act(placement)
+        waits = d.hooks.checkpoint_waits()
+        return d.restart_clock.on_act(
+            result, placement.start, self.last_snapshot, waits, d.state.jobs
+        )
+
+    def _act(self, placement: RoundPlacement) -> ActResult:
         d = self.daemon
         d.before_act(placement)
         if d.dry_run:

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from slurm_gavel.core import mechanism
+from slurm_gavel.core import mechanism, restart_costs
 from slurm_gavel.core.run_protection import RunProtection, from_state
 from slurm_gavel.core.skips import SkipCode, owner_sentence
 from slurm_gavel.domain.cluster_model import SETTLING
@@ -68,7 +68,10 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
     # the scheduler's clock at the last round: what protection times are measured on
     last_round = clock_value(sched.get("last_round_time"))
     slots = sched.get("plugins")
-    protection = from_state(slots if isinstance(slots, Mapping) else {}, accounts)
+    slots = slots if isinstance(slots, Mapping) else {}
+    protection = from_state(slots, accounts)
+    # seconds a restart of each job costs, as the daemon measured them (restart_clock.py)
+    measured = restart_costs.from_state(slots, accounts)
     held = held_types(doc.get("jobs") or {}, protection, last_round)
     jobs = []
     for job_id, v in (doc.get("jobs") or {}).items():
@@ -106,8 +109,7 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             "epoch_received_s": got,
             "rounds": acct.get("rounds", 0),
             "restarts": max(int(v.get("restarts") or 0), int(acct.get("restarts") or 0)),
-            # seconds a restart of it costs, as the daemon measured it (restart_clock.py)
-            "restart_cost_s": acct.get("restart_cost_s"),
+            "restart_cost_s": measured.get(job_id),
             "steps_done": v.get("steps_done"),
             "total_steps": v.get("total_steps"),
             # {GPU type: "estimate" | "unmeasured: type-blind"}: its figures there

@@ -292,6 +292,9 @@ class ActResult:
     preempted: tuple[JobId, ...] = ()  # ran, told to stop (checkpoint, requeue-hold)
     moved: tuple[JobId, ...] = ()  # ran elsewhere: preempted and started again
     failed: tuple[tuple[JobId, str], ...] = ()  # could not be carried out, with the reason
+    # restarts the daemon measured with this act, (job, seconds): its restart clock
+    # (daemon/restart_clock.py) reports them here, the round keeps them (restart_costs.py)
+    restart_costs: tuple[tuple[JobId, float], ...] = ()
 
 
 # The reason each job of a placement the daemon held back gets (it settles after a Slurm

@@ -40,7 +40,6 @@ weights by QOS and account (daemon config ``weights:``) multiply it.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -148,10 +147,6 @@ def classify(comment: str | None, *, max_weight: float | None = DEFAULT_MAX_USER
     return Verdict.PLAIN if spec is None else Verdict.MANAGED
 
 
-# Memoised: every round parses the comment of every job squeue lists (5,000 waiting
-# jobs: twice 5,000 calls, a fifth of a round's Python); the spec is frozen, a refusal
-# (an exception) is not cached. Bounded: the jobs of a few rounds.
-@functools.lru_cache(maxsize=1 << 15)
 def parse_comment(
     comment: str | None,
     *,

@@ -279,7 +279,8 @@ def test_a_restarted_runs_start_up_is_taken_at_the_cost_the_rounds_plan():
     jobs = [Job("a", RESNET, 1), Job("b", RESNET, 1), Job("c", RESNET, 1, restart_overhead=7.0)]
     active = [ObservedJob(j, JobState.RUNNING) for j in jobs]
     state = SchedulerState()
-    state.jobs["a"] = JobAccount(restart_cost_s=12.5)
+    state.jobs["a"] = JobAccount()
+    state.plugins.restart_costs["a"] = 12.5
     daemon = _config(knowledge=Knowledge.LEARNED)
     sim = replace(daemon, settings=SIMULATOR_DEFAULTS)
 

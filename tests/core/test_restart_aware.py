@@ -62,13 +62,12 @@ def _run(jobs, spec, cost, aware, budget=0.1, policy="max_min_fairness"):
 def test_the_cost_is_measured_else_the_job_s_own_else_its_type_s_else_the_setting():
     cfg = _config(30.0, True, restart_seconds_by_job_type={RESNET: 50.0})
     job = Job("a", RESNET, 1, total_steps=1.0)
-    assert restart_cost(job, None, cfg) == 50.0
-    assert restart_cost(replace(job, job_type="A3C"), None, cfg) == 30.0
-    assert restart_cost(replace(job, restart_overhead=70.0), None, cfg) == 70.0
-    assert (
-        restart_cost(replace(job, restart_overhead=70.0), JobAccount(restart_cost_s=9.0), cfg)
-        == 9.0
-    )
+    assert restart_cost(job, {}, cfg) == 50.0
+    assert restart_cost(replace(job, job_type="A3C"), {}, cfg) == 30.0
+    assert restart_cost(replace(job, restart_overhead=70.0), {}, cfg) == 70.0
+    # the measured costs: the state's own slot, by job
+    assert restart_cost(replace(job, restart_overhead=70.0), {"a": 9.0}, cfg) == 9.0
+    assert restart_cost(replace(job, restart_overhead=70.0), {"b": 9.0}, cfg) == 70.0
     assert protection_seconds(30.0, 0.1) == pytest.approx(300.0)
     assert protection_seconds(0.0, 0.1) == 0.0
 
@@ -304,6 +303,8 @@ def test_about_to_finish_counts_the_remaining_steps_in_protections():
     # free restarts: no protection, no extension
     free = _config(0.0, True)
     assert not about_to_finish(job, acct, until, 10.0, 1000.0, free)
+    # ... unless the job's restarts were measured to cost
+    assert about_to_finish(job, acct, until, 10.0, 1000.0, free, {"a": 300.0})
 
 
 @pytest.mark.parametrize("declared", [1.0, 0.5, 1e-300])

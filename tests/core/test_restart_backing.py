@@ -139,7 +139,7 @@ def test_hostile_step_figures_count_as_unknown_and_let_the_run_go(total, done):
     state.jobs["b"].steps_done = done
     assert math.isnan(time_left(b, state.jobs["b"], ROW["v100"]))
 
-    def cost(j, a):
+    def cost(j):
         return 300.0
 
     assert swap_pays(state, considered, b, ROW, "v100", cost)

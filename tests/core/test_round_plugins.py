@@ -8,10 +8,11 @@ from dataclasses import replace
 from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, RestartAwareSettings
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_plugins import UnresponsiveNodes, pipeline_for
+from slurm_gavel.core.round_plugins import RestartCosts, UnresponsiveNodes, pipeline_for
 from slurm_gavel.core.round_stages import RoundContext
-from slurm_gavel.core.scheduler_state import SchedulerState
+from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
 from slurm_gavel.domain.cluster_model import (
+    ActResult,
     ClusterSnapshot,
     JobPlacement,
     JobState,
@@ -33,7 +34,7 @@ def test_each_setting_turns_its_plugins_on_and_nothing_else():
         "enrich": ["moldable_counts"],
         "keep": ["unresponsive_nodes"],
         "assign": ["mechanism"],
-        "after_act": [],
+        "after_act": ["restart_costs"],
     }
     assert plain.allocates
     learned = pipeline_for(SchedulerConfig(table=TABLE, knowledge=Knowledge.LEARNED))
@@ -43,7 +44,9 @@ def test_each_setting_turns_its_plugins_on_and_nothing_else():
     names = pipeline_for(aware).names()
     # protection first, so that a run on a node that stopped answering is kept as it is
     assert names["keep"] == ["restart_aware", "unresponsive_nodes"]
-    assert names["assign"] == ["restart_aware"] and names["after_act"] == ["restart_aware"]
+    # the measured costs last: new runs are protected at the cost the round planned with
+    assert names["assign"] == ["restart_aware"]
+    assert names["after_act"] == ["restart_aware", "restart_costs"]
     base = pipeline_for(
         SchedulerConfig(table=TABLE, knowledge=Knowledge.LEARNED, baseline=lambda s, c: {})
     )
@@ -52,7 +55,7 @@ def test_each_setting_turns_its_plugins_on_and_nothing_else():
         "enrich": ["learned_rows"],
         "keep": ["unresponsive_nodes"],
         "assign": ["baseline"],
-        "after_act": [],
+        "after_act": ["restart_costs"],
     }
 
 
@@ -84,3 +87,42 @@ def test_unresponsive_nodes_keeps_the_runs_on_them_where_they_run():
     # every node answering: nothing kept
     ctx.snap = replace(snap, nodes=(replace(nodes[0], state=NodeState.UP), nodes[1]))
     assert UnresponsiveNodes().keep(ctx) == {}
+
+
+def test_restart_costs_keeps_what_the_act_reported_for_the_jobs_with_an_account():
+    # the round receives the measured costs with the act's report and keeps them in
+    # their own slot: the mean of the last measurement and the one before
+    state = SchedulerState()
+    state.jobs = {"a": JobAccount(), "b": JobAccount(), "c": JobAccount()}
+    state.plugins.restart_costs.update({"a": 300.0, "gone": 50.0})
+    snap = ClusterSnapshot(time=0.0, nodes=(), jobs=())
+    ctx = RoundContext(state, SchedulerConfig(table=TABLE), snap, 0.0, [], {})
+    ctx.result = ActResult(restart_costs=(("a", 100.0), ("b", 40.0), ("x", 9.0)))
+    RestartCosts().after_act(ctx)
+    # a: (300 + 100) / 2; b: its first; x has no account, "gone" lost its own
+    assert state.plugins.restart_costs == {"a": 200.0, "b": 40.0}
+    ctx.result = ActResult()
+    del state.jobs["b"]
+    RestartCosts().after_act(ctx)
+    assert state.plugins.restart_costs == {"a": 200.0}
+
+
+def test_a_round_keeps_the_costs_its_backend_reported_and_nothing_else_writes_them():
+    # run_round hands the act's report to the after-act stage: the slot is the round's
+    from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+    from slurm_gavel.backends.simulated import SimulatedCluster
+    from slurm_gavel.core.scheduler import run_round
+
+    class Measuring(SimulatedCluster):
+        def act(self, placement):  # type: ignore[no-untyped-def]
+            result = super().act(placement)
+            return replace(result, restart_costs=tuple((j, 60.0) for j in placement.jobs))
+
+    jobs = [Job(str(i), TYPE, 1, total_steps=1e9) for i in range(2)]
+    sim = Measuring(parse_cluster_spec("v100:1x2", TABLE), jobs, TABLE)
+    state, _ = run_round(SchedulerState(), sim, SchedulerConfig(table=TABLE))
+    assert state.plugins.restart_costs == {"0": 60.0, "1": 60.0}
+    assert state.to_json()["plugins"]["restart_costs"] == {"0": 60.0, "1": 60.0}
+    plain = SimulatedCluster(parse_cluster_spec("v100:1x2", TABLE), jobs, TABLE)
+    state, _ = run_round(SchedulerState(), plain, SchedulerConfig(table=TABLE))
+    assert state.plugins.restart_costs == {} and "plugins" not in state.to_json()

@@ -42,7 +42,12 @@ from slurm_gavel.backends.slurm.fenced import FencedTransport, Gate
 from slurm_gavel.backends.slurm.giveback import give_back_orders, refused_held
 from slurm_gavel.backends.slurm.old_runs import DEFAULT_KILL_WAIT_S, MARGIN_S, OldRuns
 from slurm_gavel.backends.slurm.preemption import Preemption
-from slurm_gavel.backends.slurm.records import RUNNING_STATES, WAITING_STATES, SlurmJob
+from slurm_gavel.backends.slurm.records import (
+    RUNNING_STATES,
+    WAITING_STATES,
+    SlurmJob,
+    read_as_before,
+)
 from slurm_gavel.backends.slurm.reservations import Reservations
 from slurm_gavel.backends.slurm.shard_pairs import StartOrder
 from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
@@ -152,6 +157,9 @@ class SlurmBackend(Generic[Transport]):
         if ended:
             jobs += expand_tasks(self.transport.read_ended(ended))
         self._resumed = set()
+        seen = self._jobs_seen
+        for j in jobs:  # a changed record of the same comment: not read again
+            read_as_before(j, seen.get(j.job_id))
         signalled = set(self.preemption.stopped_runs)  # before the next line forgets them
         jobs, notes, owners = self._mark_owners_requeueholds(jobs)
         now = self.clock()

@@ -137,6 +137,20 @@ class GpuSlice:
     shards: int = 0  # gres/shard held on those GPUs; 0: whole GPUs
 
 
+def read_as_before(job: SlurmJob, before: SlurmJob | None) -> None:
+    """Give ``job`` the reading of its comment that ``before`` (the same job's record
+    of the last observe) made, when it is the same comment of the same job id: a record
+    that changed elsewhere (its state, its nodes) is built anew every time it changes,
+    and its comment need not be read again. Bounded by the jobs listed, unlike a memo
+    of the grammar's; a comment that changed (scontrol update) is read anew."""
+    if before is None or before is job:
+        return
+    reading = before.__dict__.get("reading")  # made by cached_value, if it was read
+    if reading is None or before.job_id != job.job_id or before.comment != job.comment:
+        return
+    job.__dict__.setdefault("reading", reading)
+
+
 @dataclass(frozen=True)
 class SlurmJob:
     job_id: str
@@ -210,7 +224,8 @@ class SlurmJob:
     @cached_value
     def reading(self) -> CommentReading:
         """Its comment read once (domain/comment_grammar.py): the round, the give-back, the
-        grace and the owner's holds all ask this, not the grammar again."""
+        grace and the owner's holds all ask this, not the grammar again; and once per job
+        while its comment stays the same (``read_as_before``)."""
         return read_comment(self.comment, job_id=self.job_id)
 
     @property

@@ -77,9 +77,10 @@ def test_the_cli_backend_parses_through_the_cache():
     assert isinstance(cli_backend(env={}).transport.reader.job_cache, JobRecordCache)
 
 
-def test_comment_parsing_is_memoised_and_refusals_are_raised_every_time():
-    a = parse_comment("gavel:type=A3C,scale=2", job_id="cache-1", max_weight=None)
-    assert parse_comment("gavel:type=A3C,scale=2", job_id="cache-1", max_weight=None) is a
+def test_the_grammar_keeps_no_memo_and_refusals_are_raised_every_time():
+    # a job's comment is read once per job (records.read_as_before), not memoised by
+    # the grammar for every comment it ever saw
+    assert not hasattr(parse_comment, "cache_info")
     for _ in range(2):
         with pytest.raises(ManagedCommentError, match="cache-2"):
             parse_comment("gavel:type=A3C,scale=-1", job_id="cache-2", max_weight=None)

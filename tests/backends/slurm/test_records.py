@@ -57,3 +57,60 @@ def test_a_refused_comment_is_a_refusal_never_a_spec(comment):
 def test_a_plain_comment_claims_nothing():
     r = job("just a note").reading
     assert r.spec is None and r.refusal is None
+
+
+def _forbid_the_grammar(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    def no_more(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("the grammar read the comment again")
+
+    monkeypatch.setattr(comment_grammar, "parse_comment", no_more)
+
+
+@pytest.mark.parametrize("comment", ["gavel:type=A3C,grace=20", "gavel:type=A3C,scale=-1", ""])
+def test_a_changed_record_of_the_same_comment_takes_its_last_reading(monkeypatch, comment):
+    before = job(comment)
+    first = before.reading
+    _forbid_the_grammar(monkeypatch)
+    moved = replace(before, state="RUNNING", nodes=("v100-1",))
+    records.read_as_before(moved, before)
+    assert moved.reading is first
+    # another comment, another job id, or a last record never read: read anew
+    for other in (replace(before, comment=comment + ",hold=user"), replace(before, job_id="6")):
+        records.read_as_before(other, before)
+        with pytest.raises(AssertionError, match="again"):
+            _ = other.reading
+    unread = replace(before, state="RUNNING")
+    fresh = replace(unread, nodes=("v100-1",))
+    records.read_as_before(fresh, unread)
+    assert "reading" not in fresh.__dict__
+    records.read_as_before(fresh, None)  # a new job
+    records.read_as_before(fresh, fresh)  # the same record, reused
+
+
+def test_the_backend_reads_a_job_s_comment_once_while_it_stays_the_same(monkeypatch):
+    # the observe path: a job whose record changes (started, preempted) is not read
+    # again; a comment changed in Slurm (scontrol update) is
+    from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
+    from slurm_gavel.testing import FakeSlurm, fake_backend
+
+    slurm = FakeSlurm()
+    j = slurm.submit("gavel:type=A3C")
+    b = fake_backend(slurm)
+    b.observe()
+    real = comment_grammar.parse_comment
+    _forbid_the_grammar(monkeypatch)
+    place = {j: JobPlacement(j, "v100", (NodeSlice("v100-1", 1),))}
+    assert b.act(RoundPlacement(0, 0.0, place)).started == (j,)
+    slurm.advance(1)
+    snap = b.observe()  # its record changed: running now
+    assert [o.state.value for o in snap.jobs if o.job.id == j] == ["running"]
+    slurm.set_comment(j, "gavel:type=A3C,scale=1")
+    seen = []
+
+    def counted(*a, **k):  # type: ignore[no-untyped-def]
+        seen.append(a[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(comment_grammar, "parse_comment", counted)
+    b.observe()
+    assert seen == ["gavel:type=A3C,scale=1"]
