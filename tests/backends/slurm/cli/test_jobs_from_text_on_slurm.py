@@ -334,6 +334,9 @@ def test_jobs_built_from_the_listing_are_those_their_json_gives(slurm):
         slurm.cancel_all()
 
 
+NODE_KEYS = ("NodeName", "State", "Gres", "GresUsed", "AllocTRES", "CPUAlloc", "AllocMem")
+
+
 def wait_rerun(slurm, job: str, requeued_at: float) -> None:
     """A requeued job runs again (its restart count 1): StartTime=now, as the daemon
     places a job, cuts Slurm's delay before a requeued job may start. Not within the
@@ -357,7 +360,17 @@ def wait_rerun(slurm, job: str, requeued_at: float) -> None:
             v100 = slurm.cmd(
                 "squeue", "-h", "-p", "v100,gpu", "-o", "%i %T %R %b %N", check=False
             ).stdout
-            raise AssertionError(f"{slurm.why(job)}\njobs on v100/gpu:\n{v100}")
+            # What the nodes count in use beside what the jobs hold: twice on 22.05 a
+            # V100 node counted GPUs that no running job listed there seemed to hold.
+            nodes = slurm.cmd("scontrol", "show", "node", "--oneliner", check=False).stdout
+            used = "\n".join(
+                " ".join(t for t in line.split() if t.split("=")[0] in NODE_KEYS)
+                for line in nodes.splitlines()
+                if line.startswith("NodeName=v100")
+            )
+            raise AssertionError(
+                f"{slurm.why(job)}\njobs on v100/gpu:\n{v100}\nv100 nodes:\n{used}"
+            )
         time.sleep(0.5)
 
 
