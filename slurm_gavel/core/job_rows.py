@@ -311,13 +311,17 @@ def _progress(
         cell = cells.get(t)
         if cell is None:
             cell = cells[t] = Progress()
-        lost = 0.0
-        loss_now = None
-        if restarts != prev.restarts:
-            lost = loss_estimate(bounds, None if restart_s is None else restart_s.get(job_id))
-        elif continuing and cell.stretch_lost is not None:
-            # the restart that began this stretch, as costed now (row_trust.Progress)
-            loss_now = loss_estimate(bounds, None if restart_s is None else restart_s.get(job_id))
+        restarted = restarts != prev.restarts
+        lost, loss_now = 0.0, None
+        if restarted or (continuing and cell.stretch_lost is not None):
+            # what a restart of the job costs as the rounds plan it now: the loss of the
+            # stretch a restart begins, or again that of the restart that began the
+            # stretch going on (row_trust.Progress.stretch_lost)
+            cost = loss_estimate(bounds, None if restart_s is None else restart_s.get(job_id))
+            if restarted:
+                lost = cost
+            else:
+                loss_now = cost
         cell.add(steps - prev.steps, seconds, not continuing, lost, loss_now=loss_now)
     rows.last_seen[job_id] = LastSeen(t if alone else None, o.restarts, steps, dict(got))
 
