@@ -295,18 +295,24 @@ class LocalSlurm:
         end = max(deadline, time.monotonic() + 10.0)
         busy: list[str] = []
         while True:
-            out = self.cmd("scontrol", "show", "node", "--oneliner", check=False).stdout
             busy = []
-            for line in out.splitlines():
-                fields = dict(t.partition("=")[::2] for t in line.split())
-                if fields.get("NodeName") not in names:
-                    continue
+            for name, fields in self.nodes().items():
                 used = fields.get("GresUsed", "")
-                if re.search(r":[1-9]\d*(\(|,|$)", used):
-                    busy.append(f"(no job left, but {fields['NodeName']} GresUsed={used})")
+                if name in names and re.search(r":[1-9]\d*(\(|,|$)", used):
+                    busy.append(f"(no job left, but {name} GresUsed={used})")
             if not busy or time.monotonic() >= end:
                 return busy
             time.sleep(0.5)
+
+    def nodes(self) -> dict[str, dict[str, str]]:
+        """scontrol show node as node name -> its fields (key -> value)."""
+        out = self.cmd("scontrol", "show", "node", "--oneliner", check=False).stdout
+        nodes = {}
+        for line in out.splitlines():
+            fields = dict(t.partition("=")[::2] for t in line.split())
+            if "NodeName" in fields:
+                nodes[fields["NodeName"]] = fields
+        return nodes
 
 
 def _slurm_installed() -> bool:

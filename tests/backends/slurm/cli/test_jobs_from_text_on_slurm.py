@@ -362,11 +362,10 @@ def wait_rerun(slurm, job: str, requeued_at: float) -> None:
             ).stdout
             # What the nodes count in use beside what the jobs hold: twice on 22.05 a
             # V100 node counted GPUs that no running job listed there seemed to hold.
-            nodes = slurm.cmd("scontrol", "show", "node", "--oneliner", check=False).stdout
             used = "\n".join(
-                " ".join(t for t in line.split() if t.split("=")[0] in NODE_KEYS)
-                for line in nodes.splitlines()
-                if line.startswith("NodeName=v100")
+                " ".join(f"{k}={fields[k]}" for k in NODE_KEYS if k in fields)
+                for name, fields in slurm.nodes().items()
+                if name.startswith("v100")
             )
             raise AssertionError(
                 f"{slurm.why(job)}\njobs on v100/gpu:\n{v100}\nv100 nodes:\n{used}"
