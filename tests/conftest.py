@@ -305,8 +305,10 @@ class LocalSlurm:
             time.sleep(0.5)
 
     def nodes(self) -> dict[str, dict[str, str]]:
-        """scontrol show node as node name -> its fields (key -> value)."""
-        out = self.cmd("scontrol", "show", "node", "--oneliner", check=False).stdout
+        """scontrol show node as node name -> its fields (key -> value). With -d (the
+        details): 22.05 prints GresUsed only then, and a check of it without -d saw
+        every node idle."""
+        out = self.cmd("scontrol", "-d", "show", "node", "--oneliner", check=False).stdout
         nodes = {}
         for line in out.splitlines():
             fields = dict(t.partition("=")[::2] for t in line.split())
@@ -418,4 +420,7 @@ def slurm(slurm_session: LocalSlurm) -> Iterator[LocalSlurm]:
     if left:
         pytest.fail(f"the cluster is not clean before this test: {left}")
     yield slurm_session
-    slurm_session.cancel_all()
+    left = slurm_session.cancel_all()
+    if left:
+        # Named here, at the test that left it, not at the next test's set-up.
+        pytest.fail(f"this test left the cluster unclean: {left}")

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.slurm
 
 
 def comment(slurm, job: str) -> str:  # type: ignore[no-untyped-def]
-    return slurm.cmd("squeue", "-h", "-j", job, "-o", "%k").stdout.strip()
+    # -t all: a job that ran `true` may have ended before this read, and squeue -j
+    # without it printed nothing for it (26.05 under load)
+    return slurm.cmd("squeue", "-h", "-t", "all", "-j", job, "-o", "%k").stdout.strip()
 
 
 comment_of = comment
