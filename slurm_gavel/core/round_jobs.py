@@ -106,45 +106,6 @@ def _code_of(e: InputError) -> SkipCode:
     return SkipCode.OTHER
 
 
-def build_problem(
-    jobs: list[Considered],
-    state: SchedulerState,
-    config: SchedulerConfig,
-    capacity: Mapping[GpuType, int],
-    now: float,
-    pose: Iterable[Pose] = (),
-) -> Problem:
-    """The policy input for jobs that considered_jobs() accepted, with their rows, as
-    the pipeline's ``pose`` plugins extend it (round_plugins.SpaceSharing: pairs)."""
-    types = [t for t, n in capacity.items() if n > 0]
-    pjobs = []
-    accounts, problem_job = state.jobs, config.table.problem_job
-    for o, row in jobs:
-        job = o.job
-        acct = accounts.get(job.id)
-        done = acct.steps_done if acct else 0.0
-        pjobs.append(
-            problem_job(
-                job,
-                types,
-                row=row,
-                steps_remaining=max(0.0, job.total_steps - done),
-                time_since_start=max(0.0, now - job.arrival_time),
-                slo=None if job.slo is None else job.slo - (now - job.arrival_time),
-            )
-        )
-    problem = Problem(
-        {t: capacity[t] for t in types},
-        tuple(pjobs),
-        (),
-        dict(config.accounts),
-        dict(config.prices),
-    )
-    for plugin in pose:
-        problem = plugin.pose(config, problem)
-    return problem
-
-
 def round_jobs(
     state: SchedulerState,
     active: list[ObservedJob],
@@ -210,6 +171,45 @@ def round_jobs(
         rows_revision=revision,
     )
     return considered, skipped, key, unmeasured
+
+
+def build_problem(
+    jobs: list[Considered],
+    state: SchedulerState,
+    config: SchedulerConfig,
+    capacity: Mapping[GpuType, int],
+    now: float,
+    pose: Iterable[Pose] = (),
+) -> Problem:
+    """The policy input for jobs that considered_jobs() accepted, with their rows, as
+    the pipeline's ``pose`` plugins extend it (round_plugins.SpaceSharing: pairs)."""
+    types = [t for t, n in capacity.items() if n > 0]
+    pjobs = []
+    accounts, problem_job = state.jobs, config.table.problem_job
+    for o, row in jobs:
+        job = o.job
+        acct = accounts.get(job.id)
+        done = acct.steps_done if acct else 0.0
+        pjobs.append(
+            problem_job(
+                job,
+                types,
+                row=row,
+                steps_remaining=max(0.0, job.total_steps - done),
+                time_since_start=max(0.0, now - job.arrival_time),
+                slo=None if job.slo is None else job.slo - (now - job.arrival_time),
+            )
+        )
+    problem = Problem(
+        {t: capacity[t] for t in types},
+        tuple(pjobs),
+        (),
+        dict(config.accounts),
+        dict(config.prices),
+    )
+    for plugin in pose:
+        problem = plugin.pose(config, problem)
+    return problem
 
 
 def mechanism_jobs(jobs: list[Considered], state: SchedulerState) -> dict[JobId, MechanismJob]:

@@ -81,38 +81,30 @@ class RoundContext:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-class Enrich(Protocol):
+class Plugin(Protocol):
+    """What every stage's plugin has: the name its settings, slot and notes go by."""
+
     @property
     def name(self) -> str: ...
 
+
+class Enrich(Plugin, Protocol):
     def enrich(self, ctx: RoundContext) -> None: ...
 
 
-class Keep(Protocol):
-    @property
-    def name(self) -> str: ...
-
+class Keep(Plugin, Protocol):
     def keep(self, ctx: RoundContext) -> Mapping[JobId, JobPlacement]: ...
 
 
-class Assign(Protocol):
-    @property
-    def name(self) -> str: ...
-
+class Assign(Plugin, Protocol):
     def assign(self, ctx: RoundContext) -> dict[JobId, JobPlacement]: ...
 
 
-class AfterAct(Protocol):
-    @property
-    def name(self) -> str: ...
-
+class AfterAct(Plugin, Protocol):
     def after_act(self, ctx: RoundContext) -> None: ...
 
 
-class Steady(Protocol):
-    @property
-    def name(self) -> str: ...
-
+class Steady(Plugin, Protocol):
     def steady(self, state: SchedulerState, report: RoundReport) -> bool: ...
 
 
