@@ -5,10 +5,10 @@ Gavel's rule (scheduler.py, _update_priorities / _schedule_jobs_on_workers):
 * priority(entry, type) = X[entry][type] / share of time the entry received on that
   type since the allocation was computed. An entry is a job or a space-sharing
   pair (the allocation has pairs only under space sharing: round_plugins.SpaceSharing
-  gives the policy their throughputs). Entries that never ran on a type they are allocated to have priority inf;
-  entries with X = 0 on a type have priority 0 and only fill GPUs nobody with a
-  positive priority wants (work conservation, as Gavel does). Ties break on the
-  deficit (X * elapsed - received), then on X.
+  gives the policy their throughputs). Entries that never ran on a type they are
+  allocated to have priority inf; entries with X = 0 on a type have priority 0 and
+  only fill GPUs nobody with a positive priority wants (work conservation, as Gavel
+  does). Ties break on the deficit (X * elapsed - received), then on X.
 * Walk the (entry, type) list by priority; place an entry if none of its jobs is
   placed yet, its throughput there is > 0 and enough GPUs of the type are left.
 * Then choose nodes per type (node_placement.py): jobs placed on the type they

@@ -111,7 +111,9 @@ class Steady(Plugin, Protocol):
 @dataclass(frozen=True)
 class Pipeline:
     """The plugins of each stage, in order. ``allocates``: whether consider and
-    allocate run (a baseline places the jobs itself and has no allocation)."""
+    allocate run (a baseline places the jobs itself and has no allocation);
+    ``pose``: those that add to the policy's problem; ``steady``: those the
+    simulator asks before it jumps over rounds (scheduler.placement_is_stable)."""
 
     assign: Assign
     enrich: tuple[Enrich, ...] = ()
