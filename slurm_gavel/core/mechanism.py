@@ -4,10 +4,11 @@ Gavel's rule (scheduler.py, _update_priorities / _schedule_jobs_on_workers):
 
 * priority(entry, type) = X[entry][type] / share of time the entry received on that
   type since the allocation was computed. An entry is a job or a space-sharing
-  pair. Entries that never ran on a type they are allocated to have priority inf;
-  entries with X = 0 on a type have priority 0 and only fill GPUs nobody with a
-  positive priority wants (work conservation, as Gavel does). Ties break on the
-  deficit (X * elapsed - received), then on X.
+  pair (the allocation has pairs only under space sharing: round_plugins.SpaceSharing
+  gives the policy their throughputs). Entries that never ran on a type they are
+  allocated to have priority inf; entries with X = 0 on a type have priority 0 and
+  only fill GPUs nobody with a positive priority wants (work conservation, as Gavel
+  does). Ties break on the deficit (X * elapsed - received), then on X.
 * Walk the (entry, type) list by priority; place an entry if none of its jobs is
   placed yet, its throughput there is > 0 and enough GPUs of the type are left.
 * Then choose nodes per type (node_placement.py): jobs placed on the type they
@@ -109,7 +110,6 @@ def entries(
     received: Mapping[str, Mapping[GpuType, float]],
     elapsed: float,
     gpu_types: Iterable[GpuType],
-    pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
     stay_credit_seconds: float = 0.0,
 ) -> list[Entry]:
     """All (entry, type) candidates with their priority, highest first.
@@ -120,9 +120,7 @@ def entries(
     goes first (keeping it avoids a restart), then the order of keys.
     stay_credit_seconds: see the module docstring (0 = Gavel).
     """
-    ranked = _ranked(
-        allocation, jobs, received, elapsed, list(gpu_types), pair_ok, stay_credit_seconds
-    )
+    ranked = _ranked(allocation, jobs, received, elapsed, list(gpu_types), stay_credit_seconds)
     return [_entry(k) for k in ranked]
 
 
@@ -156,7 +154,6 @@ def _ranked(
     received: Mapping[str, Mapping[GpuType, float]],
     elapsed: float,
     types: list[GpuType],
-    pair_ok: Mapping[str, frozenset[GpuType]] | None,
     stay_credit_seconds: float = 0.0,
     singles: SingleCandidates | None = None,
 ) -> list[_Ranked]:
@@ -191,11 +188,10 @@ def _ranked(
         if a not in jobs or b not in jobs:
             continue
         key = pair_key(a, b)
-        allowed = pair_ok.get(key) if pair_ok is not None else None
         cur_a = jobs[a].current
         got_row = received.get(key, empty)
         for t, xt in pair.fractions.items():
-            if xt > 0.0 and t in types and (allowed is None or t in allowed):
+            if xt > 0.0 and t in types:
                 here = 1 if cur_a is not None and cur_a.gpu_type == t and cur_a.partner == b else 0
                 x = float(xt)
                 got = got_row.get(t, 0.0)
@@ -259,7 +255,6 @@ def assign(
     nodes: Iterable[Node],
     received: Mapping[str, Mapping[GpuType, float]],
     elapsed: float,
-    pair_ok: Mapping[str, frozenset[GpuType]] | None = None,
     stay_credit_seconds: float = 0.0,
     singles: SingleCandidates | None = None,
 ) -> dict[JobId, JobPlacement]:
@@ -270,7 +265,7 @@ def assign(
     for n in node_list:
         capacity[n.gpu_type] = capacity.get(n.gpu_type, 0) + n.usable_gpus
     ranked = _ranked(
-        allocation, jobs, received, elapsed, list(capacity), pair_ok, stay_credit_seconds, singles
+        allocation, jobs, received, elapsed, list(capacity), stay_credit_seconds, singles
     )
     chosen = []
     for i in _select(ranked, jobs, capacity):

@@ -309,9 +309,7 @@ def assign_around(
     for n in free_nodes:
         left[n.gpu_type] = left.get(n.gpu_type, 0) + n.usable_gpus
     singles = single_candidates(alloc, jobs_m, types)
-    ranked = _ranked(
-        alloc, jobs_m, state.epoch_received, state.epoch_elapsed, types, None, 0.0, singles
-    )
+    ranked = _ranked(alloc, jobs_m, state.epoch_received, state.epoch_elapsed, types, 0.0, singles)
     by_id = {o.job.id: o.job for o, _row in considered}
     waits = {j: _waits_for_restart(state, config, by_id[j]) for j in jobs_m}
 

@@ -8,7 +8,8 @@ same objects, which makes the simulator's quiet rounds cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell, rows_for
 from slurm_gavel.core.job_rows import row_source
@@ -17,13 +18,24 @@ from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.scheduler_state import RoundMemo, SchedulerState
 from slurm_gavel.core.skips import WAITING_ON_CLUSTER, Skip, SkipCode
 from slurm_gavel.domain.cluster_model import JobPlacement, JobState, ObservedJob
-from slurm_gavel.domain.model import GpuType, JobId, PairThroughput, Problem
+from slurm_gavel.domain.model import GpuType, JobId, Problem
 from slurm_gavel.domain.throughputs import NoFiguresAtScale, UnknownJobType
 from slurm_gavel.errors import InputError
-from slurm_gavel.policies import PACKING_POLICIES
 
 # A job the round can place, with its throughput row on the cluster's GPU types.
 Considered = tuple[ObservedJob, Mapping[GpuType, float]]
+
+
+class Pose(Protocol):
+    """A round plugin that adds to the policy's problem (the allocate stage's input,
+    round_stages.py): what the considered jobs alone do not say, such as the
+    throughputs of pairs sharing GPUs. Here, beside the problem it extends, so that
+    build_problem can apply it without importing the stages."""
+
+    @property
+    def name(self) -> str: ...
+
+    def pose(self, config: SchedulerConfig, problem: Problem) -> Problem: ...
 
 
 def job_set_key(jobs: list[ObservedJob], capacity: Mapping[GpuType, int]) -> str:
@@ -94,44 +106,6 @@ def _code_of(e: InputError) -> SkipCode:
     return SkipCode.OTHER
 
 
-def build_problem(
-    jobs: list[Considered],
-    state: SchedulerState,
-    config: SchedulerConfig,
-    capacity: Mapping[GpuType, int],
-    now: float,
-) -> Problem:
-    """The policy input for jobs that considered_jobs() accepted, with their rows."""
-    types = [t for t, n in capacity.items() if n > 0]
-    pjobs = []
-    accounts, problem_job = state.jobs, config.table.problem_job
-    for o, row in jobs:
-        job = o.job
-        acct = accounts.get(job.id)
-        done = acct.steps_done if acct else 0.0
-        pjobs.append(
-            problem_job(
-                job,
-                types,
-                row=row,
-                steps_remaining=max(0.0, job.total_steps - done),
-                time_since_start=max(0.0, now - job.arrival_time),
-                slo=None if job.slo is None else job.slo - (now - job.arrival_time),
-            )
-        )
-    pairs: tuple[PairThroughput, ...] = ()
-    if config.policy in PACKING_POLICIES:
-        kinds = [(j.job_type, j.scale_factor) for j in pjobs]
-        pairs = tuple(config.table.pair_throughputs(kinds, types))
-    return Problem(
-        {t: capacity[t] for t in types},
-        tuple(pjobs),
-        pairs,
-        dict(config.accounts),
-        dict(config.prices),
-    )
-
-
 def round_jobs(
     state: SchedulerState,
     active: list[ObservedJob],
@@ -197,6 +171,45 @@ def round_jobs(
         rows_revision=revision,
     )
     return considered, skipped, key, unmeasured
+
+
+def build_problem(
+    jobs: list[Considered],
+    state: SchedulerState,
+    config: SchedulerConfig,
+    capacity: Mapping[GpuType, int],
+    now: float,
+    pose: Iterable[Pose] = (),
+) -> Problem:
+    """The policy input for jobs that considered_jobs() accepted, with their rows, as
+    the pipeline's ``pose`` plugins extend it (round_plugins.SpaceSharing: pairs)."""
+    types = [t for t, n in capacity.items() if n > 0]
+    pjobs = []
+    accounts, problem_job = state.jobs, config.table.problem_job
+    for o, row in jobs:
+        job = o.job
+        acct = accounts.get(job.id)
+        done = acct.steps_done if acct else 0.0
+        pjobs.append(
+            problem_job(
+                job,
+                types,
+                row=row,
+                steps_remaining=max(0.0, job.total_steps - done),
+                time_since_start=max(0.0, now - job.arrival_time),
+                slo=None if job.slo is None else job.slo - (now - job.arrival_time),
+            )
+        )
+    problem = Problem(
+        {t: capacity[t] for t in types},
+        tuple(pjobs),
+        (),
+        dict(config.accounts),
+        dict(config.prices),
+    )
+    for plugin in pose:
+        problem = plugin.pose(config, problem)
+    return problem
 
 
 def mechanism_jobs(jobs: list[Considered], state: SchedulerState) -> dict[JobId, MechanismJob]:

@@ -7,6 +7,7 @@ that chooses them from the config (``pipeline_for``).
 | LearnedRows | enrich | ``knowledge: learned`` | LearnedRowsSettings | JobRows |
 | UnresponsiveNodes | keep | always | none | none |
 | RestartAware | keep, assign, after | ``restart_aware`` | RestartAwareSettings | RunProtection |
+| SpaceSharing | pose, steady | a packing policy (``PACKING_POLICIES``) | none | none |
 | Mechanism | assign | the default: Gavel's, stay credit | MechanismSettings | none |
 | Baseline | assign | ``SchedulerConfig.baseline`` (no allocation) | none | none |
 | RestartCosts | after | always (no-op without measurements) | none | restart costs |
@@ -32,7 +33,9 @@ from slurm_gavel.core.mold_round import mold_jobs
 from slurm_gavel.core.plugin_settings import MechanismSettings
 from slurm_gavel.core.round_config import BaselineFn, SchedulerConfig
 from slurm_gavel.core.round_jobs import mechanism_jobs
+from slurm_gavel.core.round_report import RoundReport
 from slurm_gavel.core.round_stages import Pipeline, RoundContext
+from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.domain.cluster_model import (
     JobPlacement,
     JobState,
@@ -40,13 +43,15 @@ from slurm_gavel.domain.cluster_model import (
     NodeState,
     ObservedJob,
 )
-from slurm_gavel.domain.model import GpuType, JobId
+from slurm_gavel.domain.model import GpuType, JobId, Problem
+from slurm_gavel.policies import PACKING_POLICIES
 
 
 def pipeline_for(config: SchedulerConfig) -> Pipeline:
     """The round's plugins for this config, stage by stage."""
     learned = (LearnedRows(),) if config.knowledge is Knowledge.LEARNED else ()
     costs = RestartCosts()
+    shares = (SpaceSharing(),) if config.policy in PACKING_POLICIES else ()
     if config.baseline is not None:
         return Pipeline(
             assign=Baseline(config.baseline),
@@ -66,9 +71,16 @@ def pipeline_for(config: SchedulerConfig) -> Pipeline:
             enrich=enrich,
             keep=(aware, UnresponsiveNodes()),
             after_act=(aware, costs),
+            pose=shares,
+            steady=shares,
         )
     return Pipeline(
-        assign=Mechanism(), enrich=enrich, keep=(UnresponsiveNodes(),), after_act=(costs,)
+        assign=Mechanism(),
+        enrich=enrich,
+        keep=(UnresponsiveNodes(),),
+        after_act=(costs,),
+        pose=shares,
+        steady=shares,
     )
 
 
@@ -143,6 +155,36 @@ def restart_losses(ctx: RoundContext) -> dict[JobId, float]:
         if known or default > 0.0:
             out[o.job.id] = cost
     return out
+
+
+# ---- space sharing: pose, steady -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpaceSharing:
+    """Space sharing, Gavel's packed policies (``PACKING_POLICIES``: the policy is what
+    turns it on; it has no settings and keeps nothing between rounds). Its pose gives
+    the policy the throughputs of every pair of the considered jobs' kinds sharing
+    GPUs, from the table's pair cells, so that the allocation can give pairs time of
+    their own (``Allocation.pairs``). What follows needs no plugin: the mechanism
+    places a pair with time as one entry of its own (mechanism.py; an allocation
+    without pairs has none), the accounting keys its time by ``mechanism.pair_key``,
+    and a re-solve resets that accounting (relearn.keeps_accounting). Its steady
+    answer keeps the simulator from jumping over rounds while pairs may form or
+    split: a pair that has time, or a job placed with a partner."""
+
+    name: str = "space_sharing"
+
+    def pose(self, config: SchedulerConfig, problem: Problem) -> Problem:
+        kinds = [(j.job_type, j.scale_factor) for j in problem.jobs]
+        pairs = tuple(config.table.pair_throughputs(kinds, problem.gpu_types))
+        return replace(problem, pair_throughputs=pairs)
+
+    def steady(self, state: SchedulerState, report: RoundReport) -> bool:
+        alloc = state.allocation
+        if alloc is not None and any(sum(p.fractions.values()) > 0 for p in alloc.pairs):
+            return False
+        return all(p.partner is None for p in report.placement.jobs.values())
 
 
 # ---- keep -----------------------------------------------------------------------------

@@ -14,6 +14,9 @@ framework: each stage is a small interface, a feature implements the stages it n
 * **enrich** rewrites the round's active jobs before anything is decided about them
   (a moldable job at this round's GPU count) or learns from them (measured rates into
   each job's own row).
+* **pose** (in allocate) adds to the policy's problem what the considered jobs alone
+  do not say (the throughputs of pairs sharing GPUs), when the round re-solves. The
+  ``Pose`` interface lives beside the problem it extends (round_jobs.py).
 * **keep** names running jobs the round keeps exactly where they run, whatever the
   allocation says (runs on a node that stopped answering; restart-aware protection).
   Later plugins' keeps win over earlier ones'.
@@ -23,6 +26,11 @@ framework: each stage is a small interface, a feature implements the stages it n
 * **after act** looks at what the backend carried out (protecting the runs that
   started) and what it reported with the act (``ctx.result``: the restart costs the
   daemon measured, kept by the plugin that owns them).
+
+Beside the stages, a plugin whose effect can change a later round's placement while
+the job set stays the same (pairs that may form or split) answers **steady**: the
+simulator jumps over rounds only when the round's own check
+(scheduler.placement_is_stable) and every such plugin say they would repeat.
 
 A plugin keeps what it learns in the round's context (``RoundContext.notes``, keyed by
 the plugin's name) for the later stages of the same round; what must outlive the
@@ -37,7 +45,8 @@ from typing import Any, Protocol
 
 from slurm_gavel.core.cluster_rows import MarkedCell
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_jobs import Considered
+from slurm_gavel.core.round_jobs import Considered, Pose
+from slurm_gavel.core.round_report import RoundReport
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.core.skips import Skip
 from slurm_gavel.domain.cluster_model import ActResult, ClusterSnapshot, JobPlacement, ObservedJob
@@ -72,50 +81,55 @@ class RoundContext:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-class Enrich(Protocol):
+class Plugin(Protocol):
+    """What every stage's plugin has: the name its settings, slot and notes go by."""
+
     @property
     def name(self) -> str: ...
 
+
+class Enrich(Plugin, Protocol):
     def enrich(self, ctx: RoundContext) -> None: ...
 
 
-class Keep(Protocol):
-    @property
-    def name(self) -> str: ...
-
+class Keep(Plugin, Protocol):
     def keep(self, ctx: RoundContext) -> Mapping[JobId, JobPlacement]: ...
 
 
-class Assign(Protocol):
-    @property
-    def name(self) -> str: ...
-
+class Assign(Plugin, Protocol):
     def assign(self, ctx: RoundContext) -> dict[JobId, JobPlacement]: ...
 
 
-class AfterAct(Protocol):
-    @property
-    def name(self) -> str: ...
-
+class AfterAct(Plugin, Protocol):
     def after_act(self, ctx: RoundContext) -> None: ...
+
+
+class Steady(Plugin, Protocol):
+    def steady(self, state: SchedulerState, report: RoundReport) -> bool: ...
 
 
 @dataclass(frozen=True)
 class Pipeline:
     """The plugins of each stage, in order. ``allocates``: whether consider and
-    allocate run (a baseline places the jobs itself and has no allocation)."""
+    allocate run (a baseline places the jobs itself and has no allocation);
+    ``pose``: those that add to the policy's problem; ``steady``: those the
+    simulator asks before it jumps over rounds (scheduler.placement_is_stable)."""
 
     assign: Assign
     enrich: tuple[Enrich, ...] = ()
     keep: tuple[Keep, ...] = ()
     after_act: tuple[AfterAct, ...] = ()
     allocates: bool = True
+    pose: tuple[Pose, ...] = ()
+    steady: tuple[Steady, ...] = ()
 
     def names(self) -> dict[str, list[str]]:
-        """Each stage's plugins by name (what the daemon logs at start)."""
+        """Each stage's plugins by name."""
         return {
             "enrich": [p.name for p in self.enrich],
+            "pose": [p.name for p in self.pose],
             "keep": [p.name for p in self.keep],
             "assign": [self.assign.name],
             "after_act": [p.name for p in self.after_act],
+            "steady": [p.name for p in self.steady],
         }

@@ -17,15 +17,15 @@ plain dataclass that round-trips through JSON; backends keep none of it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from slurm_gavel.core import relearn, restart_aware
 from slurm_gavel.core.mechanism import pair_key
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_jobs import Considered, build_problem, round_jobs
+from slurm_gavel.core.round_jobs import Considered, Pose, build_problem, round_jobs
 from slurm_gavel.core.round_plugins import pipeline_for
 from slurm_gavel.core.round_report import RoundReport
-from slurm_gavel.core.round_stages import RoundContext
+from slurm_gavel.core.round_stages import Pipeline, RoundContext
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
 from slurm_gavel.domain.cluster_model import (
     ActResult,
@@ -105,13 +105,14 @@ def reallocate_if_due(
     key: str,
     capacity: Mapping[GpuType, int],
     now: float,
+    pose: Iterable[Pose] = (),
 ) -> float | None:
     """Allocate: solve the policy again when there is no allocation, the job set or
     capacity changed (``key``) or reallocate_every_seconds passed, unless
     min_reallocation_interval_seconds has not passed since the last one (see
     RoundSettings). A new allocation starts a new accounting epoch. With no job to
     consider, the allocation is dropped. Returns the solve's seconds when it solved,
-    else None."""
+    else None. ``pose``: the pipeline's plugins that add to the policy's problem."""
     if not considered:
         state.allocation, state.allocation_key = None, ""
         return None
@@ -134,7 +135,7 @@ def reallocate_if_due(
         change = False
     if not change:
         return None
-    problem = build_problem(considered, state, config, capacity, now)
+    problem = build_problem(considered, state, config, capacity, now, pose)
     alloc = allocate(problem, config.policy, config.policy_options)
     same_jobs = key == state.allocation_key
     previous = state.allocation
@@ -238,7 +239,9 @@ def run_round(
         ctx.considered, ctx.skipped, ctx.key, ctx.unmeasured = round_jobs(
             state, ctx.active, config, ctx.capacity
         )
-        solve_s = reallocate_if_due(state, config, ctx.considered, ctx.key, ctx.capacity, now)
+        solve_s = reallocate_if_due(
+            state, config, ctx.considered, ctx.key, ctx.capacity, now, pipeline.pose
+        )
     for keeper in pipeline.keep:
         ctx.kept.update(keeper.keep(ctx))
     placed = pipeline.assign.assign(ctx)
@@ -268,13 +271,15 @@ def run_round(
     return state, report
 
 
-def placement_is_stable(state: SchedulerState, report: RoundReport) -> bool:
+def placement_is_stable(state: SchedulerState, report: RoundReport, pipeline: Pipeline) -> bool:
     """True when later rounds provably repeat this round's placement until the job
     set changes: every active job runs, on the only type its allocation gives it
-    time on, and nothing space-shares. Then every job's single positive-priority
-    entry outranks all zero-priority ones, the same entries fit the same GPUs, and
-    lease extension keeps the same nodes; only the accounting advances. The
-    simulator uses this to jump over such rounds (the daemon never needs to).
+    time on, and each of the pipeline's ``steady`` plugins says it would repeat
+    (space sharing: nothing shares and no pair has time). Then every job's single
+    positive-priority entry outranks all zero-priority ones, the same entries fit
+    the same GPUs, and lease extension keeps the same nodes; only the accounting
+    advances. The simulator uses this to jump over such rounds (the daemon never
+    needs to); ``pipeline``: the round's, pipeline_for(config).
     """
     alloc = state.allocation
     placed = report.placement.jobs
@@ -282,12 +287,13 @@ def placement_is_stable(state: SchedulerState, report: RoundReport) -> bool:
         return False
     if len(placed) != report.active_jobs or len(state.placement) != len(placed):
         return False
-    if any(sum(p.fractions.values()) > 0 for p in alloc.pairs):
-        return False
+    for plugin in pipeline.steady:
+        if not plugin.steady(state, report):
+            return False
     for job_id, p in placed.items():
         row = alloc.fractions.get(job_id, {})
         positive = [t for t, x in row.items() if x > 1e-12]
-        if positive != [p.gpu_type] or p.partner is not None:
+        if positive != [p.gpu_type]:
             return False
     return True
 

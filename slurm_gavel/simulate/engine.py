@@ -20,6 +20,7 @@ from slurm_gavel.backends.simulated import SimulatedCluster
 from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, PluginSettings
 from slurm_gavel.core.round_config import SchedulerConfig
+from slurm_gavel.core.round_plugins import pipeline_for
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 from slurm_gavel.core.scheduler import placement_is_stable, run_round
 from slurm_gavel.core.scheduler_state import SchedulerState, copy_state
@@ -135,6 +136,7 @@ def simulate(
     metrics = MetricsCollector(table, capacity, true_rows=truth)
     state = SchedulerState()
     event_driven = config.baseline is not None
+    pipeline = pipeline_for(config)  # (run_round chooses the same each round)
     bar = _progress_bar(len(job_list), policy, opts.progress)
     unfinished = 0
     waiting = set(opts.stop_when_completed) if opts.stop_when_completed else None
@@ -171,7 +173,7 @@ def simulate(
                 candidates.append(nxt_arrival)
             end = min(candidates)
         else:
-            if opts.skip_stable_rounds and placement_is_stable(state, report):
+            if opts.skip_stable_rounds and placement_is_stable(state, report, pipeline):
                 # (a job's first report changes its row, not the allocation: the
                 # next arrival or completion reallocates with it, round_jobs.py)
                 end = _skip_to(backend, opts, state, nxt_arrival)

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from slurm_gavel.core.job_rows import Knowledge
 from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, RestartAwareSettings
 from slurm_gavel.core.round_config import SchedulerConfig
-from slurm_gavel.core.round_plugins import RestartCosts, UnresponsiveNodes, pipeline_for
+from slurm_gavel.core.round_jobs import build_problem
+from slurm_gavel.core.round_plugins import (
+    RestartCosts,
+    SpaceSharing,
+    UnresponsiveNodes,
+    pipeline_for,
+)
 from slurm_gavel.core.round_stages import RoundContext
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
 from slurm_gavel.domain.cluster_model import (
@@ -23,18 +31,22 @@ from slurm_gavel.domain.cluster_model import (
 )
 from slurm_gavel.domain.model import Job
 from slurm_gavel.domain.throughputs import load_table
+from slurm_gavel.policies import PACKING_POLICIES
 
 TABLE = load_table()
 TYPE = "ResNet-18 (batch size 64)"
+OTHER = "ResNet-50 (batch size 64)"
 
 
 def test_each_setting_turns_its_plugins_on_and_nothing_else():
     plain = pipeline_for(SchedulerConfig(table=TABLE))
     assert plain.names() == {
         "enrich": ["moldable_counts"],
+        "pose": [],
         "keep": ["unresponsive_nodes"],
         "assign": ["mechanism"],
         "after_act": ["restart_costs"],
+        "steady": [],
     }
     assert plain.allocates
     learned = pipeline_for(SchedulerConfig(table=TABLE, knowledge=Knowledge.LEARNED))
@@ -53,10 +65,108 @@ def test_each_setting_turns_its_plugins_on_and_nothing_else():
     assert not base.allocates
     assert base.names() == {
         "enrich": ["learned_rows"],
+        "pose": [],
         "keep": ["unresponsive_nodes"],
         "assign": ["baseline"],
         "after_act": ["restart_costs"],
+        "steady": [],
     }
+
+
+@pytest.mark.parametrize("policy", sorted(PACKING_POLICIES))
+def test_a_packing_policy_turns_space_sharing_on_with_or_without_restart_aware_rounds(policy):
+    for plugins in (
+        DAEMON_PLUGINS,
+        replace(DAEMON_PLUGINS, restart_aware=RestartAwareSettings(True)),
+    ):
+        names = pipeline_for(SchedulerConfig(table=TABLE, policy=policy, plugins=plugins)).names()
+        assert names["pose"] == names["steady"] == ["space_sharing"]
+        # nothing else changes: the mechanism (or restart-aware rounds) places the pairs
+        plain = pipeline_for(SchedulerConfig(table=TABLE, plugins=plugins)).names()
+        assert {k: v for k, v in names.items() if k not in ("pose", "steady")} == {
+            k: v for k, v in plain.items() if k not in ("pose", "steady")
+        }
+    # a baseline places the jobs itself: no problem to pose, no allocation to share
+    base = pipeline_for(SchedulerConfig(table=TABLE, policy=policy, baseline=lambda s, c: {}))
+    assert base.names()["pose"] == base.names()["steady"] == []
+
+
+def _considered(*kinds: tuple[str, int]) -> list[tuple[ObservedJob, dict[str, float]]]:
+    out = []
+    for i, (job_type, sf) in enumerate(kinds):
+        o = ObservedJob(job=Job(str(i), job_type, sf), state=JobState.PENDING)
+        out.append((o, {"v100": 1.0, "k80": 0.5}))
+    return out
+
+
+def test_space_sharing_poses_the_pairs_of_the_considered_kinds_and_nothing_else():
+    considered = _considered((TYPE, 1), (OTHER, 1), (OTHER, 2))
+    config = SchedulerConfig(table=TABLE, policy="max_min_fairness_packed")
+    capacity = {"v100": 4, "k80": 4, "p100": 0}
+    alone = build_problem(considered, SchedulerState(), config, capacity, 0.0)
+    assert alone.pair_throughputs == ()  # without the plugin, the policy sees no pairs
+    posed = build_problem(considered, SchedulerState(), config, capacity, 0.0, [SpaceSharing()])
+    kinds = [(TYPE, 1), (OTHER, 1), (OTHER, 2)]
+    assert posed.pair_throughputs == tuple(TABLE.pair_throughputs(kinds, ["v100", "k80"]))
+    assert posed.pair_throughputs  # the shipped table has cells for these kinds
+    assert {(p.a, p.b, p.scale_factor) for p in posed.pair_throughputs} <= {
+        (TYPE, TYPE, 1), (TYPE, OTHER, 1), (OTHER, TYPE, 1), (OTHER, OTHER, 1), (OTHER, OTHER, 2)
+    }  # fmt: skip
+    assert replace(posed, pair_throughputs=()) == alone  # the rest as the round built it
+
+
+def test_a_packed_round_runs_pairs_and_a_plain_one_never_does():
+    from slurm_gavel.backends.cluster_spec import parse_cluster_spec
+    from slurm_gavel.backends.simulated import SimulatedCluster
+    from slurm_gavel.core.scheduler import placement_is_stable, run_round
+
+    jobs = [Job(str(i), TYPE if i % 2 else OTHER, 1, total_steps=1e9) for i in range(8)]
+    shared = 0
+    for policy in ("max_min_fairness_packed", "max_min_fairness"):
+        config = SchedulerConfig(table=TABLE, policy=policy)
+        sim = SimulatedCluster(parse_cluster_spec("v100:1x2,k80:1x2", TABLE), jobs, TABLE)
+        state = SchedulerState()
+        for _ in range(6):
+            state, report = run_round(state, sim, config)
+            paired = [p for p in report.placement.jobs.values() if p.partner is not None]
+            assert state.allocation is not None
+            if policy == "max_min_fairness":
+                assert not state.allocation.pairs and not paired
+            else:
+                shared += len(paired)
+                # while pairs share, the simulator may not jump over rounds
+                assert not paired or not placement_is_stable(state, report, pipeline_for(config))
+            sim.advance(sim.clock + config.settings.round_seconds)
+    assert shared > 0
+
+
+def test_space_sharing_is_steady_only_with_no_pair_time_and_no_partner():
+    from slurm_gavel.core.round_report import RoundReport
+    from slurm_gavel.domain.cluster_model import RoundPlacement
+    from slurm_gavel.domain.model import Allocation, PairShare
+
+    def report(*placements: JobPlacement) -> RoundReport:
+        placed = RoundPlacement(0, 0.0, {p.job_id: p for p in placements})
+        return RoundReport(0, 0.0, False, 0.0, placed, ActResult(), len(placements))
+
+    state = SchedulerState()
+    alone = JobPlacement("a", "v100", (NodeSlice("n", 1),))
+    plugin = SpaceSharing()
+    assert plugin.steady(state, report(alone))  # no allocation, nothing shares
+    state.allocation = Allocation(
+        "max_min_fairness_packed",
+        fractions={"a": {"v100": 1.0}, "b": {"v100": 0.0}},
+        pairs=[PairShare(("a", "b"), {"v100": 0.0})],
+    )
+    assert plugin.steady(state, report(alone))  # a pair with no time cannot form
+    shared = JobPlacement("a", "v100", (NodeSlice("n", 1),), "b")
+    assert not plugin.steady(state, report(shared))
+    state.allocation = Allocation(
+        "max_min_fairness_packed",
+        fractions={"a": {"v100": 1.0}},
+        pairs=[PairShare(("a", "b"), {"v100": 0.25})],
+    )
+    assert not plugin.steady(state, report(alone))
 
 
 def _running(job_id: str, *slices: NodeSlice) -> ObservedJob:
