@@ -272,6 +272,12 @@ def test_slurmctld_restart_is_waited_out(scenario):
     assert sc.daemon.events("retrying")
     last_failure = max(e["ts"] for e in failed)
     assert any(r["ts"] > last_failure for r in sc.daemon.events("round")), "never resumed"
+    # Jobs Slurm started in the seconds after the restart may leave their GPUs counted
+    # in use on 22.05 (LocalSlurm.clear_gpus_counted_after_a_restart): a Slurm bug the
+    # daemon rides out (view.py counts them as another's, never places into them), which
+    # must not leave the later tests a smaller cluster. 26.05 and 24.11 count right.
+    counted = sc.slurm.clear_gpus_counted_after_a_restart()
+    assert not counted or sc.slurm.release == "22.05", counted
 
 
 def test_drained_node_leaves_the_allocation_and_its_jobs_move(scenario):
