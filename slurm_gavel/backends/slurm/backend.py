@@ -261,7 +261,7 @@ class SlurmBackend(Generic[Transport]):
         plan = plan_act(placement, view, self.managed_partitions)
         pre.checkpoint_waits = {}
         failed: dict[JobId, str] = dict(plan.failed)
-        plan.starts = self._not_released_already(plan, view)
+        plan.starts, released_waiting = self._not_released_already(plan, view)
         plan.starts = self._old_runs_gone(plan.starts, failed)
         fine = {o.job_id for o in self._old_runs_gone([a.order for a in plan.after_exit], failed)}
         plan.after_exit = [a for a in plan.after_exit if a.order.job_id in fine]
@@ -301,7 +301,10 @@ class SlurmBackend(Generic[Transport]):
                 failed.setdefault(a.order.job_id, a.why)
         orders = {o.job_id: o for o in [*plan.starts, *plan.moves]}
         orders.update((a.order.job_id, a.order) for a in plan.after_exit)
-        self._released = {j: orders[j] for j in [*started, *moved]}
+        # A job kept because Slurm has not started its release yet keeps its order
+        # here too: the next act, finding it still pending, keeps it again rather than
+        # updating it once more (a race with Slurm's start of it).
+        self._released = {**released_waiting, **{j: orders[j] for j in [*started, *moved]}}
         # A signalled move that did not start (its wait or its start failed, or it starts
         # after exit in a later act) left its GPUs all the same: Slurm counts a restart,
         # so the round reports it preempted, and the log and metrics count every restart.
@@ -328,20 +331,26 @@ class SlurmBackend(Generic[Transport]):
         self.acts.release(placed, failed)
         return [j for j in placed if j not in failed]
 
-    def _not_released_already(self, plan: ActPlan, view: SlurmView) -> list[StartOrder]:
-        """The starts to issue: not those the last act released with the same order and
-        that Slurm has not started yet (pending, not held). Updating such a job again
-        races Slurm's own start of it (22.05: "Invalid node name specified"); it keeps
-        its lease instead. Jobs started at the end of an act (moves, pairs beside a
-        stopping job) are often still pending when the next round comes."""
+    def _not_released_already(
+        self, plan: ActPlan, view: SlurmView
+    ) -> tuple[list[StartOrder], dict[JobId, StartOrder]]:
+        """The starts to issue: not those an earlier act released with the same order
+        and that Slurm has not started yet (pending, not held). Updating such a job
+        again races Slurm's own start of it (22.05 and 26.05: "Invalid node name
+        specified"); it keeps its lease instead. Jobs started at the end of an act
+        (moves, pairs beside a stopping job) are often still pending when the next round
+        comes, and under load a round later still. Also the orders so kept, which this
+        act remembers as released."""
         out = []
+        waiting = {}
         for o in plan.starts:
             sj = view.managed.get(o.job_id)
             if self._released.get(o.job_id) == o and sj is not None and not sj.held:
                 plan.keep.append(o.job_id)
+                waiting[o.job_id] = o
             else:
                 out.append(o)
-        return out
+        return out, waiting
 
     def _old_runs_gone(
         self, orders: list[StartOrder], failed: dict[JobId, str]

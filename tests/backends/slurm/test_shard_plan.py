@@ -201,13 +201,13 @@ def test_a_job_the_last_act_released_and_slurm_has_not_started_is_not_updated_ag
     plan = plan_act(placement, v, None)
     cluster = cli_backend()  # no command runs here
     cluster._released = {d: plan.starts[0]}
-    assert [o.job_id for o in cluster._not_released_already(plan, v)] == [e]
+    assert [o.job_id for o in cluster._not_released_already(plan, v)[0]] == [e]
     assert d in plan.keep  # released, same order: keeps its lease
     # Released elsewhere last time, or held since: the order is issued again.
     plan = plan_act(placement, v, None)
     cluster._released = {d: replace(plan.starts[0], nodes=("v100-1",))}
-    assert [o.job_id for o in cluster._not_released_already(plan, v)] == [d, e]
+    assert [o.job_id for o in cluster._not_released_already(plan, v)[0]] == [d, e]
     plan = plan_act(placement, v, None)
     cluster._released = {d: plan.starts[0]}
     v.managed[d] = replace(v.managed[d], priority=0)  # held
-    assert [o.job_id for o in cluster._not_released_already(plan, v)] == [d, e]
+    assert [o.job_id for o in cluster._not_released_already(plan, v)[0]] == [d, e]
