@@ -145,6 +145,21 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
                      "relabel", "admin_comment", "between_rounds"):  # fmt: skip
             patch(clock, FakeTransport, name, "fake slurm")
         patch(clock, FakeSlurmCls, "advance", "fake slurm")
+        if a.detail:  # finer parts, counted apart from (not in) the part they are in
+            from slurm_gavel.backends.slurm import view
+            from slurm_gavel.core import round_jobs, round_plugins
+            from slurm_gavel.daemon import metrics
+
+            for owner, name, label in (
+                (view, "build_view", "build_view"), (publish, "status_view", "status_view"),
+                (status_records, "jobs_view", "jobs_view"), (job_rows_doc, "rows_to_json", "rows"),
+                (state_writer.StateWriter, "save", "encode"), (state_store.StateStore, "save", "encode"),
+                (state_store.StateStore, "save_view", "encode"), (round_jobs, "round_jobs", "round_jobs"),
+                (round_plugins.Mechanism, "assign", "assign"),
+                (metrics.DaemonMetrics, "record_round", "metrics"),
+                (publish.Publisher, "admin_comments", "admin_comments"),
+            ):  # fmt: skip
+                patch(clock, owner, name, label)
         patch(clock, SlurmBackend, "observe", "observe")
         patch(clock, SlurmBackend, "act", "act")
         patch(clock, scheduler, "run_round", "scheduler")
@@ -195,7 +210,8 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
 def run_child(code: Path, a: argparse.Namespace, jobs: int) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--child", "--code", str(code), "--jobs", str(jobs),
             "--rounds", str(a.rounds), "--topology", a.topology, "--seed", str(a.seed),
-            *(["--profile", a.profile] if a.profile else [])]  # fmt: skip
+            *(["--profile", a.profile] if a.profile else []),
+            *(["--detail"] if a.detail else [])]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(code)}
     res = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if res.returncode:
@@ -211,6 +227,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--repeats", type=int, default=1, help="runs per checkout (alternating)")
     p.add_argument("--compare", type=Path, help="another checkout: timed beside this one")
+    p.add_argument("--detail", action="store_true", help="finer parts (build_view, ...)")
     p.add_argument("--profile", help="cProfile (CPU clock) of the steady rounds, to FILE")
     p.add_argument("--code", type=Path, default=ROOT, help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -233,7 +250,8 @@ def main() -> None:
                       + " ".join(f"{r['daemon']:.2f}" for r in res["rounds"])
                       + f"; load average {os.getloadavg()[0]:.1f}", file=sys.stderr)  # fmt: skip
         print(f"\n{jobs} jobs | " + " | ".join(f"{n}: round 0, steady" for n, _ in codes))
-        for row in (*PARTS, "daemon", "process", "wall"):
+        labels = sorted({k for rs in runs[codes[0][0]] for r in rs for k in r["cpu"]} - set(PARTS))
+        for row in (*PARTS, *labels, "daemon", "process", "wall"):
             cells = []
             for name, _ in codes:
                 first = statistics.median(_get(rs[0], row) for rs in runs[name])
