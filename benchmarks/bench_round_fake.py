@@ -152,9 +152,12 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
 
             for owner, name, label in (
                 (view, "build_view", "build_view"), (publish, "status_view", "status_view"),
-                (status_records, "jobs_view", "jobs_view"), (job_rows_doc, "rows_to_json", "rows"),
-                (state_writer.StateWriter, "save", "encode"), (state_store.StateStore, "save", "encode"),
-                (state_store.StateStore, "save_view", "encode"), (round_jobs, "round_jobs", "round_jobs"),
+                (status_records, "jobs_view", "jobs_view"),
+                (job_rows_doc, "rows_to_json", "rows"),
+                (state_writer.StateWriter, "save", "encode"),
+                (state_store.StateStore, "save", "encode"),
+                (state_store.StateStore, "save_view", "encode"),
+                (round_jobs, "round_jobs", "round_jobs"),
                 (round_plugins.Mechanism, "assign", "assign"),
                 (metrics.DaemonMetrics, "record_round", "metrics"),
                 (publish.Publisher, "admin_comments", "admin_comments"),
@@ -260,8 +263,11 @@ def main() -> None:
             print(f"{row:11s} | " + " | ".join(cells))
         for name, _ in codes:
             rs = runs[name][0][1:]
-            print(f"({name}: started/preempted per steady round: "
-                  + ", ".join(f"{r['started']}/{r['preempted']}" for r in rs) + ")")
+            print(
+                f"({name}: started/preempted per steady round: "
+                + ", ".join(f"{r['started']}/{r['preempted']}" for r in rs)
+                + ")"
+            )
     print(f"load average {os.getloadavg()[0]:.1f}")
 
 
