@@ -181,12 +181,13 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
         patch(clock, Daemon, "round", "other")
 
         prof = cProfile.Profile(time.process_time) if a.profile else None
+        profiled = {int(x) for x in a.profile_rounds.split(",")}
         out: list[dict[str, Any]] = []
         for r in range(a.rounds + 1):
             clock.reset()
             gc.collect()
             t, p = time.perf_counter(), time.process_time()
-            if prof is not None and r:
+            if prof is not None and r in profiled:
                 prof.enable()
             rep = d.round()
             if prof is not None:
@@ -214,7 +215,7 @@ def run_child(code: Path, a: argparse.Namespace, jobs: int) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--child", "--code", str(code), "--jobs", str(jobs),
             "--rounds", str(a.rounds), "--topology", a.topology, "--seed", str(a.seed),
             *(["--profile", a.profile] if a.profile else []),
-            *(["--detail"] if a.detail else [])]  # fmt: skip
+            *(["--detail"] if a.detail else []), "--profile-rounds", a.profile_rounds]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(code)}
     res = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if res.returncode:
@@ -232,6 +233,7 @@ def main() -> None:
     p.add_argument("--compare", type=Path, help="another checkout: timed beside this one")
     p.add_argument("--detail", action="store_true", help="finer parts (build_view, ...)")
     p.add_argument("--profile", help="cProfile (CPU clock) of the steady rounds, to FILE")
+    p.add_argument("--profile-rounds", default="1,2,3,4", help="the rounds --profile covers")
     p.add_argument("--code", type=Path, default=ROOT, help=argparse.SUPPRESS)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
