@@ -88,7 +88,11 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
     import gc
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_persist import patch
+    from bench_persist import patch as patch_with
+
+    def patch(clock: ThreadClock, owner: Any, name: str, label: str) -> None:
+        """bench_persist.patch with this clock (it only calls clock.wrap)."""
+        patch_with(clock, owner, name, label)  # type: ignore[arg-type]
 
     from slurm_gavel.backends.slurm.backend import SlurmBackend
     from slurm_gavel.core import job_rows_doc, scheduler, scheduler_state
@@ -166,14 +170,15 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
         patch(clock, SlurmBackend, "observe", "observe")
         patch(clock, SlurmBackend, "act", "act")
         patch(clock, scheduler, "run_round", "scheduler")
-        for owner, name in ((scheduler_state.SchedulerState, "to_json"),
-                            (job_rows_doc, "rows_to_json"), (status_records, "jobs_view"),
-                            (state_doc, "state_document"), (state_writer.StateWriter, "save"),
-                            (state_store.StateStore, "save"),
-                            (state_store.StateStore, "save_view"),
-                            (publish, "status_view"), (publish, "user_views"),
-                            (publish, "public_summary"), (publish, "write_views"),
-                            (publish.Publisher, "admin_comments")):  # fmt: skip
+        persist_parts: tuple[tuple[Any, str], ...] = (
+            (scheduler_state.SchedulerState, "to_json"), (job_rows_doc, "rows_to_json"),
+            (status_records, "jobs_view"), (state_doc, "state_document"),
+            (state_writer.StateWriter, "save"), (state_store.StateStore, "save"),
+            (state_store.StateStore, "save_view"), (publish, "status_view"),
+            (publish, "user_views"), (publish, "public_summary"), (publish, "write_views"),
+            (publish.Publisher, "admin_comments"),
+        )  # fmt: skip
+        for owner, name in persist_parts:
             patch(clock, owner, name, "persist")
         if state_encode is not None:
             patch(clock, state_encode.PreRound, "of", "persist")
