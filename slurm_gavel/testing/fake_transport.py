@@ -48,6 +48,7 @@ class FakeTransport:
         self.unreachable = False
         self._refusals: dict[tuple[str, JobId], str] = {}
         self.reservations: list[SlurmReservation] = []
+        self._listed: dict[JobId, SlurmJob] = {}  # read_jobs' last records
 
     # --- test controls --------------------------------------------------------------
 
@@ -109,7 +110,13 @@ class FakeTransport:
     ) -> list[SlurmJob]:
         with self._command("list"):
             active = [j for j in self.slurm.jobs if j.state in ACTIVE_STATES]
-            return job_records(active, self.slurm.nodes, self.slurm.def_mem_per_cpu_mb)
+            records = job_records(active, self.slurm.nodes, self.slurm.def_mem_per_cpu_mb)
+            # A record equal to the last read's is handed back as that object, as the
+            # CLI transport hands back the job of an unchanged listing record.
+            last = self._listed
+            records = [r if (old := last.get(r.job_id)) != r else old for r in records]
+            self._listed = {r.job_id: r for r in records}
+            return records
 
     def read_ended(self, ids: list[JobId]) -> list[SlurmJob]:
         with self._command("ended", ids):

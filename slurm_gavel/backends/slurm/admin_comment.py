@@ -64,9 +64,15 @@ def comment_orders(texts: Mapping[JobId, str]) -> list[CommentOrder]:
     A job id that is not a plain number or an array task (28_2) is left out: it would
     not be a Slurm job."""
     groups: dict[str, list[JobId]] = {}
+    # Thousands of jobs share a handful of reasons (the first round after a start
+    # writes every job's): each distinct text is made safe once.
+    safe: dict[str, str] = {}
     for job_id, text in sorted(texts.items(), key=lambda kv: (len(kv[0]), kv[0])):
         if _JOB_ID.fullmatch(job_id):
-            groups.setdefault(admin_comment(text), []).append(job_id)
+            clean = safe.get(text)
+            if clean is None:
+                clean = safe[text] = admin_comment(text)
+            groups.setdefault(clean, []).append(job_id)
     orders = []
     for text, ids in groups.items():
         for i in range(0, len(ids), JOBS_PER_COMMAND):

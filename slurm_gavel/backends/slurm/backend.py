@@ -54,6 +54,7 @@ from slurm_gavel.backends.slurm.slurm_errors import SlurmUnreachable
 from slurm_gavel.backends.slurm.transport import SlurmTransport
 from slurm_gavel.backends.slurm.user_holds import requeued_by_owner
 from slurm_gavel.backends.slurm.view import (
+    ObservedMemo,
     SlurmView,
     add_vanished,
     build_view,
@@ -127,6 +128,9 @@ class SlurmBackend(Generic[Transport]):
         # Each job's node count as its request fixed it when first seen (layout.py):
         # the daemon's placements change the record's.
         self._layouts: dict[JobId, int | None] = {}
+        # Each managed job's ObservedJob of the last view, kept while its record is the
+        # same object (an unchanged listing record): view.build_view.
+        self._observed_memo: dict[JobId, ObservedMemo] = {}
         self._active: dict[JobId, Job] = {}  # managed, not done, at the last observe
         self._resumed: set[JobId] = set()  # resume(): read as ended if not listed
         # the orders the last act released (job -> order): still pending, not re-issued
@@ -173,6 +177,7 @@ class SlurmBackend(Generic[Transport]):
             held_back=self.held_back.reasons(now),
             reservations=reservations,
             layouts=self._layouts,
+            memo=self._observed_memo,
         )
         self.held_back.observe(self.view.managed, now)
         self.preemption.forget_reruns(self.view.managed)

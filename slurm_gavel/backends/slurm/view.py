@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from slurm_gavel.backends.slurm.arrays import throttled
 from slurm_gavel.backends.slurm.eligibility import (
@@ -67,6 +68,20 @@ class SlurmView:
     give_back: dict[JobId, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ObservedMemo:
+    """A managed job's ObservedJob in a view, and what it was made from: its record
+    (the object), the other inputs of _observed, the ObservedJob before the node fit
+    (base), the fit's answer and a reservation's shortfall (build_view)."""
+
+    record: SlurmJob
+    inputs: tuple[Any, ...]
+    base: ObservedJob
+    allowed: Allowed | None
+    short: str | None
+    observed: ObservedJob
+
+
 def is_managed_partition(parts: Iterable[str], managed: Collection[str] | None) -> bool:
     return managed is None or any(p in managed for p in parts)
 
@@ -80,6 +95,7 @@ def build_view(
     held_back: Mapping[JobId, str] | None = None,
     reservations: Reservations = NO_RESERVATIONS,
     layouts: dict[JobId, int | None] | None = None,
+    memo: dict[JobId, ObservedMemo] | None = None,
 ) -> SlurmView:
     """The snapshot the round loop sees; malformed managed comments become warnings.
 
@@ -90,9 +106,16 @@ def build_view(
     nodes are kept from the jobs they do not admit and a reservation's jobs are kept
     on them (reservations.py). layouts (updated in place, like first_submit): each
     job's node count as its request fixed it when first seen (layout.asked_nodes; the
-    daemon's placements change the record's).
+    daemon's placements change the record's). memo (replaced in place by this
+    round's): each managed job's ObservedJob of the last view with what it was made
+    from; a job whose record is the same object as then (the CLI transport hands an
+    unchanged listing record's job back as it is) and whose other inputs are equal
+    gets that ObservedJob again instead of a new one, equal to it.
     """
     first_submit = {} if first_submit is None else first_submit
+    last_memo = {} if memo is None else dict(memo)
+    if memo is not None:
+        memo.clear()
     layouts = {} if layouts is None else layouts
     warnings: list[str] = []
     managed: dict[JobId, SlurmJob] = {}
@@ -144,18 +167,38 @@ def build_view(
     for sj, spec, arrival in specs:
         waits = waits_of.get(sj.job_id)
         places = places_of.get(sj.job_id, FREE)
-        o = _observed(sj, spec, arrival, partners.get(sj.job_id), types, waits)
         count = layouts[sj.job_id]
-        if count is not None:
-            o = replace(o, job=replace(o.job, node_count=count))
-        if o.state is not JobState.DONE:
-            allowed = job_allowed(sj, o.job.scale_factor, rooms, count, places, allowed_memo)
-            o = replace(o, allowed=allowed)
+        partner = partners.get(sj.job_id)
+        # what _observed reads besides the record: the node type of a shard's node
+        shard_type = types.get(sj.gpu_slices[0].node) if sj.gpu_slices else None
+        inputs = (arrival, partner, waits, count, shard_type)
+        last = last_memo.get(sj.job_id)
+        if last is not None and last.record is sj and last.inputs == inputs:
+            base = last.base
+        else:
+            base = _observed(sj, spec, arrival, partner, types, waits)
+            if count is not None:
+                base = replace(base, job=replace(base.job, node_count=count))
+            last = None
+        o = base
+        allowed: Allowed | None = None
+        short: str | None = None
+        if base.state is not JobState.DONE:
+            allowed = job_allowed(sj, base.job.scale_factor, rooms, count, places, allowed_memo)
             waiting = sj.state in WAITING_STATES
-            short = reservation_short(sj, o, places, rooms, count) if waiting else None
+            short = reservation_short(sj, base, places, rooms, count) if waiting else None
             if short is not None and not spec.user_hold:
                 give_back[sj.job_id] = short
-                o = replace(o, waiting_on=short)
+            else:
+                short = None
+            if last is not None and last.allowed == allowed and last.short == short:
+                o = last.observed
+            else:
+                o = replace(base, allowed=allowed)
+                if short is not None:
+                    o = replace(o, waiting_on=short)
+        if memo is not None:
+            memo[sj.job_id] = ObservedMemo(sj, inputs, base, allowed, short, o)
         observed.append(o)
     closed = closed_nodes(reservations, nodes, all_places, now)
     for gone in [j for j in first_submit if j not in managed]:

@@ -59,3 +59,17 @@ def test_many_jobs_are_split_and_non_numeric_ids_left_out():
     assert [len(o.job_ids) for o in orders] == [JOBS_PER_COMMAND, JOBS_PER_COMMAND, 1]
     ids = [j for o in orders for j in o.job_ids]
     assert ids == [str(i) for i in range(1, 2 * JOBS_PER_COMMAND + 2)]
+
+
+def test_each_distinct_text_is_made_safe_once(monkeypatch):
+    """The first round after a start writes every job's reason, a handful of distinct
+    texts over thousands of jobs: each text is made safe once, with the same orders."""
+    import slurm_gavel.backends.slurm.admin_comment as mod
+
+    texts = {str(i): HOSTILE[i % 3] for i in range(1, 500)}
+    expected = comment_orders(texts)
+    calls = []
+    real = mod.admin_comment
+    monkeypatch.setattr(mod, "admin_comment", lambda t: calls.append(t) or real(t))
+    assert comment_orders(texts) == expected
+    assert sorted(calls) == sorted(HOSTILE[:3])
