@@ -36,5 +36,8 @@ def requeuehold_argv(ids: list[JobId]) -> list[str]:
 
 
 def signal_argv(ids: list[JobId], signal: str) -> list[str]:
-    """The checkpoint signal to each job's batch script only (not its steps)."""
-    return ["scancel", f"--signal={signal}", "--batch", *ids]
+    """The checkpoint signal to each job's batch script only (not its steps). Verbose:
+    without -v, scancel prints nothing for a job that has ended ("already completing
+    or completed", "Invalid job id") yet exits non-zero, so no error names the job and
+    the act counted every job of the command unsignalled, those that got it too."""
+    return ["scancel", "-v", f"--signal={signal}", "--batch", *ids]

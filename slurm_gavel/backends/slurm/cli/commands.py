@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurm_gavel.backends.slurm.retry import attempts
 from slurm_gavel.backends.slurm.slurm_errors import SlurmActionTimedOut, SlurmUnreachable
@@ -177,6 +177,13 @@ def errors_by_job(stderr: str) -> tuple[dict[str, str], list[str]]:
         else:
             other.append(line)
     return per_job, other
+
+
+def errors_only(res: CommandResult) -> CommandResult:
+    """A verbose command's result with only its error lines (scancel -v also prints
+    its plugins and each job it signalled)."""
+    lines = [ln for ln in res.stderr.splitlines() if "error" in ln.lower()]
+    return replace(res, stderr="\n".join(lines))
 
 
 def note_errors(

@@ -40,7 +40,7 @@ from slurm_gavel.backends.slurm.cli.argv import (
     requeuehold_argv,
     signal_argv,
 )
-from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, note_errors
+from slurm_gavel.backends.slurm.cli.commands import SlurmCommands, errors_only, note_errors
 from slurm_gavel.backends.slurm.cli.json_format import CliFormat
 from slurm_gavel.backends.slurm.cli.reader import CliReader
 from slurm_gavel.backends.slurm.cli.task_signal import signal_task
@@ -185,7 +185,7 @@ class CliTransport:
         bad: set[JobId] = set()
         if plain:
             res = self.commands.run("signal", signal_argv(plain, signal))
-            bad = note_errors(res, plain, failed)
+            bad = note_errors(errors_only(res), plain, failed)
         if not tasks:
             return bad
         with self.commands._tally:

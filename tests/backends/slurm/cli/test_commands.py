@@ -223,6 +223,32 @@ def test_nothing_is_released_when_the_place_error_names_no_job():
     assert cmds.counts["release"] == 0
 
 
+# scancel -v on 22.05 (the local cluster), one job signalled, two refused: its plugins,
+# the refusals, the signal; the refusals are the lines scancel prints only with -v
+VERBOSE_SIGNAL = """scancel: select/cons_tres: common_init: select/cons_tres loaded
+scancel: select/linear: init: Linear node selection plugin loaded with argument 20
+scancel: error: Kill job error on job id 2: Invalid job id specified
+scancel: error: Kill job error on job id 75: Job/step already completing or completed
+scancel: Signal 10 to batch job 4
+"""
+
+
+def test_the_signal_fails_only_the_jobs_scancel_names_among_its_verbose_lines():
+    cmds = ScriptedCommands({"signal": VERBOSE_SIGNAL})
+    transport = cli_backend(commands=cmds).transport
+    failed: dict[str, str] = {}
+    bad = transport.send_signal(["4", "2", "75"], "USR1", failed)
+    assert bad == {"2", "75"} and set(failed) == {"2", "75"}
+    assert "already completing" in failed["75"]
+    ((_, argv, _),) = [e for e in cmds.log if e[0] == "signal"]
+    assert argv[:2] == ("scancel", "-v")  # the refusals printed at all
+    # an error that names no job still fails every job of the command
+    cmds = ScriptedCommands({"signal": "scancel: error: Unable to contact slurm controller\n"})
+    failed = {}
+    bad = cli_backend(commands=cmds).transport.send_signal(["4", "2"], "USR1", failed)
+    assert bad == {"4", "2"}
+
+
 def test_a_job_is_not_released_in_the_second_slurm_requeued_it(monkeypatch):
     """slurmd refuses a relaunch whose credential has the requeue's second (the job
     would end FAILED: seen in CI as "Job credential revoked")."""
