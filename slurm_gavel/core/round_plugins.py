@@ -1,22 +1,28 @@
 """The features that plug into the round's stages (round_stages.py), and the one place
-that chooses them from the config (``pipeline_for``).
+that chooses them from the config (``pipeline_for``). Each feature is a package of its
+own under core/, holding its plugin, its settings, its state and its logic:
 
-| plugin | stages | turned on by | settings | state |
-|---|---|---|---|---|
-| MoldableCounts | enrich | always (no-op without GPU ranges) | MoldableSettings | MoldMemory |
-| LearnedRows | enrich | ``knowledge: learned`` | LearnedRowsSettings | JobRows |
-| UnresponsiveNodes | keep | always | none | none |
-| RestartAware | keep, assign, after | ``restart_aware`` | RestartAwareSettings | RunProtection |
-| SpaceSharing | pose, steady | a packing policy (``PACKING_POLICIES``) | none | none |
-| Mechanism | assign | the default: Gavel's, stay credit | MechanismSettings | none |
-| Baseline | assign | ``SchedulerConfig.baseline`` (no allocation) | none | none |
-| RestartCosts | after | always (no-op without measurements) | none | restart costs |
+| plugin | package | stages | on | settings | state |
+|---|---|---|---|---|---|
+| MoldableCounts | moldable/ | enrich | always (1) | MoldableSettings | MoldMemory |
+| LearnedRows | learned_rows/ | enrich | ``knowledge: learned`` | LearnedRowsSettings | JobRows |
+| UnresponsiveNodes | unresponsive_nodes/ | keep | always | none | none |
+| RestartAware | restart_aware/ | keep, assign, after | (5) | RestartAwareSettings | RunProtection |
+| SpaceSharing | space_sharing/ | pose, steady | a packing policy (2) | none | none |
+| Mechanism | core/ (mechanism_plugin.py) | assign | the default (3) | MechanismSettings | none |
+| Baseline | baseline/ | assign | ``SchedulerConfig.baseline`` | none | none |
+| RestartCosts | restart_costs/ | after | always (4) | none | restart costs |
 
-Each plugin is a small object with a name and the stage methods it implements. Its
-settings are ``config.plugins.<name>`` (plugin_settings.py), what it keeps between
-rounds ``state.plugins.<name>`` (scheduler_state.PluginSlots), and what it carries
-between its stages within a round ``ctx.notes[name]``. Adding a
-feature: write its plugin (the smallest real one, UnresponsiveNodes, is the example in
+(1) a no-op without GPU ranges; (2) ``PACKING_POLICIES``; (3) Gavel's, with the stay
+credit; (4) a no-op without measurements; (5) ``restart_aware``. Baseline: no allocation,
+no mechanism.
+
+Each plugin is a small object with a name and the stage methods it implements, in its
+package's ``<feature>_plugin.py``. Its settings are ``config.plugins.<name>`` (its
+package's ``<feature>_settings.py``, gathered in plugin_settings.py), what it keeps
+between rounds ``state.plugins.<name>`` (scheduler_state.PluginSlots), and what it
+carries between its stages within a round ``ctx.notes[name]``. Adding a feature: write
+its package and plugin (the smallest real one, UnresponsiveNodes, is the example in
 CONTRIBUTING.md) and add it in ``pipeline_for``; scheduler.run_round is not touched.
 """
 
