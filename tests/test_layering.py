@@ -438,8 +438,10 @@ def test_a_feature_imports_the_round_not_another_features_internals() -> None:
 
 def test_the_feature_rule_sees_a_crossing() -> None:
     graph = {
-        "slurm_gavel.core.moldable.a": {"slurm_gavel.core.round_stages"},
-        "slurm_gavel.core.baseline.b": {"slurm_gavel.core.moldable.a", "slurm_gavel.core"},
+        "slurm_gavel.core.moldable.mold_round": {"slurm_gavel.core.round_stages"},
+        "slurm_gavel.core.baseline.b": {"slurm_gavel.core.moldable.mold_round", "slurm_gavel.core"},
         "slurm_gavel.core.round_stages": {"slurm_gavel.core.baseline.b"},
     }
-    assert crossings(graph) == [("slurm_gavel.core.baseline.b", "slurm_gavel.core.moldable.a")]
+    assert crossings(graph) == [
+        ("slurm_gavel.core.baseline.b", "slurm_gavel.core.moldable.mold_round")
+    ]
