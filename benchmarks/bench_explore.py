@@ -1,4 +1,4 @@
-"""What exploration costs and gains (core/explore.py): the same honest runs as
+"""What exploration costs and gains (core/learned_rows/explore.py): the same honest runs as
 benchmarks/bench_liars.py (24 jobs of no known type, each with its own true row, on 4
 V100 + 4 P100 + 4 K80, the daemon's trust bounds), with the exploration budget off and
 on.
@@ -20,8 +20,8 @@ from typing import Any
 
 from bench_liars import run
 
-from slurm_gavel.core.explore import Exploration
-from slurm_gavel.core.row_trust import TrustBounds
+from slurm_gavel.core.learned_rows.explore import Exploration
+from slurm_gavel.core.learned_rows.row_trust import TrustBounds
 
 
 def main(argv: list[str] | None = None) -> int:

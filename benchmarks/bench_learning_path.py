@@ -1,6 +1,6 @@
-"""The learning path's choices (core/relearn.py, job_rows.measured_cell) on the
+"""The learning path's choices (core/learned_rows/relearn.py, job_rows.measured_cell) on the
 1,000-job trace of EXPERIMENTS.md ("What learning costs"): one simulation of
-max_min_fairness per call, with the constants of core/relearn.py set as asked.
+max_min_fairness per call, with the constants of core/learned_rows/relearn.py set as asked.
 
     python benchmarks/bench_learning_path.py --seed 0 --knowledge learned
     python benchmarks/bench_learning_path.py --seed 0 --misjudged 100     # never re-solve
@@ -18,8 +18,8 @@ import json
 import time
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
-from slurm_gavel.core import relearn
-from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.learned_rows import relearn
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
 from slurm_gavel.domain.model import Allocation
 from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.simulate.engine import SimulationOptions, simulate

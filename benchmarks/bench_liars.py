@@ -1,6 +1,6 @@
 """Jobs that lie about their speed: how much a liar gains and the honest jobs lose, for
 every policy that reads throughput rows, with the daemon's trust bounds
-(core/row_trust.py) and without.
+(core/learned_rows/row_trust.py) and without.
 
     python benchmarks/bench_liars.py                  # the full grid (see --help)
     python benchmarks/bench_liars.py --policies finish_time_fairness --kinds untyped \\
@@ -79,12 +79,13 @@ from typing import Any
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.explore import Exploration
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, LearnedRowsSettings
+from slurm_gavel.core.learned_rows.explore import Exploration
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.learned_rows_settings import LearnedRowsSettings
+from slurm_gavel.core.learned_rows.row_trust import TrustBounds
+from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
-from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.core.scheduler import run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.daemon.progress_learning import estimate_steps

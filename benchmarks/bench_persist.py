@@ -134,8 +134,9 @@ def child(
     import slurm_gavel.daemon.daemon as daemon_mod
     from slurm_gavel.backends.cluster_spec import parse_cluster_spec
     from slurm_gavel.backends.simulated import SimulatedCluster
-    from slurm_gavel.core import job_rows_doc, scheduler, scheduler_state
-    from slurm_gavel.core.job_rows import Measured
+    from slurm_gavel.core import scheduler, scheduler_state
+    from slurm_gavel.core.learned_rows import job_rows_doc
+    from slurm_gavel.core.learned_rows.job_rows import Measured
     from slurm_gavel.daemon import publish, state_doc, state_store, state_writer, status_records
 
     try:  # the state's text from parts encoded before (absent in older checkouts)

@@ -232,7 +232,7 @@ def distinct_rows(daemon: Daemon, env: dict[str, str], seed: int) -> int:
     """--distinct-rows: every managed job's own measured cell on one GPU type, as if it
     had run there and reported (the learned rows of a centre's running daemon; they go
     into its state file with the first save). Returns the jobs given a row."""
-    from slurm_gavel.core.job_rows import Measured
+    from slurm_gavel.core.learned_rows.job_rows import Measured
     from slurm_gavel.domain.comment_grammar import parse_comment
 
     table = load_table()

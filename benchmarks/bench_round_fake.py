@@ -95,8 +95,9 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
         patch_with(clock, owner, name, label)  # type: ignore[arg-type]
 
     from slurm_gavel.backends.slurm.backend import SlurmBackend
-    from slurm_gavel.core import job_rows_doc, scheduler, scheduler_state
-    from slurm_gavel.core.job_rows import Measured
+    from slurm_gavel.core import scheduler, scheduler_state
+    from slurm_gavel.core.learned_rows import job_rows_doc
+    from slurm_gavel.core.learned_rows.job_rows import Measured
     from slurm_gavel.daemon import publish, state_doc, state_store, state_writer, status_records
     from slurm_gavel.daemon.config import parse_config
     from slurm_gavel.daemon.daemon import Daemon
@@ -151,7 +152,7 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
         patch(clock, FakeSlurmCls, "advance", "fake slurm")
         if a.detail:  # finer parts, counted apart from (not in) the part they are in
             from slurm_gavel.backends.slurm import view
-            from slurm_gavel.core import round_jobs, round_plugins
+            from slurm_gavel.core import mechanism_plugin, round_jobs
             from slurm_gavel.daemon import metrics
 
             for owner, name, label in (
@@ -162,7 +163,7 @@ def child(a: argparse.Namespace) -> dict[str, Any]:
                 (state_store.StateStore, "save", "encode"),
                 (state_store.StateStore, "save_view", "encode"),
                 (round_jobs, "round_jobs", "round_jobs"),
-                (round_plugins.Mechanism, "assign", "assign"),
+                (mechanism_plugin.Mechanism, "assign", "assign"),
                 (metrics.DaemonMetrics, "record_round", "metrics"),
                 (publish.Publisher, "admin_comments", "admin_comments"),
             ):  # fmt: skip

@@ -102,7 +102,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     settings = RoundSettings(
         round_seconds=args.round_seconds, preemption_overhead_seconds=args.preemption_overhead
     )
-    from slurm_gavel.core.job_rows import Knowledge
+    from slurm_gavel.core.learned_rows.job_rows import Knowledge
 
     opts = SimulationOptions(
         settings=settings,

@@ -1,5 +1,5 @@
 """Time the learned rows' part of the daemon's state file, with and without the progress
-behind each cell (core/job_rows_doc.py), at a given number of jobs.
+behind each cell (core/learned_rows/job_rows_doc.py), at a given number of jobs.
 
     python benchmarks/bench_state_rows.py --jobs 5000 --repeats 5
 
@@ -17,9 +17,9 @@ import argparse
 import json
 import time
 
-from slurm_gavel.core.job_rows import JobRows, LastSeen, Measured
-from slurm_gavel.core.job_rows_doc import rows_from_json, rows_to_json
-from slurm_gavel.core.row_trust import Progress
+from slurm_gavel.core.learned_rows.job_rows import JobRows, LastSeen, Measured
+from slurm_gavel.core.learned_rows.job_rows_doc import rows_from_json, rows_to_json
+from slurm_gavel.core.learned_rows.row_trust import Progress
 
 
 def rows(jobs: int, progress: bool) -> JobRows:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from slurm_gavel.core.moldable import ScaleRangeError, parse_range
+from slurm_gavel.core.moldable.moldable import ScaleRangeError, parse_range
 from slurm_gavel_dev import demo_packed as packed
 from slurm_gavel_dev import demo_report as rep
 from slurm_gavel_dev.demo_slurm import REPO

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from slurm_gavel.core.plugin_settings import (
-    SIMULATOR_PLUGINS,
-    MoldableSettings,
-    PluginSettings,
-    RestartAwareSettings,
-)
+from slurm_gavel.core.moldable.moldable_settings import MoldableSettings
+from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, PluginSettings
+from slurm_gavel.core.restart_aware.restart_aware_settings import RestartAwareSettings
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
 
 

@@ -3,7 +3,9 @@
 The core (slurm_gavel.core and the policies) imports no backend, no simulator and no
 daemon, so the simulator and the daemon run the very same round; each other layer
 imports only what is below it (LAYERS); the round sees the policies through their
-package only (POLICIES_FACE); the job library, installed alone on training
+package only (POLICIES_FACE); each feature of the round (a package under
+slurm_gavel/core/) imports the round's modules, not another feature's (FEATURES,
+CROSSINGS); the job library, installed alone on training
 nodes, imports nothing of the rest (STANDALONE); and no two modules of the package (or of
 the reference workloads) import each other, directly or round a loop. Every import counts: those
 inside functions and under ``TYPE_CHECKING`` too, since a lazy import hides a
@@ -354,4 +356,92 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
     assert not _in("slurm_gavel.daemon_x", ["slurm_gavel.daemon"])
     assert leaks({"a.x": {"b.y"}, "b.y": {"c.z"}, "c.z": set()}, ["a"], ["c"]) == [
         "c.z <- b.y <- a.x"
+    ]
+
+
+# The round's features, one package each under slurm_gavel/core/ (the plugin, its
+# settings, its state and its logic). A feature imports the round's interfaces (the
+# modules of slurm_gavel.core outside these packages: stages, config, state, report,
+# mechanism) and not another feature's modules, save the crossings below, each with why.
+# The other way is the round's: plugin_settings gathers the features' settings,
+# scheduler_state.PluginSlots their state, round_plugins.pipeline_for their plugins, and
+# round_config/round_jobs/scheduler read the learned rows' Knowledge and rows, the
+# re-solve rule (relearn) and the restart cost the rounds plan with (restart_aware).
+FEATURES = (
+    "slurm_gavel.core.baseline",
+    "slurm_gavel.core.learned_rows",
+    "slurm_gavel.core.moldable",
+    "slurm_gavel.core.restart_aware",
+    "slurm_gavel.core.restart_costs",
+    "slurm_gavel.core.space_sharing",
+    "slurm_gavel.core.unresponsive_nodes",
+)
+CROSSINGS: dict[tuple[str, str], str] = {
+    # a restart's cost as the rounds plan it (measured, the job's own, the configured
+    # overhead) is restart_aware.restart_cost; learned rows allow it before progress
+    # counts, moldable counts weigh it against a count's gain
+    (
+        "slurm_gavel.core.learned_rows.learned_rows_plugin",
+        "slurm_gavel.core.restart_aware.restart_aware",
+    ): "restart_cost",
+    (
+        "slurm_gavel.core.moldable.moldable_plugin",
+        "slurm_gavel.core.restart_aware.restart_aware",
+    ): "restart_cost",
+    # a moldable job's count is chosen from its learned row at each count (the rows'
+    # Knowledge, measurements and their JSON cells)
+    (
+        "slurm_gavel.core.moldable.moldable_plugin",
+        "slurm_gavel.core.learned_rows.job_rows",
+    ): "Knowledge",
+    ("slurm_gavel.core.moldable.mold_round", "slurm_gavel.core.learned_rows.job_rows"): "rows",
+    (
+        "slurm_gavel.core.moldable.mold_memory_doc",
+        "slurm_gavel.core.learned_rows.job_rows",
+    ): "Measured",
+    (
+        "slurm_gavel.core.moldable.mold_memory_doc",
+        "slurm_gavel.core.learned_rows.job_rows_doc",
+    ): "a measured cell's JSON, shared",
+    # protection reads the measured costs' "none measured" mark
+    (
+        "slurm_gavel.core.restart_aware.restart_aware",
+        "slurm_gavel.core.restart_costs.restart_costs",
+    ): "NONE_MEASURED",
+}
+
+
+def feature_of(module: str) -> str | None:
+    return next((f for f in FEATURES if _in(module, [f])), None)
+
+
+def crossings(graph: Mapping[str, set[str]]) -> list[tuple[str, str]]:
+    """Each direct import of a feature's module from another feature's."""
+    return sorted(
+        (module, dep)
+        for module, deps in graph.items()
+        if feature_of(module) is not None
+        for dep in deps
+        if feature_of(dep) not in (None, feature_of(module))
+    )
+
+
+def test_a_feature_imports_the_round_not_another_features_internals() -> None:
+    graph = import_graph(modules(["slurm_gavel"]))
+    assert all(f in graph for f in FEATURES)
+    found = crossings(graph)
+    unexpected = [f"{dep} <- {module}" for module, dep in found if (module, dep) not in CROSSINGS]
+    assert not unexpected, "a feature imports another's internals:\n" + "\n".join(unexpected)
+    # and no crossing is listed that is gone: the list says what is true
+    assert sorted(CROSSINGS) == found
+
+
+def test_the_feature_rule_sees_a_crossing() -> None:
+    graph = {
+        "slurm_gavel.core.moldable.mold_round": {"slurm_gavel.core.round_stages"},
+        "slurm_gavel.core.baseline.b": {"slurm_gavel.core.moldable.mold_round", "slurm_gavel.core"},
+        "slurm_gavel.core.round_stages": {"slurm_gavel.core.baseline.b"},
+    }
+    assert crossings(graph) == [
+        ("slurm_gavel.core.baseline.b", "slurm_gavel.core.moldable.mold_round")
     ]

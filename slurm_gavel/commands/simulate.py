@@ -20,7 +20,7 @@ from slurm_gavel.commands.simulate_settings import (
     overhead_overrides,
 )
 from slurm_gavel.commands.simulate_table import format_comparison
-from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
 from slurm_gavel.daemon.scheduler_config import scheduler_config
 from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError

@@ -165,7 +165,7 @@ def apply_config(
             plugins.restart_aware, enabled=args.restart_aware, budget=args.restart_budget
         ),
         # Never untried counts here, the config's or not: a simulated job has no true
-        # rate at a count its table lacks (core/moldable.py, 2.), so no option either.
+        # rate at a count its table lacks (core/moldable/moldable.py, 2.), so no option either.
         moldable_counts=_given(plugins.moldable_counts, lp=args.moldable_lp, untried=False),
     )
     _check_settings(settings, plugins)

@@ -4,7 +4,7 @@ Gavel's rule (scheduler.py, _update_priorities / _schedule_jobs_on_workers):
 
 * priority(entry, type) = X[entry][type] / share of time the entry received on that
   type since the allocation was computed. An entry is a job or a space-sharing
-  pair (the allocation has pairs only under space sharing: round_plugins.SpaceSharing
+  pair (the allocation has pairs only under space sharing: space_sharing_plugin.SpaceSharing
   gives the policy their throughputs). Entries that never ran on a type they are
   allocated to have priority inf; entries with X = 0 on a type have priority 0 and
   only fill GPUs nobody with a positive priority wants (work conservation, as Gavel
@@ -21,7 +21,7 @@ Optional, not Gavel (stay_credit_seconds > 0, default 0): the type a job runs on
 counts that many seconds less received time in its priority and deficit, so a job
 with a fractional allocation (say 0.5 v100 + 0.5 p100) works it off in longer
 stints instead of switching type almost every round. The caller decides when to
-apply it (round_plugins.stay_credit: only in underloaded rounds, where it cannot keep a
+apply it (mechanism_plugin.stay_credit: only in underloaded rounds, where it cannot keep a
 waiting job off a GPU). Space-sharing pairs get no credit.
 
 Pure functions over plain data: no clock, no I/O, no randomness.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from slurm_gavel.core.job_rows import Knowledge, Row
+from slurm_gavel.core.learned_rows.job_rows import Knowledge, Row
 from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, PluginSettings
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.domain.cluster_model import (

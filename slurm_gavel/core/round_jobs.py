@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell, rows_for
-from slurm_gavel.core.job_rows import row_source
+from slurm_gavel.core.learned_rows.job_rows import row_source
 from slurm_gavel.core.mechanism import MechanismJob
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.scheduler_state import RoundMemo, SchedulerState
@@ -182,7 +182,7 @@ def build_problem(
     pose: Iterable[Pose] = (),
 ) -> Problem:
     """The policy input for jobs that considered_jobs() accepted, with their rows, as
-    the pipeline's ``pose`` plugins extend it (round_plugins.SpaceSharing: pairs)."""
+    the pipeline's ``pose`` plugins extend it (space_sharing_plugin.SpaceSharing: pairs)."""
     types = [t for t, n in capacity.items() if n > 0]
     pjobs = []
     accounts, problem_job = state.jobs, config.table.problem_job

@@ -19,8 +19,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 
-from slurm_gavel.core import relearn, restart_aware
+from slurm_gavel.core.learned_rows import relearn
 from slurm_gavel.core.mechanism import pair_key
+from slurm_gavel.core.restart_aware import restart_aware
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import Considered, Pose, build_problem, round_jobs
 from slurm_gavel.core.round_plugins import pipeline_for

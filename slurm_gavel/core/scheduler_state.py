@@ -14,12 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_gavel.core import job_rows_doc, mold_memory_doc, restart_costs, run_protection
 from slurm_gavel.core.cluster_rows import ClusterRows, MarkedCell
-from slurm_gavel.core.job_rows import JobRows
+from slurm_gavel.core.learned_rows import job_rows_doc
+from slurm_gavel.core.learned_rows.job_rows import JobRows
 from slurm_gavel.core.mechanism import MechanismJob, SingleCandidates
-from slurm_gavel.core.mold_round import MoldMemory
-from slurm_gavel.core.run_protection import RunProtection
+from slurm_gavel.core.moldable import mold_memory_doc
+from slurm_gavel.core.moldable.mold_round import MoldMemory
+from slurm_gavel.core.restart_aware import run_protection
+from slurm_gavel.core.restart_aware.run_protection import RunProtection
+from slurm_gavel.core.restart_costs import restart_costs
 from slurm_gavel.core.skips import Skip
 from slurm_gavel.domain.cluster_model import Allowed, JobPlacement
 from slurm_gavel.domain.model import Allocation, GpuType, Job, JobId, PairShare

@@ -19,15 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.core.plugin_settings import (
-    DAEMON_PLUGINS,
-    LearnedRowsSettings,
-    MechanismSettings,
-    MoldableSettings,
-    PluginSettings,
-    RestartAwareSettings,
-)
+from slurm_gavel.core.learned_rows.learned_rows_settings import LearnedRowsSettings
+from slurm_gavel.core.moldable.moldable_settings import MoldableSettings
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, MechanismSettings, PluginSettings
 from slurm_gavel.core.priority_weights import MAX_ADMIN_WEIGHT, WeightsConfig
+from slurm_gavel.core.restart_aware.restart_aware_settings import RestartAwareSettings
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings
 from slurm_gavel.daemon.config_checks import cross_checks
 from slurm_gavel.daemon.config_ha import ha_config

@@ -1,5 +1,5 @@
 """The daemon config's ``learning:`` section: whose throughput rows the rounds use and
-what a job's own progress reports may move (core/job_rows.py, row_trust.py).
+what a job's own progress reports may move (core/learned_rows/job_rows.py, row_trust.py).
 
     learning:
       knowledge: learned      # learned (default): each job's own row, from its prior
@@ -11,7 +11,7 @@ what a job's own progress reports may move (core/job_rows.py, row_trust.py).
       start_allowance_s: 30   # the most a restarted run is taken to have lost to
                               # start-up; a reported rate its steps do not show with
                               # this much lost per run is logged (row_trust.Progress)
-      explore_max_gpu_seconds: 0   # > 0: exploration on (core/explore.py): a job's
+      explore_max_gpu_seconds: 0   # > 0: exploration on (core/learned_rows/explore.py): a job's
                               # unmeasured GPU types look explore_bonus x better until
                               # it has had this much GPU time or explore_max_restarts
       explore_max_restarts: 2
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from slurm_gavel.core.explore import Exploration
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.plugin_settings import LearnedRowsSettings
-from slurm_gavel.core.row_trust import TrustBounds
+from slurm_gavel.core.learned_rows.explore import Exploration
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.learned_rows_settings import LearnedRowsSettings
+from slurm_gavel.core.learned_rows.row_trust import TrustBounds
 from slurm_gavel.daemon.config_types import ConfigError, LearningConfig
 from slurm_gavel.domain.field_checks import Checks
 

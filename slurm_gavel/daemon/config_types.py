@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
 from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, PluginSettings
 from slurm_gavel.core.priority_weights import WeightsConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, RoundSettings

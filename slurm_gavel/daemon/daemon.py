@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from slurm_gavel.core.backend_hooks import BackendHooks
-from slurm_gavel.core.job_rows_doc import empty_rows_json, rows_from_json, rows_to_json
+from slurm_gavel.core.learned_rows.job_rows_doc import empty_rows_json, rows_from_json, rows_to_json
 from slurm_gavel.core.round_report import RoundReport
 from slurm_gavel.core.scheduler import account_last_round, run_round
 from slurm_gavel.core.scheduler_state import SchedulerState
@@ -115,7 +115,7 @@ class Daemon:
             ProgressTracker(config.progress_dir, table=self.table) if config.progress_dir else None
         )
         # each restart's cost, measured (restart_clock.py) and reported with the act:
-        # the round keeps it (core/restart_costs.py)
+        # the round keeps it (core/restart_costs/restart_costs.py)
         self.restart_clock = RestartClock(config.settings.preemption_overhead_seconds)
         # how the managed jobs' runs end: crash loops, signals ignored (run_watch.py)
         self.run_watch = RunWatch(config.checkpoint)

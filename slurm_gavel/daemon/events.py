@@ -56,7 +56,7 @@ class RoundEvents:
         self.bounded: dict[str, tuple[str, float, float | None]] = {}
 
     def rows_bounded(self, clamped: Mapping[str, tuple[str, float, float | None]]) -> None:
-        """Log each job's progress report the trust bounds clamped (core/row_trust.py),
+        """Log each job's progress report the trust bounds clamped (core/learned_rows/row_trust.py),
         once per job and GPU type and figure reported (the figure used moves as the job's
         progress grows: not news); forget jobs no longer listed there."""
         for job_id, what in clamped.items():

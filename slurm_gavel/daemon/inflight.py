@@ -3,7 +3,7 @@ saved its state before acting (crash safety, daemon.py). A restarted daemon that
 finds one knows the killed round acted, and from when.
 
 The save before acting holds the state from before the round; the record also carries
-what the round had learned by then (its job rows, core/job_rows_doc.py: the jobs'
+what the round had learned by then (its job rows, core/learned_rows/job_rows_doc.py: the jobs'
 progress up to the round's observation, counted on the placement that ran through it),
 which a restart takes when the round acted. Without it the next round would count the
 interval from the round before across the act, both placements' steps over one's

@@ -4,10 +4,10 @@ count of its run (or of its next start) and why the round chose that count.
 The record (``moldable`` of a job in the state document and the public view) holds
 numbers the daemon computed and fixed codes, never text a user wrote: the range comes
 from the comment grammar, which accepts only ``MIN-MAX`` with whole numbers
-(core/moldable.py), and is written here as two integers.
+(core/moldable/moldable.py), and is written here as two integers.
 
-``chosen``, why the count is what it is (the rules of core/moldable.py and
-core/mold_round.py, read back from the round's memory, not decided again here):
+``chosen``, why the count is what it is (the rules of core/moldable/moldable.py and
+core/moldable/mold_round.py, read back from the round's memory, not decided again here):
 
 * ``running``: the count of the run going on; a count changes only at a (re)start;
 * ``moved``: a running job the round moves keeps the count of its run;
@@ -43,9 +43,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.mold_round import count_rows, running_count, usable_capacity
-from slurm_gavel.core.moldable import cluster_value
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
+from slurm_gavel.core.moldable.mold_round import count_rows, running_count, usable_capacity
+from slurm_gavel.core.moldable.moldable import cluster_value
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.domain.cluster_model import (

@@ -12,8 +12,9 @@ everything in them is hostile input. Each round the daemon:
   (progress_report.py);
 * sets ``steps_done`` (capped at the job's total) and, for the job's current run
   (same restart count, running, recent), ``measured_throughput``: the job's own row's
-  cell on that GPU type (core/job_rows.py, bounded by core/row_trust.py), also for a job
-  of no known type, which has no table cell to vote on;
+  cell on that GPU type (core/learned_rows/job_rows.py, bounded by
+  core/learned_rows/row_trust.py), also for a job of no known type, which has no table
+  cell to vote on;
 * keeps each job's latest rate as a vote on its (job type, scale factor, GPU type)
   cell: the job type comes from Slurm's comment and must be a row of the configured
   table (no made-up rows), the GPU type from Slurm's allocation (a type new to the
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_gavel.core import estimate
-from slurm_gavel.core.mold_round import at_running_count
+from slurm_gavel.core.moldable.mold_round import at_running_count
 from slurm_gavel.daemon.logs import event
 from slurm_gavel.daemon.pair_cells import PairObservation, pair_reference
 from slurm_gavel.daemon.pair_windows import Mark, PairWindows, mate_of, pairings
@@ -198,7 +199,7 @@ class ProgressTracker:
             if base is None:
                 # A cell the table lacks (a job of no known type): no vote on
                 # the table (no made-up rows), only the job's own row, which the round
-                # bounds (core/row_trust.py)
+                # bounds (core/learned_rows/row_trust.py)
                 return replace(out, measured_throughput=rate)
             if not base / ABSURD_FACTOR <= rate <= base * ABSURD_FACTOR:
                 raise ReportRefused(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from slurm_gavel.core.row_trust import TrustBounds
+from slurm_gavel.core.learned_rows.row_trust import TrustBounds
 from slurm_gavel.daemon.progress_cells import finite
 from slurm_gavel.domain.cluster_model import ObservedJob
 from slurm_gavel.job.progress import JOB_ID, ReportRefused

@@ -12,9 +12,9 @@ is the time since the daemon released it that did not go into steps (an upper bo
 by the age of the report, at most the report interval). The cost of the restart is
 checkpoint + restore, clamped to [0, cap]. The clock only measures: each
 measurement goes to the round with the act's report, and the round keeps the job's
-learned cost in its own slot of the scheduler state (core/restart_costs.py: the mean
+learned cost in its own slot of the scheduler state (core/restart_costs/restart_costs.py: the mean
 of its last measurement and the one before, weight 1/2 each), what restart-aware
-rounds (core/restart_aware.py) use instead of the configured
+rounds (core/restart_aware/restart_aware.py) use instead of the configured
 ``preemption_overhead_seconds``.
 
 The reports are the user's: a job could claim to restore slowly to be kept longer on
@@ -49,7 +49,7 @@ class RestartClock:
     The clock measures and the round keeps: ``on_act`` runs as the backend's act
     returns (daemon/hooked_backend.py) and adds the restarts it measured to the act's
     report (``ActResult.restart_costs``), which the round's RestartCosts plugin folds
-    into its slot (core/restart_costs.py). What the clock learned of the restarts in
+    into its slot (core/restart_costs/restart_costs.py). What the clock learned of the restarts in
     progress counts once the round has succeeded (``commit``); a round that fails
     leaves them as they were (``discard``), as it leaves the scheduler state."""
 

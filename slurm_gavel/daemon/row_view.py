@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from slurm_gavel.core.job_rows import Knowledge, RowSource
+from slurm_gavel.core.learned_rows.job_rows import Knowledge, RowSource
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.scheduler_state import SchedulerState
 from slurm_gavel.domain.cluster_model import ObservedJob

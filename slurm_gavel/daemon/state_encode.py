@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slurm_gavel.core.job_rows_doc import NAME as ROWS
+from slurm_gavel.core.learned_rows.job_rows_doc import NAME as ROWS
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # the store's compact form
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from slurm_gavel.core import job_rows_doc
+from slurm_gavel.core.learned_rows import job_rows_doc
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_report import RoundReport
 from slurm_gavel.core.scheduler_state import SchedulerState

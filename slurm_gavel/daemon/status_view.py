@@ -34,8 +34,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from slurm_gavel.core import mechanism, restart_costs
-from slurm_gavel.core.run_protection import RunProtection, from_state
+from slurm_gavel.core import mechanism
+from slurm_gavel.core.restart_aware.run_protection import RunProtection, from_state
+from slurm_gavel.core.restart_costs import restart_costs
 from slurm_gavel.core.skips import SkipCode, owner_sentence
 from slurm_gavel.domain.cluster_model import SETTLING
 from slurm_gavel.errors import InputError
@@ -123,8 +124,8 @@ def status_view(doc: dict[str, Any], alive_pid: int | None = None) -> dict[str, 
             "throughput": v.get("throughput"),
             # a moldable job's range, count and why (daemon/mold_view.py); None if rigid
             "moldable": moldable_record(v.get("moldable")),
-            # restart-aware rounds (core/restart_aware.py): its run is kept where it is
-            # until then (scheduler clock); None when not protected
+            # restart-aware rounds (core/restart_aware/restart_aware.py): its run is kept
+            # where it is until then (scheduler clock); None when not protected
             "protected_until": _until(protection.get(job_id)),
         }
         job["why"] = why(job, policy, last_round, held)

@@ -29,7 +29,7 @@ strings, run against all three; docs/admin-guide.md section 5 is the written spe
 No whitespace outside the type, no sign, exponent, hex, inf or nan. ``type`` is
 optional: it is a hint that picks the job's prior throughput row; ``gavel:``
 alone (what ``sbatch --gavel`` writes) makes a managed job whose row the daemon learns
-as it runs (core/job_rows.py). A comment that is not exactly ``gavel:...`` but becomes
+as it runs (core/learned_rows/job_rows.py). A comment that is not exactly ``gavel:...`` but becomes
 it after dropping leading ASCII whitespace and lower-casing (`` gavel:``, ``GAVEL:``) is
 refused rather than left plain: the user meant it, and a near miss must not
 become a job that is neither held nor refused.

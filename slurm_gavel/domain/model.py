@@ -45,8 +45,8 @@ class Job:
     # says so (its `overhead` column); None: the simulator's per-type or global figure.
     restart_overhead: float | None = None
     # Moldable: the GPU counts it may run at, (min, max); None: only
-    # scale_factor. Its count is chosen at each (re)start (core/moldable.py), and the
-    # round sees the job with scale_factor set to it (core/mold_round.py).
+    # scale_factor. Its count is chosen at each (re)start (core/moldable/moldable.py), and the
+    # round sees the job with scale_factor set to it (core/moldable/mold_round.py).
     scale_range: tuple[int, int] | None = None
     # The exact number of nodes its request asks for (sbatch -N 2, or its tasks over
     # --ntasks-per-node): its GPUs go scale_factor / node_count on each of that many

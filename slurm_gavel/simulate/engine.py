@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
 from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, PluginSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_plugins import pipeline_for

@@ -5,7 +5,7 @@ The rule (EXPERIMENTS.md): a job of n GPUs may run at n/2 .. 2n GPUs (at least 1
 most the largest count the table has for its job type, never below n's own upper
 bound; n .. 2n with ``--moldable-up-only``; up to K x n instead of 2n with
 ``--moldable-grow K``), restricted by the table to the counts it has rows for
-(core/moldable.py). With
+(core/moldable/moldable.py). With
 ``--moldable-share F`` only a share F of the jobs get a range, drawn per job from
 (--seed, job id), so the same seed picks the same jobs whatever the policy.
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from slurm_gavel.core.moldable import trace_range
+from slurm_gavel.core.moldable.moldable import trace_range
 from slurm_gavel.domain.model import Job
 from slurm_gavel.domain.throughputs import ThroughputTable
 

@@ -2,7 +2,7 @@
 
 CSV header: job_id,arrival_time,job_type,scale_factor,total_steps,priority_weight,slo,account
 (slo and account may be empty; priority_weight defaults to 1; scale_factor MIN-MAX makes
-a moldable job, core/moldable.py). An optional last
+a moldable job, core/moldable/moldable.py). An optional last
 column `restart_seconds` gives a job's own seconds per restart (checkpoint + restore;
 `overhead`, its name before, is read too).
 
@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from slurm_gavel.core.moldable import ScaleRangeError, format_range, parse_range
+from slurm_gavel.core.moldable.moldable import ScaleRangeError, format_range, parse_range
 from slurm_gavel.domain.model import Job
 from slurm_gavel.domain.throughputs import ThroughputTable
 from slurm_gavel.errors import InputError

@@ -3,7 +3,7 @@
 A trace row may say how fast that job really is on each GPU type (steps/s at the job's
 scale factor, e.g. ``throughput_v100``): the simulator runs it at that rate, and the
 scheduler sees it only under ``--knowledge oracle`` (else it learns it as the job runs:
-core/job_rows.py). An empty cell, or no such column, means "as its job type's row in
+core/learned_rows/job_rows.py). An empty cell, or no such column, means "as its job type's row in
 the throughput table". A trace without any such column replays exactly as before.
 
 The columns are user input: NaN, inf, negative, huge or non-numeric values are refused

@@ -10,9 +10,10 @@ import pytest
 from refused_traces import refused_trace
 
 from slurm_gavel.cli import main
-from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS, LearnedRowsSettings
+from slurm_gavel.core.learned_rows.learned_rows_settings import LearnedRowsSettings
+from slurm_gavel.core.learned_rows.row_trust import TrustBounds
+from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS, RoundSettings
-from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.daemon.config import load_config
 from slurm_gavel.domain.throughputs import DEFAULT_TABLE
 from slurm_gavel.simulate.engine import SimulationOptions

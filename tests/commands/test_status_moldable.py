@@ -15,7 +15,7 @@ from slurm_gavel.cli import main
 from slurm_gavel.commands.mold_text import explain_lines
 from slurm_gavel.commands.status import format_status
 from slurm_gavel.core.cluster_rows import rows_for
-from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.scheduler_state import SchedulerState

@@ -10,7 +10,7 @@ import pytest
 from daemon_rounds import TYPES, run_daemon
 
 from slurm_gavel.cli import main
-from slurm_gavel.core.run_protection import RunProtection
+from slurm_gavel.core.restart_aware.run_protection import RunProtection
 from slurm_gavel.daemon.state_store import StateStore
 from slurm_gavel.daemon.status_view import held_types, status_view, why
 from slurm_gavel.domain.model import Job

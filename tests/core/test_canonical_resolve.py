@@ -16,12 +16,10 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import SimulatedCluster
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.plugin_settings import (
-    SIMULATOR_PLUGINS,
-    MoldableSettings,
-    RestartAwareSettings,
-)
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
+from slurm_gavel.core.moldable.moldable_settings import MoldableSettings
+from slurm_gavel.core.plugin_settings import SIMULATOR_PLUGINS
+from slurm_gavel.core.restart_aware.restart_aware_settings import RestartAwareSettings
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import SIMULATOR_DEFAULTS
 from slurm_gavel.core.scheduler import run_round

@@ -7,18 +7,17 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS, RestartAwareSettings
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
+from slurm_gavel.core.plugin_settings import DAEMON_PLUGINS
+from slurm_gavel.core.restart_aware.restart_aware_settings import RestartAwareSettings
+from slurm_gavel.core.restart_costs.restart_costs_plugin import RestartCosts
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_jobs import build_problem
-from slurm_gavel.core.round_plugins import (
-    RestartCosts,
-    SpaceSharing,
-    UnresponsiveNodes,
-    pipeline_for,
-)
+from slurm_gavel.core.round_plugins import pipeline_for
 from slurm_gavel.core.round_stages import RoundContext
 from slurm_gavel.core.scheduler_state import JobAccount, SchedulerState
+from slurm_gavel.core.space_sharing.space_sharing_plugin import SpaceSharing
+from slurm_gavel.core.unresponsive_nodes.unresponsive_nodes_plugin import UnresponsiveNodes
 from slurm_gavel.domain.cluster_model import (
     ActResult,
     ClusterSnapshot,

@@ -135,7 +135,7 @@ def test_the_slot_wins_over_rows_left_at_the_top_level():
 
 
 def test_the_moldable_memory_s_derived_parts_are_never_written():
-    # (its measurements are: tests/core/test_mold_memory_doc.py)
+    # (its measurements are: tests/core/moldable/test_mold_memory_doc.py)
     state = SchedulerState.from_json(json.loads(BEFORE_SLOTS.read_text()))
     job = Job("m", RESNET, 2, total_steps=1e9)
     state.plugins.moldable_counts.jobs["m"] = (job, 2, job)

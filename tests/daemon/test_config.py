@@ -3,18 +3,18 @@ from pathlib import Path
 
 import pytest
 
-from slurm_gavel.core.explore import Exploration
+from slurm_gavel.core.learned_rows.explore import Exploration
+from slurm_gavel.core.learned_rows.learned_rows_settings import LearnedRowsSettings
+from slurm_gavel.core.learned_rows.row_trust import TrustBounds
+from slurm_gavel.core.moldable.moldable_settings import MoldableSettings
 from slurm_gavel.core.plugin_settings import (
     DAEMON_PLUGINS,
     SIMULATOR_PLUGINS,
-    LearnedRowsSettings,
     MechanismSettings,
-    MoldableSettings,
     PluginSettings,
-    RestartAwareSettings,
 )
+from slurm_gavel.core.restart_aware.restart_aware_settings import RestartAwareSettings
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS, SIMULATOR_DEFAULTS, RoundSettings
-from slurm_gavel.core.row_trust import TrustBounds
 from slurm_gavel.daemon.config import load_config, parse_config, plugin_keys
 from slurm_gavel.daemon.config_types import ConfigError
 from slurm_gavel.daemon.scheduler_config import scheduler_config

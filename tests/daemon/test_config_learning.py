@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from slurm_gavel.core.explore import Exploration
-from slurm_gavel.core.job_rows import Knowledge
-from slurm_gavel.core.row_trust import TrustBounds
+from slurm_gavel.core.learned_rows.explore import Exploration
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.row_trust import TrustBounds
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.config_types import ConfigError
 

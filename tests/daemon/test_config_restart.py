@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_gavel.core.plugin_settings import RestartAwareSettings
+from slurm_gavel.core.restart_aware.restart_aware_settings import RestartAwareSettings
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.config_types import ConfigError
 

@@ -279,7 +279,7 @@ def test_each_save_writes_every_jobs_current_row_though_texts_are_kept(tmp_path,
     now, the others from their kept text, and state.json holds exactly the daemon's
     rows and the published records in every round, the pre-act save's inflight record
     the round's rows."""
-    from slurm_gavel.core.job_rows_doc import NAME, rows_to_json
+    from slurm_gavel.core.learned_rows.job_rows_doc import NAME, rows_to_json
 
     sim = cluster(table)
     b = ReadingBackend(sim, tmp_path / "state")
@@ -677,7 +677,7 @@ def test_daemon_decides_what_the_simulator_decides_from_the_same_state(tmp_path,
     # reallocations. The daemon (progress, step estimates, persistence around run_round)
     # must place exactly as the bare scheduler loop the simulator runs: the churn a real
     # daemon shows is the mechanism's, not the daemon's.
-    from slurm_gavel.core.job_rows import Knowledge
+    from slurm_gavel.core.learned_rows.job_rows import Knowledge
     from slurm_gavel.core.scheduler import run_round
     from slurm_gavel.core.scheduler_state import SchedulerState
     from slurm_gavel.daemon.scheduler_config import scheduler_config

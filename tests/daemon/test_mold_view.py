@@ -5,7 +5,7 @@ did not consider), and LastCounts, the memory of each job's last run."""
 from __future__ import annotations
 
 from slurm_gavel.core.cluster_rows import rows_for
-from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
 from slurm_gavel.core.round_config import SchedulerConfig
 from slurm_gavel.core.round_settings import DAEMON_DEFAULTS
 from slurm_gavel.core.scheduler_state import SchedulerState

@@ -53,7 +53,7 @@ def _measure(
 ):
     rate = TABLE.throughput(RESNET, 1, "v100")
     # long jobs: restart-aware rounds keep a run that is within 4 protections of its
-    # end to it (core/restart_aware.py), which would leave no restart to measure
+    # end to it (core/restart_aware/restart_aware.py), which would leave no restart to measure
     jobs = [Job(j, RESNET, 1, total_steps=rate * 50000.0) for j in ("a", "b")]
     tap = Tap(parse_cluster_spec("v100:1x1", TABLE), jobs, TABLE,
               preemption_overhead_seconds=overhead)  # fmt: skip

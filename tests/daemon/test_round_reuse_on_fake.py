@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from slurm_gavel.core.job_rows import Measured
+from slurm_gavel.core.learned_rows.job_rows import Measured
 from slurm_gavel.daemon.config import parse_config
 from slurm_gavel.daemon.daemon import Daemon
 from slurm_gavel.daemon.metrics import DaemonMetrics

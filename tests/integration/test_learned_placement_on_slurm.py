@@ -23,7 +23,7 @@ other way round. So:
 
 The trust bounds are widened (ratio_factor, step_factor: 1000): the default bounds keep
 a job's ratios within 4x of its prior's, which here would keep the prior's order (the
-bounds are tested in tests/core/test_row_trust.py; this test is about the placement).
+bounds are tested in tests/core/learned_rows/test_row_trust.py; this test is about the placement).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ STEPS = 1200
 # after both jobs' first run, the learned run must have moved both within this many
 # seconds, and the control (knowledge: table) must not have moved either. A report
 # counts once the job's progress bounds it (more than the start-up allowance of running
-# there, TrustBounds.start_allowance_s, 30 s: core/row_trust.py); measured 6-9 s
+# there, TrustBounds.start_allowance_s, 30 s: core/learned_rows/row_trust.py); measured 6-9 s
 # before that bound, on 22.05, 24.11 and 26.05.
 WATCH_S = 60
 

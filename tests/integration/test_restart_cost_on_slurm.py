@@ -24,7 +24,7 @@ def test_restarts_are_timed_and_learned_per_job(scenario):
 
     def learned() -> dict[str, float] | None:
         doc = sc.state_doc() or {}
-        # the round keeps them in their own slot (core/restart_costs.py)
+        # the round keeps them in their own slot (core/restart_costs/restart_costs.py)
         slots = (doc.get("scheduler") or {}).get("plugins") or {}
         got = dict(slots.get("restart_costs") or {})
         return got or None

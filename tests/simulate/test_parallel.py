@@ -9,7 +9,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.cli import main
-from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
 from slurm_gavel.domain.throughputs import load_table
 from slurm_gavel.errors import InputError
 from slurm_gavel.simulate import parallel

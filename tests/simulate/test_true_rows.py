@@ -7,7 +7,7 @@ import pytest
 
 from slurm_gavel.backends.cluster_spec import parse_cluster_spec
 from slurm_gavel.backends.simulated import REPORT_AFTER_S, SimulatedCluster
-from slurm_gavel.core.job_rows import Knowledge
+from slurm_gavel.core.learned_rows.job_rows import Knowledge
 from slurm_gavel.domain.cluster_model import JobPlacement, NodeSlice, RoundPlacement
 from slurm_gavel.domain.model import Job
 from slurm_gavel.domain.throughputs import load_table

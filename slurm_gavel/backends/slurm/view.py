@@ -375,7 +375,7 @@ def _observed(
         id=sj.job_id,
         job_type=spec.job_type,
         scale_factor=scale or 1,
-        scale_range=spec.scale_range,  # moldable: core/mold_round.py
+        scale_range=spec.scale_range,  # moldable: core/moldable/mold_round.py
         priority_weight=spec.priority_weight,
         total_steps=spec.total_steps or 0.0,
         arrival_time=arrival,
