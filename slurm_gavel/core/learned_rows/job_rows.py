@@ -8,8 +8,8 @@ starts from a prior, in this order:
   the table lacks one of the cluster's types), when the table knows the type and size;
 * else (a job of a model the table never saw) the estimate from the jobs seen so far:
   low-rank completion with the table's rows *and every measured job* as rows
-  (:func:`slurm_gavel.core.estimate_jobs.estimate_job_rows`), its own measurements included,
-  so that one measured cell already says how fast it is elsewhere (Gavel's estimator);
+  (:func:`slurm_gavel.core.learned_rows.estimate_jobs.estimate_job_rows`), its own
+  measurements included, so that one measured cell already says how fast it is elsewhere (Gavel's estimator);
 * else type-blind: the same figure on every type.
 
 A running job's measured rate replaces the cell of the GPU type it runs on, when it
@@ -23,7 +23,7 @@ never measured stays on its prior, and its cells are marked so.
 How much the round believes is :class:`Knowledge`: TABLE is the type rows (Gavel's, and
 the config's ``learning: {knowledge: table}``), LEARNED the above (the default of the
 daemon and the simulator alike, with :class:`row_trust.TrustBounds` on what a report
-may move; core/relearn.py says when a changed row re-solves), ORACLE a row given
+may move; core/learned_rows/relearn.py says when a changed row re-solves), ORACLE a row given
 from outside (the simulator's true rows), TYPE_BLIND no speeds at all. Jobs with equal
 rows keep sharing one row object, so the policies still
 aggregate them into one class, and an unchanged row is the same object round after
