@@ -9,7 +9,8 @@ starts from a prior, in this order:
 * else (a job of a model the table never saw) the estimate from the jobs seen so far:
   low-rank completion with the table's rows *and every measured job* as rows
   (:func:`slurm_gavel.core.learned_rows.estimate_jobs.estimate_job_rows`), its own
-  measurements included, so that one measured cell already says how fast it is elsewhere (Gavel's estimator);
+  measurements included, so that one measured cell already says how fast it is
+  elsewhere (Gavel's estimator);
 * else type-blind: the same figure on every type.
 
 A running job's measured rate replaces the cell of the GPU type it runs on, when it
