@@ -3,6 +3,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -127,8 +128,11 @@ def test_sighup_reloads_the_config_and_sigterm_still_stops(tmp_path, sim, capsys
     waits for its next round reloads the file (policy fifo), SIGTERM then ends it.
     SIGTERM waits for the reload to have run: a stop asked before the daemon gets back to
     its wait rightly wins over a pending reload, which a fixed pause let happen on a
-    loaded machine (load 10: the reload was skipped and the test failed)."""
+    loaded machine (load 10: the reload was skipped and the test failed). Rounds 10
+    minutes apart: with 30 s, a loaded machine (the quick tier beside a CI run) let the
+    next round's time come before the SIGTERM, and a second round was counted."""
     path = write_config(tmp_path)
+    Path(path).write_text(Path(path).read_text().replace("round_seconds: 30", "round_seconds: 600"))
     state = tmp_path / "state" / "state.json"
     reloaded_once = threading.Event()
     real_reload = Daemon.reload
