@@ -254,14 +254,19 @@ def medians(rounds: list[dict[str, Any]]) -> dict[str, float]:
 ROWS = (*PARTS, "write wall", "persist", *OTHER, "round", "round wall")
 
 
+def child_json(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a timed child process; its last stdout line is its JSON result."""
+    res = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    if res.returncode:
+        raise SystemExit(f"{' '.join(argv)}:\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.splitlines()[-1])
+
+
 def run_child(code: Path, a: argparse.Namespace, jobs: int) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--child", "--code", str(code), "--jobs", str(jobs),
             "--rounds", str(a.rounds), "--topology", a.topology, "--privacy", a.privacy,
             "--seed", str(a.seed), *(["--silent"] if a.silent else [])]  # fmt: skip
-    res = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if res.returncode:
-        raise SystemExit(f"{' '.join(argv)}:\n{res.stderr[-3000:]}")
-    return json.loads(res.stdout.splitlines()[-1])
+    return child_json(argv)
 
 
 def main() -> None:

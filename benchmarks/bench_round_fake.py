@@ -39,7 +39,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -222,11 +221,10 @@ def run_child(code: Path, a: argparse.Namespace, jobs: int) -> dict[str, Any]:
             "--rounds", str(a.rounds), "--topology", a.topology, "--seed", str(a.seed),
             *(["--profile", a.profile] if a.profile else []),
             *(["--detail"] if a.detail else []), "--profile-rounds", a.profile_rounds]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    res = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
-    if res.returncode:
-        raise SystemExit(f"{' '.join(argv)}:\n{res.stderr[-3000:]}")
-    return json.loads(res.stdout.splitlines()[-1])
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_persist import child_json
+
+    return child_json(argv, env={**os.environ, "PYTHONPATH": str(code)})
 
 
 def main() -> None:
@@ -246,7 +244,13 @@ def main() -> None:
     if a.child:
         sys.path.insert(0, str(a.code))
         print(json.dumps(child(a)))
-        return
+    else:
+        compare(a)
+
+
+def compare(a: argparse.Namespace) -> None:
+    """Each job count's rounds in child processes, this checkout and --compare's in
+    turn, and the table of their medians."""
     codes = [("before", a.compare), ("after", ROOT)] if a.compare else [("this", ROOT)]
     print(f"load average {os.getloadavg()[0]:.1f}; {a.topology}; daemon CPU s per round "
           f"(thread_time, the fake's commands apart); steady: median of {a.rounds} rounds x "
